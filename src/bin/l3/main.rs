@@ -1,0 +1,654 @@
+//! `l3`: convert images and whole dataset trees to L3, decode, inspect, verify.
+//!
+//! Exit status: 0 when every file succeeded, 1 when any file failed (each failure is reported
+//! on stderr as `error: PATH: REASON`), 2 for a usage error.
+
+mod fsio;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use fsio::Job;
+use l3::{DecodeOptions, EncodeOptions, Predictor, PredictorChoice};
+
+/// Extensions `l3 encode` picks up when given a directory.
+const IMAGE_EXTENSIONS: &[&str] = &[
+    "png", "jpg", "jpeg", "tif", "tiff", "pnm", "ppm", "pgm", "pbm", "pam", "bmp", "webp", "gif",
+    "qoi", "tga", "ico",
+];
+/// Extension of L3 files.
+const L3_EXTENSION: &str = "l3";
+
+#[derive(Parser)]
+#[command(
+    name = "l3",
+    version,
+    about = "Lossless image codec with a GPU decoder"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Convert images (files or whole directory trees) to L3.
+    Encode(EncodeArgs),
+    /// Decode L3 files to PNG or PNM.
+    Decode(DecodeArgs),
+    /// Show a file's header, patch table statistics and bits per pixel.
+    Info(InfoArgs),
+    /// Fully decode L3 files (checksum and every stream); optionally compare with originals.
+    Verify(VerifyArgs),
+    /// Encode and decode the bundled sample images, printing sizes and speed.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct EncodeArgs {
+    /// Image files or directories (directories are walked recursively).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Output file (one input file) or directory (the input tree is mirrored into it).
+    /// Default: each output next to its input, with the extension `.l3`.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Patch side in pixels.
+    #[arg(long, default_value_t = 64, value_parser = parse_patch_size)]
+    patch_size: u32,
+    /// Predictor: `best` tries all per patch and channel.
+    #[arg(long, value_enum, default_value_t = PredictorArg::Best)]
+    predictor: PredictorArg,
+    /// Skip decoding each output and comparing it with the input pixels before it is kept.
+    #[arg(long)]
+    no_verify: bool,
+    /// Re-encode files whose output already exists and is newer than the input.
+    #[arg(long)]
+    force: bool,
+    /// Worker threads (default: all cores).
+    #[arg(short, long)]
+    jobs: Option<usize>,
+    /// Print only errors and the summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    /// L3 files or directories.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Output file (one input) or directory. Default: next to the input.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Output format when the output is a directory or not given.
+    #[arg(long, value_enum, default_value_t = OutFormat::Png)]
+    format: OutFormat,
+    /// Skip the CRC-32 check (faster; a corrupt stream is still detected by its structure).
+    #[arg(long)]
+    no_checksum: bool,
+    /// Print only errors.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// L3 files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    /// L3 files or directories.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// The original image (for one file) or the original tree (for a directory), compared
+    /// pixel for pixel with the decoded L3 files.
+    #[arg(long)]
+    against: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Directory of images (default: the bundled samples).
+    dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PredictorArg {
+    Best,
+    None,
+    Up,
+    L3Paeth,
+    UpMean,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutFormat {
+    Png,
+    Pnm,
+}
+
+fn parse_patch_size(s: &str) -> Result<u32, String> {
+    let v: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_power_of_two() && (8..=128).contains(&v) {
+        Ok(v)
+    } else {
+        Err("patch size must be 8, 16, 32, 64 or 128".into())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Encode(a) => cmd_encode(a),
+        Command::Decode(a) => cmd_decode(a),
+        Command::Info(a) => cmd_info(a),
+        Command::Verify(a) => cmd_verify(a),
+        Command::Demo(a) => cmd_demo(a),
+    };
+    match result {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!("{failed} file(s) failed");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn progress(len: usize, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} files, {elapsed} elapsed, eta {eta}")
+            .expect("valid template"),
+    );
+    pb
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// Output path of a job: mirrored under `out_root`, or next to the input; `ext` replaces the
+/// input's extension.
+fn output_path(job: &Job, out_root: Option<&Path>, ext: &str) -> PathBuf {
+    match out_root {
+        Some(root) => root.join(&job.relative).with_extension(ext),
+        None => job.input.with_extension(ext),
+    }
+}
+
+/// Resolves where each job's output goes; a single file input with `-o` writes exactly there.
+fn plan_outputs(
+    roots: &[(PathBuf, Vec<Job>)],
+    output: Option<&Path>,
+    ext: &str,
+) -> Result<Vec<(Job, PathBuf)>> {
+    let jobs: Vec<&Job> = roots.iter().flat_map(|(_, j)| j).collect();
+    let single_file = roots.len() == 1 && roots[0].0.is_file();
+    let plan: Vec<(Job, PathBuf)> = jobs
+        .into_iter()
+        .map(|job| {
+            let out = match output {
+                Some(o) if single_file && !o.is_dir() => o.to_path_buf(),
+                o => output_path(job, o, ext),
+            };
+            (job.clone(), out)
+        })
+        .collect();
+    let pairs: Vec<(PathBuf, &Path)> = plan
+        .iter()
+        .map(|(j, o)| (o.clone(), j.input.as_path()))
+        .collect();
+    fsio::check_collisions(&pairs)?;
+    Ok(plan)
+}
+
+fn thread_pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = jobs {
+        b = b.num_threads(n);
+    }
+    Ok(b.build()?)
+}
+
+/// Compares decoded L3 pixels with the source image's.
+fn same_pixels(original: &image::DynamicImage, decoded: &image::DynamicImage) -> bool {
+    original.color() == decoded.color()
+        && original.dimensions_eq(decoded)
+        && original.as_bytes() == decoded.as_bytes()
+}
+
+trait DimsEq {
+    fn dimensions_eq(&self, other: &Self) -> bool;
+}
+impl DimsEq for image::DynamicImage {
+    fn dimensions_eq(&self, other: &Self) -> bool {
+        self.width() == other.width() && self.height() == other.height()
+    }
+}
+
+#[derive(Default)]
+struct Totals {
+    files: AtomicU64,
+    skipped: AtomicU64,
+    failed: AtomicU64,
+    input_bytes: AtomicU64,
+    output_bytes: AtomicU64,
+    raw_bytes: AtomicU64,
+    pixels: AtomicU64,
+}
+
+fn cmd_encode(a: EncodeArgs) -> Result<u64> {
+    let roots = fsio::collect_jobs(&a.inputs, IMAGE_EXTENSIONS)?;
+    let plan = plan_outputs(&roots, a.output.as_deref(), L3_EXTENSION)?;
+    if plan.is_empty() {
+        bail!("no image files found in the inputs");
+    }
+    let options = EncodeOptions {
+        patch_log2: a.patch_size.trailing_zeros() as u8,
+        predictor: match a.predictor {
+            PredictorArg::Best => PredictorChoice::Best,
+            PredictorArg::None => PredictorChoice::Fixed(Predictor::None),
+            PredictorArg::Up => PredictorChoice::Fixed(Predictor::Up),
+            PredictorArg::L3Paeth => PredictorChoice::Fixed(Predictor::L3Paeth),
+            PredictorArg::UpMean => PredictorChoice::Fixed(Predictor::UpMean),
+        },
+        parallel: true,
+    };
+    let mut dirs: Vec<&Path> = plan.iter().filter_map(|(_, o)| o.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        fsio::remove_stale_temps(d);
+    }
+    let pb = progress(plan.len(), a.quiet);
+    let totals = Totals::default();
+    let encode_time = Mutex::new(0f64);
+    let start = Instant::now();
+    thread_pool(a.jobs)?.install(|| {
+        plan.par_iter().for_each(|(job, out)| {
+            if !a.force && fsio::is_up_to_date(&job.input, out) {
+                totals.skipped.fetch_add(1, Ordering::Relaxed);
+                if !a.quiet {
+                    pb.suspend(|| println!("{}: up to date, skipped", job.input.display()));
+                }
+                pb.inc(1);
+                return;
+            }
+            match encode_one(&job.input, out, &options, !a.no_verify) {
+                Ok(r) => {
+                    totals.files.fetch_add(1, Ordering::Relaxed);
+                    totals
+                        .input_bytes
+                        .fetch_add(r.input_bytes, Ordering::Relaxed);
+                    totals
+                        .output_bytes
+                        .fetch_add(r.output_bytes, Ordering::Relaxed);
+                    totals.raw_bytes.fetch_add(r.raw_bytes, Ordering::Relaxed);
+                    totals.pixels.fetch_add(r.pixels, Ordering::Relaxed);
+                    *encode_time.lock().unwrap() += r.encode_seconds;
+                    if !a.quiet {
+                        pb.suspend(|| {
+                            println!(
+                                "{}: {} -> {} ({:.3}x input, {:.3}x raw, {:.2} bpp)",
+                                job.input.display(),
+                                human(r.input_bytes),
+                                human(r.output_bytes),
+                                r.output_bytes as f64 / r.input_bytes as f64,
+                                r.output_bytes as f64 / r.raw_bytes as f64,
+                                r.output_bytes as f64 * 8.0 / r.pixels as f64,
+                            )
+                        });
+                    }
+                }
+                Err(e) => {
+                    totals.failed.fetch_add(1, Ordering::Relaxed);
+                    pb.suspend(|| eprintln!("error: {}: {e:#}", job.input.display()));
+                }
+            }
+            pb.inc(1);
+        })
+    });
+    pb.finish_and_clear();
+    let t = |x: &AtomicU64| x.load(Ordering::Relaxed);
+    let (inb, outb, raw) = (
+        t(&totals.input_bytes),
+        t(&totals.output_bytes),
+        t(&totals.raw_bytes),
+    );
+    let encode_seconds = *encode_time.lock().unwrap();
+    println!(
+        "encoded {} file(s), skipped {} up to date, {} failed; {} -> {} ({:.3}x input, {:.3}x raw); {:.1} s wall, encoder {:.1} MP/s per file",
+        t(&totals.files),
+        t(&totals.skipped),
+        t(&totals.failed),
+        human(inb),
+        human(outb),
+        if inb > 0 { outb as f64 / inb as f64 } else { 0.0 },
+        if raw > 0 { outb as f64 / raw as f64 } else { 0.0 },
+        start.elapsed().as_secs_f64(),
+        if encode_seconds > 0.0 { t(&totals.pixels) as f64 / 1e6 / encode_seconds } else { 0.0 },
+    );
+    Ok(t(&totals.failed))
+}
+
+struct EncodeReport {
+    input_bytes: u64,
+    output_bytes: u64,
+    raw_bytes: u64,
+    pixels: u64,
+    encode_seconds: f64,
+}
+
+fn encode_one(
+    input: &Path,
+    output: &Path,
+    options: &EncodeOptions,
+    verify: bool,
+) -> Result<EncodeReport> {
+    let input_bytes = std::fs::metadata(input)?.len();
+    let image = l3::read_image(input)?;
+    let t0 = Instant::now();
+    let encoded = l3::encode_image(&image, options)?;
+    let encode_seconds = t0.elapsed().as_secs_f64();
+    if verify {
+        let decoded = l3::decode_image(&encoded, &DecodeOptions::default())
+            .context("verification decode failed")?;
+        if !same_pixels(&image, &decoded) {
+            bail!("verification failed: decoded pixels differ from the input (encoder bug; nothing written)");
+        }
+    }
+    fsio::write_atomic(output, &encoded)?;
+    Ok(EncodeReport {
+        input_bytes,
+        output_bytes: encoded.len() as u64,
+        raw_bytes: image.as_bytes().len() as u64,
+        pixels: image.width() as u64 * image.height() as u64,
+        encode_seconds,
+    })
+}
+
+fn read_l3(path: &Path) -> Result<Vec<u8>> {
+    let limits = l3::Limits::default();
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if len > limits.max_input_bytes {
+        bail!(l3::Error::from(l3::LimitsError::InputBytes {
+            len,
+            max: limits.max_input_bytes
+        }));
+    }
+    Ok(std::fs::read(path)?)
+}
+
+fn cmd_decode(a: DecodeArgs) -> Result<u64> {
+    let roots = fsio::collect_jobs(&a.inputs, &[L3_EXTENSION])?;
+    let ext = match a.format {
+        OutFormat::Png => "png",
+        OutFormat::Pnm => "pnm",
+    };
+    let plan = plan_outputs(&roots, a.output.as_deref(), ext)?;
+    if plan.is_empty() {
+        bail!("no .l3 files found in the inputs");
+    }
+    let options = DecodeOptions {
+        verify_checksum: !a.no_checksum,
+        ..Default::default()
+    };
+    let pb = progress(plan.len(), a.quiet);
+    let failed = AtomicU64::new(0);
+    plan.par_iter().for_each(|(job, out)| {
+        let r = (|| -> Result<()> {
+            let data = read_l3(&job.input)?;
+            let image = l3::decode_image(&data, &options)?;
+            let format = image::ImageFormat::from_path(out).unwrap_or(match a.format {
+                OutFormat::Png => image::ImageFormat::Png,
+                OutFormat::Pnm => image::ImageFormat::Pnm,
+            });
+            let mut bytes = std::io::Cursor::new(Vec::new());
+            image.write_to(&mut bytes, format)?;
+            fsio::write_atomic(out, bytes.get_ref())
+        })();
+        match r {
+            Ok(()) if !a.quiet => {
+                pb.suspend(|| println!("{} -> {}", job.input.display(), out.display()))
+            }
+            Ok(()) => {}
+            Err(e) => {
+                failed.fetch_add(1, Ordering::Relaxed);
+                pb.suspend(|| eprintln!("error: {}: {e:#}", job.input.display()));
+            }
+        }
+        pb.inc(1);
+    });
+    pb.finish_and_clear();
+    Ok(failed.into_inner())
+}
+
+fn cmd_info(a: InfoArgs) -> Result<u64> {
+    let mut failed = 0;
+    for path in &a.files {
+        let r = (|| -> Result<()> {
+            let data = read_l3(path)?;
+            let ins = l3::inspect::inspect(&data, &DecodeOptions::default())?;
+            print_info(path, &ins);
+            Ok(())
+        })();
+        if let Err(e) = r {
+            failed += 1;
+            eprintln!("error: {}: {e:#}", path.display());
+        }
+    }
+    Ok(failed)
+}
+
+fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
+    let h = &ins.header;
+    println!("{}", path.display());
+    println!(
+        "  format     L3 version {}, {}x{} {} {}-bit",
+        l3::format::VERSION,
+        h.width,
+        h.height,
+        h.color.name(),
+        h.depth
+    );
+    println!(
+        "  patches    {}x{} px, grid {}x{} = {} patches, {} streams",
+        h.patch_size(),
+        h.patch_size(),
+        h.patches_x(),
+        h.patches_y(),
+        h.patch_count(),
+        h.stream_count()
+    );
+    println!(
+        "  size       {} bytes ({:.3} bpp, {:.3}x raw {} bytes); header+table+crc {} bytes",
+        ins.file_bytes,
+        ins.bits_per_pixel(),
+        ins.ratio_to_raw(),
+        h.output_bytes(),
+        ins.overhead_bytes
+    );
+    let pixels = h.width as f64 * h.height as f64;
+    for (c, bytes) in ins.channel_bytes.iter().enumerate() {
+        println!(
+            "  channel {c}  {} bytes, {:.3} bits/sample",
+            bytes,
+            *bytes as f64 * 8.0 / pixels
+        );
+    }
+    println!(
+        "  streams    min {} / mean {:.0} / max {} bytes",
+        ins.stream_min,
+        ins.channel_bytes.iter().sum::<u64>() as f64 / h.stream_count() as f64,
+        ins.stream_max
+    );
+    let preds: Vec<String> = l3::Predictor::ALL
+        .iter()
+        .map(|p| format!("{} {}", p.name(), ins.predictor_counts[*p as usize]))
+        .collect();
+    println!("  predictors {}", preds.join(", "));
+    let rows: u64 = ins.nbit_counts.iter().sum();
+    let widths: Vec<String> = ins
+        .nbit_counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(w, &n)| format!("{w}:{:.1}%", n as f64 * 100.0 / rows as f64))
+        .collect();
+    println!("  row widths {}", widths.join(" "));
+}
+
+fn cmd_verify(a: VerifyArgs) -> Result<u64> {
+    let roots = fsio::collect_jobs(&a.inputs, &[L3_EXTENSION])?;
+    // Originals of a tree: index the tree by relative path without extension.
+    let originals: Option<std::collections::HashMap<PathBuf, PathBuf>> = match &a.against {
+        Some(dir) if dir.is_dir() => {
+            let jobs = fsio::collect_jobs(std::slice::from_ref(dir), IMAGE_EXTENSIONS)?;
+            Some(
+                jobs.into_iter()
+                    .flat_map(|(_, j)| j)
+                    .map(|j| (j.relative.with_extension(L3_EXTENSION), j.input))
+                    .collect(),
+            )
+        }
+        _ => None,
+    };
+    let failed = AtomicU64::new(0);
+    let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
+    jobs.par_iter().for_each(|job| {
+        let original = match (&a.against, &originals) {
+            (_, Some(map)) => map.get(&job.relative).cloned(),
+            (Some(file), None) => Some(file.clone()),
+            (None, None) => None,
+        };
+        let r = (|| -> Result<String> {
+            let data = read_l3(&job.input)?;
+            let decoded = l3::decode_image(&data, &DecodeOptions::default())?;
+            match original {
+                Some(o) => {
+                    let orig = l3::read_image(&o)?;
+                    if !same_pixels(&orig, &decoded) {
+                        bail!("pixels differ from {}", o.display());
+                    }
+                    Ok(format!("ok, identical to {}", o.display()))
+                }
+                None if a.against.is_some() => bail!("no original found for it"),
+                None => Ok("ok".into()),
+            }
+        })();
+        match r {
+            Ok(msg) => println!("{}: {msg}", job.input.display()),
+            Err(e) => {
+                failed.fetch_add(1, Ordering::Relaxed);
+                eprintln!("error: {}: {e:#}", job.input.display());
+            }
+        }
+    });
+    Ok(failed.into_inner())
+}
+
+fn cmd_demo(a: DemoArgs) -> Result<u64> {
+    let dir = a.dir.unwrap_or_else(|| {
+        let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
+        if bundled.is_dir() {
+            bundled
+        } else {
+            PathBuf::from("samples")
+        }
+    });
+    let roots = fsio::collect_jobs(std::slice::from_ref(&dir), IMAGE_EXTENSIONS)?;
+    let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
+    if jobs.is_empty() {
+        bail!("no images in {}", dir.display());
+    }
+    println!("l3 demo on {} ({} images)", dir.display(), jobs.len());
+    println!("decoder: CPU ({} threads)", rayon::current_num_threads());
+    println!(
+        "{:<40} {:>11} {:>10} {:>10} {:>7} {:>10} {:>10}",
+        "image", "size", "input", "l3", "l3/in", "enc MP/s", "dec MP/s"
+    );
+    let (mut tin, mut tout, mut tpx, mut tenc, mut tdec) = (0u64, 0u64, 0u64, 0f64, 0f64);
+    let mut failed = 0;
+    for job in &jobs {
+        let r = (|| -> Result<()> {
+            let input_bytes = std::fs::metadata(&job.input)?.len();
+            let image = l3::read_image(&job.input)?;
+            let px = image.width() as u64 * image.height() as u64;
+            let t0 = Instant::now();
+            let encoded = l3::encode_image(&image, &EncodeOptions::default())?;
+            let enc = t0.elapsed().as_secs_f64();
+            // Best of 3 decodes into one reused buffer.
+            let header = l3::read_header(&encoded)?;
+            let mut out = vec![0u8; header.output_bytes() as usize];
+            let mut dec = f64::MAX;
+            for _ in 0..3 {
+                let t0 = Instant::now();
+                l3::decode_into(&encoded, &mut out, &DecodeOptions::default())?;
+                dec = dec.min(t0.elapsed().as_secs_f64());
+            }
+            let decoded = l3::decode_image(&encoded, &DecodeOptions::default())?;
+            if !same_pixels(&image, &decoded) {
+                bail!("round trip is not lossless");
+            }
+            println!(
+                "{:<40} {:>11} {:>10} {:>10} {:>7.3} {:>10.1} {:>10.1}",
+                job.relative.display().to_string(),
+                format!("{}x{}x{}", header.width, header.height, header.channels()),
+                human(input_bytes),
+                human(encoded.len() as u64),
+                encoded.len() as f64 / input_bytes as f64,
+                px as f64 / 1e6 / enc,
+                px as f64 / 1e6 / dec
+            );
+            tin += input_bytes;
+            tout += encoded.len() as u64;
+            tpx += px;
+            tenc += enc;
+            tdec += dec;
+            Ok(())
+        })();
+        if let Err(e) = r {
+            failed += 1;
+            eprintln!("error: {}: {e:#}", job.input.display());
+        }
+    }
+    println!(
+        "total: {} -> {} ({:.3}x input), encode {:.1} MP/s, CPU decode {:.1} MP/s; every image verified bit-exact",
+        human(tin),
+        human(tout),
+        tout as f64 / tin.max(1) as f64,
+        tpx as f64 / 1e6 / tenc,
+        tpx as f64 / 1e6 / tdec
+    );
+    Ok(failed)
+}

@@ -1,0 +1,154 @@
+//! One generic bit writer and reader, LSB first (bit `i` of a stream is bit `i % 8` of byte
+//! `i / 8`), so that a GPU reading the file as little-endian u32 words finds bit `i` at bit
+//! `i % 32` of word `i / 32`. The L3 prototype's hand-unrolled packers per bit width had mask
+//! errors and no case for widths 0 and 8; here every width 0..=16 goes through the same code.
+
+/// Appends bit fields to a byte vector.
+#[derive(Debug, Default)]
+pub struct BitWriter {
+    bytes: Vec<u8>,
+    acc: u64,
+    acc_bits: u32,
+}
+
+impl BitWriter {
+    /// A writer appending after `prefix` (e.g. the stream's predictor byte).
+    pub fn with_prefix(prefix: &[u8], capacity: usize) -> Self {
+        let mut bytes = Vec::with_capacity(capacity);
+        bytes.extend_from_slice(prefix);
+        BitWriter {
+            bytes,
+            acc: 0,
+            acc_bits: 0,
+        }
+    }
+
+    /// Writes the low `nbits` bits of `value` (`nbits` <= 32; higher bits of `value` must be 0).
+    #[inline]
+    pub fn write(&mut self, value: u32, nbits: u32) {
+        debug_assert!(nbits <= 32);
+        debug_assert!(nbits == 32 || value >> nbits == 0);
+        self.acc |= (value as u64) << self.acc_bits;
+        self.acc_bits += nbits;
+        while self.acc_bits >= 8 {
+            self.bytes.push(self.acc as u8);
+            self.acc >>= 8;
+            self.acc_bits -= 8;
+        }
+    }
+
+    /// Flushes the last partial byte, zero-padded, and returns the bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.acc_bits > 0 {
+            self.bytes.push(self.acc as u8);
+        }
+        self.bytes
+    }
+}
+
+/// Reads bit fields from a byte slice. Reads past the end see zero bits; callers check
+/// [`BitReader::remaining`] before reading so a short stream becomes an error, never a panic.
+#[derive(Debug, Clone)]
+pub struct BitReader<'a> {
+    bytes: &'a [u8],
+    pos: u64,
+}
+
+impl<'a> BitReader<'a> {
+    /// A reader at bit 0 of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        BitReader { bytes, pos: 0 }
+    }
+
+    /// Bits not yet read.
+    #[inline]
+    pub fn remaining(&self) -> u64 {
+        (self.bytes.len() as u64 * 8).saturating_sub(self.pos)
+    }
+
+    /// Bits read so far.
+    #[inline]
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Reads `nbits` (<= 25) bits.
+    #[inline(always)]
+    pub fn read(&mut self, nbits: u32) -> u32 {
+        debug_assert!(nbits <= 25);
+        let byte = (self.pos >> 3) as usize;
+        let shift = (self.pos & 7) as u32;
+        // Fast path: an unaligned 8-byte load; the tail of the slice takes the slow path.
+        let window = match self.bytes.get(byte..byte + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().unwrap()),
+            None => {
+                let mut w = [0u8; 8];
+                let tail = self.bytes.get(byte..).unwrap_or(&[]);
+                w[..tail.len()].copy_from_slice(tail);
+                u64::from_le_bytes(w)
+            }
+        };
+        self.pos += nbits as u64;
+        ((window >> shift) & ((1u64 << nbits) - 1)) as u32
+    }
+
+    /// Skips `nbits` bits.
+    #[inline]
+    pub fn skip(&mut self, nbits: u64) {
+        self.pos += nbits;
+    }
+
+    /// Reads `out.len()` fields of `nbits` (<= 16) bits each.
+    #[inline]
+    pub fn read_many(&mut self, nbits: u32, out: &mut [u16]) {
+        if nbits == 0 {
+            out.fill(0);
+            return;
+        }
+        for v in out.iter_mut() {
+            *v = self.read(nbits) as u16;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_width_round_trips() {
+        let mut w = BitWriter::default();
+        let mut expect = Vec::new();
+        for nbits in 0..=16u32 {
+            for i in 0..37u32 {
+                let v = if nbits == 0 {
+                    0
+                } else {
+                    i.wrapping_mul(2654435761) & ((1 << nbits) - 1)
+                };
+                w.write(v, nbits);
+                expect.push((v, nbits));
+            }
+        }
+        let bytes = w.finish();
+        let mut r = BitReader::new(&bytes);
+        for (v, nbits) in expect {
+            assert_eq!(r.read(nbits), v, "width {nbits}");
+        }
+        assert!(r.remaining() < 8);
+    }
+
+    #[test]
+    fn lsb_first_layout() {
+        let mut w = BitWriter::default();
+        w.write(0b1, 1);
+        w.write(0b10, 2);
+        w.write(0xABC, 12);
+        let b = w.finish();
+        // bits: 1 | 0 1 | 0011 1101 0101 -> byte0 = 0b1110_0101 ... LSB first.
+        let word = u16::from_le_bytes([b[0], b[1]]);
+        assert_eq!(word & 1, 1);
+        assert_eq!((word >> 1) & 3, 2);
+        assert_eq!((word >> 3) & 0xFFF, 0xABC);
+    }
+}

@@ -1,0 +1,327 @@
+//! CPU encoder: any 8- or 16-bit gray/gray+alpha/RGB/RGBA pixels to an L3 file, patches in
+//! parallel with rayon.
+
+use rayon::prelude::*;
+
+use crate::bits::BitWriter;
+use crate::error::{ParameterError, Result};
+use crate::format::{self, nbit_field_bits, ColorType, Header, Predictor};
+use crate::predict::predict_row;
+
+/// Which predictor each stream uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PredictorChoice {
+    /// Try every predictor on each (patch, channel) and keep the smallest stream (default).
+    /// Costs about four times the prediction work of a fixed choice; decode speed is the same.
+    #[default]
+    Best,
+    /// Use one predictor everywhere.
+    Fixed(Predictor),
+}
+
+/// Encoder options.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeOptions {
+    /// log2 of the patch side; default [`format::PATCH_LOG2_DEFAULT`] (64x64 patches).
+    pub patch_log2: u8,
+    /// Predictor selection; default [`PredictorChoice::Best`].
+    pub predictor: PredictorChoice,
+    /// Encode patches on rayon's thread pool (default true).
+    pub parallel: bool,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions {
+            patch_log2: format::PATCH_LOG2_DEFAULT,
+            predictor: PredictorChoice::Best,
+            parallel: true,
+        }
+    }
+}
+
+/// Interleaved samples, row-major, no row padding.
+#[derive(Debug, Clone, Copy)]
+pub enum Samples<'a> {
+    /// 8-bit samples.
+    U8(&'a [u8]),
+    /// 16-bit samples.
+    U16(&'a [u16]),
+}
+
+/// Pixels to encode.
+#[derive(Debug, Clone, Copy)]
+pub struct RawImage<'a> {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Channel layout.
+    pub color: ColorType,
+    /// Interleaved samples (width x height x channels of them).
+    pub samples: Samples<'a>,
+}
+
+impl RawImage<'_> {
+    fn depth(&self) -> u8 {
+        match self.samples {
+            Samples::U8(_) => 8,
+            Samples::U16(_) => 16,
+        }
+    }
+    fn len(&self) -> usize {
+        match self.samples {
+            Samples::U8(s) => s.len(),
+            Samples::U16(s) => s.len(),
+        }
+    }
+    #[inline]
+    fn sample(&self, index: usize) -> u16 {
+        match self.samples {
+            Samples::U8(s) => s[index] as u16,
+            Samples::U16(s) => s[index],
+        }
+    }
+}
+
+/// Encodes raw pixels into an L3 file.
+pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
+    let header = validate(image, options)?;
+    let channels = header.channels() as usize;
+    let encode_patch = |patch: u64| encode_patch(image, &header, options.predictor, patch);
+    let patches: Vec<Vec<Vec<u8>>> = if options.parallel {
+        (0..header.patch_count())
+            .into_par_iter()
+            .map(encode_patch)
+            .collect()
+    } else {
+        (0..header.patch_count()).map(encode_patch).collect()
+    };
+    let data_len: usize = patches.iter().flatten().map(Vec::len).sum();
+    let total = header.data_offset() as usize + data_len + format::CHECKSUM_LEN;
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&header.to_bytes());
+    for stream in patches.iter().flatten() {
+        out.extend_from_slice(&(stream.len() as u32).to_le_bytes());
+    }
+    debug_assert_eq!(out.len(), header.data_offset() as usize);
+    debug_assert_eq!(patches.len() * channels, header.stream_count() as usize);
+    for stream in patches.iter().flatten() {
+        out.extend_from_slice(stream);
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// Encodes an image decoded by the `image` crate. Palette images arrive expanded to RGB(A)
+/// and tRNS to alpha (the `image` crate's PNG reader does this); 32-bit float pixels are
+/// refused because they cannot be stored losslessly.
+pub fn encode_image(image: &image::DynamicImage, options: &EncodeOptions) -> Result<Vec<u8>> {
+    use image::DynamicImage as D;
+    let (w, h) = (image.width(), image.height());
+    let raw = |color, samples| RawImage {
+        width: w,
+        height: h,
+        color,
+        samples,
+    };
+    let raw = match image {
+        D::ImageLuma8(b) => raw(ColorType::Gray, Samples::U8(b.as_raw())),
+        D::ImageLumaA8(b) => raw(ColorType::GrayAlpha, Samples::U8(b.as_raw())),
+        D::ImageRgb8(b) => raw(ColorType::Rgb, Samples::U8(b.as_raw())),
+        D::ImageRgba8(b) => raw(ColorType::Rgba, Samples::U8(b.as_raw())),
+        D::ImageLuma16(b) => raw(ColorType::Gray, Samples::U16(b.as_raw())),
+        D::ImageLumaA16(b) => raw(ColorType::GrayAlpha, Samples::U16(b.as_raw())),
+        D::ImageRgb16(b) => raw(ColorType::Rgb, Samples::U16(b.as_raw())),
+        D::ImageRgba16(b) => raw(ColorType::Rgba, Samples::U16(b.as_raw())),
+        other => {
+            return Err(ParameterError::UnsupportedPixelType(format!(
+                "{:?} (only 8- and 16-bit integer samples are stored losslessly)",
+                other.color()
+            ))
+            .into())
+        }
+    };
+    encode(&raw, options)
+}
+
+/// Reads any image file the `image` crate understands (format guessed from its content).
+pub fn read_image(path: &std::path::Path) -> Result<image::DynamicImage> {
+    let reader = image::ImageReader::open(path)?.with_guessed_format()?;
+    Ok(reader.decode()?)
+}
+
+fn validate(image: &RawImage, options: &EncodeOptions) -> Result<Header> {
+    if !(format::PATCH_LOG2_MIN..=format::PATCH_LOG2_MAX).contains(&options.patch_log2) {
+        return Err(ParameterError::InvalidOption {
+            name: "patch_log2",
+            value: options.patch_log2 as u64,
+            reason: "must be 3..=7 (patches of 8 to 128 pixels)",
+        }
+        .into());
+    }
+    for (name, v) in [("width", image.width), ("height", image.height)] {
+        if v == 0 || v > format::MAX_DIMENSION {
+            return Err(ParameterError::InvalidOption {
+                name,
+                value: v as u64,
+                reason: "must be 1..=16777215",
+            }
+            .into());
+        }
+    }
+    let header = Header {
+        width: image.width,
+        height: image.height,
+        color: image.color,
+        depth: image.depth(),
+        patch_log2: options.patch_log2,
+    };
+    let needed = header.sample_count();
+    if image.len() as u64 != needed {
+        return Err(ParameterError::SampleCount {
+            got: image.len(),
+            needed: needed as usize,
+            width: image.width,
+            height: image.height,
+            channels: header.channels(),
+        }
+        .into());
+    }
+    Ok(header)
+}
+
+/// Chooses `(base, nbit)` for a row of residuals so every `(r - base) mod 2^depth` fits in
+/// `nbit` bits. Two candidates: the plain min..max range, and the range of residuals read as
+/// signed around zero (so -1 and +1, i.e. 2^depth - 1 and 1, need 2 bits, not `depth`).
+/// The decoder does not care which was chosen: it adds base and delta modulo 2^depth.
+#[inline]
+pub(crate) fn row_params(residuals: &[u16], depth: u8) -> (u32, u32) {
+    let mask = (1u32 << depth) - 1;
+    let half = 1u32 << (depth - 1);
+    let (mut lo, mut hi, mut lo_s, mut hi_s) = (u32::MAX, 0u32, u32::MAX, 0u32);
+    for &r in residuals {
+        let r = r as u32;
+        let s = (r + half) & mask;
+        lo = lo.min(r);
+        hi = hi.max(r);
+        lo_s = lo_s.min(s);
+        hi_s = hi_s.max(s);
+    }
+    let (base, span) = if hi_s - lo_s < hi - lo {
+        ((lo_s.wrapping_sub(half)) & mask, hi_s - lo_s)
+    } else {
+        (lo, hi - lo)
+    };
+    (base, 32 - span.leading_zeros())
+}
+
+/// Residuals of one row: the sample minus its prediction, modulo 2^depth.
+#[inline]
+fn residual_row(row: &[u16], prediction: &[u16], mask: u16, out: &mut [u16]) {
+    for ((o, &x), &p) in out.iter_mut().zip(row).zip(prediction) {
+        *o = x.wrapping_sub(p) & mask;
+    }
+}
+
+/// Bits the rows of a plane need with `predictor` (the predictor byte and padding excluded).
+fn plane_bits(plane: &[u16], pw: usize, header: &Header, predictor: Predictor) -> u64 {
+    let mask = ((1u32 << header.depth) - 1) as u16;
+    let mut pred = vec![0u16; pw];
+    let mut res = vec![0u16; pw];
+    let mut bits = 0;
+    for (y, row) in plane.chunks_exact(pw).enumerate() {
+        if y == 0 || predictor == Predictor::None {
+            pred.fill(0);
+        } else {
+            predict_row(predictor, &plane[(y - 1) * pw..y * pw], &mut pred);
+        }
+        residual_row(row, &pred, mask, &mut res);
+        let (_, nbit) = row_params(&res, header.depth);
+        bits += header.row_bits(pw as u32, nbit);
+    }
+    bits
+}
+
+/// Encodes one channel plane of one patch as a stream.
+pub(crate) fn encode_plane(
+    plane: &[u16],
+    pw: usize,
+    header: &Header,
+    predictor: Predictor,
+) -> Vec<u8> {
+    let depth = header.depth;
+    let mask = ((1u32 << depth) - 1) as u16;
+    let nb = nbit_field_bits(depth);
+    let ph = plane.len() / pw;
+    let (_, max) = header.stream_size_bounds(pw as u32, ph as u32);
+    let mut w = BitWriter::with_prefix(&[predictor as u8], max as usize);
+    let mut pred = vec![0u16; pw];
+    let mut res = vec![0u16; pw];
+    for (y, row) in plane.chunks_exact(pw).enumerate() {
+        if y == 0 || predictor == Predictor::None {
+            pred.fill(0);
+        } else {
+            predict_row(predictor, &plane[(y - 1) * pw..y * pw], &mut pred);
+        }
+        residual_row(row, &pred, mask, &mut res);
+        let (base, nbit) = row_params(&res, depth);
+        w.write(nbit, nb);
+        w.write(base, depth as u32);
+        if nbit > 0 {
+            for &r in &res {
+                w.write((r.wrapping_sub(base as u16) & mask) as u32, nbit);
+            }
+        }
+    }
+    w.finish()
+}
+
+fn encode_patch(
+    image: &RawImage,
+    header: &Header,
+    choice: PredictorChoice,
+    patch: u64,
+) -> Vec<Vec<u8>> {
+    let (x0, y0, pw, ph) = header.patch_rect(patch);
+    let (pw, ph) = (pw as usize, ph as usize);
+    let channels = header.channels() as usize;
+    let width = header.width as usize;
+    let mut plane = vec![0u16; pw * ph];
+    (0..channels)
+        .map(|c| {
+            for y in 0..ph {
+                let row_start = ((y0 as usize + y) * width + x0 as usize) * channels + c;
+                for x in 0..pw {
+                    plane[y * pw + x] = image.sample(row_start + x * channels);
+                }
+            }
+            let predictor = match choice {
+                PredictorChoice::Fixed(p) => p,
+                PredictorChoice::Best => *Predictor::ALL
+                    .iter()
+                    .min_by_key(|&&p| plane_bits(&plane, pw, header, p))
+                    .expect("at least one predictor"),
+            };
+            encode_plane(&plane, pw, header, predictor)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_params_handles_constant_full_range_and_wrapping_rows() {
+        assert_eq!(row_params(&[7, 7, 7], 8), (7, 0));
+        assert_eq!(row_params(&[0, 85, 170], 8).1, 8);
+        // 0 and 255 are neighbours modulo 256: one bit.
+        assert_eq!(row_params(&[0, 255], 8), (255, 1));
+        assert_eq!(row_params(&[0, 65535, 1], 16), (65535, 2));
+        // -1, 0, +1 mod 256: base -1 (255), span 2 -> 2 bits.
+        assert_eq!(row_params(&[255, 0, 1], 8), (255, 2));
+        assert_eq!(row_params(&[0, 128], 8).1, 8);
+    }
+}

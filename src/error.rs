@@ -1,0 +1,264 @@
+//! Errors, grouped by cause like image-png's: the file is malformed ([`FormatError`]), it is
+//! well formed but larger than the caller allows ([`LimitsError`]), the caller asked for
+//! something impossible ([`ParameterError`]), or reading/writing failed (I/O, image input).
+//!
+//! Every message says what is wrong and where (byte offset, patch, channel, row, field), so a
+//! user holding a corrupt file can tell a truncated download from a bit flip.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Any error the codec can return.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input is not a valid L3 file (corrupt, truncated, wrong magic, ...).
+    #[error("format error: {0}")]
+    Format(#[from] FormatError),
+    /// The file is valid but decoding it would exceed the caller's [`crate::Limits`].
+    #[error("limit exceeded: {0}")]
+    Limits(#[from] LimitsError),
+    /// The caller passed an unusable argument (buffer size, unsupported pixel type, ...).
+    #[error("invalid parameter: {0}")]
+    Parameter(#[from] ParameterError),
+    /// Reading or writing a file failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The `image` crate could not read or write a non-L3 image (PNG, JPEG, ...).
+    #[error("image error: {0}")]
+    Image(#[from] image::ImageError),
+}
+
+/// Where in the file a patch stream lives: used by errors about one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamPos {
+    /// Patch index in row-major patch order.
+    pub patch: u32,
+    /// Patch column and row in the patch grid.
+    pub patch_x: u32,
+    /// Patch row in the patch grid.
+    pub patch_y: u32,
+    /// Channel index (0-based).
+    pub channel: u8,
+    /// Byte offset of the stream in the file.
+    pub offset: u64,
+}
+
+impl fmt::Display for StreamPos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "patch {} (column {}, row {}), channel {}, stream at byte {}",
+            self.patch, self.patch_x, self.patch_y, self.channel, self.offset
+        )
+    }
+}
+
+/// The input is not a valid L3 file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The first 8 bytes are not the L3 signature.
+    #[error("not an L3 file: bad magic {found:02x?} at byte 0 (expected {expected:02x?})")]
+    BadMagic {
+        /// The bytes found (fewer than 8 if the file is shorter).
+        found: Vec<u8>,
+        /// The signature.
+        expected: [u8; 8],
+    },
+    /// The file ends before a structure it must contain.
+    #[error("truncated file: {what} needs bytes {offset}..{end} but the file has {len} bytes")]
+    Truncated {
+        /// Which structure was being read.
+        what: &'static str,
+        /// Where that structure starts.
+        offset: u64,
+        /// Where it would end.
+        end: u64,
+        /// The file length.
+        len: u64,
+    },
+    /// The version byte names a format this decoder does not know.
+    #[error(
+        "unsupported format version {version} at byte 8 (this decoder reads version {supported})"
+    )]
+    UnsupportedVersion {
+        /// Version found.
+        version: u8,
+        /// Version this decoder reads.
+        supported: u8,
+    },
+    /// A header field holds a value the format does not allow.
+    #[error("invalid header field `{field}` at byte {offset}: {value} ({reason})")]
+    InvalidHeader {
+        /// Field name as in SPEC.md.
+        field: &'static str,
+        /// Byte offset of the field.
+        offset: u64,
+        /// Value found.
+        value: u64,
+        /// What was expected.
+        reason: &'static str,
+    },
+    /// A size-table entry is outside what a stream of that patch can occupy.
+    #[error("size table entry for {pos} is {size} bytes; a valid stream for this patch is {min}..={max} bytes")]
+    BadStreamSize {
+        /// Which stream.
+        pos: StreamPos,
+        /// Size found in the table.
+        size: u32,
+        /// Smallest possible stream.
+        min: u64,
+        /// Largest possible stream.
+        max: u64,
+    },
+    /// The size table does not add up to the bytes present between table and checksum.
+    #[error("size table sums to {table_total} bytes of patch data but the file holds {present} bytes between size table and checksum")]
+    SizeTableMismatch {
+        /// Sum of all entries.
+        table_total: u64,
+        /// Bytes actually present.
+        present: u64,
+    },
+    /// The stored CRC-32 does not match the file's bytes: the file was altered or damaged.
+    #[error("checksum mismatch: stored CRC-32 {stored:#010x} at byte {offset}, computed {computed:#010x} (file corrupt)")]
+    ChecksumMismatch {
+        /// CRC stored in the file.
+        stored: u32,
+        /// CRC of the bytes read.
+        computed: u32,
+        /// Where the stored CRC is.
+        offset: u64,
+    },
+    /// A stream names a predictor that does not exist.
+    #[error("unknown predictor id {id} in {pos}")]
+    UnknownPredictor {
+        /// Which stream.
+        pos: StreamPos,
+        /// Id found.
+        id: u8,
+    },
+    /// A row header's bit width is larger than the sample depth.
+    #[error("row {row} of {pos}: bit width {nbit} exceeds the {depth}-bit sample depth")]
+    BadBitWidth {
+        /// Which stream.
+        pos: StreamPos,
+        /// Row within the patch.
+        row: u32,
+        /// Width found.
+        nbit: u32,
+        /// Sample depth.
+        depth: u32,
+    },
+    /// A row needs more bits than its stream holds.
+    #[error("row {row} of {pos} runs past the end of its {size}-byte stream")]
+    StreamOverrun {
+        /// Which stream.
+        pos: StreamPos,
+        /// Row within the patch.
+        row: u32,
+        /// Stream size in bytes.
+        size: u32,
+    },
+    /// A stream is longer than its rows need, or its padding bits are not zero.
+    #[error(
+        "{pos}: stream is {size} bytes but its rows use {used} bytes, or padding bits are not zero"
+    )]
+    StreamTrailingData {
+        /// Which stream.
+        pos: StreamPos,
+        /// Stream size in bytes.
+        size: u32,
+        /// Bytes the rows use.
+        used: u64,
+    },
+    /// The GPU decoder's shaders flagged an inconsistency they found in a stream.
+    #[error("GPU decode found corrupt data in image {image} (flags {flags:#x})")]
+    GpuReported {
+        /// Index of the image in its batch.
+        image: usize,
+        /// Raw flag bits the shader wrote.
+        flags: u32,
+    },
+}
+
+/// Decoding would exceed the caller's [`crate::Limits`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitsError {
+    /// Width or height above the limit.
+    #[error("image is {width}x{height}, above the dimension limit {max}x{max}")]
+    Dimensions {
+        /// Image width.
+        width: u32,
+        /// Image height.
+        height: u32,
+        /// Largest allowed width and height.
+        max: u32,
+    },
+    /// Decoded size above the limit.
+    #[error("decoded image needs {needed} bytes, above the limit of {max} bytes")]
+    OutputBytes {
+        /// Bytes the pixels need.
+        needed: u64,
+        /// Allowed bytes.
+        max: u64,
+    },
+    /// Input file above the limit.
+    #[error("input is {len} bytes, above the limit of {max} bytes")]
+    InputBytes {
+        /// Input length.
+        len: u64,
+        /// Allowed bytes.
+        max: u64,
+    },
+}
+
+/// The caller passed an unusable argument.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParameterError {
+    /// The output buffer has the wrong length.
+    #[error("output buffer is {got} bytes, the image needs exactly {needed}")]
+    BufferSize {
+        /// Bytes given.
+        got: usize,
+        /// Bytes needed.
+        needed: usize,
+    },
+    /// The pixel buffer does not match width x height x channels.
+    #[error("pixel buffer holds {got} samples, {width}x{height}x{channels} needs {needed}")]
+    SampleCount {
+        /// Samples given.
+        got: usize,
+        /// Samples needed.
+        needed: usize,
+        /// Width.
+        width: u32,
+        /// Height.
+        height: u32,
+        /// Channels.
+        channels: u8,
+    },
+    /// A pixel type the format cannot store losslessly (e.g. 32-bit float).
+    #[error("unsupported pixel type: {0}")]
+    UnsupportedPixelType(String),
+    /// An option is out of range.
+    #[error("invalid option `{name}`: {value} ({reason})")]
+    InvalidOption {
+        /// Option name.
+        name: &'static str,
+        /// Value given.
+        value: u64,
+        /// What is allowed.
+        reason: &'static str,
+    },
+    /// The buffer holds 16-bit samples but was asked for 8-bit ones or the reverse.
+    #[error("the image has {depth}-bit samples; use the matching decode function")]
+    DepthMismatch {
+        /// Image depth.
+        depth: u8,
+    },
+}

@@ -1,0 +1,582 @@
+//! The L3 file format, version 1, in code: every constant of `SPEC.md` is named once here, and
+//! the header, size table and stream geometry are parsed and validated here, so the CPU and GPU
+//! decoders share one set of checks.
+//!
+//! ```text
+//! file   = header (24 bytes) | size table (4 bytes x patches x channels) | streams | crc32 (4)
+//! stream = predictor id (1 byte) | rows, bit-packed LSB first | zero padding to a byte
+//! row    = nbit (NBIT_FIELD_BITS) | base (depth bits) | width x nbit-bit deltas
+//! ```
+
+use crate::error::{FormatError, LimitsError, Result, StreamPos};
+use crate::Limits;
+
+/// File signature: like PNG's, it catches 7-bit transfers and CRLF/LF conversions.
+pub const MAGIC: [u8; 8] = [0x89, b'L', b'3', b'I', 0x0D, 0x0A, 0x1A, 0x0A];
+/// The format version this crate writes and reads.
+pub const VERSION: u8 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 24;
+
+/// Byte offset of the version field.
+pub const OFFSET_VERSION: usize = 8;
+/// Byte offset of the flags field (no flags are defined in version 1: it must be zero).
+pub const OFFSET_FLAGS: usize = 9;
+/// Byte offset of the channel count.
+pub const OFFSET_CHANNELS: usize = 10;
+/// Byte offset of the bit depth.
+pub const OFFSET_DEPTH: usize = 11;
+/// Byte offset of the width (u32 little-endian).
+pub const OFFSET_WIDTH: usize = 12;
+/// Byte offset of the height (u32 little-endian).
+pub const OFFSET_HEIGHT: usize = 16;
+/// Byte offset of log2(patch size).
+pub const OFFSET_PATCH_LOG2: usize = 20;
+/// Byte offset of the three reserved bytes (must be zero).
+pub const OFFSET_RESERVED: usize = 21;
+
+/// Bytes per size-table entry (u32 little-endian).
+pub const SIZE_ENTRY_LEN: usize = 4;
+/// Bytes of the trailing CRC-32.
+pub const CHECKSUM_LEN: usize = 4;
+/// Bytes of the per-stream predictor id that precedes the bit-packed rows.
+pub const STREAM_PREFIX_LEN: usize = 1;
+
+/// Smallest log2 patch size (8x8 patches).
+pub const PATCH_LOG2_MIN: u8 = 3;
+/// Largest log2 patch size (128x128 patches; one GPU invocation per column stays <= 128).
+pub const PATCH_LOG2_MAX: u8 = 7;
+/// Default log2 patch size (64x64, as in the L3 paper).
+pub const PATCH_LOG2_DEFAULT: u8 = 6;
+
+/// Largest width or height the format allows (2^24 - 1).
+pub const MAX_DIMENSION: u32 = (1 << 24) - 1;
+
+/// Width of the per-row bit-width field for a sample depth: enough to hold 0..=depth.
+pub const fn nbit_field_bits(depth: u8) -> u32 {
+    match depth {
+        8 => 4,
+        _ => 5,
+    }
+}
+
+/// Channel layout: the channel count says what the channels mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColorType {
+    /// 1 channel: luminance.
+    Gray,
+    /// 2 channels: luminance, alpha.
+    GrayAlpha,
+    /// 3 channels: red, green, blue.
+    Rgb,
+    /// 4 channels: red, green, blue, alpha.
+    Rgba,
+}
+
+impl ColorType {
+    /// Number of channels.
+    pub const fn channels(self) -> u8 {
+        match self {
+            ColorType::Gray => 1,
+            ColorType::GrayAlpha => 2,
+            ColorType::Rgb => 3,
+            ColorType::Rgba => 4,
+        }
+    }
+
+    /// The colour type of a channel count, if valid (1..=4).
+    pub const fn from_channels(channels: u8) -> Option<Self> {
+        match channels {
+            1 => Some(ColorType::Gray),
+            2 => Some(ColorType::GrayAlpha),
+            3 => Some(ColorType::Rgb),
+            4 => Some(ColorType::Rgba),
+            _ => None,
+        }
+    }
+
+    /// Short name as used by `l3 info`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ColorType::Gray => "gray",
+            ColorType::GrayAlpha => "gray+alpha",
+            ColorType::Rgb => "RGB",
+            ColorType::Rgba => "RGBA",
+        }
+    }
+}
+
+/// How a row is predicted from the row above (upper-left `a`, upper `b`, upper-right `c`).
+/// At the patch's left and right edges the missing neighbour is replaced by `b`. The first
+/// row of every patch is stored unpredicted whatever the predictor, so patches are independent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Predictor {
+    /// No prediction: every row stores the samples themselves.
+    None = 0,
+    /// `b`, the sample above.
+    Up = 1,
+    /// The L3 paper's "Paeth" variant: `p = a + c - b`, then whichever of a, b, c is closest
+    /// to p (ties prefer a, then b).
+    L3Paeth = 2,
+    /// `(a + c) / 2`, rounded down.
+    UpMean = 3,
+}
+
+impl Predictor {
+    /// All predictors, in id order.
+    pub const ALL: [Predictor; 4] = [
+        Predictor::None,
+        Predictor::Up,
+        Predictor::L3Paeth,
+        Predictor::UpMean,
+    ];
+
+    /// The predictor with this id, if any.
+    pub const fn from_id(id: u8) -> Option<Self> {
+        match id {
+            0 => Some(Predictor::None),
+            1 => Some(Predictor::Up),
+            2 => Some(Predictor::L3Paeth),
+            3 => Some(Predictor::UpMean),
+            _ => None,
+        }
+    }
+
+    /// Name as used by the CLI and `l3 info`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Predictor::None => "none",
+            Predictor::Up => "up",
+            Predictor::L3Paeth => "l3-paeth",
+            Predictor::UpMean => "up-mean",
+        }
+    }
+}
+
+/// The fixed-size header at the start of every file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// Width in pixels, 1..=[`MAX_DIMENSION`].
+    pub width: u32,
+    /// Height in pixels, 1..=[`MAX_DIMENSION`].
+    pub height: u32,
+    /// Channel layout.
+    pub color: ColorType,
+    /// Bits per sample: 8 or 16.
+    pub depth: u8,
+    /// log2 of the patch side, [`PATCH_LOG2_MIN`]..=[`PATCH_LOG2_MAX`].
+    pub patch_log2: u8,
+}
+
+impl Header {
+    /// Channel count.
+    pub fn channels(&self) -> u8 {
+        self.color.channels()
+    }
+    /// Patch side in pixels.
+    pub fn patch_size(&self) -> u32 {
+        1 << self.patch_log2
+    }
+    /// Patches per row of the patch grid.
+    pub fn patches_x(&self) -> u32 {
+        self.width.div_ceil(self.patch_size())
+    }
+    /// Rows of the patch grid.
+    pub fn patches_y(&self) -> u32 {
+        self.height.div_ceil(self.patch_size())
+    }
+    /// Number of patches (fits u64 for any valid header).
+    pub fn patch_count(&self) -> u64 {
+        self.patches_x() as u64 * self.patches_y() as u64
+    }
+    /// Number of streams (patches x channels) = number of size-table entries.
+    pub fn stream_count(&self) -> u64 {
+        self.patch_count() * self.channels() as u64
+    }
+    /// Bytes per sample in decoded output.
+    pub fn bytes_per_sample(&self) -> usize {
+        (self.depth / 8) as usize
+    }
+    /// Samples in the decoded image.
+    pub fn sample_count(&self) -> u64 {
+        self.width as u64 * self.height as u64 * self.channels() as u64
+    }
+    /// Bytes of the decoded image (interleaved, no row padding).
+    pub fn output_bytes(&self) -> u64 {
+        self.sample_count() * self.bytes_per_sample() as u64
+    }
+    /// Bytes of the size table.
+    pub fn size_table_len(&self) -> u64 {
+        self.stream_count() * SIZE_ENTRY_LEN as u64
+    }
+    /// Byte offset of the first stream.
+    pub fn data_offset(&self) -> u64 {
+        HEADER_LEN as u64 + self.size_table_len()
+    }
+
+    /// Pixel rectangle `(x0, y0, width, height)` of a patch; edge patches are smaller.
+    pub fn patch_rect(&self, patch: u64) -> (u32, u32, u32, u32) {
+        let ps = self.patch_size();
+        let px = (patch % self.patches_x() as u64) as u32;
+        let py = (patch / self.patches_x() as u64) as u32;
+        let x0 = px * ps;
+        let y0 = py * ps;
+        (x0, y0, ps.min(self.width - x0), ps.min(self.height - y0))
+    }
+
+    /// Bits of one row of `width` samples with bit width `nbit`.
+    pub fn row_bits(&self, width: u32, nbit: u32) -> u64 {
+        nbit_field_bits(self.depth) as u64 + self.depth as u64 + width as u64 * nbit as u64
+    }
+
+    /// Smallest and largest valid stream size in bytes for a patch of this size.
+    pub fn stream_size_bounds(&self, patch_w: u32, patch_h: u32) -> (u64, u64) {
+        let min_bits = patch_h as u64 * self.row_bits(patch_w, 0);
+        let max_bits = patch_h as u64 * self.row_bits(patch_w, self.depth as u32);
+        (
+            STREAM_PREFIX_LEN as u64 + min_bits.div_ceil(8),
+            STREAM_PREFIX_LEN as u64 + max_bits.div_ceil(8),
+        )
+    }
+
+    /// The header's 24 bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[..8].copy_from_slice(&MAGIC);
+        b[OFFSET_VERSION] = VERSION;
+        b[OFFSET_FLAGS] = 0;
+        b[OFFSET_CHANNELS] = self.channels();
+        b[OFFSET_DEPTH] = self.depth;
+        b[OFFSET_WIDTH..OFFSET_WIDTH + 4].copy_from_slice(&self.width.to_le_bytes());
+        b[OFFSET_HEIGHT..OFFSET_HEIGHT + 4].copy_from_slice(&self.height.to_le_bytes());
+        b[OFFSET_PATCH_LOG2] = self.patch_log2;
+        b
+    }
+
+    /// Parses and validates the header (not the rest of the file).
+    pub fn parse(data: &[u8]) -> Result<Header, FormatError> {
+        let sig_len = data.len().min(MAGIC.len());
+        if data[..sig_len] != MAGIC[..sig_len] {
+            return Err(FormatError::BadMagic {
+                found: data[..sig_len].to_vec(),
+                expected: MAGIC,
+            });
+        }
+        if data.len() < HEADER_LEN {
+            return Err(FormatError::Truncated {
+                what: "header",
+                offset: 0,
+                end: HEADER_LEN as u64,
+                len: data.len() as u64,
+            });
+        }
+        let version = data[OFFSET_VERSION];
+        if version != VERSION {
+            return Err(FormatError::UnsupportedVersion {
+                version,
+                supported: VERSION,
+            });
+        }
+        let invalid = |field, offset: usize, value: u64, reason| FormatError::InvalidHeader {
+            field,
+            offset: offset as u64,
+            value,
+            reason,
+        };
+        if data[OFFSET_FLAGS] != 0 {
+            return Err(invalid(
+                "flags",
+                OFFSET_FLAGS,
+                data[OFFSET_FLAGS] as u64,
+                "no flags are defined in version 1",
+            ));
+        }
+        let channels = data[OFFSET_CHANNELS];
+        let color = ColorType::from_channels(channels).ok_or_else(|| {
+            invalid(
+                "channels",
+                OFFSET_CHANNELS,
+                channels as u64,
+                "must be 1, 2, 3 or 4",
+            )
+        })?;
+        let depth = data[OFFSET_DEPTH];
+        if depth != 8 && depth != 16 {
+            return Err(invalid(
+                "depth",
+                OFFSET_DEPTH,
+                depth as u64,
+                "must be 8 or 16",
+            ));
+        }
+        let read_u32 =
+            |o: usize| u32::from_le_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]);
+        let width = read_u32(OFFSET_WIDTH);
+        let height = read_u32(OFFSET_HEIGHT);
+        for (field, offset, v) in [
+            ("width", OFFSET_WIDTH, width),
+            ("height", OFFSET_HEIGHT, height),
+        ] {
+            if v == 0 || v > MAX_DIMENSION {
+                return Err(invalid(field, offset, v as u64, "must be 1..=16777215"));
+            }
+        }
+        let patch_log2 = data[OFFSET_PATCH_LOG2];
+        if !(PATCH_LOG2_MIN..=PATCH_LOG2_MAX).contains(&patch_log2) {
+            return Err(invalid(
+                "patch_log2",
+                OFFSET_PATCH_LOG2,
+                patch_log2 as u64,
+                "must be 3..=7 (patches of 8 to 128 pixels)",
+            ));
+        }
+        if let Some(i) = data[OFFSET_RESERVED..HEADER_LEN]
+            .iter()
+            .position(|&b| b != 0)
+        {
+            return Err(invalid(
+                "reserved",
+                OFFSET_RESERVED + i,
+                data[OFFSET_RESERVED + i] as u64,
+                "reserved bytes must be zero",
+            ));
+        }
+        Ok(Header {
+            width,
+            height,
+            color,
+            depth,
+            patch_log2,
+        })
+    }
+
+    /// Checks the header against the caller's limits before anything is allocated.
+    pub fn check_limits(&self, limits: &Limits) -> Result<(), LimitsError> {
+        if self.width > limits.max_dimension || self.height > limits.max_dimension {
+            return Err(LimitsError::Dimensions {
+                width: self.width,
+                height: self.height,
+                max: limits.max_dimension,
+            });
+        }
+        if self.output_bytes() > limits.max_output_bytes {
+            return Err(LimitsError::OutputBytes {
+                needed: self.output_bytes(),
+                max: limits.max_output_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Where a stream is, for error messages.
+    pub fn stream_pos(&self, patch: u64, channel: u8, offset: u64) -> StreamPos {
+        StreamPos {
+            patch: patch as u32,
+            patch_x: (patch % self.patches_x() as u64) as u32,
+            patch_y: (patch / self.patches_x() as u64) as u32,
+            channel,
+            offset,
+        }
+    }
+}
+
+/// A parsed and validated file: header, size table, and the byte range of every stream.
+/// Produced by [`parse_file`]; both decoders start from it.
+#[derive(Debug, Clone)]
+pub struct FileLayout<'a> {
+    /// The header.
+    pub header: Header,
+    /// The whole file.
+    pub data: &'a [u8],
+    /// Byte offset of each stream in `data` (stream `patch * channels + channel`), plus one
+    /// final entry: the end of the last stream. An exclusive prefix sum of the size table.
+    pub offsets: Vec<u64>,
+}
+
+impl FileLayout<'_> {
+    /// The bytes of one stream.
+    pub fn stream(&self, index: usize) -> &[u8] {
+        &self.data[self.offsets[index] as usize..self.offsets[index + 1] as usize]
+    }
+    /// Size of one stream in bytes.
+    pub fn stream_size(&self, index: usize) -> u32 {
+        (self.offsets[index + 1] - self.offsets[index]) as u32
+    }
+}
+
+/// Options for [`parse_file`].
+#[derive(Debug, Clone, Copy)]
+pub struct ParseOptions {
+    /// Verify the trailing CRC-32 (default true). Costs one pass over the file at several GB/s.
+    pub verify_checksum: bool,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            verify_checksum: true,
+        }
+    }
+}
+
+/// Reads the size table into a vector of sizes, after checking the table is present. The
+/// caller must have checked limits: the vector is as long as the table the file contains.
+pub fn read_size_table(header: &Header, data: &[u8]) -> Result<Vec<u32>, FormatError> {
+    let table_end = header.data_offset();
+    if (data.len() as u64) < table_end {
+        return Err(FormatError::Truncated {
+            what: "size table",
+            offset: HEADER_LEN as u64,
+            end: table_end,
+            len: data.len() as u64,
+        });
+    }
+    Ok(data[HEADER_LEN..table_end as usize]
+        .chunks_exact(SIZE_ENTRY_LEN)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Parses and validates everything but the streams' contents: header, limits, size table
+/// (each entry within what its patch can need, the sum equal to the bytes present) and the
+/// checksum. Allocates only the offset table, whose length is bounded by the file's length.
+pub fn parse_file<'a>(
+    data: &'a [u8],
+    limits: &Limits,
+    options: ParseOptions,
+) -> Result<FileLayout<'a>> {
+    if data.len() as u64 > limits.max_input_bytes {
+        return Err(LimitsError::InputBytes {
+            len: data.len() as u64,
+            max: limits.max_input_bytes,
+        }
+        .into());
+    }
+    let header = Header::parse(data)?;
+    header.check_limits(limits)?;
+    let sizes = read_size_table(&header, data)?;
+    let min_len = header.data_offset() + CHECKSUM_LEN as u64;
+    if (data.len() as u64) < min_len {
+        return Err(FormatError::Truncated {
+            what: "checksum",
+            offset: header.data_offset(),
+            end: min_len,
+            len: data.len() as u64,
+        }
+        .into());
+    }
+    let channels = header.channels() as usize;
+    let mut offsets = Vec::with_capacity(sizes.len() + 1);
+    let mut offset = header.data_offset();
+    for (i, &size) in sizes.iter().enumerate() {
+        let patch = (i / channels) as u64;
+        let (_, _, pw, ph) = header.patch_rect(patch);
+        let (min, max) = header.stream_size_bounds(pw, ph);
+        if (size as u64) < min || size as u64 > max {
+            return Err(FormatError::BadStreamSize {
+                pos: header.stream_pos(patch, (i % channels) as u8, offset),
+                size,
+                min,
+                max,
+            }
+            .into());
+        }
+        offsets.push(offset);
+        offset += size as u64;
+    }
+    offsets.push(offset);
+    let checksum_offset = data.len() as u64 - CHECKSUM_LEN as u64;
+    if offset != checksum_offset {
+        return Err(FormatError::SizeTableMismatch {
+            table_total: offset - header.data_offset(),
+            present: checksum_offset - header.data_offset(),
+        }
+        .into());
+    }
+    if options.verify_checksum {
+        let c = checksum_offset as usize;
+        let stored = u32::from_le_bytes([data[c], data[c + 1], data[c + 2], data[c + 3]]);
+        let computed = crc32fast::hash(&data[..c]);
+        if stored != computed {
+            return Err(FormatError::ChecksumMismatch {
+                stored,
+                computed,
+                offset: checksum_offset,
+            }
+            .into());
+        }
+    }
+    Ok(FileLayout {
+        header,
+        data,
+        offsets,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            width: 130,
+            height: 65,
+            color: ColorType::Rgb,
+            depth: 8,
+            patch_log2: 6,
+        }
+    }
+
+    #[test]
+    fn header_round_trips_through_bytes() {
+        let h = header();
+        assert_eq!(Header::parse(&h.to_bytes()).unwrap(), h);
+    }
+
+    #[test]
+    fn geometry_counts_edge_patches() {
+        let h = header();
+        assert_eq!((h.patches_x(), h.patches_y()), (3, 2));
+        assert_eq!(h.patch_rect(2), (128, 0, 2, 64));
+        assert_eq!(h.patch_rect(5), (128, 64, 2, 1));
+        assert_eq!(h.stream_count(), 18);
+    }
+
+    #[test]
+    fn every_invalid_header_field_is_named() {
+        let good = header().to_bytes();
+        let cases: [(usize, u8, &str); 6] = [
+            (OFFSET_FLAGS, 1, "flags"),
+            (OFFSET_CHANNELS, 5, "channels"),
+            (OFFSET_DEPTH, 12, "depth"),
+            (OFFSET_PATCH_LOG2, 8, "patch_log2"),
+            (OFFSET_RESERVED + 2, 1, "reserved"),
+            (OFFSET_WIDTH + 3, 0x01, "width"),
+        ];
+        for (offset, value, name) in cases {
+            let mut b = good;
+            b[offset] = value;
+            match Header::parse(&b) {
+                Err(FormatError::InvalidHeader { field, .. }) => assert_eq!(field, name),
+                other => panic!("byte {offset}={value}: expected {name} error, got {other:?}"),
+            }
+        }
+        let mut b = good;
+        b[OFFSET_VERSION] = 2;
+        assert!(matches!(
+            Header::parse(&b),
+            Err(FormatError::UnsupportedVersion { version: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn stream_bounds_cover_nbit_zero_and_full_depth() {
+        let h = header();
+        // 64 rows of (4 + 8) header bits, no deltas: 96 bytes + predictor byte.
+        assert_eq!(
+            h.stream_size_bounds(64, 64),
+            (1 + 96, 1 + 64 * (12 + 512) / 8)
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! # l3: a lossless image codec decoded by GPU compute shaders
+//!
+//! Images are cut into square patches (64x64 by default); every channel of every patch is an
+//! independent stream whose rows are predicted from the row above only, so a GPU decodes a
+//! whole row at once. The format is specified in `SPEC.md` and in code in [`format`].
+//!
+//! ```
+//! use l3::{encode, decode, ColorType, EncodeOptions, DecodeOptions, RawImage, Samples};
+//! let pixels: Vec<u8> = (0..32 * 16 * 3).map(|i| (i * 7 % 251) as u8).collect();
+//! let image = RawImage { width: 32, height: 16, color: ColorType::Rgb, samples: Samples::U8(&pixels) };
+//! let file = encode::encode(&image, &EncodeOptions::default())?;
+//! let (header, decoded) = decode::decode(&file, &DecodeOptions::default())?;
+//! assert_eq!((header.width, header.height), (32, 16));
+//! assert_eq!(decoded, pixels);
+//! # Ok::<(), l3::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod bits;
+pub mod decode;
+pub mod encode;
+pub mod error;
+pub mod format;
+pub mod inspect;
+mod predict;
+
+pub use decode::{decode_image, decode_into, decode_into_u16, read_header, DecodeOptions};
+pub use encode::{encode_image, read_image, EncodeOptions, PredictorChoice, RawImage, Samples};
+pub use error::{Error, FormatError, LimitsError, ParameterError, Result};
+pub use format::{ColorType, Header, Predictor};
+
+/// Resource limits a decoder checks before allocating anything, like image-png's `Limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest width and height accepted (default: the format's maximum, 16777215).
+    pub max_dimension: u32,
+    /// Largest decoded image in bytes (default 4 GiB).
+    pub max_output_bytes: u64,
+    /// Largest input file in bytes (default 4 GiB).
+    pub max_input_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_dimension: format::MAX_DIMENSION,
+            max_output_bytes: 4 << 30,
+            max_input_bytes: 4 << 30,
+        }
+    }
+}
+
+impl Limits {
+    /// No limits beyond what the format itself allows.
+    pub fn none() -> Self {
+        Limits {
+            max_dimension: format::MAX_DIMENSION,
+            max_output_bytes: u64::MAX,
+            max_input_bytes: u64::MAX,
+        }
+    }
+}
