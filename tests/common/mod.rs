@@ -1,0 +1,70 @@
+//! Test data shared by the integration tests: the bundled samples (always present) and the
+//! full corpus in `../shared/data` or `$L3_TEST_DATA` (present in development and CI).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The bundled sample images.
+pub fn samples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
+}
+
+/// The shared corpus (`$L3_TEST_DATA`, else `../shared/data`), if present. With `CI=true` a
+/// missing corpus fails the test instead of silently testing less.
+pub fn corpus_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("L3_TEST_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    if dir.join("images").is_dir() {
+        Some(dir)
+    } else if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "CI=true but the test corpus is missing at {} (set L3_TEST_DATA)",
+            dir.display()
+        );
+    } else {
+        eprintln!(
+            "note: corpus not found at {}; testing the bundled samples only",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// Every regular file under `dir`, recursively, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Image files of the corpus (and samples) that the tests round-trip; `crashers/` excluded.
+pub fn corpus_images() -> Vec<PathBuf> {
+    let mut files = files_under(&samples_dir());
+    if let Some(c) = corpus_dir() {
+        for sub in ["images", "pngsuite", "testpngs"] {
+            files.extend(
+                files_under(&c.join(sub))
+                    .into_iter()
+                    .filter(|p| !p.components().any(|c| c.as_os_str() == "crashers")),
+            );
+        }
+    }
+    files.retain(|p| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    });
+    files
+}
