@@ -1,0 +1,42 @@
+//! Any pixels, any shape, any options: encode then decode gives the same pixels.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 4 {
+        return;
+    }
+    let (params, pixels) = data.split_at(4);
+    let channels = params[0] % 4 + 1;
+    let color = l3::ColorType::from_channels(channels).unwrap();
+    let width = params[1] as u32 % 200 + 1;
+    let patch_log2 = params[2] % 5 + 3;
+    let predictor = match params[3] % 5 {
+        0 => l3::PredictorChoice::Best,
+        n => l3::PredictorChoice::Fixed(l3::Predictor::from_id(n - 1).unwrap()),
+    };
+    let sixteen = params[3] & 0x80 != 0;
+    let per_pixel = channels as usize * if sixteen { 2 } else { 1 };
+    let height = (pixels.len() / per_pixel / width as usize) as u32;
+    if height == 0 {
+        return;
+    }
+    let n = (width * height) as usize * per_pixel;
+    let options = l3::EncodeOptions { patch_log2, predictor, parallel: false };
+    let samples16: Vec<u16>;
+    let samples = if sixteen {
+        samples16 = pixels[..n].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        l3::Samples::U16(&samples16)
+    } else {
+        l3::Samples::U8(&pixels[..n])
+    };
+    let raw = l3::RawImage { width, height, color, samples };
+    let file = l3::encode::encode(&raw, &options).expect("valid input encodes");
+    let (_, decoded) = l3::decode::decode(&file, &l3::DecodeOptions::default()).expect("own output decodes");
+    if sixteen {
+        let back: Vec<u16> = decoded.chunks_exact(2).map(|c| u16::from_ne_bytes([c[0], c[1]])).collect();
+        assert_eq!(back, samples16);
+    } else {
+        assert_eq!(decoded, &pixels[..n]);
+    }
+});

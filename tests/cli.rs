@@ -1,0 +1,163 @@
+//! The `l3` command line, as a script would use it: trees, resume, verify, exit codes.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn l3(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_l3"))
+        .args(args)
+        .output()
+        .expect("run l3")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A small input tree: two samples, one in a subdirectory, plus a non-image file.
+fn input_tree(dir: &Path) {
+    let samples = common::samples_dir();
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::copy(samples.join("skimage_camera_gray.png"), dir.join("a.png")).unwrap();
+    std::fs::copy(
+        samples.join("jxl_hdr_room_16bit.png"),
+        dir.join("sub/b.png"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "not an image").unwrap();
+}
+
+#[test]
+fn encode_tree_resume_verify_decode_info() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    let output = tmp.path().join("out");
+    input_tree(&input);
+    // A temp file left by a crashed run must be cleaned up, never taken as output.
+    std::fs::create_dir_all(output.join("sub")).unwrap();
+    let stale = output.join("sub/.b.l3.l3-tmp-4242");
+    std::fs::write(&stale, b"partial").unwrap();
+
+    let o = l3(&["encode", s(&input), "-o", s(&output)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("encoded 2 file(s), skipped 0"), "{}", text(&o));
+    assert!(output.join("a.l3").is_file() && output.join("sub/b.l3").is_file());
+    assert!(!stale.exists(), "stale temp file not removed");
+    let leftovers: Vec<_> = common::files_under(&output)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("l3-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Rerun: everything is up to date.
+    let o = l3(&["encode", s(&input), "-o", s(&output)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("encoded 0 file(s), skipped 2"),
+        "{}",
+        text(&o)
+    );
+
+    // Verify against the originals, pixel for pixel.
+    let o = l3(&["verify", s(&output), "--against", s(&input)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).matches("identical to").count(),
+        2,
+        "{}",
+        text(&o)
+    );
+
+    // Decode back to PNG and compare with the original through `image`.
+    let png = tmp.path().join("b.png");
+    let o = l3(&["decode", s(&output.join("sub/b.l3")), "-o", s(&png)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let a = image::open(input.join("sub/b.png")).unwrap();
+    let b = image::open(&png).unwrap();
+    assert_eq!(a.color(), b.color());
+    assert_eq!(a.as_bytes(), b.as_bytes());
+
+    // PNM too.
+    let pnm = tmp.path().join("a.pnm");
+    let o = l3(&["decode", s(&output.join("a.l3")), "-o", s(&pnm)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let a = image::open(input.join("a.png")).unwrap();
+    let b = image::open(&pnm).unwrap();
+    assert_eq!(a.as_bytes(), b.as_bytes());
+
+    let o = l3(&["info", s(&output.join("sub/b.l3"))]);
+    assert!(o.status.success(), "{}", text(&o));
+    let info = String::from_utf8_lossy(&o.stdout);
+    for needle in ["676x449 RGB 16-bit", "grid 11x8 = 88 patches", "bpp", "row widths"] {
+        assert!(info.contains(needle), "missing {needle:?}:\n{info}");
+    }
+}
+
+#[test]
+fn corrupt_file_fails_with_exit_code_1_and_names_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let l3file = tmp.path().join("a.l3");
+    let o = l3(&[
+        "encode",
+        s(&common::samples_dir().join("skimage_coffee.png")),
+        "-o",
+        s(&l3file),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut bytes = std::fs::read(&l3file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&l3file, &bytes).unwrap();
+    for cmd in ["verify", "info", "decode"] {
+        let o = l3(&[cmd, s(&l3file)]);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("a.l3") && err.contains("checksum mismatch"),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+    // A non-image input to encode fails the same way, and writes nothing.
+    let junk = tmp.path().join("junk.png");
+    std::fs::write(&junk, b"\x89PNG\r\n\x1a\nnot really").unwrap();
+    let o = l3(&["encode", s(&junk)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!tmp.path().join("junk.l3").exists());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = l3(&["encode"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = l3(&["encode", "x.png", "--patch-size", "48"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn colliding_outputs_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let samples = common::samples_dir();
+    std::fs::copy(samples.join("skimage_coffee.png"), tmp.path().join("x.png")).unwrap();
+    let img = image::open(samples.join("skimage_coffee.png")).unwrap();
+    img.save(tmp.path().join("x.bmp")).unwrap();
+    let o = l3(&["encode", s(tmp.path())]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("would both be written"),
+        "{}",
+        text(&o)
+    );
+}
