@@ -122,7 +122,7 @@ pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Res
     let band_bytes =
         h.patch_size() as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
     let decode_band = |(band, chunk): (usize, &mut [u8])| {
-        let mut scratch = Scratch::new(h.patch_size() as usize);
+        let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize);
         (0..h.patches_x() as usize).try_for_each(|px| {
             let patch = band * h.patches_x() as usize + px;
             decode_patch_into_band(layout, patch, chunk, &mut scratch)
@@ -139,17 +139,17 @@ pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Res
     }
 }
 
-/// Per-thread buffers: one plane and two row buffers of the patch size.
+/// Per-thread buffers: one plane per channel and two row buffers of the patch size.
 struct Scratch {
-    plane: Vec<u16>,
+    planes: Vec<u16>,
     deltas: Vec<u16>,
     prediction: Vec<u16>,
 }
 
 impl Scratch {
-    fn new(patch_size: usize) -> Self {
+    fn new(patch_size: usize, channels: usize) -> Self {
         Scratch {
-            plane: vec![0; patch_size * patch_size],
+            planes: vec![0; patch_size * patch_size * channels],
             deltas: vec![0; patch_size],
             prediction: vec![0; patch_size],
         }
@@ -166,42 +166,96 @@ fn decode_patch_into_band(
     let channels = h.channels() as usize;
     let (x0, _, pw, ph) = h.patch_rect(patch as u64);
     let (x0, pw, ph) = (x0 as usize, pw as usize, ph as usize);
-    let width = h.width as usize;
+    let plane_len = pw * ph;
     for c in 0..channels {
         let index = patch * channels + c;
-        let plane = &mut scratch.plane[..pw * ph];
+        let start = layout.offsets[index] as usize;
         decode_stream(
             h,
-            layout.stream(index),
+            layout.data,
+            start,
+            layout.stream_size(index) as usize,
             pw,
-            plane,
+            &mut scratch.planes[c * plane_len..(c + 1) * plane_len],
             &mut scratch.deltas[..pw],
             &mut scratch.prediction[..pw],
         )
         .map_err(|e| {
             e.at(
-                h.stream_pos(patch as u64, c as u8, layout.offsets[index]),
+                h.stream_pos(patch as u64, c as u8, start as u64),
                 layout.stream_size(index),
                 h.depth,
             )
         })?;
-        // Interleave this channel into the band.
-        for (y, row) in plane.chunks_exact(pw).enumerate() {
-            let start = (y * width + x0) * channels + c;
-            if h.depth == 8 {
-                let dst = &mut band[start..];
-                for (x, &v) in row.iter().enumerate() {
-                    dst[x * channels] = v as u8;
-                }
-            } else {
-                let dst = &mut band[start * 2..];
-                for (x, &v) in row.iter().enumerate() {
-                    dst[x * channels * 2..x * channels * 2 + 2].copy_from_slice(&v.to_ne_bytes());
-                }
-            }
+    }
+    let planes = &scratch.planes[..channels * plane_len];
+    let row_len = h.width as usize * channels * h.bytes_per_sample();
+    for (y, out_row) in band.chunks_mut(row_len).take(ph).enumerate() {
+        let start = x0 * channels * h.bytes_per_sample();
+        let dst = &mut out_row[start..start + pw * channels * h.bytes_per_sample()];
+        match (h.depth, channels) {
+            (8, 1) => interleave_u8::<1>(planes, plane_len, y * pw, dst),
+            (8, 2) => interleave_u8::<2>(planes, plane_len, y * pw, dst),
+            (8, 3) => interleave_u8::<3>(planes, plane_len, y * pw, dst),
+            (8, _) => interleave_u8::<4>(planes, plane_len, y * pw, dst),
+            (_, 1) => interleave_u16::<1>(planes, plane_len, y * pw, dst),
+            (_, 2) => interleave_u16::<2>(planes, plane_len, y * pw, dst),
+            (_, 3) => interleave_u16::<3>(planes, plane_len, y * pw, dst),
+            (_, _) => interleave_u16::<4>(planes, plane_len, y * pw, dst),
         }
     }
     Ok(())
+}
+
+/// Writes one patch row of `C` planes (each `plane_len` long, the row at `offset`) as
+/// interleaved 8-bit pixels. Written with zipped iterators so there is no bounds check per
+/// sample and the compiler can vectorise the shuffle.
+#[inline(always)]
+fn interleave_u8<const C: usize>(planes: &[u16], plane_len: usize, offset: usize, dst: &mut [u8]) {
+    let w = dst.len() / C;
+    let row = |c: usize| &planes[c * plane_len + offset..c * plane_len + offset + w];
+    match C {
+        1 => {
+            for (o, &v) in dst.iter_mut().zip(row(0)) {
+                *o = v as u8;
+            }
+        }
+        2 => {
+            for ((o, &a), &b) in dst.chunks_exact_mut(2).zip(row(0)).zip(row(1)) {
+                o.copy_from_slice(&[a as u8, b as u8]);
+            }
+        }
+        3 => {
+            for (((o, &a), &b), &c) in dst.chunks_exact_mut(3).zip(row(0)).zip(row(1)).zip(row(2)) {
+                o.copy_from_slice(&[a as u8, b as u8, c as u8]);
+            }
+        }
+        _ => {
+            let rows = (row(0), row(1), row(2), row(3));
+            for ((((o, &a), &b), &c), &d) in dst
+                .chunks_exact_mut(4)
+                .zip(rows.0)
+                .zip(rows.1)
+                .zip(rows.2)
+                .zip(rows.3)
+            {
+                o.copy_from_slice(&[a as u8, b as u8, c as u8, d as u8]);
+            }
+        }
+    }
+}
+
+/// As [`interleave_u8`], for 16-bit samples in native byte order.
+#[inline(always)]
+fn interleave_u16<const C: usize>(planes: &[u16], plane_len: usize, offset: usize, dst: &mut [u8]) {
+    let w = dst.len() / (2 * C);
+    let rows: [&[u16]; C] =
+        std::array::from_fn(|c| &planes[c * plane_len + offset..c * plane_len + offset + w]);
+    for (x, px) in dst.chunks_exact_mut(2 * C).enumerate() {
+        for (c, row) in rows.iter().enumerate() {
+            px[2 * c..2 * c + 2].copy_from_slice(&row[x].to_ne_bytes());
+        }
+    }
 }
 
 /// A stream error before its position is known; [`StreamError::at`] names the stream.
@@ -229,11 +283,16 @@ impl StreamError {
     }
 }
 
-/// Decodes one (patch, channel) stream into `plane` (`pw` wide, `plane.len() / pw` rows).
-/// The CPU twin of `shaders/decode.wgsl`: same field order, same checks.
+/// Decodes one (patch, channel) stream, bytes `start..start + len` of `file`, into `plane`
+/// (`pw` wide, `plane.len() / pw` rows). The CPU twin of `shaders/decode.wgsl`: same field
+/// order, same checks. Bit fields are read with 8-byte loads that may extend past the stream
+/// into the rest of the file (never past the file: rows near its end take the slow path); only
+/// bits inside the stream are used, since each row's length is checked against it first.
 pub(crate) fn decode_stream(
     h: &Header,
-    stream: &[u8],
+    file: &[u8],
+    start: usize,
+    len: usize,
     pw: usize,
     plane: &mut [u16],
     deltas: &mut [u16],
@@ -243,13 +302,16 @@ pub(crate) fn decode_stream(
     let mask = ((1u32 << depth) - 1) as u16;
     let nb = nbit_field_bits(h.depth);
     // parse_file guarantees the stream holds at least the predictor byte.
-    let predictor =
-        Predictor::from_id(stream[0]).ok_or(StreamError::UnknownPredictor(stream[0]))?;
-    let bits = &stream[format::STREAM_PREFIX_LEN..];
-    let mut r = BitReader::new(bits);
+    let id = file[start];
+    let predictor = Predictor::from_id(id).ok_or(StreamError::UnknownPredictor(id))?;
+    let payload_start = start + format::STREAM_PREFIX_LEN;
+    let payload_bits = (len - format::STREAM_PREFIX_LEN) as u64 * 8;
+    // The reader sees the file from the payload on; positions are relative to the payload.
+    let bytes = &file[payload_start..];
+    let mut r = BitReader::new(bytes);
     for row_index in 0..plane.len() / pw {
         let row_no = row_index as u32;
-        if r.remaining() < (nb + depth) as u64 {
+        if r.position() + (nb + depth) as u64 > payload_bits {
             return Err(StreamError::Overrun { row: row_no });
         }
         let nbit = r.read(nb);
@@ -257,10 +319,12 @@ pub(crate) fn decode_stream(
             return Err(StreamError::BadBitWidth { row: row_no, nbit });
         }
         let base = r.read(depth) as u16;
-        if r.remaining() < pw as u64 * nbit as u64 {
+        let row_bits = pw as u64 * nbit as u64;
+        if r.position() + row_bits > payload_bits {
             return Err(StreamError::Overrun { row: row_no });
         }
-        r.read_many(nbit, deltas);
+        unpack_row(bytes, r.position(), nbit, deltas);
+        r.skip(row_bits);
         let (above, rest) = plane.split_at_mut(row_index * pw);
         let row = &mut rest[..pw];
         if row_index == 0 || predictor == Predictor::None {
@@ -276,11 +340,107 @@ pub(crate) fn decode_stream(
     }
     let used = r.position();
     let used_bytes = used.div_ceil(8);
-    let padding_ok = used % 8 == 0 || bits[(used / 8) as usize] >> (used % 8) == 0;
-    if used_bytes != bits.len() as u64 || !padding_ok {
+    let padding_ok = used % 8 == 0 || bytes[(used / 8) as usize] >> (used % 8) == 0;
+    if used_bytes * 8 != payload_bits || !padding_ok {
         return Err(StreamError::Trailing {
             used: used_bytes + format::STREAM_PREFIX_LEN as u64,
         });
     }
     Ok(())
+}
+
+/// Unpacks `out.len()` fields of `nbit` bits starting at bit `pos` of `bytes`. Dispatches to
+/// a copy of the loop per width, so shifts and masks are constants the compiler can unroll.
+#[inline]
+fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
+    let last_byte = ((pos + out.len() as u64 * nbit as u64) >> 3) as usize;
+    if last_byte + UNPACK_SLACK > bytes.len() {
+        // Near the end of the file: the bounds-checked reader.
+        let mut r = BitReader::new(bytes);
+        r.skip(pos);
+        r.read_many(nbit, out);
+        return;
+    }
+    macro_rules! widths {
+        ($($n:literal)*) => {
+            match nbit {
+                0 => out.fill(0),
+                $($n => unpack_fixed::<$n>(bytes, pos, out),)*
+                _ => unreachable!("nbit checked against the depth"),
+            }
+        };
+    }
+    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// Bytes past a row's last byte that [`unpack_fixed`] may load.
+const UNPACK_SLACK: usize = 17;
+
+/// Eight `N`-bit fields are exactly `N` bytes, so every group of eight starts at the same bit
+/// shift within its first byte: one 16-byte load and one shift per group, then constant shifts.
+#[inline(always)]
+fn unpack_fixed<const N: u32>(bytes: &[u8], pos: u64, out: &mut [u16]) {
+    let mask = (1u64 << N) - 1;
+    let shift = (pos & 7) as u32;
+    let first = (pos >> 3) as usize;
+    let len = out.len();
+    // 16 loaded bytes hold shift + 8N bits only for N < 16 or shift 0.
+    let grouped = if N < 16 || shift == 0 { len / 8 * 8 } else { 0 };
+    let mut byte = first;
+    for group in out[..grouped].chunks_exact_mut(8) {
+        let w = u128::from_le_bytes(bytes[byte..byte + 16].try_into().unwrap()) >> shift;
+        for (i, o) in group.iter_mut().enumerate() {
+            *o = ((w >> (i as u32 * N)) as u64 & mask) as u16;
+        }
+        byte += N as usize;
+    }
+    let done = grouped;
+    let mut p = pos + done as u64 * N as u64;
+    for o in &mut out[done..] {
+        let b = (p >> 3) as usize;
+        let w = u64::from_le_bytes(bytes[b..b + 8].try_into().unwrap());
+        *o = ((w >> (p & 7)) & mask) as u16;
+        p += N as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bits::BitWriter;
+
+    /// The grouped fast path must read exactly what the plain bit reader reads, for every
+    /// width, every starting bit shift and lengths with and without a remainder.
+    #[test]
+    fn fast_unpack_matches_the_bit_reader() {
+        for nbit in 0..=16u32 {
+            for shift in 0..8u64 {
+                for len in [1usize, 7, 8, 9, 63, 64, 128] {
+                    let mut w = BitWriter::default();
+                    w.write(0, shift as u32);
+                    let mut expect = Vec::new();
+                    for i in 0..len as u32 {
+                        let v = if nbit == 0 {
+                            0
+                        } else {
+                            i.wrapping_mul(0x9E37_79B9).rotate_left(7) & ((1 << nbit) - 1)
+                        };
+                        w.write(v, nbit);
+                        expect.push(v as u16);
+                    }
+                    let mut bytes = w.finish();
+                    // With and without slack after the row: fast and slow path.
+                    for slack in [0, UNPACK_SLACK] {
+                        bytes.resize(bytes.len() + slack, 0xA5);
+                        let mut out = vec![0xFFFF; len];
+                        unpack_row(&bytes, shift, nbit, &mut out);
+                        assert_eq!(
+                            out, expect,
+                            "nbit {nbit} shift {shift} len {len} slack {slack}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

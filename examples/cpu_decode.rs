@@ -1,0 +1,50 @@
+//! Decodes one image repeatedly on the CPU and prints the throughput, single-threaded and
+//! multi-threaded: `cargo run --release --example cpu_decode -- IMAGE [REPS]` (an .l3 file,
+//! or any image the `image` crate reads, which is encoded first).
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().ok_or("usage: cpu_decode IMAGE [REPS]")?;
+    let reps: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(20);
+    // An .l3 file is decoded as it is; any other image is encoded first.
+    let (file, expected) = if path.ends_with(".l3") {
+        (std::fs::read(&path)?, None)
+    } else {
+        let image = l3::read_image(path.as_ref())?;
+        (
+            l3::encode_image(&image, &l3::EncodeOptions::default())?,
+            Some(image),
+        )
+    };
+    let header = l3::read_header(&file)?;
+    let mut out = vec![0u8; header.output_bytes() as usize];
+    let mpix = header.width as f64 * header.height as f64 / 1e6;
+    for parallel in [false, true] {
+        let options = l3::DecodeOptions {
+            parallel,
+            verify_checksum: false,
+            ..Default::default()
+        };
+        let mut best = f64::MAX;
+        for _ in 0..reps {
+            let t = Instant::now();
+            l3::decode_into(&file, &mut out, &options)?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{} {}x{}x{}: {:.1} MP/s, {:.2} GB/s of output ({})",
+            path,
+            header.width,
+            header.height,
+            header.channels(),
+            mpix / best,
+            header.output_bytes() as f64 / best / 1e9,
+            if parallel { "all threads" } else { "1 thread" }
+        );
+    }
+    if let Some(image) = expected {
+        assert_eq!(out, image.as_bytes(), "decode is not lossless");
+    }
+    Ok(())
+}
