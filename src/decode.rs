@@ -173,8 +173,7 @@ fn decode_patch_into_band(
         decode_stream(
             h,
             layout.data,
-            start,
-            layout.stream_size(index) as usize,
+            start..start + layout.stream_size(index) as usize,
             pw,
             &mut scratch.planes[c * plane_len..(c + 1) * plane_len],
             &mut scratch.deltas[..pw],
@@ -283,7 +282,7 @@ impl StreamError {
     }
 }
 
-/// Decodes one (patch, channel) stream, bytes `start..start + len` of `file`, into `plane`
+/// Decodes one (patch, channel) stream, bytes `stream` of `file`, into `plane`
 /// (`pw` wide, `plane.len() / pw` rows). The CPU twin of `shaders/decode.wgsl`: same field
 /// order, same checks. Bit fields are read with 8-byte loads that may extend past the stream
 /// into the rest of the file (never past the file: rows near its end take the slow path); only
@@ -291,8 +290,7 @@ impl StreamError {
 pub(crate) fn decode_stream(
     h: &Header,
     file: &[u8],
-    start: usize,
-    len: usize,
+    stream: std::ops::Range<usize>,
     pw: usize,
     plane: &mut [u16],
     deltas: &mut [u16],
@@ -302,6 +300,7 @@ pub(crate) fn decode_stream(
     let mask = ((1u32 << depth) - 1) as u16;
     let nb = nbit_field_bits(h.depth);
     // parse_file guarantees the stream holds at least the predictor byte.
+    let (start, len) = (stream.start, stream.len());
     let id = file[start];
     let predictor = Predictor::from_id(id).ok_or(StreamError::UnknownPredictor(id))?;
     let payload_start = start + format::STREAM_PREFIX_LEN;
