@@ -24,24 +24,26 @@ impl BitWriter {
     }
 
     /// Writes the low `nbits` bits of `value` (`nbits` <= 32; higher bits of `value` must be 0).
-    #[inline]
+    #[inline(always)]
     pub fn write(&mut self, value: u32, nbits: u32) {
         debug_assert!(nbits <= 32);
         debug_assert!(nbits == 32 || value >> nbits == 0);
+        // acc_bits < 32 on entry, so the sum fits the 64-bit accumulator.
         self.acc |= (value as u64) << self.acc_bits;
         self.acc_bits += nbits;
-        while self.acc_bits >= 8 {
-            self.bytes.push(self.acc as u8);
-            self.acc >>= 8;
-            self.acc_bits -= 8;
+        if self.acc_bits >= 32 {
+            self.bytes
+                .extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.acc_bits -= 32;
         }
     }
 
-    /// Flushes the last partial byte, zero-padded, and returns the bytes.
+    /// Flushes the last partial bytes, zero-padded, and returns the bytes.
     pub fn finish(mut self) -> Vec<u8> {
-        if self.acc_bits > 0 {
-            self.bytes.push(self.acc as u8);
-        }
+        let tail = self.acc_bits.div_ceil(8) as usize;
+        self.bytes
+            .extend_from_slice(&self.acc.to_le_bytes()[..tail]);
         self.bytes
     }
 }
@@ -99,7 +101,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Reads `out.len()` fields of `nbits` (<= 16) bits each.
-    #[inline]
+    #[inline(always)]
     pub fn read_many(&mut self, nbits: u32, out: &mut [u16]) {
         if nbits == 0 {
             out.fill(0);

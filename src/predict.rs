@@ -29,31 +29,35 @@ pub fn predict_one(predictor: Predictor, a: u32, b: u32, c: u32) -> u32 {
 
 /// Predictions for a whole row from the row above. `up` and `out` have the row's width;
 /// the neighbours missing at the patch edges are replaced by the sample above.
-#[inline]
+#[inline(always)]
 pub fn predict_row(predictor: Predictor, up: &[u16], out: &mut [u16]) {
-    let w = up.len();
-    debug_assert_eq!(w, out.len());
+    debug_assert_eq!(up.len(), out.len());
+    // One loop per predictor (the predictor a constant inside it), so each vectorises.
     match predictor {
         Predictor::None => out.fill(0),
         Predictor::Up => out.copy_from_slice(up),
-        _ => {
-            if w == 1 {
-                out[0] = predict_one(predictor, up[0] as u32, up[0] as u32, up[0] as u32) as u16;
-                return;
-            }
-            out[0] = predict_one(predictor, up[0] as u32, up[0] as u32, up[1] as u32) as u16;
-            // The interior loop has no branches on x, so the compiler can vectorise it.
-            for x in 1..w - 1 {
-                out[x] =
-                    predict_one(predictor, up[x - 1] as u32, up[x] as u32, up[x + 1] as u32) as u16;
-            }
-            out[w - 1] = predict_one(
-                predictor,
-                up[w - 2] as u32,
-                up[w - 1] as u32,
-                up[w - 1] as u32,
-            ) as u16;
-        }
+        Predictor::L3Paeth => predict_row_with::<{ Predictor::L3Paeth as u8 }>(up, out),
+        Predictor::UpMean => predict_row_with::<{ Predictor::UpMean as u8 }>(up, out),
+    }
+}
+
+#[inline(always)]
+fn predict_row_with<const P: u8>(up: &[u16], out: &mut [u16]) {
+    let predictor = match Predictor::from_id(P) {
+        Some(p) => p,
+        None => unreachable!("P is a predictor id"),
+    };
+    let w = up.len();
+    let f = |a: u16, b: u16, c: u16| predict_one(predictor, a as u32, b as u32, c as u32) as u16;
+    if w == 1 {
+        out[0] = f(up[0], up[0], up[0]);
+        return;
+    }
+    out[0] = f(up[0], up[0], up[1]);
+    out[w - 1] = f(up[w - 2], up[w - 1], up[w - 1]);
+    // The interior: no branches on x, no bounds checks.
+    for (o, n) in out[1..w - 1].iter_mut().zip(up.windows(3)) {
+        *o = predict_one(predictor, n[0] as u32, n[1] as u32, n[2] as u32) as u16;
     }
 }
 
