@@ -74,7 +74,9 @@ fn encode_tree_resume_verify_decode_info() {
     let o = l3(&["verify", s(&output), "--against", s(&input)]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(
-        String::from_utf8_lossy(&o.stdout).matches("identical to").count(),
+        String::from_utf8_lossy(&o.stdout)
+            .matches("identical to")
+            .count(),
         2,
         "{}",
         text(&o)
@@ -100,7 +102,12 @@ fn encode_tree_resume_verify_decode_info() {
     let o = l3(&["info", s(&output.join("sub/b.l3"))]);
     assert!(o.status.success(), "{}", text(&o));
     let info = String::from_utf8_lossy(&o.stdout);
-    for needle in ["676x449 RGB 16-bit", "grid 11x8 = 88 patches", "bpp", "row widths"] {
+    for needle in [
+        "676x449 RGB 16-bit",
+        "grid 11x8 = 88 patches",
+        "bpp",
+        "row widths",
+    ] {
         assert!(info.contains(needle), "missing {needle:?}:\n{info}");
     }
 }

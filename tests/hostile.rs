@@ -190,7 +190,9 @@ fn wrong_buffer_size_is_a_parameter_error() {
     let mut out16 = vec![0u16; 300];
     assert!(matches!(
         l3::decode_into_u16(&file, &mut out16, &DecodeOptions::default()),
-        Err(Error::Parameter(l3::ParameterError::DepthMismatch { depth: 8 }))
+        Err(Error::Parameter(l3::ParameterError::DepthMismatch {
+            depth: 8
+        }))
     ));
 }
 
@@ -209,7 +211,10 @@ fn forged_streams_with_a_valid_checksum_give_stream_errors() {
     fix_crc(&mut bad);
     let err = decode(&bad, &DecodeOptions::default()).unwrap_err();
     assert!(
-        matches!(err, Error::Format(FormatError::UnknownPredictor { id: 9, .. })),
+        matches!(
+            err,
+            Error::Format(FormatError::UnknownPredictor { id: 9, .. })
+        ),
         "{err:?}"
     );
     assert!(err.to_string().contains("patch 0"), "{err}");
@@ -219,7 +224,11 @@ fn forged_streams_with_a_valid_checksum_give_stream_errors() {
     fix_crc(&mut bad);
     assert!(matches!(
         decode(&bad, &DecodeOptions::default()),
-        Err(Error::Format(FormatError::BadBitWidth { nbit: 15, row: 0, .. }))
+        Err(Error::Format(FormatError::BadBitWidth {
+            nbit: 15,
+            row: 0,
+            ..
+        }))
     ));
 
     // A size table whose entries no longer add up to the data present.

@@ -2,9 +2,7 @@
 //! residual range needs bit width 0 and the full sample depth (8 or 16): the widths the L3
 //! prototype mis-handled.
 
-use l3::{
-    ColorType, DecodeOptions, EncodeOptions, Predictor, PredictorChoice, RawImage, Samples,
-};
+use l3::{ColorType, DecodeOptions, EncodeOptions, Predictor, PredictorChoice, RawImage, Samples};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy)]
@@ -16,7 +14,14 @@ enum Content {
     FullRange,
 }
 
-fn pixels(n: usize, width: usize, channels: usize, depth: u8, content: Content, seed: u64) -> Vec<u16> {
+fn pixels(
+    n: usize,
+    width: usize,
+    channels: usize,
+    depth: u8,
+    content: Content,
+    seed: u64,
+) -> Vec<u16> {
     let max = if depth == 8 { 255u64 } else { 65535 };
     let mut s = seed | 1;
     (0..n)
@@ -62,7 +67,10 @@ fn round_trip(
     };
     let file = l3::encode::encode(&raw, &options).unwrap();
     let (header, decoded) = l3::decode::decode(&file, &DecodeOptions::default()).unwrap();
-    assert_eq!((header.width, header.height, header.color, header.depth), (width, height, color, depth));
+    assert_eq!(
+        (header.width, header.height, header.color, header.depth),
+        (width, height, color, depth)
+    );
     if depth == 8 {
         assert_eq!(decoded, px8);
     } else {
@@ -104,7 +112,15 @@ fn predictor() -> impl Strategy<Value = PredictorChoice> {
 
 fn dimension() -> impl Strategy<Value = u32> {
     // Weighted toward 1 and patch-size boundaries.
-    prop_oneof![Just(1u32), 1u32..20, Just(63), Just(64), Just(65), Just(129), 1u32..300]
+    prop_oneof![
+        Just(1u32),
+        1u32..20,
+        Just(63),
+        Just(64),
+        Just(65),
+        Just(129),
+        1u32..300
+    ]
 }
 
 proptest! {
@@ -134,7 +150,11 @@ fn constant_rows_use_bit_width_zero() {
             12345,
         );
         let rows: u64 = ins.nbit_counts.iter().sum();
-        assert_eq!(ins.nbit_counts[0], rows, "depth {depth}: {:?}", ins.nbit_counts);
+        assert_eq!(
+            ins.nbit_counts[0], rows,
+            "depth {depth}: {:?}",
+            ins.nbit_counts
+        );
     }
 }
 
@@ -145,7 +165,15 @@ fn full_range_rows_use_the_full_depth() {
             predictor: PredictorChoice::Fixed(Predictor::None),
             ..Default::default()
         };
-        let ins = round_trip(67, 66, ColorType::Gray, depth, Content::FullRange, options, 1);
+        let ins = round_trip(
+            67,
+            66,
+            ColorType::Gray,
+            depth,
+            Content::FullRange,
+            options,
+            1,
+        );
         assert!(
             ins.nbit_counts[depth as usize] > 0,
             "depth {depth}: no full-width rows in {:?}",
