@@ -29,6 +29,9 @@ pub enum Error {
     /// The `image` crate could not read or write a non-L3 image (PNG, JPEG, ...).
     #[error("image error: {0}")]
     Image(#[from] image::ImageError),
+    /// The GPU decoder could not get an adapter or device, or a GPU operation failed.
+    #[error("GPU error: {0}")]
+    Gpu(String),
 }
 
 /// Where in the file a patch stream lives: used by errors about one stream.
@@ -212,6 +215,17 @@ pub enum LimitsError {
         /// Input length.
         len: u64,
         /// Allowed bytes.
+        max: u64,
+    },
+    /// A GPU buffer the decoder needs is larger than the device allows (e.g. a single image
+    /// whose intermediate buffer exceeds `max_storage_buffer_binding_size`).
+    #[error("GPU decode needs a {what} of {needed} bytes, above the device limit of {max} bytes")]
+    GpuBuffer {
+        /// Which buffer.
+        what: &'static str,
+        /// Bytes needed.
+        needed: u64,
+        /// The device's limit.
         max: u64,
     },
 }

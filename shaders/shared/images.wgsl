@@ -1,0 +1,76 @@
+// Per-image table and per-dispatch parameters shared by the decode and store stages
+// (mirrors `ImageInfo` / `Params` in src/gpu/mod.rs). The stage declares `images` and `params`.
+
+struct ImageInfo {
+    width: u32,
+    height: u32,
+    channels: u32,
+    depth: u32,
+    patch_log2: u32,
+    patches_x: u32,
+    // First stream of the image in the chunk (chunk-local stream index).
+    stream_base: u32,
+    stream_count: u32,
+    // First sample of the image in the intermediate sample buffer (HWC, one u32 per sample).
+    sample_base: u32,
+    // First output word of the image in the chunk's output range, and its word count.
+    out_base: u32,
+    out_words: u32,
+    // Index of the image in its batch: its slot in the error-flag buffer.
+    image_index: u32,
+    // First decode workgroup of the image (a workgroup decodes 64 / patch_size streams, at
+    // least one).
+    wg_base: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+struct Params {
+    // Work items of the dispatch: workgroups for decode, output words for the store stages.
+    count: u32,
+    image_count: u32,
+    // Bytes of stream data in `input_words`.
+    input_bytes: u32,
+    pad: u32,
+    // Per-channel normalisation for store_f32_chw: (x / max - mean[c]) / std[c].
+    mean: vec4<f32>,
+    stdev: vec4<f32>,
+}
+
+// Error flag bits (see `gpu::flags` in Rust).
+const ERR_PREDICTOR: u32 = 1u;
+const ERR_BIT_WIDTH: u32 = 2u;
+const ERR_OVERRUN: u32 = 4u;
+const ERR_TRAILING: u32 = 8u;
+const ERR_RANGE: u32 = 16u;
+
+// The image decoded by chunk-local workgroup `wg`: the last image with wg_base <= wg.
+fn find_image_by_workgroup(wg: u32) -> u32 {
+    var lo = 0u;
+    var hi = params.image_count;
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (images[mid].wg_base <= wg) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+// The image holding chunk-local output word `w`: the last image with out_base <= w.
+fn find_image_by_word(w: u32) -> u32 {
+    var lo = 0u;
+    var hi = params.image_count;
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (images[mid].out_base <= w) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}

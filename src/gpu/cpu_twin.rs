@@ -1,0 +1,261 @@
+//! CPU twins of the WGSL kernels: the same names, the same bindings in the same order, the
+//! same arithmetic, one invocation after another. The tests run a twin and its shader on the
+//! same inputs and compare; the twins also document what each kernel computes.
+
+use super::{flags, ImageInfo, Params};
+use crate::predict::predict_one;
+use crate::Predictor;
+
+/// Twin of `prefix_sum.wgsl` (`scan_blocks` + `add_sums` over all levels): the exclusive
+/// prefix sum of `sizes`, wrapping on overflow like u32 arithmetic in WGSL.
+pub fn prefix_sum(sizes: &[u32]) -> Vec<u32> {
+    let mut acc = 0u32;
+    sizes
+        .iter()
+        .map(|&s| {
+            let o = acc;
+            acc = acc.wrapping_add(s);
+            o
+        })
+        .collect()
+}
+
+fn read_byte(input_words: &[u32], byte_index: u32) -> u32 {
+    (input_words
+        .get((byte_index >> 2) as usize)
+        .copied()
+        .unwrap_or(0)
+        >> ((byte_index & 3) * 8))
+        & 0xff
+}
+
+/// Twin of `read_bits` in `shaders/shared/bits.wgsl`: `n` (0..=16) bits at bit `p` of the
+/// payload starting at byte `base`. Words past the end read as 0.
+pub fn read_bits(input_words: &[u32], base: u32, p: u32, n: u32) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
+    let abs_bit = (base & 3) * 8 + p;
+    let w = (base >> 2) + (abs_bit >> 5);
+    let sh = abs_bit & 31;
+    let mut v = word(w) >> sh;
+    if sh + n > 32 {
+        v |= word(w + 1) << (32 - sh);
+    }
+    v & ((1 << n) - 1)
+}
+
+fn find_image_by(
+    images: &[ImageInfo],
+    count: u32,
+    key: impl Fn(&ImageInfo) -> u32,
+    v: u32,
+) -> usize {
+    let (mut lo, mut hi) = (0usize, count as usize);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if key(&images[mid]) <= v {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Twin of `decode.wgsl`: decodes the streams of workgroups `0..params.count` (each takes
+/// [`super::streams_per_workgroup`] streams of one image) into `samples` (one u32 per
+/// sample, HWC at each image's `sample_base`) and ORs flag bits ([`flags`]) into
+/// `errors[image_index]` for inconsistent streams.
+pub fn decode(
+    input_words: &[u32],
+    sizes: &[u32],
+    offsets: &[u32],
+    images: &[ImageInfo],
+    samples: &mut [u32],
+    errors: &mut [u32],
+    params: &Params,
+) {
+    const MAX_PATCH: u32 = 128;
+    let streams = (0..params.count).flat_map(|wg| {
+        let img = images[find_image_by(images, params.image_count, |i| i.wg_base, wg)];
+        let per_wg = super::streams_per_workgroup(img.patch_log2 as u8);
+        (0..per_wg)
+            .map(move |sub| (img, (wg - img.wg_base) * per_wg + sub))
+            .filter(|&(img, local)| local < img.stream_count)
+    });
+    for (img, local) in streams {
+        let g = img.stream_base + local;
+        let patch = local / img.channels;
+        let ch = local % img.channels;
+        let ps = 1u32 << img.patch_log2;
+        let x0 = (patch % img.patches_x) * ps;
+        let y0 = (patch / img.patches_x) * ps;
+        let pw = ps.min(img.width - x0);
+        let ph = ps.min(img.height - y0);
+        let depth = img.depth;
+        let nb = if depth == 8 { 4 } else { 5 };
+        let mask = (1u32 << depth) - 1;
+        let start = offsets[g as usize];
+        let size = sizes[g as usize];
+        let slot = img.image_index as usize;
+        if size == 0
+            || start >= params.input_bytes
+            || size > params.input_bytes - start
+            || pw > MAX_PATCH
+        {
+            errors[slot] |= flags::RANGE;
+            continue;
+        }
+        let predictor = read_byte(input_words, start);
+        if predictor > 3 {
+            errors[slot] |= flags::PREDICTOR;
+            continue;
+        }
+        let pred = Predictor::from_id(predictor as u8).expect("checked above");
+        let bits_base = start + 1;
+        let total_bits = (size - 1) * 8;
+        let mut pos = 0u32;
+        let mut rows = [[0u32; MAX_PATCH as usize]; 2];
+        let mut failed = false;
+        for row in 0..ph {
+            if pos + nb + depth > total_bits {
+                errors[slot] |= flags::OVERRUN;
+                failed = true;
+                break;
+            }
+            let nbit = read_bits(input_words, bits_base, pos, nb);
+            if nbit > depth {
+                errors[slot] |= flags::BIT_WIDTH;
+                failed = true;
+                break;
+            }
+            let base = read_bits(input_words, bits_base, pos + nb, depth);
+            if pos + nb + depth + pw * nbit > total_bits {
+                errors[slot] |= flags::OVERRUN;
+                failed = true;
+                break;
+            }
+            let dpos = pos + nb + depth;
+            let cur = (row & 1) as usize;
+            let sample_row = img.sample_base + ((y0 + row) * img.width + x0) * img.channels + ch;
+            for x in 0..pw {
+                let d = read_bits(input_words, bits_base, dpos + x * nbit, nbit);
+                let mut p = 0;
+                if row > 0 && predictor != 0 {
+                    let up = &rows[1 - cur];
+                    let b = up[x as usize];
+                    let a = if x > 0 { up[x as usize - 1] } else { b };
+                    let c = if x + 1 < pw { up[x as usize + 1] } else { b };
+                    p = predict_one(pred, a, b, c);
+                }
+                let v = (p + base + d) & mask;
+                rows[cur][x as usize] = v;
+                samples[(sample_row + x * img.channels) as usize] = v;
+            }
+            pos = dpos + pw * nbit;
+        }
+        if failed {
+            continue;
+        }
+        let mut bad = pos.div_ceil(8) != size - 1;
+        if !bad && pos & 7 != 0 {
+            bad = read_bits(input_words, bits_base, pos, 8 - (pos & 7)) != 0;
+        }
+        if bad {
+            errors[slot] |= flags::TRAILING;
+        }
+    }
+}
+
+/// Twin of `store_interleaved.wgsl`: output words `0..params.count` from `samples`.
+pub fn store_interleaved(
+    samples: &[u32],
+    images: &[ImageInfo],
+    out_words: &mut [u32],
+    params: &Params,
+) {
+    for w in 0..params.count {
+        let img = images[find_image_by(images, params.image_count, |i| i.out_base, w)];
+        if w < img.out_base {
+            continue;
+        }
+        let local = w - img.out_base;
+        let n = img.width * img.height * img.channels;
+        let (per_word, bits, mask) = if img.depth == 8 {
+            (4, 8, 0xff)
+        } else {
+            (2, 16, 0xffff)
+        };
+        let mut word = 0u32;
+        for k in 0..per_word {
+            let s = local * per_word + k;
+            if local < img.out_words && s < n {
+                word |= (samples[(img.sample_base + s) as usize] & mask) << (bits * k);
+            }
+        }
+        out_words[w as usize] = word;
+    }
+}
+
+/// Twin of `store_f32_chw.wgsl`: `(x / max - mean[c]) / std[c]` in planar order, with the
+/// same f32 operations as the shader.
+pub fn store_f32_chw(
+    samples: &[u32],
+    images: &[ImageInfo],
+    out_values: &mut [f32],
+    params: &Params,
+) {
+    for w in 0..params.count {
+        let img = images[find_image_by(images, params.image_count, |i| i.out_base, w)];
+        if w < img.out_base {
+            continue;
+        }
+        let e = w - img.out_base;
+        let hw = img.width * img.height;
+        if e >= hw * img.channels {
+            out_values[w as usize] = 0.0;
+            continue;
+        }
+        let c = e / hw;
+        let r = e % hw;
+        let v = samples[(img.sample_base + r * img.channels + c) as usize];
+        let max_value = ((1u32 << img.depth) - 1) as f32;
+        out_values[w as usize] =
+            (v as f32 / max_value - params.mean[c as usize]) / params.std[c as usize];
+    }
+}
+
+/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, decode, store. Returns the
+/// chunk's output bytes (images at their `out_base`, as in the GPU buffer) and each image's
+/// error flags (indexed by `image_index - images[0].image_index`).
+pub fn run_chunk(c: &super::ChunkInputs, output: super::OutputFormat) -> (Vec<u8>, Vec<u32>) {
+    let offsets = prefix_sum(&c.sizes);
+    let mut samples = vec![0u32; c.sample_count as usize];
+    let first = c.images.first().map_or(0, |i| i.image_index);
+    let mut errors = vec![0u32; (first as usize) + c.images.len()];
+    decode(
+        &c.input_words,
+        &c.sizes,
+        &offsets,
+        &c.images,
+        &mut samples,
+        &mut errors,
+        &c.decode_params,
+    );
+    let words = c.store_params.count as usize;
+    let out = match output {
+        super::OutputFormat::Interleaved => {
+            let mut out_words = vec![0u32; words];
+            store_interleaved(&samples, &c.images, &mut out_words, &c.store_params);
+            bytemuck::cast_slice(&out_words).to_vec()
+        }
+        super::OutputFormat::F32Chw(_) => {
+            let mut out_values = vec![0f32; words];
+            store_f32_chw(&samples, &c.images, &mut out_values, &c.store_params);
+            bytemuck::cast_slice(&out_values).to_vec()
+        }
+    };
+    (out, errors.split_off(first as usize))
+}

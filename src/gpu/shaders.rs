@@ -1,0 +1,74 @@
+//! WGSL sources of the GPU decoder. WGSL has no `#include`: each stage's final source is the
+//! shared files it needs followed by the stage file, built by [`source`], the one function
+//! both the pipelines and the naga validation test use.
+
+const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
+const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
+const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
+const PREFIX_SUM: &str = include_str!("../../shaders/prefix_sum.wgsl");
+const DECODE: &str = include_str!("../../shaders/decode.wgsl");
+const STORE_INTERLEAVED: &str = include_str!("../../shaders/store_interleaved.wgsl");
+const STORE_F32_CHW: &str = include_str!("../../shaders/store_f32_chw.wgsl");
+
+/// A pipeline stage, one WGSL file under `shaders/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// `prefix_sum.wgsl`: stream sizes to byte offsets (entry points `scan_blocks`, `add_sums`).
+    PrefixSum,
+    /// `decode.wgsl`: one workgroup per (patch, channel) stream (entry point `main`).
+    Decode,
+    /// `store_interleaved.wgsl`: samples to interleaved u8/u16 words (entry point `main`).
+    StoreInterleaved,
+    /// `store_f32_chw.wgsl`: samples to normalised planar f32 (entry point `main`).
+    StoreF32Chw,
+}
+
+impl Stage {
+    /// Every stage.
+    pub const ALL: [Stage; 4] = [
+        Stage::PrefixSum,
+        Stage::Decode,
+        Stage::StoreInterleaved,
+        Stage::StoreF32Chw,
+    ];
+
+    /// The stage's file name under `shaders/`.
+    pub const fn file_name(self) -> &'static str {
+        match self {
+            Stage::PrefixSum => "prefix_sum.wgsl",
+            Stage::Decode => "decode.wgsl",
+            Stage::StoreInterleaved => "store_interleaved.wgsl",
+            Stage::StoreF32Chw => "store_f32_chw.wgsl",
+        }
+    }
+}
+
+/// The final WGSL source of a stage: shared sources, then the stage source.
+pub fn source(stage: Stage) -> String {
+    let parts: &[(&str, &str)] = match stage {
+        Stage::PrefixSum => &[("prefix_sum.wgsl", PREFIX_SUM)],
+        Stage::Decode => &[
+            ("shared/images.wgsl", IMAGES),
+            ("shared/bits.wgsl", BITS),
+            ("shared/predict.wgsl", PREDICT),
+            ("decode.wgsl", DECODE),
+        ],
+        Stage::StoreInterleaved => &[
+            ("shared/images.wgsl", IMAGES),
+            ("store_interleaved.wgsl", STORE_INTERLEAVED),
+        ],
+        Stage::StoreF32Chw => &[
+            ("shared/images.wgsl", IMAGES),
+            ("store_f32_chw.wgsl", STORE_F32_CHW),
+        ],
+    };
+    let mut out = String::new();
+    for (name, text) in parts {
+        out.push_str("// ---- shaders/");
+        out.push_str(name);
+        out.push_str(" ----\n");
+        out.push_str(text);
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,553 @@
+//! GPU decoder tests. The naga validation and CPU-twin tests need no GPU; the others get an
+//! adapter through [`gpu`], which skips them (printing "SKIPPED: no GPU adapter") when there is
+//! none, unless `CI=true`, where a missing adapter fails the test.
+//!
+//! On a machine without a GPU, Mesa's lavapipe works: `WGPU_BACKEND=vulkan cargo test
+//! --release --test gpu`.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use l3::decode::DecodeOptions;
+use l3::encode::{encode, EncodeOptions, PredictorChoice, RawImage, Samples};
+use l3::format::{self, parse_file, ParseOptions};
+use l3::gpu::{cpu_twin, shaders, GpuDecoder, Normalize, OutputFormat};
+use l3::{ColorType, Error, FormatError, LimitsError, Predictor};
+
+/// The shared decoder, or `None` (after printing SKIPPED) when no adapter exists.
+fn gpu() -> Option<&'static GpuDecoder> {
+    static GPU: OnceLock<Option<GpuDecoder>> = OnceLock::new();
+    let g = GPU
+        .get_or_init(|| match l3::gpu::select_adapter() {
+            Ok(adapter) => {
+                // An adapter exists: failing to build the decoder on it is a test failure.
+                let d = GpuDecoder::with_adapter(&adapter)
+                    .unwrap_or_else(|e| panic!("decoder on {:?}: {e}", adapter.get_info()));
+                eprintln!("GPU adapter: {}", d.adapter_name());
+                Some(d)
+            }
+            Err(e) => {
+                eprintln!("no GPU adapter: {e}");
+                None
+            }
+        })
+        .as_ref();
+    if g.is_none() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!(
+                "CI=true but no GPU adapter was found: install a Vulkan driver (e.g. Mesa \
+                 lavapipe: apt-get install mesa-vulkan-drivers) or unset CI to skip GPU tests"
+            );
+        }
+        println!("SKIPPED: no GPU adapter");
+    }
+    g
+}
+
+/// Small deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random image: smooth gradients plus noise of a random amplitude (so every predictor and
+/// many bit widths occur), or pure noise (full-depth bit widths).
+fn random_samples(rng: &mut Rng, w: u32, h: u32, c: u8, depth: u8) -> Vec<u16> {
+    let max = if depth == 8 { 255u32 } else { 65535 };
+    let noise = [0u64, 1, 3, 16, 300, max as u64 + 1][rng.below(6) as usize];
+    let (fx, fy) = (rng.below(7) as u32, rng.below(5) as u32);
+    let mut v = Vec::with_capacity((w * h * c as u32) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            for ch in 0..c as u32 {
+                let smooth = (x * fx + y * fy + ch * 37) * (max / 255);
+                let n = if noise == 0 {
+                    0
+                } else {
+                    rng.below(noise) as u32
+                };
+                v.push((smooth.wrapping_add(n) & max) as u16);
+            }
+        }
+    }
+    v
+}
+
+fn encode_raw(w: u32, h: u32, c: u8, depth: u8, s: &[u16], opts: &EncodeOptions) -> Vec<u8> {
+    let color = ColorType::from_channels(c).unwrap();
+    let bytes: Vec<u8>;
+    let samples = if depth == 8 {
+        bytes = s.iter().map(|&x| x as u8).collect();
+        Samples::U8(&bytes)
+    } else {
+        Samples::U16(s)
+    };
+    encode(
+        &RawImage {
+            width: w,
+            height: h,
+            color,
+            samples,
+        },
+        opts,
+    )
+    .unwrap()
+}
+
+/// Random files covering odd sizes, 1..=4 channels, both depths, all patch sizes and
+/// predictors.
+fn random_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut rng = Rng(seed);
+    let mut sizes: Vec<(u32, u32)> = vec![(1, 1), (1, 77), (93, 1), (8, 8), (129, 130), (200, 3)];
+    while sizes.len() < count {
+        sizes.push((1 + rng.below(300) as u32, 1 + rng.below(200) as u32));
+    }
+    sizes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (w, h))| {
+            let c = 1 + (i % 4) as u8;
+            let depth = if rng.below(3) == 0 { 16 } else { 8 };
+            let s = random_samples(&mut rng, w, h, c, depth);
+            let predictor = match rng.below(5) {
+                4 => PredictorChoice::Best,
+                p => PredictorChoice::Fixed(Predictor::ALL[p as usize]),
+            };
+            let opts = EncodeOptions {
+                patch_log2: 3 + (i % 5) as u8,
+                predictor,
+                parallel: true,
+            };
+            encode_raw(w, h, c, depth, &s, &opts)
+        })
+        .collect()
+}
+
+fn cpu_decode(file: &[u8]) -> Vec<u8> {
+    l3::decode::decode(file, &DecodeOptions::default())
+        .unwrap()
+        .1
+}
+
+/// Decodes `files` as one batch and checks every image against the CPU decoder.
+fn check_batch(gpu: &GpuDecoder, files: &[Vec<u8>], names: &[String]) {
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let batch = gpu.decode_batch(&refs, OutputFormat::Interleaved).unwrap();
+    let got = batch.read_back().unwrap();
+    assert_eq!(got.len(), files.len());
+    for ((file, got), name) in files.iter().zip(&got).zip(names) {
+        let want = cpu_decode(file);
+        assert!(got == &want, "GPU and CPU decodes differ for {name}");
+    }
+}
+
+#[test]
+fn every_shader_validates_with_naga() {
+    for stage in shaders::Stage::ALL {
+        let src = shaders::source(stage);
+        let module = naga::front::wgsl::parse_str(&src)
+            .unwrap_or_else(|e| panic!("{}: {}", stage.file_name(), e.emit_to_string(&src)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", stage.file_name(), e.emit_to_string(&src)));
+    }
+}
+
+/// The CPU twins of all kernels, run as one pipeline, reproduce the CPU decoder (no GPU).
+#[test]
+fn cpu_twin_pipeline_matches_cpu_decoder() {
+    let files = random_files(7, 40);
+    let layouts: Vec<_> = files
+        .iter()
+        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
+        .collect();
+    let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
+    let (out, flags) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
+    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
+    for (file, info) in files.iter().zip(&chunk.images) {
+        let want = cpu_decode(file);
+        let start = info.out_base as usize * 4;
+        assert_eq!(&out[start..start + want.len()], &want[..]);
+    }
+}
+
+#[test]
+fn prefix_sum_shader_matches_twin() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(3);
+    // 16_777_217 elements need 65_537 blocks: a 2D dispatch and three levels.
+    for n in [1usize, 255, 256, 257, 65_537, 300_001, 16_777_217] {
+        let sizes: Vec<u32> = (0..n).map(|_| rng.below(40_000) as u32).collect();
+        assert_eq!(
+            gpu.prefix_sum(&sizes).unwrap(),
+            cpu_twin::prefix_sum(&sizes),
+            "n = {n}"
+        );
+    }
+}
+
+fn image_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for p in paths {
+        if p.is_dir() {
+            image_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// Encodes every readable image under `dirs` (patch sizes cycling through 8..128) and checks
+/// GPU == CPU in batches of about 64 MiB of output.
+fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf]) -> usize {
+    let mut paths = Vec::new();
+    for d in dirs {
+        image_files(d, &mut paths);
+    }
+    let (mut files, mut names, mut bytes, mut checked) = (Vec::new(), Vec::new(), 0u64, 0);
+    for (i, p) in paths.iter().enumerate() {
+        let Ok(img) = l3::read_image(p) else { continue };
+        let opts = EncodeOptions {
+            patch_log2: 3 + (i % 5) as u8,
+            ..Default::default()
+        };
+        let Ok(file) = l3::encode_image(&img, &opts) else {
+            continue;
+        };
+        bytes += l3::read_header(&file).unwrap().output_bytes();
+        files.push(file);
+        names.push(p.display().to_string());
+        if bytes > 64 << 20 {
+            check_batch(gpu, &files, &names);
+            checked += files.len();
+            (files, names, bytes) = (Vec::new(), Vec::new(), 0);
+        }
+    }
+    if !files.is_empty() {
+        check_batch(gpu, &files, &names);
+        checked += files.len();
+    }
+    checked
+}
+
+#[test]
+fn bundled_samples_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
+    let n = check_image_dirs(gpu, &[dir]);
+    assert!(n >= 6, "only {n} samples decoded");
+}
+
+#[test]
+fn shared_data_images_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let root = std::env::var_os("L3_TEST_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let dirs: Vec<PathBuf> = ["images", "pngsuite", "testpngs"]
+        .iter()
+        .map(|d| root.join(d))
+        .filter(|d| d.is_dir())
+        .collect();
+    if dirs.is_empty() {
+        println!("no test data under {}: nothing to check", root.display());
+        return;
+    }
+    let n = check_image_dirs(gpu, &dirs);
+    println!("{n} images from {} decoded identically", root.display());
+}
+
+#[test]
+fn random_images_match_cpu_in_one_mixed_batch() {
+    let Some(gpu) = gpu() else { return };
+    let files = random_files(11, 120);
+    let names: Vec<String> = (0..files.len()).map(|i| format!("random #{i}")).collect();
+    check_batch(gpu, &files, &names);
+    // The whole buffer, alignment padding included, equals the CPU twins' output.
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let batch = gpu.decode_batch(&refs, OutputFormat::Interleaved).unwrap();
+    let layouts: Vec<_> = files
+        .iter()
+        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
+        .collect();
+    let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
+    let (twin, _) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
+    assert!(
+        batch.read_back_all().unwrap() == twin,
+        "shader and twin buffers differ"
+    );
+}
+
+#[test]
+fn f32_chw_output_matches_cpu_twin_exactly() {
+    let Some(gpu) = gpu() else { return };
+    let files = random_files(5, 24);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let mut max_ulp = 0;
+    for norm in [Normalize::UNIT, Normalize::IMAGENET] {
+        let output = OutputFormat::F32Chw(norm);
+        let batch = gpu.decode_batch(&refs, output).unwrap();
+        let got = batch.read_back().unwrap();
+        for (i, file) in files.iter().enumerate() {
+            let layout = parse_file(file, &l3::Limits::default(), ParseOptions::default()).unwrap();
+            let chunk = l3::gpu::build_chunk(std::slice::from_ref(&layout), 0, output);
+            let (want, _) = cpu_twin::run_chunk(&chunk, output);
+            let want: &[f32] = bytemuck::cast_slice(&want[..got[i].len()]);
+            let got: Vec<f32> = bytemuck::pod_collect_to_vec(&got[i]);
+            // Independent check of the twin: the formula on the CPU decoder's samples.
+            let h = layout.header;
+            let cpu = cpu_decode(file);
+            let (hw, c) = ((h.width * h.height) as usize, h.channels() as usize);
+            let max = ((1u32 << h.depth) - 1) as f32;
+            for (e, &g) in got.iter().enumerate() {
+                let (ch, r) = (e / hw, e % hw);
+                let s = if h.depth == 8 {
+                    cpu[r * c + ch] as u32
+                } else {
+                    u16::from_ne_bytes([cpu[(r * c + ch) * 2], cpu[(r * c + ch) * 2 + 1]]) as u32
+                };
+                let expect = (s as f32 / max - norm.mean[ch]) / norm.std[ch];
+                assert_eq!(want[e].to_bits(), expect.to_bits(), "twin, image {i}");
+                // Stated bound: 0 ulp (bit-identical) on lavapipe; WGSL allows 2.5 ulp per
+                // division, so allow 6 ulp elsewhere.
+                let ulp = (g.to_bits() as i64 - expect.to_bits() as i64).abs();
+                assert!(
+                    ulp <= 6,
+                    "image {i} element {e}: {g} vs {expect} ({ulp} ulp)"
+                );
+                max_ulp = max_ulp.max(ulp);
+            }
+        }
+    }
+    println!("f32 CHW: largest difference from the CPU value: {max_ulp} ulp");
+}
+
+/// More than 65535 decode workgroups (8x8 patches, 8 streams per workgroup) and more than
+/// 65535 store workgroups (f32 output): both use 2D dispatches.
+#[test]
+fn dispatches_beyond_65535_workgroups_per_dimension() {
+    let Some(gpu) = gpu() else { return };
+    // 8192 x 4096 x 4 bytes is exactly the 128 MiB binding limit of lavapipe.
+    let (w, h) = (8192u32, 4096u32);
+    let mut rng = Rng(29);
+    let s: Vec<u16> = (0..w * h)
+        .map(|i| ((i % w + i / w) as u64 + rng.below(4)) as u16 & 255)
+        .collect();
+    let opts = EncodeOptions {
+        patch_log2: 3,
+        predictor: PredictorChoice::Fixed(Predictor::Up),
+        parallel: true,
+    };
+    let file = encode_raw(w, h, 1, 8, &s, &opts);
+    let streams = l3::read_header(&file).unwrap().stream_count();
+    assert!(streams.div_ceil(8) > 65_535, "{streams} streams");
+    check_batch(
+        gpu,
+        std::slice::from_ref(&file),
+        &["8192x4096 gray, 8x8 patches".into()],
+    );
+    let batch = gpu
+        .decode_batch(&[&file], OutputFormat::F32Chw(Normalize::UNIT))
+        .unwrap();
+    let got: Vec<f32> = bytemuck::pod_collect_to_vec(&batch.read_back().unwrap()[0]);
+    assert!(got.len() / 256 > 65_535);
+    let cpu = cpu_decode(&file);
+    for (i, (&g, &c)) in got.iter().zip(&cpu).enumerate() {
+        assert_eq!(g, c as f32 / 255.0, "sample {i}");
+    }
+}
+
+#[test]
+fn small_chunks_split_batches_transparently() {
+    let Some(shared) = gpu() else { return };
+    let mut gpu = GpuDecoder::new(shared.device(), shared.queue()).unwrap();
+    gpu.set_chunk_limit(256 << 10);
+    let mut rng = Rng(9);
+    let files: Vec<Vec<u8>> = (0..40)
+        .map(|i| {
+            let (w, h) = (1 + rng.below(90) as u32, 1 + rng.below(60) as u32);
+            let s = random_samples(&mut rng, w, h, 1 + (i % 4) as u8, 8);
+            encode_raw(w, h, 1 + (i % 4) as u8, 8, &s, &EncodeOptions::default())
+        })
+        .collect();
+    let names: Vec<String> = (0..files.len()).map(|i| format!("chunked #{i}")).collect();
+    check_batch(&gpu, &files, &names);
+    // Images too large for a chunk are split into bands of patch rows (interleaved output),
+    // mixed with small images, 8- and 16-bit, odd sizes, every patch size.
+    let mut files = Vec::new();
+    for (i, (w, h, c, depth)) in [
+        (300u32, 300u32, 3u8, 8u8),
+        (20, 10, 1, 8),
+        (257, 199, 4, 16),
+        (5, 3, 2, 8),
+        (123, 411, 2, 8),
+        (3, 30000, 1, 16),
+        (170, 93, 3, 16),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s = random_samples(&mut rng, w, h, c, depth);
+        let opts = EncodeOptions {
+            patch_log2: 3 + (i % 4) as u8,
+            ..Default::default()
+        };
+        files.push(encode_raw(w, h, c, depth, &s, &opts));
+    }
+    let names: Vec<String> = (0..files.len()).map(|i| format!("banded #{i}")).collect();
+    check_batch(&gpu, &files, &names);
+    // A corrupt band is reported for its image.
+    let mut bad = files.clone();
+    let h = l3::read_header(&bad[2]).unwrap();
+    let last_stream =
+        *l3::format::parse_file(&bad[2], &l3::Limits::default(), ParseOptions::default())
+            .unwrap()
+            .offsets
+            .iter()
+            .rev()
+            .nth(1)
+            .unwrap() as usize;
+    assert!(last_stream > h.data_offset() as usize);
+    bad[2][last_stream] = 9; // unknown predictor in the last stream (last band)
+    fix_crc(&mut bad[2]);
+    let refs: Vec<&[u8]> = bad.iter().map(|f| f.as_slice()).collect();
+    let (_, flags) = gpu
+        .decode_batch_with_flags(&refs, OutputFormat::Interleaved)
+        .unwrap();
+    assert_eq!(
+        flags.iter().map(|&f| f != 0).collect::<Vec<_>>(),
+        [false, false, true, false, false, false, false]
+    );
+    // f32 output is not split: an image too large for one chunk is refused clearly, as is
+    // an interleaved image whose single patch row is too large.
+    match gpu.decode_batch(&[&files[0]], OutputFormat::F32Chw(Normalize::UNIT)) {
+        Err(Error::Limits(LimitsError::GpuBuffer { .. })) => {}
+        other => panic!("expected GpuBuffer limits error, got {other:?}"),
+    }
+    let s = random_samples(&mut rng, 4000, 20, 1, 8);
+    let wide = encode_raw(4000, 20, 1, 8, &s, &EncodeOptions::default());
+    match gpu.decode_batch(&[&wide], OutputFormat::Interleaved) {
+        Err(Error::Limits(LimitsError::GpuBuffer { .. })) => {}
+        other => panic!("expected GpuBuffer limits error, got {other:?}"),
+    }
+}
+
+#[test]
+fn async_form_and_empty_batch() {
+    let Some(gpu) = gpu() else { return };
+    let files = random_files(13, 8);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let batch =
+        pollster::block_on(gpu.decode_batch_async(&refs, OutputFormat::Interleaved)).unwrap();
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(batch.read_back_image(i).unwrap(), cpu_decode(f));
+    }
+    let empty = gpu.decode_batch(&[], OutputFormat::Interleaved).unwrap();
+    assert!(empty.images.is_empty());
+    // Header, size-table and checksum errors come from the CPU-side parse, as in the CPU
+    // decoder.
+    for corrupt in [0usize, format::OFFSET_DEPTH, files[1].len() - 1] {
+        let mut bad = files.clone();
+        bad[1][corrupt] ^= 0x40;
+        let refs: Vec<&[u8]> = bad.iter().map(|f| f.as_slice()).collect();
+        let gpu_err = gpu
+            .decode_batch(&refs, OutputFormat::Interleaved)
+            .unwrap_err();
+        let cpu_err = l3::decode::decode(&bad[1], &DecodeOptions::default()).unwrap_err();
+        assert_eq!(gpu_err.to_string(), cpu_err.to_string());
+    }
+}
+
+/// Fixes the trailing CRC after a corruption, so only the stream checks can catch it.
+fn fix_crc(file: &mut [u8]) {
+    let n = file.len() - format::CHECKSUM_LEN;
+    let crc = crc32fast::hash(&file[..n]);
+    file[n..].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn corrupted_streams_are_flagged_like_the_cpu_decoder() {
+    let Some(gpu) = gpu() else { return };
+    let base = random_files(17, 30);
+    let mut rng = Rng(23);
+    let mut files = Vec::new();
+    for (i, f) in base.iter().enumerate() {
+        let h = l3::read_header(f).unwrap();
+        let data_start = h.data_offset() as usize;
+        let data_end = f.len() - format::CHECKSUM_LEN;
+        for k in 0..6 {
+            let mut g = f.clone();
+            match k {
+                // An unknown predictor id in the first stream.
+                0 => g[data_start] = 4 + rng.below(250) as u8,
+                // The first row's bit width set above the depth.
+                1 => g[data_start + 1] |= 0x1f,
+                // Random byte flips anywhere in the streams.
+                _ => {
+                    for _ in 0..=rng.below(3) {
+                        let at = data_start + rng.below((data_end - data_start) as u64) as usize;
+                        g[at] ^= 1 + rng.below(255) as u8;
+                    }
+                }
+            }
+            fix_crc(&mut g);
+            files.push((i, k, g));
+        }
+    }
+    let refs: Vec<&[u8]> = files.iter().map(|(_, _, g)| g.as_slice()).collect();
+    let (batch, flags) = gpu
+        .decode_batch_with_flags(&refs, OutputFormat::Interleaved)
+        .unwrap();
+    let got = batch.read_back().unwrap();
+    let mut flagged = 0;
+    for (j, (i, k, g)) in files.iter().enumerate() {
+        let cpu = l3::decode::decode(g, &DecodeOptions::default());
+        // The twin pipeline must flag exactly what the shader flags.
+        let layout = parse_file(g, &l3::Limits::default(), ParseOptions::default()).unwrap();
+        let (_, twin_flags) = cpu_twin::run_chunk(
+            &l3::gpu::build_chunk(&[layout], 0, OutputFormat::Interleaved),
+            OutputFormat::Interleaved,
+        );
+        assert_eq!(
+            twin_flags[0], flags[j],
+            "file {i} corruption {k}: twin vs shader flags"
+        );
+        match cpu {
+            Err(e) => {
+                assert_ne!(
+                    flags[j], 0,
+                    "file {i} corruption {k}: CPU says {e}, GPU no flag"
+                );
+                flagged += 1;
+            }
+            Ok((_, want)) => {
+                assert_eq!(flags[j], 0, "file {i} corruption {k}: GPU flag, CPU fine");
+                assert_eq!(got[j], want, "file {i} corruption {k}: valid but different");
+            }
+        }
+        if *k < 2 {
+            assert_ne!(flags[j], 0, "file {i} corruption {k} must be flagged");
+        }
+    }
+    assert!(flagged >= 60, "only {flagged} corruptions detected");
+    // The blocking form reports the first flagged image.
+    match gpu.decode_batch(&refs, OutputFormat::Interleaved) {
+        Err(Error::Format(FormatError::GpuReported { image: 0, flags })) => assert_ne!(flags, 0),
+        other => panic!("expected GpuReported for image 0, got {other:?}"),
+    }
+}
