@@ -89,31 +89,53 @@ pub fn decode(data: &[u8], options: &DecodeOptions) -> Result<(Header, Vec<u8>)>
 
 /// Decodes into the `image` crate's `DynamicImage` (Luma/LumaA/Rgb/Rgba, 8 or 16 bit).
 pub fn decode_image(data: &[u8], options: &DecodeOptions) -> Result<image::DynamicImage> {
-    use crate::format::ColorType as C;
-    use image::{DynamicImage as D, ImageBuffer};
     let layout = parse(data, options)?;
     let h = layout.header;
-    let (w, ht) = (h.width, h.height);
-    let built = if h.depth == 8 {
+    if h.depth == 8 {
         let mut px = vec![0u8; h.output_bytes() as usize];
         decode_layout(&layout, &mut px, options.parallel)?;
-        match h.color {
-            C::Gray => ImageBuffer::from_raw(w, ht, px).map(D::ImageLuma8),
-            C::GrayAlpha => ImageBuffer::from_raw(w, ht, px).map(D::ImageLumaA8),
-            C::Rgb => ImageBuffer::from_raw(w, ht, px).map(D::ImageRgb8),
-            C::Rgba => ImageBuffer::from_raw(w, ht, px).map(D::ImageRgba8),
-        }
+        Ok(image_from_samples(&h, px))
     } else {
+        // Decoded straight into u16 storage: no copy, no alignment concern.
         let mut px = vec![0u16; h.sample_count() as usize];
         decode_layout(&layout, bytemuck::cast_slice_mut(&mut px), options.parallel)?;
-        match h.color {
-            C::Gray => ImageBuffer::from_raw(w, ht, px).map(D::ImageLuma16),
-            C::GrayAlpha => ImageBuffer::from_raw(w, ht, px).map(D::ImageLumaA16),
-            C::Rgb => ImageBuffer::from_raw(w, ht, px).map(D::ImageRgb16),
-            C::Rgba => ImageBuffer::from_raw(w, ht, px).map(D::ImageRgba16),
-        }
-    };
-    Ok(built.expect("buffer length equals width x height x channels by construction"))
+        Ok(image_from_u16(&h, px))
+    }
+}
+
+/// Wraps decoded interleaved samples (as [`decode_into`] or the GPU's interleaved output lay
+/// them out: 16-bit samples in native byte order) in a `DynamicImage`.
+///
+/// # Panics
+/// If `samples` is not exactly [`Header::output_bytes`] long.
+pub fn image_from_samples(h: &Header, samples: Vec<u8>) -> image::DynamicImage {
+    use crate::format::ColorType as C;
+    use image::{DynamicImage as D, ImageBuffer};
+    assert_eq!(samples.len() as u64, h.output_bytes(), "sample buffer size");
+    let (w, ht) = (h.width, h.height);
+    if h.depth == 16 {
+        return image_from_u16(h, bytemuck::pod_collect_to_vec(&samples));
+    }
+    match h.color {
+        C::Gray => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLuma8),
+        C::GrayAlpha => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLumaA8),
+        C::Rgb => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgb8),
+        C::Rgba => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgba8),
+    }
+    .expect("length checked above")
+}
+
+fn image_from_u16(h: &Header, samples: Vec<u16>) -> image::DynamicImage {
+    use crate::format::ColorType as C;
+    use image::{DynamicImage as D, ImageBuffer};
+    let (w, ht) = (h.width, h.height);
+    match h.color {
+        C::Gray => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLuma16),
+        C::GrayAlpha => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLumaA16),
+        C::Rgb => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgb16),
+        C::Rgba => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgba16),
+    }
+    .expect("buffer length equals width x height x channels by construction")
 }
 
 /// Decodes every stream of a validated layout into `out` (exactly `output_bytes` long).

@@ -168,3 +168,47 @@ fn colliding_outputs_are_refused() {
         text(&o)
     );
 }
+
+#[test]
+fn gpu_decode_matches_the_cpu_decode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    input_tree(&input);
+    let l3dir = tmp.path().join("l3");
+    let o = l3(&["encode", "-q", s(&input), "-o", s(&l3dir)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let gpu_out = tmp.path().join("gpu");
+    let o = l3(&["decode", "--gpu", s(&l3dir), "-o", s(&gpu_out)]);
+    if !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no usable GPU adapter") {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI=true but no GPU adapter: {}",
+            text(&o)
+        );
+        eprintln!("SKIPPED: no GPU adapter");
+        return;
+    }
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("GPU: "),
+        "adapter not named: {}",
+        text(&o)
+    );
+    // Pixel for pixel against the originals.
+    let o = l3(&["verify", s(&l3dir), "--against", s(&gpu_out)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .matches("identical to")
+            .count(),
+        2,
+        "{}",
+        text(&o)
+    );
+    for (png, orig) in [("a.png", "a.png"), ("sub/b.png", "sub/b.png")] {
+        let a = image::open(gpu_out.join(png)).unwrap();
+        let b = image::open(input.join(orig)).unwrap();
+        assert_eq!(a.as_bytes(), b.as_bytes(), "{png}");
+    }
+}

@@ -95,6 +95,10 @@ struct DecodeArgs {
     /// Skip the CRC-32 check (faster; a corrupt stream is still detected by its structure).
     #[arg(long)]
     no_checksum: bool,
+    /// Decode on the GPU (wgpu; `WGPU_BACKEND` / `WGPU_ADAPTER_NAME` choose the adapter),
+    /// in batches; fails if no adapter is found.
+    #[arg(long)]
+    gpu: bool,
     /// Print only errors.
     #[arg(short, long)]
     quiet: bool,
@@ -423,20 +427,20 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
         verify_checksum: !a.no_checksum,
         ..Default::default()
     };
+    let format_of = |out: &Path| {
+        image::ImageFormat::from_path(out).unwrap_or(match a.format {
+            OutFormat::Png => image::ImageFormat::Png,
+            OutFormat::Pnm => image::ImageFormat::Pnm,
+        })
+    };
+    let write_image = |image: &image::DynamicImage, out: &Path| -> Result<()> {
+        let mut bytes = std::io::Cursor::new(Vec::new());
+        image.write_to(&mut bytes, format_of(out))?;
+        fsio::write_atomic(out, bytes.get_ref())
+    };
     let pb = progress(plan.len(), a.quiet);
     let failed = AtomicU64::new(0);
-    plan.par_iter().for_each(|(job, out)| {
-        let r = (|| -> Result<()> {
-            let data = read_l3(&job.input)?;
-            let image = l3::decode_image(&data, &options)?;
-            let format = image::ImageFormat::from_path(out).unwrap_or(match a.format {
-                OutFormat::Png => image::ImageFormat::Png,
-                OutFormat::Pnm => image::ImageFormat::Pnm,
-            });
-            let mut bytes = std::io::Cursor::new(Vec::new());
-            image.write_to(&mut bytes, format)?;
-            fsio::write_atomic(out, bytes.get_ref())
-        })();
+    let report = |job: &Job, out: &Path, r: Result<()>| {
         match r {
             Ok(()) if !a.quiet => {
                 pb.suspend(|| println!("{} -> {}", job.input.display(), out.display()))
@@ -448,9 +452,92 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
             }
         }
         pb.inc(1);
-    });
+    };
+    if a.gpu {
+        decode_on_gpu(&plan, &options, a.quiet, &write_image, &report)?;
+    } else {
+        plan.par_iter().for_each(|(job, out)| {
+            let r = read_l3(&job.input)
+                .and_then(|data| Ok(l3::decode_image(&data, &options)?))
+                .and_then(|image| write_image(&image, out));
+            report(job, out, r);
+        });
+    }
     pb.finish_and_clear();
     Ok(failed.into_inner())
+}
+
+/// Output bytes decoded per GPU submission: large enough to keep a GPU busy, small enough
+/// that the read-back stays modest.
+const GPU_BATCH_BYTES: u64 = 256 << 20;
+
+/// `l3 decode --gpu`: files are validated on the CPU one by one (so an error names its file),
+/// then decoded in batches on the GPU and read back.
+fn decode_on_gpu(
+    plan: &[(Job, PathBuf)],
+    options: &DecodeOptions,
+    quiet: bool,
+    write_image: &(dyn Fn(&image::DynamicImage, &Path) -> Result<()> + Sync),
+    report: &(dyn Fn(&Job, &Path, Result<()>) + Sync),
+) -> Result<()> {
+    let decoder = l3::gpu::GpuDecoder::new_default()
+        .context("no usable GPU adapter (decode without --gpu to use the CPU)")?;
+    if !quiet {
+        eprintln!("GPU: {}", decoder.adapter_name());
+    }
+    let mut pending: Vec<(&Job, &Path, Vec<u8>, l3::Header)> = Vec::new();
+    let mut pending_bytes = 0u64;
+    let flush = |pending: &mut Vec<(&Job, &Path, Vec<u8>, l3::Header)>| {
+        if pending.is_empty() {
+            return;
+        }
+        let files: Vec<&[u8]> = pending.iter().map(|p| p.2.as_slice()).collect();
+        let decoded = decoder
+            .decode_batch_with_flags(&files, l3::gpu::OutputFormat::Interleaved)
+            .and_then(|(batch, flags)| Ok((batch.read_back()?, flags)));
+        match decoded {
+            Ok((images, flags)) => {
+                for (((job, out, _, header), pixels), flag) in
+                    pending.drain(..).zip(images).zip(flags)
+                {
+                    let r = if flag != 0 {
+                        Err(anyhow::anyhow!(
+                            "the GPU decoder found corrupt stream data (flags {flag:#x})"
+                        ))
+                    } else {
+                        // The GPU writes 16-bit samples little-endian, which is the native
+                        // order on every host the GPU path is built for.
+                        write_image(&l3::decode::image_from_samples(&header, pixels), out)
+                    };
+                    report(job, out, r);
+                }
+            }
+            Err(e) => {
+                for (job, out, _, _) in pending.drain(..) {
+                    report(job, out, Err(anyhow::anyhow!("GPU batch failed: {e}")));
+                }
+            }
+        }
+    };
+    for (job, out) in plan {
+        let checked = read_l3(&job.input).and_then(|data| {
+            let header = l3::decode::parse(&data, options)?.header;
+            Ok((data, header))
+        });
+        match checked {
+            Ok((data, header)) => {
+                pending_bytes += header.output_bytes();
+                pending.push((job, out, data, header));
+                if pending_bytes >= GPU_BATCH_BYTES {
+                    flush(&mut pending);
+                    pending_bytes = 0;
+                }
+            }
+            Err(e) => report(job, out, Err(e)),
+        }
+    }
+    flush(&mut pending);
+    Ok(())
 }
 
 fn cmd_info(a: InfoArgs) -> Result<u64> {
@@ -592,13 +679,15 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
         bail!("no images in {}", dir.display());
     }
     println!("l3 demo on {} ({} images)", dir.display(), jobs.len());
-    println!("decoder: CPU ({} threads)", rayon::current_num_threads());
+    println!("CPU decoder: {} threads", rayon::current_num_threads());
     println!(
         "{:<40} {:>11} {:>10} {:>10} {:>7} {:>10} {:>10}",
         "image", "size", "input", "l3", "l3/in", "enc MP/s", "dec MP/s"
     );
     let (mut tin, mut tout, mut tpx, mut tenc, mut tdec) = (0u64, 0u64, 0u64, 0f64, 0f64);
     let mut failed = 0;
+    // Encoded files and their CPU-decoded pixels, for the GPU comparison below.
+    let mut decoded_files: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for job in &jobs {
         let r = (|| -> Result<()> {
             let input_bytes = std::fs::metadata(&job.input)?.len();
@@ -635,6 +724,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
             tpx += px;
             tenc += enc;
             tdec += dec;
+            decoded_files.push((encoded, out));
             Ok(())
         })();
         if let Err(e) = r {
@@ -650,5 +740,56 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
         tpx as f64 / 1e6 / tenc,
         tpx as f64 / 1e6 / tdec
     );
+    demo_gpu(&decoded_files, tpx)?;
     Ok(failed)
+}
+
+/// The demo's GPU part: the same files as one batch on the GPU, compared byte for byte with
+/// the CPU decoder; without an adapter, says so and stays on the CPU.
+fn demo_gpu(files: &[(Vec<u8>, Vec<u8>)], pixels: u64) -> Result<()> {
+    let decoder = match l3::gpu::GpuDecoder::new_default() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("GPU decoder: not used ({e}); the CPU decoder above is the fallback");
+            return Ok(());
+        }
+    };
+    let software = decoder
+        .adapter_info()
+        .is_some_and(|i| i.device_type == wgpu::DeviceType::Cpu);
+    println!(
+        "GPU decoder: {}{}",
+        decoder.adapter_name(),
+        if software {
+            " (a software rasteriser running on the CPU: correct, but not GPU speed)"
+        } else {
+            ""
+        }
+    );
+    let refs: Vec<&[u8]> = files.iter().map(|(f, _)| f.as_slice()).collect();
+    let mut best = f64::MAX;
+    let mut batch = None;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let b = decoder.decode_batch(&refs, l3::gpu::OutputFormat::Interleaved)?;
+        best = best.min(t0.elapsed().as_secs_f64());
+        batch = Some(b);
+    }
+    let images = batch.expect("three runs").read_back()?;
+    let identical = images
+        .iter()
+        .zip(files)
+        .filter(|(gpu, (_, cpu))| *gpu == cpu)
+        .count();
+    println!(
+        "GPU batch of {} images: {:.1} MP/s (parse, upload and kernels; best of 3); {}/{} identical to the CPU decoder",
+        files.len(),
+        pixels as f64 / 1e6 / best,
+        identical,
+        files.len()
+    );
+    if identical != files.len() {
+        bail!("GPU and CPU decoders disagree");
+    }
+    Ok(())
 }
