@@ -22,6 +22,7 @@ pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod format;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod inspect;
 mod predict;

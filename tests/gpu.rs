@@ -4,6 +4,7 @@
 //!
 //! On a machine without a GPU, Mesa's lavapipe works: `WGPU_BACKEND=vulkan cargo test
 //! --release --test gpu`.
+#![cfg(feature = "gpu")]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

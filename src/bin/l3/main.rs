@@ -454,7 +454,10 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
         pb.inc(1);
     };
     if a.gpu {
+        #[cfg(feature = "gpu")]
         decode_on_gpu(&plan, &options, a.quiet, &write_image, &report)?;
+        #[cfg(not(feature = "gpu"))]
+        bail!("this l3 was built without the `gpu` feature; decode without --gpu");
     } else {
         plan.par_iter().for_each(|(job, out)| {
             let r = read_l3(&job.input)
@@ -467,10 +470,12 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
     Ok(failed.into_inner())
 }
 
+#[cfg(feature = "gpu")]
 /// Output bytes decoded per GPU submission: large enough to keep a GPU busy, small enough
 /// that the read-back stays modest.
 const GPU_BATCH_BYTES: u64 = 256 << 20;
 
+#[cfg(feature = "gpu")]
 /// `l3 decode --gpu`: files are validated on the CPU one by one (so an error names its file),
 /// then decoded in batches on the GPU and read back.
 fn decode_on_gpu(
@@ -740,10 +745,16 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
         tpx as f64 / 1e6 / tenc,
         tpx as f64 / 1e6 / tdec
     );
+    #[cfg(feature = "gpu")]
     demo_gpu(&decoded_files, tpx)?;
+    #[cfg(not(feature = "gpu"))]
+    println!(
+        "GPU decoder: not built (the `gpu` feature is off); the CPU decoder above is the fallback"
+    );
     Ok(failed)
 }
 
+#[cfg(feature = "gpu")]
 /// The demo's GPU part: the same files as one batch on the GPU, compared byte for byte with
 /// the CPU decoder; without an adapter, says so and stays on the CPU.
 fn demo_gpu(files: &[(Vec<u8>, Vec<u8>)], pixels: u64) -> Result<()> {
