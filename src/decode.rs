@@ -414,6 +414,27 @@ fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
         r.read_many(nbit, out);
         return;
     }
+    let mut pos = pos;
+    let mut out = out;
+    #[cfg(target_arch = "x86_64")]
+    if (1..=crate::unpack_avx2::MAX_WIDTH).contains(&nbit)
+        && out.len() >= 8
+        && std::arch::is_x86_feature_detected!("avx2")
+    {
+        // SAFETY: AVX2 is present (checked above); the slack check above keeps every 16-byte
+        // group load inside `bytes`, and the function bounds-checks it again.
+        let done = unsafe {
+            crate::unpack_avx2::unpack_groups(
+                bytes,
+                (pos >> 3) as usize,
+                (pos & 7) as u32,
+                nbit,
+                out,
+            )
+        };
+        pos += done as u64 * nbit as u64;
+        out = &mut out[done..];
+    }
     macro_rules! widths {
         ($($n:literal)*) => {
             match nbit {

@@ -26,6 +26,8 @@ pub mod format;
 pub mod gpu;
 pub mod inspect;
 mod predict;
+#[cfg(target_arch = "x86_64")]
+mod unpack_avx2;
 
 pub use decode::{decode_image, decode_into, decode_into_u16, read_header, DecodeOptions};
 pub use encode::{encode_image, read_image, EncodeOptions, PredictorChoice, RawImage, Samples};
