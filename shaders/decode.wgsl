@@ -14,14 +14,13 @@
 @group(0) @binding(5) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(6) var<uniform> params: Params;
 
-const WG: u32 = 64u;
-const MAX_PATCH: u32 = 128u;
+// WG (the workgroup size), MAX_PATCH and the format constants come from the generated prelude.
 
 // Two rows, ping-pong: row r of the workgroup's streams is at (r % 2) * MAX_PATCH; stream
 // `sub` of the workgroup uses columns sub * patch_size ..
-var<workgroup> rows: array<u32, 256>;
+var<workgroup> rows: array<u32, 2u * MAX_PATCH>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -45,7 +44,7 @@ fn main(
     var alive = local < img.stream_count;
     var predictor = 0u;
     var start = 0u;
-    var size = 1u;
+    var size = STREAM_PREFIX_LEN;
     var x0 = 0u;
     var y0 = 0u;
     var pw = 1u;
@@ -65,7 +64,7 @@ fn main(
             flags = ERR_RANGE;
         } else {
             predictor = read_byte(start);
-            if (predictor > 3u) {
+            if (predictor > PREDICTOR_MAX_ID) {
                 flags = ERR_PREDICTOR;
             }
         }
@@ -77,10 +76,10 @@ fn main(
         }
     }
     let depth = img.depth;
-    let nb = select(5u, 4u, depth == 8u);
+    let nb = select(NBIT_FIELD_BITS_16, NBIT_FIELD_BITS_8, depth == 8u);
     let mask = (1u << depth) - 1u;
-    let bits_base = start + 1u;
-    let total_bits = (size - 1u) * 8u;
+    let bits_base = start + STREAM_PREFIX_LEN;
+    let total_bits = (size - STREAM_PREFIX_LEN) * 8u;
     var pos = 0u;
     // The loop bound and the barrier are uniform (one image per workgroup); the invocations
     // of a stream all read the same row header, so they agree on `alive`.
@@ -132,7 +131,7 @@ fn main(
     }
     if (alive && lane == 0u) {
         // The rows must use the whole stream, and the padding bits must be zero.
-        var bad = (pos + 7u) / 8u != size - 1u;
+        var bad = (pos + 7u) / 8u != size - STREAM_PREFIX_LEN;
         if (!bad && (pos & 7u) != 0u) {
             bad = read_bits(bits_base, pos, 8u - (pos & 7u)) != 0u;
         }

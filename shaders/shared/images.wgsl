@@ -38,12 +38,7 @@ struct Params {
     stdev: vec4<f32>,
 }
 
-// Error flag bits (see `gpu::flags` in Rust).
-const ERR_PREDICTOR: u32 = 1u;
-const ERR_BIT_WIDTH: u32 = 2u;
-const ERR_OVERRUN: u32 = 4u;
-const ERR_TRAILING: u32 = 8u;
-const ERR_RANGE: u32 = 16u;
+// Error flag bits ERR_* come from the generated prelude (`gpu::flags` in Rust).
 
 // The image decoded by chunk-local workgroup `wg`: the last image with wg_base <= wg.
 fn find_image_by_workgroup(wg: u32) -> u32 {

@@ -77,7 +77,7 @@ pub fn decode(
     errors: &mut [u32],
     params: &Params,
 ) {
-    const MAX_PATCH: u32 = 128;
+    const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
     let streams = (0..params.count).flat_map(|wg| {
         let img = images[find_image_by(images, params.image_count, |i| i.wg_base, wg)];
         let per_wg = super::streams_per_workgroup(img.patch_log2 as u8);
@@ -95,7 +95,7 @@ pub fn decode(
         let pw = ps.min(img.width - x0);
         let ph = ps.min(img.height - y0);
         let depth = img.depth;
-        let nb = if depth == 8 { 4 } else { 5 };
+        let nb = crate::format::nbit_field_bits(depth as u8);
         let mask = (1u32 << depth) - 1;
         let start = offsets[g as usize];
         let size = sizes[g as usize];
@@ -108,14 +108,13 @@ pub fn decode(
             errors[slot] |= flags::RANGE;
             continue;
         }
-        let predictor = read_byte(input_words, start);
-        if predictor > 3 {
+        let Some(pred) = Predictor::from_id(read_byte(input_words, start) as u8) else {
             errors[slot] |= flags::PREDICTOR;
             continue;
-        }
-        let pred = Predictor::from_id(predictor as u8).expect("checked above");
-        let bits_base = start + 1;
-        let total_bits = (size - 1) * 8;
+        };
+        let prefix = crate::format::STREAM_PREFIX_LEN as u32;
+        let bits_base = start + prefix;
+        let total_bits = (size - prefix) * 8;
         let mut pos = 0u32;
         let mut rows = [[0u32; MAX_PATCH as usize]; 2];
         let mut failed = false;
@@ -143,7 +142,7 @@ pub fn decode(
             for x in 0..pw {
                 let d = read_bits(input_words, bits_base, dpos + x * nbit, nbit);
                 let mut p = 0;
-                if row > 0 && predictor != 0 {
+                if row > 0 && pred != Predictor::None {
                     let up = &rows[1 - cur];
                     let b = up[x as usize];
                     let a = if x > 0 { up[x as usize - 1] } else { b };
@@ -159,7 +158,7 @@ pub fn decode(
         if failed {
             continue;
         }
-        let mut bad = pos.div_ceil(8) != size - 1;
+        let mut bad = pos.div_ceil(8) != size - prefix;
         if !bad && pos & 7 != 0 {
             bad = read_bits(input_words, bits_base, pos, 8 - (pos & 7)) != 0;
         }

@@ -43,7 +43,36 @@ impl Stage {
     }
 }
 
-/// The final WGSL source of a stage: shared sources, then the stage source.
+/// WGSL constants generated from the Rust definitions (the format module, the error flags,
+/// the workgroup size), so the shaders cannot drift from the CPU decoder's values.
+pub fn prelude() -> String {
+    use crate::format;
+    let consts: [(&str, u32); 11] = [
+        ("NBIT_FIELD_BITS_8", format::nbit_field_bits(8)),
+        ("NBIT_FIELD_BITS_16", format::nbit_field_bits(16)),
+        (
+            "PREDICTOR_MAX_ID",
+            format::Predictor::ALL[format::Predictor::ALL.len() - 1] as u32,
+        ),
+        ("STREAM_PREFIX_LEN", format::STREAM_PREFIX_LEN as u32),
+        ("MAX_PATCH", 1 << format::PATCH_LOG2_MAX),
+        ("WG", super::DECODE_WORKGROUP_SIZE),
+        ("ERR_PREDICTOR", super::flags::PREDICTOR),
+        ("ERR_BIT_WIDTH", super::flags::BIT_WIDTH),
+        ("ERR_OVERRUN", super::flags::OVERRUN),
+        ("ERR_TRAILING", super::flags::TRAILING),
+        ("ERR_RANGE", super::flags::RANGE),
+    ];
+    let mut out =
+        String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");
+    for (name, value) in consts {
+        out.push_str(&format!("const {name}: u32 = {value}u;\n"));
+    }
+    out
+}
+
+/// The final WGSL source of a stage: the generated constants, shared sources, then the stage
+/// source.
 pub fn source(stage: Stage) -> String {
     let parts: &[(&str, &str)] = match stage {
         Stage::PrefixSum => &[("prefix_sum.wgsl", PREFIX_SUM)],
@@ -62,7 +91,7 @@ pub fn source(stage: Stage) -> String {
             ("store_f32_chw.wgsl", STORE_F32_CHW),
         ],
     };
-    let mut out = String::new();
+    let mut out = prelude();
     for (name, text) in parts {
         out.push_str("// ---- shaders/");
         out.push_str(name);
