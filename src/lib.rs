@@ -2,7 +2,7 @@
 //!
 //! Images are cut into square patches (64x64 by default); every channel of every patch is an
 //! independent stream whose rows are predicted from the row above only, so a GPU decodes a
-//! whole row at once. The format is specified in `SPEC.md` and in code in [`format`].
+//! whole row at once. The format is specified in `SPEC.md` and in code in [`mod@format`].
 //!
 //! ```
 //! use l3::{encode, decode, ColorType, EncodeOptions, DecodeOptions, RawImage, Samples};

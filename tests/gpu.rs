@@ -552,3 +552,82 @@ fn corrupted_streams_are_flagged_like_the_cpu_decoder() {
         other => panic!("expected GpuReported for image 0, got {other:?}"),
     }
 }
+
+/// Checks a decoded batch against the CPU decoder.
+fn assert_matches_cpu(batch: &l3::gpu::GpuBatch, files: &[Vec<u8>], what: &str) {
+    let got = batch.read_back().unwrap();
+    assert_eq!(got.len(), files.len());
+    for (i, (file, got)) in files.iter().zip(&got).enumerate() {
+        assert!(
+            *got == cpu_decode(file),
+            "{what}: image {i} differs from the CPU decode"
+        );
+    }
+}
+
+#[test]
+fn stage_timings_with_timestamp_queries_or_none_without() {
+    let Some(shared) = gpu() else { return };
+    let files = random_files(21, 24);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let out = OutputFormat::Interleaved;
+    let supported = shared
+        .device()
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY);
+    eprintln!("TIMESTAMP_QUERY on {}: {supported}", shared.adapter_name());
+    assert_eq!(shared.timing_supported(), supported);
+
+    // Timing off (the default): no timings.
+    let mut gpu = GpuDecoder::new(shared.device(), shared.queue()).unwrap();
+    gpu.set_chunk_limit(1 << 20); // several chunks per batch
+    assert_matches_cpu(&gpu.decode_batch(&refs, out).unwrap(), &files, "untimed");
+    assert_eq!(gpu.last_stage_timings(), None);
+
+    // Timing on: present and non-zero for decode where supported, else None.
+    assert_eq!(gpu.set_timing(true), supported);
+    assert_matches_cpu(&gpu.decode_batch(&refs, out).unwrap(), &files, "timed");
+    let (batch, timed) = gpu.decode_batch_timed(&refs, out).unwrap();
+    assert_matches_cpu(&batch, &files, "decode_batch_timed");
+    let async_batch = pollster::block_on(gpu.decode_batch_async(&refs, out)).unwrap();
+    assert_matches_cpu(&async_batch, &files, "timed async");
+    let last = gpu.last_stage_timings();
+    if supported {
+        for t in [timed.unwrap(), last.unwrap()] {
+            eprintln!("stage timings: {t:?}");
+            assert!(t.chunks > 1, "expected several chunks: {t:?}");
+            assert!(t.decode_ns > 0, "decode stage timed as zero: {t:?}");
+            assert_eq!(t.kernels_ns(), t.prefix_sum_ns + t.decode_ns + t.store_ns);
+        }
+        // An empty batch is timed as zero chunks.
+        let (_, t) = gpu.decode_batch_timed(&[], out).unwrap();
+        assert_eq!(t.unwrap().chunks, 0);
+    } else {
+        assert_eq!(timed, None);
+        assert_eq!(last, None);
+    }
+    assert!(!gpu.set_timing(false));
+    assert_eq!(gpu.last_stage_timings(), None);
+
+    // A device without TIMESTAMP_QUERY (the fallback path, whatever the adapter supports):
+    // timing requests are ignored and batches still decode.
+    let adapter = l3::gpu::select_adapter().unwrap();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("no timestamps"),
+        required_limits: l3::gpu::required_limits(&adapter),
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut plain = GpuDecoder::new(&device, &queue).unwrap();
+    assert!(!plain.timing_supported());
+    assert!(!plain.set_timing(true));
+    let (batch, t) = plain.decode_batch_timed(&refs, out).unwrap();
+    assert_eq!(t, None);
+    assert_matches_cpu(&batch, &files, "no TIMESTAMP_QUERY");
+    assert_matches_cpu(
+        &plain.decode_batch(&refs, out).unwrap(),
+        &files,
+        "no TIMESTAMP_QUERY, timing asked",
+    );
+    assert_eq!(plain.last_stage_timings(), None);
+}

@@ -23,9 +23,15 @@ fuzz_target!(|data: &[u8]| {
     }
     let n = (width * height) as usize * per_pixel;
     let options = l3::EncodeOptions { patch_log2, predictor, parallel: false };
-    let samples16: Vec<u16>;
+    let samples16: Vec<u16> = if sixteen {
+        pixels[..n]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let samples = if sixteen {
-        samples16 = pixels[..n].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
         l3::Samples::U16(&samples16)
     } else {
         l3::Samples::U8(&pixels[..n])

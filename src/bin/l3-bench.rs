@@ -216,21 +216,24 @@ fn measure<T>(
         std::hint::black_box(&r);
         drop(r);
     }
+    Ok((stats_of(times), first))
+}
+
+/// Median, min and max of `times` (seconds; at least one).
+fn stats_of(mut times: Vec<f64>) -> Stats {
+    let n = times.len();
     times.sort_by(f64::total_cmp);
     let median = if n % 2 == 1 {
         times[n / 2]
     } else {
         (times[n / 2 - 1] + times[n / 2]) / 2.0
     };
-    Ok((
-        Stats {
-            median,
-            min: times[0],
-            max: times[n - 1],
-            reps: n,
-        },
-        first,
-    ))
+    Stats {
+        median,
+        min: times[0],
+        max: times[n - 1],
+        reps: n,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -993,7 +996,47 @@ fn bench_gpu(
         stats: Some(dec),
         note: "parse + CRC on CPU, upload, kernels, wait; output stays on device".into(),
     });
-    if let Some(up) = rows
+    // Kernels: GPU timestamps around each stage where the device supports them (the same
+    // batch, decoded again with timing; per-stage sums over the batch's chunks).
+    let mut timings: Vec<l3::gpu::StageTimings> = Vec::new();
+    if decoder.timing_supported() {
+        measure(args.reps, args.max_seconds, || {
+            let (b, t) = decoder.decode_batch_timed(&refs, out)?;
+            timings.extend(t);
+            drop(b);
+            Ok(())
+        })?;
+        // The first call is measure's warm-up.
+        if timings.len() > 1 {
+            timings.remove(0);
+        }
+    }
+    if !timings.is_empty() {
+        let chunks = timings[0].chunks;
+        let stage = |f: fn(&l3::gpu::StageTimings) -> u64| {
+            stats_of(timings.iter().map(|t| f(t) as f64 * 1e-9).collect())
+        };
+        let stages = [
+            (
+                "kernels (GPU timestamps: prefix sum + decode + store)",
+                stage(|t| t.kernels_ns()),
+            ),
+            ("  prefix sum (GPU timestamps)", stage(|t| t.prefix_sum_ns)),
+            ("  decode (GPU timestamps)", stage(|t| t.decode_ns)),
+            ("  store (GPU timestamps)", stage(|t| t.store_ns)),
+        ];
+        for (name, stats) in stages {
+            rows.push(GpuRow {
+                name: name.into(),
+                bytes: total_raw,
+                pixels: total_px,
+                stats: Some(stats),
+                note: format!(
+                    "compute passes only, summed over {chunks} chunk(s); timestamp queries"
+                ),
+            });
+        }
+    } else if let Some(up) = rows
         .iter()
         .find(|r| r.name.starts_with("upload"))
         .and_then(|r| r.stats)
@@ -1009,7 +1052,9 @@ fn bench_gpu(
                 max: k,
                 reps: dec.reps,
             }),
-            note: "includes CPU parse + CRC; medians subtracted".into(),
+            note: "no TIMESTAMP_QUERY on this device: includes CPU parse + CRC; medians \
+                   subtracted"
+                .into(),
         });
     }
     let (rb, host) = measure(args.reps, args.max_seconds, || Ok(batch.read_back()?))?;

@@ -9,6 +9,12 @@
 //! 3. `store_interleaved.wgsl` or `store_f32_chw.wgsl`: the samples packed into the output
 //!    layout, one invocation per output word.
 //!
+//! Per-stage GPU times: on a device with [`wgpu::Features::TIMESTAMP_QUERY`] (which
+//! [`GpuDecoder::with_adapter`] and [`GpuDecoder::new_default`] request when the adapter has
+//! it), [`GpuDecoder::set_timing`] or [`GpuDecoder::decode_batch_timed`] write timestamps
+//! around each stage and return the sums as [`StageTimings`]. Without timing (the default),
+//! nothing extra is recorded or read back.
+//!
 //! Headers and size tables are validated on the CPU first ([`crate::format::parse_file`]:
 //! the same errors as the CPU decoder); the shaders check the streams themselves and report
 //! inconsistencies as flag bits per image ([`flags`]), returned as
@@ -261,6 +267,75 @@ impl GpuBatch {
     }
 }
 
+/// GPU time of each compute stage of one batch, measured with timestamp queries written at
+/// the beginning and end of each stage's compute pass, summed over the chunks (submissions)
+/// of the batch. See [`GpuDecoder::set_timing`] and [`GpuDecoder::decode_batch_timed`].
+///
+/// The times cover the passes only: not the CPU parse, the uploads (`queue.write_buffer`),
+/// the error-flag copy, nor the gaps between submissions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StageTimings {
+    /// Nanoseconds of the prefix-sum pass (`prefix_sum.wgsl`, all levels).
+    pub prefix_sum_ns: u64,
+    /// Nanoseconds of the decode pass (`decode.wgsl`).
+    pub decode_ns: u64,
+    /// Nanoseconds of the store pass (`store_interleaved.wgsl` or `store_f32_chw.wgsl`).
+    pub store_ns: u64,
+    /// Chunks (submissions) the sums are over; 0 for an empty batch.
+    pub chunks: usize,
+}
+
+impl StageTimings {
+    /// Nanoseconds of all three stages: prefix sum + decode + store.
+    pub fn kernels_ns(&self) -> u64 {
+        self.prefix_sum_ns + self.decode_ns + self.store_ns
+    }
+}
+
+/// Timestamp queries per chunk: begin and end of the prefix-sum, decode and store passes.
+const QUERIES_PER_CHUNK: u32 = 6;
+
+/// Where a timed batch's timestamps are read back from.
+struct TimingReadback {
+    /// `chunks * QUERY_RESOLVE_BUFFER_ALIGNMENT` bytes, chunk `k`'s six u64 ticks at
+    /// `k * QUERY_RESOLVE_BUFFER_ALIGNMENT`; `None` for an empty batch.
+    staging: Option<wgpu::Buffer>,
+    chunks: usize,
+    /// Nanoseconds per tick.
+    period: f32,
+}
+
+impl TimingReadback {
+    async fn finish(self, device: &wgpu::Device) -> Result<StageTimings> {
+        let mut t = StageTimings {
+            chunks: self.chunks,
+            ..Default::default()
+        };
+        let Some(staging) = self.staging else {
+            return Ok(t);
+        };
+        MapFuture::new(device, &staging, 0, staging.size()).await?;
+        let ticks: Vec<u64> = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::Gpu(format!("map failed: {e}")))?;
+            bytemuck::pod_collect_to_vec(&view[..])
+        };
+        staging.unmap();
+        let stride = (wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT / 8) as usize;
+        let ns = |begin: u64, end: u64| {
+            (end.saturating_sub(begin) as f64 * self.period as f64).round() as u64
+        };
+        for k in 0..self.chunks {
+            let q = &ticks[k * stride..k * stride + QUERIES_PER_CHUNK as usize];
+            t.prefix_sum_ns += ns(q[0], q[1]);
+            t.decode_ns += ns(q[2], q[3]);
+            t.store_ns += ns(q[4], q[5]);
+        }
+        Ok(t)
+    }
+}
+
 /// Reusable per-chunk buffers, grown on demand.
 struct Scratch {
     input: wgpu::Buffer,
@@ -373,6 +448,8 @@ pub struct GpuDecoder {
     uniform_align: u64,
     options: DecodeOptions,
     scratch: Mutex<Option<Scratch>>,
+    timing: bool,
+    last_timings: Mutex<Option<StageTimings>>,
 }
 
 impl std::fmt::Debug for GpuDecoder {
@@ -517,13 +594,18 @@ impl GpuDecoder {
             uniform_align: (limits.min_uniform_buffer_offset_alignment as u64).max(256),
             options: DecodeOptions::default(),
             scratch: Mutex::new(None),
+            timing: false,
+            last_timings: Mutex::new(None),
         })
     }
 
-    /// A decoder on a new device of `adapter`, asking for the adapter's largest buffers.
+    /// A decoder on a new device of `adapter`, asking for the adapter's largest buffers, and
+    /// for [`wgpu::Features::TIMESTAMP_QUERY`] when the adapter supports it (used only when
+    /// timing is asked for: [`GpuDecoder::set_timing`]).
     pub fn with_adapter(adapter: &wgpu::Adapter) -> Result<Self> {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("l3 gpu decoder"),
+            required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
             required_limits: required_limits(adapter),
             ..Default::default()
         }))
@@ -583,6 +665,72 @@ impl GpuDecoder {
         self.options = options;
     }
 
+    /// Whether the device has [`wgpu::Features::TIMESTAMP_QUERY`], i.e. whether
+    /// [`GpuDecoder::set_timing`] and [`GpuDecoder::decode_batch_timed`] can measure stages.
+    pub fn timing_supported(&self) -> bool {
+        self.device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+
+    /// Turns per-stage GPU timing on or off for [`GpuDecoder::decode_batch`],
+    /// [`GpuDecoder::decode_batch_with_flags`] and [`GpuDecoder::decode_batch_async`]; the
+    /// timings of the last such batch are then in [`GpuDecoder::last_stage_timings`]. Off by
+    /// default: timing costs a query set, a resolve and a small read-back per batch, and
+    /// splits the decode and store dispatches into two passes. Returns whether timing is now
+    /// on: `false` when the device lacks [`wgpu::Features::TIMESTAMP_QUERY`] (the request
+    /// is then ignored and batches decode as usual).
+    pub fn set_timing(&mut self, on: bool) -> bool {
+        self.timing = on && self.timing_supported();
+        if !self.timing {
+            *self.last_timings.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        self.timing
+    }
+
+    /// Per-stage GPU times of the last batch decoded with timing on ([`GpuDecoder::set_timing`]
+    /// or [`GpuDecoder::decode_batch_timed`]), or `None` when no batch was timed (timing off,
+    /// or not supported by the device).
+    pub fn last_stage_timings(&self) -> Option<StageTimings> {
+        *self.last_timings.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Like [`GpuDecoder::decode_batch`], with this batch's per-stage GPU times whatever
+    /// [`GpuDecoder::set_timing`] says: `None` when the device lacks
+    /// [`wgpu::Features::TIMESTAMP_QUERY`] (the batch is still decoded).
+    pub fn decode_batch_timed(
+        &self,
+        files: &[&[u8]],
+        output: OutputFormat,
+    ) -> Result<(GpuBatch, Option<StageTimings>)> {
+        let (batch, flags, timings) = self.decode_blocking(files, output, true)?;
+        check_flags(&flags)?;
+        Ok((batch, timings))
+    }
+
+    /// Submits (timed if `timed` and supported), waits, and reads the flags and timings.
+    #[allow(clippy::type_complexity)]
+    fn decode_blocking(
+        &self,
+        files: &[&[u8]],
+        output: OutputFormat,
+        timed: bool,
+    ) -> Result<(GpuBatch, Vec<u32>, Option<StageTimings>)> {
+        let pending = self.submit(files, output, timed)?;
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
+        let r = pollster::block_on(pending.finish(&self.device))?;
+        self.record_timings(r.2);
+        Ok(r)
+    }
+
+    fn record_timings(&self, t: Option<StageTimings>) {
+        if t.is_some() {
+            *self.last_timings.lock().unwrap_or_else(|e| e.into_inner()) = t;
+        }
+    }
+
     /// Decodes a batch of L3 files into one GPU buffer (blocking until the GPU is done).
     /// Errors: the CPU decoder's for headers and size tables, [`FormatError::GpuReported`]
     /// (first image with flags) for corrupt streams, [`LimitsError::GpuBuffer`] if one image
@@ -603,11 +751,8 @@ impl GpuDecoder {
         files: &[&[u8]],
         output: OutputFormat,
     ) -> Result<(GpuBatch, Vec<u32>)> {
-        let pending = self.submit(files, output)?;
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
-        pollster::block_on(pending.finish(&self.device))
+        let (batch, flags, _) = self.decode_blocking(files, output, self.timing)?;
+        Ok((batch, flags))
     }
 
     /// Async form of [`GpuDecoder::decode_batch`]: submits, then resolves when the GPU is done.
@@ -618,8 +763,9 @@ impl GpuDecoder {
         files: &[&[u8]],
         output: OutputFormat,
     ) -> Result<GpuBatch> {
-        let pending = self.submit(files, output)?;
-        let (batch, flags) = pending.finish(&self.device).await?;
+        let pending = self.submit(files, output, self.timing)?;
+        let (batch, flags, timings) = pending.finish(&self.device).await?;
+        self.record_timings(timings);
         check_flags(&flags)?;
         Ok(batch)
     }
@@ -651,7 +797,7 @@ impl GpuDecoder {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        self.encode_scan(&mut encoder, scratch, &levels, 0);
+        self.encode_scan(&mut encoder, scratch, &levels, 0, None);
         let buf = scratch.scan.clone();
         drop(guard);
         self.queue.submit([encoder.finish()]);
@@ -731,6 +877,7 @@ impl GpuDecoder {
         scratch: &Scratch,
         levels: &[ScanParams],
         params_slot0: u64,
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) {
         let groups: Vec<wgpu::BindGroup> = levels
             .iter()
@@ -757,7 +904,7 @@ impl GpuDecoder {
             .collect();
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("l3 prefix sum"),
-            timestamp_writes: None,
+            timestamp_writes,
         });
         pass.set_pipeline(&self.scan_blocks);
         for (p, g) in levels.iter().zip(&groups) {
@@ -784,11 +931,13 @@ impl GpuDecoder {
         pass.dispatch_workgroups(x, groups.div_ceil(x), 1);
     }
 
-    /// Validates, uploads and submits every chunk; returns what `finish` needs.
-    fn submit(&self, files: &[&[u8]], output: OutputFormat) -> Result<Pending> {
+    /// Validates, uploads and submits every chunk, with timestamp queries if `timed` and the
+    /// device supports them; returns what `finish` needs.
+    fn submit(&self, files: &[&[u8]], output: OutputFormat, timed: bool) -> Result<Pending> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let pending = self.submit_inner(files, output)?;
+        let timed = timed && self.timing_supported();
+        let pending = self.submit_inner(files, output, timed)?;
         for scope in [validation, oom] {
             if let Some(e) = pollster::block_on(scope.pop()) {
                 return Err(Error::Gpu(format!("GPU decode failed: {e}")));
@@ -797,7 +946,7 @@ impl GpuDecoder {
         Ok(pending)
     }
 
-    fn submit_inner(&self, files: &[&[u8]], output: OutputFormat) -> Result<Pending> {
+    fn submit_inner(&self, files: &[&[u8]], output: OutputFormat, timed: bool) -> Result<Pending> {
         let layouts: Vec<FileLayout> = files
             .iter()
             .map(|f| crate::decode::parse(f, &self.options))
@@ -854,9 +1003,32 @@ impl GpuDecoder {
                 planar: matches!(output, OutputFormat::F32Chw(_)),
             });
         }
+        // Timing: one query set of six timestamps per chunk, resolved into 256-byte slots.
+        let n_chunks = chunks.len();
+        let resolve = (timed && n_chunks > 0).then(|| {
+            let size = n_chunks as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT;
+            let mk = |label, usage| {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            };
+            (
+                mk(
+                    "l3 timestamps",
+                    wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                ),
+                mk(
+                    "l3 timestamps readback",
+                    wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                ),
+            )
+        });
         let mut first = true;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        for chunk in chunks {
+        for (chunk_index, chunk) in chunks.into_iter().enumerate() {
             let chunk_parts = &parts[chunk];
             let chunk_out_start = chunk_parts[0].out_pos / OUT_ALIGN * OUT_ALIGN;
             let c = build_parts(&layouts, chunk_parts, chunk_out_start, output);
@@ -890,7 +1062,23 @@ impl GpuDecoder {
                 first = false;
             }
             encoder.copy_buffer_to_buffer(&scratch.sizes, 0, &scratch.scan, 0, needs.sizes);
-            self.encode_scan(&mut encoder, scratch, &levels, 2);
+            let query_set = resolve.as_ref().map(|_| {
+                self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("l3 stage timestamps"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: QUERIES_PER_CHUNK,
+                })
+            });
+            let writes = |stage: u32| {
+                query_set
+                    .as_ref()
+                    .map(|qs| wgpu::ComputePassTimestampWrites {
+                        query_set: qs,
+                        beginning_of_pass_write_index: Some(2 * stage),
+                        end_of_pass_write_index: Some(2 * stage + 1),
+                    })
+            };
+            self.encode_scan(&mut encoder, scratch, &levels, 2, writes(0));
             let psize = std::mem::size_of::<Params>() as u64;
             let decode_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("l3 decode"),
@@ -949,7 +1137,12 @@ impl GpuDecoder {
                     },
                 ],
             });
-            {
+            let store_pipeline = match output {
+                OutputFormat::Interleaved => &self.store_interleaved,
+                OutputFormat::F32Chw(_) => &self.store_f32_chw,
+            };
+            if query_set.is_none() {
+                // Untimed: decode and store in one pass.
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("l3 decode + store"),
                     timestamp_writes: None,
@@ -957,12 +1150,35 @@ impl GpuDecoder {
                 pass.set_pipeline(&self.decode);
                 pass.set_bind_group(0, &decode_bg, &[]);
                 self.dispatch(&mut pass, decode_params.count);
-                pass.set_pipeline(match output {
-                    OutputFormat::Interleaved => &self.store_interleaved,
-                    OutputFormat::F32Chw(_) => &self.store_f32_chw,
-                });
+                pass.set_pipeline(store_pipeline);
                 pass.set_bind_group(0, &store_bg, &[]);
                 self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+            } else {
+                // Timed: one pass per stage, timestamps around each.
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("l3 decode"),
+                        timestamp_writes: writes(1),
+                    });
+                    pass.set_pipeline(&self.decode);
+                    pass.set_bind_group(0, &decode_bg, &[]);
+                    self.dispatch(&mut pass, decode_params.count);
+                }
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("l3 store"),
+                    timestamp_writes: writes(2),
+                });
+                pass.set_pipeline(store_pipeline);
+                pass.set_bind_group(0, &store_bg, &[]);
+                self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+            }
+            if let (Some(qs), Some((resolve, _))) = (&query_set, &resolve) {
+                encoder.resolve_query_set(
+                    qs,
+                    0..QUERIES_PER_CHUNK,
+                    resolve,
+                    chunk_index as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
+                );
             }
             self.queue.submit([encoder.finish()]);
         }
@@ -974,7 +1190,15 @@ impl GpuDecoder {
             encoder.clear_buffer(&errors, 0, None);
         }
         encoder.copy_buffer_to_buffer(&errors, 0, &staging, 0, n_err);
+        if let Some((resolve, readback)) = &resolve {
+            encoder.copy_buffer_to_buffer(resolve, 0, readback, 0, resolve.size());
+        }
         self.queue.submit([encoder.finish()]);
+        let timing = timed.then(|| TimingReadback {
+            staging: resolve.map(|(_, readback)| readback),
+            chunks: n_chunks,
+            period: self.queue.get_timestamp_period(),
+        });
         Ok(Pending {
             batch: GpuBatch {
                 buffer: out_buffer,
@@ -984,6 +1208,7 @@ impl GpuDecoder {
             },
             staging,
             count: files.len(),
+            timing,
         })
     }
 }
@@ -1312,10 +1537,16 @@ struct Pending {
     batch: GpuBatch,
     staging: wgpu::Buffer,
     count: usize,
+    /// Set when the batch was timed.
+    timing: Option<TimingReadback>,
 }
 
 impl Pending {
-    async fn finish(self, device: &wgpu::Device) -> Result<(GpuBatch, Vec<u32>)> {
+    #[allow(clippy::type_complexity)]
+    async fn finish(
+        self,
+        device: &wgpu::Device,
+    ) -> Result<(GpuBatch, Vec<u32>, Option<StageTimings>)> {
         MapFuture::new(device, &self.staging, 0, self.staging.size()).await?;
         let flags: Vec<u32> = {
             let view = self
@@ -1325,7 +1556,11 @@ impl Pending {
             bytemuck::pod_collect_to_vec(&view[..self.count * 4])
         };
         self.staging.unmap();
-        Ok((self.batch, flags))
+        let timings = match self.timing {
+            Some(t) => Some(t.finish(device).await?),
+            None => None,
+        };
+        Ok((self.batch, flags, timings))
     }
 }
 
