@@ -170,6 +170,7 @@ fn colliding_outputs_are_refused() {
 }
 
 #[test]
+#[cfg(feature = "gpu")]
 fn gpu_decode_matches_the_cpu_decode() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in");
