@@ -384,6 +384,12 @@ pub(crate) fn decode_stream(
             for (o, &d) in row.iter_mut().zip(deltas.iter()) {
                 *o = base.wrapping_add(d) & mask;
             }
+        } else if predictor == Predictor::Up {
+            // The most common predictor, fused with the addition: no prediction buffer.
+            let up = &above[(row_index - 1) * pw..];
+            for ((o, &d), &p) in row.iter_mut().zip(deltas.iter()).zip(up) {
+                *o = p.wrapping_add(base).wrapping_add(d) & mask;
+            }
         } else {
             predict_row(predictor, &above[(row_index - 1) * pw..], prediction);
             for ((o, &d), &p) in row.iter_mut().zip(deltas.iter()).zip(prediction.iter()) {

@@ -37,7 +37,24 @@ pub fn predict_row(predictor: Predictor, up: &[u16], out: &mut [u16]) {
         Predictor::None => out.fill(0),
         Predictor::Up => out.copy_from_slice(up),
         Predictor::L3Paeth => predict_row_with::<{ Predictor::L3Paeth as u8 }>(up, out),
-        Predictor::UpMean => predict_row_with::<{ Predictor::UpMean as u8 }>(up, out),
+        Predictor::UpMean => up_mean_row(up, out),
+    }
+}
+
+/// `floor((a + c) / 2)` computed as `(a & c) + ((a ^ c) >> 1)`, which never overflows 16 bits,
+/// so the loop runs on 16-bit lanes (twice the lanes of the u32 form, same results).
+#[inline(always)]
+fn up_mean_row(up: &[u16], out: &mut [u16]) {
+    let w = up.len();
+    let mean = |a: u16, c: u16| (a & c) + ((a ^ c) >> 1);
+    if w == 1 {
+        out[0] = up[0];
+        return;
+    }
+    out[0] = mean(up[0], up[1]);
+    out[w - 1] = mean(up[w - 2], up[w - 1]);
+    for ((o, &a), &c) in out[1..w - 1].iter_mut().zip(&up[..w - 2]).zip(&up[2..]) {
+        *o = (a & c) + ((a ^ c) >> 1);
     }
 }
 
@@ -73,6 +90,19 @@ mod tests {
         assert_eq!(predict_one(Predictor::L3Paeth, 50, 20, 25), 50);
         // a=20, b=20, c=90: p = 90; c.
         assert_eq!(predict_one(Predictor::L3Paeth, 20, 20, 90), 90);
+    }
+
+    #[test]
+    fn up_mean_row_matches_the_definition_at_full_16_bit_range() {
+        let up = [65535u16, 65535, 1, 65534, 0, 0, 40000];
+        let mut out = [0u16; 7];
+        predict_row(Predictor::UpMean, &up, &mut out);
+        for x in 0..up.len() {
+            let a = up[x.saturating_sub(1)] as u32;
+            let c = up[(x + 1).min(up.len() - 1)] as u32;
+            let expect = predict_one(Predictor::UpMean, a, up[x] as u32, c) as u16;
+            assert_eq!(out[x], expect, "x = {x}");
+        }
     }
 
     #[test]
