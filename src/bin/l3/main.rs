@@ -242,20 +242,11 @@ fn thread_pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
     Ok(b.build()?)
 }
 
-/// Compares decoded L3 pixels with the source image's.
+/// Compares decoded L3 pixels with the source image's: same colour type, size and samples.
 fn same_pixels(original: &image::DynamicImage, decoded: &image::DynamicImage) -> bool {
     original.color() == decoded.color()
-        && original.dimensions_eq(decoded)
+        && (original.width(), original.height()) == (decoded.width(), decoded.height())
         && original.as_bytes() == decoded.as_bytes()
-}
-
-trait DimsEq {
-    fn dimensions_eq(&self, other: &Self) -> bool;
-}
-impl DimsEq for image::DynamicImage {
-    fn dimensions_eq(&self, other: &Self) -> bool {
-        self.width() == other.width() && self.height() == other.height()
-    }
 }
 
 #[derive(Default)]
