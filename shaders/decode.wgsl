@@ -1,10 +1,6 @@
-// Decodes (patch, channel) streams (CPU twin: `gpu::cpu_twin::decode`). A workgroup of 64
-// invocations takes 64 / patch_size consecutive streams of one image (one stream when the
-// patch is 64 or 128 wide); one invocation per column (128-wide patches: two columns each);
-// rows in order, the previous row in workgroup memory. Samples go to the intermediate
-// buffer `samples` (one u32 per sample, HWC), which a store stage packs into the output
-// layout. An inconsistent stream sets flag bits in `errors[image]` and its invocations stop
-// working (they still meet the workgroup's barriers); every loop is bounded by the patch size.
+// Decode stage for interleaved output (CPU twin: `gpu::cpu_twin::decode`): the decode body
+// of shared/decode_streams.wgsl, with samples going to the intermediate buffer `samples`
+// (one u32 per sample, HWC), which store_interleaved.wgsl packs into the output layout.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> sizes: array<u32>;
@@ -14,11 +10,9 @@
 @group(0) @binding(5) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(6) var<uniform> params: Params;
 
-// WG (the workgroup size), MAX_PATCH and the format constants come from the generated prelude.
-
-// Two rows, ping-pong: row r of the workgroup's streams is at (r % 2) * MAX_PATCH; stream
-// `sub` of the workgroup uses columns sub * patch_size ..
-var<workgroup> rows: array<u32, 2u * MAX_PATCH>;
+fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
+    samples[img.sample_base + (y * img.width + x) * img.channels + ch] = v;
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -26,117 +20,5 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let wg = wid.y * nwg.x + wid.x;
-    if (wg >= params.count) {
-        return;
-    }
-    let img = images[find_image_by_workgroup(wg)];
-    let ps = 1u << img.patch_log2;
-    // Streams per workgroup and invocations per stream.
-    let step = min(ps, WG);
-    let per_wg = WG / step;
-    let sub = lid / step;
-    let lane = lid % step;
-    let local = (wg - img.wg_base) * per_wg + sub;
-    let g = img.stream_base + local;
-    let col0 = sub * step;
-
-    var alive = local < img.stream_count;
-    var predictor = 0u;
-    var start = 0u;
-    var size = STREAM_PREFIX_LEN;
-    var x0 = 0u;
-    var y0 = 0u;
-    var pw = 1u;
-    var ph = 0u;
-    var ch = 0u;
-    if (alive) {
-        let patch_index = local / img.channels;
-        ch = local % img.channels;
-        x0 = (patch_index % img.patches_x) * ps;
-        y0 = (patch_index / img.patches_x) * ps;
-        pw = min(ps, img.width - x0);
-        ph = min(ps, img.height - y0);
-        start = offsets[g];
-        size = sizes[g];
-        var flags = 0u;
-        if (size == 0u || start >= params.input_bytes || size > params.input_bytes - start || pw > MAX_PATCH) {
-            flags = ERR_RANGE;
-        } else {
-            predictor = read_byte(start);
-            if (predictor > PREDICTOR_MAX_ID) {
-                flags = ERR_PREDICTOR;
-            }
-        }
-        if (flags != 0u) {
-            alive = false;
-            if (lane == 0u) {
-                atomicOr(&errors[img.image_index], flags);
-            }
-        }
-    }
-    let depth = img.depth;
-    let nb = select(NBIT_FIELD_BITS_16, NBIT_FIELD_BITS_8, depth == 8u);
-    let mask = (1u << depth) - 1u;
-    let bits_base = start + STREAM_PREFIX_LEN;
-    let total_bits = (size - STREAM_PREFIX_LEN) * 8u;
-    var pos = 0u;
-    // The loop bound and the barrier are uniform (one image per workgroup); the invocations
-    // of a stream all read the same row header, so they agree on `alive`.
-    for (var row = 0u; row < ps; row = row + 1u) {
-        if (alive && row < ph) {
-            var f = 0u;
-            var nbit = 0u;
-            var base = 0u;
-            if (pos + nb + depth > total_bits) {
-                f = ERR_OVERRUN;
-            } else {
-                nbit = read_bits(bits_base, pos, nb);
-                if (nbit > depth) {
-                    f = ERR_BIT_WIDTH;
-                } else {
-                    base = read_bits(bits_base, pos + nb, depth);
-                    if (pos + nb + depth + pw * nbit > total_bits) {
-                        f = ERR_OVERRUN;
-                    }
-                }
-            }
-            if (f != 0u) {
-                alive = false;
-                if (lane == 0u) {
-                    atomicOr(&errors[img.image_index], f);
-                }
-            } else {
-                let dpos = pos + nb + depth;
-                let cur = (row & 1u) * MAX_PATCH + col0;
-                let prev = MAX_PATCH - (row & 1u) * MAX_PATCH + col0;
-                let sample_row = img.sample_base + ((y0 + row) * img.width + x0) * img.channels + ch;
-                for (var x = lane; x < pw; x = x + step) {
-                    let d = read_bits(bits_base, dpos + x * nbit, nbit);
-                    var p = 0u;
-                    if (row > 0u && predictor != 0u) {
-                        let b = rows[prev + x];
-                        let a = select(b, rows[prev + max(x, 1u) - 1u], x > 0u);
-                        let c = select(b, rows[prev + min(x + 1u, pw - 1u)], x + 1u < pw);
-                        p = predict_one(predictor, a, b, c);
-                    }
-                    let v = (p + base + d) & mask;
-                    rows[cur + x] = v;
-                    samples[sample_row + x * img.channels] = v;
-                }
-                pos = dpos + pw * nbit;
-            }
-        }
-        workgroupBarrier();
-    }
-    if (alive && lane == 0u) {
-        // The rows must use the whole stream, and the padding bits must be zero.
-        var bad = (pos + 7u) / 8u != size - STREAM_PREFIX_LEN;
-        if (!bad && (pos & 7u) != 0u) {
-            bad = read_bits(bits_base, pos, 8u - (pos & 7u)) != 0u;
-        }
-        if (bad) {
-            atomicOr(&errors[img.image_index], ERR_TRAILING);
-        }
-    }
+    decode_streams(wid, nwg, lid);
 }

@@ -181,6 +181,31 @@ fn cpu_twin_pipeline_matches_cpu_decoder() {
         let start = info.out_base as usize * 4;
         assert_eq!(&out[start..start + want.len()], &want[..]);
     }
+    // f32 output (cpu_twin::decode_f32_chw): the normalisation formula on the CPU decoder's
+    // samples, bit for bit, in planar order.
+    let norm = Normalize::IMAGENET;
+    let output = OutputFormat::F32Chw(norm);
+    let chunk = l3::gpu::build_chunk(&layouts, 0, output);
+    let (out, flags) = cpu_twin::run_chunk(&chunk, output);
+    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
+    let out: Vec<f32> = bytemuck::pod_collect_to_vec(&out);
+    for ((file, info), layout) in files.iter().zip(&chunk.images).zip(&layouts) {
+        let h = layout.header;
+        let cpu = cpu_decode(file);
+        let (hw, c) = ((h.width * h.height) as usize, h.channels() as usize);
+        let max = ((1u32 << h.depth) - 1) as f32;
+        for e in 0..hw * c {
+            let (ch, r) = (e / hw, e % hw);
+            let s = if h.depth == 8 {
+                cpu[r * c + ch] as u32
+            } else {
+                u16::from_le_bytes([cpu[(r * c + ch) * 2], cpu[(r * c + ch) * 2 + 1]]) as u32
+            };
+            let expect = (s as f32 / max - norm.mean[ch]) / norm.std[ch];
+            let got = out[info.out_base as usize + e];
+            assert_eq!(got.to_bits(), expect.to_bits(), "element {e}");
+        }
+    }
 }
 
 #[test]
@@ -336,10 +361,40 @@ fn f32_chw_output_matches_cpu_twin_exactly() {
         }
     }
     println!("f32 CHW: largest difference from the CPU value: {max_ulp} ulp");
+    // The alignment padding between images is 0.0, as in the twin's buffer (the elements
+    // were compared above, within the stated bound).
+    let layouts: Vec<_> = files
+        .iter()
+        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
+        .collect();
+    let output = OutputFormat::F32Chw(Normalize::IMAGENET);
+    let batch = gpu.decode_batch(&refs, output).unwrap();
+    let all = batch.read_back_all().unwrap();
+    let (twin, flags) = cpu_twin::run_chunk(&l3::gpu::build_chunk(&layouts, 0, output), output);
+    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
+    assert_eq!(all.len(), twin.len());
+    let mut pos = 0;
+    for (l, next) in batch.images.iter().zip(
+        batch
+            .images
+            .iter()
+            .skip(1)
+            .map(|l| l.offset as usize)
+            .chain([all.len()]),
+    ) {
+        assert_eq!(l.offset as usize, pos);
+        let end = (l.offset + l.len) as usize;
+        assert!(
+            all[end..next].iter().all(|&b| b == 0),
+            "padding after {l:?}"
+        );
+        assert!(twin[end..next].iter().all(|&b| b == 0));
+        pos = next;
+    }
 }
 
-/// More than 65535 decode workgroups (8x8 patches, 8 streams per workgroup) and more than
-/// 65535 store workgroups (f32 output): both use 2D dispatches.
+/// More than 65535 decode workgroups (8x8 patches, 8 streams per workgroup), for both
+/// decode stages (interleaved and f32 output): 2D dispatches.
 #[test]
 fn dispatches_beyond_65535_workgroups_per_dimension() {
     let Some(gpu) = gpu() else { return };
@@ -602,6 +657,22 @@ fn stage_timings_with_timestamp_queries_or_none_without() {
         // An empty batch is timed as zero chunks.
         let (_, t) = gpu.decode_batch_timed(&[], out).unwrap();
         assert_eq!(t.unwrap().chunks, 0);
+        // f32 output has no store pass: the decode stage writes the output.
+        let f32_out = OutputFormat::F32Chw(Normalize::UNIT);
+        let (batch, t) = gpu.decode_batch_timed(&refs, f32_out).unwrap();
+        let t = t.unwrap();
+        eprintln!("f32 stage timings: {t:?}");
+        assert!(t.chunks > 1 && t.decode_ns > 0 && t.store_ns == 0, "{t:?}");
+        let untimed = GpuDecoder::new(shared.device(), shared.queue()).unwrap();
+        assert!(
+            batch.read_back_all().unwrap()
+                == untimed
+                    .decode_batch(&refs, f32_out)
+                    .unwrap()
+                    .read_back_all()
+                    .unwrap(),
+            "timed and untimed f32 batches differ"
+        );
     } else {
         assert_eq!(timed, None);
         assert_eq!(last, None);

@@ -11,9 +11,11 @@ struct ImageInfo {
     // First stream of the image in the chunk (chunk-local stream index).
     stream_base: u32,
     stream_count: u32,
-    // First sample of the image in the intermediate sample buffer (HWC, one u32 per sample).
+    // First sample of the image in the intermediate sample buffer (HWC, one u32 per sample;
+    // interleaved output only).
     sample_base: u32,
-    // First output word of the image in the chunk's output range, and its word count.
+    // First output word (u32 or f32) of the image in the chunk's output range, and its word
+    // count.
     out_base: u32,
     out_words: u32,
     // Index of the image in its batch: its slot in the error-flag buffer.
@@ -27,13 +29,13 @@ struct ImageInfo {
 }
 
 struct Params {
-    // Work items of the dispatch: workgroups for decode, output words for the store stages.
+    // Work items of the dispatch: workgroups for decode, output words for store_interleaved.
     count: u32,
     image_count: u32,
     // Bytes of stream data in `input_words`.
     input_bytes: u32,
     pad: u32,
-    // Per-channel normalisation for store_f32_chw: (x / max - mean[c]) / std[c].
+    // Per-channel normalisation for decode_f32_chw: (x / max - mean[c]) / std[c].
     mean: vec4<f32>,
     stdev: vec4<f32>,
 }

@@ -77,6 +77,60 @@ pub fn decode(
     errors: &mut [u32],
     params: &Params,
 ) {
+    decode_streams(
+        input_words,
+        sizes,
+        offsets,
+        images,
+        errors,
+        params,
+        |img, ch, y, x, v| {
+            samples[(img.sample_base + (y * img.width + x) * img.channels + ch) as usize] = v;
+        },
+    );
+}
+
+/// Twin of `decode_f32_chw.wgsl`: the same decode as [`decode`], each sample written as
+/// `(x / max - mean[c]) / std[c]` (the shader's f32 operations, in its order) to its planar
+/// element `out_base + c * H * W + y * W + x` of `out_values`. Leaves the alignment padding
+/// between images alone (the host clears the output buffer).
+pub fn decode_f32_chw(
+    input_words: &[u32],
+    sizes: &[u32],
+    offsets: &[u32],
+    images: &[ImageInfo],
+    out_values: &mut [f32],
+    errors: &mut [u32],
+    params: &Params,
+) {
+    decode_streams(
+        input_words,
+        sizes,
+        offsets,
+        images,
+        errors,
+        params,
+        |img, ch, y, x, v| {
+            let hw = img.width * img.height;
+            let max_value = ((1u32 << img.depth) - 1) as f32;
+            out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
+                (v as f32 / max_value - params.mean[ch as usize]) / params.std[ch as usize];
+        },
+    );
+}
+
+/// Twin of `decode_streams` in `shaders/shared/decode_streams.wgsl`, the decode body both
+/// decode stages share: every decoded sample goes to `put_sample(image, channel, y, x,
+/// value)`.
+fn decode_streams(
+    input_words: &[u32],
+    sizes: &[u32],
+    offsets: &[u32],
+    images: &[ImageInfo],
+    errors: &mut [u32],
+    params: &Params,
+    mut put_sample: impl FnMut(&ImageInfo, u32, u32, u32, u32),
+) {
     const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
     let streams = (0..params.count).flat_map(|wg| {
         let img = images[find_image_by(images, params.image_count, |i| i.wg_base, wg)];
@@ -138,7 +192,6 @@ pub fn decode(
             }
             let dpos = pos + nb + depth;
             let cur = (row & 1) as usize;
-            let sample_row = img.sample_base + ((y0 + row) * img.width + x0) * img.channels + ch;
             for x in 0..pw {
                 let d = read_bits(input_words, bits_base, dpos + x * nbit, nbit);
                 let mut p = 0;
@@ -151,7 +204,7 @@ pub fn decode(
                 }
                 let v = (p + base + d) & mask;
                 rows[cur][x as usize] = v;
-                samples[(sample_row + x * img.channels) as usize] = v;
+                put_sample(&img, ch, y0 + row, x0 + x, v);
             }
             pos = dpos + pw * nbit;
         }
@@ -198,61 +251,42 @@ pub fn store_interleaved(
     }
 }
 
-/// Twin of `store_f32_chw.wgsl`: `(x / max - mean[c]) / std[c]` in planar order, with the
-/// same f32 operations as the shader.
-pub fn store_f32_chw(
-    samples: &[u32],
-    images: &[ImageInfo],
-    out_values: &mut [f32],
-    params: &Params,
-) {
-    for w in 0..params.count {
-        let img = images[find_image_by(images, params.image_count, |i| i.out_base, w)];
-        if w < img.out_base {
-            continue;
-        }
-        let e = w - img.out_base;
-        let hw = img.width * img.height;
-        if e >= hw * img.channels {
-            out_values[w as usize] = 0.0;
-            continue;
-        }
-        let c = e / hw;
-        let r = e % hw;
-        let v = samples[(img.sample_base + r * img.channels + c) as usize];
-        let max_value = ((1u32 << img.depth) - 1) as f32;
-        out_values[w as usize] =
-            (v as f32 / max_value - params.mean[c as usize]) / params.std[c as usize];
-    }
-}
-
-/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, decode, store. Returns the
+/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then decode and store
+/// (interleaved output) or the f32 decode (planar f32 output, padding left zero). Returns the
 /// chunk's output bytes (images at their `out_base`, as in the GPU buffer) and each image's
 /// error flags (indexed by `image_index - images[0].image_index`).
 pub fn run_chunk(c: &super::ChunkInputs, output: super::OutputFormat) -> (Vec<u8>, Vec<u32>) {
     let offsets = prefix_sum(&c.sizes);
-    let mut samples = vec![0u32; c.sample_count as usize];
     let first = c.images.first().map_or(0, |i| i.image_index);
     let mut errors = vec![0u32; (first as usize) + c.images.len()];
-    decode(
-        &c.input_words,
-        &c.sizes,
-        &offsets,
-        &c.images,
-        &mut samples,
-        &mut errors,
-        &c.decode_params,
-    );
     let words = c.store_params.count as usize;
     let out = match output {
         super::OutputFormat::Interleaved => {
+            let mut samples = vec![0u32; c.sample_count as usize];
+            decode(
+                &c.input_words,
+                &c.sizes,
+                &offsets,
+                &c.images,
+                &mut samples,
+                &mut errors,
+                &c.decode_params,
+            );
             let mut out_words = vec![0u32; words];
             store_interleaved(&samples, &c.images, &mut out_words, &c.store_params);
             bytemuck::cast_slice(&out_words).to_vec()
         }
         super::OutputFormat::F32Chw(_) => {
             let mut out_values = vec![0f32; words];
-            store_f32_chw(&samples, &c.images, &mut out_values, &c.store_params);
+            decode_f32_chw(
+                &c.input_words,
+                &c.sizes,
+                &offsets,
+                &c.images,
+                &mut out_values,
+                &mut errors,
+                &c.decode_params,
+            );
             bytemuck::cast_slice(&out_values).to_vec()
         }
     };

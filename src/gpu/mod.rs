@@ -6,8 +6,14 @@
 //!    of the streams in the uploaded stream bytes (multi-level, any number of streams);
 //! 2. `decode.wgsl`: one workgroup per (patch, channel) stream, rows in order, into an
 //!    intermediate buffer of one u32 per sample;
-//! 3. `store_interleaved.wgsl` or `store_f32_chw.wgsl`: the samples packed into the output
-//!    layout, one invocation per output word.
+//! 3. `store_interleaved.wgsl`: the samples packed into the interleaved output, one
+//!    invocation per output word.
+//!
+//! For [`OutputFormat::F32Chw`] output, stages 2 and 3 are one: `decode_f32_chw.wgsl` (the
+//! same decode body, `shaders/shared/decode_streams.wgsl`) writes each normalised sample
+//! straight to its own element of the planar output, with no intermediate buffer and no
+//! store pass; the output buffer is cleared first, so the alignment padding between images
+//! is 0.0.
 //!
 //! Per-stage GPU times: on a device with [`wgpu::Features::TIMESTAMP_QUERY`] (which
 //! [`GpuDecoder::with_adapter`] and [`GpuDecoder::new_default`] request when the adapter has
@@ -24,8 +30,10 @@
 //! into chunks (one submission each) transparently. A single image whose own buffers exceed
 //! it is split into bands of whole patch rows for [`OutputFormat::Interleaved`] output; for
 //! [`OutputFormat::F32Chw`] output (whose bands would not be contiguous), and when even one
-//! patch row does not fit, it is refused with [`LimitsError::GpuBuffer`]. The largest
-//! buffer of a chunk is the intermediate sample buffer, 4 bytes per sample.
+//! patch row does not fit, it is refused with [`LimitsError::GpuBuffer`]. For interleaved
+//! output the largest buffer of a chunk is the intermediate sample buffer, 4 bytes per
+//! sample; for f32 output it is the output binding itself, 4 bytes per sample plus the
+//! alignment padding (there is no intermediate buffer).
 //!
 //! ```no_run
 //! use l3::gpu::{GpuDecoder, OutputFormat};
@@ -85,9 +93,9 @@ pub struct ImageInfo {
     pub stream_base: u32,
     /// Streams of the image.
     pub stream_count: u32,
-    /// First sample of the image in the intermediate sample buffer.
+    /// First sample of the image in the intermediate sample buffer (interleaved output only).
     pub sample_base: u32,
-    /// First output word (4 bytes) of the image in the chunk's output range.
+    /// First output word (4 bytes: u32 or f32) of the image in the chunk's output range.
     pub out_base: u32,
     /// Output words of the image (without alignment padding).
     pub out_words: u32,
@@ -118,7 +126,7 @@ pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Params {
-    /// Work items: workgroups for decode, output words for the store stages.
+    /// Work items: workgroups for decode, output words for the store stage.
     pub count: u32,
     /// Images in the chunk's image table.
     pub image_count: u32,
@@ -277,9 +285,11 @@ impl GpuBatch {
 pub struct StageTimings {
     /// Nanoseconds of the prefix-sum pass (`prefix_sum.wgsl`, all levels).
     pub prefix_sum_ns: u64,
-    /// Nanoseconds of the decode pass (`decode.wgsl`).
+    /// Nanoseconds of the decode pass (`decode.wgsl`, or `decode_f32_chw.wgsl` for
+    /// [`OutputFormat::F32Chw`] output, where it also writes the output).
     pub decode_ns: u64,
-    /// Nanoseconds of the store pass (`store_interleaved.wgsl` or `store_f32_chw.wgsl`).
+    /// Nanoseconds of the store pass (`store_interleaved.wgsl`); 0 for
+    /// [`OutputFormat::F32Chw`] output, which has no store pass.
     pub store_ns: u64,
     /// Chunks (submissions) the sums are over; 0 for an empty batch.
     pub chunks: usize,
@@ -292,7 +302,9 @@ impl StageTimings {
     }
 }
 
-/// Timestamp queries per chunk: begin and end of the prefix-sum, decode and store passes.
+/// Timestamp queries per chunk: begin and end of the prefix-sum, decode and store passes
+/// (f32 output writes only the first four: it has no store pass, and its unresolved store
+/// ticks read as 0).
 const QUERIES_PER_CHUNK: u32 = 6;
 
 /// Where a timed batch's timestamps are read back from.
@@ -442,8 +454,8 @@ pub struct GpuDecoder {
     scan_blocks: wgpu::ComputePipeline,
     add_sums: wgpu::ComputePipeline,
     decode: wgpu::ComputePipeline,
+    decode_f32_chw: wgpu::ComputePipeline,
     store_interleaved: wgpu::ComputePipeline,
-    store_f32_chw: wgpu::ComputePipeline,
     chunk_limit: u64,
     uniform_align: u64,
     options: DecodeOptions,
@@ -556,16 +568,16 @@ impl GpuDecoder {
         let scan_blocks = pipeline("l3 scan_blocks", &scan_bgl, &scan_module, "scan_blocks");
         let add_sums = pipeline("l3 add_sums", &scan_bgl, &scan_module, "add_sums");
         let decode = pipeline("l3 decode", &decode_bgl, &module(Stage::Decode), "main");
+        let decode_f32_chw = pipeline(
+            "l3 decode_f32_chw",
+            &decode_bgl,
+            &module(Stage::DecodeF32Chw),
+            "main",
+        );
         let store_interleaved = pipeline(
             "l3 store_interleaved",
             &store_bgl,
             &module(Stage::StoreInterleaved),
-            "main",
-        );
-        let store_f32_chw = pipeline(
-            "l3 store_f32_chw",
-            &store_bgl,
-            &module(Stage::StoreF32Chw),
             "main",
         );
         if let Some(e) = pollster::block_on(scope.pop()) {
@@ -588,8 +600,8 @@ impl GpuDecoder {
             scan_blocks,
             add_sums,
             decode,
+            decode_f32_chw,
             store_interleaved,
-            store_f32_chw,
             chunk_limit,
             uniform_align: (limits.min_uniform_buffer_offset_alignment as u64).max(256),
             options: DecodeOptions::default(),
@@ -1026,6 +1038,9 @@ impl GpuDecoder {
                 ),
             )
         });
+        let f32_out = matches!(output, OutputFormat::F32Chw(_));
+        // f32 output: only the first four timestamps (no store pass).
+        let queries = if f32_out { 4 } else { QUERIES_PER_CHUNK };
         let mut first = true;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         for (chunk_index, chunk) in chunks.into_iter().enumerate() {
@@ -1040,7 +1055,12 @@ impl GpuDecoder {
                 sizes: sizes.len() as u64 * 4,
                 scan: scan_words * 4,
                 images: infos.len() as u64 * std::mem::size_of::<ImageInfo>() as u64,
-                samples: (c.sample_count as u64 * 4).max(4),
+                // f32 output decodes straight into the output binding.
+                samples: if f32_out {
+                    0
+                } else {
+                    (c.sample_count as u64 * 4).max(4)
+                },
                 params: (2 + levels.len() as u64) * self.uniform_align,
             };
             let scratch = self.ensure_scratch(&mut guard, needs);
@@ -1059,6 +1079,11 @@ impl GpuDecoder {
                 });
             if first {
                 encoder.clear_buffer(&errors, 0, None);
+                if f32_out {
+                    // The f32 decode writes only the images' elements: the alignment
+                    // padding between images stays 0.0.
+                    encoder.clear_buffer(&out_buffer, 0, None);
+                }
                 first = false;
             }
             encoder.copy_buffer_to_buffer(&scratch.sizes, 0, &scratch.scan, 0, needs.sizes);
@@ -1066,7 +1091,7 @@ impl GpuDecoder {
                 self.device.create_query_set(&wgpu::QuerySetDescriptor {
                     label: Some("l3 stage timestamps"),
                     ty: wgpu::QueryType::Timestamp,
-                    count: QUERIES_PER_CHUNK,
+                    count: queries,
                 })
             });
             let writes = |stage: u32| {
@@ -1080,6 +1105,7 @@ impl GpuDecoder {
             };
             self.encode_scan(&mut encoder, scratch, &levels, 2, writes(0));
             let psize = std::mem::size_of::<Params>() as u64;
+            let out_len = out_base as u64 * 4;
             let decode_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("l3 decode"),
                 layout: &self.decode_bgl,
@@ -1102,7 +1128,11 @@ impl GpuDecoder {
                     },
                     wgpu::BindGroupEntry {
                         binding: 4,
-                        resource: scratch.samples.as_entire_binding(),
+                        resource: if f32_out {
+                            range(&out_buffer, chunk_out_start, out_len)
+                        } else {
+                            scratch.samples.as_entire_binding()
+                        },
                     },
                     wgpu::BindGroupEntry {
                         binding: 5,
@@ -1114,32 +1144,33 @@ impl GpuDecoder {
                     },
                 ],
             });
-            let out_len = out_base as u64 * 4;
-            let store_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("l3 store"),
-                layout: &self.store_bgl,
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: scratch.samples.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: scratch.images.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: range(&out_buffer, chunk_out_start, out_len),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 3,
-                        resource: range(&scratch.params, ua, psize),
-                    },
-                ],
-            });
-            let store_pipeline = match output {
-                OutputFormat::Interleaved => &self.store_interleaved,
-                OutputFormat::F32Chw(_) => &self.store_f32_chw,
+            let (decode_pipeline, store) = match output {
+                OutputFormat::Interleaved => {
+                    let store_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some("l3 store"),
+                        layout: &self.store_bgl,
+                        entries: &[
+                            wgpu::BindGroupEntry {
+                                binding: 0,
+                                resource: scratch.samples.as_entire_binding(),
+                            },
+                            wgpu::BindGroupEntry {
+                                binding: 1,
+                                resource: scratch.images.as_entire_binding(),
+                            },
+                            wgpu::BindGroupEntry {
+                                binding: 2,
+                                resource: range(&out_buffer, chunk_out_start, out_len),
+                            },
+                            wgpu::BindGroupEntry {
+                                binding: 3,
+                                resource: range(&scratch.params, ua, psize),
+                            },
+                        ],
+                    });
+                    (&self.decode, Some((&self.store_interleaved, store_bg)))
+                }
+                OutputFormat::F32Chw(_) => (&self.decode_f32_chw, None),
             };
             if query_set.is_none() {
                 // Untimed: decode and store in one pass.
@@ -1147,12 +1178,14 @@ impl GpuDecoder {
                     label: Some("l3 decode + store"),
                     timestamp_writes: None,
                 });
-                pass.set_pipeline(&self.decode);
+                pass.set_pipeline(decode_pipeline);
                 pass.set_bind_group(0, &decode_bg, &[]);
                 self.dispatch(&mut pass, decode_params.count);
-                pass.set_pipeline(store_pipeline);
-                pass.set_bind_group(0, &store_bg, &[]);
-                self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+                if let Some((store_pipeline, store_bg)) = &store {
+                    pass.set_pipeline(store_pipeline);
+                    pass.set_bind_group(0, store_bg, &[]);
+                    self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+                }
             } else {
                 // Timed: one pass per stage, timestamps around each.
                 {
@@ -1160,22 +1193,24 @@ impl GpuDecoder {
                         label: Some("l3 decode"),
                         timestamp_writes: writes(1),
                     });
-                    pass.set_pipeline(&self.decode);
+                    pass.set_pipeline(decode_pipeline);
                     pass.set_bind_group(0, &decode_bg, &[]);
                     self.dispatch(&mut pass, decode_params.count);
                 }
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("l3 store"),
-                    timestamp_writes: writes(2),
-                });
-                pass.set_pipeline(store_pipeline);
-                pass.set_bind_group(0, &store_bg, &[]);
-                self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+                if let Some((store_pipeline, store_bg)) = &store {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("l3 store"),
+                        timestamp_writes: writes(2),
+                    });
+                    pass.set_pipeline(store_pipeline);
+                    pass.set_bind_group(0, store_bg, &[]);
+                    self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+                }
             }
             if let (Some(qs), Some((resolve, _))) = (&query_set, &resolve) {
                 encoder.resolve_query_set(
                     qs,
-                    0..QUERIES_PER_CHUNK,
+                    0..queries,
                     resolve,
                     chunk_index as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
                 );
@@ -1230,6 +1265,7 @@ fn plan_chunks(
         total_out += output_bytes(&l.header, output).next_multiple_of(OUT_ALIGN);
     }
     let total_out = total_out.max(OUT_ALIGN);
+    let f32_out = matches!(output, OutputFormat::F32Chw(_));
     // What a run of parts needs, each term checked against the binding limit.
     #[derive(Clone, Copy, Default)]
     struct Sum {
@@ -1246,7 +1282,11 @@ fn plan_chunks(
                 "prefix-sum buffer",
                 scan_levels(s.streams.min(u32::MAX as u64) as u32).1 * 4,
             ),
-            ("intermediate sample buffer", s.samples * 4),
+            // f32 output decodes straight into the output binding.
+            (
+                "intermediate sample buffer",
+                if f32_out { 0 } else { s.samples * 4 },
+            ),
             ("output binding", s.out),
             (
                 "image table",
@@ -1287,7 +1327,7 @@ fn plan_chunks(
             parts.push(whole);
             continue;
         };
-        if matches!(output, OutputFormat::F32Chw(_)) {
+        if f32_out {
             return Err(LimitsError::GpuBuffer {
                 what,
                 needed,
@@ -1382,9 +1422,10 @@ pub struct ChunkInputs {
     pub images: Vec<ImageInfo>,
     /// Parameters of the decode dispatch.
     pub decode_params: Params,
-    /// Parameters of the store dispatch (count = output words).
+    /// Parameters of the store dispatch (count = output words of the chunk; for f32 output,
+    /// which has no store pass, the length of the output binding in words).
     pub store_params: Params,
-    /// Samples of the intermediate buffer.
+    /// Samples of the intermediate buffer (interleaved output; f32 output has none).
     pub sample_count: u32,
 }
 

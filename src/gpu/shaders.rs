@@ -6,21 +6,24 @@ const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
 const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
 const PREFIX_SUM: &str = include_str!("../../shaders/prefix_sum.wgsl");
+const DECODE_STREAMS: &str = include_str!("../../shaders/shared/decode_streams.wgsl");
 const DECODE: &str = include_str!("../../shaders/decode.wgsl");
+const DECODE_F32_CHW: &str = include_str!("../../shaders/decode_f32_chw.wgsl");
 const STORE_INTERLEAVED: &str = include_str!("../../shaders/store_interleaved.wgsl");
-const STORE_F32_CHW: &str = include_str!("../../shaders/store_f32_chw.wgsl");
 
 /// A pipeline stage, one WGSL file under `shaders/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// `prefix_sum.wgsl`: stream sizes to byte offsets (entry points `scan_blocks`, `add_sums`).
     PrefixSum,
-    /// `decode.wgsl`: one workgroup per (patch, channel) stream (entry point `main`).
+    /// `decode.wgsl`: one workgroup per (patch, channel) stream, into the intermediate
+    /// sample buffer (entry point `main`).
     Decode,
+    /// `decode_f32_chw.wgsl`: the same decode, writing normalised planar f32 straight into
+    /// the output (entry point `main`).
+    DecodeF32Chw,
     /// `store_interleaved.wgsl`: samples to interleaved u8/u16 words (entry point `main`).
     StoreInterleaved,
-    /// `store_f32_chw.wgsl`: samples to normalised planar f32 (entry point `main`).
-    StoreF32Chw,
 }
 
 impl Stage {
@@ -28,8 +31,8 @@ impl Stage {
     pub const ALL: [Stage; 4] = [
         Stage::PrefixSum,
         Stage::Decode,
+        Stage::DecodeF32Chw,
         Stage::StoreInterleaved,
-        Stage::StoreF32Chw,
     ];
 
     /// The stage's file name under `shaders/`.
@@ -37,8 +40,8 @@ impl Stage {
         match self {
             Stage::PrefixSum => "prefix_sum.wgsl",
             Stage::Decode => "decode.wgsl",
+            Stage::DecodeF32Chw => "decode_f32_chw.wgsl",
             Stage::StoreInterleaved => "store_interleaved.wgsl",
-            Stage::StoreF32Chw => "store_f32_chw.wgsl",
         }
     }
 }
@@ -80,15 +83,19 @@ pub fn source(stage: Stage) -> String {
             ("shared/images.wgsl", IMAGES),
             ("shared/bits.wgsl", BITS),
             ("shared/predict.wgsl", PREDICT),
+            ("shared/decode_streams.wgsl", DECODE_STREAMS),
             ("decode.wgsl", DECODE),
+        ],
+        Stage::DecodeF32Chw => &[
+            ("shared/images.wgsl", IMAGES),
+            ("shared/bits.wgsl", BITS),
+            ("shared/predict.wgsl", PREDICT),
+            ("shared/decode_streams.wgsl", DECODE_STREAMS),
+            ("decode_f32_chw.wgsl", DECODE_F32_CHW),
         ],
         Stage::StoreInterleaved => &[
             ("shared/images.wgsl", IMAGES),
             ("store_interleaved.wgsl", STORE_INTERLEAVED),
-        ],
-        Stage::StoreF32Chw => &[
-            ("shared/images.wgsl", IMAGES),
-            ("store_f32_chw.wgsl", STORE_F32_CHW),
         ],
     };
     let mut out = prelude();
