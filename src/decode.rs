@@ -192,7 +192,7 @@ fn decode_patch_into_band(
         // function; it runs the same safe code as the portable path, compiled for AVX2.
         return unsafe { decode_patch_avx2(layout, patch, band, scratch) };
     }
-    decode_patch_portable(layout, patch, band, scratch)
+    decode_patch_portable::<false>(layout, patch, band, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -203,13 +203,14 @@ unsafe fn decode_patch_avx2(
     band: &mut [u8],
     scratch: &mut Scratch,
 ) -> Result<()> {
-    decode_patch_portable(layout, patch, band, scratch)
+    decode_patch_portable::<true>(layout, patch, band, scratch)
 }
 
 /// The decoder's work for one patch; everything it calls is inlined so the AVX2 copy above
-/// vectorises all of it.
+/// vectorises all of it. `AVX2` selects the hand-written AVX2 bit unpacking: it must be true
+/// only when called from [`decode_patch_avx2`] (that is, on a CPU with AVX2).
 #[inline(always)]
-fn decode_patch_portable(
+fn decode_patch_portable<const AVX2: bool>(
     layout: &FileLayout,
     patch: usize,
     band: &mut [u8],
@@ -223,7 +224,7 @@ fn decode_patch_portable(
     for c in 0..channels {
         let index = patch * channels + c;
         let start = layout.offsets[index] as usize;
-        decode_stream(
+        decode_stream::<AVX2>(
             h,
             layout.data,
             start..start + layout.stream_size(index) as usize,
@@ -341,7 +342,7 @@ impl StreamError {
 /// into the rest of the file (never past the file: rows near its end take the slow path); only
 /// bits inside the stream are used, since each row's length is checked against it first.
 #[inline(always)]
-pub(crate) fn decode_stream(
+pub(crate) fn decode_stream<const AVX2: bool>(
     h: &Header,
     file: &[u8],
     stream: std::ops::Range<usize>,
@@ -367,16 +368,18 @@ pub(crate) fn decode_stream(
         if r.position() + (nb + depth) as u64 > payload_bits {
             return Err(StreamError::Overrun { row: row_no });
         }
-        let nbit = r.read(nb);
+        // nbit and base in one read (at most 5 + 16 bits).
+        let fields = r.read(nb + depth);
+        let nbit = fields & ((1 << nb) - 1);
         if nbit > depth {
             return Err(StreamError::BadBitWidth { row: row_no, nbit });
         }
-        let base = r.read(depth) as u16;
+        let base = (fields >> nb) as u16;
         let row_bits = pw as u64 * nbit as u64;
         if r.position() + row_bits > payload_bits {
             return Err(StreamError::Overrun { row: row_no });
         }
-        unpack_row(bytes, r.position(), nbit, deltas);
+        unpack_row::<AVX2>(bytes, r.position(), nbit, deltas);
         r.skip(row_bits);
         let (above, rest) = plane.split_at_mut(row_index * pw);
         let row = &mut rest[..pw];
@@ -411,7 +414,7 @@ pub(crate) fn decode_stream(
 /// Unpacks `out.len()` fields of `nbit` bits starting at bit `pos` of `bytes`. Dispatches to
 /// a copy of the loop per width, so shifts and masks are constants the compiler can unroll.
 #[inline(always)]
-fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
+fn unpack_row<const AVX2: bool>(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
     let last_byte = ((pos + out.len() as u64 * nbit as u64) >> 3) as usize;
     if last_byte + UNPACK_SLACK > bytes.len() {
         // Near the end of the file: the bounds-checked reader.
@@ -423,12 +426,11 @@ fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
     let mut pos = pos;
     let mut out = out;
     #[cfg(target_arch = "x86_64")]
-    if (1..=crate::unpack_avx2::MAX_WIDTH).contains(&nbit)
-        && out.len() >= 8
-        && std::arch::is_x86_feature_detected!("avx2")
-    {
-        // SAFETY: AVX2 is present (checked above); the slack check above keeps every 16-byte
-        // group load inside `bytes`, and the function bounds-checks it again.
+    if AVX2 && (1..=crate::unpack_avx2::MAX_WIDTH).contains(&nbit) && out.len() >= 8 {
+        debug_assert!(std::arch::is_x86_feature_detected!("avx2"));
+        // SAFETY: AVX2 is true only on the path that detected AVX2 (decode_patch_avx2); the
+        // slack check above keeps every 16-byte group load inside `bytes`, and the function
+        // bounds-checks it again.
         let done = unsafe {
             crate::unpack_avx2::unpack_groups(
                 bytes,
@@ -440,6 +442,9 @@ fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
         };
         pos += done as u64 * nbit as u64;
         out = &mut out[done..];
+        if out.is_empty() {
+            return;
+        }
     }
     macro_rules! widths {
         ($($n:literal)*) => {
@@ -534,7 +539,7 @@ mod tests {
                 let mut sb = Scratch::new(hd.patch_size() as usize, hd.channels() as usize);
                 for px in 0..hd.patches_x() as usize {
                     let patch = band * hd.patches_x() as usize + px;
-                    decode_patch_portable(&layout, patch, ca, &mut sa).unwrap();
+                    decode_patch_portable::<false>(&layout, patch, ca, &mut sa).unwrap();
                     decode_patch_into_band(&layout, patch, cb, &mut sb).unwrap();
                 }
             }
@@ -572,11 +577,20 @@ mod tests {
                     for slack in [0, UNPACK_SLACK] {
                         bytes.resize(bytes.len() + slack, 0xA5);
                         let mut out = vec![0xFFFF; len];
-                        unpack_row(&bytes, shift, nbit, &mut out);
+                        unpack_row::<false>(&bytes, shift, nbit, &mut out);
                         assert_eq!(
                             out, expect,
-                            "nbit {nbit} shift {shift} len {len} slack {slack}"
+                            "portable: nbit {nbit} shift {shift} len {len} slack {slack}"
                         );
+                        #[cfg(target_arch = "x86_64")]
+                        if std::arch::is_x86_feature_detected!("avx2") {
+                            let mut out = vec![0xFFFF; len];
+                            unpack_row::<true>(&bytes, shift, nbit, &mut out);
+                            assert_eq!(
+                                out, expect,
+                                "AVX2: nbit {nbit} shift {shift} len {len} slack {slack}"
+                            );
+                        }
                     }
                 }
             }
