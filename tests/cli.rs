@@ -46,8 +46,12 @@ fn encode_tree_resume_verify_decode_info() {
     input_tree(&input);
     // A temp file left by a crashed run must be cleaned up, never taken as output.
     std::fs::create_dir_all(output.join("sub")).unwrap();
-    let stale = output.join("sub/.b.l3.l3-tmp-4242");
+    // (No process can have this pid: Linux caps pids at 2^22.)
+    let stale = output.join("sub/.b.l3.l3-tmp-99999999");
     std::fs::write(&stale, b"partial").unwrap();
+    // One of a run that is still going (this test process) must be left alone.
+    let live = output.join(format!("sub/.c.l3.l3-tmp-{}", std::process::id()));
+    std::fs::write(&live, b"in progress").unwrap();
 
     let o = l3(&["encode", s(&input), "-o", s(&output)]);
     assert!(o.status.success(), "{}", text(&o));
@@ -55,6 +59,8 @@ fn encode_tree_resume_verify_decode_info() {
     assert!(out.contains("encoded 2 file(s), skipped 0"), "{}", text(&o));
     assert!(output.join("a.l3").is_file() && output.join("sub/b.l3").is_file());
     assert!(!stale.exists(), "stale temp file not removed");
+    assert!(live.exists(), "a live run's temp file was removed");
+    std::fs::remove_file(&live).unwrap();
     let leftovers: Vec<_> = common::files_under(&output)
         .into_iter()
         .filter(|p| p.to_string_lossy().contains("l3-tmp"))
@@ -90,6 +96,32 @@ fn encode_tree_resume_verify_decode_info() {
     let b = image::open(&png).unwrap();
     assert_eq!(a.color(), b.color());
     assert_eq!(a.as_bytes(), b.as_bytes());
+
+    // Decoding next to the originals (no -o) must never replace them.
+    let before = std::fs::read(input.join("a.png")).unwrap();
+    std::fs::copy(output.join("a.l3"), input.join("a.l3")).unwrap();
+    let o = l3(&["decode", s(&input.join("a.l3"))]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already exists"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(input.join("a.png")).unwrap(), before);
+    std::fs::remove_file(input.join("a.l3")).unwrap();
+    // A lossy output format is refused.
+    let o = l3(&[
+        "decode",
+        s(&output.join("a.l3")),
+        "-o",
+        s(&tmp.path().join("a.jpg")),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not lossless"),
+        "{}",
+        text(&o)
+    );
 
     // PNM too.
     let pnm = tmp.path().join("a.pnm");

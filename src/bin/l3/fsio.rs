@@ -38,7 +38,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Removes temp files that an interrupted run left in `dir` (not recursive).
+/// Removes temp files that an interrupted run left in `dir` (not recursive). A temp file whose
+/// writer process is still alive (another `l3` run into the same tree) is left alone.
 pub fn remove_stale_temps(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -46,10 +47,27 @@ pub fn remove_stale_temps(dir: &Path) {
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.') && name.contains(TEMP_MARKER) {
+        let Some((_, pid)) = name.split_once(TEMP_MARKER) else {
+            continue;
+        };
+        if name.starts_with('.') && is_stale(&e.path(), pid) {
             let _ = fs::remove_file(e.path());
         }
     }
+}
+
+/// Whether a temp file was left by a process that is gone. Where that cannot be told (no
+/// /proc), a temp file counts as stale once it is an hour old.
+fn is_stale(path: &Path, pid: &str) -> bool {
+    if Path::new("/proc/self").exists() {
+        let ours = pid.parse::<u32>().is_ok_and(|p| p == std::process::id());
+        return ours || !Path::new("/proc").join(pid).exists();
+    }
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age.as_secs() > 3600)
 }
 
 /// Whether `path` has one of `extensions` (case-insensitive).

@@ -99,6 +99,10 @@ struct DecodeArgs {
     /// in batches; fails if no adapter is found.
     #[arg(long)]
     gpu: bool,
+    /// Overwrite output files that already exist (by default they are left alone and
+    /// reported, so decoding next to the originals never replaces them).
+    #[arg(long)]
+    force: bool,
     /// Print only errors.
     #[arg(short, long)]
     quiet: bool,
@@ -418,15 +422,33 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
         verify_checksum: !a.no_checksum,
         ..Default::default()
     };
-    let format_of = |out: &Path| {
-        image::ImageFormat::from_path(out).unwrap_or(match a.format {
-            OutFormat::Png => image::ImageFormat::Png,
-            OutFormat::Pnm => image::ImageFormat::Pnm,
-        })
+    // Only lossless output formats: a lossless codec must not hand back a JPEG.
+    let format_of = |out: &Path| -> Result<image::ImageFormat> {
+        use image::ImageFormat as F;
+        match F::from_path(out) {
+            Ok(f @ (F::Png | F::Pnm | F::Tiff)) => Ok(f),
+            Ok(f) => bail!(
+                "{}: {f:?} output is not lossless for every image; use .png, .pnm/.ppm/.pgm/.pam or .tiff",
+                out.display()
+            ),
+            Err(_) => Ok(match a.format {
+                OutFormat::Png => F::Png,
+                OutFormat::Pnm => F::Pnm,
+            }),
+        }
     };
+    for (_, out) in &plan {
+        format_of(out)?;
+    }
     let write_image = |image: &image::DynamicImage, out: &Path| -> Result<()> {
+        if !a.force && out.exists() {
+            bail!(
+                "{} already exists (use --force to overwrite)",
+                out.display()
+            );
+        }
         let mut bytes = std::io::Cursor::new(Vec::new());
-        image.write_to(&mut bytes, format_of(out))?;
+        image.write_to(&mut bytes, format_of(out)?)?;
         fsio::write_atomic(out, bytes.get_ref())
     };
     let pb = progress(plan.len(), a.quiet);
@@ -461,6 +483,17 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
     Ok(failed.into_inner())
 }
 
+/// The GPU writes 16-bit samples little-endian; `image_from_samples` wants native order.
+#[cfg(feature = "gpu")]
+fn gpu_to_native(mut pixels: Vec<u8>, header: &l3::Header) -> Vec<u8> {
+    if cfg!(target_endian = "big") && header.depth == 16 {
+        for pair in pixels.chunks_exact_mut(2) {
+            pair.swap(0, 1);
+        }
+    }
+    pixels
+}
+
 #[cfg(feature = "gpu")]
 /// Output bytes decoded per GPU submission: large enough to keep a GPU busy, small enough
 /// that the read-back stays modest.
@@ -476,8 +509,11 @@ fn decode_on_gpu(
     write_image: &(dyn Fn(&image::DynamicImage, &Path) -> Result<()> + Sync),
     report: &(dyn Fn(&Job, &Path, Result<()>) + Sync),
 ) -> Result<()> {
-    let decoder = l3::gpu::GpuDecoder::new_default()
+    let mut decoder = l3::gpu::GpuDecoder::new_default()
         .context("no usable GPU adapter (decode without --gpu to use the CPU)")?;
+    // The GPU decoder parses each file again on the CPU: with the same options.
+    decoder.set_options(*options);
+    let decoder = decoder;
     if !quiet {
         eprintln!("GPU: {}", decoder.adapter_name());
     }
@@ -487,30 +523,43 @@ fn decode_on_gpu(
         if pending.is_empty() {
             return;
         }
+        let decode = |files: &[&[u8]]| {
+            decoder
+                .decode_batch_with_flags(files, l3::gpu::OutputFormat::Interleaved)
+                .and_then(|(batch, flags)| Ok((batch.read_back()?, flags)))
+        };
+        let finish = |job: &Job, out: &Path, header: &l3::Header, pixels: Vec<u8>, flag: u32| {
+            let r = if flag != 0 {
+                Err(anyhow::anyhow!(
+                    "the GPU decoder found corrupt stream data (flags {flag:#x})"
+                ))
+            } else {
+                write_image(
+                    &l3::decode::image_from_samples(header, gpu_to_native(pixels, header)),
+                    out,
+                )
+            };
+            report(job, out, r);
+        };
         let files: Vec<&[u8]> = pending.iter().map(|p| p.2.as_slice()).collect();
-        let decoded = decoder
-            .decode_batch_with_flags(&files, l3::gpu::OutputFormat::Interleaved)
-            .and_then(|(batch, flags)| Ok((batch.read_back()?, flags)));
-        match decoded {
+        match decode(&files) {
             Ok((images, flags)) => {
                 for (((job, out, _, header), pixels), flag) in
                     pending.drain(..).zip(images).zip(flags)
                 {
-                    let r = if flag != 0 {
-                        Err(anyhow::anyhow!(
-                            "the GPU decoder found corrupt stream data (flags {flag:#x})"
-                        ))
-                    } else {
-                        // The GPU writes 16-bit samples little-endian, which is the native
-                        // order on every host the GPU path is built for.
-                        write_image(&l3::decode::image_from_samples(&header, pixels), out)
-                    };
-                    report(job, out, r);
+                    finish(job, out, &header, pixels, flag);
                 }
             }
-            Err(e) => {
-                for (job, out, _, _) in pending.drain(..) {
-                    report(job, out, Err(anyhow::anyhow!("GPU batch failed: {e}")));
+            Err(_) => {
+                // A batch-level failure (e.g. one image over a device limit): decode each file
+                // on its own, so only the file at fault fails and its own error is reported.
+                for (job, out, data, header) in pending.drain(..) {
+                    match decode(&[data.as_slice()]) {
+                        Ok((mut images, flags)) => {
+                            finish(job, out, &header, images.remove(0), flags[0])
+                        }
+                        Err(e) => report(job, out, Err(anyhow::anyhow!("GPU decode failed: {e}"))),
+                    }
                 }
             }
         }
