@@ -178,6 +178,23 @@ impl Scratch {
     }
 }
 
+/// Proof that the CPU has AVX2, made only by [`Avx2::detect`]. The hand-written AVX2 bit
+/// unpacking runs only when one is passed in, so no safe caller can reach it unchecked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Avx2(());
+
+impl Avx2 {
+    /// `Some` when this CPU supports AVX2 (a cached check, cheap to repeat).
+    #[inline]
+    pub(crate) fn detect() -> Option<Avx2> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Some(Avx2(()));
+        }
+        None
+    }
+}
+
 /// Decodes one patch, all channels, into its band; with AVX2 code generation where the CPU
 /// has it.
 fn decode_patch_into_band(
@@ -187,12 +204,12 @@ fn decode_patch_into_band(
     scratch: &mut Scratch,
 ) -> Result<()> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above), the only requirement of the
-        // function; it runs the same safe code as the portable path, compiled for AVX2.
-        return unsafe { decode_patch_avx2(layout, patch, band, scratch) };
+    if let Some(avx2) = Avx2::detect() {
+        // SAFETY: `avx2` proves the CPU supports AVX2, the function's only requirement; it
+        // runs the same safe code as the portable path, compiled for AVX2.
+        return unsafe { decode_patch_avx2(layout, patch, band, scratch, avx2) };
     }
-    decode_patch_portable::<false>(layout, patch, band, scratch)
+    decode_patch_portable(layout, patch, band, scratch, None)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -202,19 +219,21 @@ unsafe fn decode_patch_avx2(
     patch: usize,
     band: &mut [u8],
     scratch: &mut Scratch,
+    avx2: Avx2,
 ) -> Result<()> {
-    decode_patch_portable::<true>(layout, patch, band, scratch)
+    decode_patch_portable(layout, patch, band, scratch, Some(avx2))
 }
 
 /// The decoder's work for one patch; everything it calls is inlined so the AVX2 copy above
-/// vectorises all of it. `AVX2` selects the hand-written AVX2 bit unpacking: it must be true
-/// only when called from [`decode_patch_avx2`] (that is, on a CPU with AVX2).
+/// vectorises all of it. `avx2` (a constant at each call site, so the check folds away)
+/// selects the hand-written AVX2 bit unpacking.
 #[inline(always)]
-fn decode_patch_portable<const AVX2: bool>(
+fn decode_patch_portable(
     layout: &FileLayout,
     patch: usize,
     band: &mut [u8],
     scratch: &mut Scratch,
+    avx2: Option<Avx2>,
 ) -> Result<()> {
     let h = &layout.header;
     let channels = h.channels() as usize;
@@ -224,14 +243,14 @@ fn decode_patch_portable<const AVX2: bool>(
     for c in 0..channels {
         let index = patch * channels + c;
         let start = layout.offsets[index] as usize;
-        decode_stream::<AVX2>(
+        decode_stream(
             h,
             layout.data,
             start..start + layout.stream_size(index) as usize,
             pw,
             &mut scratch.planes[c * plane_len..(c + 1) * plane_len],
-            &mut scratch.deltas[..pw],
-            &mut scratch.prediction[..pw],
+            (&mut scratch.deltas[..pw], &mut scratch.prediction[..pw]),
+            avx2,
         )
         .map_err(|e| {
             e.at(
@@ -342,14 +361,14 @@ impl StreamError {
 /// into the rest of the file (never past the file: rows near its end take the slow path); only
 /// bits inside the stream are used, since each row's length is checked against it first.
 #[inline(always)]
-pub(crate) fn decode_stream<const AVX2: bool>(
+pub(crate) fn decode_stream(
     h: &Header,
     file: &[u8],
     stream: std::ops::Range<usize>,
     pw: usize,
     plane: &mut [u16],
-    deltas: &mut [u16],
-    prediction: &mut [u16],
+    (deltas, prediction): (&mut [u16], &mut [u16]),
+    avx2: Option<Avx2>,
 ) -> Result<(), StreamError> {
     let depth = h.depth as u32;
     let mask = ((1u32 << depth) - 1) as u16;
@@ -379,7 +398,7 @@ pub(crate) fn decode_stream<const AVX2: bool>(
         if r.position() + row_bits > payload_bits {
             return Err(StreamError::Overrun { row: row_no });
         }
-        unpack_row::<AVX2>(bytes, r.position(), nbit, deltas);
+        unpack_row(bytes, r.position(), nbit, deltas, avx2);
         r.skip(row_bits);
         let (above, rest) = plane.split_at_mut(row_index * pw);
         let row = &mut rest[..pw];
@@ -414,7 +433,7 @@ pub(crate) fn decode_stream<const AVX2: bool>(
 /// Unpacks `out.len()` fields of `nbit` bits starting at bit `pos` of `bytes`. Dispatches to
 /// a copy of the loop per width, so shifts and masks are constants the compiler can unroll.
 #[inline(always)]
-fn unpack_row<const AVX2: bool>(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16]) {
+fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16], avx2: Option<Avx2>) {
     let last_byte = ((pos + out.len() as u64 * nbit as u64) >> 3) as usize;
     if last_byte + UNPACK_SLACK > bytes.len() {
         // Near the end of the file: the bounds-checked reader.
@@ -426,11 +445,10 @@ fn unpack_row<const AVX2: bool>(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u1
     let mut pos = pos;
     let mut out = out;
     #[cfg(target_arch = "x86_64")]
-    if AVX2 && (1..=crate::unpack_avx2::MAX_WIDTH).contains(&nbit) && out.len() >= 8 {
-        debug_assert!(std::arch::is_x86_feature_detected!("avx2"));
-        // SAFETY: AVX2 is true only on the path that detected AVX2 (decode_patch_avx2); the
-        // slack check above keeps every 16-byte group load inside `bytes`, and the function
-        // bounds-checks it again.
+    if avx2.is_some() && (1..=crate::unpack_avx2::MAX_WIDTH).contains(&nbit) && out.len() >= 8 {
+        // SAFETY: an `Avx2` exists only on a CPU with AVX2 (Avx2::detect); the slack check
+        // above keeps every 16-byte group load inside `bytes`, and the function bounds-checks
+        // it again.
         let done = unsafe {
             crate::unpack_avx2::unpack_groups(
                 bytes,
@@ -539,7 +557,7 @@ mod tests {
                 let mut sb = Scratch::new(hd.patch_size() as usize, hd.channels() as usize);
                 for px in 0..hd.patches_x() as usize {
                     let patch = band * hd.patches_x() as usize + px;
-                    decode_patch_portable::<false>(&layout, patch, ca, &mut sa).unwrap();
+                    decode_patch_portable(&layout, patch, ca, &mut sa, None).unwrap();
                     decode_patch_into_band(&layout, patch, cb, &mut sb).unwrap();
                 }
             }
@@ -577,15 +595,14 @@ mod tests {
                     for slack in [0, UNPACK_SLACK] {
                         bytes.resize(bytes.len() + slack, 0xA5);
                         let mut out = vec![0xFFFF; len];
-                        unpack_row::<false>(&bytes, shift, nbit, &mut out);
+                        unpack_row(&bytes, shift, nbit, &mut out, None);
                         assert_eq!(
                             out, expect,
                             "portable: nbit {nbit} shift {shift} len {len} slack {slack}"
                         );
-                        #[cfg(target_arch = "x86_64")]
-                        if std::arch::is_x86_feature_detected!("avx2") {
+                        if let Some(avx2) = Avx2::detect() {
                             let mut out = vec![0xFFFF; len];
-                            unpack_row::<true>(&bytes, shift, nbit, &mut out);
+                            unpack_row(&bytes, shift, nbit, &mut out, Some(avx2));
                             assert_eq!(
                                 out, expect,
                                 "AVX2: nbit {nbit} shift {shift} len {len} slack {slack}"
