@@ -48,8 +48,9 @@ impl BitWriter {
     }
 }
 
-/// Reads bit fields from a byte slice. Reads past the end see zero bits; callers check
-/// [`BitReader::remaining`] before reading so a short stream becomes an error, never a panic.
+/// Reads bit fields from a byte slice. Reads past the end see zero bits; callers compare
+/// [`BitReader::position`] with the stream's length before reading, so a short stream becomes
+/// an error, never a panic.
 #[derive(Debug, Clone)]
 pub struct BitReader<'a> {
     bytes: &'a [u8],
@@ -60,12 +61,6 @@ impl<'a> BitReader<'a> {
     /// A reader at bit 0 of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
         BitReader { bytes, pos: 0 }
-    }
-
-    /// Bits not yet read.
-    #[inline]
-    pub fn remaining(&self) -> u64 {
-        (self.bytes.len() as u64 * 8).saturating_sub(self.pos)
     }
 
     /// Bits read so far.
@@ -137,7 +132,7 @@ mod tests {
         for (v, nbits) in expect {
             assert_eq!(r.read(nbits), v, "width {nbits}");
         }
-        assert!(r.remaining() < 8);
+        assert!(bytes.len() as u64 * 8 - r.position() < 8);
     }
 
     #[test]

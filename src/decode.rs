@@ -419,10 +419,18 @@ pub(crate) fn decode_stream(
             }
         }
     }
-    let used = r.position();
+    check_stream_end(&bytes[..(payload_bits / 8) as usize], r.position())
+}
+
+/// The end-of-stream rule: the rows, `used` bits, must fill the stream's `payload` (the bytes
+/// after the predictor byte) to within the last byte, and the padding bits must be zero.
+pub(crate) fn check_stream_end(payload: &[u8], used: u64) -> Result<(), StreamError> {
     let used_bytes = used.div_ceil(8);
-    let padding_ok = used % 8 == 0 || bytes[(used / 8) as usize] >> (used % 8) == 0;
-    if used_bytes * 8 != payload_bits || !padding_ok {
+    let padding_ok = used % 8 == 0
+        || payload
+            .get((used / 8) as usize)
+            .is_some_and(|&b| b >> (used % 8) == 0);
+    if used_bytes != payload.len() as u64 || !padding_ok {
         return Err(StreamError::Trailing {
             used: used_bytes + format::STREAM_PREFIX_LEN as u64,
         });

@@ -67,9 +67,11 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
             .ok_or_else(|| fail(StreamError::UnknownPredictor(stream[0])))?;
         ins.predictor_counts[p as usize] += 1;
         let (_, _, pw, ph) = h.patch_rect(patch);
-        let mut r = BitReader::new(&stream[format::STREAM_PREFIX_LEN..]);
+        let payload = &stream[format::STREAM_PREFIX_LEN..];
+        let payload_bits = payload.len() as u64 * 8;
+        let mut r = BitReader::new(payload);
         for row in 0..ph {
-            if r.remaining() < (nb + depth) as u64 {
+            if r.position() + (nb + depth) as u64 > payload_bits {
                 return Err(fail(StreamError::Overrun { row }).into());
             }
             let nbit = r.read(nb);
@@ -77,11 +79,13 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
                 return Err(fail(StreamError::BadBitWidth { row, nbit }).into());
             }
             r.skip(depth as u64 + pw as u64 * nbit as u64);
-            if r.remaining() == 0 && r.position() > (stream.len() as u64 - 1) * 8 {
+            if r.position() > payload_bits {
                 return Err(fail(StreamError::Overrun { row }).into());
             }
             ins.nbit_counts[nbit as usize] += 1;
         }
+        // Same end rule as the decoder, so `l3 info` and `l3 verify` agree on every file.
+        decode::check_stream_end(payload, r.position()).map_err(fail)?;
     }
     Ok(ins)
 }
