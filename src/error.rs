@@ -29,6 +29,15 @@ pub enum Error {
     /// The `image` crate could not read or write a non-L3 image (PNG, JPEG, ...).
     #[error("image error: {0}")]
     Image(#[from] image::ImageError),
+    /// An error of one image of a GPU batch: which image, and the error the CPU decoder
+    /// would give for it.
+    #[error("image {image} of the batch: {source}")]
+    InBatch {
+        /// Index of the image in the batch.
+        image: usize,
+        /// Its error.
+        source: Box<Error>,
+    },
     /// The GPU decoder could not get an adapter or device, or a GPU operation failed.
     #[error("GPU error: {0}")]
     Gpu(String),
@@ -38,7 +47,7 @@ pub enum Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamPos {
     /// Patch index in row-major patch order.
-    pub patch: u32,
+    pub patch: u64,
     /// Patch column and row in the patch grid.
     pub patch_x: u32,
     /// Patch row in the patch grid.

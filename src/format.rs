@@ -360,10 +360,12 @@ impl Header {
                 max: limits.max_dimension,
             });
         }
-        if self.output_bytes() > limits.max_output_bytes {
+        // Also bounded by the address space (on 32-bit targets, by 4 GiB).
+        let max = limits.max_output_bytes.min(usize::MAX as u64);
+        if self.output_bytes() > max {
             return Err(LimitsError::OutputBytes {
                 needed: self.output_bytes(),
-                max: limits.max_output_bytes,
+                max,
             });
         }
         Ok(())
@@ -372,7 +374,7 @@ impl Header {
     /// Where a stream is, for error messages.
     pub fn stream_pos(&self, patch: u64, channel: u8, offset: u64) -> StreamPos {
         StreamPos {
-            patch: patch as u32,
+            patch,
             patch_x: (patch % self.patches_x() as u64) as u32,
             patch_y: (patch / self.patches_x() as u64) as u32,
             channel,
@@ -420,9 +422,8 @@ impl Default for ParseOptions {
     }
 }
 
-/// Reads the size table into a vector of sizes, after checking the table is present. The
-/// caller must have checked limits: the vector is as long as the table the file contains.
-pub fn read_size_table(header: &Header, data: &[u8]) -> Result<Vec<u32>, FormatError> {
+/// The size table's bytes, after checking the file holds all of them.
+fn size_table<'a>(header: &Header, data: &'a [u8]) -> Result<&'a [u8], FormatError> {
     let table_end = header.data_offset();
     if (data.len() as u64) < table_end {
         return Err(FormatError::Truncated {
@@ -432,15 +433,13 @@ pub fn read_size_table(header: &Header, data: &[u8]) -> Result<Vec<u32>, FormatE
             len: data.len() as u64,
         });
     }
-    Ok(data[HEADER_LEN..table_end as usize]
-        .chunks_exact(SIZE_ENTRY_LEN)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+    Ok(&data[HEADER_LEN..table_end as usize])
 }
 
 /// Parses and validates everything but the streams' contents: header, limits, size table
 /// (each entry within what its patch can need, the sum equal to the bytes present) and the
-/// checksum. Allocates only the offset table, whose length is bounded by the file's length.
+/// checksum. Allocates only the offset table (8 bytes per stream, at most about 1/8 of the file's
+/// own length), nothing proportional to the decoded image.
 pub fn parse_file<'a>(
     data: &'a [u8],
     limits: &Limits,
@@ -455,7 +454,7 @@ pub fn parse_file<'a>(
     }
     let header = Header::parse(data)?;
     header.check_limits(limits)?;
-    let sizes = read_size_table(&header, data)?;
+    let table = size_table(&header, data)?;
     let min_len = header.data_offset() + CHECKSUM_LEN as u64;
     if (data.len() as u64) < min_len {
         return Err(FormatError::Truncated {
@@ -467,9 +466,10 @@ pub fn parse_file<'a>(
         .into());
     }
     let channels = header.channels() as usize;
-    let mut offsets = Vec::with_capacity(sizes.len() + 1);
+    let mut offsets = Vec::with_capacity(table.len() / SIZE_ENTRY_LEN + 1);
     let mut offset = header.data_offset();
-    for (i, &size) in sizes.iter().enumerate() {
+    for (i, entry) in table.chunks_exact(SIZE_ENTRY_LEN).enumerate() {
+        let size = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
         let patch = (i / channels) as u64;
         let (_, _, pw, ph) = header.patch_rect(patch);
         let (min, max) = header.stream_size_bounds(pw, ph);

@@ -1,19 +1,22 @@
 //! GPU decoder: WGSL compute shaders run through wgpu decode a batch of L3 files into one GPU
 //! buffer.
 //!
-//! Pipeline, per chunk of the batch (one submission each):
+//! Pipeline, per chunk of the batch (one submission each), for [`OutputFormat::Interleaved`]
+//! output:
 //! 1. `prefix_sum.wgsl`: the size tables of all the chunk's files, scanned into byte offsets
 //!    of the streams in the uploaded stream bytes (multi-level, any number of streams);
-//! 2. `decode.wgsl`: one workgroup per (patch, channel) stream, rows in order, into an
-//!    intermediate buffer of one u32 per sample;
+//! 2. `decode.wgsl`: (patch, channel) streams, rows in order, into an intermediate buffer of
+//!    one u32 per sample; a workgroup of 64 invocations decodes 64 / patch size streams (one
+//!    for 64- and 128-wide patches: [`streams_per_workgroup`]);
 //! 3. `store_interleaved.wgsl`: the samples packed into the interleaved output, one
 //!    invocation per output word.
 //!
-//! For [`OutputFormat::F32Chw`] output, stages 2 and 3 are one: `decode_f32_chw.wgsl` (the
-//! same decode body, `shaders/shared/decode_streams.wgsl`) writes each normalised sample
-//! straight to its own element of the planar output, with no intermediate buffer and no
-//! store pass; the output buffer is cleared first, so the alignment padding between images
-//! is 0.0.
+//! For [`OutputFormat::F32Chw`] output there are only two stages, and no store stage:
+//! 1. the same prefix sum;
+//! 2. `decode_f32_chw.wgsl` (the same decode body, `shaders/shared/decode_streams.wgsl`, and
+//!    the same streams per workgroup) writes each normalised sample straight to its own
+//!    element of the planar output, with no intermediate buffer and no store pass; the
+//!    output buffer is cleared first, so the alignment padding between images is 0.0.
 //!
 //! Per-stage GPU times: on a device with [`wgpu::Features::TIMESTAMP_QUERY`] (which
 //! [`GpuDecoder::with_adapter`] and [`GpuDecoder::new_default`] request when the adapter has
@@ -22,7 +25,8 @@
 //! nothing extra is recorded or read back.
 //!
 //! Headers and size tables are validated on the CPU first ([`crate::format::parse_file`]:
-//! the same errors as the CPU decoder); the shaders check the streams themselves and report
+//! the CPU decoder's errors, for the first bad file, prefixed with its index in the batch:
+//! see [`GpuDecoder::decode_batch`]); the shaders check the streams themselves and report
 //! inconsistencies as flag bits per image ([`flags`]), returned as
 //! [`FormatError::GpuReported`].
 //!
@@ -126,7 +130,8 @@ pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Params {
-    /// Work items: workgroups for decode, output words for the store stage.
+    /// Work items: workgroups for decode, output words for the store stage (interleaved
+    /// output only: f32 output has no store stage).
     pub count: u32,
     /// Images in the chunk's image table.
     pub image_count: u32,
@@ -176,8 +181,10 @@ impl Normalize {
 /// Layout of the decoded images in the output buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OutputFormat {
-    /// Interleaved samples (HWC), row-major, no padding, exactly as the CPU decoder writes
-    /// them: 8-bit images as u8, 16-bit images as u16 little-endian.
+    /// Interleaved samples (HWC), row-major, no padding: 8-bit images as u8, 16-bit images
+    /// as u16 little-endian. The CPU decoder writes native byte order, so the bytes equal
+    /// the CPU decoder's on little-endian hosts (on big-endian hosts, 16-bit samples are
+    /// byte-swapped relative to them).
     Interleaved,
     /// Planar (CHW) f32, normalised per channel.
     F32Chw(Normalize),
@@ -585,11 +592,7 @@ impl GpuDecoder {
                 "creating the decoder's pipelines failed: {e:?}"
             )));
         }
-        let chunk_limit = (limits.max_storage_buffer_binding_size)
-            .min(limits.max_buffer_size)
-            .min(1 << 31)
-            / OUT_ALIGN
-            * OUT_ALIGN;
+        let chunk_limit = max_chunk_limit(&limits);
         Ok(GpuDecoder {
             device: device.clone(),
             queue: queue.clone(),
@@ -665,10 +668,7 @@ impl GpuDecoder {
     /// Lowers the chunk size (to save memory, or to test chunking); clamped to
     /// 4096..=the device limit, rounded down to 256 bytes.
     pub fn set_chunk_limit(&mut self, bytes: u64) {
-        let l = self.device.limits();
-        let max = (l.max_storage_buffer_binding_size)
-            .min(l.max_buffer_size)
-            .min(1 << 31);
+        let max = max_chunk_limit(&self.device.limits());
         self.chunk_limit = bytes.clamp(4096, max) / OUT_ALIGN * OUT_ALIGN;
     }
 
@@ -744,10 +744,14 @@ impl GpuDecoder {
     }
 
     /// Decodes a batch of L3 files into one GPU buffer (blocking until the GPU is done).
-    /// Errors: the CPU decoder's for headers and size tables, [`FormatError::GpuReported`]
-    /// (first image with flags) for corrupt streams, [`LimitsError::GpuBuffer`] if one image
-    /// does not fit the device's buffer limits even split into bands of patch rows (see the
-    /// module documentation).
+    ///
+    /// Errors:
+    /// - headers, size tables, checksums and [`crate::Limits`] are checked on the CPU for
+    ///   every file before anything is submitted; the first bad file fails the whole batch
+    ///   with [`Error::InBatch`]: its index in `files` and the CPU decoder's error for it;
+    /// - [`FormatError::GpuReported`] (first image with flags) for corrupt streams;
+    /// - [`LimitsError::GpuBuffer`] if one image does not fit the device's buffer limits even
+    ///   split into bands of patch rows (see the module documentation).
     pub fn decode_batch(&self, files: &[&[u8]], output: OutputFormat) -> Result<GpuBatch> {
         let (batch, flags) = self.decode_batch_with_flags(files, output)?;
         check_flags(&flags)?;
@@ -757,7 +761,8 @@ impl GpuDecoder {
     /// Like [`GpuDecoder::decode_batch`], but a corrupt stream does not fail the batch: returns
     /// the batch and each image's error flags ([`flags`]; 0 = decoded correctly). The output
     /// of a flagged image is unspecified. CPU-side errors (headers, size tables, checksum,
-    /// limits) still fail the whole batch.
+    /// limits) still fail the whole batch, naming the first bad file's index (as for
+    /// [`GpuDecoder::decode_batch`]).
     pub fn decode_batch_with_flags(
         &self,
         files: &[&[u8]],
@@ -769,7 +774,9 @@ impl GpuDecoder {
 
     /// Async form of [`GpuDecoder::decode_batch`]: submits, then resolves when the GPU is done.
     /// The future polls the device itself (non-blocking) each time it is polled, so it
-    /// completes under any executor, including `pollster::block_on`.
+    /// completes under any executor, including `pollster::block_on`; until the GPU is done
+    /// it wakes itself after every poll, i.e. it busy-polls (one core spinning), since
+    /// native wgpu has no other way to wake it.
     pub async fn decode_batch_async(
         &self,
         files: &[&[u8]],
@@ -810,11 +817,20 @@ impl GpuDecoder {
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode_scan(&mut encoder, scratch, &levels, 0, None);
-        let buf = scratch.scan.clone();
-        drop(guard);
+        // The guard is held until the result is read back: the writes above take effect at
+        // the next submission on the queue, so another batch on this decoder must not write
+        // the scratch buffers before this scan is submitted, nor before the read-back's copy
+        // of `scratch.scan` (a later submission) has been made.
         self.queue.submit([encoder.finish()]);
-        let bytes = read_buffer(&self.device, &self.queue, &buf, 0, sizes.len() as u64 * 4)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
+        let bytes = read_buffer(
+            &self.device,
+            &self.queue,
+            &scratch.scan,
+            0,
+            sizes.len() as u64 * 4,
+        );
+        drop(guard);
+        Ok(bytemuck::pod_collect_to_vec(&bytes?))
     }
 
     fn ensure_scratch<'a>(&self, slot: &'a mut Option<Scratch>, needs: Needs) -> &'a Scratch {
@@ -961,7 +977,8 @@ impl GpuDecoder {
     fn submit_inner(&self, files: &[&[u8]], output: OutputFormat, timed: bool) -> Result<Pending> {
         let layouts: Vec<FileLayout> = files
             .iter()
-            .map(|f| crate::decode::parse(f, &self.options))
+            .enumerate()
+            .map(|(i, f)| crate::decode::parse(f, &self.options).map_err(|e| in_image(i, e)))
             .collect::<Result<_>>()?;
         let (image_pos, total_out, parts, chunks) =
             plan_chunks(&layouts, output, self.chunk_limit)?;
@@ -1048,7 +1065,8 @@ impl GpuDecoder {
             let chunk_out_start = chunk_parts[0].out_pos / OUT_ALIGN * OUT_ALIGN;
             let c = build_parts(&layouts, chunk_parts, chunk_out_start, output);
             let input_bytes: &[u8] = bytemuck::cast_slice(&c.input_words);
-            let (sizes, infos, out_base) = (&c.sizes, &c.images, c.store_params.count);
+            // The store stage's work items are the chunk's output words (in total).
+            let (sizes, infos, out_words) = (&c.sizes, &c.images, c.store_params.count);
             let (levels, scan_words) = scan_levels(sizes.len() as u32);
             let needs = Needs {
                 input: input_bytes.len() as u64,
@@ -1105,7 +1123,7 @@ impl GpuDecoder {
             };
             self.encode_scan(&mut encoder, scratch, &levels, 2, writes(0));
             let psize = std::mem::size_of::<Params>() as u64;
-            let out_len = out_base as u64 * 4;
+            let out_len = out_words as u64 * 4;
             let decode_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("l3 decode"),
                 layout: &self.decode_bgl,
@@ -1184,7 +1202,7 @@ impl GpuDecoder {
                 if let Some((store_pipeline, store_bg)) = &store {
                     pass.set_pipeline(store_pipeline);
                     pass.set_bind_group(0, store_bg, &[]);
-                    self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+                    self.dispatch(&mut pass, out_words.div_ceil(WG_256 as u32));
                 }
             } else {
                 // Timed: one pass per stage, timestamps around each.
@@ -1204,7 +1222,7 @@ impl GpuDecoder {
                     });
                     pass.set_pipeline(store_pipeline);
                     pass.set_bind_group(0, store_bg, &[]);
-                    self.dispatch(&mut pass, out_base.div_ceil(WG_256 as u32));
+                    self.dispatch(&mut pass, out_words.div_ceil(WG_256 as u32));
                 }
             }
             if let (Some(qs), Some((resolve, _))) = (&query_set, &resolve) {
@@ -1622,6 +1640,13 @@ type MapState = Arc<
 >;
 
 /// Resolves when a `map_async` completes; polls the device (non-blocking) when polled.
+///
+/// Native wgpu runs map callbacks only when the device is polled, and nothing else wakes the
+/// task, so while the GPU is busy every `Pending` wakes the task again at once: under an
+/// executor the future busy-polls (one core spinning on `device.poll`) until the map
+/// completes. Blocking callers avoid the spin by waiting on the device first
+/// (`PollType::wait_indefinitely`), as [`GpuDecoder::decode_batch`] does; async callers that
+/// mind the spin can do the same on a blocking thread before awaiting.
 struct MapFuture {
     device: wgpu::Device,
     state: MapState,
@@ -1664,9 +1689,31 @@ impl Future for MapFuture {
             return Poll::Ready(r);
         }
         self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(cx.waker().clone());
-        // Native wgpu only runs callbacks when polled: ask to be polled again.
+        // Native wgpu only runs callbacks when polled: ask to be polled again (a busy poll:
+        // see the type's documentation).
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+/// The largest chunk limit `limits` allow: the largest storage binding (and buffer), at most
+/// 2 GiB, rounded down to [`OUT_ALIGN`].
+fn max_chunk_limit(limits: &wgpu::Limits) -> u64 {
+    limits
+        .max_storage_buffer_binding_size
+        .min(limits.max_buffer_size)
+        .min(1 << 31)
+        / OUT_ALIGN
+        * OUT_ALIGN
+}
+
+/// A CPU-side parse error of image `image` of a batch, as [`Error::Gpu`] with the message
+/// `image {image}: ` followed by the CPU decoder's error message, so that a batch error names
+/// its file.
+fn in_image(image: usize, e: Error) -> Error {
+    Error::InBatch {
+        image,
+        source: Box::new(e),
     }
 }
 

@@ -16,13 +16,15 @@ const STORE_INTERLEAVED: &str = include_str!("../../shaders/store_interleaved.wg
 pub enum Stage {
     /// `prefix_sum.wgsl`: stream sizes to byte offsets (entry points `scan_blocks`, `add_sums`).
     PrefixSum,
-    /// `decode.wgsl`: one workgroup per (patch, channel) stream, into the intermediate
-    /// sample buffer (entry point `main`).
+    /// `decode.wgsl`: (patch, channel) streams into the intermediate sample buffer; a
+    /// workgroup of 64 invocations decodes 64 / patch size streams (one for 64- and 128-wide
+    /// patches: [`crate::gpu::streams_per_workgroup`]) (entry point `main`).
     Decode,
     /// `decode_f32_chw.wgsl`: the same decode, writing normalised planar f32 straight into
-    /// the output (entry point `main`).
+    /// the output; f32 output has no store stage (entry point `main`).
     DecodeF32Chw,
-    /// `store_interleaved.wgsl`: samples to interleaved u8/u16 words (entry point `main`).
+    /// `store_interleaved.wgsl`: samples to interleaved u8/u16 words, for interleaved output
+    /// only (entry point `main`).
     StoreInterleaved,
 }
 
