@@ -224,7 +224,18 @@ fn plan_outputs(
         .into_iter()
         .map(|job| {
             let out = match output {
-                Some(o) if single_file && !o.is_dir() => o.to_path_buf(),
+                // One input file: `-o` names the output file, unless it is a directory or
+                // ends with a path separator (a directory to create).
+                Some(o)
+                    if single_file
+                        && !o.is_dir()
+                        && !o
+                            .as_os_str()
+                            .to_string_lossy()
+                            .ends_with(std::path::is_separator) =>
+                {
+                    o.to_path_buf()
+                }
                 o => output_path(job, o, ext),
             };
             (job.clone(), out)
@@ -663,15 +674,18 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
 fn cmd_verify(a: VerifyArgs) -> Result<u64> {
     let roots = fsio::collect_jobs(&a.inputs, &[L3_EXTENSION])?;
     // Originals of a tree: index the tree by relative path without extension.
-    let originals: Option<std::collections::HashMap<PathBuf, PathBuf>> = match &a.against {
+    let originals: Option<std::collections::HashMap<PathBuf, Option<PathBuf>>> = match &a.against {
         Some(dir) if dir.is_dir() => {
             let jobs = fsio::collect_jobs(std::slice::from_ref(dir), IMAGE_EXTENSIONS)?;
-            Some(
-                jobs.into_iter()
-                    .flat_map(|(_, j)| j)
-                    .map(|j| (j.relative.with_extension(L3_EXTENSION), j.input))
-                    .collect(),
-            )
+            // Two originals with the same stem (a.png, a.jpg) would both match a.l3: such a
+            // name maps to None and is reported as ambiguous, never compared with a guess.
+            let mut map = std::collections::HashMap::new();
+            for j in jobs.into_iter().flat_map(|(_, j)| j) {
+                map.entry(j.relative.with_extension(L3_EXTENSION))
+                    .and_modify(|e: &mut Option<PathBuf>| *e = None)
+                    .or_insert(Some(j.input));
+            }
+            Some(map)
         }
         _ => None,
     };
@@ -679,7 +693,18 @@ fn cmd_verify(a: VerifyArgs) -> Result<u64> {
     let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
     jobs.par_iter().for_each(|job| {
         let original = match (&a.against, &originals) {
-            (_, Some(map)) => map.get(&job.relative).cloned(),
+            (_, Some(map)) => match map.get(&job.relative) {
+                Some(Some(o)) => Some(o.clone()),
+                Some(None) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "error: {}: several originals share its name; compare them one by one",
+                        job.input.display()
+                    );
+                    return;
+                }
+                None => None,
+            },
             (Some(file), None) => Some(file.clone()),
             (None, None) => None,
         };
