@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 \
+  || ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing lavapipe (mesa-vulkan-drivers) and the Vulkan loader"
     apt-get update
