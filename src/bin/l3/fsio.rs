@@ -5,6 +5,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
 
@@ -119,9 +120,15 @@ fn walk(root: &Path, dir: &Path, extensions: &[&str], jobs: &mut Vec<Job>) -> Re
             continue;
         }
         let path = e.path();
-        let kind = e.file_type()?;
+        let kind = e
+            .file_type()
+            .with_context(|| format!("reading {}", path.display()))?;
         if kind.is_dir() {
-            walk(root, &path, extensions, jobs)?;
+            // One unreadable subdirectory fails itself, not the whole conversion.
+            if let Err(err) = walk(root, &path, extensions, jobs) {
+                UNLISTABLE.fetch_add(1, Ordering::Relaxed);
+                eprintln!("error: {}: {err:#}", path.display());
+            }
         } else if (kind.is_file() || kind.is_symlink()) && has_extension(&path, extensions) {
             let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
             jobs.push(Job {
@@ -131,6 +138,14 @@ fn walk(root: &Path, dir: &Path, extensions: &[&str], jobs: &mut Vec<Job>) -> Re
         }
     }
     Ok(())
+}
+
+/// Subdirectories that could not be listed (each reported on stderr), counted as failures.
+static UNLISTABLE: AtomicU64 = AtomicU64::new(0);
+
+/// How many subdirectories could not be listed so far.
+pub fn unlistable_dirs() -> u64 {
+    UNLISTABLE.load(Ordering::Relaxed)
 }
 
 /// Fails if two inputs would be written to the same output (e.g. `a.png` and `a.jpg`).

@@ -165,10 +165,11 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd_verify(a),
         Command::Demo(a) => cmd_demo(a),
     };
+    let result = result.map(|failed| failed + fsio::unlistable_dirs());
     match result {
         Ok(0) => ExitCode::SUCCESS,
         Ok(failed) => {
-            eprintln!("{failed} file(s) failed");
+            eprintln!("{failed} failure(s)");
             ExitCode::from(1)
         }
         Err(e) => {
