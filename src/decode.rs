@@ -524,34 +524,19 @@ mod tests {
     /// does.
     #[test]
     fn portable_and_dispatched_decoders_agree() {
-        use crate::{ColorType, EncodeOptions, RawImage, Samples};
-        let (w, h) = (131u32, 67u32);
+        use crate::encode::TestImage;
+        use crate::{ColorType, EncodeOptions};
         for (color, depth) in [
             (ColorType::Gray, 8),
             (ColorType::Rgb, 8),
             (ColorType::GrayAlpha, 16),
         ] {
-            let n = (w * h) as usize * color.channels() as usize;
-            let px16: Vec<u16> = (0..n)
-                .map(|i| ((i * 7919) ^ (i / 13 * 31)) as u16)
-                .collect();
-            let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
-            let samples = if depth == 8 {
-                Samples::U8(&px8)
-            } else {
-                Samples::U16(&px16)
-            };
-            let raw = RawImage {
-                width: w,
-                height: h,
-                color,
-                samples,
-            };
-            let file = crate::encode::encode(&raw, &EncodeOptions::default()).unwrap();
+            let test_image = TestImage::new(131, 67, color, depth);
+            let file = crate::encode::encode(&test_image.raw(), &EncodeOptions::default()).unwrap();
             let layout = parse(&file, &DecodeOptions::default()).unwrap();
             let hd = layout.header;
             let band_bytes = hd.patch_size() as usize
-                * w as usize
+                * hd.width as usize
                 * hd.channels() as usize
                 * hd.bytes_per_sample();
             let mut a = vec![0u8; hd.output_bytes() as usize];
@@ -570,12 +555,7 @@ mod tests {
                 }
             }
             assert_eq!(a, b, "{color:?} {depth}-bit");
-            let expect: Vec<u8> = if depth == 8 {
-                px8
-            } else {
-                bytemuck::cast_slice(&px16).to_vec()
-            };
-            assert_eq!(a, expect);
+            assert_eq!(a, test_image.bytes());
         }
     }
 

@@ -412,6 +412,59 @@ mod tests {
     }
 }
 
+/// A patterned test image (every sample distinct-ish, all bit widths exercised), shared by the
+/// encoder's and decoder's unit tests.
+#[cfg(test)]
+pub(crate) struct TestImage {
+    width: u32,
+    height: u32,
+    color: ColorType,
+    depth: u8,
+    px16: Vec<u16>,
+    px8: Vec<u8>,
+}
+
+#[cfg(test)]
+impl TestImage {
+    pub(crate) fn new(width: u32, height: u32, color: ColorType, depth: u8) -> Self {
+        let n = (width * height) as usize * color.channels() as usize;
+        let px16: Vec<u16> = (0..n)
+            .map(|i| ((i * 7919) ^ (i / 13 * 31)) as u16)
+            .collect();
+        let px8 = px16.iter().map(|&v| v as u8).collect();
+        TestImage {
+            width,
+            height,
+            color,
+            depth,
+            px16,
+            px8,
+        }
+    }
+
+    pub(crate) fn raw(&self) -> RawImage<'_> {
+        RawImage {
+            width: self.width,
+            height: self.height,
+            color: self.color,
+            samples: if self.depth == 8 {
+                Samples::U8(&self.px8)
+            } else {
+                Samples::U16(&self.px16)
+            },
+        }
+    }
+
+    /// The samples as the decoder's byte output lays them out.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        if self.depth == 8 {
+            self.px8.clone()
+        } else {
+            bytemuck::cast_slice(&self.px16).to_vec()
+        }
+    }
+}
+
 #[cfg(test)]
 mod portable_tests {
     use super::*;
@@ -420,28 +473,13 @@ mod portable_tests {
     /// dispatched one, for every predictor choice, depth and channel count.
     #[test]
     fn portable_and_dispatched_encoders_agree() {
-        let (w, h) = (75u32, 70u32);
         for (color, depth) in [
             (ColorType::Gray, 8),
             (ColorType::Rgb, 8),
             (ColorType::Rgba, 16),
         ] {
-            let n = (w * h) as usize * color.channels() as usize;
-            let px16: Vec<u16> = (0..n)
-                .map(|i| ((i * 7919) ^ (i / 13 * 31)) as u16)
-                .collect();
-            let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
-            let samples = if depth == 8 {
-                Samples::U8(&px8)
-            } else {
-                Samples::U16(&px16)
-            };
-            let image = RawImage {
-                width: w,
-                height: h,
-                color,
-                samples,
-            };
+            let test_image = TestImage::new(75, 70, color, depth);
+            let image = test_image.raw();
             let header = validate(&image, &EncodeOptions::default()).unwrap();
             for choice in [
                 PredictorChoice::Best,
