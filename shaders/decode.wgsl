@@ -1,17 +1,27 @@
 // Decode stage for interleaved output (CPU twin: `gpu::cpu_twin::decode`): the decode body
-// of shared/decode_streams.wgsl, with samples going to the intermediate buffer `samples`
-// (one u32 per sample, HWC), which store_interleaved.wgsl packs into the output layout.
+// of shared/decode_streams.wgsl, with each sample ORed straight into its output word, the
+// layout of the CPU decoder (HWC; 8-bit samples four to a u32 word, 16-bit samples two to a
+// word, little-endian). No intermediate buffer and no store pass. Streams of one image share
+// output words, hence the atomics; the host clears the output buffer before the batch's first
+// chunk, so the bytes of each word combine correctly (and the padding between images is 0).
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> sizes: array<u32>;
 @group(0) @binding(2) var<storage, read> offsets: array<u32>;
 @group(0) @binding(3) var<storage, read> images: array<ImageInfo>;
-@group(0) @binding(4) var<storage, read_write> samples: array<u32>;
+@group(0) @binding(4) var<storage, read_write> out_words: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(6) var<uniform> params: Params;
 
 fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
-    samples[img.sample_base + (y * img.width + x) * img.channels + ch] = v;
+    let s = (y * img.width + x) * img.channels + ch;
+    if (img.depth == 8u) {
+        // Byte s of the image: word s / 4, byte s % 4.
+        atomicOr(&out_words[img.out_base + s / 4u], v << (8u * (s % 4u)));
+    } else {
+        // Bytes 2s, 2s + 1 of the image: word s / 2, half s % 2.
+        atomicOr(&out_words[img.out_base + s / 2u], v << (16u * (s % 2u)));
+    }
 }
 
 @compute @workgroup_size(WG)

@@ -227,8 +227,8 @@ pub enum LimitsError {
         max: u64,
     },
     /// A GPU buffer the decoder needs is larger than the device allows (e.g. a single image
-    /// whose intermediate sample buffer, for interleaved output, or whose f32 output, for
-    /// planar f32 output, exceeds `max_storage_buffer_binding_size`).
+    /// whose f32 output, for planar f32 output, or one of whose patch rows, for interleaved
+    /// output, exceeds `max_storage_buffer_binding_size`).
     #[error("GPU decode needs a {what} of {needed} bytes, above the device limit of {max} bytes")]
     GpuBuffer {
         /// Which buffer.

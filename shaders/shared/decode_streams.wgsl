@@ -3,7 +3,8 @@
 // consecutive streams of one image (one stream when the patch is 64 or 128 wide); one
 // invocation per column (128-wide patches: two columns each); rows in order, the previous
 // row in workgroup memory. Each decoded sample goes to `put_sample(img, ch, y, x, v)`, which
-// the stage defines (y, x: pixel position in the image, or in its band). An inconsistent
+// the stage defines (y, x: pixel position in the image, or in its band) and which writes it
+// straight to the output. An inconsistent
 // stream sets flag bits in `errors[image]` and its invocations stop working (they still
 // meet the workgroup's barriers); every loop is bounded by the patch size.
 //

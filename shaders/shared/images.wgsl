@@ -1,4 +1,4 @@
-// Per-image table and per-dispatch parameters shared by the decode and store stages
+// Per-image table and per-dispatch parameters shared by the decode stages
 // (mirrors `ImageInfo` / `Params` in src/gpu/mod.rs). The stage declares `images` and `params`.
 
 struct ImageInfo {
@@ -11,11 +11,8 @@ struct ImageInfo {
     // First stream of the image in the chunk (chunk-local stream index).
     stream_base: u32,
     stream_count: u32,
-    // First sample of the image in the intermediate sample buffer (HWC, one u32 per sample;
-    // interleaved output only).
-    sample_base: u32,
-    // First output word (u32 or f32) of the image in the chunk's output range, and its word
-    // count.
+    // First output word (u32 or f32) of the image (or band) in the chunk's output binding,
+    // and its word count.
     out_base: u32,
     out_words: u32,
     // Index of the image in its batch: its slot in the error-flag buffer.
@@ -26,10 +23,11 @@ struct ImageInfo {
     pad0: u32,
     pad1: u32,
     pad2: u32,
+    pad3: u32,
 }
 
 struct Params {
-    // Work items of the dispatch: workgroups for decode, output words for store_interleaved.
+    // Work items of the dispatch: decode workgroups.
     count: u32,
     image_count: u32,
     // Bytes of stream data in `input_words`.
@@ -49,21 +47,6 @@ fn find_image_by_workgroup(wg: u32) -> u32 {
     while (hi - lo > 1u) {
         let mid = (lo + hi) / 2u;
         if (images[mid].wg_base <= wg) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-// The image holding chunk-local output word `w`: the last image with out_base <= w.
-fn find_image_by_word(w: u32) -> u32 {
-    var lo = 0u;
-    var hi = params.image_count;
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (images[mid].out_base <= w) {
             lo = mid;
         } else {
             hi = mid;

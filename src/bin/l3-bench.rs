@@ -1018,12 +1018,11 @@ fn bench_gpu(
         };
         let stages = [
             (
-                "kernels (GPU timestamps: prefix sum + decode + store)",
+                "kernels (GPU timestamps: prefix sum + decode)",
                 stage(|t| t.kernels_ns()),
             ),
             ("  prefix sum (GPU timestamps)", stage(|t| t.prefix_sum_ns)),
             ("  decode (GPU timestamps)", stage(|t| t.decode_ns)),
-            ("  store (GPU timestamps)", stage(|t| t.store_ns)),
         ];
         for (name, stats) in stages {
             rows.push(GpuRow {

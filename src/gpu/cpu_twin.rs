@@ -46,16 +46,13 @@ pub fn read_bits(input_words: &[u32], base: u32, p: u32, n: u32) -> u32 {
     v & ((1 << n) - 1)
 }
 
-fn find_image_by(
-    images: &[ImageInfo],
-    count: u32,
-    key: impl Fn(&ImageInfo) -> u32,
-    v: u32,
-) -> usize {
+/// Twin of `find_image_by_workgroup` in `shaders/shared/images.wgsl`: the last image with
+/// `wg_base <= wg`.
+fn find_image_by_workgroup(images: &[ImageInfo], count: u32, wg: u32) -> usize {
     let (mut lo, mut hi) = (0usize, count as usize);
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        if key(&images[mid]) <= v {
+        if images[mid].wg_base <= wg {
             lo = mid;
         } else {
             hi = mid;
@@ -65,15 +62,17 @@ fn find_image_by(
 }
 
 /// Twin of `decode.wgsl`: decodes the streams of workgroups `0..params.count` (each takes
-/// [`super::streams_per_workgroup`] streams of one image) into `samples` (one u32 per
-/// sample, HWC at each image's `sample_base`) and ORs flag bits ([`flags`]) into
-/// `errors[image_index]` for inconsistent streams.
+/// [`super::streams_per_workgroup`] streams of one image), ORing each sample into its
+/// interleaved output word of `out_words` (HWC from each image's `out_base`; 8-bit samples
+/// four to a word, 16-bit samples two to a word, little-endian; the words start zeroed, as
+/// the host clears the GPU buffer), and ORs flag bits ([`flags`]) into `errors[image_index]`
+/// for inconsistent streams.
 pub fn decode(
     input_words: &[u32],
     sizes: &[u32],
     offsets: &[u32],
     images: &[ImageInfo],
-    samples: &mut [u32],
+    out_words: &mut [u32],
     errors: &mut [u32],
     params: &Params,
 ) {
@@ -85,7 +84,12 @@ pub fn decode(
         errors,
         params,
         |img, ch, y, x, v| {
-            samples[(img.sample_base + (y * img.width + x) * img.channels + ch) as usize] = v;
+            let s = (y * img.width + x) * img.channels + ch;
+            if img.depth == 8 {
+                out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
+            } else {
+                out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
+            }
         },
     );
 }
@@ -133,7 +137,7 @@ fn decode_streams(
 ) {
     const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
     let streams = (0..params.count).flat_map(|wg| {
-        let img = images[find_image_by(images, params.image_count, |i| i.wg_base, wg)];
+        let img = images[find_image_by_workgroup(images, params.image_count, wg)];
         let per_wg = super::streams_per_workgroup(img.patch_log2 as u8);
         (0..per_wg)
             .map(move |sub| (img, (wg - img.wg_base) * per_wg + sub))
@@ -221,59 +225,28 @@ fn decode_streams(
     }
 }
 
-/// Twin of `store_interleaved.wgsl`: output words `0..params.count` from `samples`.
-pub fn store_interleaved(
-    samples: &[u32],
-    images: &[ImageInfo],
-    out_words: &mut [u32],
-    params: &Params,
-) {
-    for w in 0..params.count {
-        let img = images[find_image_by(images, params.image_count, |i| i.out_base, w)];
-        if w < img.out_base {
-            continue;
-        }
-        let local = w - img.out_base;
-        let n = img.width * img.height * img.channels;
-        let (per_word, bits, mask) = if img.depth == 8 {
-            (4, 8, 0xff)
-        } else {
-            (2, 16, 0xffff)
-        };
-        let mut word = 0u32;
-        for k in 0..per_word {
-            let s = local * per_word + k;
-            if local < img.out_words && s < n {
-                word |= (samples[(img.sample_base + s) as usize] & mask) << (bits * k);
-            }
-        }
-        out_words[w as usize] = word;
-    }
-}
-
-/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then decode and store
-/// (interleaved output) or the f32 decode (planar f32 output, padding left zero). Returns the
+/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then the decode (interleaved
+/// output) or the f32 decode (planar f32 output), into a zeroed output binding of
+/// `c.out_words` words (so the alignment padding is zero). Returns the
 /// chunk's output bytes (images at their `out_base`, as in the GPU buffer) and each image's
 /// error flags (indexed by `image_index - images[0].image_index`).
 pub fn run_chunk(c: &super::ChunkInputs, output: super::OutputFormat) -> (Vec<u8>, Vec<u32>) {
     let offsets = prefix_sum(&c.sizes);
     let first = c.images.first().map_or(0, |i| i.image_index);
     let mut errors = vec![0u32; (first as usize) + c.images.len()];
-    let words = c.store_params.count as usize;
+    let words = c.out_words as usize;
     let out = match output {
         super::OutputFormat::Interleaved => {
-            let mut samples = vec![0u32; c.sample_count as usize];
+            let mut out_words = vec![0u32; words];
             decode(
                 &c.input_words,
                 &c.sizes,
                 &offsets,
                 &c.images,
-                &mut samples,
+                &mut out_words,
                 &mut errors,
                 &c.decode_params,
             );
-            let mut out_words = vec![0u32; words];
-            store_interleaved(&samples, &c.images, &mut out_words, &c.store_params);
             bytemuck::cast_slice(&out_words).to_vec()
         }
         super::OutputFormat::F32Chw(_) => {

@@ -1,22 +1,22 @@
 //! GPU decoder: WGSL compute shaders run through wgpu decode a batch of L3 files into one GPU
 //! buffer.
 //!
-//! Pipeline, per chunk of the batch (one submission each), for [`OutputFormat::Interleaved`]
-//! output:
+//! Pipeline, per chunk of the batch (one submission each), two stages:
 //! 1. `prefix_sum.wgsl`: the size tables of all the chunk's files, scanned into byte offsets
 //!    of the streams in the uploaded stream bytes (multi-level, any number of streams);
-//! 2. `decode.wgsl`: (patch, channel) streams, rows in order, into an intermediate buffer of
-//!    one u32 per sample; a workgroup of 64 invocations decodes 64 / patch size streams (one
-//!    for 64- and 128-wide patches: [`streams_per_workgroup`]);
-//! 3. `store_interleaved.wgsl`: the samples packed into the interleaved output, one
-//!    invocation per output word.
+//! 2. the decode: (patch, channel) streams, rows in order, each sample written straight to
+//!    the output, with no intermediate buffer and no store pass; a workgroup of 64
+//!    invocations decodes 64 / patch size streams (one for 64- and 128-wide patches:
+//!    [`streams_per_workgroup`]). Two stages share the decode body
+//!    (`shaders/shared/decode_streams.wgsl`):
+//!    - `decode.wgsl` for [`OutputFormat::Interleaved`] output: each sample is ORed
+//!      (`atomicOr`) into its u32 output word (four u8 or two u16 samples to a word, shared by
+//!      neighbouring streams);
+//!    - `decode_f32_chw.wgsl` for [`OutputFormat::F32Chw`] output: each normalised sample to
+//!      its own element of the planar output.
 //!
-//! For [`OutputFormat::F32Chw`] output there are only two stages, and no store stage:
-//! 1. the same prefix sum;
-//! 2. `decode_f32_chw.wgsl` (the same decode body, `shaders/shared/decode_streams.wgsl`, and
-//!    the same streams per workgroup) writes each normalised sample straight to its own
-//!    element of the planar output, with no intermediate buffer and no store pass; the
-//!    output buffer is cleared first, so the alignment padding between images is 0.0.
+//! The output buffer is cleared once per batch, before the first chunk's decode, so the ORs
+//! start from zero and the alignment padding between images is 0 (0.0).
 //!
 //! Per-stage GPU times: on a device with [`wgpu::Features::TIMESTAMP_QUERY`] (which
 //! [`GpuDecoder::with_adapter`] and [`GpuDecoder::new_default`] request when the adapter has
@@ -34,10 +34,9 @@
 //! into chunks (one submission each) transparently. A single image whose own buffers exceed
 //! it is split into bands of whole patch rows for [`OutputFormat::Interleaved`] output; for
 //! [`OutputFormat::F32Chw`] output (whose bands would not be contiguous), and when even one
-//! patch row does not fit, it is refused with [`LimitsError::GpuBuffer`]. For interleaved
-//! output the largest buffer of a chunk is the intermediate sample buffer, 4 bytes per
-//! sample; for f32 output it is the output binding itself, 4 bytes per sample plus the
-//! alignment padding (there is no intermediate buffer).
+//! patch row does not fit, it is refused with [`LimitsError::GpuBuffer`]. There is no
+//! intermediate buffer: a chunk's largest buffers are its output binding (1, 2 or 4 bytes
+//! per sample plus the alignment padding) and its stream data.
 //!
 //! ```no_run
 //! use l3::gpu::{GpuDecoder, OutputFormat};
@@ -97,9 +96,8 @@ pub struct ImageInfo {
     pub stream_base: u32,
     /// Streams of the image.
     pub stream_count: u32,
-    /// First sample of the image in the intermediate sample buffer (interleaved output only).
-    pub sample_base: u32,
-    /// First output word (4 bytes: u32 or f32) of the image in the chunk's output range.
+    /// First output word (4 bytes: u32 or f32) of the image (or band) in the chunk's output
+    /// binding.
     pub out_base: u32,
     /// Output words of the image (without alignment padding).
     pub out_words: u32,
@@ -109,7 +107,7 @@ pub struct ImageInfo {
     /// [`streams_per_workgroup`] streams.
     pub wg_base: u32,
     /// Padding.
-    pub pad: [u32; 3],
+    pub pad: [u32; 4],
 }
 
 /// Invocations of a decode workgroup (`WG` in `decode.wgsl`).
@@ -130,8 +128,7 @@ pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Params {
-    /// Work items: workgroups for decode, output words for the store stage (interleaved
-    /// output only: f32 output has no store stage).
+    /// Work items: decode workgroups.
     pub count: u32,
     /// Images in the chunk's image table.
     pub image_count: u32,
@@ -293,30 +290,25 @@ pub struct StageTimings {
     /// Nanoseconds of the prefix-sum pass (`prefix_sum.wgsl`, all levels).
     pub prefix_sum_ns: u64,
     /// Nanoseconds of the decode pass (`decode.wgsl`, or `decode_f32_chw.wgsl` for
-    /// [`OutputFormat::F32Chw`] output, where it also writes the output).
+    /// [`OutputFormat::F32Chw`] output), which also writes the output.
     pub decode_ns: u64,
-    /// Nanoseconds of the store pass (`store_interleaved.wgsl`); 0 for
-    /// [`OutputFormat::F32Chw`] output, which has no store pass.
-    pub store_ns: u64,
     /// Chunks (submissions) the sums are over; 0 for an empty batch.
     pub chunks: usize,
 }
 
 impl StageTimings {
-    /// Nanoseconds of all three stages: prefix sum + decode + store.
+    /// Nanoseconds of both stages: prefix sum + decode.
     pub fn kernels_ns(&self) -> u64 {
-        self.prefix_sum_ns + self.decode_ns + self.store_ns
+        self.prefix_sum_ns + self.decode_ns
     }
 }
 
-/// Timestamp queries per chunk: begin and end of the prefix-sum, decode and store passes
-/// (f32 output writes only the first four: it has no store pass, and its unresolved store
-/// ticks read as 0).
-const QUERIES_PER_CHUNK: u32 = 6;
+/// Timestamp queries per chunk: begin and end of the prefix-sum and decode passes.
+const QUERIES_PER_CHUNK: u32 = 4;
 
 /// Where a timed batch's timestamps are read back from.
 struct TimingReadback {
-    /// `chunks * QUERY_RESOLVE_BUFFER_ALIGNMENT` bytes, chunk `k`'s six u64 ticks at
+    /// `chunks * QUERY_RESOLVE_BUFFER_ALIGNMENT` bytes, chunk `k`'s four u64 ticks at
     /// `k * QUERY_RESOLVE_BUFFER_ALIGNMENT`; `None` for an empty batch.
     staging: Option<wgpu::Buffer>,
     chunks: usize,
@@ -349,7 +341,6 @@ impl TimingReadback {
             let q = &ticks[k * stride..k * stride + QUERIES_PER_CHUNK as usize];
             t.prefix_sum_ns += ns(q[0], q[1]);
             t.decode_ns += ns(q[2], q[3]);
-            t.store_ns += ns(q[4], q[5]);
         }
         Ok(t)
     }
@@ -361,7 +352,6 @@ struct Scratch {
     sizes: wgpu::Buffer,
     scan: wgpu::Buffer,
     images: wgpu::Buffer,
-    samples: wgpu::Buffer,
     params: wgpu::Buffer,
 }
 
@@ -372,11 +362,10 @@ struct Needs {
     sizes: u64,
     scan: u64,
     images: u64,
-    samples: u64,
     params: u64,
 }
 
-/// Elements per workgroup of the prefix sum and the store stages.
+/// Elements per workgroup of the prefix sum.
 const WG_256: u64 = 256;
 /// Alignment of each image (and chunk) in the output buffer.
 const OUT_ALIGN: u64 = 256;
@@ -457,12 +446,10 @@ pub struct GpuDecoder {
     adapter_info: Option<wgpu::AdapterInfo>,
     scan_bgl: wgpu::BindGroupLayout,
     decode_bgl: wgpu::BindGroupLayout,
-    store_bgl: wgpu::BindGroupLayout,
     scan_blocks: wgpu::ComputePipeline,
     add_sums: wgpu::ComputePipeline,
     decode: wgpu::ComputePipeline,
     decode_f32_chw: wgpu::ComputePipeline,
-    store_interleaved: wgpu::ComputePipeline,
     chunk_limit: u64,
     uniform_align: u64,
     options: DecodeOptions,
@@ -547,15 +534,6 @@ impl GpuDecoder {
                 uniform_entry(6),
             ],
         );
-        let store_bgl = bgl(
-            "l3 store",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, false),
-                uniform_entry(3),
-            ],
-        );
         let pipeline = |label, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
             let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(label),
@@ -581,12 +559,6 @@ impl GpuDecoder {
             &module(Stage::DecodeF32Chw),
             "main",
         );
-        let store_interleaved = pipeline(
-            "l3 store_interleaved",
-            &store_bgl,
-            &module(Stage::StoreInterleaved),
-            "main",
-        );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -599,12 +571,10 @@ impl GpuDecoder {
             adapter_info: None,
             scan_bgl,
             decode_bgl,
-            store_bgl,
             scan_blocks,
             add_sums,
             decode,
             decode_f32_chw,
-            store_interleaved,
             chunk_limit,
             uniform_align: (limits.min_uniform_buffer_offset_alignment as u64).max(256),
             options: DecodeOptions::default(),
@@ -688,8 +658,8 @@ impl GpuDecoder {
     /// Turns per-stage GPU timing on or off for [`GpuDecoder::decode_batch`],
     /// [`GpuDecoder::decode_batch_with_flags`] and [`GpuDecoder::decode_batch_async`]; the
     /// timings of the last such batch are then in [`GpuDecoder::last_stage_timings`]. Off by
-    /// default: timing costs a query set, a resolve and a small read-back per batch, and
-    /// splits the decode and store dispatches into two passes. Returns whether timing is now
+    /// default: timing costs a query set, a resolve and a small read-back per batch. Returns
+    /// whether timing is now
     /// on: `false` when the device lacks [`wgpu::Features::TIMESTAMP_QUERY`] (the request
     /// is then ignored and batches decode as usual).
     pub fn set_timing(&mut self, on: bool) -> bool {
@@ -876,15 +846,6 @@ impl GpuDecoder {
                 grow(o.map(|s| &s.images), needs.images, st, "l3 images"),
                 o.map(|s| &s.images),
             ),
-            samples: pick(
-                grow(
-                    o.map(|s| &s.samples),
-                    needs.samples,
-                    wgpu::BufferUsages::STORAGE,
-                    "l3 samples",
-                ),
-                o.map(|s| &s.samples),
-            ),
             params: pick(
                 grow(
                     o.map(|s| &s.params),
@@ -1032,7 +993,7 @@ impl GpuDecoder {
                 planar: matches!(output, OutputFormat::F32Chw(_)),
             });
         }
-        // Timing: one query set of six timestamps per chunk, resolved into 256-byte slots.
+        // Timing: one query set of four timestamps per chunk, resolved into 256-byte slots.
         let n_chunks = chunks.len();
         let resolve = (timed && n_chunks > 0).then(|| {
             let size = n_chunks as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT;
@@ -1055,9 +1016,7 @@ impl GpuDecoder {
                 ),
             )
         });
-        let f32_out = matches!(output, OutputFormat::F32Chw(_));
-        // f32 output: only the first four timestamps (no store pass).
-        let queries = if f32_out { 4 } else { QUERIES_PER_CHUNK };
+        let queries = QUERIES_PER_CHUNK;
         let mut first = true;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         for (chunk_index, chunk) in chunks.into_iter().enumerate() {
@@ -1065,31 +1024,23 @@ impl GpuDecoder {
             let chunk_out_start = chunk_parts[0].out_pos / OUT_ALIGN * OUT_ALIGN;
             let c = build_parts(&layouts, chunk_parts, chunk_out_start, output);
             let input_bytes: &[u8] = bytemuck::cast_slice(&c.input_words);
-            // The store stage's work items are the chunk's output words (in total).
-            let (sizes, infos, out_words) = (&c.sizes, &c.images, c.store_params.count);
+            // The chunk's output binding, in words.
+            let (sizes, infos, out_words) = (&c.sizes, &c.images, c.out_words);
             let (levels, scan_words) = scan_levels(sizes.len() as u32);
             let needs = Needs {
                 input: input_bytes.len() as u64,
                 sizes: sizes.len() as u64 * 4,
                 scan: scan_words * 4,
                 images: infos.len() as u64 * std::mem::size_of::<ImageInfo>() as u64,
-                // f32 output decodes straight into the output binding.
-                samples: if f32_out {
-                    0
-                } else {
-                    (c.sample_count as u64 * 4).max(4)
-                },
-                params: (2 + levels.len() as u64) * self.uniform_align,
+                params: (1 + levels.len() as u64) * self.uniform_align,
             };
             let scratch = self.ensure_scratch(&mut guard, needs);
             let q = &self.queue;
             q.write_buffer(&scratch.input, 0, input_bytes);
             q.write_buffer(&scratch.sizes, 0, bytemuck::cast_slice(sizes));
             q.write_buffer(&scratch.images, 0, bytemuck::cast_slice(infos));
-            let (decode_params, store_params) = (c.decode_params, c.store_params);
-            let ua = self.uniform_align;
+            let decode_params = c.decode_params;
             q.write_buffer(&scratch.params, 0, bytemuck::bytes_of(&decode_params));
-            q.write_buffer(&scratch.params, ua, bytemuck::bytes_of(&store_params));
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -1097,11 +1048,10 @@ impl GpuDecoder {
                 });
             if first {
                 encoder.clear_buffer(&errors, 0, None);
-                if f32_out {
-                    // The f32 decode writes only the images' elements: the alignment
-                    // padding between images stays 0.0.
-                    encoder.clear_buffer(&out_buffer, 0, None);
-                }
+                // Once per batch, before any decode: the interleaved decode ORs samples into
+                // zeroed words (words shared by streams of an image combine), and neither
+                // decode writes the alignment padding between images, which stays 0.
+                encoder.clear_buffer(&out_buffer, 0, None);
                 first = false;
             }
             encoder.copy_buffer_to_buffer(&scratch.sizes, 0, &scratch.scan, 0, needs.sizes);
@@ -1121,7 +1071,7 @@ impl GpuDecoder {
                         end_of_pass_write_index: Some(2 * stage + 1),
                     })
             };
-            self.encode_scan(&mut encoder, scratch, &levels, 2, writes(0));
+            self.encode_scan(&mut encoder, scratch, &levels, 1, writes(0));
             let psize = std::mem::size_of::<Params>() as u64;
             let out_len = out_words as u64 * 4;
             let decode_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -1145,12 +1095,11 @@ impl GpuDecoder {
                         resource: scratch.images.as_entire_binding(),
                     },
                     wgpu::BindGroupEntry {
+                        // From the 256-byte boundary before the chunk's first part
+                        // (OUT_ALIGN, a multiple of min_storage_buffer_offset_alignment);
+                        // each part's `out_base` is relative to it.
                         binding: 4,
-                        resource: if f32_out {
-                            range(&out_buffer, chunk_out_start, out_len)
-                        } else {
-                            scratch.samples.as_entire_binding()
-                        },
+                        resource: range(&out_buffer, chunk_out_start, out_len),
                     },
                     wgpu::BindGroupEntry {
                         binding: 5,
@@ -1162,68 +1111,19 @@ impl GpuDecoder {
                     },
                 ],
             });
-            let (decode_pipeline, store) = match output {
-                OutputFormat::Interleaved => {
-                    let store_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: Some("l3 store"),
-                        layout: &self.store_bgl,
-                        entries: &[
-                            wgpu::BindGroupEntry {
-                                binding: 0,
-                                resource: scratch.samples.as_entire_binding(),
-                            },
-                            wgpu::BindGroupEntry {
-                                binding: 1,
-                                resource: scratch.images.as_entire_binding(),
-                            },
-                            wgpu::BindGroupEntry {
-                                binding: 2,
-                                resource: range(&out_buffer, chunk_out_start, out_len),
-                            },
-                            wgpu::BindGroupEntry {
-                                binding: 3,
-                                resource: range(&scratch.params, ua, psize),
-                            },
-                        ],
-                    });
-                    (&self.decode, Some((&self.store_interleaved, store_bg)))
-                }
-                OutputFormat::F32Chw(_) => (&self.decode_f32_chw, None),
+            let decode_pipeline = match output {
+                OutputFormat::Interleaved => &self.decode,
+                OutputFormat::F32Chw(_) => &self.decode_f32_chw,
             };
-            if query_set.is_none() {
-                // Untimed: decode and store in one pass.
+            {
+                // One pass; timed batches write timestamps at its beginning and end.
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("l3 decode + store"),
-                    timestamp_writes: None,
+                    label: Some("l3 decode"),
+                    timestamp_writes: writes(1),
                 });
                 pass.set_pipeline(decode_pipeline);
                 pass.set_bind_group(0, &decode_bg, &[]);
                 self.dispatch(&mut pass, decode_params.count);
-                if let Some((store_pipeline, store_bg)) = &store {
-                    pass.set_pipeline(store_pipeline);
-                    pass.set_bind_group(0, store_bg, &[]);
-                    self.dispatch(&mut pass, out_words.div_ceil(WG_256 as u32));
-                }
-            } else {
-                // Timed: one pass per stage, timestamps around each.
-                {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some("l3 decode"),
-                        timestamp_writes: writes(1),
-                    });
-                    pass.set_pipeline(decode_pipeline);
-                    pass.set_bind_group(0, &decode_bg, &[]);
-                    self.dispatch(&mut pass, decode_params.count);
-                }
-                if let Some((store_pipeline, store_bg)) = &store {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some("l3 store"),
-                        timestamp_writes: writes(2),
-                    });
-                    pass.set_pipeline(store_pipeline);
-                    pass.set_bind_group(0, store_bg, &[]);
-                    self.dispatch(&mut pass, out_words.div_ceil(WG_256 as u32));
-                }
             }
             if let (Some(qs), Some((resolve, _))) = (&query_set, &resolve) {
                 encoder.resolve_query_set(
@@ -1284,12 +1184,12 @@ fn plan_chunks(
     }
     let total_out = total_out.max(OUT_ALIGN);
     let f32_out = matches!(output, OutputFormat::F32Chw(_));
-    // What a run of parts needs, each term checked against the binding limit.
+    // What a run of parts needs, each term checked against the binding limit (the decode
+    // writes straight into the output binding: there is no intermediate buffer).
     #[derive(Clone, Copy, Default)]
     struct Sum {
         input: u64,
         streams: u64,
-        samples: u64,
         out: u64,
         parts: u64,
     }
@@ -1299,11 +1199,6 @@ fn plan_chunks(
             (
                 "prefix-sum buffer",
                 scan_levels(s.streams.min(u32::MAX as u64) as u32).1 * 4,
-            ),
-            // f32 output decodes straight into the output binding.
-            (
-                "intermediate sample buffer",
-                if f32_out { 0 } else { s.samples * 4 },
             ),
             ("output binding", s.out),
             (
@@ -1318,11 +1213,9 @@ fn plan_chunks(
     };
     let part_sum = |l: &FileLayout, p: &Part| {
         let (s0, s1) = p.streams(&l.header);
-        let (_, band_h) = p.rows(&l.header);
         Sum {
             input: l.offsets[s1] - l.offsets[s0],
             streams: (s1 - s0) as u64,
-            samples: l.header.width as u64 * band_h as u64 * l.header.channels() as u64,
             // A band's binding starts at the 256-byte boundary before it.
             out: p.out_end - p.out_pos + p.out_pos % OUT_ALIGN,
             parts: 1,
@@ -1401,7 +1294,6 @@ fn plan_chunks(
         let next = Sum {
             input: acc.input + s.input,
             streams: acc.streams + s.streams,
-            samples: acc.samples + s.samples,
             out: acc.out + s.out,
             parts: acc.parts + 1,
         };
@@ -1440,11 +1332,9 @@ pub struct ChunkInputs {
     pub images: Vec<ImageInfo>,
     /// Parameters of the decode dispatch.
     pub decode_params: Params,
-    /// Parameters of the store dispatch (count = output words of the chunk; for f32 output,
-    /// which has no store pass, the length of the output binding in words).
-    pub store_params: Params,
-    /// Samples of the intermediate buffer (interleaved output; f32 output has none).
-    pub sample_count: u32,
+    /// Words of the chunk's output binding (its parts' outputs, from the 256-byte boundary
+    /// before the first, up to the end of the last, alignment padding included).
+    pub out_words: u32,
 }
 
 /// A band of whole patch rows of one image (the whole image unless the image alone exceeds
@@ -1532,7 +1422,7 @@ fn build_parts(
     let mut filled = 0usize;
     let mut sizes: Vec<u32> = Vec::new();
     let mut images: Vec<ImageInfo> = Vec::new();
-    let (mut sample_base, mut out_words_total, mut wg_base) = (0u32, 0u32, 0u32);
+    let (mut out_words_total, mut wg_base) = (0u32, 0u32);
     for part in parts {
         let l = &layouts[part.image];
         let h = &l.header;
@@ -1544,6 +1434,9 @@ fn build_parts(
         filled += stream_bytes.len();
         sizes.extend(l.offsets[s0..=s1].windows(2).map(|w| (w[1] - w[0]) as u32));
         let stream_count = (s1 - s0) as u32;
+        // Bands start at a whole patch row (a multiple of 8 pixel rows), so on a word: the
+        // decode's word index (out_base + byte / 4) needs no byte delta.
+        debug_assert_eq!((part.out_pos - out_start) % 4, 0);
         let out_base = ((part.out_pos - out_start) / 4) as u32;
         images.push(ImageInfo {
             width: h.width,
@@ -1554,15 +1447,13 @@ fn build_parts(
             patches_x: h.patches_x(),
             stream_base: first_stream,
             stream_count,
-            sample_base,
             out_base,
             out_words: part.out_len.div_ceil(4) as u32,
             image_index: part.image as u32,
             wg_base,
-            pad: [0; 3],
+            pad: [0; 4],
         });
         wg_base += stream_count.div_ceil(streams_per_workgroup(h.patch_log2));
-        sample_base += h.width * band_h * h.channels() as u32;
         out_words_total = ((part.out_end - out_start) / 4) as u32;
     }
     debug_assert_eq!(filled, data_len);
@@ -1580,14 +1471,10 @@ fn build_parts(
     };
     ChunkInputs {
         input_words,
-        store_params: Params {
-            count: out_words_total,
-            ..decode_params
-        },
+        out_words: out_words_total,
         decode_params,
         sizes,
         images,
-        sample_count: sample_base,
     }
 }
 
@@ -1810,7 +1697,8 @@ mod tests {
             let c = build_parts(&layouts, chunk_parts, start, output);
             let (out, flags) = cpu_twin::run_chunk(&c, output);
             assert!(flags.iter().all(|&f| f == 0));
-            // The store stage writes from the first part's output on.
+            // The decode writes from the first part's output on (the words before it, after
+            // the aligned binding start, belong to the previous chunk and stay zero here).
             let from = (chunk_parts[0].out_pos - start) as usize;
             buffer[start as usize + from..start as usize + out.len()].copy_from_slice(&out[from..]);
         }

@@ -9,33 +9,25 @@ const PREFIX_SUM: &str = include_str!("../../shaders/prefix_sum.wgsl");
 const DECODE_STREAMS: &str = include_str!("../../shaders/shared/decode_streams.wgsl");
 const DECODE: &str = include_str!("../../shaders/decode.wgsl");
 const DECODE_F32_CHW: &str = include_str!("../../shaders/decode_f32_chw.wgsl");
-const STORE_INTERLEAVED: &str = include_str!("../../shaders/store_interleaved.wgsl");
 
 /// A pipeline stage, one WGSL file under `shaders/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// `prefix_sum.wgsl`: stream sizes to byte offsets (entry points `scan_blocks`, `add_sums`).
     PrefixSum,
-    /// `decode.wgsl`: (patch, channel) streams into the intermediate sample buffer; a
-    /// workgroup of 64 invocations decodes 64 / patch size streams (one for 64- and 128-wide
-    /// patches: [`crate::gpu::streams_per_workgroup`]) (entry point `main`).
+    /// `decode.wgsl`: (patch, channel) streams, each sample ORed straight into its
+    /// interleaved u8/u16 output word (no intermediate buffer, no store stage); a workgroup
+    /// of 64 invocations decodes 64 / patch size streams (one for 64- and 128-wide patches:
+    /// [`crate::gpu::streams_per_workgroup`]) (entry point `main`).
     Decode,
     /// `decode_f32_chw.wgsl`: the same decode, writing normalised planar f32 straight into
-    /// the output; f32 output has no store stage (entry point `main`).
+    /// the output (entry point `main`).
     DecodeF32Chw,
-    /// `store_interleaved.wgsl`: samples to interleaved u8/u16 words, for interleaved output
-    /// only (entry point `main`).
-    StoreInterleaved,
 }
 
 impl Stage {
     /// Every stage.
-    pub const ALL: [Stage; 4] = [
-        Stage::PrefixSum,
-        Stage::Decode,
-        Stage::DecodeF32Chw,
-        Stage::StoreInterleaved,
-    ];
+    pub const ALL: [Stage; 3] = [Stage::PrefixSum, Stage::Decode, Stage::DecodeF32Chw];
 
     /// The stage's file name under `shaders/`.
     pub const fn file_name(self) -> &'static str {
@@ -43,7 +35,6 @@ impl Stage {
             Stage::PrefixSum => "prefix_sum.wgsl",
             Stage::Decode => "decode.wgsl",
             Stage::DecodeF32Chw => "decode_f32_chw.wgsl",
-            Stage::StoreInterleaved => "store_interleaved.wgsl",
         }
     }
 }
@@ -94,10 +85,6 @@ pub fn source(stage: Stage) -> String {
             ("shared/predict.wgsl", PREDICT),
             ("shared/decode_streams.wgsl", DECODE_STREAMS),
             ("decode_f32_chw.wgsl", DECODE_F32_CHW),
-        ],
-        Stage::StoreInterleaved => &[
-            ("shared/images.wgsl", IMAGES),
-            ("store_interleaved.wgsl", STORE_INTERLEAVED),
         ],
     };
     let mut out = prelude();
