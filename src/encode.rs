@@ -144,9 +144,14 @@ pub fn encode_image(image: &image::DynamicImage, options: &EncodeOptions) -> Res
 /// The reader may allocate up to [`crate::Limits`]' default output size (4 GiB), not the
 /// `image` crate's 512 MiB default, so large satellite or medical images convert.
 pub fn read_image(path: &std::path::Path) -> Result<image::DynamicImage> {
+    read_image_limited(path, crate::Limits::default().max_output_bytes)
+}
+
+/// [`read_image`] with the `image` crate's allocation limit set to `max_bytes`.
+pub fn read_image_limited(path: &std::path::Path, max_bytes: u64) -> Result<image::DynamicImage> {
     let mut reader = image::ImageReader::open(path)?.with_guessed_format()?;
     let mut limits = image::Limits::default();
-    limits.max_alloc = Some(crate::Limits::default().max_output_bytes);
+    limits.max_alloc = Some(max_bytes);
     reader.limits(limits);
     Ok(reader.decode()?)
 }

@@ -11,37 +11,59 @@ use std::fmt;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Any error the codec can return.
+///
+/// Each variant's message already includes the wrapped error's message, so (following the
+/// Rust API guidelines) `source()` does not return it again: a reporter that prints the
+/// chain shows every message once. Match on the variant to reach the wrapped error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The input is not a valid L3 file (corrupt, truncated, wrong magic, ...).
     #[error("format error: {0}")]
-    Format(#[from] FormatError),
+    Format(FormatError),
     /// The file is valid but decoding it would exceed the caller's [`crate::Limits`].
     #[error("limit exceeded: {0}")]
-    Limits(#[from] LimitsError),
+    Limits(LimitsError),
     /// The caller passed an unusable argument (buffer size, unsupported pixel type, ...).
     #[error("invalid parameter: {0}")]
-    Parameter(#[from] ParameterError),
+    Parameter(ParameterError),
     /// Reading or writing a file failed.
     #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// The `image` crate could not read or write a non-L3 image (PNG, JPEG, ...).
     #[error("image error: {0}")]
-    Image(#[from] image::ImageError),
+    Image(image::ImageError),
     /// An error of one image of a GPU batch: which image, and the error the CPU decoder
     /// would give for it.
-    #[error("image {image} of the batch: {source}")]
+    #[error("image {image} of the batch: {error}")]
     InBatch {
         /// Index of the image in the batch.
         image: usize,
         /// Its error.
-        source: Box<Error>,
+        error: Box<Error>,
     },
     /// The GPU decoder could not get an adapter or device, or a GPU operation failed.
     #[error("GPU error: {0}")]
     Gpu(String),
 }
+
+macro_rules! wrap_errors {
+    ($($variant:ident($inner:ty)),*) => {$(
+        impl From<$inner> for Error {
+            fn from(e: $inner) -> Self {
+                Error::$variant(e)
+            }
+        }
+    )*};
+}
+
+wrap_errors!(
+    Format(FormatError),
+    Limits(LimitsError),
+    Parameter(ParameterError),
+    Io(std::io::Error),
+    Image(image::ImageError)
+);
 
 /// Where in the file a patch stream lives: used by errors about one stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -245,3 +245,31 @@ fn gpu_decode_matches_the_cpu_decode() {
         assert_eq!(a.as_bytes(), b.as_bytes(), "{png}");
     }
 }
+
+#[test]
+fn limits_on_the_command_line_apply_and_each_message_appears_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let l3file = tmp.path().join("c.l3");
+    let png = common::samples_dir().join("skimage_coffee.png");
+    let o = l3(&["encode", s(&png), "-o", s(&l3file)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&["decode", s(&l3file), "--max-output-bytes", "1000"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("decoded image needs 720000 bytes").count(),
+        1,
+        "{}",
+        text(&o)
+    );
+    let o = l3(&[
+        "encode",
+        s(&png),
+        "-o",
+        s(&tmp.path().join("d.l3")),
+        "--max-output-bytes",
+        "1000",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!tmp.path().join("d.l3").exists());
+}

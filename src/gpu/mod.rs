@@ -1600,7 +1600,7 @@ fn max_chunk_limit(limits: &wgpu::Limits) -> u64 {
 fn in_image(image: usize, e: Error) -> Error {
     Error::InBatch {
         image,
-        source: Box::new(e),
+        error: Box::new(e),
     }
 }
 

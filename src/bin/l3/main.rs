@@ -36,6 +36,27 @@ const L3_EXTENSION: &str = "l3";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Largest decoded image accepted, in bytes (also the limit for reading source images).
+    #[arg(long, global = true, default_value_t = l3::Limits::default().max_output_bytes)]
+    max_output_bytes: u64,
+    /// Largest .l3 file accepted, in bytes.
+    #[arg(long, global = true, default_value_t = l3::Limits::default().max_input_bytes)]
+    max_input_bytes: u64,
+}
+
+/// The limits chosen on the command line, set once in `main`.
+static LIMITS: std::sync::OnceLock<l3::Limits> = std::sync::OnceLock::new();
+
+fn limits() -> l3::Limits {
+    LIMITS.get().copied().unwrap_or_default()
+}
+
+/// Decoder options with the command line's limits.
+fn decode_options() -> DecodeOptions {
+    DecodeOptions {
+        limits: limits(),
+        ..Default::default()
+    }
 }
 
 #[derive(Subcommand)]
@@ -158,6 +179,11 @@ fn parse_patch_size(s: &str) -> Result<u32, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let _ = LIMITS.set(l3::Limits {
+        max_output_bytes: cli.max_output_bytes,
+        max_input_bytes: cli.max_input_bytes,
+        ..Default::default()
+    });
     let result = match cli.command {
         Command::Encode(a) => cmd_encode(a),
         Command::Decode(a) => cmd_decode(a),
@@ -385,13 +411,13 @@ fn encode_one(
     verify: bool,
 ) -> Result<EncodeReport> {
     let input_bytes = std::fs::metadata(input)?.len();
-    let image = l3::read_image(input)?;
+    let image = read_source(input)?;
     let t0 = Instant::now();
     let encoded = l3::encode_image(&image, options)?;
     let encode_seconds = t0.elapsed().as_secs_f64();
     if verify {
-        let decoded = l3::decode_image(&encoded, &DecodeOptions::default())
-            .context("verification decode failed")?;
+        let decoded =
+            l3::decode_image(&encoded, &decode_options()).context("verification decode failed")?;
         if !same_pixels(&image, &decoded) {
             bail!("verification failed: decoded pixels differ from the input (encoder bug; nothing written)");
         }
@@ -406,8 +432,16 @@ fn encode_one(
     })
 }
 
+/// Reads a source image (PNG, JPEG, ...) within the command line's output-size limit.
+fn read_source(path: &Path) -> Result<image::DynamicImage> {
+    Ok(l3::encode::read_image_limited(
+        path,
+        limits().max_output_bytes,
+    )?)
+}
+
 fn read_l3(path: &Path) -> Result<Vec<u8>> {
-    let limits = l3::Limits::default();
+    let limits = limits();
     let len = std::fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .len();
@@ -432,7 +466,7 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
     }
     let options = DecodeOptions {
         verify_checksum: !a.no_checksum,
-        ..Default::default()
+        ..decode_options()
     };
     // Only lossless output formats: a lossless codec must not hand back a JPEG.
     let format_of = |out: &Path| -> Result<image::ImageFormat> {
@@ -602,7 +636,7 @@ fn cmd_info(a: InfoArgs) -> Result<u64> {
     for path in &a.files {
         let r = (|| -> Result<()> {
             let data = read_l3(path)?;
-            let ins = l3::inspect::inspect(&data, &DecodeOptions::default())?;
+            let ins = l3::inspect::inspect(&data, &decode_options())?;
             print_info(path, &ins);
             Ok(())
         })();
@@ -711,10 +745,10 @@ fn cmd_verify(a: VerifyArgs) -> Result<u64> {
         };
         let r = (|| -> Result<String> {
             let data = read_l3(&job.input)?;
-            let decoded = l3::decode_image(&data, &DecodeOptions::default())?;
+            let decoded = l3::decode_image(&data, &decode_options())?;
             match original {
                 Some(o) => {
-                    let orig = l3::read_image(&o)?;
+                    let orig = read_source(&o)?;
                     if !same_pixels(&orig, &decoded) {
                         bail!("pixels differ from {}", o.display());
                     }
@@ -765,7 +799,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
     for job in &jobs {
         let r = (|| -> Result<()> {
             let input_bytes = std::fs::metadata(&job.input)?.len();
-            let image = l3::read_image(&job.input)?;
+            let image = read_source(&job.input)?;
             let px = image.width() as u64 * image.height() as u64;
             // Best of 3 encodes, then best of 3 decodes into one reused buffer.
             let mut enc = f64::MAX;
@@ -780,10 +814,10 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
             let mut dec = f64::MAX;
             for _ in 0..3 {
                 let t0 = Instant::now();
-                l3::decode_into(&encoded, &mut out, &DecodeOptions::default())?;
+                l3::decode_into(&encoded, &mut out, &decode_options())?;
                 dec = dec.min(t0.elapsed().as_secs_f64());
             }
-            let decoded = l3::decode_image(&encoded, &DecodeOptions::default())?;
+            let decoded = l3::decode_image(&encoded, &decode_options())?;
             if !same_pixels(&image, &decoded) {
                 bail!("round trip is not lossless");
             }
