@@ -25,6 +25,20 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `l3 verify DIR --against ORIGINALS` succeeds and reports `n` files identical.
+fn assert_verified(l3dir: &Path, originals: &Path, n: usize) {
+    let o = l3(&["verify", s(l3dir), "--against", s(originals)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .matches("identical to")
+            .count(),
+        n,
+        "{}",
+        text(&o)
+    );
+}
+
 /// A small input tree: two samples, one in a subdirectory, plus a non-image file.
 fn input_tree(dir: &Path) {
     let samples = common::samples_dir();
@@ -77,16 +91,7 @@ fn encode_tree_resume_verify_decode_info() {
     );
 
     // Verify against the originals, pixel for pixel.
-    let o = l3(&["verify", s(&output), "--against", s(&input)]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout)
-            .matches("identical to")
-            .count(),
-        2,
-        "{}",
-        text(&o)
-    );
+    assert_verified(&output, &input, 2);
 
     // Decode back to PNG and compare with the original through `image`.
     let png = tmp.path().join("b.png");
@@ -229,16 +234,7 @@ fn gpu_decode_matches_the_cpu_decode() {
         text(&o)
     );
     // Pixel for pixel against the originals.
-    let o = l3(&["verify", s(&l3dir), "--against", s(&gpu_out)]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout)
-            .matches("identical to")
-            .count(),
-        2,
-        "{}",
-        text(&o)
-    );
+    assert_verified(&l3dir, &gpu_out, 2);
     for (png, orig) in [("a.png", "a.png"), ("sub/b.png", "sub/b.png")] {
         let a = image::open(gpu_out.join(png)).unwrap();
         let b = image::open(input.join(orig)).unwrap();

@@ -138,6 +138,26 @@ fn cpu_decode(file: &[u8]) -> Vec<u8> {
         .1
 }
 
+/// The f32 CHW tensor the normalisation formula gives on the CPU decoder's samples (the
+/// reference both the f32 twin and the f32 shader are held to).
+fn expected_f32_chw(file: &[u8], norm: &Normalize) -> Vec<f32> {
+    let (h, cpu) = l3::decode::decode(file, &DecodeOptions::default()).unwrap();
+    let (hw, c) = ((h.width * h.height) as usize, h.channels() as usize);
+    let max = ((1u32 << h.depth) - 1) as f32;
+    (0..hw * c)
+        .map(|e| {
+            let (ch, r) = (e / hw, e % hw);
+            let s = if h.depth == 8 {
+                cpu[r * c + ch] as u32
+            } else {
+                // The CPU decoder writes 16-bit samples in native byte order.
+                u16::from_ne_bytes([cpu[(r * c + ch) * 2], cpu[(r * c + ch) * 2 + 1]]) as u32
+            };
+            (s as f32 / max - norm.mean[ch]) / norm.std[ch]
+        })
+        .collect()
+}
+
 /// Decodes `files` as one batch and checks every image against the CPU decoder.
 fn check_batch(gpu: &GpuDecoder, files: &[Vec<u8>], names: &[String]) {
     let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
@@ -189,19 +209,8 @@ fn cpu_twin_pipeline_matches_cpu_decoder() {
     let (out, flags) = cpu_twin::run_chunk(&chunk, output);
     assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
     let out: Vec<f32> = bytemuck::pod_collect_to_vec(&out);
-    for ((file, info), layout) in files.iter().zip(&chunk.images).zip(&layouts) {
-        let h = layout.header;
-        let cpu = cpu_decode(file);
-        let (hw, c) = ((h.width * h.height) as usize, h.channels() as usize);
-        let max = ((1u32 << h.depth) - 1) as f32;
-        for e in 0..hw * c {
-            let (ch, r) = (e / hw, e % hw);
-            let s = if h.depth == 8 {
-                cpu[r * c + ch] as u32
-            } else {
-                u16::from_le_bytes([cpu[(r * c + ch) * 2], cpu[(r * c + ch) * 2 + 1]]) as u32
-            };
-            let expect = (s as f32 / max - norm.mean[ch]) / norm.std[ch];
+    for (file, info) in files.iter().zip(&chunk.images) {
+        for (e, expect) in expected_f32_chw(file, &norm).into_iter().enumerate() {
             let got = out[info.out_base as usize + e];
             assert_eq!(got.to_bits(), expect.to_bits(), "element {e}");
         }
@@ -395,18 +404,10 @@ fn f32_chw_output_matches_cpu_twin() {
             let want: &[f32] = bytemuck::cast_slice(&want[..got[i].len()]);
             let got: Vec<f32> = bytemuck::pod_collect_to_vec(&got[i]);
             // Independent check of the twin: the formula on the CPU decoder's samples.
-            let h = layout.header;
-            let cpu = cpu_decode(file);
-            let (hw, c) = ((h.width * h.height) as usize, h.channels() as usize);
-            let max = ((1u32 << h.depth) - 1) as f32;
+            let expected = expected_f32_chw(file, &norm);
+            let hw = (layout.header.width * layout.header.height) as usize;
             for (e, &g) in got.iter().enumerate() {
-                let (ch, r) = (e / hw, e % hw);
-                let s = if h.depth == 8 {
-                    cpu[r * c + ch] as u32
-                } else {
-                    u16::from_ne_bytes([cpu[(r * c + ch) * 2], cpu[(r * c + ch) * 2 + 1]]) as u32
-                };
-                let expect = (s as f32 / max - norm.mean[ch]) / norm.std[ch];
+                let (expect, ch) = (expected[e], e / hw);
                 assert_eq!(want[e].to_bits(), expect.to_bits(), "twin, image {i}");
                 if exact {
                     assert_eq!(

@@ -820,40 +820,26 @@ impl GpuDecoder {
             | wgpu::BufferUsages::COPY_DST
             | wgpu::BufferUsages::COPY_SRC;
         let old = slot.take();
-        let o = old.as_ref();
-        let pick = |new: Option<wgpu::Buffer>, old: Option<&wgpu::Buffer>| {
-            new.unwrap_or_else(|| old.expect("kept").clone())
+        // Each buffer: the one kept from the last batch if it is large enough, else a new one.
+        let keep_or_grow = |have: Option<&wgpu::Buffer>, need: u64, usage, label| {
+            grow(have, need, usage, label).unwrap_or_else(|| have.expect("kept").clone())
         };
+        let o = old.as_ref();
         let s = Scratch {
-            input: pick(
-                grow(o.map(|s| &s.input), needs.input, st, "l3 input"),
-                o.map(|s| &s.input),
-            ),
-            sizes: pick(
-                grow(o.map(|s| &s.sizes), needs.sizes, st, "l3 sizes"),
-                o.map(|s| &s.sizes),
-            ),
-            scan: pick(
-                grow(
-                    o.map(|s| &s.scan),
-                    needs.scan,
-                    st | wgpu::BufferUsages::COPY_SRC,
-                    "l3 scan",
-                ),
+            input: keep_or_grow(o.map(|s| &s.input), needs.input, st, "l3 input"),
+            sizes: keep_or_grow(o.map(|s| &s.sizes), needs.sizes, st, "l3 sizes"),
+            scan: keep_or_grow(
                 o.map(|s| &s.scan),
+                needs.scan,
+                st | wgpu::BufferUsages::COPY_SRC,
+                "l3 scan",
             ),
-            images: pick(
-                grow(o.map(|s| &s.images), needs.images, st, "l3 images"),
-                o.map(|s| &s.images),
-            ),
-            params: pick(
-                grow(
-                    o.map(|s| &s.params),
-                    needs.params,
-                    wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    "l3 params",
-                ),
+            images: keep_or_grow(o.map(|s| &s.images), needs.images, st, "l3 images"),
+            params: keep_or_grow(
                 o.map(|s| &s.params),
+                needs.params,
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                "l3 params",
             ),
         };
         slot.insert(s)
