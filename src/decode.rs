@@ -7,8 +7,9 @@
 use rayon::prelude::*;
 
 use crate::bits::BitReader;
+use crate::compact;
 use crate::error::{FormatError, ParameterError, Result};
-use crate::format::{self, nbit_field_bits, FileLayout, Header, ParseOptions, Predictor};
+use crate::format::{self, nbit_field_bits, FileLayout, Header, ParseOptions, Predictor, Profile};
 use crate::predict::predict_row;
 use crate::Limits;
 
@@ -144,11 +145,21 @@ pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Res
     let band_bytes =
         h.patch_size() as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
     let decode_band = |(band, chunk): (usize, &mut [u8])| {
-        let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize);
-        (0..h.patches_x() as usize).try_for_each(|px| {
-            let patch = band * h.patches_x() as usize + px;
-            decode_patch_into_band(layout, patch, chunk, &mut scratch)
-        })
+        let patches = (0..h.patches_x() as usize).map(|px| band * h.patches_x() as usize + px);
+        match h.profile {
+            Profile::Fast => {
+                let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize);
+                patches.into_iter().try_for_each(|patch| {
+                    decode_patch_into_band(layout, patch, chunk, &mut scratch)
+                })
+            }
+            Profile::Compact => {
+                let mut scratch = compact::decode::Scratch::new(h);
+                patches.into_iter().try_for_each(|patch| {
+                    compact::decode::decode_patch_into_band(layout, patch, chunk, &mut scratch)
+                })
+            }
+        }
     };
     if parallel {
         out.par_chunks_mut(band_bytes)
@@ -283,7 +294,12 @@ fn decode_patch_portable(
 /// interleaved 8-bit pixels. Written with zipped iterators so there is no bounds check per
 /// sample and the compiler can vectorise the shuffle.
 #[inline(always)]
-fn interleave_u8<const C: usize>(planes: &[u16], plane_len: usize, offset: usize, dst: &mut [u8]) {
+pub(crate) fn interleave_u8<const C: usize>(
+    planes: &[u16],
+    plane_len: usize,
+    offset: usize,
+    dst: &mut [u8],
+) {
     let w = dst.len() / C;
     let row = |c: usize| &planes[c * plane_len + offset..c * plane_len + offset + w];
     match C {
@@ -319,7 +335,12 @@ fn interleave_u8<const C: usize>(planes: &[u16], plane_len: usize, offset: usize
 
 /// As [`interleave_u8`], for 16-bit samples in native byte order.
 #[inline(always)]
-fn interleave_u16<const C: usize>(planes: &[u16], plane_len: usize, offset: usize, dst: &mut [u8]) {
+pub(crate) fn interleave_u16<const C: usize>(
+    planes: &[u16],
+    plane_len: usize,
+    offset: usize,
+    dst: &mut [u8],
+) {
     let w = dst.len() / (2 * C);
     let rows: [&[u16]; C] =
         std::array::from_fn(|c| &planes[c * plane_len + offset..c * plane_len + offset + w]);

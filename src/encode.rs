@@ -4,8 +4,9 @@
 use rayon::prelude::*;
 
 use crate::bits::BitWriter;
+use crate::compact;
 use crate::error::{ParameterError, Result};
-use crate::format::{self, nbit_field_bits, ColorType, Header, Predictor};
+use crate::format::{self, nbit_field_bits, ColorType, Header, Predictor, Profile};
 use crate::predict::predict_row;
 
 /// Which predictor each stream uses.
@@ -23,9 +24,14 @@ pub enum PredictorChoice {
 /// Encoder options.
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
+    /// Which coding to write: [`Profile::Fast`] (format version 1, default) or
+    /// [`Profile::Compact`] (version 2: smaller files, slower decode).
+    pub profile: Profile,
     /// log2 of the patch side; default [`format::PATCH_LOG2_DEFAULT`] (64x64 patches).
     pub patch_log2: u8,
-    /// Predictor selection; default [`PredictorChoice::Best`].
+    /// Predictor selection of the fast profile; default [`PredictorChoice::Best`]. The
+    /// compact profile always picks its colour transform and predictors per patch and channel
+    /// by estimated coded size.
     pub predictor: PredictorChoice,
     /// Encode patches on rayon's thread pool (default true).
     pub parallel: bool,
@@ -34,6 +40,7 @@ pub struct EncodeOptions {
 impl Default for EncodeOptions {
     fn default() -> Self {
         EncodeOptions {
+            profile: Profile::Fast,
             patch_log2: format::PATCH_LOG2_DEFAULT,
             predictor: PredictorChoice::Best,
             parallel: true,
@@ -81,15 +88,39 @@ impl RawImage<'_> {
 /// Encodes raw pixels into an L3 file.
 pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
     let header = validate(image, options)?;
-    let channels = header.channels() as usize;
-    let encode_patch = |patch: u64| encode_patch(image, &header, options.predictor, patch);
-    let patches: Vec<Vec<Vec<u8>>> = if options.parallel {
-        (0..header.patch_count())
+    let per_patch = header.streams_per_patch() as usize;
+    let patches: Vec<Vec<Vec<u8>>> = match (options.profile, options.parallel) {
+        (Profile::Fast, true) => (0..header.patch_count())
             .into_par_iter()
-            .map(encode_patch)
-            .collect()
-    } else {
-        (0..header.patch_count()).map(encode_patch).collect()
+            .map(|patch| encode_patch(image, &header, options.predictor, patch))
+            .collect(),
+        (Profile::Fast, false) => (0..header.patch_count())
+            .map(|patch| encode_patch(image, &header, options.predictor, patch))
+            .collect(),
+        (Profile::Compact, true) => (0..header.patch_count())
+            .into_par_iter()
+            .map_init(
+                || compact::encode::PatchScratch::new(&header),
+                |scratch, patch| {
+                    vec![compact::encode::encode_patch(
+                        image, &header, patch, scratch,
+                    )]
+                },
+            )
+            .collect(),
+        (Profile::Compact, false) => {
+            let mut scratch = compact::encode::PatchScratch::new(&header);
+            (0..header.patch_count())
+                .map(|patch| {
+                    vec![compact::encode::encode_patch(
+                        image,
+                        &header,
+                        patch,
+                        &mut scratch,
+                    )]
+                })
+                .collect()
+        }
     };
     let data_len: usize = patches.iter().flatten().map(Vec::len).sum();
     let total = header.data_offset() as usize + data_len + format::CHECKSUM_LEN;
@@ -99,7 +130,7 @@ pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
         out.extend_from_slice(&(stream.len() as u32).to_le_bytes());
     }
     debug_assert_eq!(out.len(), header.data_offset() as usize);
-    debug_assert_eq!(patches.len() * channels, header.stream_count() as usize);
+    debug_assert_eq!(patches.len() * per_patch, header.stream_count() as usize);
     for stream in patches.iter().flatten() {
         out.extend_from_slice(stream);
     }
@@ -181,6 +212,7 @@ fn validate(image: &RawImage, options: &EncodeOptions) -> Result<Header> {
         color: image.color,
         depth: image.depth(),
         patch_log2: options.patch_log2,
+        profile: options.profile,
     };
     let needed = header.sample_count();
     if image.len() as u64 != needed {

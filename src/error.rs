@@ -116,12 +116,12 @@ pub enum FormatError {
     },
     /// The version byte names a format this decoder does not know.
     #[error(
-        "unsupported format version {version} at byte 8 (this decoder reads version {supported})"
+        "unsupported format version {version} at byte 8 (this decoder reads versions 1 to {supported})"
     )]
     UnsupportedVersion {
         /// Version found.
         version: u8,
-        /// Version this decoder reads.
+        /// Newest version this decoder reads.
         supported: u8,
     },
     /// A header field holds a value the format does not allow.
@@ -207,6 +207,30 @@ pub enum FormatError {
         size: u32,
         /// Bytes the rows use.
         used: u64,
+    },
+    /// A field of a version-2 patch stream holds a value the format does not allow.
+    #[error("{pos}: invalid stream field `{field}`: {value} ({reason})")]
+    InvalidStreamField {
+        /// Which stream (and channel, for channel fields).
+        pos: StreamPos,
+        /// Field name as in SPEC.md.
+        field: &'static str,
+        /// Value found.
+        value: u64,
+        /// What was expected.
+        reason: &'static str,
+    },
+    /// A version-2 segment's rows use a different number of bits than its stored length.
+    #[error("{pos}: segment {segment} stores {stored} bits but its rows use {used}")]
+    SegmentLength {
+        /// Which stream and channel.
+        pos: StreamPos,
+        /// Segment index within the channel.
+        segment: u32,
+        /// Bits the rows use (when they run past the end: at least this many).
+        used: u64,
+        /// Bits the segment-length table gives.
+        stored: u64,
     },
     /// The GPU decoder's shaders flagged an inconsistency they found in a stream.
     #[error("GPU decode found corrupt data in image {image} (flags {flags:#x})")]

@@ -1,8 +1,9 @@
 //! Statistics about a file's layout without decoding pixels: what `l3 info` prints.
 
 use crate::bits::BitReader;
+use crate::compact;
 use crate::decode::{self, DecodeOptions, StreamError};
-use crate::format::{self, nbit_field_bits, Header, Predictor};
+use crate::format::{self, nbit_field_bits, FileLayout, Header, Predictor, Profile};
 use crate::Result;
 
 /// What a file is made of.
@@ -14,16 +15,35 @@ pub struct Inspection {
     pub file_bytes: u64,
     /// Bytes of header + size table + checksum (everything but streams).
     pub overhead_bytes: u64,
-    /// Stream bytes per channel.
+    /// Stream bytes per channel (version 2: the channel's header and segments, rounded).
     pub channel_bytes: Vec<u64>,
     /// Smallest, largest stream in bytes.
     pub stream_min: u32,
     /// Largest stream in bytes.
     pub stream_max: u32,
-    /// Streams per predictor, indexed by predictor id.
-    pub predictor_counts: [u64; Predictor::ALL.len()],
-    /// Rows per bit width 0..=16.
-    pub nbit_counts: [u64; 17],
+    /// What the streams chose, per profile.
+    pub coding: Coding,
+}
+
+/// Per-profile statistics of an [`Inspection`].
+#[derive(Debug, Clone)]
+pub enum Coding {
+    /// Version 1.
+    Fast {
+        /// Streams per predictor, indexed by predictor id.
+        predictor_counts: [u64; Predictor::ALL.len()],
+        /// Rows per bit width 0..=16.
+        nbit_counts: [u64; 17],
+    },
+    /// Version 2.
+    Compact {
+        /// Patches per colour transform id.
+        transform_counts: [u64; 2],
+        /// Channel streams per predictor id.
+        predictor_counts: [u64; format::compact::Predictor::ALL.len()],
+        /// Bits of all channel headers (code and segment-length tables).
+        header_bits: u64,
+    },
 }
 
 impl Inspection {
@@ -37,21 +57,92 @@ impl Inspection {
     }
 }
 
-/// Parses the file (checksum included) and reads every row header.
+/// Parses the file (checksum included) and reads every row header (version 1), or every
+/// patch header and decodes every patch a band at a time (version 2, whose segments can
+/// only be checked by decoding), so `inspect` accepts exactly the files the decoder accepts.
 pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
     let layout = decode::parse(data, options)?;
     let h = layout.header;
-    let channels = h.channels() as usize;
     let mut ins = Inspection {
         header: h,
         file_bytes: data.len() as u64,
         overhead_bytes: h.data_offset() + format::CHECKSUM_LEN as u64,
-        channel_bytes: vec![0; channels],
+        channel_bytes: vec![0; h.channels() as usize],
         stream_min: u32::MAX,
         stream_max: 0,
-        predictor_counts: [0; Predictor::ALL.len()],
-        nbit_counts: [0; 17],
+        coding: Coding::Fast {
+            predictor_counts: [0; Predictor::ALL.len()],
+            nbit_counts: [0; 17],
+        },
     };
+    for index in 0..layout.offsets.len() - 1 {
+        let size = layout.stream_size(index);
+        ins.stream_min = ins.stream_min.min(size);
+        ins.stream_max = ins.stream_max.max(size);
+    }
+    match h.profile {
+        Profile::Fast => inspect_fast(&layout, &mut ins)?,
+        Profile::Compact => inspect_compact(&layout, &mut ins)?,
+    }
+    Ok(ins)
+}
+
+fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
+    let h = layout.header;
+    let mut transform_counts = [0u64; 2];
+    let mut predictor_counts = [0u64; format::compact::Predictor::ALL.len()];
+    let mut header_bits = 0u64;
+    let mut channel_bits = vec![0u64; h.channels() as usize];
+    for patch in 0..h.patch_count() as usize {
+        let (_, _, _, ph) = h.patch_rect(patch as u64);
+        let stream = layout.stream(patch);
+        let header = compact::decode::parse_patch_header(&h, stream, ph).map_err(|e| {
+            e.at(
+                &h,
+                patch as u64,
+                layout.offsets[patch],
+                layout.stream_size(patch),
+            )
+        })?;
+        transform_counts[header.transform as usize] += 1;
+        let mut at = format::compact::TRANSFORM_BITS as u64;
+        let first_segment = header.channels[0].segment_start[0];
+        for (c, ch) in header.channels.iter().enumerate() {
+            predictor_counts[ch.predictor as usize] += 1;
+            let segs = ch.segment_start[header.segments as usize] - ch.segment_start[0];
+            channel_bits[c] += segs + header.channel_header_bits[c];
+            at += header.channel_header_bits[c];
+        }
+        debug_assert_eq!(at, first_segment);
+        header_bits += first_segment - format::compact::TRANSFORM_BITS as u64;
+    }
+    for (b, bits) in ins.channel_bytes.iter_mut().zip(channel_bits) {
+        *b = bits.div_ceil(8);
+    }
+    // Segment contents are only checked by decoding them: one band of patch rows at a time.
+    let band_bytes =
+        h.patch_size() as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
+    let mut band = vec![0u8; band_bytes.min(h.output_bytes() as usize)];
+    let mut scratch = compact::decode::Scratch::new(&h);
+    for py in 0..h.patches_y() as usize {
+        for px in 0..h.patches_x() as usize {
+            let patch = py * h.patches_x() as usize + px;
+            compact::decode::decode_patch_into_band(layout, patch, &mut band, &mut scratch)?;
+        }
+    }
+    ins.coding = Coding::Compact {
+        transform_counts,
+        predictor_counts,
+        header_bits,
+    };
+    Ok(())
+}
+
+fn inspect_fast(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
+    let h = layout.header;
+    let channels = h.channels() as usize;
+    let mut predictor_counts = [0u64; Predictor::ALL.len()];
+    let mut nbit_counts = [0u64; 17];
     let depth = h.depth as u32;
     let nb = nbit_field_bits(h.depth);
     for index in 0..layout.offsets.len() - 1 {
@@ -61,11 +152,9 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
         let pos = h.stream_pos(patch, (index % channels) as u8, layout.offsets[index]);
         let fail = |e: StreamError| e.at(pos, size, h.depth);
         ins.channel_bytes[index % channels] += size as u64;
-        ins.stream_min = ins.stream_min.min(size);
-        ins.stream_max = ins.stream_max.max(size);
         let p = Predictor::from_id(stream[0])
             .ok_or_else(|| fail(StreamError::UnknownPredictor(stream[0])))?;
-        ins.predictor_counts[p as usize] += 1;
+        predictor_counts[p as usize] += 1;
         let (_, _, pw, ph) = h.patch_rect(patch);
         let payload = &stream[format::STREAM_PREFIX_LEN..];
         let payload_bits = payload.len() as u64 * 8;
@@ -82,10 +171,14 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
             if r.position() > payload_bits {
                 return Err(fail(StreamError::Overrun { row }).into());
             }
-            ins.nbit_counts[nbit as usize] += 1;
+            nbit_counts[nbit as usize] += 1;
         }
         // Same end rule as the decoder, so `l3 info` and `l3 verify` agree on every file.
         decode::check_stream_end(payload, r.position()).map_err(fail)?;
     }
-    Ok(ins)
+    ins.coding = Coding::Fast {
+        predictor_counts,
+        nbit_counts,
+    };
+    Ok(())
 }

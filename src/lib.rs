@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 mod bits;
+mod compact;
 pub mod decode;
 pub mod encode;
 pub mod error;
@@ -32,7 +33,7 @@ mod unpack_avx2;
 pub use decode::{decode_image, decode_into, decode_into_u16, read_header, DecodeOptions};
 pub use encode::{encode_image, read_image, EncodeOptions, PredictorChoice, RawImage, Samples};
 pub use error::{Error, FormatError, LimitsError, ParameterError, Result};
-pub use format::{ColorType, Header, Predictor};
+pub use format::{ColorType, Header, Predictor, Profile};
 
 /// Resource limits a decoder checks before allocating anything, like image-png's `Limits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -82,10 +82,15 @@ struct EncodeArgs {
     /// Default: each output next to its input, with the extension `.l3`.
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Coding: `fast` (format version 1, fixed-width rows: the quickest decode) or `compact`
+    /// (version 2, Huffman-coded: smaller than PNG on photos, decodes slower).
+    #[arg(long, value_enum, default_value_t = ProfileArg::Fast)]
+    profile: ProfileArg,
     /// Patch side in pixels.
     #[arg(long, default_value_t = 64, value_parser = parse_patch_size)]
     patch_size: u32,
-    /// Predictor: `best` tries all per patch and channel.
+    /// Predictor of the fast profile: `best` tries all per patch and channel (the compact
+    /// profile always chooses per patch and channel).
     #[arg(long, value_enum, default_value_t = PredictorArg::Best)]
     predictor: PredictorArg,
     /// Skip decoding each output and comparing it with the input pixels before it is kept.
@@ -160,6 +165,12 @@ enum PredictorArg {
     Up,
     L3Paeth,
     UpMean,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProfileArg {
+    Fast,
+    Compact,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -309,6 +320,10 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
         bail!("no image files found in the inputs");
     }
     let options = EncodeOptions {
+        profile: match a.profile {
+            ProfileArg::Fast => l3::Profile::Fast,
+            ProfileArg::Compact => l3::Profile::Compact,
+        },
         patch_log2: a.patch_size.trailing_zeros() as u8,
         predictor: match a.predictor {
             PredictorArg::Best => PredictorChoice::Best,
@@ -656,8 +671,9 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
     let h = &ins.header;
     println!("{}", path.display());
     println!(
-        "  format     L3 version {}, {}x{} {} {}-bit",
-        l3::format::VERSION,
+        "  format     L3 version {} ({}), {}x{} {} {}-bit",
+        h.profile.version(),
+        h.profile.name(),
         h.width,
         h.height,
         h.color.name(),
@@ -694,20 +710,50 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
         ins.channel_bytes.iter().sum::<u64>() as f64 / h.stream_count() as f64,
         ins.stream_max
     );
-    let preds: Vec<String> = l3::Predictor::ALL
-        .iter()
-        .map(|p| format!("{} {}", p.name(), ins.predictor_counts[*p as usize]))
-        .collect();
-    println!("  predictors {}", preds.join(", "));
-    let rows: u64 = ins.nbit_counts.iter().sum();
-    let widths: Vec<String> = ins
-        .nbit_counts
-        .iter()
-        .enumerate()
-        .filter(|(_, &n)| n > 0)
-        .map(|(w, &n)| format!("{w}:{:.1}%", n as f64 * 100.0 / rows as f64))
-        .collect();
-    println!("  row widths {}", widths.join(" "));
+    match &ins.coding {
+        l3::inspect::Coding::Fast {
+            predictor_counts,
+            nbit_counts,
+        } => {
+            let preds: Vec<String> = l3::Predictor::ALL
+                .iter()
+                .map(|p| format!("{} {}", p.name(), predictor_counts[*p as usize]))
+                .collect();
+            println!("  predictors {}", preds.join(", "));
+            let rows: u64 = nbit_counts.iter().sum();
+            let widths: Vec<String> = nbit_counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(w, &n)| format!("{w}:{:.1}%", n as f64 * 100.0 / rows as f64))
+                .collect();
+            println!("  row widths {}", widths.join(" "));
+        }
+        l3::inspect::Coding::Compact {
+            transform_counts,
+            predictor_counts,
+            header_bits,
+        } => {
+            use l3::format::compact::{Predictor as P, Transform as T};
+            println!(
+                "  transforms {} {}, {} {}",
+                T::None.name(),
+                transform_counts[0],
+                T::SubtractGreen.name(),
+                transform_counts[1]
+            );
+            let preds: Vec<String> = P::ALL
+                .iter()
+                .map(|p| format!("{} {}", p.name(), predictor_counts[*p as usize]))
+                .collect();
+            println!("  predictors {}", preds.join(", "));
+            println!(
+                "  tables     {} bytes of code and segment-length tables ({:.3} bpp)",
+                header_bits / 8,
+                *header_bits as f64 / pixels
+            );
+        }
+    }
 }
 
 fn cmd_verify(a: VerifyArgs) -> Result<u64> {

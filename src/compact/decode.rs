@@ -1,0 +1,491 @@
+//! Compact-profile CPU decoder for one patch: parses the patch header (shared with
+//! `inspect`), then decodes rows top to bottom, each row's channels from their segments at
+//! once (independent bit positions, so the CPU overlaps them), then undoes prediction and the
+//! colour transform and interleaves into the output band.
+
+use super::huffman::{self, LUT_PAIR, LUT_SIZE, MAX_TOKENS};
+use crate::bits::BitReader;
+use crate::decode::{check_stream_end, interleave_u16, interleave_u8, Avx2, StreamError};
+use crate::error::FormatError;
+use crate::format::compact::{
+    alphabet_size, prediction_from_above, segments, unzigzag, Predictor, Transform,
+    CODE_LENGTH_BITS, PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
+    SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+};
+use crate::format::{FileLayout, Header};
+
+/// What is wrong with a compact stream, before the stream's position is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CompactError {
+    /// A header field holds a value the format does not allow.
+    Field {
+        channel: u8,
+        field: &'static str,
+        value: u64,
+        reason: &'static str,
+    },
+    /// A segment's rows use more or fewer bits than its stored length.
+    Segment {
+        channel: u8,
+        segment: u32,
+        used: u64,
+        stored: u64,
+    },
+    /// The stream is longer than header and segments, or its padding is not zero.
+    Trailing { used: u64 },
+}
+
+impl CompactError {
+    /// The full error, naming the stream.
+    pub(crate) fn at(self, h: &Header, patch: u64, offset: u64, size: u32) -> FormatError {
+        let pos = |channel| h.stream_pos(patch, channel, offset);
+        match self {
+            CompactError::Field {
+                channel,
+                field,
+                value,
+                reason,
+            } => FormatError::InvalidStreamField {
+                pos: pos(channel),
+                field,
+                value,
+                reason,
+            },
+            CompactError::Segment {
+                channel,
+                segment,
+                used,
+                stored,
+            } => FormatError::SegmentLength {
+                pos: pos(channel),
+                segment,
+                used,
+                stored,
+            },
+            CompactError::Trailing { used } => FormatError::StreamTrailingData {
+                pos: pos(0),
+                size,
+                used,
+            },
+        }
+    }
+}
+
+/// One channel's header.
+#[derive(Debug, Clone)]
+pub(crate) struct ChannelHeader {
+    pub predictor: Predictor,
+    /// Code length per token (0 = unused), `token_count(depth)` long.
+    pub lengths: [u8; MAX_TOKENS],
+    /// Bit offset of each segment in the stream, and one past the last.
+    pub segment_start: [u64; SEGMENTS_MAX as usize + 1],
+}
+
+/// A patch stream's header, fully validated: every segment lies inside the stream and the
+/// segments end where the stream does.
+#[derive(Debug, Clone)]
+pub(crate) struct PatchHeader {
+    pub transform: Transform,
+    pub channels: Vec<ChannelHeader>,
+    pub segments: u32,
+    /// Bits of each channel's header.
+    pub channel_header_bits: [u64; 4],
+}
+
+/// Parses and checks the header of a patch stream (`stream` is exactly its bytes).
+pub(crate) fn parse_patch_header(
+    h: &Header,
+    stream: &[u8],
+    ph: u32,
+) -> Result<PatchHeader, CompactError> {
+    let stream_bits = stream.len() as u64 * 8;
+    let mut r = BitReader::new(stream);
+    let field = |channel, field, value: u32, reason| CompactError::Field {
+        channel,
+        field,
+        value: value as u64,
+        reason,
+    };
+    let transform_id = r.read(TRANSFORM_BITS);
+    let transform = match Transform::from_id(transform_id) {
+        Some(Transform::SubtractGreen) if h.channels() < 3 => {
+            return Err(field(
+                0,
+                "transform",
+                transform_id,
+                "subtract-green needs 3 or 4 channels",
+            ))
+        }
+        Some(t) => t,
+        None => return Err(field(0, "transform", transform_id, "must be 0 or 1")),
+    };
+    let segs = segments(h.patch_size(), ph);
+    let ntok_max = alphabet_size(h.depth);
+    let mut channels = Vec::with_capacity(h.channels() as usize);
+    let mut seg_lengths = Vec::with_capacity((segs * h.channels() as u32) as usize);
+    let mut channel_header_bits = [0u64; 4];
+    for c in 0..h.channels() {
+        let header_start = r.position();
+        let id = r.read(PREDICTOR_BITS);
+        let predictor = Predictor::from_id(id).ok_or(field(c, "predictor", id, "must be 0..=5"))?;
+        let ntok = r.read(TOKEN_COUNT_BITS);
+        if ntok == 0 || ntok > ntok_max {
+            return Err(field(
+                c,
+                "token count",
+                ntok,
+                if h.depth == 8 {
+                    "must be 1..=40 at 8 bits"
+                } else {
+                    "must be 1..=56 at 16 bits"
+                },
+            ));
+        }
+        let mut lengths = [0u8; MAX_TOKENS];
+        let mut previous = 0u32;
+        for l in lengths.iter_mut().take(ntok as usize) {
+            if r.read(1) == 1 {
+                previous = match r.read(1) {
+                    0 if r.read(1) == 0 => previous + 1,
+                    // Wraps below 0 to a length > 11, which check_lengths rejects.
+                    0 => previous.wrapping_sub(1) & 0xff,
+                    _ => r.read(CODE_LENGTH_BITS),
+                };
+            }
+            *l = previous.min(0xff) as u8;
+        }
+        huffman::check_lengths(&lengths[..ntok_max as usize])
+            .map_err(|reason| field(c, "code lengths", ntok, reason))?;
+        let width = r.read(SEGMENT_WIDTH_BITS);
+        if width > SEGMENT_WIDTH_MAX {
+            return Err(field(c, "segment length width", width, "must be 0..=16"));
+        }
+        let base = r.read(SEGMENT_BASE_BITS) as u64;
+        for _ in 0..segs {
+            seg_lengths.push(base + r.read(width) as u64);
+        }
+        // Checked per channel so a hostile header cannot make the reader run far past the
+        // stream (each channel header is at most 515 bits).
+        if r.position() > stream_bits {
+            return Err(field(
+                c,
+                "channel header",
+                0,
+                "runs past the end of the stream",
+            ));
+        }
+        channel_header_bits[c as usize] = r.position() - header_start;
+        channels.push(ChannelHeader {
+            predictor,
+            lengths,
+            segment_start: [0; SEGMENTS_MAX as usize + 1],
+        });
+    }
+    let mut at = r.position();
+    for (c, ch) in channels.iter_mut().enumerate() {
+        for s in 0..segs as usize {
+            ch.segment_start[s] = at;
+            at += seg_lengths[c * segs as usize + s];
+        }
+        ch.segment_start[segs as usize] = at;
+    }
+    if at > stream_bits {
+        return Err(CompactError::Field {
+            channel: 0,
+            field: "segment lengths",
+            value: at,
+            reason: "segments end past the end of the stream",
+        });
+    }
+    check_stream_end(stream, at).map_err(|e| match e {
+        StreamError::Trailing { used } => CompactError::Trailing { used: used - 1 },
+        _ => unreachable!("check_stream_end only reports trailing data"),
+    })?;
+    Ok(PatchHeader {
+        transform,
+        channels,
+        segments: segs,
+        channel_header_bits,
+    })
+}
+
+/// Per-thread buffers: decode tables, rows and segment positions.
+pub(crate) struct Scratch {
+    luts: Vec<Box<[u32; LUT_SIZE]>>,
+    /// Residual, current and previous rows, `channels x patch size` each.
+    residual: Vec<u16>,
+    current: Vec<u16>,
+    previous: Vec<u16>,
+    /// Rows after undoing the colour transform.
+    output: Vec<u16>,
+    /// The prediction's part from the row above, one row.
+    above: Vec<u16>,
+}
+
+impl Scratch {
+    pub(crate) fn new(h: &Header) -> Self {
+        let n = h.channels() as usize * h.patch_size() as usize;
+        Scratch {
+            luts: (0..h.channels())
+                .map(|_| Box::new([0u32; LUT_SIZE]))
+                .collect(),
+            residual: vec![0; n],
+            current: vec![0; n],
+            previous: vec![0; n],
+            output: vec![0; n],
+            above: vec![0; h.patch_size() as usize],
+        }
+    }
+}
+
+/// An 8-byte little-endian window of `bytes` starting at bit `pos`, shifted so bit `pos` is
+/// bit 0 (at least 57 valid bits). Past the end of `bytes` it reads zeros.
+#[inline(always)]
+fn peek(bytes: &[u8], pos: u64) -> u64 {
+    let i = (pos >> 3) as usize;
+    let w = match bytes.get(i..i + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+        None => {
+            let mut w = [0u8; 8];
+            let tail = bytes.get(i..).unwrap_or(&[]);
+            w[..tail.len()].copy_from_slice(tail);
+            u64::from_le_bytes(w)
+        }
+    };
+    w >> (pos & 7)
+}
+
+/// Decodes the residuals of one row of every channel: `C` independent bit positions
+/// advanced together. Returns a non-zero value when a pair token stood where only a single
+/// token may (second symbol of a position, or the last position of an odd row).
+#[inline(always)]
+fn decode_row_residuals<const C: usize>(
+    bytes: &[u8],
+    pos: &mut [u64; C],
+    luts: &[Box<[u32; LUT_SIZE]>],
+    residual: &mut [u16],
+    stride: usize,
+    pw: usize,
+) -> u32 {
+    let luts: [&[u32; LUT_SIZE]; C] = std::array::from_fn(|c| &*luts[c]);
+    let (rows, _) = residual.split_at_mut(C * stride);
+    let rows: [&mut [u16]; C] = {
+        let mut it = rows.chunks_exact_mut(stride);
+        std::array::from_fn(|_| &mut it.next().expect("C rows")[..pw])
+    };
+    const MASK: u64 = LUT_SIZE as u64 - 1;
+    let mut bad = 0u32;
+    let pairs = pw / 2;
+    for x in 0..pairs {
+        for c in 0..C {
+            // One 57-bit window holds both symbols of a position (at most 2 x 25 bits).
+            let bits = peek(bytes, pos[c]);
+            let e0 = luts[c][(bits & MASK) as usize];
+            let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+            let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
+            let adv0 = len0 + nraw0;
+            let rest = bits >> adv0;
+            let e1 = luts[c][(rest & MASK) as usize];
+            let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
+            let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
+            let (z0, z1, adv) = if e0 & LUT_PAIR != 0 {
+                ((e0 >> 16) & 0xff, e0 >> 24, adv0)
+            } else {
+                bad |= e1 & LUT_PAIR;
+                (v0, v1, adv0 + len1 + nraw1)
+            };
+            pos[c] += adv as u64;
+            rows[c][2 * x] = unzigzag(z0) as u16;
+            rows[c][2 * x + 1] = unzigzag(z1) as u16;
+        }
+    }
+    if pw % 2 == 1 {
+        for c in 0..C {
+            let bits = peek(bytes, pos[c]);
+            let e0 = luts[c][(bits & MASK) as usize];
+            let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+            let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
+            bad |= e0 & LUT_PAIR;
+            pos[c] += (len0 + nraw0) as u64;
+            rows[c][pw - 1] = unzigzag(v0) as u16;
+        }
+    }
+    bad
+}
+
+/// Decodes one patch into its band (the output rows of its patch row).
+pub(crate) fn decode_patch_into_band(
+    layout: &FileLayout,
+    patch: usize,
+    band: &mut [u8],
+    scratch: &mut Scratch,
+) -> crate::Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(avx2) = Avx2::detect() {
+        // SAFETY: `avx2` proves the CPU supports AVX2, the function's only requirement; it
+        // runs the same safe code as the portable path, compiled for AVX2.
+        return unsafe { decode_patch_avx2(layout, patch, band, scratch, avx2) };
+    }
+    decode_patch_portable(layout, patch, band, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn decode_patch_avx2(
+    layout: &FileLayout,
+    patch: usize,
+    band: &mut [u8],
+    scratch: &mut Scratch,
+    _proof: Avx2,
+) -> crate::Result<()> {
+    decode_patch_portable(layout, patch, band, scratch)
+}
+
+#[inline(always)]
+pub(crate) fn decode_patch_portable(
+    layout: &FileLayout,
+    patch: usize,
+    band: &mut [u8],
+    scratch: &mut Scratch,
+) -> crate::Result<()> {
+    let h = &layout.header;
+    let (x0, _, pw, ph) = h.patch_rect(patch as u64);
+    let start = layout.offsets[patch];
+    let size = layout.stream_size(patch);
+    let fail = |e: CompactError| e.at(h, patch as u64, start, size);
+    let stream = layout.stream(patch);
+    let header = parse_patch_header(h, stream, ph).map_err(fail)?;
+    match h.channels() {
+        1 => decode_patch_rows::<1>(layout, patch, &header, band, scratch, (x0, pw, ph)),
+        2 => decode_patch_rows::<2>(layout, patch, &header, band, scratch, (x0, pw, ph)),
+        3 => decode_patch_rows::<3>(layout, patch, &header, band, scratch, (x0, pw, ph)),
+        _ => decode_patch_rows::<4>(layout, patch, &header, band, scratch, (x0, pw, ph)),
+    }
+    .map_err(|e| fail(e).into())
+}
+
+#[inline(always)]
+fn decode_patch_rows<const C: usize>(
+    layout: &FileLayout,
+    patch: usize,
+    header: &PatchHeader,
+    band: &mut [u8],
+    scratch: &mut Scratch,
+    (x0, pw, ph): (u32, u32, u32),
+) -> Result<(), CompactError> {
+    let h = &layout.header;
+    let (x0, pw) = (x0 as usize, pw as usize);
+    let stride = h.patch_size() as usize;
+    let mask = ((1u32 << h.depth) - 1) as u16;
+    let depth = h.depth;
+    for (c, ch) in header.channels.iter().enumerate() {
+        huffman::fill_lut(
+            &ch.lengths[..alphabet_size(depth) as usize],
+            depth,
+            &mut scratch.luts[c],
+        );
+    }
+    // Positions are relative to the stream start; reads may look past the stream into the
+    // rest of the file (memory-safe, and only bits inside a segment are used once the
+    // segment lengths check out).
+    let bytes = &layout.data[layout.offsets[patch] as usize..];
+    let segs = header.segments as usize;
+    let mut pos = [[0u64; C]; SEGMENTS_MAX as usize];
+    for (s, p) in pos.iter_mut().enumerate().take(segs) {
+        for c in 0..C {
+            p[c] = header.channels[c].segment_start[s];
+        }
+    }
+    scratch.previous.fill(0);
+    let row_len = h.width as usize * C * h.bytes_per_sample();
+    let dst_start = x0 * C * h.bytes_per_sample();
+    let dst_len = pw * C * h.bytes_per_sample();
+    for (y, out_row) in band.chunks_mut(row_len).take(ph as usize).enumerate() {
+        let s = y % segs;
+        let bad = decode_row_residuals::<C>(
+            bytes,
+            &mut pos[s],
+            &scratch.luts,
+            &mut scratch.residual,
+            stride,
+            pw,
+        );
+        if bad != 0 {
+            return Err(CompactError::Field {
+                channel: 0,
+                field: "symbol",
+                value: y as u64,
+                reason: "a pair token where only a single-sample token may stand (row given)",
+            });
+        }
+        for c in 0..C {
+            let end = header.channels[c].segment_start[s + 1];
+            if pos[s][c] > end {
+                return Err(CompactError::Segment {
+                    channel: c as u8,
+                    segment: s as u32,
+                    used: pos[s][c] - header.channels[c].segment_start[s],
+                    stored: end - header.channels[c].segment_start[s],
+                });
+            }
+            let range = c * stride..c * stride + pw;
+            let res = &scratch.residual[range.clone()];
+            let up = &scratch.previous[range.clone()];
+            let cur = &mut scratch.current[range];
+            let predictor = header.channels[c].predictor;
+            let g = &mut scratch.above[..pw];
+            prediction_from_above(predictor, up, g);
+            if predictor.is_left_type() {
+                let mut acc = 0u16;
+                for ((o, &r), &g) in cur.iter_mut().zip(res).zip(g.iter()) {
+                    acc = acc.wrapping_add(r).wrapping_add(g);
+                    *o = acc & mask;
+                }
+            } else {
+                for ((o, &r), &g) in cur.iter_mut().zip(res).zip(g.iter()) {
+                    *o = r.wrapping_add(g) & mask;
+                }
+            }
+        }
+        let rows = if header.transform == Transform::SubtractGreen {
+            let (cur, out) = (&scratch.current, &mut scratch.output);
+            out[..C * stride].copy_from_slice(&cur[..C * stride]);
+            for k in [0, 2] {
+                let (g, dst) = (
+                    &cur[stride..stride + pw],
+                    &mut out[k * stride..k * stride + pw],
+                );
+                for (o, &g) in dst.iter_mut().zip(g) {
+                    *o = o.wrapping_add(g) & mask;
+                }
+            }
+            &scratch.output
+        } else {
+            &scratch.current
+        };
+        let dst = &mut out_row[dst_start..dst_start + dst_len];
+        if depth == 8 {
+            interleave_u8::<C>(rows, stride, 0, dst);
+        } else {
+            interleave_u16::<C>(rows, stride, 0, dst);
+        }
+        std::mem::swap(&mut scratch.previous, &mut scratch.current);
+    }
+    for (s, p) in pos.iter().enumerate().take(segs) {
+        for c in 0..C {
+            let (begin, end) = (
+                header.channels[c].segment_start[s],
+                header.channels[c].segment_start[s + 1],
+            );
+            if p[c] != end {
+                return Err(CompactError::Segment {
+                    channel: c as u8,
+                    segment: s as u32,
+                    used: p[c] - begin,
+                    stored: end - begin,
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! Compact-profile encoder for one patch: chooses the colour transform and each channel's
+//! predictor by estimated coded size, builds a Huffman code per channel and writes the
+//! segments (see [`crate::format::compact`]).
+
+use super::huffman::{self, MAX_TOKENS};
+use crate::bits::BitWriter;
+use crate::encode::{RawImage, Samples};
+use crate::format::compact::{
+    alphabet_size, pair_token, prediction_from_above, segments, token_of, zigzag, Predictor,
+    Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
+    TOKEN_COUNT_BITS, TRANSFORM_BITS,
+};
+use crate::format::Header;
+
+/// Per-thread buffers for one patch.
+pub(crate) struct PatchScratch {
+    /// Channel planes, `pw * ph` each, as stored (not transformed).
+    planes: Vec<Vec<u16>>,
+    /// `R - G` and `B - G` planes.
+    minus_green: [Vec<u16>; 2],
+    /// Symbols of the channel being written: token | raw bit count << 8 | raw << 16.
+    symbols: Vec<u32>,
+}
+
+impl PatchScratch {
+    pub(crate) fn new(header: &Header) -> Self {
+        let n = (header.patch_size() * header.patch_size()) as usize;
+        PatchScratch {
+            planes: vec![vec![0; n]; header.channels() as usize],
+            minus_green: [vec![0; n], vec![0; n]],
+            symbols: Vec::with_capacity(n),
+        }
+    }
+}
+
+/// The zigzagged residuals of each row of `plane` (`pw` wide) under `predictor`, passed to
+/// `sink` row by row. Row 0 uses 0 as the sample above.
+#[inline(always)]
+fn for_each_row(
+    plane: &[u16],
+    pw: usize,
+    depth: u32,
+    predictor: Predictor,
+    mut sink: impl FnMut(&[u32]),
+) {
+    let mask = (1u32 << depth) - 1;
+    let zero_row = [0u16; 128];
+    let mut z = [0u32; 128];
+    let mut g = [0u16; 128];
+    for (y, row) in plane.chunks_exact(pw).enumerate() {
+        let up = if y == 0 {
+            &zero_row[..pw]
+        } else {
+            &plane[(y - 1) * pw..y * pw]
+        };
+        prediction_from_above(predictor, up, &mut g);
+        if predictor.is_left_type() {
+            let mut left = 0u32;
+            for ((o, &t), &g) in z.iter_mut().zip(row).zip(&g) {
+                let e = (t as u32).wrapping_sub(left).wrapping_sub(g as u32) & mask;
+                *o = zigzag(e, depth);
+                left = t as u32;
+            }
+        } else {
+            for ((o, &t), &g) in z.iter_mut().zip(row).zip(&g) {
+                *o = zigzag((t as u32).wrapping_sub(g as u32) & mask, depth);
+            }
+        }
+        sink(&z[..pw]);
+    }
+}
+
+/// The symbols of one row of zigzag values, `(token, raw bit count, raw bits)` in order:
+/// with `pairs`, a pair token where both values of a position are below [`PAIR_LIMIT`];
+/// otherwise (and for every other position) single tokens. Pair tokens are the encoder's
+/// choice per channel: they pay off in smooth areas and cost a little in textured ones.
+#[inline(always)]
+fn row_symbols(z: &[u32], depth: u8, pairs: bool, mut sink: impl FnMut(u32, u32, u32)) {
+    for pos in z.chunks(2) {
+        if let [a, b] = *pos {
+            if pairs && a < PAIR_LIMIT && b < PAIR_LIMIT {
+                sink(pair_token(depth, a, b), 0, 0);
+                continue;
+            }
+        }
+        for &v in pos {
+            let (t, nraw, raw) = token_of(v);
+            sink(t, nraw, raw);
+        }
+    }
+}
+
+/// How one channel of a patch is coded.
+#[derive(Debug, Clone, Copy)]
+struct ChannelChoice {
+    predictor: Predictor,
+    pairs: bool,
+    /// Estimated bits.
+    bits: f64,
+}
+
+/// Estimated bits to code `plane` with `predictor`, with and without pair tokens: the
+/// order-0 entropy of its tokens plus their raw bits plus the code table. Ranks choices; the
+/// real code is a few % larger.
+fn estimate_bits(plane: &[u16], pw: usize, depth: u8, predictor: Predictor) -> [f64; 2] {
+    let mut hist = [[0u32; MAX_TOKENS]; 2];
+    let mut raw_bits = 0u64;
+    for_each_row(plane, pw, depth as u32, predictor, |z| {
+        row_symbols(z, depth, false, |t, nraw, _| {
+            hist[0][t as usize] += 1;
+            raw_bits += nraw as u64;
+        });
+        row_symbols(z, depth, true, |t, _, _| hist[1][t as usize] += 1);
+    });
+    // Raw bits are the same either way: pairs only replace tokens that have none.
+    [
+        entropy_bits(&hist[0]) + raw_bits as f64,
+        entropy_bits(&hist[1]) + raw_bits as f64,
+    ]
+}
+
+/// Approximate Huffman-coded bits of a histogram: each token's ideal length, but at least
+/// one bit (a prefix code cannot do better, which is what makes pair tokens pay off), plus
+/// about 3 bits per used token for the code-length table.
+fn entropy_bits(hist: &[u32]) -> f64 {
+    let n: u32 = hist.iter().sum();
+    let log_n = (n as f64).log2();
+    hist.iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| c as f64 * (log_n - (c as f64).log2()).max(1.0) + 3.0)
+        .sum()
+}
+
+/// The best predictor and pairing for a plane.
+fn best_choice(plane: &[u16], pw: usize, depth: u8) -> ChannelChoice {
+    let mut best = ChannelChoice {
+        predictor: Predictor::Gradient,
+        pairs: true,
+        bits: f64::INFINITY,
+    };
+    for predictor in Predictor::ALL {
+        let bits = estimate_bits(plane, pw, depth, predictor);
+        for (pairs, bits) in [(false, bits[0]), (true, bits[1])] {
+            if bits < best.bits {
+                best = ChannelChoice {
+                    predictor,
+                    pairs,
+                    bits,
+                };
+            }
+        }
+    }
+    best
+}
+
+fn extract_plane<T: Copy + Into<u16>>(
+    samples: &[T],
+    header: &Header,
+    (x0, y0, pw, ph): (usize, usize, usize, usize),
+    c: usize,
+    plane: &mut [u16],
+) {
+    let channels = header.channels() as usize;
+    let width = header.width as usize;
+    for (y, dst) in plane.chunks_exact_mut(pw).take(ph).enumerate() {
+        let start = ((y0 + y) * width + x0) * channels;
+        let src = &samples[start..start + pw * channels];
+        for (o, px) in dst.iter_mut().zip(src.chunks_exact(channels)) {
+            *o = px[c].into();
+        }
+    }
+}
+
+/// Encodes one patch as a compact stream.
+pub(crate) fn encode_patch(
+    image: &RawImage,
+    header: &Header,
+    patch: u64,
+    scratch: &mut PatchScratch,
+) -> Vec<u8> {
+    let (x0, y0, pw, ph) = header.patch_rect(patch);
+    let rect = (x0 as usize, y0 as usize, pw as usize, ph as usize);
+    let (pw, ph) = (pw as usize, ph as usize);
+    let n = pw * ph;
+    let depth = header.depth;
+    let mask = ((1u32 << depth) - 1) as u16;
+    let channels = header.channels() as usize;
+    for c in 0..channels {
+        let plane = &mut scratch.planes[c][..n];
+        match image.samples {
+            Samples::U8(s) => extract_plane(s, header, rect, c, plane),
+            Samples::U16(s) => extract_plane(s, header, rect, c, plane),
+        }
+    }
+    // Per channel: its coding, and which plane: None = as stored, Some(k) = minus_green[k].
+    let mut choice: Vec<(ChannelChoice, Option<usize>)> = Vec::with_capacity(channels);
+    let mut transform = Transform::None;
+    for c in 0..channels {
+        choice.push((best_choice(&scratch.planes[c][..n], pw, depth), None));
+    }
+    if channels >= 3 {
+        let mut sg_choice = [choice[0].0; 2];
+        for (k, c) in [0usize, 2].into_iter().enumerate() {
+            let (planes, mg) = (&scratch.planes, &mut scratch.minus_green);
+            for ((o, &x), &g) in mg[k][..n]
+                .iter_mut()
+                .zip(&planes[c][..n])
+                .zip(&planes[1][..n])
+            {
+                *o = x.wrapping_sub(g) & mask;
+            }
+            sg_choice[k] = best_choice(&scratch.minus_green[k][..n], pw, depth);
+        }
+        if sg_choice[0].bits + sg_choice[1].bits < choice[0].0.bits + choice[2].0.bits {
+            transform = Transform::SubtractGreen;
+            choice[0] = (sg_choice[0], Some(0));
+            choice[2] = (sg_choice[1], Some(1));
+        }
+    }
+
+    let segs = segments(header.patch_size(), ph as u32) as usize;
+    let ntok_max = alphabet_size(depth) as usize;
+    let mut w = BitWriter::with_prefix(&[], n * channels);
+    w.write(transform as u32, TRANSFORM_BITS);
+    // Headers first (they hold the segment lengths), then the segments: keep each channel's
+    // symbols and codes until its segments are written.
+    type Coded = (Vec<u32>, Vec<usize>, [u32; MAX_TOKENS], [u8; MAX_TOKENS]);
+    let mut coded: Vec<Coded> = Vec::new();
+    for (
+        c,
+        &(
+            ChannelChoice {
+                predictor, pairs, ..
+            },
+            plane_ix,
+        ),
+    ) in choice.iter().enumerate()
+    {
+        let plane = match plane_ix {
+            None => &scratch.planes[c][..n],
+            Some(k) => &scratch.minus_green[k][..n],
+        };
+        let mut hist = [0u32; MAX_TOKENS];
+        let symbols = &mut scratch.symbols;
+        symbols.clear();
+        // Symbols of row y are symbols[row_start[y]..row_start[y + 1]].
+        let mut row_start = Vec::with_capacity(ph + 1);
+        for_each_row(plane, pw, depth as u32, predictor, |z| {
+            row_start.push(symbols.len());
+            row_symbols(z, depth, pairs, |t, nraw, raw| {
+                hist[t as usize] += 1;
+                symbols.push(t | nraw << 8 | raw << 16);
+            })
+        });
+        row_start.push(symbols.len());
+        let mut lengths = [0u8; MAX_TOKENS];
+        huffman::code_lengths(&hist[..ntok_max], &mut lengths[..ntok_max]);
+        let mut codes = [0u32; MAX_TOKENS];
+        huffman::codes(&lengths[..ntok_max], &mut codes[..ntok_max]);
+        let single = huffman::is_single(&lengths[..ntok_max]);
+        let bits_of = |s: u32| {
+            let code = if single {
+                0
+            } else {
+                lengths[(s & 0xff) as usize] as u32
+            };
+            code + ((s >> 8) & 0xff)
+        };
+        let mut seg_bits = [0u32; 16];
+        for y in 0..ph {
+            let row = &symbols[row_start[y]..row_start[y + 1]];
+            seg_bits[y % segs] += row.iter().map(|&s| bits_of(s)).sum::<u32>();
+        }
+        let seg_bits = &seg_bits[..segs];
+        let ntok = lengths[..ntok_max]
+            .iter()
+            .rposition(|&l| l > 0)
+            .expect("a token")
+            + 1;
+        w.write(predictor as u32, PREDICTOR_BITS);
+        w.write(ntok as u32, TOKEN_COUNT_BITS);
+        let mut previous = 0u8;
+        for &l in &lengths[..ntok] {
+            // "0": same as the previous length; "01"/"11" (+1/-1, LSB first: bit 0 = 1 says
+            // "changed", bit 1 = 0 says "by one", bit 2 the sign); "x11": a literal.
+            match l as i32 - previous as i32 {
+                0 => w.write(0, 1),
+                1 => w.write(0b001, 3),
+                -1 => w.write(0b101, 3),
+                _ => w.write(0b11 | (l as u32) << 2, 2 + CODE_LENGTH_BITS),
+            }
+            previous = l;
+        }
+        let lo = *seg_bits.iter().min().expect("a segment");
+        let hi = *seg_bits.iter().max().expect("a segment");
+        let width = 32 - (hi - lo).leading_zeros();
+        debug_assert!(hi < 1 << SEGMENT_BASE_BITS);
+        w.write(width, SEGMENT_WIDTH_BITS);
+        w.write(lo, SEGMENT_BASE_BITS);
+        for &b in seg_bits {
+            w.write(b - lo, width);
+        }
+        coded.push((std::mem::take(symbols), row_start, codes, lengths));
+        if single {
+            coded.last_mut().expect("pushed").3 = [0; MAX_TOKENS];
+        }
+    }
+    for (symbols, row_start, codes, lengths) in &coded {
+        for s in 0..segs {
+            for y in (s..ph).step_by(segs) {
+                for &sym in &symbols[row_start[y]..row_start[y + 1]] {
+                    let t = (sym & 0xff) as usize;
+                    let len = lengths[t] as u32;
+                    let nraw = (sym >> 8) & 0xff;
+                    w.write(codes[t] | (sym >> 16) << len, len + nraw);
+                }
+            }
+        }
+    }
+    scratch.symbols = coded.pop().map(|c| c.0).unwrap_or_default();
+    w.finish()
+}

@@ -1,0 +1,246 @@
+//! Canonical Huffman codes over the compact profile's token alphabet (at most 40 tokens):
+//! length-limited code construction for the encoder, validation and a lookup table for the
+//! decoder. Codes are canonical (deflate's rule: shorter codes first, ties by token), written
+//! most significant bit first into the LSB-first stream, i.e. bit-reversed, so a decoder
+//! indexes its table with the next `MAX_CODE_LEN` stream bits as they are.
+
+use crate::format::compact::{token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT};
+
+/// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
+pub(crate) const MAX_TOKENS: usize = 56;
+/// Entries of a decode table.
+pub(crate) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
+
+/// Code lengths per token, at most [`MAX_CODE_LEN`]. Tokens with count 0 get length 0. When
+/// only one token occurs it gets length 1 in the table and its code takes zero bits (see
+/// [`is_single`]).
+pub(crate) fn code_lengths(hist: &[u32], lengths: &mut [u8]) {
+    debug_assert!(hist.len() <= MAX_TOKENS && lengths.len() == hist.len());
+    lengths.fill(0);
+    let mut used: Vec<(u32, usize)> = hist
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(t, &n)| (n, t))
+        .collect();
+    match used.len() {
+        0 => return,
+        1 => {
+            lengths[used[0].1] = 1;
+            return;
+        }
+        _ => {}
+    }
+    // Huffman's algorithm on at most 40 leaves: repeatedly merge the two lightest nodes.
+    // `parent` links leaves (0..n) and internal nodes (n..2n-1) for the depth computation.
+    let n = used.len();
+    let mut weight: Vec<u64> = used.iter().map(|&(w, _)| w as u64).collect();
+    let mut parent = vec![usize::MAX; 2 * n - 1];
+    let mut alive: Vec<usize> = (0..n).collect();
+    while alive.len() > 1 {
+        alive.sort_by_key(|&i| std::cmp::Reverse((weight[i], i)));
+        let a = alive.pop().expect("two nodes");
+        let b = alive.pop().expect("two nodes");
+        let node = weight.len();
+        weight.push(weight[a] + weight[b]);
+        parent[a] = node;
+        parent[b] = node;
+        alive.push(node);
+    }
+    let mut count = [0u32; 64];
+    let mut depth_of = vec![0u32; n];
+    for (leaf, d) in depth_of.iter_mut().enumerate() {
+        let mut node = leaf;
+        while parent[node] != usize::MAX {
+            node = parent[node];
+            *d += 1;
+        }
+        count[*d as usize] += 1;
+    }
+    // Limit the lengths as JPEG does (ITU T.81 Annex K.3, Adjust_BITS): move pairs of the
+    // longest codes up, splitting a shorter code, until none is longer than the limit.
+    let max = MAX_CODE_LEN as usize;
+    for i in (max + 1..64).rev() {
+        while count[i] > 0 {
+            let mut j = i - 2;
+            while count[j] == 0 {
+                j -= 1;
+            }
+            count[i] -= 2;
+            count[i - 1] += 1;
+            count[j + 1] += 2;
+            count[j] -= 1;
+        }
+    }
+    // The most frequent tokens get the shortest lengths.
+    used.sort_by_key(|&(w, t)| (std::cmp::Reverse(w), t));
+    let mut it = used.iter();
+    for (len, &c) in count.iter().enumerate().take(max + 1) {
+        for _ in 0..c {
+            let &(_, t) = it.next().expect("counts add up to the leaves");
+            lengths[t] = len as u8;
+        }
+    }
+}
+
+/// True when exactly one token has a non-zero length: its code then takes zero bits.
+pub(crate) fn is_single(lengths: &[u8]) -> bool {
+    lengths.iter().filter(|&&l| l > 0).count() == 1
+}
+
+/// Why a code-length table is invalid.
+pub(crate) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
+    if lengths.iter().any(|&l| l as u32 > MAX_CODE_LEN) {
+        return Err("a code length exceeds 11");
+    }
+    let used = lengths.iter().filter(|&&l| l > 0).count();
+    if used == 0 {
+        return Err("no token has a code");
+    }
+    if used == 1 {
+        return Ok(());
+    }
+    let kraft: u32 = lengths
+        .iter()
+        .filter(|&&l| l > 0)
+        .map(|&l| 1u32 << (MAX_CODE_LEN - l as u32))
+        .sum();
+    match kraft.cmp(&(1 << MAX_CODE_LEN)) {
+        std::cmp::Ordering::Less => Err("the code is incomplete"),
+        std::cmp::Ordering::Greater => Err("the code is over-subscribed"),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// Canonical codes, bit-reversed for LSB-first writing (`codes[t]` holds `lengths[t]` bits).
+pub(crate) fn codes(lengths: &[u8], codes: &mut [u32]) {
+    let mut count = [0u32; MAX_CODE_LEN as usize + 1];
+    for &l in lengths {
+        count[l as usize] += 1;
+    }
+    count[0] = 0;
+    let mut next = [0u32; MAX_CODE_LEN as usize + 2];
+    let mut code = 0;
+    for len in 1..=MAX_CODE_LEN as usize {
+        code = (code + count[len - 1]) << 1;
+        next[len] = code;
+    }
+    for (t, &l) in lengths.iter().enumerate() {
+        codes[t] = if l == 0 {
+            0
+        } else {
+            let c = next[l as usize];
+            next[l as usize] += 1;
+            c.reverse_bits() >> (32 - l as u32)
+        };
+    }
+    if is_single(lengths) {
+        codes.fill(0);
+    }
+}
+
+/// Bit of a decode-table entry that marks a pair token.
+pub(crate) const LUT_PAIR: u32 = 1 << 8;
+
+/// One decode-table entry: code length (bits 0..4), raw bit count (bits 4..8), [`LUT_PAIR`],
+/// and from bit 16 the token's base value (the value is `base + next raw bits`) or, for a
+/// pair token, the two zigzag values (bits 16..24 and 24..32).
+#[inline(always)]
+pub(crate) const fn lut_entry(code_len: u32, token: u32, depth: u8) -> u32 {
+    let singles = token_count(depth);
+    if token >= singles {
+        let p = token - singles;
+        return code_len | LUT_PAIR | (p / PAIR_LIMIT) << 16 | (p % PAIR_LIMIT) << 24;
+    }
+    let (base, nraw) = token_base(token);
+    code_len | (nraw << 4) | (base << 16)
+}
+
+/// Fills a decode table for validated `lengths`: entry `i` decodes a stream whose next
+/// [`MAX_CODE_LEN`] bits are `i`.
+pub(crate) fn fill_lut(lengths: &[u8], depth: u8, lut: &mut [u32; LUT_SIZE]) {
+    if is_single(lengths) {
+        let t = lengths.iter().position(|&l| l > 0).expect("one token");
+        lut.fill(lut_entry(0, t as u32, depth));
+        return;
+    }
+    let mut codes_buf = [0u32; MAX_TOKENS];
+    codes(lengths, &mut codes_buf[..lengths.len()]);
+    for (t, &l) in lengths.iter().enumerate() {
+        if l == 0 {
+            continue;
+        }
+        let entry = lut_entry(l as u32, t as u32, depth);
+        let step = 1usize << l;
+        let mut i = codes_buf[t] as usize;
+        while i < LUT_SIZE {
+            lut[i] = entry;
+            i += step;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_are_complete_limited_and_prefer_frequent_tokens() {
+        // Fibonacci weights force a deep tree: the limit must kick in.
+        let mut hist = [0u32; 24];
+        let (mut a, mut b) = (1u32, 1u32);
+        for h in hist.iter_mut() {
+            *h = a;
+            (a, b) = (b, a + b);
+        }
+        let mut lengths = [0u8; 24];
+        code_lengths(&hist, &mut lengths);
+        assert_eq!(check_lengths(&lengths), Ok(()));
+        assert!(lengths.iter().all(|&l| (1..=11).contains(&(l as u32))));
+        assert!(lengths[23] <= lengths[0]);
+        // Single token and two tokens.
+        let mut l2 = [0u8; 24];
+        code_lengths(
+            &[
+                0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ],
+            &mut l2,
+        );
+        assert!(is_single(&l2) && l2[1] == 1 && check_lengths(&l2).is_ok());
+        let mut hist2 = [0u32; 24];
+        hist2[3] = 1;
+        hist2[9] = 100;
+        code_lengths(&hist2, &mut l2);
+        assert_eq!((l2[3], l2[9]), (1, 1));
+    }
+
+    #[test]
+    fn bad_tables_are_named() {
+        assert_eq!(
+            check_lengths(&[1, 1, 1]),
+            Err("the code is over-subscribed")
+        );
+        assert_eq!(check_lengths(&[1, 2, 0]), Err("the code is incomplete"));
+        assert_eq!(check_lengths(&[0, 0]), Err("no token has a code"));
+        assert_eq!(check_lengths(&[12, 1]), Err("a code length exceeds 11"));
+    }
+
+    #[test]
+    fn table_decodes_what_the_codes_write() {
+        let hist: Vec<u32> = (0..40).map(|i| 1 + (i * 37 % 11) * (40 - i)).collect();
+        let mut lengths = [0u8; 40];
+        code_lengths(&hist, &mut lengths);
+        let mut c = [0u32; 40];
+        codes(&lengths, &mut c);
+        let mut lut = Box::new([0u32; LUT_SIZE]);
+        fill_lut(&lengths, 8, &mut lut);
+        for t in 0..40u32 {
+            let l = lengths[t as usize] as u32;
+            // Any bits may follow the code.
+            for tail in [0u32, 0x7ff, 0x555] {
+                let window = (c[t as usize] | (tail << l)) as usize & (LUT_SIZE - 1);
+                assert_eq!(lut[window], lut_entry(l, t, 8), "token {t}");
+            }
+        }
+    }
+}
