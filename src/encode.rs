@@ -29,10 +29,10 @@ pub struct EncodeOptions {
     pub profile: Profile,
     /// log2 of the patch side; default [`format::PATCH_LOG2_DEFAULT`] (64x64 patches).
     pub patch_log2: u8,
-    /// Predictor selection of the fast profile; default [`PredictorChoice::Best`]. The
-    /// compact profile always picks its colour transform and predictors per patch and channel
-    /// by estimated coded size.
+    /// Predictor selection of the fast profile; default [`PredictorChoice::Best`].
     pub predictor: PredictorChoice,
+    /// What the compact profile's encoder may try; default: everything.
+    pub compact: CompactOptions,
     /// Encode patches on rayon's thread pool (default true).
     pub parallel: bool,
 }
@@ -43,7 +43,55 @@ impl Default for EncodeOptions {
             profile: Profile::Fast,
             patch_log2: format::PATCH_LOG2_DEFAULT,
             predictor: PredictorChoice::Best,
+            compact: CompactOptions::default(),
             parallel: true,
+        }
+    }
+}
+
+/// A set of compact-profile predictors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PredictorSet(u8);
+
+impl PredictorSet {
+    /// Every predictor of [`format::compact::Predictor::ALL`].
+    pub const fn all() -> Self {
+        PredictorSet((1 << format::compact::Predictor::ALL.len()) - 1)
+    }
+    /// Only these predictors (an empty list means [`format::compact::Predictor::Gradient`]).
+    pub fn only(predictors: &[format::compact::Predictor]) -> Self {
+        let bits = predictors.iter().fold(0, |m, &p| m | 1 << p as u8);
+        if bits == 0 {
+            PredictorSet(1 << format::compact::Predictor::Gradient as u8)
+        } else {
+            PredictorSet(bits)
+        }
+    }
+    /// Whether `p` is in the set.
+    pub const fn contains(self, p: format::compact::Predictor) -> bool {
+        self.0 & 1 << p as u8 != 0
+    }
+}
+
+/// The compact profile's encoder search. Every choice is per patch and channel and is
+/// signalled in the stream, so these trade encode time for size and never affect decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactOptions {
+    /// Predictors to try (default: all six). Each costs one pass over the patch.
+    pub predictors: PredictorSet,
+    /// Try subtract-green on RGB(A) patches (default true). Costs two more planes' passes.
+    pub subtract_green: bool,
+    /// Allow pair tokens (default true): the encoder uses them per channel where they make
+    /// the estimate smaller; smooth and JPEG-originated images gain most.
+    pub pair_tokens: bool,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        CompactOptions {
+            predictors: PredictorSet::all(),
+            subtract_green: true,
+            pair_tokens: true,
         }
     }
 }
@@ -103,7 +151,11 @@ pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
                 || compact::encode::PatchScratch::new(&header),
                 |scratch, patch| {
                     vec![compact::encode::encode_patch(
-                        image, &header, patch, scratch,
+                        image,
+                        &header,
+                        &options.compact,
+                        patch,
+                        scratch,
                     )]
                 },
             )
@@ -115,6 +167,7 @@ pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
                     vec![compact::encode::encode_patch(
                         image,
                         &header,
+                        &options.compact,
                         patch,
                         &mut scratch,
                     )]

@@ -31,7 +31,10 @@ mod predict;
 mod unpack_avx2;
 
 pub use decode::{decode_image, decode_into, decode_into_u16, read_header, DecodeOptions};
-pub use encode::{encode_image, read_image, EncodeOptions, PredictorChoice, RawImage, Samples};
+pub use encode::{
+    encode_image, read_image, CompactOptions, EncodeOptions, PredictorChoice, PredictorSet,
+    RawImage, Samples,
+};
 pub use error::{Error, FormatError, LimitsError, ParameterError, Result};
 pub use format::{ColorType, Header, Predictor, Profile};
 

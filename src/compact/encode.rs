@@ -4,7 +4,7 @@
 
 use super::huffman::{self, MAX_TOKENS};
 use crate::bits::BitWriter;
-use crate::encode::{RawImage, Samples};
+use crate::encode::{CompactOptions, RawImage, Samples};
 use crate::format::compact::{
     alphabet_size, pair_token, prediction_from_above, segments, token_of, zigzag, Predictor,
     Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
@@ -132,16 +132,19 @@ fn entropy_bits(hist: &[u32]) -> f64 {
 }
 
 /// The best predictor and pairing for a plane.
-fn best_choice(plane: &[u16], pw: usize, depth: u8) -> ChannelChoice {
+fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) -> ChannelChoice {
     let mut best = ChannelChoice {
         predictor: Predictor::Gradient,
-        pairs: true,
+        pairs: false,
         bits: f64::INFINITY,
     };
     for predictor in Predictor::ALL {
+        if !options.predictors.contains(predictor) {
+            continue;
+        }
         let bits = estimate_bits(plane, pw, depth, predictor);
         for (pairs, bits) in [(false, bits[0]), (true, bits[1])] {
-            if bits < best.bits {
+            if bits < best.bits && (options.pair_tokens || !pairs) {
                 best = ChannelChoice {
                     predictor,
                     pairs,
@@ -175,6 +178,7 @@ fn extract_plane<T: Copy + Into<u16>>(
 pub(crate) fn encode_patch(
     image: &RawImage,
     header: &Header,
+    options: &CompactOptions,
     patch: u64,
     scratch: &mut PatchScratch,
 ) -> Vec<u8> {
@@ -196,9 +200,12 @@ pub(crate) fn encode_patch(
     let mut choice: Vec<(ChannelChoice, Option<usize>)> = Vec::with_capacity(channels);
     let mut transform = Transform::None;
     for c in 0..channels {
-        choice.push((best_choice(&scratch.planes[c][..n], pw, depth), None));
+        choice.push((
+            best_choice(&scratch.planes[c][..n], pw, depth, options),
+            None,
+        ));
     }
-    if channels >= 3 {
+    if channels >= 3 && options.subtract_green {
         let mut sg_choice = [choice[0].0; 2];
         for (k, c) in [0usize, 2].into_iter().enumerate() {
             let (planes, mg) = (&scratch.planes, &mut scratch.minus_green);
@@ -209,7 +216,7 @@ pub(crate) fn encode_patch(
             {
                 *o = x.wrapping_sub(g) & mask;
             }
-            sg_choice[k] = best_choice(&scratch.minus_green[k][..n], pw, depth);
+            sg_choice[k] = best_choice(&scratch.minus_green[k][..n], pw, depth, options);
         }
         if sg_choice[0].bits + sg_choice[1].bits < choice[0].0.bits + choice[2].0.bits {
             transform = Transform::SubtractGreen;

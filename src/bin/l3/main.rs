@@ -332,6 +332,7 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
             PredictorArg::L3Paeth => PredictorChoice::Fixed(Predictor::L3Paeth),
             PredictorArg::UpMean => PredictorChoice::Fixed(Predictor::UpMean),
         },
+        compact: l3::CompactOptions::default(),
         parallel: true,
     };
     let mut dirs: Vec<&Path> = plan.iter().filter_map(|(_, o)| o.parent()).collect();
