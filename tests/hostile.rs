@@ -3,11 +3,22 @@
 
 use l3::format::{self, HEADER_LEN};
 use l3::{
-    ColorType, DecodeOptions, EncodeOptions, Error, FormatError, LimitsError, RawImage, Samples,
+    ColorType, DecodeOptions, EncodeOptions, Error, FormatError, LimitsError, Profile, RawImage,
+    Samples,
 };
 use proptest::prelude::*;
 
 fn sample_file(width: u32, height: u32, color: ColorType, patch_log2: u8) -> Vec<u8> {
+    sample_file_in(width, height, color, patch_log2, Profile::Fast)
+}
+
+fn sample_file_in(
+    width: u32,
+    height: u32,
+    color: ColorType,
+    patch_log2: u8,
+    profile: Profile,
+) -> Vec<u8> {
     let n = (width * height * color.channels() as u32) as usize;
     let pixels: Vec<u8> = (0..n).map(|i| ((i * 37 + i / 7) % 251) as u8).collect();
     let raw = RawImage {
@@ -19,6 +30,7 @@ fn sample_file(width: u32, height: u32, color: ColorType, patch_log2: u8) -> Vec
     l3::encode::encode(
         &raw,
         &EncodeOptions {
+            profile,
             patch_log2,
             ..Default::default()
         },
@@ -45,14 +57,90 @@ fn decode(data: &[u8], options: &DecodeOptions) -> l3::Result<Vec<u8>> {
 
 #[test]
 fn every_truncation_is_an_error() {
-    let file = sample_file(37, 21, ColorType::Rgb, 4);
-    for len in 0..file.len() {
-        match decode(&file[..len], &DecodeOptions::default()) {
-            Err(Error::Format(_)) => {}
-            other => panic!("truncated to {len} of {}: {other:?}", file.len()),
+    for profile in [Profile::Fast, Profile::Compact] {
+        let file = sample_file_in(37, 21, ColorType::Rgb, 4, profile);
+        for len in 0..file.len() {
+            match decode(&file[..len], &DecodeOptions::default()) {
+                Err(Error::Format(_)) => {}
+                other => panic!(
+                    "{profile:?} truncated to {len} of {}: {other:?}",
+                    file.len()
+                ),
+            }
+        }
+        assert!(decode(&file, &DecodeOptions::default()).is_ok());
+    }
+}
+
+/// Every byte of a compact file flipped, with the CRC fixed so only the stream checks
+/// stand between the bytes and the decoder: never a panic, `inspect` agrees with `decode`, and
+/// a flip in the header or size table is always an error. (A flipped stream bit may decode to
+/// the same or other pixels: version 2 encodings are not unique, see SPEC.md.)
+#[test]
+fn compact_byte_flips_with_a_fixed_checksum_never_panic() {
+    for (file, what) in [
+        (
+            sample_file_in(45, 33, ColorType::Rgb, 4, Profile::Compact),
+            "rgb 16px",
+        ),
+        (
+            sample_file_in(70, 9, ColorType::Rgba, 6, Profile::Compact),
+            "rgba 64px",
+        ),
+        (
+            sample_file_16_in(21, 13, ColorType::Rgb, 7, Profile::Compact),
+            "rgb16 128px",
+        ),
+    ] {
+        let data_offset = first_stream(&file);
+        for i in 0..file.len() - format::CHECKSUM_LEN {
+            for flip in [0x01u8, 0x80, 0x5A] {
+                let mut bad = file.clone();
+                bad[i] ^= flip;
+                assert!(
+                    decode(&bad, &DecodeOptions::default()).is_err(),
+                    "{what} byte {i}"
+                );
+                fix_crc(&mut bad);
+                let decoded = decode(&bad, &DecodeOptions::default());
+                let inspected = l3::inspect::inspect(&bad, &DecodeOptions::default());
+                assert_eq!(decoded.is_ok(), inspected.is_ok(), "{what} byte {i}");
+                if decoded.is_ok() {
+                    assert!(
+                        i >= data_offset,
+                        "{what}: header/table byte {i} ^ {flip:#x}"
+                    );
+                }
+            }
         }
     }
-    assert!(decode(&file, &DecodeOptions::default()).is_ok());
+}
+
+#[test]
+fn forged_compact_fields_are_named() {
+    // 8x8 gray, one patch: the stream starts right after the 4-byte size table.
+    let file = sample_file_in(8, 8, ColorType::Gray, 3, Profile::Compact);
+    let s = first_stream(&file);
+    let field_of = |bad: &[u8]| match decode(bad, &no_crc()) {
+        Err(Error::Format(FormatError::InvalidStreamField { field, .. })) => field,
+        other => panic!("expected an invalid field, got {other:?}"),
+    };
+    // Transform 1 (subtract green) on a gray image.
+    let mut bad = file.clone();
+    bad[s] = (bad[s] & !0b11) | 0b01;
+    assert_eq!(field_of(&bad), "transform");
+    // Transform 2 (undefined).
+    bad[s] = (bad[s] & !0b11) | 0b10;
+    assert_eq!(field_of(&bad), "transform");
+    // Predictor 7 (bits 2..5).
+    let mut bad = file.clone();
+    bad[s] |= 0b111 << 2;
+    assert_eq!(field_of(&bad), "predictor");
+    // Token count 0 (bits 5..11).
+    let mut bad = file.clone();
+    bad[s] &= 0b0001_1111;
+    bad[s + 1] &= !0b0000_0111;
+    assert_eq!(field_of(&bad), "token count");
 }
 
 #[test]
@@ -95,7 +183,7 @@ fn wrong_magic_names_the_bytes_found() {
 fn forged_header(width: u32, height: u32, channels: u8, depth: u8) -> Vec<u8> {
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&format::MAGIC);
-    h[format::OFFSET_VERSION] = format::VERSION;
+    h[format::OFFSET_VERSION] = format::VERSION_FAST;
     h[format::OFFSET_CHANNELS] = channels;
     h[format::OFFSET_DEPTH] = depth;
     h[format::OFFSET_WIDTH..format::OFFSET_WIDTH + 4].copy_from_slice(&width.to_le_bytes());
@@ -283,6 +371,16 @@ proptest! {
 }
 
 fn sample_file_16(width: u32, height: u32, color: ColorType, patch_log2: u8) -> Vec<u8> {
+    sample_file_16_in(width, height, color, patch_log2, Profile::Fast)
+}
+
+fn sample_file_16_in(
+    width: u32,
+    height: u32,
+    color: ColorType,
+    patch_log2: u8,
+    profile: Profile,
+) -> Vec<u8> {
     let n = (width * height * color.channels() as u32) as usize;
     let pixels: Vec<u16> = (0..n)
         .map(|i| (i as u16).wrapping_mul(40503) ^ (i as u16 >> 3))
@@ -294,6 +392,7 @@ fn sample_file_16(width: u32, height: u32, color: ColorType, patch_log2: u8) -> 
         samples: Samples::U16(&pixels),
     };
     let options = EncodeOptions {
+        profile,
         patch_log2,
         ..Default::default()
     };
@@ -305,6 +404,7 @@ fn sixteen_bit_and_128_pixel_patches_survive_truncation_and_flips() {
     for file in [
         sample_file_16(21, 13, ColorType::Rgb, 7),
         sample_file_16(130, 3, ColorType::GrayAlpha, 7),
+        sample_file_16_in(130, 3, ColorType::GrayAlpha, 7, Profile::Compact),
     ] {
         for len in 0..file.len() {
             assert!(decode(&file[..len], &DecodeOptions::default()).is_err());
@@ -328,13 +428,14 @@ proptest! {
     #[test]
     fn random_stream_bodies_behind_a_valid_table(
         w in 1u32..140, h in 1u32..140, c in 1u8..=4, sixteen in any::<bool>(),
-        patch_log2 in 3u8..=7, seed in any::<u64>(), every in 1usize..64
+        patch_log2 in 3u8..=7, seed in any::<u64>(), every in 1usize..64, compact in any::<bool>()
     ) {
         let color = ColorType::from_channels(c).unwrap();
+        let profile = if compact { Profile::Compact } else { Profile::Fast };
         let mut file = if sixteen {
-            sample_file_16(w, h, color, patch_log2)
+            sample_file_16_in(w, h, color, patch_log2, profile)
         } else {
-            sample_file(w, h, color, patch_log2)
+            sample_file_in(w, h, color, patch_log2, profile)
         };
         let start = l3::read_header(&file).unwrap().data_offset() as usize;
         let end = file.len() - format::CHECKSUM_LEN;

@@ -1,8 +1,14 @@
 //! Random images of every shape the format allows round-trip exactly, including rows whose
 //! residual range needs bit width 0 and the full sample depth (8 or 16): the widths the L3
-//! prototype mis-handled.
+//! prototype mis-handled; and the same shapes in the compact profile (version 2), with every
+//! encoder option, including single-token (zero-bit) codes and 16-bit raw bits.
 
-use l3::{ColorType, DecodeOptions, EncodeOptions, Predictor, PredictorChoice, RawImage, Samples};
+use l3::format::compact::Predictor as CompactPredictor;
+use l3::inspect::Coding;
+use l3::{
+    ColorType, CompactOptions, DecodeOptions, EncodeOptions, Predictor, PredictorChoice,
+    PredictorSet, Profile, RawImage, Samples,
+};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy)]
@@ -132,8 +138,97 @@ proptest! {
         depth in prop_oneof![Just(8u8), Just(16u8)], content in content(),
         patch_log2 in 3u8..=7, predictor in predictor(), parallel in any::<bool>(), seed in any::<u64>()
     ) {
-        let options = EncodeOptions { patch_log2, predictor, parallel };
+        let options = EncodeOptions { patch_log2, predictor, parallel, ..Default::default() };
         round_trip(width, height, color, depth, content, options, seed);
+    }
+
+    #[test]
+    fn random_images_round_trip_compact(
+        width in dimension(), height in dimension(), color in color(),
+        depth in prop_oneof![Just(8u8), Just(16u8)], content in content(),
+        patch_log2 in 3u8..=7, compact in compact_options(), parallel in any::<bool>(),
+        seed in any::<u64>()
+    ) {
+        let options = EncodeOptions {
+            profile: Profile::Compact, patch_log2, compact, parallel, ..Default::default()
+        };
+        round_trip(width, height, color, depth, content, options, seed);
+    }
+}
+
+fn compact_options() -> impl Strategy<Value = CompactOptions> {
+    let predictors = prop_oneof![
+        Just(PredictorSet::all()),
+        proptest::sample::select(CompactPredictor::ALL.to_vec())
+            .prop_map(|p| PredictorSet::only(&[p])),
+    ];
+    (predictors, any::<bool>(), any::<bool>()).prop_map(
+        |(predictors, subtract_green, pair_tokens)| CompactOptions {
+            predictors,
+            subtract_green,
+            pair_tokens,
+        },
+    )
+}
+
+fn nbit_counts(ins: &l3::inspect::Inspection) -> [u64; 17] {
+    match ins.coding {
+        Coding::Fast { nbit_counts, .. } => nbit_counts,
+        Coding::Compact { .. } => panic!("expected a version-1 file"),
+    }
+}
+
+#[test]
+fn compact_constant_images_cost_almost_nothing() {
+    // One token per channel: zero-bit codes, so the file is headers only.
+    for depth in [8, 16] {
+        let options = EncodeOptions {
+            profile: Profile::Compact,
+            ..Default::default()
+        };
+        let ins = round_trip(
+            640,
+            480,
+            ColorType::Rgb,
+            depth,
+            Content::Constant,
+            options,
+            7,
+        );
+        assert!(
+            ins.bits_per_pixel() < 0.1,
+            "depth {depth}: {} bpp",
+            ins.bits_per_pixel()
+        );
+    }
+}
+
+#[test]
+fn compact_is_smaller_than_fast_on_smooth_content_and_round_trips_noise() {
+    let compact = EncodeOptions {
+        profile: Profile::Compact,
+        ..Default::default()
+    };
+    let fast = round_trip(
+        200,
+        150,
+        ColorType::Rgb,
+        8,
+        Content::Gradient,
+        EncodeOptions::default(),
+        3,
+    );
+    let small = round_trip(200, 150, ColorType::Rgb, 8, Content::Gradient, compact, 3);
+    assert!(
+        small.file_bytes < fast.file_bytes,
+        "{} vs {}",
+        small.file_bytes,
+        fast.file_bytes
+    );
+    // Noise: the worst case, full-depth residuals in every token bucket; 16-bit raw bits.
+    for depth in [8, 16] {
+        let ins = round_trip(130, 70, ColorType::Rgba, depth, Content::Noise, compact, 11);
+        assert!(matches!(ins.coding, Coding::Compact { .. }));
     }
 }
 
@@ -149,12 +244,9 @@ fn constant_rows_use_bit_width_zero() {
             EncodeOptions::default(),
             12345,
         );
-        let rows: u64 = ins.nbit_counts.iter().sum();
-        assert_eq!(
-            ins.nbit_counts[0], rows,
-            "depth {depth}: {:?}",
-            ins.nbit_counts
-        );
+        let counts = nbit_counts(&ins);
+        let rows: u64 = counts.iter().sum();
+        assert_eq!(counts[0], rows, "depth {depth}: {counts:?}");
     }
 }
 
@@ -174,10 +266,10 @@ fn full_range_rows_use_the_full_depth() {
             options,
             1,
         );
+        let counts = nbit_counts(&ins);
         assert!(
-            ins.nbit_counts[depth as usize] > 0,
-            "depth {depth}: no full-width rows in {:?}",
-            ins.nbit_counts
+            counts[depth as usize] > 0,
+            "depth {depth}: no full-width rows in {counts:?}"
         );
     }
 }
@@ -189,5 +281,5 @@ fn noise_needs_full_depth_and_still_round_trips() {
         ..Default::default()
     };
     let ins = round_trip(128, 128, ColorType::Rgba, 8, Content::Noise, options, 99);
-    assert!(ins.nbit_counts[8] > 0, "{:?}", ins.nbit_counts);
+    assert!(nbit_counts(&ins)[8] > 0, "{:?}", nbit_counts(&ins));
 }

@@ -3,7 +3,17 @@
 
 mod common;
 
-use l3::{DecodeOptions, EncodeOptions, Predictor, PredictorChoice};
+use l3::format::compact::Predictor as CompactPredictor;
+use l3::{
+    CompactOptions, DecodeOptions, EncodeOptions, Predictor, PredictorChoice, PredictorSet, Profile,
+};
+
+fn compact() -> EncodeOptions {
+    EncodeOptions {
+        profile: Profile::Compact,
+        ..Default::default()
+    }
+}
 
 fn round_trip(image: &image::DynamicImage, options: &EncodeOptions) -> Result<(), String> {
     let encoded = l3::encode_image(image, options).map_err(|e| e.to_string())?;
@@ -49,22 +59,38 @@ fn every_readable_corpus_image_round_trips() {
             }
         };
         tested += 1;
-        if let Err(e) = round_trip(&image, &EncodeOptions::default()) {
-            failures.push(format!("{}: {e}", path.display()));
+        for o in [EncodeOptions::default(), compact()] {
+            if let Err(e) = round_trip(&image, &o) {
+                failures.push(format!("{} {:?}: {e}", path.display(), o.profile));
+            }
         }
-        // Small images: every patch size and every fixed predictor too.
+        // Small images: every patch size and every fixed predictor too, in both profiles.
         if (image.width() as u64 * image.height() as u64) <= 64 * 64 {
             for patch_log2 in 3..=7 {
-                for predictor in Predictor::ALL
+                let fast = Predictor::ALL
                     .map(PredictorChoice::Fixed)
                     .into_iter()
                     .chain([PredictorChoice::Best])
-                {
-                    let o = EncodeOptions {
+                    .map(|predictor| EncodeOptions {
                         patch_log2,
                         predictor,
-                        parallel: true,
-                    };
+                        ..Default::default()
+                    });
+                let compact = CompactPredictor::ALL
+                    .map(|p| CompactOptions {
+                        predictors: PredictorSet::only(&[p]),
+                        subtract_green: p as u8 % 2 == 0,
+                        pair_tokens: p as u8 % 3 != 0,
+                    })
+                    .into_iter()
+                    .chain([CompactOptions::default()])
+                    .map(|compact| EncodeOptions {
+                        profile: Profile::Compact,
+                        patch_log2,
+                        compact,
+                        ..Default::default()
+                    });
+                for o in fast.chain(compact) {
                     if let Err(e) = round_trip(&image, &o) {
                         failures.push(format!("{} {o:?}: {e}", path.display()));
                     }
@@ -105,8 +131,9 @@ fn crashers_fail_cleanly() {
         // As image input: `image` may reject it or decode something; either way no panic,
         // and anything decoded must round-trip.
         if let Ok(image) = l3::read_image(&path) {
-            round_trip(&image, &EncodeOptions::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for o in [EncodeOptions::default(), compact()] {
+                round_trip(&image, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
         }
         // As L3 input: a clear "not an L3 file" error.
         match l3::decode::decode(&bytes, &DecodeOptions::default()) {
@@ -149,6 +176,8 @@ fn every_input_format_round_trips() {
         let path = tmp.path().join(format!("input.{ext}"));
         image.save_with_format(&path, format).unwrap();
         let read = l3::read_image(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
-        round_trip(&read, &EncodeOptions::default()).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        for o in [EncodeOptions::default(), compact()] {
+            round_trip(&read, &o).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        }
     }
 }

@@ -75,7 +75,7 @@ impl CompactError {
 #[derive(Debug, Clone)]
 pub(crate) struct ChannelHeader {
     pub predictor: Predictor,
-    /// Code length per token (0 = unused), `token_count(depth)` long.
+    /// Code length per token (0 = unused), `alphabet_size(depth)` long.
     pub lengths: [u8; MAX_TOKENS],
     /// Bit offset of each segment in the stream, and one past the last.
     pub segment_start: [u64; SEGMENTS_MAX as usize + 1],

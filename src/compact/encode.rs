@@ -120,9 +120,13 @@ fn estimate_bits(plane: &[u16], pw: usize, depth: u8, predictor: Predictor) -> [
 }
 
 /// Approximate Huffman-coded bits of a histogram: each token's ideal length, but at least
-/// one bit (a prefix code cannot do better, which is what makes pair tokens pay off), plus
-/// about 3 bits per used token for the code-length table.
+/// one bit (a prefix code cannot do better, which is what makes pair tokens pay off) unless
+/// only one token is used, plus about 3 bits per used token for the code-length table.
 fn entropy_bits(hist: &[u32]) -> f64 {
+    if hist.iter().filter(|&&c| c > 0).count() == 1 {
+        // One token: its code is zero bits long.
+        return 3.0;
+    }
     let n: u32 = hist.iter().sum();
     let log_n = (n as f64).log2();
     hist.iter()

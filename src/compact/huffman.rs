@@ -98,7 +98,13 @@ pub(crate) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
         return Err("no token has a code");
     }
     if used == 1 {
-        return Ok(());
+        // Its code is zero bits long whatever the length says; only 1 is allowed so that
+        // every image has one encoding per choice of codes (a flipped bit is never ignored).
+        return if lengths.iter().any(|&l| l > 1) {
+            Err("a single used token must have length 1")
+        } else {
+            Ok(())
+        };
     }
     let kraft: u32 = lengths
         .iter()
@@ -223,6 +229,11 @@ mod tests {
         assert_eq!(check_lengths(&[1, 2, 0]), Err("the code is incomplete"));
         assert_eq!(check_lengths(&[0, 0]), Err("no token has a code"));
         assert_eq!(check_lengths(&[12, 1]), Err("a code length exceeds 11"));
+        assert_eq!(
+            check_lengths(&[0, 3]),
+            Err("a single used token must have length 1")
+        );
+        assert_eq!(check_lengths(&[0, 1]), Ok(()));
     }
 
     #[test]
