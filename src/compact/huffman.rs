@@ -162,14 +162,17 @@ pub(crate) const fn lut_entry(code_len: u32, token: u32, depth: u8) -> u32 {
     code_len | (nraw << 4) | (base << 16)
 }
 
-/// Fills a decode table for validated `lengths`: entry `i` decodes a stream whose next
-/// [`MAX_CODE_LEN`] bits are `i`.
-pub(crate) fn fill_lut(lengths: &[u8], depth: u8, lut: &mut [u32; LUT_SIZE]) {
+/// Fills a decode table for validated `lengths` and returns how many index bits it uses
+/// (the longest code length): entry `i` decodes a stream whose next bits, masked to that
+/// many, are `i`. Only `2^bits` entries are written, so short codes cost a small fill.
+pub(crate) fn fill_lut(lengths: &[u8], depth: u8, lut: &mut [u32; LUT_SIZE]) -> u32 {
     if is_single(lengths) {
         let t = lengths.iter().position(|&l| l > 0).expect("one token");
-        lut.fill(lut_entry(0, t as u32, depth));
-        return;
+        lut[0] = lut_entry(0, t as u32, depth);
+        return 0;
     }
+    let bits = lengths.iter().copied().max().unwrap_or(0) as u32;
+    let size = 1usize << bits;
     let mut codes_buf = [0u32; MAX_TOKENS];
     codes(lengths, &mut codes_buf[..lengths.len()]);
     for (t, &l) in lengths.iter().enumerate() {
@@ -179,11 +182,12 @@ pub(crate) fn fill_lut(lengths: &[u8], depth: u8, lut: &mut [u32; LUT_SIZE]) {
         let entry = lut_entry(l as u32, t as u32, depth);
         let step = 1usize << l;
         let mut i = codes_buf[t] as usize;
-        while i < LUT_SIZE {
+        while i < size {
             lut[i] = entry;
             i += step;
         }
     }
+    bits
 }
 
 #[cfg(test)]
@@ -244,12 +248,13 @@ mod tests {
         let mut c = [0u32; 40];
         codes(&lengths, &mut c);
         let mut lut = Box::new([0u32; LUT_SIZE]);
-        fill_lut(&lengths, 8, &mut lut);
+        let bits = fill_lut(&lengths, 8, &mut lut);
+        assert_eq!(bits, *lengths.iter().max().unwrap() as u32);
         for t in 0..40u32 {
             let l = lengths[t as usize] as u32;
             // Any bits may follow the code.
             for tail in [0u32, 0x7ff, 0x555] {
-                let window = (c[t as usize] | (tail << l)) as usize & (LUT_SIZE - 1);
+                let window = (c[t as usize] | (tail << l)) as usize & ((1 << bits) - 1);
                 assert_eq!(lut[window], lut_entry(l, t, 8), "token {t}");
             }
         }
