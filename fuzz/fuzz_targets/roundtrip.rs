@@ -22,7 +22,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let n = (width * height) as usize * per_pixel;
-    let options = l3::EncodeOptions { patch_log2, predictor, parallel: false };
+    // Bit 6 picks the compact profile; bits 4-5 its encoder options.
+    let compact = l3::CompactOptions {
+        predictors: l3::PredictorSet::all(),
+        subtract_green: params[2] & 0x10 != 0,
+        pair_tokens: params[2] & 0x20 != 0,
+    };
+    let profile = if params[3] & 0x40 != 0 { l3::Profile::Compact } else { l3::Profile::Fast };
+    let options = l3::EncodeOptions { profile, patch_log2, predictor, compact, parallel: false };
     let samples16: Vec<u16> = if sixteen {
         pixels[..n]
             .chunks_exact(2)

@@ -836,62 +836,89 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
     }
     println!("l3 demo on {} ({} images)", dir.display(), jobs.len());
     println!(
-        "CPU encoder and decoder: {} threads (speeds: best of 3 runs)",
+        "both profiles: fast (format v1, fixed-width rows) and compact (v2, Huffman-coded); \
+         CPU encoder and decoder on {} threads, speeds best of 3 runs",
         rayon::current_num_threads()
     );
     println!(
-        "{:<40} {:>11} {:>10} {:>10} {:>7} {:>10} {:>10}",
-        "image", "size", "input", "l3", "l3/in", "enc MP/s", "dec MP/s"
+        "{:<34} {:>11} {:>9} {:>9} {:>9} {:>15} {:>15}",
+        "image", "size", "input", "fast", "compact", "enc MP/s f / c", "dec MP/s f / c"
     );
-    let (mut tin, mut tout, mut tpx, mut tenc, mut tdec) = (0u64, 0u64, 0u64, 0f64, 0f64);
+    let profiles = [l3::Profile::Fast, l3::Profile::Compact];
+    // Per profile: total bytes, encode seconds, decode seconds.
+    let mut totals = [(0u64, 0f64, 0f64); 2];
+    let (mut tin, mut tpx) = (0u64, 0u64);
     let mut failed = 0;
-    // Encoded files and their CPU-decoded pixels, for the GPU comparison below.
-    let mut decoded_files: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // Per profile, the encoded files and their CPU-decoded pixels, for the GPU comparison.
+    let mut decoded_files: [Vec<(Vec<u8>, Vec<u8>)>; 2] = [Vec::new(), Vec::new()];
     for job in &jobs {
         let r = (|| -> Result<()> {
             let input_bytes = std::fs::metadata(&job.input)?.len();
             let image = read_source(&job.input)?;
             let px = image.width() as u64 * image.height() as u64;
-            // Best of 3 encodes, then best of 3 decodes into one reused buffer.
-            let mut enc = f64::MAX;
-            let mut encoded = Vec::new();
-            for _ in 0..3 {
-                let t0 = Instant::now();
-                encoded = l3::encode_image(&image, &EncodeOptions::default())?;
-                enc = enc.min(t0.elapsed().as_secs_f64());
-            }
-            let header = l3::read_header(&encoded)?;
-            let mut out = vec![0u8; header.output_bytes() as usize];
-            let mut dec = f64::MAX;
-            for _ in 0..3 {
-                let t0 = Instant::now();
-                l3::decode_into(&encoded, &mut out, &decode_options())?;
-                dec = dec.min(t0.elapsed().as_secs_f64());
-            }
-            // `out` holds the decoded samples in the `image` crate's own layout (16-bit in
-            // native byte order), so it is compared with the source directly.
-            let same = (header.width, header.height) == (image.width(), image.height())
-                && header.channels() == image.color().channel_count()
-                && out == image.as_bytes();
-            if !same {
-                bail!("round trip is not lossless");
+            let mut row = Vec::new();
+            for (k, &profile) in profiles.iter().enumerate() {
+                let options = EncodeOptions {
+                    profile,
+                    ..Default::default()
+                };
+                // Best of 3 encodes, then best of 3 decodes into one reused buffer.
+                let mut enc = f64::MAX;
+                let mut encoded = Vec::new();
+                for _ in 0..3 {
+                    let t0 = Instant::now();
+                    encoded = l3::encode_image(&image, &options)?;
+                    enc = enc.min(t0.elapsed().as_secs_f64());
+                }
+                let header = l3::read_header(&encoded)?;
+                let mut out = vec![0u8; header.output_bytes() as usize];
+                let mut dec = f64::MAX;
+                for _ in 0..3 {
+                    let t0 = Instant::now();
+                    l3::decode_into(&encoded, &mut out, &decode_options())?;
+                    dec = dec.min(t0.elapsed().as_secs_f64());
+                }
+                // `out` holds the decoded samples in the `image` crate's own layout (16-bit
+                // in native byte order), so it is compared with the source directly.
+                let same = (header.width, header.height) == (image.width(), image.height())
+                    && header.channels() == image.color().channel_count()
+                    && out == image.as_bytes();
+                if !same {
+                    bail!("{} round trip is not lossless", profile.name());
+                }
+                row.push((encoded.len() as u64, enc, dec));
+                decoded_files[k].push((encoded, out));
             }
             println!(
-                "{:<40} {:>11} {:>10} {:>10} {:>7.3} {:>10.1} {:>10.1}",
+                "{:<34} {:>11} {:>9} {:>9} {:>9} {:>15} {:>15}",
                 job.relative.display().to_string(),
-                format!("{}x{}x{}", header.width, header.height, header.channels()),
+                format!(
+                    "{}x{}x{}",
+                    image.width(),
+                    image.height(),
+                    image.color().channel_count()
+                ),
                 human(input_bytes),
-                human(encoded.len() as u64),
-                encoded.len() as f64 / input_bytes as f64,
-                px as f64 / 1e6 / enc,
-                px as f64 / 1e6 / dec
+                human(row[0].0),
+                human(row[1].0),
+                format!(
+                    "{:.0} / {:.0}",
+                    px as f64 / 1e6 / row[0].1,
+                    px as f64 / 1e6 / row[1].1
+                ),
+                format!(
+                    "{:.0} / {:.0}",
+                    px as f64 / 1e6 / row[0].2,
+                    px as f64 / 1e6 / row[1].2
+                ),
             );
             tin += input_bytes;
-            tout += encoded.len() as u64;
             tpx += px;
-            tenc += enc;
-            tdec += dec;
-            decoded_files.push((encoded, out));
+            for (t, r) in totals.iter_mut().zip(&row) {
+                t.0 += r.0;
+                t.1 += r.1;
+                t.2 += r.2;
+            }
             Ok(())
         })();
         if let Err(e) = r {
@@ -899,16 +926,26 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
             eprintln!("error: {}: {e:#}", job.input.display());
         }
     }
-    println!(
-        "total: {} -> {} ({:.3}x input), encode {:.1} MP/s, CPU decode {:.1} MP/s; every image verified bit-exact",
-        human(tin),
-        human(tout),
-        tout as f64 / tin.max(1) as f64,
-        tpx as f64 / 1e6 / tenc,
-        tpx as f64 / 1e6 / tdec
-    );
+    for (profile, (bytes, enc, dec)) in profiles.iter().zip(totals) {
+        println!(
+            "total {:<7}: {} -> {} ({:.3}x the input files), encode {:.1} MP/s, CPU decode {:.1} MP/s",
+            profile.name(),
+            human(tin),
+            human(bytes),
+            bytes as f64 / tin.max(1) as f64,
+            tpx as f64 / 1e6 / enc,
+            tpx as f64 / 1e6 / dec
+        );
+    }
+    println!("every image verified bit-exact in both profiles");
     #[cfg(feature = "gpu")]
-    demo_gpu(&decoded_files, tpx)?;
+    demo_gpu(
+        &[
+            (profiles[0].name(), &decoded_files[0]),
+            (profiles[1].name(), &decoded_files[1]),
+        ],
+        tpx,
+    )?;
     #[cfg(not(feature = "gpu"))]
     println!(
         "GPU decoder: not built (the `gpu` feature is off); the CPU decoder above is the fallback"
@@ -919,7 +956,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
 #[cfg(feature = "gpu")]
 /// The demo's GPU part: the same files as one batch on the GPU, compared byte for byte with
 /// the CPU decoder; without an adapter, says so and stays on the CPU.
-fn demo_gpu(files: &[(Vec<u8>, Vec<u8>)], pixels: u64) -> Result<()> {
+fn demo_gpu(sets: &[(&str, &Vec<(Vec<u8>, Vec<u8>)>)], pixels: u64) -> Result<()> {
     let decoder = match l3::gpu::GpuDecoder::new_default() {
         Ok(d) => d,
         Err(e) => {
@@ -939,30 +976,32 @@ fn demo_gpu(files: &[(Vec<u8>, Vec<u8>)], pixels: u64) -> Result<()> {
             ""
         }
     );
-    let refs: Vec<&[u8]> = files.iter().map(|(f, _)| f.as_slice()).collect();
-    let mut best = f64::MAX;
-    let mut batch = None;
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        let b = decoder.decode_batch(&refs, l3::gpu::OutputFormat::Interleaved)?;
-        best = best.min(t0.elapsed().as_secs_f64());
-        batch = Some(b);
-    }
-    let images = batch.expect("three runs").read_back()?;
-    let identical = images
-        .iter()
-        .zip(files)
-        .filter(|(gpu, (_, cpu))| *gpu == cpu)
-        .count();
-    println!(
-        "GPU batch of {} images: {:.1} MP/s (parse, upload and kernels; best of 3); {}/{} identical to the CPU decoder",
-        files.len(),
-        pixels as f64 / 1e6 / best,
-        identical,
-        files.len()
-    );
-    if identical != files.len() {
-        bail!("GPU and CPU decoders disagree");
+    for &(profile, files) in sets {
+        let refs: Vec<&[u8]> = files.iter().map(|(f, _)| f.as_slice()).collect();
+        let mut best = f64::MAX;
+        let mut batch = None;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let b = decoder.decode_batch(&refs, l3::gpu::OutputFormat::Interleaved)?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            batch = Some(b);
+        }
+        let images = batch.expect("three runs").read_back()?;
+        let identical = images
+            .iter()
+            .zip(files)
+            .filter(|(gpu, (_, cpu))| *gpu == cpu)
+            .count();
+        println!(
+            "GPU batch of {} {profile} files: {:.1} MP/s (parse, upload and kernels; best of 3); {}/{} identical to the CPU decoder",
+            files.len(),
+            pixels as f64 / 1e6 / best,
+            identical,
+            files.len()
+        );
+        if identical != files.len() {
+            bail!("GPU and CPU decoders disagree on {profile} files");
+        }
     }
     Ok(())
 }
