@@ -3,7 +3,7 @@
 //! once (independent bit positions, so the CPU overlaps them), then undoes prediction and the
 //! colour transform and interleaves into the output band.
 
-use super::huffman::{self, LUT_PAIR, LUT_SIZE, MAX_TOKENS};
+use super::huffman::{self, LUT_PAIR, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
 use crate::bits::BitReader;
 use crate::decode::{check_stream_end, interleave_u16, interleave_u8, Avx2, StreamError};
 use crate::error::FormatError;
@@ -212,6 +212,8 @@ pub(crate) fn parse_patch_header(
 /// Per-thread buffers: decode tables, rows and segment positions.
 pub(crate) struct Scratch {
     luts: Vec<Box<[u32; LUT_SIZE]>>,
+    /// Whole-position tables (see `huffman::fill_position_lut`).
+    positions: Vec<Box<[u32; LUT_SIZE]>>,
     /// Current and previous rows, `channels x patch size` each.
     current: Vec<u16>,
     previous: Vec<u16>,
@@ -225,6 +227,9 @@ impl Scratch {
     pub(crate) fn new(h: &Header) -> Self {
         let n = h.channels() as usize * h.patch_size() as usize;
         Scratch {
+            positions: (0..h.channels())
+                .map(|_| Box::new([0u32; LUT_SIZE]))
+                .collect(),
             luts: (0..h.channels())
                 .map(|_| Box::new([0u32; LUT_SIZE]))
                 .collect(),
@@ -258,6 +263,7 @@ struct RowChannel<'a> {
     /// Bit position in the stream.
     pos: u64,
     lut: &'a [u32; LUT_SIZE],
+    positions: &'a [u32; LUT_SIZE],
     index_mask: u64,
     /// The prediction's part from the row above (see `prediction_from_above`).
     above: &'a [u16],
@@ -277,22 +283,11 @@ impl RowChannel<'_> {
     #[inline(always)]
     fn pair(&mut self, bytes: &[u8], x: usize) {
         let bits = peek(bytes, self.pos);
-        let e0 = self.lut[(bits & self.index_mask) as usize & (LUT_SIZE - 1)];
-        let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
-        let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
-        let adv0 = len0 + nraw0;
-        let rest = bits >> adv0;
-        let e1 = self.lut[(rest & self.index_mask) as usize & (LUT_SIZE - 1)];
-        let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
-        let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
-        // A branch: pair and single positions come in runs (smooth vs textured areas), so
-        // it predicts well (measured faster than selecting with masks), and a pair position
-        // skips the second symbol's work.
-        let (z0, z1, adv) = if e0 & LUT_PAIR != 0 {
-            ((e0 >> 16) & 0xff, e0 >> 24, adv0)
+        let whole = self.positions[bits as usize & (LUT_SIZE - 1)];
+        let (z0, z1, adv) = if whole & POSITION_WHOLE != 0 {
+            ((whole >> 8) & 0xff, (whole >> 16) & 0xff, whole & 0xff)
         } else {
-            self.bad |= e1 & LUT_PAIR;
-            (v0, v1, adv0 + len1 + nraw1)
+            self.symbols(bits)
         };
         self.pos += adv as u64;
         let a0 = (self.acc & self.keep)
@@ -304,6 +299,28 @@ impl RowChannel<'_> {
         self.current[2 * x] = a0;
         self.current[2 * x + 1] = a1;
         self.acc = a1;
+    }
+
+    /// A position symbol by symbol: `(z0, z1, bits taken)`.
+    #[inline(always)]
+    fn symbols(&mut self, bits: u64) -> (u32, u32, u32) {
+        let e0 = self.lut[(bits & self.index_mask) as usize & (LUT_SIZE - 1)];
+        let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+        let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
+        let adv0 = len0 + nraw0;
+        let rest = bits >> adv0;
+        let e1 = self.lut[(rest & self.index_mask) as usize & (LUT_SIZE - 1)];
+        let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
+        let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
+        // A branch: pair and single positions come in runs (smooth vs textured areas), so
+        // it predicts well (measured faster than selecting with masks), and a pair position
+        // skips the second symbol's work.
+        if e0 & LUT_PAIR != 0 {
+            ((e0 >> 16) & 0xff, e0 >> 24, adv0)
+        } else {
+            self.bad |= e1 & LUT_PAIR;
+            (v0, v1, adv0 + len1 + nraw1)
+        }
     }
 
     /// Decodes the last sample of an odd row: a single token only.
@@ -417,6 +434,11 @@ fn decode_patch_rows<const C: usize>(
             depth,
             &mut scratch.luts[c],
         );
+        huffman::fill_position_lut(
+            &ch.lengths[..alphabet_size(depth) as usize],
+            depth,
+            &mut scratch.positions[c],
+        );
     }
     // Positions are relative to the stream start; reads may look past the stream into the
     // rest of the file (memory-safe, and only bits inside a segment are used once the
@@ -456,6 +478,7 @@ fn decode_patch_rows<const C: usize>(
             let mut ch: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
                 pos: pos[s][c],
                 lut: &scratch.luts[c],
+                positions: &scratch.positions[c],
                 index_mask: index_mask[c],
                 above: &scratch.above[c * stride..c * stride + pw],
                 keep: keep[c],

@@ -4,7 +4,7 @@
 //! most significant bit first into the LSB-first stream, i.e. bit-reversed, so a decoder
 //! indexes its table with the next `MAX_CODE_LEN` stream bits as they are.
 
-use crate::format::compact::{token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT};
+use crate::format::compact::{token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT, TOKEN_DIRECT};
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
 pub(crate) const MAX_TOKENS: usize = 56;
@@ -190,6 +190,62 @@ pub(crate) fn fill_lut(lengths: &[u8], depth: u8, lut: &mut [u32; LUT_SIZE]) -> 
     bits
 }
 
+/// Bit of a position-table entry that says it holds the whole position.
+pub(crate) const POSITION_WHOLE: u32 = 1 << 31;
+
+/// Fills a position table for validated `lengths`: entry `i` holds a whole position, both
+/// zigzag values (bits 8..16 and 16..24) and the bits it takes (bits 0..8), when the next
+/// [`MAX_CODE_LEN`] stream bits `i` determine it without raw bits: a pair token, or two single
+/// tokens below 16 whose codes fit together. Other entries are 0 and the decoder takes the
+/// symbol-by-symbol path. One lookup instead of two dependent ones for most positions of
+/// smooth and moderately textured areas. Filled code by code (each entry is written at most
+/// once), not entry by entry.
+pub(crate) fn fill_position_lut(lengths: &[u8], depth: u8, positions: &mut [u32; LUT_SIZE]) {
+    positions.fill(0);
+    let mut codes_buf = [0u32; MAX_TOKENS];
+    codes(lengths, &mut codes_buf[..lengths.len()]);
+    let single = is_single(lengths);
+    let singles = token_count(depth) as usize;
+    let fill = |positions: &mut [u32; LUT_SIZE], code: u32, len: u32, entry: u32| {
+        let step = 1usize << len;
+        let mut i = code as usize;
+        while i < LUT_SIZE {
+            positions[i] = entry;
+            i += step;
+        }
+    };
+    // Direct single tokens (value = token, no raw bits) with their codes.
+    let mut direct = [(0u32, 0u32, 0u32); TOKEN_DIRECT as usize];
+    let mut n_direct = 0;
+    for t in 0..singles.min(TOKEN_DIRECT as usize) {
+        if lengths[t] > 0 {
+            let len = if single { 0 } else { lengths[t] as u32 };
+            direct[n_direct] = (t as u32, codes_buf[t], len);
+            n_direct += 1;
+        }
+    }
+    let direct = &direct[..n_direct];
+    for (t, &l) in lengths.iter().enumerate() {
+        if l == 0 {
+            continue;
+        }
+        let len0 = if single { 0 } else { l as u32 };
+        let code0 = codes_buf[t];
+        if t >= singles {
+            let p = (t - singles) as u32;
+            let entry = POSITION_WHOLE | len0 | (p / PAIR_LIMIT) << 8 | (p % PAIR_LIMIT) << 16;
+            fill(positions, code0, len0, entry);
+        } else if t < TOKEN_DIRECT as usize {
+            for &(t1, code1, len1) in direct {
+                if len0 + len1 <= MAX_CODE_LEN {
+                    let entry = POSITION_WHOLE | (len0 + len1) | (t as u32) << 8 | t1 << 16;
+                    fill(positions, code0 | code1 << len0, len0 + len1, entry);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +278,49 @@ mod tests {
         hist2[9] = 100;
         code_lengths(&hist2, &mut l2);
         assert_eq!((l2[3], l2[9]), (1, 1));
+    }
+
+    /// Every whole-position entry agrees with decoding its two symbols one by one.
+    #[test]
+    fn position_table_agrees_with_symbol_by_symbol_decoding() {
+        for depth in [8u8, 16] {
+            let n = crate::format::compact::alphabet_size(depth) as usize;
+            let hist: Vec<u32> = (0..n as u32)
+                .map(|i| 1 + (i * 53 % 17) * (n as u32 - i))
+                .collect();
+            let mut lengths = vec![0u8; n];
+            code_lengths(&hist, &mut lengths);
+            let mut lut = Box::new([0u32; LUT_SIZE]);
+            let bits = fill_lut(&lengths, depth, &mut lut);
+            let mut positions = Box::new([0u32; LUT_SIZE]);
+            fill_position_lut(&lengths, depth, &mut positions);
+            let mask = (1usize << bits) - 1;
+            let mut whole = 0;
+            for (i, &p) in positions.iter().enumerate() {
+                if p & POSITION_WHOLE == 0 {
+                    continue;
+                }
+                whole += 1;
+                let e0 = lut[i & mask];
+                let (z0, z1, len) = if e0 & LUT_PAIR != 0 {
+                    ((e0 >> 16) & 0xff, e0 >> 24, e0 & 15)
+                } else {
+                    let e1 = lut[(i >> (e0 & 15)) & mask];
+                    assert_eq!((e0 >> 4) & 15, 0, "raw bits in a whole position");
+                    assert_eq!((e1 >> 4) & 15, 0, "raw bits in a whole position");
+                    (e0 >> 16, e1 >> 16, (e0 & 15) + (e1 & 15))
+                };
+                assert_eq!(
+                    p,
+                    POSITION_WHOLE | len | z0 << 8 | z1 << 16,
+                    "depth {depth} index {i}"
+                );
+            }
+            assert!(
+                whole > LUT_SIZE / 4,
+                "depth {depth}: only {whole} whole entries"
+            );
+        }
     }
 
     #[test]
