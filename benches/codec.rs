@@ -1,13 +1,15 @@
-//! Criterion benches of the CPU codec on bundled samples: encode (all threads), decode on one
-//! thread and on all threads. Throughput is in bytes of raw (decoded) pixels.
+//! Criterion benches of the CPU codec on bundled samples, both profiles: encode (all threads),
+//! decode on one thread and on all threads. Throughput is in bytes of raw (decoded) pixels.
+//! Groups: `l3` (the fast profile, format version 1; the group kept its name so saved
+//! baselines still compare) and `l3_compact` (version 2).
 //!
-//! `cargo bench --bench codec` (add `-- decode` to filter). The measurement time is short on
+//! `cargo bench --bench codec` (add `-- decode` or `-- l3_compact` to filter). The measurement time is short on
 //! purpose; pass `-- --measurement-time 10` for steadier figures.
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use l3::{DecodeOptions, EncodeOptions};
+use l3::{DecodeOptions, EncodeOptions, Profile};
 
 const SAMPLES: &[&str] = &[
     "skimage_coffee.png",
@@ -23,16 +25,26 @@ fn load(name: &str) -> image::DynamicImage {
 }
 
 fn codec(c: &mut Criterion) {
+    for (group, profile) in [("l3", Profile::Fast), ("l3_compact", Profile::Compact)] {
+        profile_group(c, group, profile);
+    }
+}
+
+fn profile_group(c: &mut Criterion, group: &str, profile: Profile) {
+    let encode_options = EncodeOptions {
+        profile,
+        ..EncodeOptions::default()
+    };
     for name in SAMPLES {
         let img = load(name);
         let raw_bytes = img.as_bytes().len() as u64;
-        let file = l3::encode_image(&img, &EncodeOptions::default()).expect("encode");
+        let file = l3::encode_image(&img, &encode_options).expect("encode");
         let mut out = vec![0u8; raw_bytes as usize];
 
-        let mut g = c.benchmark_group("l3");
+        let mut g = c.benchmark_group(group);
         g.throughput(Throughput::Bytes(raw_bytes));
         g.bench_function(BenchmarkId::new("encode", name), |b| {
-            b.iter(|| l3::encode_image(&img, &EncodeOptions::default()).expect("encode"))
+            b.iter(|| l3::encode_image(&img, &encode_options).expect("encode"))
         });
         for (label, parallel) in [("decode_1_thread", false), ("decode_all_threads", true)] {
             let options = DecodeOptions {

@@ -10,10 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use l3::decode::DecodeOptions;
-use l3::encode::{encode, EncodeOptions, PredictorChoice, RawImage, Samples};
+use l3::encode::{
+    encode, CompactOptions, EncodeOptions, PredictorChoice, PredictorSet, RawImage, Samples,
+};
 use l3::format::{self, parse_file, ParseOptions};
 use l3::gpu::{cpu_twin, shaders, GpuDecoder, Normalize, OutputFormat};
-use l3::{ColorType, Error, FormatError, LimitsError, Predictor};
+use l3::{ColorType, Error, FormatError, LimitsError, Predictor, Profile};
 
 /// The shared decoder, or `None` (after printing SKIPPED) when no adapter exists.
 fn gpu() -> Option<&'static GpuDecoder> {
@@ -126,6 +128,7 @@ fn random_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                 patch_log2: 3 + (i % 5) as u8,
                 predictor,
                 parallel: true,
+                ..Default::default()
             };
             encode_raw(w, h, c, depth, &s, &opts)
         })
@@ -285,9 +288,9 @@ fn image_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Encodes every readable image under `dirs` (patch sizes cycling through 8..128) and checks
-/// GPU == CPU in batches of about 64 MiB of output.
-fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf]) -> usize {
+/// Encodes every readable image under `dirs` in `profile` (patch sizes cycling through
+/// 8..128) and checks GPU == CPU in batches of about 64 MiB of output.
+fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf], profile: Profile) -> usize {
     let mut paths = Vec::new();
     for d in dirs {
         image_files(d, &mut paths);
@@ -297,6 +300,7 @@ fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf]) -> usize {
         let Ok(img) = l3::read_image(p) else { continue };
         let opts = EncodeOptions {
             patch_log2: 3 + (i % 5) as u8,
+            profile,
             ..Default::default()
         };
         let Ok(file) = l3::encode_image(&img, &opts) else {
@@ -322,12 +326,23 @@ fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf]) -> usize {
 fn bundled_samples_match_cpu() {
     let Some(gpu) = gpu() else { return };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
-    let n = check_image_dirs(gpu, &[dir]);
-    assert!(n >= 6, "only {n} samples decoded");
+    for profile in [Profile::Fast, Profile::Compact] {
+        let n = check_image_dirs(gpu, std::slice::from_ref(&dir), profile);
+        assert!(n >= 6, "only {n} samples decoded ({profile:?})");
+    }
 }
 
 #[test]
 fn shared_data_images_match_cpu() {
+    check_shared_data_images(Profile::Fast);
+}
+
+#[test]
+fn shared_data_images_match_cpu_compact() {
+    check_shared_data_images(Profile::Compact);
+}
+
+fn check_shared_data_images(profile: Profile) {
     let Some(gpu) = gpu() else { return };
     let root = std::env::var_os("L3_TEST_DATA")
         .map(PathBuf::from)
@@ -341,8 +356,11 @@ fn shared_data_images_match_cpu() {
         println!("no test data under {}: nothing to check", root.display());
         return;
     }
-    let n = check_image_dirs(gpu, &dirs);
-    println!("{n} images from {} decoded identically", root.display());
+    let n = check_image_dirs(gpu, &dirs, profile);
+    println!(
+        "{n} images from {} decoded identically ({profile:?})",
+        root.display()
+    );
 }
 
 #[test]
@@ -474,6 +492,7 @@ fn dispatches_beyond_65535_workgroups_per_dimension() {
         patch_log2: 3,
         predictor: PredictorChoice::Fixed(Predictor::Up),
         parallel: true,
+        ..Default::default()
     };
     let file = encode_raw(w, h, 1, 8, &s, &opts);
     let streams = l3::read_header(&file).unwrap().stream_count();
@@ -784,4 +803,356 @@ fn stage_timings_with_timestamp_queries_or_none_without() {
         "no TIMESTAMP_QUERY, timing asked",
     );
     assert_eq!(plain.last_stage_timings(), None);
+}
+
+// ---- Version 2 (compact profile) ----
+
+/// Random version-2 files: 1..=4 channels, 8 and 16 bits, every patch size 8..=128, odd
+/// widths and heights below and above a patch; smooth images with noise of every amplitude,
+/// pure noise, and flat images (one-token codes, with raw bits when the value is 16 or more);
+/// each predictor alone or the encoder's choice, with and without subtract-green and pair
+/// tokens.
+fn random_compact_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut rng = Rng(seed);
+    let mut sizes: Vec<(u32, u32)> = vec![
+        (1, 1),
+        (1, 77),
+        (93, 1),
+        (8, 8),
+        (129, 130),
+        (200, 3),
+        (7, 9),
+        (127, 131),
+        (65, 63),
+        (33, 17),
+    ];
+    while sizes.len() < count {
+        sizes.push((1 + rng.below(300) as u32, 1 + rng.below(200) as u32));
+    }
+    sizes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (w, h))| {
+            let c = 1 + (i % 4) as u8;
+            let depth = if rng.below(3) == 0 { 16 } else { 8 };
+            let mut s = random_samples(&mut rng, w, h, c, depth);
+            if rng.below(6) == 0 {
+                let v = s[rng.below(s.len() as u64) as usize];
+                s.fill(v);
+            }
+            let all = l3::format::compact::Predictor::ALL;
+            let predictors = match rng.below(9) as usize {
+                p if p < all.len() => PredictorSet::only(&[all[p]]),
+                _ => PredictorSet::all(),
+            };
+            let opts = EncodeOptions {
+                profile: Profile::Compact,
+                patch_log2: 3 + (i % 5) as u8,
+                compact: CompactOptions {
+                    predictors,
+                    subtract_green: rng.below(3) != 0,
+                    pair_tokens: rng.below(3) != 0,
+                },
+                ..Default::default()
+            };
+            encode_raw(w, h, c, depth, &s, &opts)
+        })
+        .collect()
+}
+
+/// Version-1 and version-2 files alternating: one batch of both.
+fn mixed_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let fast = random_files(seed, count.div_ceil(2));
+    let compact = random_compact_files(seed + 1, count / 2);
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        out.push(
+            if i % 2 == 0 {
+                &fast[i / 2]
+            } else {
+                &compact[i / 2]
+            }
+            .clone(),
+        );
+    }
+    out
+}
+
+fn layouts_of(files: &[Vec<u8>]) -> Vec<l3::format::FileLayout<'_>> {
+    files
+        .iter()
+        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
+        .collect()
+}
+
+/// The CPU twins reproduce the CPU decoder for a batch of version-1 and version-2 files,
+/// interleaved and f32 output (no GPU).
+#[test]
+fn cpu_twin_pipeline_matches_cpu_decoder_for_mixed_versions() {
+    let files = mixed_files(31, 40);
+    let layouts = layouts_of(&files);
+    let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
+    let (out, flags) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
+    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
+    // The image table lists version-1 images first: find each file's entry by its index.
+    let info_of = |chunk: &l3::gpu::ChunkInputs, i: usize| {
+        *chunk
+            .images
+            .iter()
+            .find(|info| info.image_index as usize == i)
+            .unwrap()
+    };
+    for (i, file) in files.iter().enumerate() {
+        let want = cpu_decode(file);
+        let start = info_of(&chunk, i).out_base as usize * 4;
+        assert!(out[start..start + want.len()] == want[..], "file {i}");
+    }
+    let norm = Normalize::IMAGENET;
+    let output = OutputFormat::F32Chw(norm);
+    let chunk = l3::gpu::build_chunk(&layouts, 0, output);
+    let (out, flags) = cpu_twin::run_chunk(&chunk, output);
+    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
+    let out: Vec<f32> = bytemuck::pod_collect_to_vec(&out);
+    for (i, file) in files.iter().enumerate() {
+        let info = info_of(&chunk, i);
+        for (e, expect) in expected_f32_chw(file, &norm).into_iter().enumerate() {
+            let got = out[info.out_base as usize + e];
+            assert_eq!(got.to_bits(), expect.to_bits(), "element {e}");
+        }
+    }
+}
+
+#[test]
+fn compact_random_images_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let files = random_compact_files(41, 100);
+    let names: Vec<String> = (0..files.len()).map(|i| format!("compact #{i}")).collect();
+    check_batch(gpu, &files, &names);
+}
+
+/// One batch of version-1 and version-2 files: every image equals the CPU decode, and the
+/// whole buffer (alignment padding included) the twins' output.
+#[test]
+fn mixed_version_batch_matches_cpu_and_twin() {
+    let Some(gpu) = gpu() else { return };
+    let files = mixed_files(43, 60);
+    let names: Vec<String> = (0..files.len()).map(|i| format!("mixed #{i}")).collect();
+    check_batch(gpu, &files, &names);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let batch = gpu.decode_batch(&refs, OutputFormat::Interleaved).unwrap();
+    let chunk = l3::gpu::build_chunk(&layouts_of(&files), 0, OutputFormat::Interleaved);
+    let (twin, _) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
+    assert!(
+        batch.read_back_all().unwrap() == twin,
+        "shader and twin buffers differ"
+    );
+}
+
+/// f32 CHW output of version-2 files (in a batch with version-1 files).
+#[test]
+fn compact_f32_chw_output_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let exact = exact_f32(gpu);
+    let files = mixed_files(47, 30);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    for norm in [Normalize::UNIT, Normalize::IMAGENET] {
+        let output = OutputFormat::F32Chw(norm);
+        let got = gpu
+            .decode_batch(&refs, output)
+            .unwrap()
+            .read_back()
+            .unwrap();
+        for (i, (file, got)) in files.iter().zip(&got).enumerate() {
+            let h = l3::read_header(file).unwrap();
+            let hw = (h.width * h.height) as usize;
+            let got: Vec<f32> = bytemuck::pod_collect_to_vec(got);
+            let expected = expected_f32_chw(file, &norm);
+            assert_eq!(got.len(), expected.len());
+            for (e, (&g, &expect)) in got.iter().zip(&expected).enumerate() {
+                if exact {
+                    assert_eq!(g.to_bits(), expect.to_bits(), "image {i} element {e}");
+                } else {
+                    let tol = f32_tolerance(norm.std[e / hw]);
+                    assert!((g - expect).abs() <= tol, "image {i} element {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Small chunk limits: batches of version-2 files (and mixed ones) split into chunks, and
+/// large version-2 images into bands of patch rows.
+#[test]
+fn compact_small_chunks_split_batches_transparently() {
+    let Some(shared) = gpu() else { return };
+    let mut gpu = GpuDecoder::new(shared.device(), shared.queue()).unwrap();
+    gpu.set_chunk_limit(256 << 10);
+    let files = mixed_files(53, 60);
+    let names: Vec<String> = (0..files.len()).map(|i| format!("chunked #{i}")).collect();
+    check_batch(&gpu, &files, &names);
+    let mut rng = Rng(59);
+    let mut files = Vec::new();
+    for (i, (w, h, c, depth)) in [
+        (300u32, 300u32, 3u8, 8u8),
+        (20, 10, 1, 8),
+        (257, 199, 4, 16),
+        (5, 3, 2, 8),
+        (123, 411, 2, 8),
+        (3, 30000, 1, 16),
+        (170, 93, 3, 16),
+        (600, 257, 4, 8),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s = random_samples(&mut rng, w, h, c, depth);
+        let opts = EncodeOptions {
+            profile: if i % 3 == 2 {
+                Profile::Fast
+            } else {
+                Profile::Compact
+            },
+            patch_log2: 3 + (i % 5) as u8,
+            ..Default::default()
+        };
+        files.push(encode_raw(w, h, c, depth, &s, &opts));
+    }
+    let names: Vec<String> = (0..files.len()).map(|i| format!("banded #{i}")).collect();
+    check_batch(&gpu, &files, &names);
+}
+
+/// Corrupt copies of version-2 files: header bits, random bytes and single bits in the
+/// stream bodies, with the size table left valid (so the CPU-side parse passes).
+fn corrupt_compact_files(seed: u64) -> Vec<(usize, usize, Vec<u8>)> {
+    let base = random_compact_files(seed, 40);
+    let mut rng = Rng(seed + 100);
+    let mut files = Vec::new();
+    for (i, f) in base.iter().enumerate() {
+        let layout = parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap();
+        let data_start = layout.header.data_offset() as usize;
+        let data_end = f.len() - format::CHECKSUM_LEN;
+        let streams = layout.offsets.len() - 1;
+        for k in 0..8 {
+            let mut g = f.clone();
+            let stream = rng.below(streams as u64) as usize;
+            let (s0, s1) = (
+                layout.offsets[stream] as usize,
+                layout.offsets[stream + 1] as usize,
+            );
+            let mut flip_in = |from: usize, to: usize, g: &mut Vec<u8>| {
+                let at = from + rng.below((to - from) as u64) as usize;
+                g[at] ^= 1 << rng.below(8);
+            };
+            match k {
+                // A bit of a stream's header (transform, predictor, token count, lengths).
+                0 | 1 => flip_in(s0, s1.min(s0 + 8), &mut g),
+                // A stream's last byte (segment ends, padding).
+                2 => flip_in(s1 - 1, s1, &mut g),
+                // A single bit anywhere in the streams.
+                3 | 4 => flip_in(data_start, data_end, &mut g),
+                // Random bytes anywhere in the streams.
+                _ => {
+                    for _ in 0..=rng.below(3) {
+                        let at = data_start + rng.below((data_end - data_start) as u64) as usize;
+                        g[at] ^= 1 + rng.below(255) as u8;
+                    }
+                }
+            }
+            files.push((i, k, g));
+        }
+    }
+    files
+}
+
+/// The twins flag a corrupt version-2 file exactly when the CPU decoder errors, and decode
+/// the others as it does (no GPU).
+#[test]
+fn compact_corruptions_twin_flags_exactly_when_cpu_errors() {
+    let options = DecodeOptions {
+        verify_checksum: false,
+        ..Default::default()
+    };
+    let mut flagged = 0;
+    for (i, k, g) in corrupt_compact_files(61) {
+        let layout = parse_file(
+            &g,
+            &l3::Limits::default(),
+            ParseOptions {
+                verify_checksum: false,
+            },
+        )
+        .unwrap();
+        let output = OutputFormat::Interleaved;
+        let chunk = l3::gpu::build_chunk(std::slice::from_ref(&layout), 0, output);
+        let (out, flags) = cpu_twin::run_chunk(&chunk, output);
+        match l3::decode::decode(&g, &options) {
+            Err(e) => {
+                assert_ne!(
+                    flags[0], 0,
+                    "file {i} corruption {k}: CPU says {e}, no flag"
+                );
+                flagged += 1;
+            }
+            Ok((_, want)) => {
+                assert_eq!(flags[0], 0, "file {i} corruption {k}: flag {}", flags[0]);
+                assert!(out[..want.len()] == want[..], "file {i} corruption {k}");
+            }
+        }
+    }
+    assert!(flagged >= 150, "only {flagged} corruptions detected");
+}
+
+#[test]
+fn compact_corrupted_streams_are_flagged_like_the_cpu_decoder() {
+    let Some(shared) = gpu() else { return };
+    let files = corrupt_compact_files(67);
+    // Twice: with the checksum fixed and checked, and with the checksum check skipped.
+    for verify_checksum in [true, false] {
+        let mut gpu = GpuDecoder::new(shared.device(), shared.queue()).unwrap();
+        let options = DecodeOptions {
+            verify_checksum,
+            ..Default::default()
+        };
+        gpu.set_options(options);
+        let files: Vec<(usize, usize, Vec<u8>)> = files
+            .iter()
+            .map(|(i, k, g)| {
+                let mut g = g.clone();
+                if verify_checksum {
+                    fix_crc(&mut g);
+                }
+                (*i, *k, g)
+            })
+            .collect();
+        let refs: Vec<&[u8]> = files.iter().map(|(_, _, g)| g.as_slice()).collect();
+        let (batch, flags) = gpu
+            .decode_batch_with_flags(&refs, OutputFormat::Interleaved)
+            .unwrap();
+        let got = batch.read_back().unwrap();
+        let layouts: Vec<_> = files
+            .iter()
+            .map(|(_, _, g)| {
+                let parse = ParseOptions { verify_checksum };
+                parse_file(g, &l3::Limits::default(), parse).unwrap()
+            })
+            .collect();
+        let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
+        let (_, twin_flags) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
+        let mut flagged = 0;
+        for (j, (i, k, g)) in files.iter().enumerate() {
+            let what = format!("file {i} corruption {k} (checksum {verify_checksum})");
+            assert_eq!(twin_flags[j], flags[j], "{what}: twin vs shader flags");
+            match l3::decode::decode(g, &options) {
+                Err(e) => {
+                    assert_ne!(flags[j], 0, "{what}: CPU says {e}, GPU no flag");
+                    flagged += 1;
+                }
+                Ok((_, want)) => {
+                    assert_eq!(flags[j], 0, "{what}: GPU flag {}, CPU fine", flags[j]);
+                    assert!(got[j] == want, "{what}: valid but different");
+                }
+            }
+        }
+        assert!(flagged >= 150, "only {flagged} corruptions detected");
+    }
 }

@@ -23,3 +23,16 @@ fn read_bits(base: u32, p: u32, n: u32) -> u32 {
     }
     return v & ((1u << n) - 1u);
 }
+
+// The 32 bits at bit position `p` of the payload that starts at byte `base` (a Huffman
+// code and its raw bits, at most 25 bits, in one read).
+fn read_bits32(base: u32, p: u32) -> u32 {
+    let abs_bit = (base & 3u) * 8u + p;
+    let w = (base >> 2u) + (abs_bit >> 5u);
+    let sh = abs_bit & 31u;
+    var v = input_words[w] >> sh;
+    if (sh != 0u) {
+        v = v | (input_words[w + 1u] << (32u - sh));
+    }
+    return v;
+}

@@ -1,5 +1,5 @@
-// The decode body shared by the decode stages (`decode.wgsl`, `decode_f32_chw.wgsl`; CPU
-// twin: `gpu::cpu_twin::decode_streams`). A workgroup of 64 invocations takes 64 / patch_size
+// The version-1 (fast) decode body shared by the decode stages (`decode.wgsl`,
+// `decode_f32_chw.wgsl`, entry points `main`; CPU twin: `gpu::cpu_twin::decode_streams`). A workgroup of 64 invocations takes 64 / patch_size
 // consecutive streams of one image (one stream when the patch is 64 or 128 wide); one
 // invocation per column (128-wide patches: two columns each); rows in order, the previous
 // row in workgroup memory. Each decoded sample goes to `put_sample(img, ch, y, x, v)`, which
@@ -16,12 +16,8 @@
 // `sub` of the workgroup uses columns sub * patch_size ..
 var<workgroup> rows: array<u32, 2u * MAX_PATCH>;
 
-fn decode_streams(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
-    let wg = wid.y * nwg.x + wid.x;
-    if (wg >= params.count) {
-        return;
-    }
-    let img = images[find_image_by_workgroup(wg)];
+// `wg` is the chunk-local workgroup index, `img` its image.
+fn decode_streams(wg: u32, img: ImageInfo, lid: u32) {
     let ps = 1u << img.patch_log2;
     // Streams per workgroup and invocations per stream.
     let step = min(ps, WG);

@@ -17,13 +17,15 @@ struct ImageInfo {
     out_words: u32,
     // Index of the image in its batch: its slot in the error-flag buffer.
     image_index: u32,
-    // First decode workgroup of the image (a workgroup decodes 64 / patch_size streams, at
-    // least one).
+    // First decode workgroup of the image (version 1: a workgroup decodes 64 / patch_size
+    // streams, at least one; version 2: one patch).
     wg_base: u32,
+    // Format version of the file: 1 (fast: entry points `main`, `decode_streams`) or 2
+    // (compact: entry points `main_compact`, `decode_compact_patch`, one workgroup per patch).
+    version: u32,
     pad0: u32,
     pad1: u32,
     pad2: u32,
-    pad3: u32,
 }
 
 struct Params {
@@ -32,7 +34,8 @@ struct Params {
     image_count: u32,
     // Bytes of stream data in `input_words`.
     input_bytes: u32,
-    pad: u32,
+    // Chunk-local index (numbering of `wg_base`) of the dispatch's first workgroup.
+    first_workgroup: u32,
     // Per-channel normalisation for decode_f32_chw: (x / max - mean[c]) / std[c].
     mean: vec4<f32>,
     stdev: vec4<f32>,

@@ -9,7 +9,8 @@
 //!
 //! For every input image (default: the bundled `samples/`), each codec encodes the pixels the
 //! `image` crate decoded from the file, then decodes its own output; sizes, throughput and a
-//! bit-exact round-trip check are reported. Further sections: a CPU memcpy of the output
+//! bit-exact round-trip check are reported; l3 runs as both of its profiles, "l3 fast" (format
+//! version 1) and "l3 compact" (version 2). Further sections: a CPU memcpy of the output
 //! size, a data-preparation pipeline (files on disk to normalised f32 CHW tensors), a scaling
 //! run over image sizes, and wgpu rows (adapter, buffer copy bandwidth, GPU decoder when the
 //! crate has one). See BENCHMARKS.md.
@@ -23,7 +24,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use rayon::prelude::*;
 
-use l3::{ColorType, DecodeOptions, EncodeOptions, RawImage, Samples};
+use l3::{ColorType, DecodeOptions, EncodeOptions, Profile, RawImage, Samples};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -242,7 +243,7 @@ fn stats_of(mut times: Vec<f64>) -> Stats {
 /// How a codec is run; every codec encodes the reference pixels and decodes its own file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Codec {
-    L3 { parallel: bool },
+    L3 { profile: Profile, parallel: bool },
     PngDefault,
     PngBest,
     ZunePng,
@@ -251,9 +252,17 @@ enum Codec {
 }
 
 impl Codec {
-    const ALL: [Codec; 7] = [
-        Codec::L3 { parallel: false },
-        Codec::L3 { parallel: true },
+    const ALL: [Codec; 9] = [
+        Codec::L3_FAST_1,
+        Codec::L3 {
+            profile: Profile::Fast,
+            parallel: true,
+        },
+        Codec::L3_COMPACT_1,
+        Codec::L3 {
+            profile: Profile::Compact,
+            parallel: true,
+        },
         Codec::PngDefault,
         Codec::PngBest,
         Codec::ZunePng,
@@ -261,9 +270,26 @@ impl Codec {
         Codec::WebpLossless,
     ];
 
+    /// The one-thread l3 rows: the references of the "x" speed columns.
+    const L3_FAST_1: Codec = Codec::L3 {
+        profile: Profile::Fast,
+        parallel: false,
+    };
+    const L3_COMPACT_1: Codec = Codec::L3 {
+        profile: Profile::Compact,
+        parallel: false,
+    };
+
     fn name(self) -> &'static str {
         match self {
-            Codec::L3 { .. } => "l3",
+            Codec::L3 {
+                profile: Profile::Fast,
+                ..
+            } => "l3 fast",
+            Codec::L3 {
+                profile: Profile::Compact,
+                ..
+            } => "l3 compact",
             Codec::PngDefault => "png (default)",
             Codec::PngBest => "png (best)",
             Codec::ZunePng => "zune-png",
@@ -274,14 +300,24 @@ impl Codec {
 
     fn threads(self) -> String {
         match self {
-            Codec::L3 { parallel: true } => format!("{}", rayon::current_num_threads()),
+            Codec::L3 { parallel: true, .. } => format!("{}", rayon::current_num_threads()),
             _ => "1".into(),
         }
     }
 
     fn note(self) -> &'static str {
         match self {
-            Codec::L3 { .. } => "l3 default options (64x64 patches, best predictor)",
+            Codec::L3 {
+                profile: Profile::Fast,
+                ..
+            } => "format version 1, default options (64x64 patches, best predictor)",
+            Codec::L3 {
+                profile: Profile::Compact,
+                ..
+            } => {
+                "format version 2, default compact options (64x64 patches, all six predictors, \
+                 subtract-green and pair tokens tried per patch)"
+            }
             Codec::PngDefault => "png crate, Compression::Balanced (its default)",
             Codec::PngBest => "png crate, Compression::High",
             Codec::ZunePng => "zune-png decoder on the png (default) file; encode column = none",
@@ -307,9 +343,10 @@ impl Codec {
 
     fn encode(self, p: &Pixels) -> Result<Vec<u8>> {
         match self {
-            Codec::L3 { parallel } => Ok(l3::encode::encode(
+            Codec::L3 { profile, parallel } => Ok(l3::encode::encode(
                 &p.raw(),
                 &EncodeOptions {
+                    profile,
                     parallel,
                     ..EncodeOptions::default()
                 },
@@ -336,7 +373,8 @@ impl Codec {
     /// Decodes into `out` (resized as needed) in the decoder's natural layout.
     fn decode(self, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
         match self {
-            Codec::L3 { parallel } => {
+            // The file's header says which profile it is.
+            Codec::L3 { parallel, .. } => {
                 let h = l3::read_header(data)?;
                 out.resize(h.output_bytes() as usize, 0);
                 l3::decode_into(
@@ -528,7 +566,8 @@ fn to_chw(bytes: &[u8], channels: usize, depth: u8, w: usize, h: usize) -> Vec<f
 
 struct PipelineRow {
     name: String,
-    stats: Stats,
+    /// Err: the row could not be measured (e.g. the GPU decoder does not take this profile).
+    stats: std::result::Result<Stats, String>,
     images: usize,
     pixels: u64,
     disk_bytes: u64,
@@ -540,18 +579,6 @@ fn bench_pipeline(
     args: &Args,
     gpu: Option<&l3::gpu::GpuDecoder>,
 ) -> Result<Vec<PipelineRow>> {
-    // l3 copies of the inputs, written once (untimed) to a scratch folder.
-    let dir = std::env::temp_dir().join(format!("l3-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut l3_files = Vec::new();
-    for (i, p) in images.iter().enumerate() {
-        let path = dir.join(format!("{i}.l3"));
-        std::fs::write(
-            &path,
-            l3::encode::encode(&p.raw(), &EncodeOptions::default())?,
-        )?;
-        l3_files.push(path);
-    }
     let pixels: u64 = images.iter().map(Pixels::pixels).sum();
     let size_of = |fs: &[PathBuf]| -> u64 {
         fs.iter()
@@ -571,6 +598,69 @@ fn bench_pipeline(
             p.width as usize,
             p.height as usize,
         ))
+    };
+
+    let mut rows = Vec::new();
+    let (s, batch) = measure(args.reps, budget, || {
+        files.par_iter().map(image_path).collect::<Result<Vec<_>>>()
+    })?;
+    let png_floats: usize = batch.iter().map(Vec::len).sum();
+    drop(batch);
+    rows.push(PipelineRow {
+        name: format!(
+            "source files + image crate, rayon over files ({} threads)",
+            rayon::current_num_threads()
+        ),
+        stats: Ok(s),
+        images: files.len(),
+        pixels,
+        disk_bytes: size_of(files),
+    });
+    let dir = std::env::temp_dir().join(format!("l3-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let l3_rows = [Profile::Fast, Profile::Compact]
+        .into_iter()
+        .map(|profile| bench_pipeline_l3(&dir, profile, images, args, gpu, png_floats))
+        .collect::<Result<Vec<_>>>();
+    let _ = std::fs::remove_dir_all(&dir);
+    rows.extend(l3_rows?.into_iter().flatten());
+    Ok(rows)
+}
+
+/// The pipeline's rows of one l3 profile: CPU decoder over files in parallel, one file at a
+/// time with the parallel decoder, and the GPU decoder (where there is one).
+fn bench_pipeline_l3(
+    dir: &Path,
+    profile: Profile,
+    images: &[Pixels],
+    args: &Args,
+    gpu: Option<&l3::gpu::GpuDecoder>,
+    png_floats: usize,
+) -> Result<Vec<PipelineRow>> {
+    let label = format!("l3 {}", profile.name());
+    // l3 copies of the inputs, written once (untimed) to a scratch folder.
+    let mut l3_files = Vec::new();
+    for (i, p) in images.iter().enumerate() {
+        let path = dir.join(format!("{i}.{}.l3", profile.name()));
+        let options = EncodeOptions {
+            profile,
+            ..EncodeOptions::default()
+        };
+        std::fs::write(&path, l3::encode::encode(&p.raw(), &options)?)?;
+        l3_files.push(path);
+    }
+    let pixels: u64 = images.iter().map(Pixels::pixels).sum();
+    let disk_bytes: u64 = l3_files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let budget = args.max_seconds * 4.0;
+    let row = |name: String, stats| PipelineRow {
+        name,
+        stats,
+        images: images.len(),
+        pixels,
+        disk_bytes,
     };
     let l3_path = |f: &PathBuf, parallel: bool| -> Result<Vec<f32>> {
         let data = std::fs::read(f)?;
@@ -595,21 +685,6 @@ fn bench_pipeline(
 
     let mut rows = Vec::new();
     let (s, batch) = measure(args.reps, budget, || {
-        files.par_iter().map(image_path).collect::<Result<Vec<_>>>()
-    })?;
-    let png_floats: usize = batch.iter().map(Vec::len).sum();
-    drop(batch);
-    rows.push(PipelineRow {
-        name: format!(
-            "source files + image crate, rayon over files ({} threads)",
-            rayon::current_num_threads()
-        ),
-        stats: s,
-        images: files.len(),
-        pixels,
-        disk_bytes: size_of(files),
-    });
-    let (s, batch) = measure(args.reps, budget, || {
         l3_files
             .par_iter()
             .map(|f| l3_path(f, false))
@@ -618,34 +693,28 @@ fn bench_pipeline(
     let l3_floats: usize = batch.iter().map(Vec::len).sum();
     drop(batch);
     if l3_floats != png_floats {
-        eprintln!("  pipeline: tensor sizes differ ({l3_floats} vs {png_floats} floats)");
+        eprintln!("  pipeline: {label} tensor sizes differ ({l3_floats} vs {png_floats} floats)");
     }
-    rows.push(PipelineRow {
-        name: format!(
-            "l3 files + l3 CPU decoder, rayon over files ({} threads)",
+    rows.push(row(
+        format!(
+            "{label} files + l3 CPU decoder, rayon over files ({} threads)",
             rayon::current_num_threads()
         ),
-        stats: s,
-        images: files.len(),
-        pixels,
-        disk_bytes: size_of(&l3_files),
-    });
+        Ok(s),
+    ));
     let (s, _) = measure(args.reps, budget, || {
         l3_files
             .iter()
             .map(|f| l3_path(f, true))
             .collect::<Result<Vec<_>>>()
     })?;
-    rows.push(PipelineRow {
-        name: format!(
-            "l3 files, one at a time, parallel decoder ({} threads)",
+    rows.push(row(
+        format!(
+            "{label} files, one at a time, parallel decoder ({} threads)",
             rayon::current_num_threads()
         ),
-        stats: s,
-        images: files.len(),
-        pixels,
-        disk_bytes: size_of(&l3_files),
-    });
+        Ok(s),
+    ));
     if let Some(dec) = gpu {
         // Files read from disk, decoded and normalised by the GPU decoder in one batch.
         let format = l3::gpu::OutputFormat::F32Chw(l3::gpu::Normalize::UNIT);
@@ -666,17 +735,18 @@ fn bench_pipeline(
                 None
             })
         };
-        match measure(args.reps, budget, || run(false)) {
-            Ok((s, _)) => rows.push(PipelineRow {
-                name: "l3 files + GPU decoder, one batch, tensors left on device".into(),
-                stats: s,
-                images: files.len(),
-                pixels,
-                disk_bytes: size_of(&l3_files),
-            }),
-            Err(e) => eprintln!("  pipeline: GPU decoder failed: {e:#}"),
+        // A failure is a row, not the end of the report: the GPU decoder may not take every
+        // profile yet.
+        let unavailable = |e: anyhow::Error| {
+            eprintln!("  pipeline: GPU decoder failed on {label} files: {e:#}");
+            Err(format!("unavailable: {}", one_line(&format!("{e:#}"))))
+        };
+        let name = format!("{label} files + GPU decoder, one batch, tensors left on device");
+        match guard(|| measure(args.reps, budget, || run(false))) {
+            Ok((s, _)) => rows.push(row(name, Ok(s))),
+            Err(e) => rows.push(row(name, unavailable(e))),
         }
-        match measure(args.reps, budget, || run(true)) {
+        match guard(|| measure(args.reps, budget, || run(true))) {
             Ok((s, host)) => {
                 // Compare with the CPU path's tensors.
                 let mut worst = 0f32;
@@ -698,29 +768,33 @@ fn bench_pipeline(
                     }
                 }
                 if worst > 1e-6 {
-                    eprintln!("  pipeline: GPU tensors differ from the CPU's by up to {worst}");
+                    eprintln!(
+                        "  pipeline: GPU tensors of {label} files differ from the CPU's by up \
+                         to {worst}"
+                    );
                 }
-                rows.push(PipelineRow {
-                    name: format!(
-                        "l3 files + GPU decoder, one batch, tensors read back (max |GPU - CPU| = {worst:.1e})"
+                rows.push(row(
+                    format!(
+                        "{label} files + GPU decoder, one batch, tensors read back (max |GPU - CPU| = {worst:.1e})"
                     ),
-                    stats: s,
-                    images: files.len(),
-                    pixels,
-                    disk_bytes: size_of(&l3_files),
-                });
+                    Ok(s),
+                ));
             }
-            Err(e) => eprintln!("  pipeline: GPU decoder failed: {e:#}"),
+            Err(e) => rows.push(row(
+                format!("{label} files + GPU decoder, one batch, tensors read back"),
+                unavailable(e),
+            )),
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(rows)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Scaling: one sample tiled to several sizes
 
+/// One l3 profile at one size (the png figures are shared by the size's rows).
 struct ScalingRow {
+    profile: Profile,
     width: u32,
     height: u32,
     raw_bytes: u64,
@@ -777,32 +851,46 @@ fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<ScalingR
             (side * 3.0 / 4.0).round() as u32,
         );
         let p = tile(src, w.max(1), h.max(1));
-        let l3_mt = Codec::L3 { parallel: true };
-        let (l3_enc, file) = measure(args.reps, args.max_seconds, || l3_mt.encode(&p))?;
         let mut out = Vec::new();
-        let (l3_dec_1, ()) = measure(args.reps, args.max_seconds, || {
-            Codec::L3 { parallel: false }.decode(&file, &mut out)
-        })?;
-        let (l3_dec_n, ()) = measure(args.reps, args.max_seconds, || {
-            l3_mt.decode(&file, &mut out)
-        })?;
-        if out != p.bytes {
-            eprintln!("  scaling: l3 round trip NOT LOSSLESS at {}x{}", w, h);
-        }
         let png_file = Codec::PngDefault.encode(&p)?;
         let (png_dec, ()) = measure(args.reps, args.max_seconds, || {
             Codec::PngDefault.decode(&png_file, &mut out)
         })?;
-        rows.push(ScalingRow {
-            width: w,
-            height: h,
-            raw_bytes: p.bytes.len() as u64,
-            l3_size: file.len() as u64,
-            l3_enc,
-            l3_dec_1,
-            l3_dec_n,
-            png_dec,
-        });
+        for profile in [Profile::Fast, Profile::Compact] {
+            let l3_1 = Codec::L3 {
+                profile,
+                parallel: false,
+            };
+            let l3_mt = Codec::L3 {
+                profile,
+                parallel: true,
+            };
+            let (l3_enc, file) = measure(args.reps, args.max_seconds, || l3_mt.encode(&p))?;
+            let (l3_dec_1, ()) =
+                measure(args.reps, args.max_seconds, || l3_1.decode(&file, &mut out))?;
+            let (l3_dec_n, ()) = measure(args.reps, args.max_seconds, || {
+                l3_mt.decode(&file, &mut out)
+            })?;
+            if out != p.bytes {
+                eprintln!(
+                    "  scaling: {} round trip NOT LOSSLESS at {}x{}",
+                    l3_mt.name(),
+                    w,
+                    h
+                );
+            }
+            rows.push(ScalingRow {
+                profile,
+                width: w,
+                height: h,
+                raw_bytes: p.bytes.len() as u64,
+                l3_size: file.len() as u64,
+                l3_enc,
+                l3_dec_1,
+                l3_dec_n,
+                png_dec,
+            });
+        }
     }
     Ok((
         format!(
@@ -851,7 +939,54 @@ struct GpuRow {
 struct GpuReport {
     adapter: String,
     rows: Vec<GpuRow>,
-    lossless: Option<bool>,
+    /// Whether the GPU decoder's output was bit-exact, per profile; None where it did not run.
+    lossless: Vec<(Profile, Option<bool>)>,
+}
+
+impl GpuReport {
+    /// "fast yes, compact -" for the report's headline.
+    fn lossless_summary(&self) -> String {
+        self.lossless
+            .iter()
+            .map(|(p, l)| {
+                let l = match l {
+                    Some(true) => "yes",
+                    Some(false) => "NO",
+                    None => "-",
+                };
+                format!("{} {l}", p.name())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Runs `f`, turning a panic into an error: a GPU decoder that does not handle some input
+/// yet must cost its rows, not the whole report. The panic hook is silenced meanwhile (the
+/// error carries the message and location) so the report stays readable.
+fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let location = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let previous = std::panic::take_hook();
+    let loc = location.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Ok(mut l) = loc.lock() {
+            *l = info.location().map(|l| l.to_string());
+        }
+    }));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(previous);
+    result.unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("(no message)");
+        let at = location.lock().ok().and_then(|l| l.clone());
+        Err(anyhow!(
+            "panicked at {}: {msg}",
+            at.as_deref().unwrap_or("?")
+        ))
+    })
 }
 
 /// Waits until the queue's work is done.
@@ -890,8 +1025,6 @@ fn bench_gpu(
         }
     };
     let max_buf = device.limits().max_buffer_size;
-    let total_px: u64 = images.iter().map(Pixels::pixels).sum();
-    let total_raw: u64 = images.iter().map(|p| p.bytes.len() as u64).sum();
     let n = images.len();
     let mut rows = Vec::new();
 
@@ -931,39 +1064,48 @@ fn bench_gpu(
         note: "per image, submit + wait each".into(),
     });
 
-    // The l3 files of the batch (encoded with the default options, untimed).
-    let files: Vec<Vec<u8>> = images
-        .iter()
-        .map(|p| l3::encode::encode(&p.raw(), &EncodeOptions::default()))
-        .collect::<std::result::Result<_, _>>()?;
-    let refs: Vec<&[u8]> = files.iter().map(Vec::as_slice).collect();
-    let in_bytes: u64 = files.iter().map(|f| f.len() as u64).sum();
-
-    // Upload: the batch's file bytes written to one device buffer (what decode_batch uploads).
-    let mut joined = Vec::with_capacity(in_bytes as usize + 4);
-    for f in &files {
-        joined.extend_from_slice(f);
-    }
-    joined.resize(joined.len().next_multiple_of(4), 0);
-    if (joined.len() as u64) <= max_buf {
-        let buf = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("l3-bench upload"),
-            size: joined.len() as u64,
-            usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
-        let (s, ()) = measure(args.reps, args.max_seconds, || {
-            queue.write_buffer(&buf, 0, &joined);
-            queue.submit([]);
-            gpu_wait(device)
-        })?;
-        rows.push(GpuRow {
-            name: format!("upload of {n} l3 files (host to device)"),
-            bytes: in_bytes,
-            pixels: 0,
-            stats: Some(s),
-            note: "queue.write_buffer + wait".into(),
-        });
+    // The l3 files of the batch, per profile (encoded with the default options, untimed),
+    // and their upload: the file bytes written to one device buffer (what decode_batch
+    // uploads).
+    let mut batches = Vec::new();
+    for profile in [Profile::Fast, Profile::Compact] {
+        let options = EncodeOptions {
+            profile,
+            ..EncodeOptions::default()
+        };
+        let files: Vec<Vec<u8>> = images
+            .iter()
+            .map(|p| l3::encode::encode(&p.raw(), &options))
+            .collect::<std::result::Result<_, _>>()?;
+        let in_bytes: u64 = files.iter().map(|f| f.len() as u64).sum();
+        let mut joined = Vec::with_capacity(in_bytes as usize + 4);
+        for f in &files {
+            joined.extend_from_slice(f);
+        }
+        joined.resize(joined.len().next_multiple_of(4), 0);
+        let mut upload = None;
+        if (joined.len() as u64) <= max_buf {
+            let buf = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3-bench upload"),
+                size: joined.len() as u64,
+                usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            });
+            let (s, ()) = measure(args.reps, args.max_seconds, || {
+                queue.write_buffer(&buf, 0, &joined);
+                queue.submit([]);
+                gpu_wait(device)
+            })?;
+            rows.push(GpuRow {
+                name: format!("upload of {n} l3 {} files (host to device)", profile.name()),
+                bytes: in_bytes,
+                pixels: 0,
+                stats: Some(s),
+                note: "queue.write_buffer + wait".into(),
+            });
+            upload = Some(s);
+        }
+        batches.push((profile, files, upload));
     }
 
     let decoder = match decoder {
@@ -979,18 +1121,74 @@ fn bench_gpu(
             return Ok(GpuReport {
                 adapter,
                 rows,
-                lossless: None,
+                lossless: batches.iter().map(|b| (b.0, None)).collect(),
             });
         }
     };
 
+    let mut lossless = Vec::new();
+    for (profile, files, upload) in &batches {
+        let label = format!("l3 {}", profile.name());
+        let refs: Vec<&[u8]> = files.iter().map(Vec::as_slice).collect();
+        let mut profile_rows = Vec::new();
+        let result = guard(|| {
+            gpu_decoder_rows(
+                decoder,
+                &label,
+                &refs,
+                *upload,
+                images,
+                args,
+                &mut profile_rows,
+            )
+        });
+        rows.append(&mut profile_rows);
+        match (result, profile) {
+            (Ok(l), _) => lossless.push((*profile, Some(l))),
+            // The compact profile's GPU support is newer than the fast one's: its failure is
+            // a row of the report (the fast profile's still fails the section, as before).
+            (Err(e), Profile::Compact) => {
+                eprintln!("  gpu: {label} files: {e:#}");
+                rows.push(GpuRow {
+                    name: format!("{label}: decode_batch of {n} files"),
+                    bytes: 0,
+                    pixels: 0,
+                    stats: None,
+                    note: format!("unavailable: {}", one_line(&format!("{e:#}"))),
+                });
+                lossless.push((*profile, None));
+            }
+            (Err(e), Profile::Fast) => return Err(e),
+        }
+    }
+    Ok(GpuReport {
+        adapter,
+        rows,
+        lossless,
+    })
+}
+
+/// The GPU decoder's rows for one batch of files (one profile), appended to `rows` as they
+/// are measured; returns whether the decoded pixels were bit-exact.
+fn gpu_decoder_rows(
+    decoder: &l3::gpu::GpuDecoder,
+    label: &str,
+    refs: &[&[u8]],
+    upload: Option<Stats>,
+    images: &[Pixels],
+    args: &Args,
+    rows: &mut Vec<GpuRow>,
+) -> Result<bool> {
+    let n = refs.len();
+    let total_px: u64 = images.iter().map(Pixels::pixels).sum();
+    let total_raw: u64 = images.iter().map(|p| p.bytes.len() as u64).sum();
     // Decode to a device buffer: CPU parse + CRC, upload, kernels, wait.
     let out = l3::gpu::OutputFormat::Interleaved;
     let (dec, batch) = measure(args.reps, args.max_seconds, || {
-        Ok(decoder.decode_batch(&refs, out)?)
+        Ok(decoder.decode_batch(refs, out)?)
     })?;
     rows.push(GpuRow {
-        name: format!("decode_batch of {n} files to a device buffer"),
+        name: format!("{label}: decode_batch of {n} files to a device buffer"),
         bytes: total_raw,
         pixels: total_px,
         stats: Some(dec),
@@ -1001,7 +1199,7 @@ fn bench_gpu(
     let mut timings: Vec<l3::gpu::StageTimings> = Vec::new();
     if decoder.timing_supported() {
         measure(args.reps, args.max_seconds, || {
-            let (b, t) = decoder.decode_batch_timed(&refs, out)?;
+            let (b, t) = decoder.decode_batch_timed(refs, out)?;
             timings.extend(t);
             drop(b);
             Ok(())
@@ -1018,15 +1216,18 @@ fn bench_gpu(
         };
         let stages = [
             (
-                "kernels (GPU timestamps: prefix sum + decode)",
+                format!("{label}: kernels (GPU timestamps: prefix sum + decode)"),
                 stage(|t| t.kernels_ns()),
             ),
-            ("  prefix sum (GPU timestamps)", stage(|t| t.prefix_sum_ns)),
-            ("  decode (GPU timestamps)", stage(|t| t.decode_ns)),
+            (
+                "  prefix sum (GPU timestamps)".into(),
+                stage(|t| t.prefix_sum_ns),
+            ),
+            ("  decode (GPU timestamps)".into(), stage(|t| t.decode_ns)),
         ];
         for (name, stats) in stages {
             rows.push(GpuRow {
-                name: name.into(),
+                name,
                 bytes: total_raw,
                 pixels: total_px,
                 stats: Some(stats),
@@ -1035,14 +1236,10 @@ fn bench_gpu(
                 ),
             });
         }
-    } else if let Some(up) = rows
-        .iter()
-        .find(|r| r.name.starts_with("upload"))
-        .and_then(|r| r.stats)
-    {
+    } else if let Some(up) = upload {
         let k = (dec.median - up.median).max(1e-9);
         rows.push(GpuRow {
-            name: "kernels (estimate: decode_batch - upload)".into(),
+            name: format!("{label}: kernels (estimate: decode_batch - upload)"),
             bytes: total_raw,
             pixels: total_px,
             stats: Some(Stats {
@@ -1058,7 +1255,7 @@ fn bench_gpu(
     }
     let (rb, host) = measure(args.reps, args.max_seconds, || Ok(batch.read_back()?))?;
     rows.push(GpuRow {
-        name: "read-back of the decoded batch (device to host)".into(),
+        name: format!("{label}: read-back of the decoded batch (device to host)"),
         bytes: total_raw,
         pixels: 0,
         stats: Some(rb),
@@ -1068,25 +1265,21 @@ fn bench_gpu(
     let lossless =
         host.len() == images.len() && host.iter().zip(images).all(|(h, p)| *h == p.bytes);
     if !lossless {
-        eprintln!("  GPU decoder output differs from the reference pixels");
+        eprintln!("  GPU decoder output on {label} files differs from the reference pixels");
     }
     let (e2e, ()) = measure(args.reps, args.max_seconds, || {
-        let b = decoder.decode_batch(&refs, out)?;
+        let b = decoder.decode_batch(refs, out)?;
         std::hint::black_box(b.read_back()?);
         Ok(())
     })?;
     rows.push(GpuRow {
-        name: "end to end: decode_batch + read-back".into(),
+        name: format!("{label}: end to end: decode_batch + read-back"),
         bytes: total_raw,
         pixels: total_px,
         stats: Some(e2e),
         note: "files in host memory to pixels in host memory".into(),
     });
-    Ok(GpuReport {
-        adapter,
-        rows,
-        lossless: Some(lossless),
-    })
+    Ok(lossless)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1396,14 +1589,28 @@ fn main() -> Result<()> {
         "dec MP/s [min-max]",
         "dec GB/s",
         "lossless",
-        "l3 size / this",
-        "l3 1T enc speed x",
-        "l3 1T dec speed x",
+        "l3 fast size / this",
+        "l3 compact size / this",
+        "l3 fast 1T enc speed x",
+        "l3 compact 1T enc speed x",
+        "l3 fast 1T dec speed x",
+        "l3 compact 1T dec speed x",
     ]);
-    let l3_1 = &results[0];
+    // The one-thread rows of both l3 profiles: the references of the ratio columns.
+    let l3_refs: Vec<&CodecResult> = [Codec::L3_FAST_1, Codec::L3_COMPACT_1]
+        .iter()
+        .map(|c| {
+            results
+                .iter()
+                .find(|r| r.codec == *c)
+                .expect("Codec::ALL has both one-thread l3 rows")
+        })
+        .collect();
     for r in &results {
-        // l3 (1 thread) on the same images, for a like-for-like comparison.
-        let (mut l3_size, mut l3_enc, mut l3_dec) = (0u64, Stats::default(), Stats::default());
+        // Each l3 profile (1 thread) on the same images, for a like-for-like comparison.
+        let mut l3_size = [0u64; 2];
+        let mut l3_enc = [Stats::default(); 2];
+        let mut l3_dec = [Stats::default(); 2];
         let mut size = 0u64;
         let mut png = 0u64;
         let mut px = 0u64;
@@ -1424,15 +1631,17 @@ fn main() -> Result<()> {
                 }
                 dec = dec.add(c.dec);
                 lossless &= c.lossless;
-                if let Some(l) = &l3_1.cells[i] {
-                    l3_size += l.size;
-                    l3_enc = l3_enc.add(l.enc.unwrap_or_default());
-                    l3_dec = l3_dec.add(l.dec);
+                for (k, l3) in l3_refs.iter().enumerate() {
+                    if let Some(l) = &l3.cells[i] {
+                        l3_size[k] += l.size;
+                        l3_enc[k] = l3_enc[k].add(l.enc.unwrap_or_default());
+                        l3_dec[k] = l3_dec[k].add(l.dec);
+                    }
                 }
             }
         }
         let timed_enc = r.codec.times_encode();
-        main.push(vec![
+        let mut row = vec![
             r.codec.name().into(),
             r.codec.threads(),
             format!("{n}/{}", images.len()),
@@ -1452,35 +1661,40 @@ fn main() -> Result<()> {
             tput(px, dec, mps, 1),
             format!("{:.3}", gbs(raw, dec.median)),
             if lossless { "yes" } else { "NO" }.into(),
-            format!("{:.3}", l3_size as f64 / size as f64),
+        ];
+        row.extend(
+            l3_size
+                .iter()
+                .map(|&l| format!("{:.3}", l as f64 / size as f64)),
+        );
+        row.extend(l3_enc.iter().map(|l| {
             if timed_enc {
-                format!("{:.2}", enc.median / l3_enc.median)
+                format!("{:.2}", enc.median / l.median)
             } else {
                 "-".into()
-            },
-            format!("{:.2}", dec.median / l3_dec.median),
-        ]);
+            }
+        }));
+        row.extend(
+            l3_dec
+                .iter()
+                .map(|l| format!("{:.2}", dec.median / l.median)),
+        );
+        main.push(row);
     }
     for (name, threads, s) in [
         ("memcpy (output size)", "1".to_string(), memcpy_1),
         ("memcpy (output size)", threads.to_string(), memcpy_n),
     ] {
-        main.push(vec![
+        let mut row = vec![
             name.into(),
             threads,
             format!("{}/{}", images.len(), images.len()),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            tput(total_px, s, mps, 0),
-            format!("{:.3}", gbs(total_raw, s.median)),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
+        ];
+        row.extend(std::iter::repeat_n(String::from("-"), 5));
+        row.push(tput(total_px, s, mps, 0));
+        row.push(format!("{:.3}", gbs(total_raw, s.median)));
+        row.resize(main.header.len(), "-".into());
+        main.push(row);
     }
 
     // --- per image
@@ -1490,13 +1704,17 @@ fn main() -> Result<()> {
         "type".into(),
         "raw MB".into(),
     ];
+    // One size column per codec (the all-thread l3 rows write the same files).
+    let per_image_size = |c: Codec| !matches!(c, Codec::ZunePng | Codec::L3 { parallel: true, .. });
     for r in &results {
-        if r.codec == Codec::ZunePng || r.codec == (Codec::L3 { parallel: true }) {
-            continue;
+        if per_image_size(r.codec) {
+            header.push(format!("{} bpp", r.codec.name()));
         }
-        header.push(format!("{} bpp", r.codec.name()));
     }
-    header.push("l3 dec MP/s (1T / all)".into());
+    let profiles = [Profile::Fast, Profile::Compact];
+    for profile in profiles {
+        header.push(format!("l3 {} dec MP/s (1T / all)", profile.name()));
+    }
     header.push("png dec MP/s".into());
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut per_image = Table::new(&hdr);
@@ -1507,17 +1725,18 @@ fn main() -> Result<()> {
             p.kind(),
             format!("{:.1}", p.bytes.len() as f64 / 1e6),
         ];
-        let mut l3_dec = Vec::new();
+        let mut l3_dec = [Vec::new(), Vec::new()];
         let mut png_dec = String::from("-");
         for r in &results {
             let cell = r.cells[i].as_ref();
-            if let (Codec::L3 { .. }, Some(c)) = (r.codec, cell) {
-                l3_dec.push(format!("{:.0}", mps(p.pixels(), c.dec.median)));
+            if let (Codec::L3 { profile, .. }, Some(c)) = (r.codec, cell) {
+                let k = profiles.iter().position(|&p| p == profile).unwrap_or(0);
+                l3_dec[k].push(format!("{:.0}", mps(p.pixels(), c.dec.median)));
             }
             if let (Codec::PngDefault, Some(c)) = (r.codec, cell) {
                 png_dec = format!("{:.0}", mps(p.pixels(), c.dec.median));
             }
-            if r.codec == Codec::ZunePng || r.codec == (Codec::L3 { parallel: true }) {
+            if !per_image_size(r.codec) {
                 continue;
             }
             row.push(match cell {
@@ -1529,7 +1748,7 @@ fn main() -> Result<()> {
                 None => "n/a".into(),
             });
         }
-        row.push(l3_dec.join(" / "));
+        row.extend(l3_dec.iter().map(|d| d.join(" / ")));
         row.push(png_dec);
         per_image.push(row);
     }
@@ -1557,12 +1776,19 @@ fn main() -> Result<()> {
         "MP/s",
     ]);
     for r in &pipeline {
+        let (speed, mp) = match &r.stats {
+            Ok(s) => (
+                tput(r.images as u64, *s, |n, s| n as f64 / s, 1),
+                format!("{:.1}", mps(r.pixels, s.median)),
+            ),
+            Err(e) => (e.clone(), "-".into()),
+        };
         pipe_table.push(vec![
             r.name.clone(),
             r.images.to_string(),
             r.disk_bytes.to_string(),
-            tput(r.images as u64, r.stats, |n, s| n as f64 / s, 1),
-            format!("{:.1}", mps(r.pixels, r.stats.median)),
+            speed,
+            mp,
         ]);
     }
 
@@ -1576,12 +1802,13 @@ fn main() -> Result<()> {
     let mut scale_table = Table::new(&[
         "size",
         "MP",
-        "l3 bits/px",
-        "l3 enc ms (all)",
-        "l3 dec ms (1T)",
-        "l3 dec ms (all)",
+        "codec",
+        "bits/px",
+        "enc ms (all)",
+        "dec ms (1T)",
+        "dec ms (all)",
         "png dec ms (1T)",
-        "l3 dec ns/px (1T)",
+        "dec ns/px (1T)",
         "png dec ns/px",
     ]);
     if let Some((_, rows)) = &scaling {
@@ -1590,6 +1817,7 @@ fn main() -> Result<()> {
             scale_table.push(vec![
                 format!("{}x{}", r.width, r.height),
                 format!("{:.1}", px as f64 / 1e6),
+                format!("l3 {}", r.profile.name()),
                 format!("{:.3}", r.l3_size as f64 * 8.0 / px as f64),
                 format!("{:.1}", r.l3_enc.median * 1e3),
                 format!("{:.1}", r.l3_dec_1.median * 1e3),
@@ -1598,7 +1826,6 @@ fn main() -> Result<()> {
                 format!("{:.2}", r.l3_dec_1.median * 1e9 / px as f64),
                 format!("{:.2}", r.png_dec.median * 1e9 / px as f64),
             ]);
-            let _ = r.raw_bytes;
         }
     }
 
@@ -1654,7 +1881,7 @@ fn main() -> Result<()> {
     }
     let codec_notes: String = Codec::ALL
         .iter()
-        .filter(|c| **c != Codec::L3 { parallel: true })
+        .filter(|c| !matches!(c, Codec::L3 { parallel: true, .. }))
         .map(|c| format!("- {}: {}\n", c.name(), c.note()))
         .collect();
     let mut out = String::new();
@@ -1699,11 +1926,7 @@ fn main() -> Result<()> {
                 out,
                 "gpu adapter: {}; GPU decoder lossless: {}",
                 g.adapter,
-                match g.lossless {
-                    Some(true) => "yes",
-                    Some(false) => "NO",
-                    None => "-",
-                }
+                g.lossless_summary()
             );
             out += &gpu_table.text();
         }
@@ -1755,13 +1978,9 @@ fn main() -> Result<()> {
                 let _ = writeln!(md, "\n### GPU (wgpu)\n");
                 let _ = writeln!(
                     md,
-                    "Adapter: {}. GPU decoder round trip bit-exact on every image: {}.\n",
+                    "Adapter: {}. GPU decoder round trip bit-exact on every image: {} (- = not run).\n",
                     g.adapter,
-                    match g.lossless {
-                        Some(true) => "yes",
-                        Some(false) => "NO",
-                        None => "-",
-                    }
+                    g.lossless_summary()
                 );
                 md += &gpu_table.markdown();
             }
@@ -1814,8 +2033,12 @@ fn main() -> Result<()> {
         for (k, r) in results.iter().enumerate() {
             let _ = writeln!(
                 j,
-                "    {{\"codec\": {}, \"threads\": {}, \"results\": [",
+                "    {{\"codec\": {}, \"profile\": {}, \"threads\": {}, \"results\": [",
                 json_str(r.codec.name()),
+                match r.codec {
+                    Codec::L3 { profile, .. } => json_str(profile.name()),
+                    _ => "null".into(),
+                },
                 json_str(&r.codec.threads())
             );
             for (i, c) in r.cells.iter().enumerate() {
@@ -1851,12 +2074,13 @@ fn main() -> Result<()> {
             .iter()
             .map(|r| {
                 format!(
-                    "\n    {{\"name\": {}, \"images\": {}, \"pixels\": {}, \"disk_bytes\": {}, \"time\": {}}}",
+                    "\n    {{\"name\": {}, \"images\": {}, \"pixels\": {}, \"disk_bytes\": {}, \"time\": {}, \"error\": {}}}",
                     json_str(&r.name),
                     r.images,
                     r.pixels,
                     r.disk_bytes,
-                    json_stats(&r.stats)
+                    r.stats.as_ref().map_or("null".into(), json_stats),
+                    r.stats.as_ref().err().map_or("null".into(), |e| json_str(e))
                 )
             })
             .collect::<Vec<_>>()
@@ -1867,7 +2091,8 @@ fn main() -> Result<()> {
                 .iter()
                 .map(|r| {
                     format!(
-                        "\n    {{\"width\": {}, \"height\": {}, \"raw_bytes\": {}, \"l3_bytes\": {}, \"l3_encode_all\": {}, \"l3_decode_1\": {}, \"l3_decode_all\": {}, \"png_decode\": {}}}",
+                        "\n    {{\"profile\": {}, \"width\": {}, \"height\": {}, \"raw_bytes\": {}, \"l3_bytes\": {}, \"l3_encode_all\": {}, \"l3_decode_1\": {}, \"l3_decode_all\": {}, \"png_decode\": {}}}",
+                        json_str(r.profile.name()),
                         r.width,
                         r.height,
                         r.raw_bytes,
@@ -1884,11 +2109,22 @@ fn main() -> Result<()> {
         j += "\n  ],\n  \"gpu\": ";
         match &gpu {
             Some(Ok(g)) => {
+                let lossless = g
+                    .lossless
+                    .iter()
+                    .map(|(p, l)| {
+                        format!(
+                            "{}: {}",
+                            json_str(p.name()),
+                            l.map_or("null".into(), |b| b.to_string())
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 let _ = write!(
                     j,
-                    "{{\"adapter\": {}, \"lossless\": {}, \"rows\": [{}]}}",
+                    "{{\"adapter\": {}, \"lossless\": {{{lossless}}}, \"rows\": [{}]}}",
                     json_str(&g.adapter),
-                    g.lossless.map_or("null".into(), |b| b.to_string()),
                     g.rows
                         .iter()
                         .map(|r| format!(

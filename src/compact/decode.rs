@@ -447,8 +447,8 @@ fn decode_patch_rows<const C: usize>(
     let segs = header.segments as usize;
     let mut pos = [[0u64; C]; SEGMENTS_MAX as usize];
     for (s, p) in pos.iter_mut().enumerate().take(segs) {
-        for c in 0..C {
-            p[c] = header.channels[c].segment_start[s];
+        for (p, ch) in p.iter_mut().zip(&header.channels) {
+            *p = ch.segment_start[s];
         }
     }
     scratch.previous.fill(0);
@@ -500,14 +500,14 @@ fn decode_patch_rows<const C: usize>(
                 reason: "a pair token where only a single-sample token may stand (row given)",
             });
         }
-        for c in 0..C {
-            let end = header.channels[c].segment_start[s + 1];
-            if pos[s][c] > end {
+        for (c, (&p, ch)) in pos[s].iter().zip(&header.channels).enumerate() {
+            let (begin, end) = (ch.segment_start[s], ch.segment_start[s + 1]);
+            if p > end {
                 return Err(CompactError::Segment {
                     channel: c as u8,
                     segment: s as u32,
-                    used: pos[s][c] - header.channels[c].segment_start[s],
-                    stored: end - header.channels[c].segment_start[s],
+                    used: p - begin,
+                    stored: end - begin,
                 });
             }
             // Reduce to the sample depth (the sums above ran mod 2^16).
@@ -542,16 +542,13 @@ fn decode_patch_rows<const C: usize>(
         std::mem::swap(&mut scratch.previous, &mut scratch.current);
     }
     for (s, p) in pos.iter().enumerate().take(segs) {
-        for c in 0..C {
-            let (begin, end) = (
-                header.channels[c].segment_start[s],
-                header.channels[c].segment_start[s + 1],
-            );
-            if p[c] != end {
+        for (c, (&p, ch)) in p.iter().zip(&header.channels).enumerate() {
+            let (begin, end) = (ch.segment_start[s], ch.segment_start[s + 1]);
+            if p != end {
                 return Err(CompactError::Segment {
                     channel: c as u8,
                     segment: s as u32,
-                    used: p[c] - begin,
+                    used: p - begin,
                     stored: end - begin,
                 });
             }

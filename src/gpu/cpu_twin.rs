@@ -3,8 +3,11 @@
 //! same inputs and compare; the twins also document what each kernel computes.
 
 use super::{flags, ImageInfo, Params};
+use crate::format::compact::{self as cf, token_count, unzigzag};
 use crate::predict::predict_one;
 use crate::Predictor;
+
+const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
 
 /// Twin of `prefix_sum.wgsl` (`scan_blocks` + `add_sums` over all levels): the exclusive
 /// prefix sum of `sizes`, wrapping on overflow like u32 arithmetic in WGSL.
@@ -61,7 +64,8 @@ fn find_image_by_workgroup(images: &[ImageInfo], count: u32, wg: u32) -> usize {
     lo
 }
 
-/// Twin of `decode.wgsl`: decodes the streams of workgroups `0..params.count` (each takes
+/// Twin of `decode.wgsl`, entry point `main`: decodes the streams of version-1 images in
+/// workgroups `params.first_workgroup ..` (`params.count` of them; each takes
 /// [`super::streams_per_workgroup`] streams of one image), ORing each sample into its
 /// interleaved output word of `out_words` (HWC from each image's `out_base`; 8-bit samples
 /// four to a word, 16-bit samples two to a word, little-endian; the words start zeroed, as
@@ -76,28 +80,41 @@ pub fn decode(
     errors: &mut [u32],
     params: &Params,
 ) {
-    decode_streams(
-        input_words,
-        sizes,
-        offsets,
-        images,
-        errors,
-        params,
-        |img, ch, y, x, v| {
-            let s = (y * img.width + x) * img.channels + ch;
-            if img.depth == 8 {
-                out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
-            } else {
-                out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
-            }
-        },
-    );
+    let inputs = (input_words, sizes, offsets, images);
+    decode_streams(inputs, errors, params, put_interleaved(out_words));
 }
 
-/// Twin of `decode_f32_chw.wgsl`: the same decode as [`decode`], each sample written as
-/// `(x / max - mean[c]) / std[c]` (the shader's f32 operations, in its order) to its planar
-/// element `out_base + c * H * W + y * W + x` of `out_values`. Leaves the alignment padding
-/// between images alone (the host clears the output buffer).
+/// Twin of `decode.wgsl`, entry point `main_compact`: as [`decode`], for the patches of
+/// version-2 images (one per workgroup).
+pub fn decode_compact(
+    input_words: &[u32],
+    sizes: &[u32],
+    offsets: &[u32],
+    images: &[ImageInfo],
+    out_words: &mut [u32],
+    errors: &mut [u32],
+    params: &Params,
+) {
+    let inputs = (input_words, sizes, offsets, images);
+    decode_compact_patches(inputs, errors, params, put_interleaved(out_words));
+}
+
+/// Twin of `put_sample` in `decode.wgsl`.
+fn put_interleaved(out_words: &mut [u32]) -> impl FnMut(&ImageInfo, u32, u32, u32, u32) + '_ {
+    |img, ch, y, x, v| {
+        let s = (y * img.width + x) * img.channels + ch;
+        if img.depth == 8 {
+            out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
+        } else {
+            out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
+        }
+    }
+}
+
+/// Twin of `decode_f32_chw.wgsl`, entry point `main`: the same decode as [`decode`], each
+/// sample written as `(x / max - mean[c]) / std[c]` (the shader's f32 operations, in its
+/// order) to its planar element `out_base + c * H * W + y * W + x` of `out_values`. Leaves
+/// the alignment padding between images alone (the host clears the output buffer).
 pub fn decode_f32_chw(
     input_words: &[u32],
     sizes: &[u32],
@@ -107,37 +124,65 @@ pub fn decode_f32_chw(
     errors: &mut [u32],
     params: &Params,
 ) {
-    decode_streams(
-        input_words,
-        sizes,
-        offsets,
-        images,
-        errors,
-        params,
-        |img, ch, y, x, v| {
-            let hw = img.width * img.height;
-            let max_value = ((1u32 << img.depth) - 1) as f32;
-            out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
-                (v as f32 / max_value - params.mean[ch as usize]) / params.std[ch as usize];
-        },
-    );
+    let inputs = (input_words, sizes, offsets, images);
+    decode_streams(inputs, errors, params, put_f32_chw(out_values, params));
 }
 
-/// Twin of `decode_streams` in `shaders/shared/decode_streams.wgsl`, the decode body both
-/// decode stages share: every decoded sample goes to `put_sample(image, channel, y, x,
-/// value)`.
-fn decode_streams(
+/// Twin of `decode_f32_chw.wgsl`, entry point `main_compact`: as [`decode_f32_chw`], for the
+/// patches of version-2 images (one per workgroup).
+pub fn decode_f32_chw_compact(
     input_words: &[u32],
     sizes: &[u32],
     offsets: &[u32],
     images: &[ImageInfo],
+    out_values: &mut [f32],
+    errors: &mut [u32],
+    params: &Params,
+) {
+    let inputs = (input_words, sizes, offsets, images);
+    decode_compact_patches(inputs, errors, params, put_f32_chw(out_values, params));
+}
+
+/// Twin of `put_sample` in `decode_f32_chw.wgsl`.
+fn put_f32_chw<'a>(
+    out_values: &'a mut [f32],
+    params: &'a Params,
+) -> impl FnMut(&ImageInfo, u32, u32, u32, u32) + 'a {
+    |img, ch, y, x, v| {
+        let hw = img.width * img.height;
+        let max_value = ((1u32 << img.depth) - 1) as f32;
+        out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
+            (v as f32 / max_value - params.mean[ch as usize]) / params.std[ch as usize];
+    }
+}
+
+/// The images of workgroups `params.first_workgroup ..` (`params.count` of them), as the
+/// entry points find them.
+fn workgroups<'a>(
+    images: &'a [ImageInfo],
+    params: &'a Params,
+) -> impl Iterator<Item = (u32, ImageInfo)> + 'a {
+    (params.first_workgroup..params.first_workgroup + params.count).map(|wg| {
+        (
+            wg,
+            images[find_image_by_workgroup(images, params.image_count, wg)],
+        )
+    })
+}
+
+/// The decode stages' read-only bindings 0..=3: `input_words`, `sizes`, `offsets`, `images`.
+type DecodeInputs<'a> = (&'a [u32], &'a [u32], &'a [u32], &'a [ImageInfo]);
+
+/// Twin of `decode_streams` in `shaders/shared/decode_streams.wgsl`, the version-1 decode
+/// body both decode stages share, over the dispatch's workgroups: every decoded sample goes
+/// to `put_sample(image, channel, y, x, value)`.
+fn decode_streams(
+    (input_words, sizes, offsets, images): DecodeInputs<'_>,
     errors: &mut [u32],
     params: &Params,
     mut put_sample: impl FnMut(&ImageInfo, u32, u32, u32, u32),
 ) {
-    const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
-    let streams = (0..params.count).flat_map(|wg| {
-        let img = images[find_image_by_workgroup(images, params.image_count, wg)];
+    let streams = workgroups(images, params).flat_map(|(wg, img)| {
         let per_wg = super::streams_per_workgroup(img.patch_log2 as u8);
         (0..per_wg)
             .map(move |sub| (img, (wg - img.wg_base) * per_wg + sub))
@@ -225,43 +270,472 @@ fn decode_streams(
     }
 }
 
+/// Most channels.
+const MAX_CHANNELS: usize = 4;
+/// Decode-table entries per channel: one per code length 0 ..= MAX_CODE_LEN (0 unused).
+const CODE_SLOTS: usize = cf::MAX_CODE_LEN as usize + 1;
+/// Tokens of the largest alphabet (16-bit samples).
+const MAX_TOKENS: usize = cf::alphabet_size(16) as usize;
+/// Segment-start entries per channel: each segment's start and the end of the last.
+const SEGMENT_SLOTS: usize = cf::SEGMENTS_MAX as usize + 1;
+
+/// What invocation 0 of a `decode_compact` workgroup parses into workgroup memory (the
+/// shader's `cp_*` variables).
+struct CompactHeader {
+    transform: u32,
+    /// Predictor per channel.
+    predictor: [u32; MAX_CHANNELS],
+    /// The token of a one-token code (zero bits long), per channel.
+    single: [Option<u32>; MAX_CHANNELS],
+    /// Per channel and length: (first code, count, offset into `tokens`).
+    codes: [[(u32, u32, u32); CODE_SLOTS]; MAX_CHANNELS],
+    /// Per channel: tokens sorted by (length, token).
+    tokens: [[u32; MAX_TOKENS]; MAX_CHANNELS],
+    /// Per channel: start bit of each segment, then the end of the last.
+    segment_start: [[u32; SEGMENT_SLOTS]; MAX_CHANNELS],
+    any_left: bool,
+}
+
+fn is_left_type(predictor: u32) -> bool {
+    cf::Predictor::from_id(predictor).is_some_and(|p| p.is_left_type())
+}
+
+/// Twin of `cp_take`: reads header bits of the stream of `stream_bits` bits at byte `start`,
+/// bits past its end read as 0.
+struct HeaderBits<'a> {
+    input_words: &'a [u32],
+    start: u32,
+    stream_bits: u32,
+    pos: u32,
+}
+
+impl HeaderBits<'_> {
+    /// `n` (<= 16) bits at `pos`; advances `pos`.
+    fn take(&mut self, n: u32) -> u32 {
+        let p = self.pos;
+        self.pos = p + n;
+        if p >= self.stream_bits {
+            return 0;
+        }
+        let v = read_bits(self.input_words, self.start, p, n);
+        if p + n <= self.stream_bits {
+            return v;
+        }
+        v & ((1 << (self.stream_bits - p)) - 1)
+    }
+}
+
+/// Twin of `cp_parse_header` in `shaders/shared/decode_compact.wgsl`: the header, or the
+/// error flags.
+fn cp_parse_header(
+    input_words: &[u32],
+    start: u32,
+    size: u32,
+    channels: u32,
+    depth: u32,
+    segs: u32,
+) -> Result<CompactHeader, u32> {
+    let stream_bits = size * 8;
+    let mut r = HeaderBits {
+        input_words,
+        start,
+        stream_bits,
+        pos: 0,
+    };
+    let transform = r.take(cf::TRANSFORM_BITS);
+    let subtract_green = cf::Transform::SubtractGreen as u32;
+    if transform > subtract_green || (transform == subtract_green && channels < 3) {
+        return Err(flags::TRANSFORM);
+    }
+    let mut h = CompactHeader {
+        transform,
+        predictor: [0; MAX_CHANNELS],
+        single: [None; MAX_CHANNELS],
+        codes: [[(0, 0, 0); CODE_SLOTS]; MAX_CHANNELS],
+        tokens: [[0; MAX_TOKENS]; MAX_CHANNELS],
+        segment_start: [[0; SEGMENT_SLOTS]; MAX_CHANNELS],
+        any_left: false,
+    };
+    let ntok_max = cf::alphabet_size(depth as u8);
+    let max_len = cf::MAX_CODE_LEN;
+    for c in 0..channels as usize {
+        let predictor = r.take(cf::PREDICTOR_BITS);
+        if cf::Predictor::from_id(predictor).is_none() {
+            return Err(flags::PREDICTOR);
+        }
+        h.predictor[c] = predictor;
+        h.any_left |= is_left_type(predictor);
+        let ntok = r.take(cf::TOKEN_COUNT_BITS);
+        if ntok == 0 || ntok > ntok_max {
+            return Err(flags::CODE);
+        }
+        let mut lengths = [0u32; MAX_TOKENS];
+        let mut count = [0u32; CODE_SLOTS];
+        let mut too_long = false;
+        let mut previous = 0u32;
+        for l in lengths.iter_mut().take(ntok as usize) {
+            if r.take(1) == 1 {
+                previous = if r.take(1) == 1 {
+                    r.take(cf::CODE_LENGTH_BITS)
+                } else if r.take(1) == 0 {
+                    previous + 1
+                } else {
+                    previous.wrapping_sub(1) & 0xff
+                };
+            }
+            *l = previous.min(0xff);
+            if *l > max_len {
+                too_long = true;
+            } else {
+                count[*l as usize] += 1;
+            }
+        }
+        let used: u32 = count[1..].iter().sum();
+        let kraft: u32 = (1..=max_len)
+            .map(|l| count[l as usize] << (max_len - l))
+            .sum();
+        if too_long
+            || used == 0
+            || (used == 1 && count[1] != 1)
+            || (used > 1 && kraft != 1 << max_len)
+        {
+            return Err(flags::CODE);
+        }
+        if used == 1 {
+            h.single[c] = lengths.iter().rposition(|&l| l != 0).map(|t| t as u32);
+        } else {
+            let mut next = [0u32; CODE_SLOTS];
+            let (mut code, mut offset) = (0u32, 0u32);
+            for l in 1..CODE_SLOTS {
+                code = (code + if l == 1 { 0 } else { count[l - 1] }) << 1;
+                h.codes[c][l] = (code, count[l], offset);
+                next[l] = offset;
+                offset += count[l];
+            }
+            for (t, &l) in lengths.iter().enumerate().take(ntok as usize) {
+                if l != 0 {
+                    h.tokens[c][next[l as usize] as usize] = t as u32;
+                    next[l as usize] += 1;
+                }
+            }
+        }
+        let width = r.take(cf::SEGMENT_WIDTH_BITS);
+        if width > cf::SEGMENT_WIDTH_MAX {
+            return Err(flags::SEGMENT_TABLE);
+        }
+        let base = r.take(cf::SEGMENT_BASE_BITS);
+        // Segment lengths for now; turned into start bits below.
+        for s in 0..segs as usize {
+            h.segment_start[c][s] = base + r.take(width);
+        }
+        if r.pos > stream_bits {
+            return Err(flags::OVERRUN);
+        }
+    }
+    let mut at = r.pos;
+    for starts in h.segment_start.iter_mut().take(channels as usize) {
+        for s in starts.iter_mut().take(segs as usize) {
+            let length = *s;
+            *s = at;
+            at += length;
+        }
+        starts[segs as usize] = at;
+    }
+    if at > stream_bits {
+        return Err(flags::OVERRUN);
+    }
+    if at.div_ceil(8) != size
+        || (at & 7 != 0 && read_bits(input_words, start, at, 8 - (at & 7)) != 0)
+    {
+        return Err(flags::TRAILING);
+    }
+    Ok(h)
+}
+
+/// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the
+/// payload starting at byte `base`. Words past the end read as 0.
+pub fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
+    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
+    let abs_bit = (base & 3) * 8 + p;
+    let w = (base >> 2) + (abs_bit >> 5);
+    let sh = abs_bit & 31;
+    let mut v = word(w) >> sh;
+    if sh != 0 {
+        v |= word(w + 1) << (32 - sh);
+    }
+    v
+}
+
+/// Twin of `cp_read_symbol`: (token, bits of code and raw bits, zigzag value of a single).
+fn cp_read_symbol(
+    input_words: &[u32],
+    h: &CompactHeader,
+    start: u32,
+    p: u32,
+    c: usize,
+    singles: u32,
+) -> (u32, u32, u32) {
+    let window = read_bits32(input_words, start, p);
+    let max_len = cf::MAX_CODE_LEN;
+    let (mut token, mut len) = (h.single[c].unwrap_or(0), 0);
+    if h.single[c].is_none() {
+        let bits = window.reverse_bits() >> (32 - max_len);
+        for l in 1..=max_len {
+            let (first, count, offset) = h.codes[c][l as usize];
+            let index = (bits >> (max_len - l)).wrapping_sub(first);
+            if index < count {
+                token = h.tokens[c][(offset + index) as usize];
+                len = l;
+                break;
+            }
+        }
+    }
+    if token >= singles {
+        return (token, len, 0);
+    }
+    let (base, nraw) = cf::token_base(token);
+    let raw = (window >> len) & ((1 << nraw) - 1);
+    (token, len + nraw, base + raw)
+}
+
+/// Twin of `cp_decode_row`: one row of channel `c`'s segment from `*pos` (advanced) to `end`
+/// into `residuals` (16-bit values at `c * SEGMENT_ROW_SAMPLES_MAX + slot_base + x`). Returns
+/// the error flags.
+#[allow(clippy::too_many_arguments)]
+fn cp_decode_row(
+    input_words: &[u32],
+    h: &CompactHeader,
+    start: u32,
+    pos: &mut u32,
+    end: u32,
+    c: usize,
+    slot_base: u32,
+    pw: u32,
+    singles: u32,
+    residuals: &mut [u32],
+) -> u32 {
+    let row0 = (c as u32 * cf::SEGMENT_ROW_SAMPLES_MAX + slot_base) as usize;
+    let mut p = *pos;
+    let mut flags = 0;
+    for i in 0..pw.div_ceil(2) {
+        let one_sample = 2 * i + 1 == pw;
+        let (token, bits, value) = cp_read_symbol(input_words, h, start, p, c, singles);
+        p += bits;
+        if p > end {
+            flags = flags::SEGMENT;
+            break;
+        }
+        let (z0, z1) = if token >= singles {
+            if one_sample {
+                flags = flags::SYMBOL;
+                break;
+            }
+            let q = token - singles;
+            (q / cf::PAIR_LIMIT, q % cf::PAIR_LIMIT)
+        } else if !one_sample {
+            let (token1, bits1, value1) = cp_read_symbol(input_words, h, start, p, c, singles);
+            p += bits1;
+            if p > end {
+                flags = flags::SEGMENT;
+                break;
+            }
+            if token1 >= singles {
+                flags = flags::SYMBOL;
+                break;
+            }
+            (value, value1)
+        } else {
+            (value, 0)
+        };
+        residuals[row0 + 2 * i as usize] = unzigzag(z0) & 0xffff;
+        residuals[row0 + 2 * i as usize + 1] = unzigzag(z1) & 0xffff;
+    }
+    *pos = p;
+    flags
+}
+
+/// Twin of `cp_from_above`.
+fn cp_from_above(predictor: u32, up: &[u32], x: usize, pw: usize) -> u32 {
+    let b = up[x];
+    let a = up[x.max(1) - 1];
+    match cf::Predictor::from_id(predictor) {
+        Some(cf::Predictor::Up) => b,
+        Some(cf::Predictor::Gradient) if x > 0 => b.wrapping_sub(a),
+        Some(cf::Predictor::HalfGradient) if x > 0 => ((b as i32 - a as i32) >> 1) as u32,
+        Some(cf::Predictor::Left) if x > 0 => 0,
+        Some(cf::Predictor::Gradient | cf::Predictor::HalfGradient | cf::Predictor::Left) => b,
+        Some(cf::Predictor::UpMean) => (a + up[(x + 1).min(pw - 1)]) >> 1,
+        _ => 0,
+    }
+}
+
+/// Twin of `decode_compact_patch` in `shaders/shared/decode_compact.wgsl`, the version-2
+/// decode body both decode stages share, over the dispatch's workgroups (one per patch), one
+/// after another: the header check of invocation 0, then per phase the segment
+/// rows of every (channel, segment) and the phase's rows in order (the shader's workgroup
+/// prefix sum done as a running sum: the same u32 sums). Every decoded sample goes to
+/// `put_sample(image, channel, y, x, value)`.
+fn decode_compact_patches(
+    (input_words, sizes, offsets, images): DecodeInputs<'_>,
+    errors: &mut [u32],
+    params: &Params,
+    mut put_sample: impl FnMut(&ImageInfo, u32, u32, u32, u32),
+) {
+    let mut residuals = vec![0u32; MAX_CHANNELS * cf::SEGMENT_ROW_SAMPLES_MAX as usize];
+    for (wg, img) in workgroups(images, params) {
+        let ps = 1u32 << img.patch_log2;
+        let patch = wg - img.wg_base;
+        let g = (img.stream_base + patch) as usize;
+        let x0 = (patch % img.patches_x) * ps;
+        let y0 = (patch / img.patches_x) * ps;
+        let pw = ps.min(img.width - x0);
+        let ph = ps.min(img.height - y0);
+        let segs = cf::segments(ps, ph).max(1);
+        let channels = img.channels.min(MAX_CHANNELS as u32) as usize;
+        let slot = img.image_index as usize;
+        let (start, size) = (offsets[g], sizes[g]);
+        if patch >= img.stream_count
+            || ps > MAX_PATCH
+            || size == 0
+            || start >= params.input_bytes
+            || size > params.input_bytes - start
+        {
+            errors[slot] |= flags::RANGE;
+            continue;
+        }
+        let h = match cp_parse_header(input_words, start, size, channels as u32, img.depth, segs) {
+            Ok(h) => h,
+            Err(f) => {
+                errors[slot] |= f;
+                continue;
+            }
+        };
+        let singles = token_count(img.depth as u8);
+        let mask = (1u32 << img.depth) - 1;
+        let mut previous = [[0u32; MAX_PATCH as usize]; MAX_CHANNELS];
+        let mut pos = [[0u32; cf::SEGMENTS_MAX as usize]; MAX_CHANNELS];
+        let mut decoding = [[true; cf::SEGMENTS_MAX as usize]; MAX_CHANNELS];
+        for (p, starts) in pos.iter_mut().zip(&h.segment_start) {
+            p.copy_from_slice(&starts[..cf::SEGMENTS_MAX as usize]);
+        }
+        let (pw_, stride) = (pw as usize, cf::SEGMENT_ROW_SAMPLES_MAX as usize);
+        for k in 0..ph.div_ceil(segs) {
+            for c in 0..channels {
+                for s in 0..segs as usize {
+                    if decoding[c][s] && k * segs + (s as u32) < ph {
+                        let f = cp_decode_row(
+                            input_words,
+                            &h,
+                            start,
+                            &mut pos[c][s],
+                            h.segment_start[c][s + 1],
+                            c,
+                            s as u32 * ps,
+                            pw,
+                            singles,
+                            &mut residuals,
+                        );
+                        if f != 0 {
+                            decoding[c][s] = false;
+                            errors[slot] |= f;
+                        }
+                    }
+                }
+            }
+            for s in 0..segs {
+                let y = k * segs + s;
+                if y >= ph {
+                    break;
+                }
+                let mut row = [[0u32; MAX_PATCH as usize]; MAX_CHANNELS];
+                for c in 0..channels {
+                    let res = &residuals[c * stride + (s * ps) as usize..][..pw_];
+                    let mut acc = 0u32;
+                    for x in 0..pw_ {
+                        let t = res[x].wrapping_add(cp_from_above(
+                            h.predictor[c],
+                            &previous[c],
+                            x,
+                            pw_,
+                        ));
+                        acc = acc.wrapping_add(t);
+                        row[c][x] = if is_left_type(h.predictor[c]) { acc } else { t } & mask;
+                    }
+                }
+                previous = row;
+                for x in 0..pw_ {
+                    let mut out = row.map(|r| r[x]);
+                    if h.transform == cf::Transform::SubtractGreen as u32 {
+                        out[0] = (out[0] + out[1]) & mask;
+                        out[2] = (out[2] + out[1]) & mask;
+                    }
+                    for (c, &v) in out.iter().enumerate().take(channels) {
+                        put_sample(&img, c as u32, y0 + y, x0 + x as u32, v);
+                    }
+                }
+            }
+        }
+        for c in 0..channels {
+            for s in 0..segs as usize {
+                if decoding[c][s] && pos[c][s] != h.segment_start[c][s + 1] {
+                    errors[slot] |= flags::SEGMENT;
+                }
+            }
+        }
+    }
+}
+
 /// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then the decode (interleaved
 /// output) or the f32 decode (planar f32 output), into a zeroed output binding of
 /// `c.out_words` words (so the alignment padding is zero). Returns the
 /// chunk's output bytes (images at their `out_base`, as in the GPU buffer) and each image's
-/// error flags (indexed by `image_index - images[0].image_index`).
+/// error flags (indexed by `image_index` minus the chunk's smallest `image_index`).
 pub fn run_chunk(c: &super::ChunkInputs, output: super::OutputFormat) -> (Vec<u8>, Vec<u32>) {
     let offsets = prefix_sum(&c.sizes);
-    let first = c.images.first().map_or(0, |i| i.image_index);
-    let mut errors = vec![0u32; (first as usize) + c.images.len()];
+    let indices = c.images.iter().map(|i| i.image_index as usize);
+    let first = indices.clone().min().unwrap_or(0);
+    let mut errors = vec![0u32; indices.max().map_or(0, |i| i + 1)];
     let words = c.out_words as usize;
     let out = match output {
         super::OutputFormat::Interleaved => {
             let mut out_words = vec![0u32; words];
-            decode(
-                &c.input_words,
-                &c.sizes,
-                &offsets,
-                &c.images,
-                &mut out_words,
-                &mut errors,
-                &c.decode_params,
-            );
+            for (kernel, params) in [
+                (decode as Kernel<u32>, &c.decode_params),
+                (decode_compact, &c.compact_params),
+            ] {
+                kernel(
+                    &c.input_words,
+                    &c.sizes,
+                    &offsets,
+                    &c.images,
+                    &mut out_words,
+                    &mut errors,
+                    params,
+                );
+            }
             bytemuck::cast_slice(&out_words).to_vec()
         }
         super::OutputFormat::F32Chw(_) => {
             let mut out_values = vec![0f32; words];
-            decode_f32_chw(
-                &c.input_words,
-                &c.sizes,
-                &offsets,
-                &c.images,
-                &mut out_values,
-                &mut errors,
-                &c.decode_params,
-            );
+            for (kernel, params) in [
+                (decode_f32_chw as Kernel<f32>, &c.decode_params),
+                (decode_f32_chw_compact, &c.compact_params),
+            ] {
+                kernel(
+                    &c.input_words,
+                    &c.sizes,
+                    &offsets,
+                    &c.images,
+                    &mut out_values,
+                    &mut errors,
+                    params,
+                );
+            }
             bytemuck::cast_slice(&out_values).to_vec()
         }
     };
-    (out, errors.split_off(first as usize))
+    (out, errors.split_off(first))
 }
+
+/// A decode entry point's twin (bindings 0..=6).
+type Kernel<T> = fn(&[u32], &[u32], &[u32], &[ImageInfo], &mut [T], &mut [u32], &Params);

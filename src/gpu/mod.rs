@@ -4,11 +4,18 @@
 //! Pipeline, per chunk of the batch (one submission each), two stages:
 //! 1. `prefix_sum.wgsl`: the size tables of all the chunk's files, scanned into byte offsets
 //!    of the streams in the uploaded stream bytes (multi-level, any number of streams);
-//! 2. the decode: (patch, channel) streams, rows in order, each sample written straight to
-//!    the output, with no intermediate buffer and no store pass; a workgroup of 64
-//!    invocations decodes 64 / patch size streams (one for 64- and 128-wide patches:
-//!    [`streams_per_workgroup`]). Two stages share the decode body
-//!    (`shaders/shared/decode_streams.wgsl`):
+//! 2. the decode, each sample written straight to the output, with no intermediate buffer
+//!    and no store pass. Version-1 files: (patch, channel) streams, rows in order; a
+//!    workgroup of 64 invocations decodes 64 / patch size streams (one for 64- and 128-wide
+//!    patches: [`streams_per_workgroup`]); `shaders/shared/decode_streams.wgsl`. Version-2
+//!    files: one workgroup per patch stream; invocation 0 checks the header and builds the
+//!    Huffman tables in workgroup memory, then one invocation per (channel, segment) decodes
+//!    the residuals of the next row of its segment and the workgroup reconstructs those rows
+//!    (a workgroup prefix sum for left-type predictors); `shaders/shared/decode_compact.wgsl`.
+//!    A batch may mix both versions: each chunk's image table lists version-1 images first,
+//!    and each version's entry point (`main`, `main_compact`) is dispatched over its images'
+//!    workgroups ([`workgroups_of`]), so that each pipeline reserves only its own workgroup
+//!    memory. Two stages share the decode bodies:
 //!    - `decode.wgsl` for [`OutputFormat::Interleaved`] output: each sample is ORed
 //!      (`atomicOr`) into its u32 output word (four u8 or two u16 samples to a word, shared by
 //!      neighbouring streams);
@@ -62,6 +69,9 @@ use crate::error::{Error, FormatError, LimitsError, Result};
 use crate::format::FileLayout;
 use shaders::Stage;
 
+/// [`ImageInfo::version`] of a version-2 file.
+const VERSION_COMPACT: u32 = crate::format::VERSION_COMPACT as u32;
+
 /// Error flag bits the decode shader ORs into an image's slot (`FormatError::GpuReported`).
 pub mod flags {
     /// A stream names an unknown predictor.
@@ -74,6 +84,17 @@ pub mod flags {
     pub const TRAILING: u32 = 8;
     /// A stream lies outside the uploaded bytes (an internal inconsistency).
     pub const RANGE: u32 = 16;
+    /// Version 2: a patch names an unknown colour transform, or subtract-green with fewer
+    /// than 3 channels.
+    pub const TRANSFORM: u32 = 32;
+    /// Version 2: a channel's token count or code lengths do not form a valid code.
+    pub const CODE: u32 = 64;
+    /// Version 2: a channel's segment-length field width exceeds 16.
+    pub const SEGMENT_TABLE: u32 = 128;
+    /// Version 2: a pair token where only a single-sample token may stand.
+    pub const SYMBOL: u32 = 256;
+    /// Version 2: a segment's rows use more or fewer bits than its stored length.
+    pub const SEGMENT: u32 = 512;
 }
 
 /// Per-image entry of the table the shaders read (`ImageInfo` in `shaders/shared/images.wgsl`).
@@ -104,23 +125,39 @@ pub struct ImageInfo {
     /// Index of the image in its batch (its error-flag slot).
     pub image_index: u32,
     /// First decode workgroup of the image; a workgroup decodes
-    /// [`streams_per_workgroup`] streams.
+    /// [`streams_per_workgroup`] streams (version 1) or one patch (version 2).
     pub wg_base: u32,
+    /// Format version of the file ([`crate::format::VERSION_FAST`] or
+    /// [`crate::format::VERSION_COMPACT`]): which entry point decodes it (`main` or
+    /// `main_compact`).
+    pub version: u32,
     /// Padding.
-    pub pad: [u32; 4],
+    pub pad: [u32; 3],
 }
 
 /// Invocations of a decode workgroup (`WG` in `decode.wgsl`).
 pub const DECODE_WORKGROUP_SIZE: u32 = 64;
 
-/// Streams one decode workgroup takes for a patch size `1 << patch_log2`: 64 / patch size,
-/// at least 1.
+/// Streams one decode workgroup takes, in a version-1 file, for a patch size
+/// `1 << patch_log2`: 64 / patch size, at least 1. (In a version-2 file a workgroup takes one
+/// patch, i.e. one stream: [`workgroups_of`].)
 pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
     let ps = 1u32 << patch_log2;
     if ps >= DECODE_WORKGROUP_SIZE {
         1
     } else {
         DECODE_WORKGROUP_SIZE / ps
+    }
+}
+
+/// Decode workgroups of `streams` consecutive streams of a file with header `h`: version 1
+/// packs [`streams_per_workgroup`] streams into a workgroup; version 2 gives each patch (one
+/// stream) a workgroup of its own, whatever the patch size, since its segments and channels
+/// decode in parallel inside it.
+pub fn workgroups_of(h: &crate::Header, streams: u32) -> u32 {
+    match h.profile {
+        crate::Profile::Fast => streams.div_ceil(streams_per_workgroup(h.patch_log2)),
+        crate::Profile::Compact => streams,
     }
 }
 
@@ -134,8 +171,9 @@ pub struct Params {
     pub image_count: u32,
     /// Bytes of stream data uploaded.
     pub input_bytes: u32,
-    /// Padding.
-    pub pad: u32,
+    /// Chunk-local index ([`ImageInfo::wg_base`] numbering) of the dispatch's first
+    /// workgroup.
+    pub first_workgroup: u32,
     /// Per-channel mean for [`OutputFormat::F32Chw`].
     pub mean: [f32; 4],
     /// Per-channel standard deviation for [`OutputFormat::F32Chw`].
@@ -450,6 +488,8 @@ pub struct GpuDecoder {
     add_sums: wgpu::ComputePipeline,
     decode: wgpu::ComputePipeline,
     decode_f32_chw: wgpu::ComputePipeline,
+    decode_compact: wgpu::ComputePipeline,
+    decode_f32_chw_compact: wgpu::ComputePipeline,
     chunk_limit: u64,
     uniform_align: u64,
     options: DecodeOptions,
@@ -552,12 +592,21 @@ impl GpuDecoder {
         let scan_module = module(Stage::PrefixSum);
         let scan_blocks = pipeline("l3 scan_blocks", &scan_bgl, &scan_module, "scan_blocks");
         let add_sums = pipeline("l3 add_sums", &scan_bgl, &scan_module, "add_sums");
-        let decode = pipeline("l3 decode", &decode_bgl, &module(Stage::Decode), "main");
-        let decode_f32_chw = pipeline(
-            "l3 decode_f32_chw",
+        let decode_module = module(Stage::Decode);
+        let f32_module = module(Stage::DecodeF32Chw);
+        let decode = pipeline("l3 decode", &decode_bgl, &decode_module, "main");
+        let decode_f32_chw = pipeline("l3 decode_f32_chw", &decode_bgl, &f32_module, "main");
+        let decode_compact = pipeline(
+            "l3 decode compact",
             &decode_bgl,
-            &module(Stage::DecodeF32Chw),
-            "main",
+            &decode_module,
+            "main_compact",
+        );
+        let decode_f32_chw_compact = pipeline(
+            "l3 decode_f32_chw compact",
+            &decode_bgl,
+            &f32_module,
+            "main_compact",
         );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
@@ -575,6 +624,8 @@ impl GpuDecoder {
             add_sums,
             decode,
             decode_f32_chw,
+            decode_compact,
+            decode_f32_chw_compact,
             chunk_limit,
             uniform_align: (limits.min_uniform_buffer_offset_alignment as u64).max(256),
             options: DecodeOptions::default(),
@@ -1018,15 +1069,22 @@ impl GpuDecoder {
                 sizes: sizes.len() as u64 * 4,
                 scan: scan_words * 4,
                 images: infos.len() as u64 * std::mem::size_of::<ImageInfo>() as u64,
-                params: (1 + levels.len() as u64) * self.uniform_align,
+                // Version-1 decode, scan levels, version-2 decode.
+                params: (2 + levels.len() as u64) * self.uniform_align,
             };
             let scratch = self.ensure_scratch(&mut guard, needs);
             let q = &self.queue;
             q.write_buffer(&scratch.input, 0, input_bytes);
             q.write_buffer(&scratch.sizes, 0, bytemuck::cast_slice(sizes));
             q.write_buffer(&scratch.images, 0, bytemuck::cast_slice(infos));
-            let decode_params = c.decode_params;
+            let (decode_params, compact_params) = (c.decode_params, c.compact_params);
+            let compact_params_at = (1 + levels.len() as u64) * self.uniform_align;
             q.write_buffer(&scratch.params, 0, bytemuck::bytes_of(&decode_params));
+            q.write_buffer(
+                &scratch.params,
+                compact_params_at,
+                bytemuck::bytes_of(&compact_params),
+            );
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -1060,56 +1118,68 @@ impl GpuDecoder {
             self.encode_scan(&mut encoder, scratch, &levels, 1, writes(0));
             let psize = std::mem::size_of::<Params>() as u64;
             let out_len = out_words as u64 * 4;
-            let decode_bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("l3 decode"),
-                layout: &self.decode_bgl,
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: scratch.input.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: scratch.sizes.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: scratch.scan.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 3,
-                        resource: scratch.images.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        // From the 256-byte boundary before the chunk's first part
-                        // (OUT_ALIGN, a multiple of min_storage_buffer_offset_alignment);
-                        // each part's `out_base` is relative to it.
-                        binding: 4,
-                        resource: range(&out_buffer, chunk_out_start, out_len),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 5,
-                        resource: errors.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 6,
-                        resource: range(&scratch.params, 0, psize),
-                    },
-                ],
-            });
-            let decode_pipeline = match output {
-                OutputFormat::Interleaved => &self.decode,
-                OutputFormat::F32Chw(_) => &self.decode_f32_chw,
+            // The bindings of both decode dispatches; only the parameters differ.
+            let decode_bg = |params_at: u64| {
+                self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("l3 decode"),
+                    layout: &self.decode_bgl,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: scratch.input.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: scratch.sizes.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: scratch.scan.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 3,
+                            resource: scratch.images.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            // From the 256-byte boundary before the chunk's first part
+                            // (OUT_ALIGN, a multiple of min_storage_buffer_offset_alignment);
+                            // each part's `out_base` is relative to it.
+                            binding: 4,
+                            resource: range(&out_buffer, chunk_out_start, out_len),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 5,
+                            resource: errors.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 6,
+                            resource: range(&scratch.params, params_at, psize),
+                        },
+                    ],
+                })
+            };
+            let (fast_pipeline, compact_pipeline) = match output {
+                OutputFormat::Interleaved => (&self.decode, &self.decode_compact),
+                OutputFormat::F32Chw(_) => (&self.decode_f32_chw, &self.decode_f32_chw_compact),
             };
             {
-                // One pass; timed batches write timestamps at its beginning and end.
+                // One pass, both versions' dispatches (an entry point each, so that each
+                // reserves only its own workgroup memory); timed batches write timestamps at
+                // its beginning and end.
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("l3 decode"),
                     timestamp_writes: writes(1),
                 });
-                pass.set_pipeline(decode_pipeline);
-                pass.set_bind_group(0, &decode_bg, &[]);
-                self.dispatch(&mut pass, decode_params.count);
+                for (pipeline, params, params_at) in [
+                    (fast_pipeline, decode_params, 0),
+                    (compact_pipeline, compact_params, compact_params_at),
+                ] {
+                    if params.count > 0 {
+                        pass.set_pipeline(pipeline);
+                        pass.set_bind_group(0, &decode_bg(params_at), &[]);
+                        self.dispatch(&mut pass, params.count);
+                    }
+                }
             }
             if let (Some(qs), Some((resolve, _))) = (&query_set, &resolve) {
                 encoder.resolve_query_set(
@@ -1314,10 +1384,13 @@ pub struct ChunkInputs {
     pub input_words: Vec<u32>,
     /// Size of every stream (the files' size tables, concatenated).
     pub sizes: Vec<u32>,
-    /// One entry per image.
+    /// One entry per image (or band of an image): version-1 images first, then version-2
+    /// ones, each in batch order (each entry point decodes a contiguous run of workgroups).
     pub images: Vec<ImageInfo>,
-    /// Parameters of the decode dispatch.
+    /// Parameters of the decode dispatch of version-1 images (entry points `main`).
     pub decode_params: Params,
+    /// Parameters of the decode dispatch of version-2 images (entry points `main_compact`).
+    pub compact_params: Params,
     /// Words of the chunk's output binding (its parts' outputs, from the 256-byte boundary
     /// before the first, up to the end of the last, alignment padding included).
     pub out_words: u32,
@@ -1344,7 +1417,7 @@ struct Part {
 impl Part {
     /// Streams `s0..s1` of the band.
     fn streams(&self, h: &crate::Header) -> (usize, usize) {
-        let per_row = h.patches_x() as usize * h.channels() as usize;
+        let per_row = h.patches_x() as usize * h.streams_per_patch() as usize;
         (
             self.patch_row0 as usize * per_row,
             (self.patch_row0 + self.patch_rows) as usize * per_row,
@@ -1408,7 +1481,7 @@ fn build_parts(
     let mut filled = 0usize;
     let mut sizes: Vec<u32> = Vec::new();
     let mut images: Vec<ImageInfo> = Vec::new();
-    let (mut out_words_total, mut wg_base) = (0u32, 0u32);
+    let mut out_words_total = 0u32;
     for part in parts {
         let l = &layouts[part.image];
         let h = &l.header;
@@ -1436,10 +1509,11 @@ fn build_parts(
             out_base,
             out_words: part.out_len.div_ceil(4) as u32,
             image_index: part.image as u32,
-            wg_base,
-            pad: [0; 4],
+            // Set below.
+            wg_base: workgroups_of(h, stream_count),
+            version: h.profile.version() as u32,
+            pad: [0; 3],
         });
-        wg_base += stream_count.div_ceil(streams_per_workgroup(h.patch_log2));
         out_words_total = ((part.out_end - out_start) / 4) as u32;
     }
     debug_assert_eq!(filled, data_len);
@@ -1447,18 +1521,31 @@ fn build_parts(
         OutputFormat::F32Chw(n) => n,
         OutputFormat::Interleaved => Normalize::UNIT,
     };
-    let decode_params = Params {
-        count: wg_base,
+    // Version-1 images first, then version-2 ones (a stable sort): each version's entry
+    // point is dispatched over a contiguous run of workgroups.
+    images.sort_by_key(|i| i.version == VERSION_COMPACT);
+    let mut wg_base = 0u32;
+    let mut fast_workgroups = 0u32;
+    for info in &mut images {
+        let count = std::mem::replace(&mut info.wg_base, wg_base);
+        wg_base += count;
+        if info.version != VERSION_COMPACT {
+            fast_workgroups = wg_base;
+        }
+    }
+    let params = |first_workgroup: u32, count: u32| Params {
+        count,
         image_count: images.len() as u32,
         input_bytes: data_len as u32,
-        pad: 0,
+        first_workgroup,
         mean: norm.mean,
         std: norm.std,
     };
     ChunkInputs {
         input_words,
         out_words: out_words_total,
-        decode_params,
+        decode_params: params(0, fast_workgroups),
+        compact_params: params(fast_workgroups, wg_base - fast_workgroups),
         sizes,
         images,
     }
@@ -1631,8 +1718,8 @@ mod tests {
     use crate::format::{parse_file, ParseOptions};
     use crate::{ColorType, Limits};
 
-    /// Plans a batch with a small chunk limit (so images are split into bands and chunks),
-    /// runs every chunk through the CPU twins, assembles the batch buffer as the GPU path
+    /// Plans a batch of version-1 and version-2 files with a small chunk limit (so images are
+    /// split into bands and chunks), runs every chunk through the CPU twins, assembles the batch buffer as the GPU path
     /// does, and compares each image with the CPU decoder. No GPU needed.
     #[test]
     fn banded_chunks_through_the_twins_match_the_cpu_decoder() {
@@ -1662,8 +1749,14 @@ mod tests {
                     Samples::U16(&samples)
                 },
             };
+            // Both format versions: version 2 has one stream per patch.
             let opts = EncodeOptions {
                 patch_log2: 3 + (i % 4) as u8,
+                profile: if i % 2 == 0 {
+                    crate::Profile::Compact
+                } else {
+                    crate::Profile::Fast
+                },
                 ..Default::default()
             };
             files.push(encode(&image, &opts).unwrap());

@@ -850,7 +850,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
     let (mut tin, mut tpx) = (0u64, 0u64);
     let mut failed = 0;
     // Per profile, the encoded files and their CPU-decoded pixels, for the GPU comparison.
-    let mut decoded_files: [Vec<(Vec<u8>, Vec<u8>)>; 2] = [Vec::new(), Vec::new()];
+    let mut decoded_files: [Vec<EncodedAndDecoded>; 2] = [Vec::new(), Vec::new()];
     for job in &jobs {
         let r = (|| -> Result<()> {
             let input_bytes = std::fs::metadata(&job.input)?.len();
@@ -953,10 +953,13 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
     Ok(failed)
 }
 
+/// An encoded file and the pixels the CPU decoder made of it.
+type EncodedAndDecoded = (Vec<u8>, Vec<u8>);
+
 #[cfg(feature = "gpu")]
 /// The demo's GPU part: the same files as one batch on the GPU, compared byte for byte with
 /// the CPU decoder; without an adapter, says so and stays on the CPU.
-fn demo_gpu(sets: &[(&str, &Vec<(Vec<u8>, Vec<u8>)>)], pixels: u64) -> Result<()> {
+fn demo_gpu(sets: &[(&str, &Vec<EncodedAndDecoded>)], pixels: u64) -> Result<()> {
     let decoder = match l3::gpu::GpuDecoder::new_default() {
         Ok(d) => d,
         Err(e) => {
