@@ -399,7 +399,7 @@ fn encode_plane(
 
 /// Copies channel `c` of a patch out of interleaved samples into a plane.
 #[inline(always)]
-fn extract_plane<T: Copy + Into<u16>>(
+pub(crate) fn extract_plane<T: Copy + Into<u16>>(
     samples: &[T],
     header: &Header,
     (x0, y0, pw, ph): (usize, usize, usize, usize),

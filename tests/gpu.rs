@@ -523,6 +523,35 @@ fn dispatches_beyond_65535_workgroups_per_dimension() {
     }
 }
 
+/// Images too large for a 256 KiB chunk (split into bands of patch rows, interleaved
+/// output) mixed with small ones: 8- and 16-bit, odd sizes, every channel count.
+const BANDED_SHAPES: [(u32, u32, u8, u8); 8] = [
+    (300, 300, 3, 8),
+    (20, 10, 1, 8),
+    (257, 199, 4, 16),
+    (5, 3, 2, 8),
+    (123, 411, 2, 8),
+    (3, 30000, 1, 16),
+    (170, 93, 3, 16),
+    (600, 257, 4, 8),
+];
+
+/// Random images of these shapes, image `i` encoded with `options(i)`.
+fn banded_files(
+    rng: &mut Rng,
+    shapes: &[(u32, u32, u8, u8)],
+    options: impl Fn(usize) -> EncodeOptions,
+) -> Vec<Vec<u8>> {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(w, h, c, depth))| {
+            let s = random_samples(rng, w, h, c, depth);
+            encode_raw(w, h, c, depth, &s, &options(i))
+        })
+        .collect()
+}
+
 #[test]
 fn small_chunks_split_batches_transparently() {
     let Some(shared) = gpu() else { return };
@@ -538,28 +567,11 @@ fn small_chunks_split_batches_transparently() {
         .collect();
     let names: Vec<String> = (0..files.len()).map(|i| format!("chunked #{i}")).collect();
     check_batch(&gpu, &files, &names);
-    // Images too large for a chunk are split into bands of patch rows (interleaved output),
-    // mixed with small images, 8- and 16-bit, odd sizes, every patch size.
-    let mut files = Vec::new();
-    for (i, (w, h, c, depth)) in [
-        (300u32, 300u32, 3u8, 8u8),
-        (20, 10, 1, 8),
-        (257, 199, 4, 16),
-        (5, 3, 2, 8),
-        (123, 411, 2, 8),
-        (3, 30000, 1, 16),
-        (170, 93, 3, 16),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let s = random_samples(&mut rng, w, h, c, depth);
-        let opts = EncodeOptions {
-            patch_log2: 3 + (i % 4) as u8,
-            ..Default::default()
-        };
-        files.push(encode_raw(w, h, c, depth, &s, &opts));
-    }
+    // Images too large for a chunk are split into bands of patch rows.
+    let files = banded_files(&mut rng, &BANDED_SHAPES[..7], |i| EncodeOptions {
+        patch_log2: 3 + (i % 4) as u8,
+        ..Default::default()
+    });
     let names: Vec<String> = (0..files.len()).map(|i| format!("banded #{i}")).collect();
     check_batch(&gpu, &files, &names);
     // A corrupt band is reported for its image.
@@ -991,32 +1003,15 @@ fn compact_small_chunks_split_batches_transparently() {
     let names: Vec<String> = (0..files.len()).map(|i| format!("chunked #{i}")).collect();
     check_batch(&gpu, &files, &names);
     let mut rng = Rng(59);
-    let mut files = Vec::new();
-    for (i, (w, h, c, depth)) in [
-        (300u32, 300u32, 3u8, 8u8),
-        (20, 10, 1, 8),
-        (257, 199, 4, 16),
-        (5, 3, 2, 8),
-        (123, 411, 2, 8),
-        (3, 30000, 1, 16),
-        (170, 93, 3, 16),
-        (600, 257, 4, 8),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let s = random_samples(&mut rng, w, h, c, depth);
-        let opts = EncodeOptions {
-            profile: if i % 3 == 2 {
-                Profile::Fast
-            } else {
-                Profile::Compact
-            },
-            patch_log2: 3 + (i % 5) as u8,
-            ..Default::default()
-        };
-        files.push(encode_raw(w, h, c, depth, &s, &opts));
-    }
+    let files = banded_files(&mut rng, &BANDED_SHAPES, |i| EncodeOptions {
+        profile: if i % 3 == 2 {
+            Profile::Fast
+        } else {
+            Profile::Compact
+        },
+        patch_log2: 3 + (i % 5) as u8,
+        ..Default::default()
+    });
     let names: Vec<String> = (0..files.len()).map(|i| format!("banded #{i}")).collect();
     check_batch(&gpu, &files, &names);
 }

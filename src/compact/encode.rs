@@ -4,7 +4,7 @@
 
 use super::huffman::{self, MAX_TOKENS};
 use crate::bits::BitWriter;
-use crate::encode::{CompactOptions, RawImage, Samples};
+use crate::encode::{extract_plane, CompactOptions, RawImage, Samples};
 use crate::format::compact::{
     alphabet_size, pair_token, prediction_from_above, segments, token_base, token_count, token_of,
     zigzag, Predictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS, PREDICTOR_BITS,
@@ -212,24 +212,6 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
         }
     }
     best
-}
-
-fn extract_plane<T: Copy + Into<u16>>(
-    samples: &[T],
-    header: &Header,
-    (x0, y0, pw, ph): (usize, usize, usize, usize),
-    c: usize,
-    plane: &mut [u16],
-) {
-    let channels = header.channels() as usize;
-    let width = header.width as usize;
-    for (y, dst) in plane.chunks_exact_mut(pw).take(ph).enumerate() {
-        let start = ((y0 + y) * width + x0) * channels;
-        let src = &samples[start..start + pw * channels];
-        for (o, px) in dst.iter_mut().zip(src.chunks_exact(channels)) {
-            *o = px[c].into();
-        }
-    }
 }
 
 /// Encodes one patch as a compact stream.
