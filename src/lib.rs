@@ -1,8 +1,12 @@
 //! # l3: a lossless image codec decoded by GPU compute shaders
 //!
-//! Images are cut into square patches (64x64 by default); every channel of every patch is an
-//! independent stream whose rows are predicted from the row above only, so a GPU decodes a
-//! whole row at once. The format is specified in `SPEC.md` and in code in [`mod@format`].
+//! Images are cut into square patches (64x64 by default) that decode independently, so a GPU
+//! decodes many at once. Two profiles share the container: [`Profile::Fast`] (format version
+//! 1, the L3 paper's fixed-width rows predicted from the row above: the quickest decode) and
+//! [`Profile::Compact`] (version 2: per-patch colour transform, row-parallel predictors and
+//! Huffman codes in independently decodable segments: smaller than PNG on photos). Every
+//! decoder here, CPU and GPU, reads both. The format is specified in `SPEC.md` and in code in
+//! [`mod@format`].
 //!
 //! ```
 //! use l3::{encode, decode, ColorType, EncodeOptions, DecodeOptions, RawImage, Samples};
