@@ -206,14 +206,70 @@ fn colliding_outputs_are_refused() {
     );
 }
 
+/// `--profile compact` writes version-2 files that are smaller than the fast ones, that
+/// `info` names, and that `verify` and `decode` read back exactly.
+#[test]
+fn compact_profile_encode_info_verify_decode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    input_tree(&input);
+    let (fast, compact) = (tmp.path().join("fast"), tmp.path().join("compact"));
+    for (dir, profile) in [(&fast, "fast"), (&compact, "compact")] {
+        let o = l3(&[
+            "encode",
+            "-q",
+            "--profile",
+            profile,
+            s(&input),
+            "-o",
+            s(dir),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    for name in ["a.l3", "sub/b.l3"] {
+        let (f, c) = (fast.join(name), compact.join(name));
+        let (fl, cl) = (
+            std::fs::metadata(&f).unwrap().len(),
+            std::fs::metadata(&c).unwrap().len(),
+        );
+        assert!(cl < fl, "{name}: compact {cl} bytes, fast {fl}");
+        let o = l3(&["info", s(&c)]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("version 2 (compact)") && out.contains("predictors"),
+            "{out}"
+        );
+    }
+    assert_verified(&compact, &input, 2);
+    let png = tmp.path().join("png");
+    let o = l3(&["decode", s(&compact), "-o", s(&png)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let a = image::open(png.join("sub/b.png")).unwrap();
+    let b = image::open(input.join("sub/b.png")).unwrap();
+    assert_eq!(a.as_bytes(), b.as_bytes());
+}
+
 #[test]
 #[cfg(feature = "gpu")]
 fn gpu_decode_matches_the_cpu_decode() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in");
     input_tree(&input);
+    // Half the files in each profile: one GPU batch decodes both.
     let l3dir = tmp.path().join("l3");
     let o = l3(&["encode", "-q", s(&input), "-o", s(&l3dir)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&[
+        "encode",
+        "-q",
+        "--force",
+        "--profile",
+        "compact",
+        s(&input.join("sub/b.png")),
+        "-o",
+        s(&l3dir.join("sub/b.l3")),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let gpu_out = tmp.path().join("gpu");
     let o = l3(&["decode", "--gpu", s(&l3dir), "-o", s(&gpu_out)]);
