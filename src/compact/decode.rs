@@ -221,6 +221,10 @@ pub(crate) struct Scratch {
     output: Vec<u16>,
     /// The prediction's part from the row above, `channels x patch size`.
     above: Vec<u16>,
+    /// Residuals of the next row, decoded with the current one.
+    pending: Vec<u16>,
+    /// A row of zeros (the "row above" of rows decoded as residuals only).
+    zeros: Vec<u16>,
 }
 
 impl Scratch {
@@ -237,6 +241,8 @@ impl Scratch {
             previous: vec![0; n],
             output: vec![0; n],
             above: vec![0; n],
+            pending: vec![0; n],
+            zeros: vec![0; h.patch_size() as usize],
         }
     }
 }
@@ -362,6 +368,39 @@ fn decode_row<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize)
     }
 }
 
+/// As [`decode_row`], and the residuals of the next row (another segment, so an independent
+/// bit position per channel) in the same loop: twice the independent table-lookup chains.
+/// `next` channels have `keep` 0 and a zero `above`, so they store plain residuals.
+#[inline(always)]
+fn decode_row_and_next<'a, const C: usize>(
+    bytes: &[u8],
+    ch: &mut [RowChannel<'a>; C],
+    next: &mut [RowChannel<'a>; C],
+    pw: usize,
+) {
+    for x in 0..pw / 2 {
+        ch[0].pair(bytes, x);
+        next[0].pair(bytes, x);
+        if C > 1 {
+            ch[1].pair(bytes, x);
+            next[1].pair(bytes, x);
+        }
+        if C > 2 {
+            ch[2].pair(bytes, x);
+            next[2].pair(bytes, x);
+        }
+        if C > 3 {
+            ch[3].pair(bytes, x);
+            next[3].pair(bytes, x);
+        }
+    }
+    if pw % 2 == 1 {
+        for c in ch.iter_mut().chain(next.iter_mut()) {
+            c.last(bytes, pw - 1);
+        }
+    }
+}
+
 /// Decodes one patch into its band (the output rows of its patch row).
 pub(crate) fn decode_patch_into_band(
     layout: &FileLayout,
@@ -463,7 +502,10 @@ fn decode_patch_rows<const C: usize>(
         }
     });
     let index_mask: [u64; C] = std::array::from_fn(|c| (1u64 << lut_bits[c]) - 1);
-    for (y, out_row) in band.chunks_mut(row_len).take(ph as usize).enumerate() {
+    let ph = ph as usize;
+    // Whether `scratch.pending` holds the residuals of row y (decoded with row y - 1).
+    let mut pending = false;
+    for y in 0..ph {
         let s = y % segs;
         for c in 0..C {
             let range = c * stride..c * stride + pw;
@@ -473,7 +515,34 @@ fn decode_patch_rows<const C: usize>(
                 &mut scratch.above[range],
             );
         }
-        let bad = {
+        // Decode this row with the next one's residuals (two rows of independent work) when
+        // the next row exists and is in another segment; for 1 and 2 channels only: with
+        // 3 or 4, the channels already give the CPU enough independent chains, and twice as
+        // many measured slower (gray 16-bit: +23 %; RGB photos: -14 %).
+        let with_next = C <= 2 && !pending && y + 1 < ph && segs > 1;
+        let bad = if pending {
+            // The residuals are there: undo the prediction only.
+            for (c, &keep) in keep.iter().enumerate() {
+                let range = c * stride..c * stride + pw;
+                let (res, above) = (
+                    &scratch.pending[range.clone()],
+                    &scratch.above[range.clone()],
+                );
+                let cur = &mut scratch.current[range];
+                if keep != 0 {
+                    let mut acc = 0u16;
+                    for ((o, &r), &g) in cur.iter_mut().zip(res).zip(above) {
+                        acc = acc.wrapping_add(r).wrapping_add(g);
+                        *o = acc;
+                    }
+                } else {
+                    for ((o, &r), &g) in cur.iter_mut().zip(res).zip(above) {
+                        *o = r.wrapping_add(g);
+                    }
+                }
+            }
+            0
+        } else {
             let mut rows = scratch.current.chunks_exact_mut(stride);
             let mut ch: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
                 pos: pos[s][c],
@@ -486,11 +555,33 @@ fn decode_patch_rows<const C: usize>(
                 current: &mut rows.next().expect("C rows")[..pw],
                 bad: 0,
             });
-            decode_row::<C>(bytes, &mut ch, pw);
+            let mut bad = 0;
+            if with_next {
+                let s1 = (y + 1) % segs;
+                let mut next_rows = scratch.pending.chunks_exact_mut(stride);
+                let mut next: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
+                    pos: pos[s1][c],
+                    lut: &scratch.luts[c],
+                    positions: &scratch.positions[c],
+                    index_mask: index_mask[c],
+                    above: &scratch.zeros[..pw],
+                    keep: 0,
+                    acc: 0,
+                    current: &mut next_rows.next().expect("C rows")[..pw],
+                    bad: 0,
+                });
+                decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw);
+                for (p, c) in pos[s1].iter_mut().zip(&next) {
+                    *p = c.pos;
+                }
+                bad |= next.iter().fold(0, |b, c| b | c.bad);
+            } else {
+                decode_row::<C>(bytes, &mut ch, pw);
+            }
             for (p, c) in pos[s].iter_mut().zip(&ch) {
                 *p = c.pos;
             }
-            ch.iter().fold(0, |b, c| b | c.bad)
+            bad | ch.iter().fold(0, |b, c| b | c.bad)
         };
         if bad != 0 {
             return Err(CompactError::Field {
@@ -500,23 +591,34 @@ fn decode_patch_rows<const C: usize>(
                 reason: "a pair token where only a single-sample token may stand (row given)",
             });
         }
-        for (c, (&p, ch)) in pos[s].iter().zip(&header.channels).enumerate() {
-            let (begin, end) = (ch.segment_start[s], ch.segment_start[s + 1]);
-            if p > end {
-                return Err(CompactError::Segment {
-                    channel: c as u8,
-                    segment: s as u32,
-                    used: p - begin,
-                    stored: end - begin,
-                });
+        let checked = if with_next {
+            [s, (y + 1) % segs]
+        } else {
+            [s, s]
+        };
+        for s in checked {
+            for (c, (&p, ch)) in pos[s].iter().zip(&header.channels).enumerate() {
+                let (begin, end) = (ch.segment_start[s], ch.segment_start[s + 1]);
+                if p > end {
+                    return Err(CompactError::Segment {
+                        channel: c as u8,
+                        segment: s as u32,
+                        used: p - begin,
+                        stored: end - begin,
+                    });
+                }
             }
-            // Reduce to the sample depth (the sums above ran mod 2^16).
-            if depth != 16 {
+        }
+        pending = with_next;
+        // Reduce to the sample depth (the sums above ran mod 2^16).
+        if depth != 16 {
+            for c in 0..C {
                 for v in &mut scratch.current[c * stride..c * stride + pw] {
                     *v &= mask;
                 }
             }
         }
+        let out_row = &mut band[y * row_len..(y + 1) * row_len];
         let rows = if header.transform == Transform::SubtractGreen {
             let (cur, out) = (&scratch.current, &mut scratch.output);
             out[..C * stride].copy_from_slice(&cur[..C * stride]);
