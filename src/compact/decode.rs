@@ -4,6 +4,7 @@
 //! colour transform and interleaves into the output band.
 
 use super::huffman::{self, LUT_PAIR, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
+
 use crate::bits::BitReader;
 use crate::decode::{check_stream_end, interleave_u16, interleave_u8, Avx2, StreamError};
 use crate::error::FormatError;
@@ -209,42 +210,60 @@ pub(crate) fn parse_patch_header(
     })
 }
 
-/// Per-thread buffers: decode tables, rows and segment positions.
+/// A channel's decode tables, both indexed by the next 11 (`MAX_CODE_LEN`) stream bits: one
+/// allocation, so the decode loop holds one pointer per channel.
+pub(crate) struct Tables {
+    /// Symbol by symbol (see `huffman::fill_lut`).
+    symbols: [u32; LUT_SIZE],
+    /// Whole positions (see `huffman::fill_position_lut`).
+    positions: [u32; LUT_SIZE],
+}
+
+/// Row buffers are this wide whatever the patch size, so the decode loop indexes fixed-size
+/// arrays and needs no bounds checks.
+const ROW: usize = 1 << crate::format::PATCH_LOG2_MAX;
+
+/// Per-thread buffers: decode tables and rows (`channels x ROW` each).
 pub(crate) struct Scratch {
-    luts: Vec<Box<[u32; LUT_SIZE]>>,
-    /// Whole-position tables (see `huffman::fill_position_lut`).
-    positions: Vec<Box<[u32; LUT_SIZE]>>,
-    /// Current and previous rows, `channels x patch size` each.
+    tables: Vec<Box<Tables>>,
     current: Vec<u16>,
     previous: Vec<u16>,
     /// Rows after undoing the colour transform.
     output: Vec<u16>,
-    /// The prediction's part from the row above, `channels x patch size`.
+    /// The prediction's part from the row above.
     above: Vec<u16>,
     /// Residuals of the next row, decoded with the current one.
     pending: Vec<u16>,
     /// A row of zeros (the "row above" of rows decoded as residuals only).
-    zeros: Vec<u16>,
+    zeros: [u16; ROW],
 }
 
 impl Scratch {
     pub(crate) fn new(h: &Header) -> Self {
-        let n = h.channels() as usize * h.patch_size() as usize;
+        let n = h.channels() as usize * ROW;
         Scratch {
-            positions: (0..h.channels())
-                .map(|_| Box::new([0u32; LUT_SIZE]))
-                .collect(),
-            luts: (0..h.channels())
-                .map(|_| Box::new([0u32; LUT_SIZE]))
+            tables: (0..h.channels())
+                .map(|_| {
+                    Box::new(Tables {
+                        symbols: [0; LUT_SIZE],
+                        positions: [0; LUT_SIZE],
+                    })
+                })
                 .collect(),
             current: vec![0; n],
             previous: vec![0; n],
             output: vec![0; n],
             above: vec![0; n],
             pending: vec![0; n],
-            zeros: vec![0; h.patch_size() as usize],
+            zeros: [0; ROW],
         }
     }
+}
+
+/// Channel `c`'s row of a `channels x ROW` buffer.
+#[inline(always)]
+fn row_of(buf: &[u16], c: usize) -> &[u16; ROW] {
+    buf[c * ROW..(c + 1) * ROW].try_into().expect("ROW wide")
 }
 
 /// An 8-byte little-endian window of `bytes` starting at bit `pos`, shifted so bit `pos` is
@@ -268,32 +287,29 @@ fn peek(bytes: &[u8], pos: u64) -> u64 {
 struct RowChannel<'a> {
     /// Bit position in the stream.
     pos: u64,
-    lut: &'a [u32; LUT_SIZE],
-    positions: &'a [u32; LUT_SIZE],
-    index_mask: u64,
+    tables: &'a Tables,
     /// The prediction's part from the row above (see `prediction_from_above`).
-    above: &'a [u16],
+    above: &'a [u16; ROW],
     /// All ones for left-type predictors (the running sum carries along the row), 0 for
     /// up-type ones.
     keep: u16,
     /// The running sum (the last sample, for left-type predictors).
     acc: u16,
-    current: &'a mut [u16],
-    /// Non-zero once a pair token stood where only a single token may.
-    bad: u32,
+    current: &'a mut [u16; ROW],
 }
 
 impl RowChannel<'_> {
-    /// Decodes position `x` (samples 2x and 2x + 1): both symbols come from one 57-bit
-    /// window (a position takes at most 2 x 25 bits).
+    /// Decodes position `x` (< ROW / 2: samples 2x and 2x + 1): both symbols come from one
+    /// 57-bit window (a position takes at most 2 x 25 bits). `bad` collects misplaced pair
+    /// tokens (one accumulator for all channels: fewer registers in the loop).
     #[inline(always)]
-    fn pair(&mut self, bytes: &[u8], x: usize) {
+    fn pair(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
         let bits = peek(bytes, self.pos);
-        let whole = self.positions[bits as usize & (LUT_SIZE - 1)];
+        let whole = self.tables.positions[bits as usize & (LUT_SIZE - 1)];
         let (z0, z1, adv) = if whole & POSITION_WHOLE != 0 {
             ((whole >> 8) & 0xff, (whole >> 16) & 0xff, whole & 0xff)
         } else {
-            self.symbols(bits)
+            self.symbols(bits, bad)
         };
         self.pos += adv as u64;
         let a0 = (self.acc & self.keep)
@@ -309,13 +325,13 @@ impl RowChannel<'_> {
 
     /// A position symbol by symbol: `(z0, z1, bits taken)`.
     #[inline(always)]
-    fn symbols(&mut self, bits: u64) -> (u32, u32, u32) {
-        let e0 = self.lut[(bits & self.index_mask) as usize & (LUT_SIZE - 1)];
+    fn symbols(&self, bits: u64, bad: &mut u32) -> (u32, u32, u32) {
+        let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
         let adv0 = len0 + nraw0;
         let rest = bits >> adv0;
-        let e1 = self.lut[(rest & self.index_mask) as usize & (LUT_SIZE - 1)];
+        let e1 = self.tables.symbols[rest as usize & (LUT_SIZE - 1)];
         let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
         let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
         // A branch: pair and single positions come in runs (smooth vs textured areas), so
@@ -324,19 +340,19 @@ impl RowChannel<'_> {
         if e0 & LUT_PAIR != 0 {
             ((e0 >> 16) & 0xff, e0 >> 24, adv0)
         } else {
-            self.bad |= e1 & LUT_PAIR;
+            *bad |= e1 & LUT_PAIR;
             (v0, v1, adv0 + len1 + nraw1)
         }
     }
 
     /// Decodes the last sample of an odd row: a single token only.
     #[inline(always)]
-    fn last(&mut self, bytes: &[u8], x: usize) {
+    fn last(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
         let bits = peek(bytes, self.pos);
-        let e0 = self.lut[(bits & self.index_mask) as usize & (LUT_SIZE - 1)];
+        let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
-        self.bad |= e0 & LUT_PAIR;
+        *bad |= e0 & LUT_PAIR;
         self.pos += (len0 + nraw0) as u64;
         self.current[x] = (self.acc & self.keep)
             .wrapping_add(unzigzag(v0) as u16)
@@ -346,26 +362,29 @@ impl RowChannel<'_> {
 
 /// Decodes one row of every channel and undoes the prediction in the same pass: `C`
 /// independent bit positions advanced together (written out per channel, so each channel's
-/// state stays in registers), so the CPU overlaps their table lookups.
+/// state stays in registers), so the CPU overlaps their table lookups. Returns non-zero when
+/// a pair token stood where only a single token may.
 #[inline(always)]
-fn decode_row<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize) {
-    for x in 0..pw / 2 {
-        ch[0].pair(bytes, x);
+fn decode_row<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize) -> u32 {
+    let mut bad = 0;
+    for x in 0..(pw / 2).min(ROW / 2) {
+        ch[0].pair(bytes, x, &mut bad);
         if C > 1 {
-            ch[1].pair(bytes, x);
+            ch[1].pair(bytes, x, &mut bad);
         }
         if C > 2 {
-            ch[2].pair(bytes, x);
+            ch[2].pair(bytes, x, &mut bad);
         }
         if C > 3 {
-            ch[3].pair(bytes, x);
+            ch[3].pair(bytes, x, &mut bad);
         }
     }
     if pw % 2 == 1 {
         for c in ch.iter_mut() {
-            c.last(bytes, pw - 1);
+            c.last(bytes, pw - 1, &mut bad);
         }
     }
+    bad
 }
 
 /// As [`decode_row`], and the residuals of the next row (another segment, so an independent
@@ -377,28 +396,30 @@ fn decode_row_and_next<'a, const C: usize>(
     ch: &mut [RowChannel<'a>; C],
     next: &mut [RowChannel<'a>; C],
     pw: usize,
-) {
-    for x in 0..pw / 2 {
-        ch[0].pair(bytes, x);
-        next[0].pair(bytes, x);
+) -> u32 {
+    let mut bad = 0;
+    for x in 0..(pw / 2).min(ROW / 2) {
+        ch[0].pair(bytes, x, &mut bad);
+        next[0].pair(bytes, x, &mut bad);
         if C > 1 {
-            ch[1].pair(bytes, x);
-            next[1].pair(bytes, x);
+            ch[1].pair(bytes, x, &mut bad);
+            next[1].pair(bytes, x, &mut bad);
         }
         if C > 2 {
-            ch[2].pair(bytes, x);
-            next[2].pair(bytes, x);
+            ch[2].pair(bytes, x, &mut bad);
+            next[2].pair(bytes, x, &mut bad);
         }
         if C > 3 {
-            ch[3].pair(bytes, x);
-            next[3].pair(bytes, x);
+            ch[3].pair(bytes, x, &mut bad);
+            next[3].pair(bytes, x, &mut bad);
         }
     }
     if pw % 2 == 1 {
         for c in ch.iter_mut().chain(next.iter_mut()) {
-            c.last(bytes, pw - 1);
+            c.last(bytes, pw - 1, &mut bad);
         }
     }
+    bad
 }
 
 /// Decodes one patch into its band (the output rows of its patch row).
@@ -463,21 +484,19 @@ fn decode_patch_rows<const C: usize>(
 ) -> Result<(), CompactError> {
     let h = &layout.header;
     let (x0, pw) = (x0 as usize, pw as usize);
-    let stride = h.patch_size() as usize;
+    let stride = ROW;
     let mask = ((1u32 << h.depth) - 1) as u16;
     let depth = h.depth;
-    let mut lut_bits = [0u32; C];
-    for (c, ch) in header.channels.iter().enumerate() {
-        lut_bits[c] = huffman::fill_lut(
-            &ch.lengths[..alphabet_size(depth) as usize],
-            depth,
-            &mut scratch.luts[c],
-        );
-        huffman::fill_position_lut(
-            &ch.lengths[..alphabet_size(depth) as usize],
-            depth,
-            &mut scratch.positions[c],
-        );
+    for (ch, tables) in header.channels.iter().zip(scratch.tables.iter_mut()) {
+        let lengths = &ch.lengths[..alphabet_size(depth) as usize];
+        // Filled to all 2^11 entries, so the loop indexes without a per-channel mask.
+        let bits = huffman::fill_lut(lengths, depth, &mut tables.symbols);
+        let mut filled = 1usize << bits;
+        while filled < LUT_SIZE {
+            tables.symbols.copy_within(0..filled, filled);
+            filled *= 2;
+        }
+        huffman::fill_position_lut(lengths, depth, &mut tables.positions);
     }
     // Positions are relative to the stream start; reads may look past the stream into the
     // rest of the file (memory-safe, and only bits inside a segment are used once the
@@ -501,7 +520,6 @@ fn decode_patch_rows<const C: usize>(
             0
         }
     });
-    let index_mask: [u64; C] = std::array::from_fn(|c| (1u64 << lut_bits[c]) - 1);
     let ph = ph as usize;
     // Whether `scratch.pending` holds the residuals of row y (decoded with row y - 1).
     let mut pending = false;
@@ -543,45 +561,42 @@ fn decode_patch_rows<const C: usize>(
             }
             0
         } else {
-            let mut rows = scratch.current.chunks_exact_mut(stride);
+            let mut rows = scratch.current.chunks_exact_mut(ROW);
             let mut ch: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
                 pos: pos[s][c],
-                lut: &scratch.luts[c],
-                positions: &scratch.positions[c],
-                index_mask: index_mask[c],
-                above: &scratch.above[c * stride..c * stride + pw],
+                tables: &scratch.tables[c],
+                above: row_of(&scratch.above, c),
                 keep: keep[c],
                 acc: 0,
-                current: &mut rows.next().expect("C rows")[..pw],
-                bad: 0,
+                current: rows.next().expect("C rows").try_into().expect("ROW wide"),
             });
-            let mut bad = 0;
-            if with_next {
+            let bad = if with_next {
                 let s1 = (y + 1) % segs;
-                let mut next_rows = scratch.pending.chunks_exact_mut(stride);
+                let mut next_rows = scratch.pending.chunks_exact_mut(ROW);
                 let mut next: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
                     pos: pos[s1][c],
-                    lut: &scratch.luts[c],
-                    positions: &scratch.positions[c],
-                    index_mask: index_mask[c],
-                    above: &scratch.zeros[..pw],
+                    tables: &scratch.tables[c],
+                    above: &scratch.zeros,
                     keep: 0,
                     acc: 0,
-                    current: &mut next_rows.next().expect("C rows")[..pw],
-                    bad: 0,
+                    current: next_rows
+                        .next()
+                        .expect("C rows")
+                        .try_into()
+                        .expect("ROW wide"),
                 });
-                decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw);
+                let bad = decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw);
                 for (p, c) in pos[s1].iter_mut().zip(&next) {
                     *p = c.pos;
                 }
-                bad |= next.iter().fold(0, |b, c| b | c.bad);
+                bad
             } else {
-                decode_row::<C>(bytes, &mut ch, pw);
-            }
+                decode_row::<C>(bytes, &mut ch, pw)
+            };
             for (p, c) in pos[s].iter_mut().zip(&ch) {
                 *p = c.pos;
             }
-            bad | ch.iter().fold(0, |b, c| b | c.bad)
+            bad
         };
         if bad != 0 {
             return Err(CompactError::Field {
