@@ -217,6 +217,9 @@ pub(crate) struct Tables {
     symbols: [u32; LUT_SIZE],
     /// Whole positions (see `huffman::fill_position_lut`).
     positions: [u32; LUT_SIZE],
+    /// The code lengths the tables were built for (all 0: not built yet). Neighbouring
+    /// patches often share a code (flat and smooth areas), and then the tables are reused.
+    lengths: [u8; MAX_TOKENS],
 }
 
 /// Row buffers are this wide whatever the patch size, so the decode loop indexes fixed-size
@@ -247,6 +250,7 @@ impl Scratch {
                     Box::new(Tables {
                         symbols: [0; LUT_SIZE],
                         positions: [0; LUT_SIZE],
+                        lengths: [0; MAX_TOKENS],
                     })
                 })
                 .collect(),
@@ -488,6 +492,11 @@ fn decode_patch_rows<const C: usize>(
     let mask = ((1u32 << h.depth) - 1) as u16;
     let depth = h.depth;
     for (ch, tables) in header.channels.iter().zip(scratch.tables.iter_mut()) {
+        // Valid codes have a non-zero length, so all-zero `tables.lengths` never matches.
+        if tables.lengths == ch.lengths {
+            continue;
+        }
+        tables.lengths = ch.lengths;
         let lengths = &ch.lengths[..alphabet_size(depth) as usize];
         // Filled to all 2^11 entries, so the loop indexes without a per-channel mask.
         let bits = huffman::fill_lut(lengths, depth, &mut tables.symbols);
