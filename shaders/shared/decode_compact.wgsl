@@ -4,7 +4,8 @@
 // channels), whatever the patch size:
 // 1. invocation 0 parses the patch header into workgroup memory, with exactly the checks of
 //    the CPU decoder's `parse_patch_header`: transform, per channel predictor and canonical
-//    Huffman decode table, every segment's start bit;
+//    Huffman decode table, every segment's start bit; then the whole workgroup fills each
+//    channel's first-level lookup table (codes up to FAST_BITS long) from the canonical one;
 // 2. phases k = 0 .. ceil(ph / S) - 1 (S segments per channel): invocation c * S + s decodes
 //    row k * S + s, the next row of segment s of channel c, into residuals in workgroup
 //    memory; its bit position carries over to its next phase;
@@ -18,8 +19,9 @@
 // bounds come from the image table and the workgroup id, or are broadcast with
 // workgroupUniformLoad.
 //
-// Workgroup memory: 8 KiB residuals, 2 KiB previous rows, 2 KiB prefix sum, 1.3 KiB tables
-// (13.4 KiB, under wgpu's default 16 KiB; the version-1 entry points do not reserve it).
+// Workgroup memory: 8 KiB residuals, 2 KiB previous rows, 2 KiB prefix sum, 1.3 KiB tables,
+// 2 KiB lookup tables (15.4 KiB, under wgpu's default 16 KiB; the version-1 entry points do
+// not reserve it).
 //
 // The stage declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`; the
 // format constants come from the generated prelude.
@@ -30,6 +32,9 @@ const CODE_SLOTS: u32 = MAX_CODE_LEN + 1u;
 const SEGMENT_SLOTS: u32 = SEGMENTS_MAX + 1u;
 // Columns per invocation, at most (128-pixel patches).
 const COLUMNS_MAX: u32 = MAX_PATCH / WG;
+// Stream bits indexing the first-level lookup table, and its entries per channel.
+const FAST_BITS: u32 = 8u;
+const FAST_SIZE: u32 = 1u << FAST_BITS;
 
 // `cp_channels` bits: the predictor, then flags and the token of a one-token code.
 const CP_PREDICTOR_MASK: u32 = 7u;
@@ -57,6 +62,11 @@ var<workgroup> cp_scan: array<vec4<u32>, 2u * WG>;
 var<workgroup> cp_codes: array<u32, MAX_CHANNELS * CODE_SLOTS>;
 // Tokens of channel c's code sorted by (length, token), from c * MAX_TOKENS.
 var<workgroup> cp_tokens: array<u32, MAX_CHANNELS * MAX_TOKENS>;
+// First-level lookup table of channel c: the entry for the next FAST_BITS stream bits j (as
+// read, LSB first) is half j % 2 of word (c * FAST_SIZE + j) / 2: the code length (bits
+// 0..4; 0 for a code longer than FAST_BITS, left to the canonical compares) and the token
+// (bits 4..16).
+var<workgroup> cp_fast: array<u32, MAX_CHANNELS * FAST_SIZE / 2u>;
 // Per channel: predictor, CP_SINGLE and its token.
 var<workgroup> cp_channels: array<u32, MAX_CHANNELS>;
 // Start bit of segment s of channel c at c * SEGMENT_SLOTS + s, then the channel's end.
@@ -219,6 +229,33 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
     return 0u;
 }
 
+// The lookup-table entry of channel c for the next FAST_BITS stream bits j: the canonical
+// compares of cp_read_symbol for lengths 1 ..= FAST_BITS (they depend only on those bits).
+fn cp_fast_entry(c: u32, j: u32) -> u32 {
+    let bits = reverseBits(j) >> (32u - FAST_BITS);
+    for (var l = 1u; l <= FAST_BITS; l = l + 1u) {
+        let e = cp_codes[c * CODE_SLOTS + l];
+        let index = (bits >> (FAST_BITS - l)) - (e & 0xfffu);
+        if (index < ((e >> 12u) & 0xffu)) {
+            return l | (cp_tokens[c * MAX_TOKENS + (e >> 20u) + index] << 4u);
+        }
+    }
+    return 0u;
+}
+
+// Fills the lookup tables of the channels with a multi-token code, invocation `lid` taking
+// words lid, lid + WG, ... (both halves of each). The caller then needs a barrier.
+fn cp_fill_fast(lid: u32, channels: u32) {
+    for (var c = 0u; c < channels; c = c + 1u) {
+        if ((cp_channels[c] & CP_SINGLE) == 0u) {
+            for (var w = lid; w < FAST_SIZE / 2u; w = w + WG) {
+                cp_fast[c * FAST_SIZE / 2u + w] =
+                    cp_fast_entry(c, 2u * w) | (cp_fast_entry(c, 2u * w + 1u) << 16u);
+            }
+        }
+    }
+}
+
 struct CpSymbol {
     token: u32,
     // Bits of the code and its raw bits.
@@ -237,16 +274,24 @@ fn cp_read_symbol(start: u32, p: u32, c: u32, singles: u32) -> CpSymbol {
     var token = (info >> 8u) & 0xffu;
     var len = 0u;
     if ((info & CP_SINGLE) == 0u) {
-        // Codes are written most significant bit first: reversed, the next MAX_CODE_LEN
-        // stream bits are a number whose top l bits are the candidate code of length l.
-        let bits = reverseBits(window) >> (32u - MAX_CODE_LEN);
-        for (var l = 1u; l <= MAX_CODE_LEN; l = l + 1u) {
-            let e = cp_codes[c * CODE_SLOTS + l];
-            let index = (bits >> (MAX_CODE_LEN - l)) - (e & 0xfffu);
-            if (index < ((e >> 12u) & 0xffu)) {
-                token = cp_tokens[c * MAX_TOKENS + (e >> 20u) + index];
-                len = l;
-                break;
+        // A code of at most FAST_BITS bits from the lookup table.
+        let j = window & (FAST_SIZE - 1u);
+        let fast = (cp_fast[(c * FAST_SIZE + j) / 2u] >> (16u * (j % 2u))) & 0xffffu;
+        token = fast >> 4u;
+        len = fast & 0xfu;
+        if (len == 0u) {
+            // Longer: codes are written most significant bit first, so reversed, the next
+            // MAX_CODE_LEN stream bits are a number whose top l bits are the candidate code
+            // of length l.
+            let bits = reverseBits(window) >> (32u - MAX_CODE_LEN);
+            for (var l = FAST_BITS + 1u; l <= MAX_CODE_LEN; l = l + 1u) {
+                let e = cp_codes[c * CODE_SLOTS + l];
+                let index = (bits >> (MAX_CODE_LEN - l)) - (e & 0xfffu);
+                if (index < ((e >> 12u) & 0xffu)) {
+                    token = cp_tokens[c * MAX_TOKENS + (e >> 20u) + index];
+                    len = l;
+                    break;
+                }
             }
         }
     }
@@ -468,6 +513,9 @@ fn decode_compact_patch(wg: u32, img: ImageInfo, lid: u32) {
     if ((status & CP_HEADER_OK) == 0u) {
         return;
     }
+    cp_fill_fast(lid, channels);
+    // The lookup tables are complete before any invocation decodes.
+    workgroupBarrier();
     let start = offsets[g];
     let singles = cp_token_count(img.depth);
     // Decoding role: invocation c * segs + s owns segment s of channel c.

@@ -278,6 +278,9 @@ const CODE_SLOTS: usize = cf::MAX_CODE_LEN as usize + 1;
 const MAX_TOKENS: usize = cf::alphabet_size(16) as usize;
 /// Segment-start entries per channel: each segment's start and the end of the last.
 const SEGMENT_SLOTS: usize = cf::SEGMENTS_MAX as usize + 1;
+/// Stream bits indexing the first-level lookup table, and its entries per channel.
+const FAST_BITS: u32 = 8;
+const FAST_SIZE: usize = 1 << FAST_BITS;
 
 /// What invocation 0 of a `decode_compact` workgroup parses into workgroup memory (the
 /// shader's `cp_*` variables).
@@ -294,6 +297,10 @@ struct CompactHeader {
     /// Per channel: start bit of each segment, then the end of the last.
     segment_start: [[u32; SEGMENT_SLOTS]; MAX_CHANNELS],
     any_left: bool,
+    /// Per channel, the first-level lookup table (`cp_fast`, filled by [`cp_fill_fast`]
+    /// after the header check): for the next `FAST_BITS` stream bits (as read, LSB first),
+    /// the code length (bits 0..4; 0 for a longer code) and the token (bits 4..).
+    fast: [[u32; FAST_SIZE]; MAX_CHANNELS],
 }
 
 fn is_left_type(predictor: u32) -> bool {
@@ -355,6 +362,7 @@ fn cp_parse_header(
         tokens: [[0; MAX_TOKENS]; MAX_CHANNELS],
         segment_start: [[0; SEGMENT_SLOTS]; MAX_CHANNELS],
         any_left: false,
+        fast: [[0; FAST_SIZE]; MAX_CHANNELS],
     };
     let ntok_max = cf::alphabet_size(depth as u8);
     let max_len = cf::MAX_CODE_LEN;
@@ -452,6 +460,32 @@ fn cp_parse_header(
     Ok(h)
 }
 
+/// Twin of `cp_fast_entry`: the lookup-table entry of channel `c` for the next `FAST_BITS`
+/// stream bits `j`, by the canonical compares for lengths 1 ..= `FAST_BITS`.
+fn cp_fast_entry(h: &CompactHeader, c: usize, j: u32) -> u32 {
+    let bits = j.reverse_bits() >> (32 - FAST_BITS);
+    for l in 1..=FAST_BITS {
+        let (first, count, offset) = h.codes[c][l as usize];
+        let index = (bits >> (FAST_BITS - l)).wrapping_sub(first);
+        if index < count {
+            return l | h.tokens[c][(offset + index) as usize] << 4;
+        }
+    }
+    0
+}
+
+/// Twin of `cp_fill_fast` (all invocations' entries): the lookup tables of the channels with
+/// a multi-token code.
+fn cp_fill_fast(h: &mut CompactHeader, channels: usize) {
+    for c in 0..channels {
+        if h.single[c].is_none() {
+            for j in 0..FAST_SIZE as u32 {
+                h.fast[c][j as usize] = cp_fast_entry(h, c, j);
+            }
+        }
+    }
+}
+
 /// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the
 /// payload starting at byte `base`. Words past the end read as 0.
 pub fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
@@ -479,14 +513,19 @@ fn cp_read_symbol(
     let max_len = cf::MAX_CODE_LEN;
     let (mut token, mut len) = (h.single[c].unwrap_or(0), 0);
     if h.single[c].is_none() {
-        let bits = window.reverse_bits() >> (32 - max_len);
-        for l in 1..=max_len {
-            let (first, count, offset) = h.codes[c][l as usize];
-            let index = (bits >> (max_len - l)).wrapping_sub(first);
-            if index < count {
-                token = h.tokens[c][(offset + index) as usize];
-                len = l;
-                break;
+        // A code of at most FAST_BITS bits from the lookup table.
+        let fast = h.fast[c][(window & (FAST_SIZE as u32 - 1)) as usize];
+        (token, len) = (fast >> 4, fast & 0xf);
+        if len == 0 {
+            let bits = window.reverse_bits() >> (32 - max_len);
+            for l in FAST_BITS + 1..=max_len {
+                let (first, count, offset) = h.codes[c][l as usize];
+                let index = (bits >> (max_len - l)).wrapping_sub(first);
+                if index < count {
+                    token = h.tokens[c][(offset + index) as usize];
+                    len = l;
+                    break;
+                }
             }
         }
     }
@@ -603,13 +642,15 @@ fn decode_compact_patches(
             errors[slot] |= flags::RANGE;
             continue;
         }
-        let h = match cp_parse_header(input_words, start, size, channels as u32, img.depth, segs) {
-            Ok(h) => h,
-            Err(f) => {
-                errors[slot] |= f;
-                continue;
-            }
-        };
+        let mut h =
+            match cp_parse_header(input_words, start, size, channels as u32, img.depth, segs) {
+                Ok(h) => h,
+                Err(f) => {
+                    errors[slot] |= f;
+                    continue;
+                }
+            };
+        cp_fill_fast(&mut h, channels);
         let singles = token_count(img.depth as u8);
         let mask = (1u32 << img.depth) - 1;
         let mut previous = [[0u32; MAX_PATCH as usize]; MAX_CHANNELS];
