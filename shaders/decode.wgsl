@@ -37,12 +37,10 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let wg = wid.y * nwg.x + wid.x;
-    if (wg >= params.count) {
-        return;
+    let wg = dispatched_workgroup(wid, nwg);
+    if (wg != NO_WORKGROUP) {
+        decode_streams(wg, images[find_image_by_workgroup(wg)], lid);
     }
-    let first = params.first_workgroup + wg;
-    decode_streams(first, images[find_image_by_workgroup(first)], lid);
 }
 
 // Version-2 images: one workgroup per patch.
@@ -52,10 +50,8 @@ fn main_compact(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let wg = wid.y * nwg.x + wid.x;
-    if (wg >= params.count) {
-        return;
+    let wg = dispatched_workgroup(wid, nwg);
+    if (wg != NO_WORKGROUP) {
+        decode_compact_patch(wg, images[find_image_by_workgroup(wg)], lid);
     }
-    let first = params.first_workgroup + wg;
-    decode_compact_patch(first, images[find_image_by_workgroup(first)], lid);
 }

@@ -48,6 +48,24 @@ impl BitWriter {
     }
 }
 
+/// The bits of `bytes` from bit `pos` on, bit `pos` at bit 0: at least 57 valid bits (zeros
+/// past the end of `bytes`). An unaligned 8-byte load; the tail of the slice takes the slow
+/// path.
+#[inline(always)]
+pub(crate) fn window(bytes: &[u8], pos: u64) -> u64 {
+    let byte = (pos >> 3) as usize;
+    let w = match bytes.get(byte..byte + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+        None => {
+            let mut w = [0u8; 8];
+            let tail = bytes.get(byte..).unwrap_or(&[]);
+            w[..tail.len()].copy_from_slice(tail);
+            u64::from_le_bytes(w)
+        }
+    };
+    w >> (pos & 7)
+}
+
 /// Reads bit fields from a byte slice. Reads past the end see zero bits; callers compare
 /// [`BitReader::position`] with the stream's length before reading, so a short stream becomes
 /// an error, never a panic.
@@ -73,20 +91,9 @@ impl<'a> BitReader<'a> {
     #[inline(always)]
     pub fn read(&mut self, nbits: u32) -> u32 {
         debug_assert!(nbits <= 25);
-        let byte = (self.pos >> 3) as usize;
-        let shift = (self.pos & 7) as u32;
-        // Fast path: an unaligned 8-byte load; the tail of the slice takes the slow path.
-        let window = match self.bytes.get(byte..byte + 8) {
-            Some(w) => u64::from_le_bytes(w.try_into().unwrap()),
-            None => {
-                let mut w = [0u8; 8];
-                let tail = self.bytes.get(byte..).unwrap_or(&[]);
-                w[..tail.len()].copy_from_slice(tail);
-                u64::from_le_bytes(w)
-            }
-        };
+        let w = window(self.bytes, self.pos);
         self.pos += nbits as u64;
-        ((window >> shift) & ((1u64 << nbits) - 1)) as u32
+        (w & ((1u64 << nbits) - 1)) as u32
     }
 
     /// Skips `nbits` bits.

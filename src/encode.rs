@@ -425,7 +425,7 @@ fn encode_patch(
     patch: u64,
 ) -> Vec<Vec<u8>> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::decode::Avx2::detect().is_some() {
         // SAFETY: the CPU supports AVX2 (checked just above), the only requirement of the
         // function; it runs the same safe code as the portable path, compiled for AVX2.
         return unsafe { encode_patch_avx2(image, header, choice, patch) };

@@ -191,31 +191,41 @@ fn every_shader_validates_with_naga() {
 /// The CPU twins of all kernels, run as one pipeline, reproduce the CPU decoder (no GPU).
 #[test]
 fn cpu_twin_pipeline_matches_cpu_decoder() {
-    let files = random_files(7, 40);
-    let layouts: Vec<_> = files
-        .iter()
-        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
-        .collect();
+    assert_twins_match_cpu_decoder(&random_files(7, 40));
+}
+
+/// Runs the twins on one chunk of `files`, interleaved and f32 output, and compares each
+/// image with the CPU decoder: interleaved byte for byte; f32 (cpu_twin::decode_f32_chw)
+/// as the normalisation formula on the CPU decoder's samples, bit for bit, in planar order.
+fn assert_twins_match_cpu_decoder(files: &[Vec<u8>]) {
+    let layouts = layouts_of(files);
+    // The image table lists version-1 images first: find each file's entry by its index.
+    let info_of = |chunk: &l3::gpu::ChunkInputs, i: usize| {
+        *chunk
+            .images
+            .iter()
+            .find(|info| info.image_index as usize == i)
+            .unwrap()
+    };
     let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
     let (out, flags) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
     assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
-    for (file, info) in files.iter().zip(&chunk.images) {
+    for (i, file) in files.iter().enumerate() {
         let want = cpu_decode(file);
-        let start = info.out_base as usize * 4;
-        assert_eq!(&out[start..start + want.len()], &want[..]);
+        let start = info_of(&chunk, i).out_base as usize * 4;
+        assert!(out[start..start + want.len()] == want[..], "file {i}");
     }
-    // f32 output (cpu_twin::decode_f32_chw): the normalisation formula on the CPU decoder's
-    // samples, bit for bit, in planar order.
     let norm = Normalize::IMAGENET;
     let output = OutputFormat::F32Chw(norm);
     let chunk = l3::gpu::build_chunk(&layouts, 0, output);
     let (out, flags) = cpu_twin::run_chunk(&chunk, output);
     assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
     let out: Vec<f32> = bytemuck::pod_collect_to_vec(&out);
-    for (file, info) in files.iter().zip(&chunk.images) {
+    for (i, file) in files.iter().enumerate() {
+        let info = info_of(&chunk, i);
         for (e, expect) in expected_f32_chw(file, &norm).into_iter().enumerate() {
             let got = out[info.out_base as usize + e];
-            assert_eq!(got.to_bits(), expect.to_bits(), "element {e}");
+            assert_eq!(got.to_bits(), expect.to_bits(), "file {i} element {e}");
         }
     }
 }
@@ -372,10 +382,7 @@ fn random_images_match_cpu_in_one_mixed_batch() {
     // The whole buffer, alignment padding included, equals the CPU twins' output.
     let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
     let batch = gpu.decode_batch(&refs, OutputFormat::Interleaved).unwrap();
-    let layouts: Vec<_> = files
-        .iter()
-        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
-        .collect();
+    let layouts = layouts_of(&files);
     let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
     let (twin, _) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
     assert!(
@@ -447,10 +454,7 @@ fn f32_chw_output_matches_cpu_twin() {
     println!("f32 CHW: largest difference from the CPU value: {max_diff} (exact: {exact})");
     // The alignment padding between images is 0.0, as in the twin's buffer (the elements
     // were compared above, within the stated bound).
-    let layouts: Vec<_> = files
-        .iter()
-        .map(|f| parse_file(f, &l3::Limits::default(), ParseOptions::default()).unwrap())
-        .collect();
+    let layouts = layouts_of(&files);
     let output = OutputFormat::F32Chw(Normalize::IMAGENET);
     let batch = gpu.decode_batch(&refs, output).unwrap();
     let all = batch.read_back_all().unwrap();
@@ -901,37 +905,7 @@ fn layouts_of(files: &[Vec<u8>]) -> Vec<l3::format::FileLayout<'_>> {
 /// interleaved and f32 output (no GPU).
 #[test]
 fn cpu_twin_pipeline_matches_cpu_decoder_for_mixed_versions() {
-    let files = mixed_files(31, 40);
-    let layouts = layouts_of(&files);
-    let chunk = l3::gpu::build_chunk(&layouts, 0, OutputFormat::Interleaved);
-    let (out, flags) = cpu_twin::run_chunk(&chunk, OutputFormat::Interleaved);
-    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
-    // The image table lists version-1 images first: find each file's entry by its index.
-    let info_of = |chunk: &l3::gpu::ChunkInputs, i: usize| {
-        *chunk
-            .images
-            .iter()
-            .find(|info| info.image_index as usize == i)
-            .unwrap()
-    };
-    for (i, file) in files.iter().enumerate() {
-        let want = cpu_decode(file);
-        let start = info_of(&chunk, i).out_base as usize * 4;
-        assert!(out[start..start + want.len()] == want[..], "file {i}");
-    }
-    let norm = Normalize::IMAGENET;
-    let output = OutputFormat::F32Chw(norm);
-    let chunk = l3::gpu::build_chunk(&layouts, 0, output);
-    let (out, flags) = cpu_twin::run_chunk(&chunk, output);
-    assert!(flags.iter().all(|&f| f == 0), "{flags:?}");
-    let out: Vec<f32> = bytemuck::pod_collect_to_vec(&out);
-    for (i, file) in files.iter().enumerate() {
-        let info = info_of(&chunk, i);
-        for (e, expect) in expected_f32_chw(file, &norm).into_iter().enumerate() {
-            let got = out[info.out_base as usize + e];
-            assert_eq!(got.to_bits(), expect.to_bits(), "element {e}");
-        }
-    }
+    assert_twins_match_cpu_decoder(&mixed_files(31, 40));
 }
 
 #[test]

@@ -32,8 +32,8 @@ const CODE_SLOTS: u32 = MAX_CODE_LEN + 1u;
 const SEGMENT_SLOTS: u32 = SEGMENTS_MAX + 1u;
 // Columns per invocation, at most (128-pixel patches).
 const COLUMNS_MAX: u32 = MAX_PATCH / WG;
-// Stream bits indexing the first-level lookup table, and its entries per channel.
-const FAST_BITS: u32 = 8u;
+// Entries per channel of the first-level lookup table (FAST_BITS, the stream bits indexing
+// it, comes from the prelude).
 const FAST_SIZE: u32 = 1u << FAST_BITS;
 
 // `cp_channels` bits: the predictor, then flags and the token of a one-token code.

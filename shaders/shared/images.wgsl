@@ -43,6 +43,20 @@ struct Params {
 
 // Error flag bits ERR_* come from the generated prelude (`gpu::flags` in Rust).
 
+// What `dispatched_workgroup` returns for the spare workgroups of a 2D dispatch.
+const NO_WORKGROUP: u32 = 0xffffffffu;
+
+// The chunk-local workgroup this workgroup decodes (twin: `gpu::cpu_twin::workgroups`), or
+// NO_WORKGROUP past the dispatch's count (a 2D dispatch rounds up). Uniform across the
+// workgroup, so a decode body with barriers may run under a test of it.
+fn dispatched_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    let wg = wid.y * nwg.x + wid.x;
+    if (wg >= params.count) {
+        return NO_WORKGROUP;
+    }
+    return params.first_workgroup + wg;
+}
+
 // The image decoded by chunk-local workgroup `wg`: the last image with wg_base <= wg.
 fn find_image_by_workgroup(wg: u32) -> u32 {
     var lo = 0u;

@@ -8,7 +8,7 @@ use crate::encode::{extract_plane, CompactOptions, RawImage, Samples};
 use crate::format::compact::{
     alphabet_size, pair_token, prediction_from_above, segments, token_base, token_count, token_of,
     zigzag, Predictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS, PREDICTOR_BITS,
-    SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::Header;
 
@@ -223,7 +223,7 @@ pub(crate) fn encode_patch(
     scratch: &mut PatchScratch,
 ) -> Vec<u8> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::decode::Avx2::detect().is_some() {
         // SAFETY: the CPU supports AVX2 (checked just above), the only requirement of the
         // function; it runs the same safe code as the portable path, compiled for AVX2.
         return unsafe { encode_patch_avx2(image, header, options, patch, scratch) };
@@ -335,16 +335,14 @@ pub(crate) fn encode_patch_portable(
         huffman::code_lengths(&hist[..ntok_max], &mut lengths[..ntok_max]);
         let mut codes = [0u32; MAX_TOKENS];
         huffman::codes(&lengths[..ntok_max], &mut codes[..ntok_max]);
-        let single = huffman::is_single(&lengths[..ntok_max]);
-        let bits_of = |s: u32| {
-            let code = if single {
-                0
-            } else {
-                lengths[(s & 0xff) as usize] as u32
-            };
-            code + ((s >> 8) & 0xff)
+        // Bits each token's code takes in the stream: none for a one-token code.
+        let code_bits = if huffman::is_single(&lengths[..ntok_max]) {
+            [0; MAX_TOKENS]
+        } else {
+            lengths
         };
-        let mut seg_bits = [0u32; 16];
+        let bits_of = |s: u32| code_bits[(s & 0xff) as usize] as u32 + ((s >> 8) & 0xff);
+        let mut seg_bits = [0u32; SEGMENTS_MAX as usize];
         for y in 0..ph {
             let row = &symbols[row_start[y]..row_start[y + 1]];
             seg_bits[y % segs] += row.iter().map(|&s| bits_of(s)).sum::<u32>();
@@ -378,17 +376,14 @@ pub(crate) fn encode_patch_portable(
         for &b in seg_bits {
             w.write(b - lo, width);
         }
-        coded.push((std::mem::take(symbols), row_start, codes, lengths));
-        if single {
-            coded.last_mut().expect("pushed").3 = [0; MAX_TOKENS];
-        }
+        coded.push((std::mem::take(symbols), row_start, codes, code_bits));
     }
-    for (symbols, row_start, codes, lengths) in &coded {
+    for (symbols, row_start, codes, code_bits) in &coded {
         for s in 0..segs {
             for y in (s..ph).step_by(segs) {
                 for &sym in &symbols[row_start[y]..row_start[y + 1]] {
                     let t = (sym & 0xff) as usize;
-                    let len = lengths[t] as u32;
+                    let len = code_bits[t] as u32;
                     let nraw = (sym >> 8) & 0xff;
                     w.write(codes[t] | (sym >> 16) << len, len + nraw);
                 }

@@ -4,10 +4,12 @@
 //! most significant bit first into the LSB-first stream, i.e. bit-reversed, so a decoder
 //! indexes its table with the next `MAX_CODE_LEN` stream bits as they are.
 
-use crate::format::compact::{token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT, TOKEN_DIRECT};
+use crate::format::compact::{
+    alphabet_size, token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT, TOKEN_DIRECT,
+};
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
-pub(crate) const MAX_TOKENS: usize = 56;
+pub(crate) const MAX_TOKENS: usize = alphabet_size(16) as usize;
 /// Entries of a decode table.
 pub(crate) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
 
@@ -162,48 +164,56 @@ pub(crate) const fn lut_entry(code_len: u32, token: u32, depth: u8) -> u32 {
     code_len | (nraw << 4) | (base << 16)
 }
 
-/// Fills a decode table for validated `lengths` and returns how many index bits it uses
-/// (the longest code length): entry `i` decodes a stream whose next bits, masked to that
-/// many, are `i`. Only `2^bits` entries are written, so short codes cost a small fill.
-pub(crate) fn fill_lut(lengths: &[u8], depth: u8, lut: &mut [u32; LUT_SIZE]) -> u32 {
-    if is_single(lengths) {
+/// Fills a decode table for validated `lengths` and their canonical `codes` (see
+/// [`codes`]): entry `i` decodes a stream whose next [`MAX_CODE_LEN`] bits are `i`. Only the
+/// first 2^(longest code) entries are computed, code by code; the rest repeat them (the
+/// bits above the longest code do not matter), so short codes cost a small fill and the
+/// decoder indexes with one fixed mask.
+pub(crate) fn fill_lut(lengths: &[u8], codes: &[u32], depth: u8, lut: &mut [u32; LUT_SIZE]) {
+    let filled = if is_single(lengths) {
         let t = lengths.iter().position(|&l| l > 0).expect("one token");
         lut[0] = lut_entry(0, t as u32, depth);
-        return 0;
-    }
-    let bits = lengths.iter().copied().max().unwrap_or(0) as u32;
-    let size = 1usize << bits;
-    let mut codes_buf = [0u32; MAX_TOKENS];
-    codes(lengths, &mut codes_buf[..lengths.len()]);
-    for (t, &l) in lengths.iter().enumerate() {
-        if l == 0 {
-            continue;
+        1
+    } else {
+        let size = 1usize << lengths.iter().copied().max().unwrap_or(0);
+        for (t, &l) in lengths.iter().enumerate() {
+            if l == 0 {
+                continue;
+            }
+            let entry = lut_entry(l as u32, t as u32, depth);
+            let step = 1usize << l;
+            let mut i = codes[t] as usize;
+            while i < size {
+                lut[i] = entry;
+                i += step;
+            }
         }
-        let entry = lut_entry(l as u32, t as u32, depth);
-        let step = 1usize << l;
-        let mut i = codes_buf[t] as usize;
-        while i < size {
-            lut[i] = entry;
-            i += step;
-        }
+        size
+    };
+    let mut filled = filled;
+    while filled < LUT_SIZE {
+        lut.copy_within(0..filled, filled);
+        filled *= 2;
     }
-    bits
 }
 
 /// Bit of a position-table entry that says it holds the whole position.
 pub(crate) const POSITION_WHOLE: u32 = 1 << 31;
 
-/// Fills a position table for validated `lengths`: entry `i` holds a whole position, both
+/// Fills a position table for validated `lengths` and their canonical codes: entry `i` holds a whole position, both
 /// zigzag values (bits 8..16 and 16..24) and the bits it takes (bits 0..8), when the next
 /// [`MAX_CODE_LEN`] stream bits `i` determine it without raw bits: a pair token, or two single
 /// tokens below 16 whose codes fit together. Other entries are 0 and the decoder takes the
 /// symbol-by-symbol path. One lookup instead of two dependent ones for most positions of
 /// smooth and moderately textured areas. Filled code by code (each entry is written at most
 /// once), not entry by entry.
-pub(crate) fn fill_position_lut(lengths: &[u8], depth: u8, positions: &mut [u32; LUT_SIZE]) {
+pub(crate) fn fill_position_lut(
+    lengths: &[u8],
+    codes_buf: &[u32],
+    depth: u8,
+    positions: &mut [u32; LUT_SIZE],
+) {
     positions.fill(0);
-    let mut codes_buf = [0u32; MAX_TOKENS];
-    codes(lengths, &mut codes_buf[..lengths.len()]);
     let single = is_single(lengths);
     let singles = token_count(depth) as usize;
     let fill = |positions: &mut [u32; LUT_SIZE], code: u32, len: u32, entry: u32| {
@@ -290,11 +300,13 @@ mod tests {
                 .collect();
             let mut lengths = vec![0u8; n];
             code_lengths(&hist, &mut lengths);
+            let mut c = vec![0u32; n];
+            codes(&lengths, &mut c);
             let mut lut = Box::new([0u32; LUT_SIZE]);
-            let bits = fill_lut(&lengths, depth, &mut lut);
+            fill_lut(&lengths, &c, depth, &mut lut);
             let mut positions = Box::new([0u32; LUT_SIZE]);
-            fill_position_lut(&lengths, depth, &mut positions);
-            let mask = (1usize << bits) - 1;
+            fill_position_lut(&lengths, &c, depth, &mut positions);
+            let mask = LUT_SIZE - 1;
             let mut whole = 0;
             for (i, &p) in positions.iter().enumerate() {
                 if p & POSITION_WHOLE == 0 {
@@ -347,13 +359,12 @@ mod tests {
         let mut c = [0u32; 40];
         codes(&lengths, &mut c);
         let mut lut = Box::new([0u32; LUT_SIZE]);
-        let bits = fill_lut(&lengths, 8, &mut lut);
-        assert_eq!(bits, *lengths.iter().max().unwrap() as u32);
+        fill_lut(&lengths, &c, 8, &mut lut);
         for t in 0..40u32 {
             let l = lengths[t as usize] as u32;
-            // Any bits may follow the code.
+            // Any bits may follow the code, up to the table's full 11-bit index.
             for tail in [0u32, 0x7ff, 0x555] {
-                let window = (c[t as usize] | (tail << l)) as usize & ((1 << bits) - 1);
+                let window = (c[t as usize] | (tail << l)) as usize & (LUT_SIZE - 1);
                 assert_eq!(lut[window], lut_entry(l, t, 8), "token {t}");
             }
         }

@@ -278,8 +278,9 @@ const CODE_SLOTS: usize = cf::MAX_CODE_LEN as usize + 1;
 const MAX_TOKENS: usize = cf::alphabet_size(16) as usize;
 /// Segment-start entries per channel: each segment's start and the end of the last.
 const SEGMENT_SLOTS: usize = cf::SEGMENTS_MAX as usize + 1;
-/// Stream bits indexing the first-level lookup table, and its entries per channel.
-const FAST_BITS: u32 = 8;
+/// Stream bits indexing the first-level lookup table (also the shader's `FAST_BITS`, through
+/// the generated prelude), and its entries per channel.
+pub(crate) const FAST_BITS: u32 = 8;
 const FAST_SIZE: usize = 1 << FAST_BITS;
 
 /// What invocation 0 of a `decode_compact` workgroup parses into workgroup memory (the

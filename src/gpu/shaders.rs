@@ -100,6 +100,7 @@ pub fn prelude() -> String {
         ("TOKEN_DIRECT_LOG2", cf::TOKEN_DIRECT_LOG2),
         ("TOKEN_MANTISSA_BITS", cf::TOKEN_MANTISSA_BITS),
         ("PAIR_LIMIT", cf::PAIR_LIMIT),
+        ("FAST_BITS", super::cpu_twin::FAST_BITS),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");
