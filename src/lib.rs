@@ -30,6 +30,7 @@ pub mod format;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod inspect;
+pub mod layout;
 mod predict;
 #[cfg(target_arch = "x86_64")]
 mod unpack_avx2;

@@ -4,9 +4,23 @@
 
 use std::path::{Path, PathBuf};
 
+/// The repository root: the library crate's folder, or the parent of a workspace member's
+/// (the CLI's tests include this module too).
+fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if manifest.join("samples").is_dir() {
+        manifest.to_path_buf()
+    } else {
+        manifest
+            .parent()
+            .expect("workspace member has a parent")
+            .to_path_buf()
+    }
+}
+
 /// The bundled sample images.
 pub fn samples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
+    repo_root().join("samples")
 }
 
 /// The shared corpus (`$L3_TEST_DATA`, else `../shared/data`), if present. With `CI=true` a
@@ -14,7 +28,7 @@ pub fn samples_dir() -> PathBuf {
 pub fn corpus_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("L3_TEST_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+        .unwrap_or_else(|| repo_root().join("../shared/data"));
     if dir.join("images").is_dir() {
         Some(dir)
     } else if std::env::var("CI").as_deref() == Ok("true") {

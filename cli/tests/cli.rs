@@ -1,5 +1,6 @@
 //! The `l3` command line, as a script would use it: trees, resume, verify, exit codes.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -1443,7 +1443,7 @@ fn source_revision() -> Option<String> {
 }
 
 fn crate_versions() -> Vec<(String, String)> {
-    let lock = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock"));
+    let lock = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"));
     let wanted = [
         "png",
         "zune-png",
@@ -1508,7 +1508,7 @@ fn main() -> Result<()> {
     if args.inputs.is_empty() {
         args.inputs = vec![PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/samples"
+            "/../samples"
         ))];
     }
     let files = collect_files(&args.inputs)?;

@@ -822,7 +822,7 @@ fn cmd_verify(a: VerifyArgs) -> Result<u64> {
 
 fn cmd_demo(a: DemoArgs) -> Result<u64> {
     let dir = a.dir.unwrap_or_else(|| {
-        let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
+        let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
         if bundled.is_dir() {
             bundled
         } else {
