@@ -1,0 +1,46 @@
+//! Command-line options.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "l3-bench",
+    about = "Compare l3 with PNG, QOI and WebP lossless on sizes and speeds"
+)]
+pub struct Args {
+    /// Image files or folders (searched recursively). Default: the crate's `samples/`.
+    pub inputs: Vec<PathBuf>,
+    /// Timed repetitions per measurement (after one warm-up run); median, min and max kept.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Cap on the timed seconds of one (codec, image) measurement: fewer reps (at least 1)
+    /// are run when the warm-up shows that `reps` would take longer.
+    #[arg(long, default_value_t = 4.0)]
+    pub max_seconds: f64,
+    /// Write all results as JSON to this path.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the report as Markdown (the format of BENCHMARKS.md) to this path.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// List the wgpu adapters (backend, device type, driver) and exit.
+    #[arg(long)]
+    pub list_adapters: bool,
+    /// Skip the wgpu section.
+    #[arg(long)]
+    pub no_gpu: bool,
+    /// Skip the data-preparation pipeline section.
+    #[arg(long)]
+    pub no_pipeline: bool,
+    /// Skip the scaling section.
+    #[arg(long)]
+    pub no_scaling: bool,
+    /// Sizes of the scaling run in megapixels.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    pub scaling_mp: Vec<f64>,
+    /// Print the per-image table on stdout too (it is always in the Markdown and JSON).
+    #[arg(long)]
+    pub per_image: bool,
+}

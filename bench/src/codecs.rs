@@ -1,0 +1,335 @@
+//! The codecs compared (l3 fast and compact, png, zune-png, qoi, WebP lossless via `image`)
+//! and their per-image measurements, plus the memcpy reference row.
+
+use std::io::Cursor;
+
+use anyhow::{anyhow, Context, Result};
+use rayon::prelude::*;
+
+use l3::{ColorType, DecodeOptions, EncodeOptions, Profile};
+
+use crate::args::Args;
+use crate::images::Pixels;
+use crate::measure::{measure, Stats};
+
+/// How a codec is run; every codec encodes the reference pixels and decodes its own file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    L3 { profile: Profile, parallel: bool },
+    PngDefault,
+    PngBest,
+    ZunePng,
+    Qoi,
+    WebpLossless,
+}
+
+impl Codec {
+    pub const ALL: [Codec; 9] = [
+        Codec::L3_FAST_1,
+        Codec::L3 {
+            profile: Profile::Fast,
+            parallel: true,
+        },
+        Codec::L3_COMPACT_1,
+        Codec::L3 {
+            profile: Profile::Compact,
+            parallel: true,
+        },
+        Codec::PngDefault,
+        Codec::PngBest,
+        Codec::ZunePng,
+        Codec::Qoi,
+        Codec::WebpLossless,
+    ];
+
+    /// The one-thread l3 rows: the references of the "x" speed columns.
+    pub const L3_FAST_1: Codec = Codec::L3 {
+        profile: Profile::Fast,
+        parallel: false,
+    };
+    pub const L3_COMPACT_1: Codec = Codec::L3 {
+        profile: Profile::Compact,
+        parallel: false,
+    };
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::L3 {
+                profile: Profile::Fast,
+                ..
+            } => "l3 fast",
+            Codec::L3 {
+                profile: Profile::Compact,
+                ..
+            } => "l3 compact",
+            Codec::PngDefault => "png (default)",
+            Codec::PngBest => "png (best)",
+            Codec::ZunePng => "zune-png",
+            Codec::Qoi => "qoi",
+            Codec::WebpLossless => "webp lossless",
+        }
+    }
+
+    pub fn threads(self) -> String {
+        match self {
+            Codec::L3 { parallel: true, .. } => format!("{}", rayon::current_num_threads()),
+            _ => "1".into(),
+        }
+    }
+
+    pub fn note(self) -> &'static str {
+        match self {
+            Codec::L3 {
+                profile: Profile::Fast,
+                ..
+            } => "format version 1, default options (64x64 patches, best predictor)",
+            Codec::L3 {
+                profile: Profile::Compact,
+                ..
+            } => {
+                "format version 2, default compact options (64x64 patches, all six predictors, \
+                 subtract-green and pair tokens tried per patch)"
+            }
+            Codec::PngDefault => "png crate, Compression::Balanced (its default)",
+            Codec::PngBest => "png crate, Compression::High",
+            Codec::ZunePng => "zune-png decoder on the png (default) file; encode column = none",
+            Codec::Qoi => "qoi crate; 8-bit RGB/RGBA only",
+            Codec::WebpLossless => {
+                "image crate WebPEncoder::new_lossless / WebPDecoder; 8-bit only"
+            }
+        }
+    }
+
+    pub fn supports(self, p: &Pixels) -> bool {
+        match self {
+            Codec::Qoi => p.depth == 8 && matches!(p.color, ColorType::Rgb | ColorType::Rgba),
+            Codec::WebpLossless => p.depth == 8,
+            _ => true,
+        }
+    }
+
+    /// Whether the encode time is this codec's own (zune-png has no encoder here).
+    pub fn times_encode(self) -> bool {
+        self != Codec::ZunePng
+    }
+
+    pub fn encode(self, p: &Pixels) -> Result<Vec<u8>> {
+        match self {
+            Codec::L3 { profile, parallel } => Ok(l3::encode::encode(
+                &p.raw(),
+                &EncodeOptions {
+                    profile,
+                    parallel,
+                    ..EncodeOptions::default()
+                },
+            )?),
+            Codec::PngDefault | Codec::ZunePng => png_encode(p, png::Compression::Balanced),
+            Codec::PngBest => png_encode(p, png::Compression::High),
+            Codec::Qoi => Ok(qoi::encode_to_vec(&p.bytes, p.width, p.height)?),
+            Codec::WebpLossless => {
+                use image::ExtendedColorType as E;
+                let ct = match p.color {
+                    ColorType::Gray => E::L8,
+                    ColorType::GrayAlpha => E::La8,
+                    ColorType::Rgb => E::Rgb8,
+                    ColorType::Rgba => E::Rgba8,
+                };
+                let mut out = Vec::new();
+                image::codecs::webp::WebPEncoder::new_lossless(&mut out)
+                    .encode(&p.bytes, p.width, p.height, ct)?;
+                Ok(out)
+            }
+        }
+    }
+
+    /// Decodes into `out` (resized as needed) in the decoder's natural layout.
+    pub fn decode(self, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        match self {
+            // The file's header says which profile it is.
+            Codec::L3 { parallel, .. } => {
+                let h = l3::read_header(data)?;
+                out.resize(h.output_bytes() as usize, 0);
+                l3::decode_into(
+                    data,
+                    out,
+                    &DecodeOptions {
+                        parallel,
+                        ..DecodeOptions::default()
+                    },
+                )?;
+            }
+            Codec::PngDefault | Codec::PngBest => {
+                let mut reader = png::Decoder::new(Cursor::new(data)).read_info()?;
+                let n = reader
+                    .output_buffer_size()
+                    .ok_or_else(|| anyhow!("png output too large"))?;
+                out.resize(n, 0);
+                let info = reader.next_frame(out)?;
+                out.truncate(info.buffer_size());
+            }
+            Codec::ZunePng => {
+                use zune_core::bytestream::ZCursor;
+                use zune_core::options::DecoderOptions;
+                let opts =
+                    DecoderOptions::default().set_byte_endian(zune_core::bit_depth::ByteEndian::LE);
+                let mut dec = zune_png::PngDecoder::new_with_options(ZCursor::new(data), opts);
+                *out = dec.decode_raw().map_err(|e| anyhow!("zune-png: {e:?}"))?;
+            }
+            Codec::Qoi => {
+                *out = qoi::decode_to_vec(data)?.1;
+            }
+            Codec::WebpLossless => {
+                let dec = image::codecs::webp::WebPDecoder::new(Cursor::new(data))?;
+                *out = image::DynamicImage::from_decoder(dec)?.into_bytes();
+            }
+        }
+        Ok(())
+    }
+
+    /// The decoded output rearranged to the reference layout (untimed; for verification).
+    pub fn canonical(self, decoded: &[u8], p: &Pixels) -> Vec<u8> {
+        match self {
+            Codec::PngDefault | Codec::PngBest if p.depth == 16 => decoded
+                .chunks_exact(2)
+                .flat_map(|c| u16::from_be_bytes([c[0], c[1]]).to_ne_bytes())
+                .collect(),
+            Codec::WebpLossless => {
+                // The WebP decoder returns RGB(A); gray inputs come back with R = G = B.
+                let n = p.pixels() as usize;
+                let dc = if decoded.len() == n * 4 { 4 } else { 3 };
+                match p.color {
+                    ColorType::Gray => decoded.chunks_exact(dc).map(|c| c[0]).collect(),
+                    ColorType::GrayAlpha if dc == 4 => {
+                        decoded.chunks_exact(4).flat_map(|c| [c[0], c[3]]).collect()
+                    }
+                    _ => decoded.to_vec(),
+                }
+            }
+            _ => decoded.to_vec(),
+        }
+    }
+}
+
+fn png_encode(p: &Pixels, compression: png::Compression) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, p.width, p.height);
+        enc.set_color(match p.color {
+            ColorType::Gray => png::ColorType::Grayscale,
+            ColorType::GrayAlpha => png::ColorType::GrayscaleAlpha,
+            ColorType::Rgb => png::ColorType::Rgb,
+            ColorType::Rgba => png::ColorType::Rgba,
+        });
+        enc.set_depth(if p.depth == 8 {
+            png::BitDepth::Eight
+        } else {
+            png::BitDepth::Sixteen
+        });
+        enc.set_compression(compression);
+        let mut w = enc.write_header()?;
+        if p.depth == 8 {
+            w.write_image_data(&p.bytes)?;
+        } else {
+            let be: Vec<u8> = p
+                .bytes
+                .chunks_exact(2)
+                .flat_map(|c| u16::from_ne_bytes([c[0], c[1]]).to_be_bytes())
+                .collect();
+            w.write_image_data(&be)?;
+        }
+        w.finish()?;
+    }
+    Ok(out)
+}
+
+/// Results of one codec on one image.
+#[derive(Clone, Debug)]
+pub struct Cell {
+    pub size: u64,
+    pub enc: Option<Stats>,
+    pub dec: Stats,
+    pub lossless: bool,
+}
+
+pub struct CodecResult {
+    pub codec: Codec,
+    pub cells: Vec<Option<Cell>>, // one per image; None = unsupported
+}
+
+fn bench_codec(codec: Codec, images: &[Pixels], args: &Args) -> Result<CodecResult> {
+    let mut cells = Vec::new();
+    for p in images {
+        if !codec.supports(p) {
+            cells.push(None);
+            continue;
+        }
+        let (enc, file) = if codec.times_encode() {
+            let (s, f) = measure(args.reps, args.max_seconds, || codec.encode(p))
+                .with_context(|| format!("{} encoding {}", codec.name(), p.name))?;
+            (Some(s), f)
+        } else {
+            (None, codec.encode(p)?)
+        };
+        let mut out = Vec::new();
+        let (dec, ()) = measure(args.reps, args.max_seconds, || {
+            codec.decode(&file, &mut out)
+        })
+        .with_context(|| format!("{} decoding {}", codec.name(), p.name))?;
+        let lossless = codec.canonical(&out, p) == p.bytes;
+        if !lossless {
+            eprintln!("  NOT LOSSLESS: {} on {}", codec.name(), p.name);
+        }
+        cells.push(Some(Cell {
+            size: file.len() as u64,
+            enc,
+            dec,
+            lossless,
+        }));
+    }
+    Ok(CodecResult { codec, cells })
+}
+
+/// Single-thread and all-thread memcpy of each image's raw size.
+fn bench_memcpy(images: &[Pixels], args: &Args, parallel: bool) -> Result<Stats> {
+    let mut total = Stats::default();
+    for p in images {
+        let mut dst = vec![1u8; p.bytes.len()];
+        let (s, ()) = measure(args.reps, args.max_seconds, || {
+            if parallel {
+                let chunk = (p.bytes.len() / (rayon::current_num_threads() * 4)).max(1 << 16);
+                dst.par_chunks_mut(chunk)
+                    .zip(p.bytes.par_chunks(chunk))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+            } else {
+                dst.copy_from_slice(&p.bytes);
+            }
+            std::hint::black_box(&dst);
+            Ok(())
+        })?;
+        total = total.add(s);
+    }
+    Ok(total)
+}
+
+/// The codec section: every codec on every image, then the memcpy reference rows.
+pub struct CodecRun {
+    pub results: Vec<CodecResult>,
+    pub memcpy_1: Stats,
+    pub memcpy_n: Stats,
+}
+
+pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
+    let mut results = Vec::new();
+    for codec in Codec::ALL {
+        eprintln!("  {} ({} threads)...", codec.name(), codec.threads());
+        results.push(bench_codec(codec, images, args)?);
+    }
+    eprintln!("  memcpy...");
+    let memcpy_1 = bench_memcpy(images, args, false)?;
+    let memcpy_n = bench_memcpy(images, args, true)?;
+    Ok(CodecRun {
+        results,
+        memcpy_1,
+        memcpy_n,
+    })
+}

@@ -1,0 +1,76 @@
+//! Timing: one warm-up call, then timed repetitions (capped in seconds); median, min, max.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use serde::Serialize;
+
+/// Seconds per call over the timed repetitions (in JSON: `median_s`, `min_s`, `max_s`, `reps`).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Stats {
+    #[serde(rename = "median_s")]
+    pub median: f64,
+    #[serde(rename = "min_s")]
+    pub min: f64,
+    #[serde(rename = "max_s")]
+    pub max: f64,
+    pub reps: usize,
+}
+
+impl Stats {
+    pub fn add(self, o: Stats) -> Stats {
+        Stats {
+            median: self.median + o.median,
+            min: self.min + o.min,
+            max: self.max + o.max,
+            reps: if self.reps == 0 {
+                o.reps
+            } else {
+                self.reps.min(o.reps)
+            },
+        }
+    }
+}
+
+/// One warm-up call (whose result is returned, for verification), then up to `reps` timed
+/// calls; fewer when the warm-up says `reps` calls would exceed `max_seconds`.
+pub fn measure<T>(
+    reps: usize,
+    max_seconds: f64,
+    mut f: impl FnMut() -> Result<T>,
+) -> Result<(Stats, T)> {
+    let t0 = Instant::now();
+    let first = f()?;
+    let warm = t0.elapsed().as_secs_f64();
+    let n = if warm * reps as f64 > max_seconds {
+        ((max_seconds / warm.max(1e-9)) as usize).clamp(1, reps.max(1))
+    } else {
+        reps.max(1)
+    };
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = f()?;
+        times.push(t.elapsed().as_secs_f64());
+        std::hint::black_box(&r);
+        drop(r);
+    }
+    Ok((stats_of(times), first))
+}
+
+/// Median, min and max of `times` (seconds; at least one).
+pub fn stats_of(mut times: Vec<f64>) -> Stats {
+    let n = times.len();
+    times.sort_by(f64::total_cmp);
+    let median = if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2.0
+    };
+    Stats {
+        median,
+        min: times[0],
+        max: times[n - 1],
+        reps: n,
+    }
+}

@@ -1,0 +1,76 @@
+//! The report as Markdown (the format of BENCHMARKS.md).
+
+use std::fmt::Write as _;
+
+use super::tables::Tables;
+use super::Report;
+use crate::codecs::Codec;
+
+/// One line per codec (the all-thread l3 rows share their one-thread row's note).
+fn codec_notes() -> String {
+    Codec::ALL
+        .iter()
+        .filter(|c| !matches!(c, Codec::L3 { parallel: true, .. }))
+        .map(|c| format!("- {}: {}\n", c.name(), c.note()))
+        .collect()
+}
+
+pub fn markdown(r: &Report, t: &Tables) -> String {
+    let (args, images, pipeline, scaling, gpu) =
+        (&r.args, &r.images, &r.pipeline, &r.scaling, &r.gpu);
+    let (date, machine, load) = (&r.meta.date, &r.meta.machine, &r.load);
+    let versions_line = r.versions_line();
+    let (total_px, total_raw) = (r.total_pixels(), r.total_raw_bytes());
+    let codec_notes = codec_notes();
+    let mut md = String::new();
+    let _ = writeln!(md, "- date: {date}");
+    let _ = writeln!(md, "- machine: {machine}; {load}");
+    let _ = writeln!(md, "- crates: {versions_line}");
+    let _ = writeln!(
+        md,
+        "- inputs: {} images, {:.1} MP, {:.1} MB of raw pixels",
+        images.len(),
+        total_px as f64 / 1e6,
+        total_raw as f64 / 1e6
+    );
+    let _ = writeln!(
+        md,
+        "- method: one warm-up run, then up to {} timed runs per (codec, image), capped at {} s; per-image medians (and slowest / fastest runs) summed over the images a codec supports; throughput in megapixels and gigabytes of raw (decoded) pixels per second, shown as median [slowest-fastest]; `vs png` = size / png (default) size on the same images; lossless = bit-exact round trip on every image.\n",
+        args.reps, args.max_seconds
+    );
+    let _ = writeln!(md, "### Codecs\n");
+    md += &t.main.markdown();
+    let _ = writeln!(md, "\n{codec_notes}");
+    let _ = writeln!(md, "### Per image (bits per pixel)\n");
+    md += &t.per_image.markdown();
+    if !pipeline.is_empty() {
+        let _ = writeln!(md, "\n### Data-preparation pipeline\n");
+        let _ = writeln!(md, "Files on disk (page cache warm) to a batch of normalised f32 CHW tensors (one per image, samples / 255 or / 65535).\n");
+        md += &t.pipeline.markdown();
+    }
+    if let Some((src, _)) = scaling {
+        let _ = writeln!(md, "\n### Scaling\n");
+        let _ = writeln!(
+            md,
+            "{src}, tiled (alternate tiles mirrored) to each size.\n"
+        );
+        md += &t.scaling.markdown();
+    }
+    match gpu {
+        Some(Ok(g)) => {
+            let _ = writeln!(md, "\n### GPU (wgpu)\n");
+            let _ = writeln!(
+                md,
+                "Adapter: {}. GPU decoder round trip bit-exact on every image: {} (- = not run).\n",
+                g.adapter,
+                g.lossless_summary()
+            );
+            md += &t.gpu.markdown();
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(md, "\n### GPU (wgpu)\n\nunavailable: {e}");
+        }
+        None => {}
+    }
+    md
+}

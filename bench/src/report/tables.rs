@@ -1,0 +1,330 @@
+//! The report's tables, built from the sections' results; each table is shown as text
+//! (stdout) and as Markdown.
+
+use l3::Profile;
+
+use super::{gbs, mps, tput, Report, Table};
+use crate::codecs::{Codec, CodecResult};
+use crate::gpu::GpuReport;
+use crate::measure::Stats;
+use crate::pipeline::PipelineRow;
+use crate::scaling::ScalingRow;
+
+pub struct Tables {
+    /// One row per codec (and the memcpy rows), totals over the images.
+    pub main: Table,
+    pub per_image: Table,
+    pub pipeline: Table,
+    pub scaling: Table,
+    pub gpu: Table,
+}
+
+impl Tables {
+    pub fn new(r: &Report) -> Tables {
+        Tables {
+            main: main_table(r),
+            per_image: per_image_table(r),
+            pipeline: pipeline_table(&r.pipeline),
+            scaling: scaling_table(r.scaling.as_ref().map(|(_, rows)| rows.as_slice())),
+            gpu: gpu_table(r.gpu.as_ref().and_then(|g| g.as_ref().ok())),
+        }
+    }
+}
+
+fn main_table(report: &Report) -> Table {
+    let images = &report.images;
+    let results = &report.codecs.results;
+    let total_px = report.total_pixels();
+    let total_raw = report.total_raw_bytes();
+    let threads = report.meta.threads;
+    let png_default_sizes: Vec<u64> = results
+        .iter()
+        .find(|r| r.codec == Codec::PngDefault)
+        .map(|r| {
+            r.cells
+                .iter()
+                .map(|c| c.as_ref().map_or(0, |c| c.size))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut main = Table::new(&[
+        "codec",
+        "threads",
+        "images",
+        "size (bytes)",
+        "bits/px",
+        "vs png",
+        "enc MP/s [min-max]",
+        "enc GB/s",
+        "dec MP/s [min-max]",
+        "dec GB/s",
+        "lossless",
+        "l3 fast size / this",
+        "l3 compact size / this",
+        "l3 fast 1T enc speed x",
+        "l3 compact 1T enc speed x",
+        "l3 fast 1T dec speed x",
+        "l3 compact 1T dec speed x",
+    ]);
+    // The one-thread rows of both l3 profiles: the references of the ratio columns.
+    let l3_refs: Vec<&CodecResult> = [Codec::L3_FAST_1, Codec::L3_COMPACT_1]
+        .iter()
+        .map(|c| {
+            results
+                .iter()
+                .find(|r| r.codec == *c)
+                .expect("Codec::ALL has both one-thread l3 rows")
+        })
+        .collect();
+    for r in results {
+        // Each l3 profile (1 thread) on the same images, for a like-for-like comparison.
+        let mut l3_size = [0u64; 2];
+        let mut l3_enc = [Stats::default(); 2];
+        let mut l3_dec = [Stats::default(); 2];
+        let mut size = 0u64;
+        let mut png = 0u64;
+        let mut px = 0u64;
+        let mut raw = 0u64;
+        let mut n = 0;
+        let mut enc = Stats::default();
+        let mut dec = Stats::default();
+        let mut lossless = true;
+        for (i, c) in r.cells.iter().enumerate() {
+            if let Some(c) = c {
+                n += 1;
+                size += c.size;
+                png += png_default_sizes[i];
+                px += images[i].pixels();
+                raw += images[i].bytes.len() as u64;
+                if let Some(e) = c.enc {
+                    enc = enc.add(e);
+                }
+                dec = dec.add(c.dec);
+                lossless &= c.lossless;
+                for (k, l3) in l3_refs.iter().enumerate() {
+                    if let Some(l) = &l3.cells[i] {
+                        l3_size[k] += l.size;
+                        l3_enc[k] = l3_enc[k].add(l.enc.unwrap_or_default());
+                        l3_dec[k] = l3_dec[k].add(l.dec);
+                    }
+                }
+            }
+        }
+        let timed_enc = r.codec.times_encode();
+        let mut row = vec![
+            r.codec.name().into(),
+            r.codec.threads(),
+            format!("{n}/{}", images.len()),
+            size.to_string(),
+            format!("{:.3}", size as f64 * 8.0 / px as f64),
+            format!("{:.3}", size as f64 / png as f64),
+            if timed_enc {
+                tput(px, enc, mps, 1)
+            } else {
+                "-".into()
+            },
+            if timed_enc {
+                format!("{:.3}", gbs(raw, enc.median))
+            } else {
+                "-".into()
+            },
+            tput(px, dec, mps, 1),
+            format!("{:.3}", gbs(raw, dec.median)),
+            if lossless { "yes" } else { "NO" }.into(),
+        ];
+        row.extend(
+            l3_size
+                .iter()
+                .map(|&l| format!("{:.3}", l as f64 / size as f64)),
+        );
+        row.extend(l3_enc.iter().map(|l| {
+            if timed_enc {
+                format!("{:.2}", enc.median / l.median)
+            } else {
+                "-".into()
+            }
+        }));
+        row.extend(
+            l3_dec
+                .iter()
+                .map(|l| format!("{:.2}", dec.median / l.median)),
+        );
+        main.push(row);
+    }
+    for (name, threads, s) in [
+        (
+            "memcpy (output size)",
+            "1".to_string(),
+            report.codecs.memcpy_1,
+        ),
+        (
+            "memcpy (output size)",
+            threads.to_string(),
+            report.codecs.memcpy_n,
+        ),
+    ] {
+        let mut row = vec![
+            name.into(),
+            threads,
+            format!("{}/{}", images.len(), images.len()),
+        ];
+        row.extend(std::iter::repeat_n(String::from("-"), 5));
+        row.push(tput(total_px, s, mps, 0));
+        row.push(format!("{:.3}", gbs(total_raw, s.median)));
+        row.resize(main.header.len(), "-".into());
+        main.push(row);
+    }
+    main
+}
+
+fn per_image_table(report: &Report) -> Table {
+    let images = &report.images;
+    let results = &report.codecs.results;
+    let mut header = vec![
+        "image".to_string(),
+        "size".into(),
+        "type".into(),
+        "raw MB".into(),
+    ];
+    // One size column per codec (the all-thread l3 rows write the same files).
+    let per_image_size = |c: Codec| !matches!(c, Codec::ZunePng | Codec::L3 { parallel: true, .. });
+    for r in results {
+        if per_image_size(r.codec) {
+            header.push(format!("{} bpp", r.codec.name()));
+        }
+    }
+    let profiles = [Profile::Fast, Profile::Compact];
+    for profile in profiles {
+        header.push(format!("l3 {} dec MP/s (1T / all)", profile.name()));
+    }
+    header.push("png dec MP/s".into());
+    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut per_image = Table::new(&hdr);
+    for (i, p) in images.iter().enumerate() {
+        let mut row = vec![
+            p.name.clone(),
+            format!("{}x{}", p.width, p.height),
+            p.kind(),
+            format!("{:.1}", p.bytes.len() as f64 / 1e6),
+        ];
+        let mut l3_dec = [Vec::new(), Vec::new()];
+        let mut png_dec = String::from("-");
+        for r in results {
+            let cell = r.cells[i].as_ref();
+            if let (Codec::L3 { profile, .. }, Some(c)) = (r.codec, cell) {
+                let k = profiles.iter().position(|&p| p == profile).unwrap_or(0);
+                l3_dec[k].push(format!("{:.0}", mps(p.pixels(), c.dec.median)));
+            }
+            if let (Codec::PngDefault, Some(c)) = (r.codec, cell) {
+                png_dec = format!("{:.0}", mps(p.pixels(), c.dec.median));
+            }
+            if !per_image_size(r.codec) {
+                continue;
+            }
+            row.push(match cell {
+                Some(c) => format!(
+                    "{:.2}{}",
+                    c.size as f64 * 8.0 / p.pixels() as f64,
+                    if c.lossless { "" } else { " (LOSSY!)" }
+                ),
+                None => "n/a".into(),
+            });
+        }
+        row.extend(l3_dec.iter().map(|d| d.join(" / ")));
+        row.push(png_dec);
+        per_image.push(row);
+    }
+    per_image
+}
+
+fn pipeline_table(pipeline: &[PipelineRow]) -> Table {
+    let mut pipe_table = Table::new(&[
+        "pipeline (decode + normalise to f32 CHW)",
+        "images",
+        "on disk (bytes)",
+        "images/s [min-max]",
+        "MP/s",
+    ]);
+    for r in pipeline {
+        let (speed, mp) = match &r.stats {
+            Ok(s) => (
+                tput(r.images as u64, *s, |n, s| n as f64 / s, 1),
+                format!("{:.1}", mps(r.pixels, s.median)),
+            ),
+            Err(e) => (e.clone(), "-".into()),
+        };
+        pipe_table.push(vec![
+            r.name.clone(),
+            r.images.to_string(),
+            r.disk_bytes.to_string(),
+            speed,
+            mp,
+        ]);
+    }
+    pipe_table
+}
+
+fn scaling_table(scaling: Option<&[ScalingRow]>) -> Table {
+    let mut scale_table = Table::new(&[
+        "size",
+        "MP",
+        "codec",
+        "bits/px",
+        "enc ms (all)",
+        "dec ms (1T)",
+        "dec ms (all)",
+        "png dec ms (1T)",
+        "dec ns/px (1T)",
+        "png dec ns/px",
+    ]);
+    if let Some(rows) = scaling {
+        for r in rows {
+            let px = r.width as u64 * r.height as u64;
+            scale_table.push(vec![
+                format!("{}x{}", r.width, r.height),
+                format!("{:.1}", px as f64 / 1e6),
+                format!("l3 {}", r.profile.name()),
+                format!("{:.3}", r.l3_size as f64 * 8.0 / px as f64),
+                format!("{:.1}", r.l3_enc.median * 1e3),
+                format!("{:.1}", r.l3_dec_1.median * 1e3),
+                format!("{:.1}", r.l3_dec_n.median * 1e3),
+                format!("{:.1}", r.png_dec.median * 1e3),
+                format!("{:.2}", r.l3_dec_1.median * 1e9 / px as f64),
+                format!("{:.2}", r.png_dec.median * 1e9 / px as f64),
+            ]);
+        }
+    }
+    scale_table
+}
+
+fn gpu_table(gpu: Option<&GpuReport>) -> Table {
+    let mut gpu_table = Table::new(&["gpu", "MB", "GB/s [min-max]", "MP/s", "ms", "note"]);
+    if let Some(g) = gpu {
+        for r in &g.rows {
+            match r.stats {
+                Some(s) => gpu_table.push(vec![
+                    r.name.clone(),
+                    format!("{:.1}", r.bytes as f64 / 1e6),
+                    tput(r.bytes, s, gbs, 3),
+                    if r.pixels > 0 {
+                        format!("{:.1}", mps(r.pixels, s.median))
+                    } else {
+                        "-".into()
+                    },
+                    format!("{:.2}", s.median * 1e3),
+                    r.note.clone(),
+                ]),
+                None => gpu_table.push(vec![
+                    r.name.clone(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    r.note.clone(),
+                ]),
+            }
+        }
+    }
+    gpu_table
+}

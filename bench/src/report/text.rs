@@ -1,0 +1,66 @@
+//! The text report printed on stdout.
+
+use std::fmt::Write as _;
+
+use super::tables::Tables;
+use super::Report;
+
+pub fn text(r: &Report, t: &Tables) -> String {
+    let (args, images, pipeline, scaling, gpu) =
+        (&r.args, &r.images, &r.pipeline, &r.scaling, &r.gpu);
+    let (date, machine, load) = (&r.meta.date, &r.meta.machine, &r.load);
+    let versions_line = r.versions_line();
+    let (total_px, total_raw) = (r.total_pixels(), r.total_raw_bytes());
+    let mut out = String::new();
+    let _ = writeln!(out, "l3-bench  {date}");
+    let _ = writeln!(out, "machine:  {machine}; {load}");
+    let _ = writeln!(out, "crates:   {versions_line}");
+    let _ = writeln!(
+        out,
+        "inputs:   {} images, {:.1} MP, {:.1} MB raw, from {}",
+        images.len(),
+        total_px as f64 / 1e6,
+        total_raw as f64 / 1e6,
+        args.inputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "method:   1 warm-up + up to {} timed reps per (codec, image) (capped at {} s), times summed over images; median [slowest-fastest]\n",
+        args.reps, args.max_seconds
+    );
+    out += &t.main.text();
+    out += "\n";
+    if args.per_image {
+        out += &t.per_image.text();
+        out += "\n";
+    }
+    if !pipeline.is_empty() {
+        out += &t.pipeline.text();
+        out += "\n";
+    }
+    if let Some((src, _)) = scaling {
+        let _ = writeln!(out, "scaling: tiles of {src}");
+        out += &t.scaling.text();
+        out += "\n";
+    }
+    match gpu {
+        Some(Ok(g)) => {
+            let _ = writeln!(
+                out,
+                "gpu adapter: {}; GPU decoder lossless: {}",
+                g.adapter,
+                g.lossless_summary()
+            );
+            out += &t.gpu.text();
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(out, "gpu: unavailable ({e})");
+        }
+        None => {}
+    }
+    out
+}
