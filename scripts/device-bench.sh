@@ -9,7 +9,7 @@
 # already in ~/.cargo or network access to crates.io). To prepare a carried binary on the build
 # machine (x86-64 Linux, same as the device machine):
 #
-#   cargo build --release --features bench --bin l3-bench
+#   cargo build --release -p l3-bench
 #   mkdir -p .bench-bin && strip -o .bench-bin/l3-bench target/release/l3-bench
 #   echo /.bench-bin/ >> .git/info/exclude
 #
@@ -63,7 +63,7 @@ if [ -z "$BIN" ]; then
         BIN=.bench-bin/l3-bench
     elif command -v cargo >/dev/null; then
         log "building l3-bench (release)"
-        timeout 200 cargo build --release --features bench --bin l3-bench
+        timeout 200 cargo build --release -p l3-bench
         BIN=target/release/l3-bench
     else
         echo "no l3-bench binary (.bench-bin/l3-bench) and no cargo: see the header of $0" >&2
