@@ -31,10 +31,7 @@ fn codec(c: &mut Criterion) {
 }
 
 fn profile_group(c: &mut Criterion, group: &str, profile: Profile) {
-    let encode_options = EncodeOptions {
-        profile,
-        ..EncodeOptions::default()
-    };
+    let encode_options = EncodeOptions::for_profile(profile);
     for name in SAMPLES {
         let img = load(name);
         let raw_bytes = img.as_bytes().len() as u64;

@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-use l3::format::compact::Predictor;
-use l3::{CompactOptions, DecodeOptions, EncodeOptions, PredictorSet, Profile};
+use l3::CompactPredictor as Predictor;
+use l3::{CompactOptions, DecodeOptions, EncodeOptions, PredictorSet, ProfileOptions};
 
 struct Variant {
     key: &'static str,
@@ -41,13 +41,12 @@ struct Variant {
 
 fn variants() -> Vec<Variant> {
     let compact = |predictors, subtract_green, pair_tokens, patch_log2| EncodeOptions {
-        profile: Profile::Compact,
-        patch_log2,
-        compact: CompactOptions {
+        profile: ProfileOptions::Compact(CompactOptions {
             predictors,
             subtract_green,
             pair_tokens,
-        },
+        }),
+        patch_log2,
         ..EncodeOptions::default()
     };
     let two = PredictorSet::only(&[Predictor::Up, Predictor::Gradient]);

@@ -10,7 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mpix = image.width() as f64 * image.height() as f64 / 1e6;
     for profile in [l3::Profile::Fast, l3::Profile::Compact] {
         let options = l3::EncodeOptions {
-            profile,
+            profile: l3::ProfileOptions::default_for(profile),
             parallel: false,
             ..Default::default()
         };

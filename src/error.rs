@@ -30,9 +30,11 @@ pub enum Error {
     /// Reading or writing a file failed.
     #[error("I/O error: {0}")]
     Io(std::io::Error),
-    /// The `image` crate could not read or write a non-L3 image (PNG, JPEG, ...).
+    /// Reading or writing a non-L3 image (PNG, JPEG, ...) failed: with the `image` feature,
+    /// an `image::ImageError`, type-erased so that the core error does not depend on the
+    /// `image` crate (downcast it to inspect it).
     #[error("image error: {0}")]
-    Image(image::ImageError),
+    Image(Box<dyn std::error::Error + Send + Sync>),
     /// An error of one image of a GPU batch: which image, and the error the CPU decoder
     /// would give for it.
     #[error("image {image} of the batch: {error}")]
@@ -61,9 +63,15 @@ wrap_errors!(
     Format(FormatError),
     Limits(LimitsError),
     Parameter(ParameterError),
-    Io(std::io::Error),
-    Image(image::ImageError)
+    Io(std::io::Error)
 );
+
+#[cfg(feature = "image")]
+impl From<image::ImageError> for Error {
+    fn from(e: image::ImageError) -> Self {
+        Error::Image(Box::new(e))
+    }
+}
 
 /// Where in the file a patch stream lives: used by errors about one stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,12 @@
 //! Statistics about a file's layout without decoding pixels: what `l3 info` prints.
 
-use crate::bits::BitReader;
+use crate::codec::bits::BitReader;
+use crate::codec::sink::InterleavedBand;
 use crate::compact;
-use crate::decode::{self, DecodeOptions, StreamError};
-use crate::format::{self, nbit_field_bits, FileLayout, Header, Predictor, Profile};
+use crate::decode::{self, DecodeOptions};
+use crate::fast::decode::{check_stream_end, StreamError};
+use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
+use crate::format::{self, FileLayout, Header, Profile};
 use crate::Result;
 
 /// What a file is made of.
@@ -31,7 +34,7 @@ pub enum Coding {
     /// Version 1.
     Fast {
         /// Streams per predictor, indexed by predictor id.
-        predictor_counts: [u64; Predictor::ALL.len()],
+        predictor_counts: [u64; FastPredictor::ALL.len()],
         /// Rows per bit width 0..=16.
         nbit_counts: [u64; 17],
     },
@@ -40,7 +43,7 @@ pub enum Coding {
         /// Patches per colour transform id.
         transform_counts: [u64; 2],
         /// Channel streams per predictor id.
-        predictor_counts: [u64; format::compact::Predictor::ALL.len()],
+        predictor_counts: [u64; format::compact::CompactPredictor::ALL.len()],
         /// Bits of all channel headers (code and segment-length tables).
         header_bits: u64,
     },
@@ -71,7 +74,7 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
         stream_min: u32::MAX,
         stream_max: 0,
         coding: Coding::Fast {
-            predictor_counts: [0; Predictor::ALL.len()],
+            predictor_counts: [0; FastPredictor::ALL.len()],
             nbit_counts: [0; 17],
         },
     };
@@ -90,7 +93,7 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
 fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
     let h = layout.header;
     let mut transform_counts = [0u64; 2];
-    let mut predictor_counts = [0u64; format::compact::Predictor::ALL.len()];
+    let mut predictor_counts = [0u64; format::compact::CompactPredictor::ALL.len()];
     let mut header_bits = 0u64;
     let mut channel_bits = vec![0u64; h.channels() as usize];
     for patch in 0..h.patch_count() as usize {
@@ -122,8 +125,9 @@ fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
         h.patch_size() as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
     let mut band = vec![0u8; band_bytes.min(h.output_bytes() as usize)];
     let mut scratch = compact::decode::Scratch::new(&h);
+    let mut sink = InterleavedBand::new(&h, &mut band);
     for patch in 0..h.patch_count() as usize {
-        compact::decode::decode_patch_into_band(layout, patch, &mut band, &mut scratch)?;
+        compact::decode::decode_patch(layout, patch, &mut sink, &mut scratch)?;
     }
     ins.coding = Coding::Compact {
         transform_counts,
@@ -136,7 +140,7 @@ fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
 fn inspect_fast(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
     let h = layout.header;
     let channels = h.channels() as usize;
-    let mut predictor_counts = [0u64; Predictor::ALL.len()];
+    let mut predictor_counts = [0u64; FastPredictor::ALL.len()];
     let mut nbit_counts = [0u64; 17];
     let depth = h.depth as u32;
     let nb = nbit_field_bits(h.depth);
@@ -147,11 +151,11 @@ fn inspect_fast(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
         let pos = h.stream_pos(patch, (index % channels) as u8, layout.offsets[index]);
         let fail = |e: StreamError| e.at(pos, size, h.depth);
         ins.channel_bytes[index % channels] += size as u64;
-        let p = Predictor::from_id(stream[0])
+        let p = FastPredictor::from_id(stream[0])
             .ok_or_else(|| fail(StreamError::UnknownPredictor(stream[0])))?;
         predictor_counts[p as usize] += 1;
         let (_, _, pw, ph) = h.patch_rect(patch);
-        let payload = &stream[format::STREAM_PREFIX_LEN..];
+        let payload = &stream[STREAM_PREFIX_LEN..];
         let payload_bits = payload.len() as u64 * 8;
         let mut r = BitReader::new(payload);
         for row in 0..ph {
@@ -169,7 +173,7 @@ fn inspect_fast(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
             nbit_counts[nbit as usize] += 1;
         }
         // Same end rule as the decoder, so `l3 info` and `l3 verify` agree on every file.
-        decode::check_stream_end(payload, r.position()).map_err(fail)?;
+        check_stream_end(payload, r.position()).map_err(fail)?;
     }
     ins.coding = Coding::Fast {
         predictor_counts,

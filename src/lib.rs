@@ -21,27 +21,33 @@
 
 #![deny(missing_docs)]
 
-mod bits;
-mod compact;
+mod codec;
+pub mod compact;
 pub mod decode;
 pub mod encode;
 pub mod error;
+pub mod fast;
 pub mod format;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+#[cfg(feature = "image")]
+pub mod image_support;
 pub mod inspect;
 pub mod layout;
-mod predict;
-#[cfg(target_arch = "x86_64")]
-mod unpack_avx2;
 
-pub use decode::{decode_image, decode_into, decode_into_u16, read_header, DecodeOptions};
-pub use encode::{
-    encode_image, read_image, CompactOptions, EncodeOptions, PredictorChoice, PredictorSet,
-    RawImage, Samples,
+pub use compact::{CompactOptions, PredictorSet};
+pub use decode::{
+    decode_into, decode_into_f32_chw, decode_into_u16, decode_to_layout, read_header, DecodeOptions,
 };
+pub use encode::{EncodeOptions, ProfileOptions, RawImage, Samples};
 pub use error::{Error, FormatError, LimitsError, ParameterError, Result};
-pub use format::{ColorType, Header, Predictor, Profile};
+pub use fast::{FastOptions, PredictorChoice};
+pub use format::compact::CompactPredictor;
+pub use format::fast::FastPredictor;
+pub use format::{ColorType, Header, Profile};
+#[cfg(feature = "image")]
+pub use image_support::{decode_image, encode_image, read_image, register_image_hooks};
+pub use layout::{Normalize, OutputLayout, SampleType};
 
 /// Resource limits a decoder checks before allocating anything, like image-png's `Limits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

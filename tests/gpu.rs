@@ -10,12 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use l3::decode::DecodeOptions;
-use l3::encode::{
-    encode, CompactOptions, EncodeOptions, PredictorChoice, PredictorSet, RawImage, Samples,
-};
+use l3::encode::{encode, EncodeOptions, RawImage, Samples};
 use l3::format::{self, parse_file, ParseOptions};
 use l3::gpu::{cpu_twin, shaders, GpuDecoder, Normalize, OutputFormat};
-use l3::{ColorType, Error, FormatError, LimitsError, Predictor, Profile};
+use l3::{ColorType, Error, FormatError, LimitsError, Profile};
+use l3::{CompactOptions, PredictorChoice, PredictorSet};
 
 /// The shared decoder, or `None` (after printing SKIPPED) when no adapter exists.
 fn gpu() -> Option<&'static GpuDecoder> {
@@ -122,11 +121,11 @@ fn random_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
             let s = random_samples(&mut rng, w, h, c, depth);
             let predictor = match rng.below(5) {
                 4 => PredictorChoice::Best,
-                p => PredictorChoice::Fixed(Predictor::ALL[p as usize]),
+                p => PredictorChoice::Fixed(l3::FastPredictor::ALL[p as usize]),
             };
             let opts = EncodeOptions {
                 patch_log2: 3 + (i % 5) as u8,
-                predictor,
+                profile: l3::ProfileOptions::Fast(l3::FastOptions { predictor }),
                 parallel: true,
                 ..Default::default()
             };
@@ -310,7 +309,7 @@ fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf], profile: Profile) -> usi
         let Ok(img) = l3::read_image(p) else { continue };
         let opts = EncodeOptions {
             patch_log2: 3 + (i % 5) as u8,
-            profile,
+            profile: l3::ProfileOptions::default_for(profile),
             ..Default::default()
         };
         let Ok(file) = l3::encode_image(&img, &opts) else {
@@ -494,7 +493,9 @@ fn dispatches_beyond_65535_workgroups_per_dimension() {
         .collect();
     let opts = EncodeOptions {
         patch_log2: 3,
-        predictor: PredictorChoice::Fixed(Predictor::Up),
+        profile: l3::ProfileOptions::Fast(l3::FastOptions {
+            predictor: PredictorChoice::Fixed(l3::FastPredictor::Up),
+        }),
         parallel: true,
         ..Default::default()
     };
@@ -856,19 +857,18 @@ fn random_compact_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                 let v = s[rng.below(s.len() as u64) as usize];
                 s.fill(v);
             }
-            let all = l3::format::compact::Predictor::ALL;
+            let all = l3::CompactPredictor::ALL;
             let predictors = match rng.below(9) as usize {
                 p if p < all.len() => PredictorSet::only(&[all[p]]),
                 _ => PredictorSet::all(),
             };
             let opts = EncodeOptions {
-                profile: Profile::Compact,
-                patch_log2: 3 + (i % 5) as u8,
-                compact: CompactOptions {
+                profile: l3::ProfileOptions::Compact(CompactOptions {
                     predictors,
                     subtract_green: rng.below(3) != 0,
                     pair_tokens: rng.below(3) != 0,
-                },
+                }),
+                patch_log2: 3 + (i % 5) as u8,
                 ..Default::default()
             };
             encode_raw(w, h, c, depth, &s, &opts)
@@ -978,11 +978,11 @@ fn compact_small_chunks_split_batches_transparently() {
     check_batch(&gpu, &files, &names);
     let mut rng = Rng(59);
     let files = banded_files(&mut rng, &BANDED_SHAPES, |i| EncodeOptions {
-        profile: if i % 3 == 2 {
+        profile: l3::ProfileOptions::default_for(if i % 3 == 2 {
             Profile::Fast
         } else {
             Profile::Compact
-        },
+        }),
         patch_log2: 3 + (i % 5) as u8,
         ..Default::default()
     });

@@ -30,7 +30,7 @@ fn sample_file_in(
     l3::encode::encode(
         &raw,
         &EncodeOptions {
-            profile,
+            profile: l3::ProfileOptions::default_for(profile),
             patch_log2,
             ..Default::default()
         },
@@ -392,7 +392,7 @@ fn sample_file_16_in(
         samples: Samples::U16(&pixels),
     };
     let options = EncodeOptions {
-        profile,
+        profile: l3::ProfileOptions::default_for(profile),
         patch_log2,
         ..Default::default()
     };

@@ -3,11 +3,10 @@
 //! prototype mis-handled; and the same shapes in the compact profile (version 2), with every
 //! encoder option, including single-token (zero-bit) codes and 16-bit raw bits.
 
-use l3::format::compact::Predictor as CompactPredictor;
 use l3::inspect::Coding;
 use l3::{
-    ColorType, CompactOptions, DecodeOptions, EncodeOptions, Predictor, PredictorChoice,
-    PredictorSet, Profile, RawImage, Samples,
+    ColorType, CompactOptions, CompactPredictor, DecodeOptions, EncodeOptions, FastOptions,
+    FastPredictor, PredictorChoice, PredictorSet, ProfileOptions, RawImage, Samples,
 };
 use proptest::prelude::*;
 
@@ -109,10 +108,10 @@ fn content() -> impl Strategy<Value = Content> {
 fn predictor() -> impl Strategy<Value = PredictorChoice> {
     prop_oneof![
         Just(PredictorChoice::Best),
-        Just(PredictorChoice::Fixed(Predictor::None)),
-        Just(PredictorChoice::Fixed(Predictor::Up)),
-        Just(PredictorChoice::Fixed(Predictor::L3Paeth)),
-        Just(PredictorChoice::Fixed(Predictor::UpMean)),
+        Just(PredictorChoice::Fixed(FastPredictor::None)),
+        Just(PredictorChoice::Fixed(FastPredictor::Up)),
+        Just(PredictorChoice::Fixed(FastPredictor::L3Paeth)),
+        Just(PredictorChoice::Fixed(FastPredictor::UpMean)),
     ]
 }
 
@@ -138,7 +137,9 @@ proptest! {
         depth in prop_oneof![Just(8u8), Just(16u8)], content in content(),
         patch_log2 in 3u8..=7, predictor in predictor(), parallel in any::<bool>(), seed in any::<u64>()
     ) {
-        let options = EncodeOptions { patch_log2, predictor, parallel, ..Default::default() };
+        let options = EncodeOptions {
+            profile: ProfileOptions::Fast(FastOptions { predictor }), patch_log2, parallel, ..Default::default()
+        };
         round_trip(width, height, color, depth, content, options, seed);
     }
 
@@ -150,7 +151,7 @@ proptest! {
         seed in any::<u64>()
     ) {
         let options = EncodeOptions {
-            profile: Profile::Compact, patch_log2, compact, parallel, ..Default::default()
+            profile: ProfileOptions::Compact(compact), patch_log2, parallel, ..Default::default()
         };
         round_trip(width, height, color, depth, content, options, seed);
     }
@@ -183,7 +184,7 @@ fn compact_constant_images_cost_almost_nothing() {
     // One token per channel: zero-bit codes, so the file is headers only.
     for depth in [8, 16] {
         let options = EncodeOptions {
-            profile: Profile::Compact,
+            profile: ProfileOptions::Compact(Default::default()),
             ..Default::default()
         };
         let ins = round_trip(
@@ -206,7 +207,7 @@ fn compact_constant_images_cost_almost_nothing() {
 #[test]
 fn compact_is_smaller_than_fast_on_smooth_content_and_round_trips_noise() {
     let compact = EncodeOptions {
-        profile: Profile::Compact,
+        profile: ProfileOptions::Compact(Default::default()),
         ..Default::default()
     };
     let fast = round_trip(
@@ -254,7 +255,9 @@ fn constant_rows_use_bit_width_zero() {
 fn full_range_rows_use_the_full_depth() {
     for depth in [8u8, 16] {
         let options = EncodeOptions {
-            predictor: PredictorChoice::Fixed(Predictor::None),
+            profile: ProfileOptions::Fast(FastOptions {
+                predictor: PredictorChoice::Fixed(FastPredictor::None),
+            }),
             ..Default::default()
         };
         let ins = round_trip(
@@ -277,7 +280,9 @@ fn full_range_rows_use_the_full_depth() {
 #[test]
 fn noise_needs_full_depth_and_still_round_trips() {
     let options = EncodeOptions {
-        predictor: PredictorChoice::Fixed(Predictor::Up),
+        profile: ProfileOptions::Fast(FastOptions {
+            predictor: PredictorChoice::Fixed(FastPredictor::Up),
+        }),
         ..Default::default()
     };
     let ins = round_trip(128, 128, ColorType::Rgba, 8, Content::Noise, options, 99);

@@ -3,14 +3,14 @@
 
 mod common;
 
-use l3::format::compact::Predictor as CompactPredictor;
 use l3::{
-    CompactOptions, DecodeOptions, EncodeOptions, Predictor, PredictorChoice, PredictorSet, Profile,
+    CompactOptions, CompactPredictor, DecodeOptions, EncodeOptions, FastOptions, FastPredictor,
+    PredictorChoice, PredictorSet, ProfileOptions,
 };
 
 fn compact() -> EncodeOptions {
     EncodeOptions {
-        profile: Profile::Compact,
+        profile: ProfileOptions::Compact(Default::default()),
         ..Default::default()
     }
 }
@@ -67,13 +67,13 @@ fn every_readable_corpus_image_round_trips() {
         // Small images: every patch size and every fixed predictor too, in both profiles.
         if (image.width() as u64 * image.height() as u64) <= 64 * 64 {
             for patch_log2 in 3..=7 {
-                let fast = Predictor::ALL
+                let fast = FastPredictor::ALL
                     .map(PredictorChoice::Fixed)
                     .into_iter()
                     .chain([PredictorChoice::Best])
                     .map(|predictor| EncodeOptions {
                         patch_log2,
-                        predictor,
+                        profile: ProfileOptions::Fast(FastOptions { predictor }),
                         ..Default::default()
                     });
                 let compact = CompactPredictor::ALL
@@ -85,9 +85,8 @@ fn every_readable_corpus_image_round_trips() {
                     .into_iter()
                     .chain([CompactOptions::default()])
                     .map(|compact| EncodeOptions {
-                        profile: Profile::Compact,
+                        profile: ProfileOptions::Compact(compact),
                         patch_log2,
-                        compact,
                         ..Default::default()
                     });
                 for o in fast.chain(compact) {

@@ -118,7 +118,7 @@ impl Codec {
             Codec::L3 { profile, parallel } => Ok(l3::encode::encode(
                 &p.raw(),
                 &EncodeOptions {
-                    profile,
+                    profile: l3::ProfileOptions::default_for(profile),
                     parallel,
                     ..EncodeOptions::default()
                 },

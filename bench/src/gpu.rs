@@ -177,7 +177,7 @@ pub fn bench_gpu(
     let mut batches = Vec::new();
     for profile in [Profile::Fast, Profile::Compact] {
         let options = EncodeOptions {
-            profile,
+            profile: l3::ProfileOptions::default_for(profile),
             ..EncodeOptions::default()
         };
         let files: Vec<Vec<u8>> = images

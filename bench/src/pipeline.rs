@@ -138,7 +138,7 @@ fn bench_pipeline_l3(
     for (i, p) in images.iter().enumerate() {
         let path = dir.join(format!("{i}.{}.l3", profile.name()));
         let options = EncodeOptions {
-            profile,
+            profile: l3::ProfileOptions::default_for(profile),
             ..EncodeOptions::default()
         };
         std::fs::write(&path, l3::encode::encode(&p.raw(), &options)?)?;

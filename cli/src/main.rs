@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
 use fsio::Job;
-use l3::{DecodeOptions, EncodeOptions, Predictor, PredictorChoice};
+use l3::{DecodeOptions, EncodeOptions, FastPredictor, PredictorChoice, ProfileOptions};
 
 /// Extensions `l3 encode` picks up when given a directory.
 const IMAGE_EXTENSIONS: &[&str] = &[
@@ -319,20 +319,19 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
     if plan.is_empty() {
         bail!("no image files found in the inputs");
     }
+    let predictor = match a.predictor {
+        PredictorArg::Best => PredictorChoice::Best,
+        PredictorArg::None => PredictorChoice::Fixed(FastPredictor::None),
+        PredictorArg::Up => PredictorChoice::Fixed(FastPredictor::Up),
+        PredictorArg::L3Paeth => PredictorChoice::Fixed(FastPredictor::L3Paeth),
+        PredictorArg::UpMean => PredictorChoice::Fixed(FastPredictor::UpMean),
+    };
     let options = EncodeOptions {
         profile: match a.profile {
-            ProfileArg::Fast => l3::Profile::Fast,
-            ProfileArg::Compact => l3::Profile::Compact,
+            ProfileArg::Fast => ProfileOptions::Fast(l3::FastOptions { predictor }),
+            ProfileArg::Compact => ProfileOptions::Compact(l3::CompactOptions::default()),
         },
         patch_log2: a.patch_size.trailing_zeros() as u8,
-        predictor: match a.predictor {
-            PredictorArg::Best => PredictorChoice::Best,
-            PredictorArg::None => PredictorChoice::Fixed(Predictor::None),
-            PredictorArg::Up => PredictorChoice::Fixed(Predictor::Up),
-            PredictorArg::L3Paeth => PredictorChoice::Fixed(Predictor::L3Paeth),
-            PredictorArg::UpMean => PredictorChoice::Fixed(Predictor::UpMean),
-        },
-        compact: l3::CompactOptions::default(),
         parallel: true,
     };
     let mut dirs: Vec<&Path> = plan.iter().filter_map(|(_, o)| o.parent()).collect();
@@ -450,7 +449,7 @@ fn encode_one(
 
 /// Reads a source image (PNG, JPEG, ...) within the command line's output-size limit.
 fn read_source(path: &Path) -> Result<image::DynamicImage> {
-    Ok(l3::encode::read_image_limited(
+    Ok(l3::image_support::read_image_limited(
         path,
         limits().max_output_bytes,
     )?)
@@ -601,7 +600,7 @@ fn decode_on_gpu(
                 ))
             } else {
                 write_image(
-                    &l3::decode::image_from_samples(header, gpu_to_native(pixels, header)),
+                    &l3::image_support::image_from_samples(header, gpu_to_native(pixels, header)),
                     out,
                 )
             };
@@ -716,7 +715,7 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
             predictor_counts,
             nbit_counts,
         } => {
-            let preds: Vec<String> = l3::Predictor::ALL
+            let preds: Vec<String> = l3::FastPredictor::ALL
                 .iter()
                 .map(|p| format!("{} {}", p.name(), predictor_counts[*p as usize]))
                 .collect();
@@ -735,7 +734,7 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
             predictor_counts,
             header_bits,
         } => {
-            use l3::format::compact::{Predictor as P, Transform as T};
+            use l3::{format::compact::Transform as T, CompactPredictor as P};
             println!(
                 "  transforms {} {}, {} {}",
                 T::None.name(),
@@ -858,10 +857,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
             let px = image.width() as u64 * image.height() as u64;
             let mut row = Vec::new();
             for (k, &profile) in profiles.iter().enumerate() {
-                let options = EncodeOptions {
-                    profile,
-                    ..Default::default()
-                };
+                let options = EncodeOptions::for_profile(profile);
                 // Best of 3 encodes, then best of 3 decodes into one reused buffer.
                 let mut enc = f64::MAX;
                 let mut encoded = Vec::new();

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let patch_log2 = params[2] % 5 + 3;
     let predictor = match params[3] % 5 {
         0 => l3::PredictorChoice::Best,
-        n => l3::PredictorChoice::Fixed(l3::Predictor::from_id(n - 1).unwrap()),
+        n => l3::PredictorChoice::Fixed(l3::FastPredictor::from_id(n - 1).unwrap()),
     };
     let sixteen = params[3] & 0x80 != 0;
     let per_pixel = channels as usize * if sixteen { 2 } else { 1 };

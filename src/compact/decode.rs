@@ -5,13 +5,16 @@
 
 use super::huffman::{self, LUT_PAIR, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
 
-use crate::bits::{window, BitReader};
-use crate::decode::{check_stream_end, interleave_u16, interleave_u8, Avx2, StreamError};
+use super::predict::prediction_from_above;
+use crate::codec::bits::{window, BitReader};
+use crate::codec::planes::check_padding;
+use crate::codec::simd::{avx2_dispatch, Avx2};
+use crate::codec::sink::BandSink;
 use crate::error::FormatError;
 use crate::format::compact::{
-    alphabet_size, prediction_from_above, segments, unzigzag, Predictor, Transform,
-    CODE_LENGTH_BITS, PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
-    SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    alphabet_size, segments, unzigzag, CompactPredictor, Transform, CODE_LENGTH_BITS,
+    PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, SEGMENT_WIDTH_MAX,
+    TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::{FileLayout, Header};
 
@@ -75,7 +78,7 @@ impl CompactError {
 /// One channel's header.
 #[derive(Debug, Clone)]
 pub(crate) struct ChannelHeader {
-    pub predictor: Predictor,
+    pub predictor: CompactPredictor,
     /// Code length per token (0 = unused), `alphabet_size(depth)` long.
     pub lengths: [u8; MAX_TOKENS],
     /// Bit offset of each segment in the stream, and one past the last.
@@ -127,7 +130,8 @@ pub(crate) fn parse_patch_header(
     for c in 0..h.channels() {
         let header_start = r.position();
         let id = r.read(PREDICTOR_BITS);
-        let predictor = Predictor::from_id(id).ok_or(field(c, "predictor", id, "must be 0..=5"))?;
+        let predictor =
+            CompactPredictor::from_id(id).ok_or(field(c, "predictor", id, "must be 0..=5"))?;
         let ntok = r.read(TOKEN_COUNT_BITS);
         if ntok == 0 || ntok > ntok_max {
             return Err(field(
@@ -201,10 +205,7 @@ pub(crate) fn parse_patch_header(
             reason: "segments end past the end of the stream",
         });
     }
-    check_stream_end(stream, at).map_err(|e| match e {
-        StreamError::Trailing { used } => CompactError::Trailing { used: used - 1 },
-        _ => unreachable!("check_stream_end only reports trailing data"),
-    })?;
+    check_padding(stream, at).map_err(|used| CompactError::Trailing { used })?;
     Ok(PatchHeader {
         transform,
         channels,
@@ -414,40 +415,39 @@ fn decode_row_and_next<'a, const C: usize>(
     bad
 }
 
-/// Decodes one patch into its band (the output rows of its patch row).
-pub(crate) fn decode_patch_into_band(
+/// Decodes the patches of band `band` (one patch row) of a validated layout into `sink`.
+pub(crate) fn decode_band<S: BandSink>(
     layout: &FileLayout,
-    patch: usize,
-    band: &mut [u8],
-    scratch: &mut Scratch,
+    band: usize,
+    sink: &mut S,
 ) -> crate::Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(avx2) = Avx2::detect() {
-        // SAFETY: `avx2` proves the CPU supports AVX2, the function's only requirement; it
-        // runs the same safe code as the portable path, compiled for AVX2.
-        return unsafe { decode_patch_avx2(layout, patch, band, scratch, avx2) };
+    let h = &layout.header;
+    let mut scratch = Scratch::new(h);
+    let first = band * h.patches_x() as usize;
+    for patch in first..first + h.patches_x() as usize {
+        decode_patch(layout, patch, sink, &mut scratch)?;
     }
-    decode_patch_portable(layout, patch, band, scratch)
+    Ok(())
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn decode_patch_avx2(
-    layout: &FileLayout,
-    patch: usize,
-    band: &mut [u8],
-    scratch: &mut Scratch,
-    _proof: Avx2,
-) -> crate::Result<()> {
-    decode_patch_portable(layout, patch, band, scratch)
+avx2_dispatch! {
+    /// Decodes one patch into its band's sink; with AVX2 code generation where the CPU has
+    /// it.
+    pub(crate) fn decode_patch<S: BandSink>(
+        layout: &FileLayout,
+        patch: usize,
+        sink: &mut S,
+        scratch: &mut Scratch,
+    ) -> crate::Result<()> => decode_patch_portable;
 }
 
 #[inline(always)]
-pub(crate) fn decode_patch_portable(
+pub(crate) fn decode_patch_portable<S: BandSink>(
     layout: &FileLayout,
     patch: usize,
-    band: &mut [u8],
+    sink: &mut S,
     scratch: &mut Scratch,
+    _avx2: Option<Avx2>,
 ) -> crate::Result<()> {
     let h = &layout.header;
     let (x0, _, pw, ph) = h.patch_rect(patch as u64);
@@ -457,20 +457,20 @@ pub(crate) fn decode_patch_portable(
     let stream = layout.stream(patch);
     let header = parse_patch_header(h, stream, ph).map_err(fail)?;
     match h.channels() {
-        1 => decode_patch_rows::<1>(layout, patch, &header, band, scratch, (x0, pw, ph)),
-        2 => decode_patch_rows::<2>(layout, patch, &header, band, scratch, (x0, pw, ph)),
-        3 => decode_patch_rows::<3>(layout, patch, &header, band, scratch, (x0, pw, ph)),
-        _ => decode_patch_rows::<4>(layout, patch, &header, band, scratch, (x0, pw, ph)),
+        1 => decode_patch_rows::<1, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
+        2 => decode_patch_rows::<2, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
+        3 => decode_patch_rows::<3, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
+        _ => decode_patch_rows::<4, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
     }
     .map_err(|e| fail(e).into())
 }
 
 #[inline(always)]
-fn decode_patch_rows<const C: usize>(
+fn decode_patch_rows<const C: usize, S: BandSink>(
     layout: &FileLayout,
     patch: usize,
     header: &PatchHeader,
-    band: &mut [u8],
+    sink: &mut S,
     scratch: &mut Scratch,
     (x0, pw, ph): (u32, u32, u32),
 ) -> Result<(), CompactError> {
@@ -503,9 +503,6 @@ fn decode_patch_rows<const C: usize>(
         }
     }
     scratch.previous.fill(0);
-    let row_len = h.width as usize * C * h.bytes_per_sample();
-    let dst_start = x0 * C * h.bytes_per_sample();
-    let dst_len = pw * C * h.bytes_per_sample();
     let keep: [u16; C] = std::array::from_fn(|c| {
         if header.channels[c].predictor.is_left_type() {
             u16::MAX
@@ -626,7 +623,6 @@ fn decode_patch_rows<const C: usize>(
                 }
             }
         }
-        let out_row = &mut band[y * row_len..(y + 1) * row_len];
         let rows = if header.transform == Transform::SubtractGreen {
             let (cur, out) = (&scratch.current, &mut scratch.output);
             out[..C * stride].copy_from_slice(&cur[..C * stride]);
@@ -643,12 +639,7 @@ fn decode_patch_rows<const C: usize>(
         } else {
             &scratch.current
         };
-        let dst = &mut out_row[dst_start..dst_start + dst_len];
-        if depth == 8 {
-            interleave_u8::<C>(rows, stride, 0, dst);
-        } else {
-            interleave_u16::<C>(rows, stride, 0, dst);
-        }
+        sink.put_row::<C>(rows, stride, 0, y, x0, pw);
         std::mem::swap(&mut scratch.previous, &mut scratch.current);
     }
     for (s, p) in pos.iter().enumerate().take(segs) {

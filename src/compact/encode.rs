@@ -3,11 +3,15 @@
 //! segments (see [`crate::format::compact`]).
 
 use super::huffman::{self, MAX_TOKENS};
-use crate::bits::BitWriter;
-use crate::encode::{extract_plane, CompactOptions, RawImage, Samples};
+use super::predict::prediction_from_above;
+use super::CompactOptions;
+use crate::codec::bits::BitWriter;
+use crate::codec::planes::extract_plane;
+use crate::codec::simd::{avx2_dispatch, Avx2};
+use crate::encode::{RawImage, Samples};
 use crate::format::compact::{
-    alphabet_size, pair_token, prediction_from_above, segments, token_base, token_count, token_of,
-    zigzag, Predictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS, PREDICTOR_BITS,
+    alphabet_size, pair_token, segments, token_base, token_count, token_of, zigzag,
+    CompactPredictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS, PREDICTOR_BITS,
     SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::Header;
@@ -41,7 +45,7 @@ fn for_each_row(
     plane: &[u16],
     pw: usize,
     depth: u32,
-    predictor: Predictor,
+    predictor: CompactPredictor,
     step: usize,
     mut sink: impl FnMut(&[u32]),
 ) {
@@ -97,7 +101,7 @@ fn row_symbols(z: &[u32], depth: u8, pairs: bool, mut sink: impl FnMut(u32, u32,
 /// How one channel of a patch is coded.
 #[derive(Debug, Clone, Copy)]
 struct ChannelChoice {
-    predictor: Predictor,
+    predictor: CompactPredictor,
     pairs: bool,
     /// Estimated bits.
     bits: f64,
@@ -107,7 +111,7 @@ struct ChannelChoice {
 /// order-0 entropy of its tokens plus their raw bits plus the code table. Ranks choices; the
 /// real code is a few % larger.
 #[inline(always)]
-fn estimate_bits(plane: &[u16], pw: usize, depth: u8, predictor: Predictor) -> [f64; 2] {
+fn estimate_bits(plane: &[u16], pw: usize, depth: u8, predictor: CompactPredictor) -> [f64; 2] {
     // Four interleaved histograms: runs of one token (e.g. zeros) would otherwise make each
     // increment wait for the previous one's store.
     let mut split = [[0u32; MAX_TOKENS]; 4];
@@ -192,11 +196,11 @@ fn entropy_bits(hist: &[u32]) -> f64 {
 #[inline(always)]
 fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) -> ChannelChoice {
     let mut best = ChannelChoice {
-        predictor: Predictor::Gradient,
+        predictor: CompactPredictor::Gradient,
         pairs: false,
         bits: f64::INFINITY,
     };
-    for predictor in Predictor::ALL {
+    for predictor in CompactPredictor::ALL {
         if !options.predictors.contains(predictor) {
             continue;
         }
@@ -214,33 +218,15 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
     best
 }
 
-/// Encodes one patch as a compact stream.
-pub(crate) fn encode_patch(
-    image: &RawImage,
-    header: &Header,
-    options: &CompactOptions,
-    patch: u64,
-    scratch: &mut PatchScratch,
-) -> Vec<u8> {
-    #[cfg(target_arch = "x86_64")]
-    if crate::decode::Avx2::detect().is_some() {
-        // SAFETY: the CPU supports AVX2 (checked just above), the only requirement of the
-        // function; it runs the same safe code as the portable path, compiled for AVX2.
-        return unsafe { encode_patch_avx2(image, header, options, patch, scratch) };
-    }
-    encode_patch_portable(image, header, options, patch, scratch)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn encode_patch_avx2(
-    image: &RawImage,
-    header: &Header,
-    options: &CompactOptions,
-    patch: u64,
-    scratch: &mut PatchScratch,
-) -> Vec<u8> {
-    encode_patch_portable(image, header, options, patch, scratch)
+avx2_dispatch! {
+    /// Encodes one patch as a compact stream; with AVX2 code generation where the CPU has it.
+    pub(crate) fn encode_patch(
+        image: &RawImage,
+        header: &Header,
+        options: &CompactOptions,
+        patch: u64,
+        scratch: &mut PatchScratch,
+    ) -> Vec<u8> => encode_patch_portable;
 }
 
 /// The encoder's work for one patch; inlined into the AVX2 copy above so the residual
@@ -252,6 +238,7 @@ pub(crate) fn encode_patch_portable(
     options: &CompactOptions,
     patch: u64,
     scratch: &mut PatchScratch,
+    _avx2: Option<Avx2>,
 ) -> Vec<u8> {
     let (x0, y0, pw, ph) = header.patch_rect(patch);
     let rect = (x0 as usize, y0 as usize, pw as usize, ph as usize);

@@ -3,9 +3,9 @@
 //! same inputs and compare; the twins also document what each kernel computes.
 
 use super::{flags, ImageInfo, Params};
+use crate::fast::predict::predict_one;
 use crate::format::compact::{self as cf, token_count, unzigzag};
-use crate::predict::predict_one;
-use crate::Predictor;
+use crate::FastPredictor;
 
 const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
 
@@ -198,7 +198,7 @@ fn decode_streams(
         let pw = ps.min(img.width - x0);
         let ph = ps.min(img.height - y0);
         let depth = img.depth;
-        let nb = crate::format::nbit_field_bits(depth as u8);
+        let nb = crate::format::fast::nbit_field_bits(depth as u8);
         let mask = (1u32 << depth) - 1;
         let start = offsets[g as usize];
         let size = sizes[g as usize];
@@ -211,11 +211,11 @@ fn decode_streams(
             errors[slot] |= flags::RANGE;
             continue;
         }
-        let Some(pred) = Predictor::from_id(read_byte(input_words, start) as u8) else {
+        let Some(pred) = FastPredictor::from_id(read_byte(input_words, start) as u8) else {
             errors[slot] |= flags::PREDICTOR;
             continue;
         };
-        let prefix = crate::format::STREAM_PREFIX_LEN as u32;
+        let prefix = crate::format::fast::STREAM_PREFIX_LEN as u32;
         let bits_base = start + prefix;
         let total_bits = (size - prefix) * 8;
         let mut pos = 0u32;
@@ -244,7 +244,7 @@ fn decode_streams(
             for x in 0..pw {
                 let d = read_bits(input_words, bits_base, dpos + x * nbit, nbit);
                 let mut p = 0;
-                if row > 0 && pred != Predictor::None {
+                if row > 0 && pred != FastPredictor::None {
                     let up = &rows[1 - cur];
                     let b = up[x as usize];
                     let a = if x > 0 { up[x as usize - 1] } else { b };
@@ -305,7 +305,7 @@ struct CompactHeader {
 }
 
 fn is_left_type(predictor: u32) -> bool {
-    cf::Predictor::from_id(predictor).is_some_and(|p| p.is_left_type())
+    cf::CompactPredictor::from_id(predictor).is_some_and(|p| p.is_left_type())
 }
 
 /// Twin of `cp_take`: reads header bits of the stream of `stream_bits` bits at byte `start`,
@@ -369,7 +369,7 @@ fn cp_parse_header(
     let max_len = cf::MAX_CODE_LEN;
     for c in 0..channels as usize {
         let predictor = r.take(cf::PREDICTOR_BITS);
-        if cf::Predictor::from_id(predictor).is_none() {
+        if cf::CompactPredictor::from_id(predictor).is_none() {
             return Err(flags::PREDICTOR);
         }
         h.predictor[c] = predictor;
@@ -598,13 +598,17 @@ fn cp_decode_row(
 fn cp_from_above(predictor: u32, up: &[u32], x: usize, pw: usize) -> u32 {
     let b = up[x];
     let a = up[x.max(1) - 1];
-    match cf::Predictor::from_id(predictor) {
-        Some(cf::Predictor::Up) => b,
-        Some(cf::Predictor::Gradient) if x > 0 => b.wrapping_sub(a),
-        Some(cf::Predictor::HalfGradient) if x > 0 => ((b as i32 - a as i32) >> 1) as u32,
-        Some(cf::Predictor::Left) if x > 0 => 0,
-        Some(cf::Predictor::Gradient | cf::Predictor::HalfGradient | cf::Predictor::Left) => b,
-        Some(cf::Predictor::UpMean) => (a + up[(x + 1).min(pw - 1)]) >> 1,
+    match cf::CompactPredictor::from_id(predictor) {
+        Some(cf::CompactPredictor::Up) => b,
+        Some(cf::CompactPredictor::Gradient) if x > 0 => b.wrapping_sub(a),
+        Some(cf::CompactPredictor::HalfGradient) if x > 0 => ((b as i32 - a as i32) >> 1) as u32,
+        Some(cf::CompactPredictor::Left) if x > 0 => 0,
+        Some(
+            cf::CompactPredictor::Gradient
+            | cf::CompactPredictor::HalfGradient
+            | cf::CompactPredictor::Left,
+        ) => b,
+        Some(cf::CompactPredictor::UpMean) => (a + up[(x + 1).min(pw - 1)]) >> 1,
         _ => 0,
     }
 }

@@ -1752,11 +1752,11 @@ mod tests {
             // Both format versions: version 2 has one stream per patch.
             let opts = EncodeOptions {
                 patch_log2: 3 + (i % 4) as u8,
-                profile: if i % 2 == 0 {
+                profile: crate::ProfileOptions::default_for(if i % 2 == 0 {
                     crate::Profile::Compact
                 } else {
                     crate::Profile::Fast
-                },
+                }),
                 ..Default::default()
             };
             files.push(encode(&image, &opts).unwrap());

@@ -47,13 +47,13 @@ pub fn prelude() -> String {
     use crate::format;
     use crate::format::compact as cf;
     let consts: &[(&str, u32)] = &[
-        ("NBIT_FIELD_BITS_8", format::nbit_field_bits(8)),
-        ("NBIT_FIELD_BITS_16", format::nbit_field_bits(16)),
+        ("NBIT_FIELD_BITS_8", format::fast::nbit_field_bits(8)),
+        ("NBIT_FIELD_BITS_16", format::fast::nbit_field_bits(16)),
         (
             "PREDICTOR_MAX_ID",
-            format::Predictor::ALL[format::Predictor::ALL.len() - 1] as u32,
+            format::fast::FastPredictor::ALL[format::fast::FastPredictor::ALL.len() - 1] as u32,
         ),
-        ("STREAM_PREFIX_LEN", format::STREAM_PREFIX_LEN as u32),
+        ("STREAM_PREFIX_LEN", format::fast::STREAM_PREFIX_LEN as u32),
         ("MAX_PATCH", 1 << format::PATCH_LOG2_MAX),
         ("WG", super::DECODE_WORKGROUP_SIZE),
         ("ERR_PREDICTOR", super::flags::PREDICTOR),
@@ -76,17 +76,17 @@ pub fn prelude() -> String {
         ("COMPACT_PREDICTOR_BITS", cf::PREDICTOR_BITS),
         (
             "COMPACT_PREDICTOR_MAX_ID",
-            cf::Predictor::ALL[cf::Predictor::ALL.len() - 1] as u32,
+            cf::CompactPredictor::ALL[cf::CompactPredictor::ALL.len() - 1] as u32,
         ),
-        ("PREDICTOR_NONE", cf::Predictor::None as u32),
-        ("PREDICTOR_UP", cf::Predictor::Up as u32),
-        ("PREDICTOR_GRADIENT", cf::Predictor::Gradient as u32),
-        ("PREDICTOR_LEFT", cf::Predictor::Left as u32),
+        ("PREDICTOR_NONE", cf::CompactPredictor::None as u32),
+        ("PREDICTOR_UP", cf::CompactPredictor::Up as u32),
+        ("PREDICTOR_GRADIENT", cf::CompactPredictor::Gradient as u32),
+        ("PREDICTOR_LEFT", cf::CompactPredictor::Left as u32),
         (
             "PREDICTOR_HALF_GRADIENT",
-            cf::Predictor::HalfGradient as u32,
+            cf::CompactPredictor::HalfGradient as u32,
         ),
-        ("PREDICTOR_UP_MEAN", cf::Predictor::UpMean as u32),
+        ("PREDICTOR_UP_MEAN", cf::CompactPredictor::UpMean as u32),
         ("TOKEN_COUNT_BITS", cf::TOKEN_COUNT_BITS),
         ("CODE_LENGTH_BITS", cf::CODE_LENGTH_BITS),
         ("MAX_CODE_LEN", cf::MAX_CODE_LEN),

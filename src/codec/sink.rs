@@ -1,0 +1,161 @@
+//! Where the CPU decoders put decoded rows: one *band* (the image rows of one patch row) of
+//! an output in some [`OutputLayout`]. Both codecs decode a patch row by row into per-channel
+//! `u16` rows and hand each to a [`BandSink`], so every layout is written inside the decoder's
+//! row loop, each output element once (no decode-then-convert pass).
+//!
+//! A new layout is a new sink here and an arm in [`crate::decode::decode_to_layout`] (and a
+//! `put_sample` in `shaders/output/` for the GPU).
+
+use super::planes::{interleave_u16, interleave_u8};
+use crate::format::Header;
+use crate::layout::Normalize;
+
+/// Receives the decoded rows of the patches of one band.
+pub(crate) trait BandSink {
+    /// Writes row `y` (counted from the band's top) of a patch whose left edge is column
+    /// `x0`: channel `c`'s `pw` samples are `rows[c * stride + offset..][..pw]`, already
+    /// reduced to the sample depth.
+    fn put_row<const C: usize>(
+        &mut self,
+        rows: &[u16],
+        stride: usize,
+        offset: usize,
+        y: usize,
+        x0: usize,
+        pw: usize,
+    );
+}
+
+/// A band of interleaved (HWC) u8 or u16 output: `out` holds the band's whole rows.
+pub(crate) struct InterleavedBand<'a> {
+    out: &'a mut [u8],
+    row_len: usize,
+    bytes_per_sample: usize,
+    depth: u8,
+}
+
+impl<'a> InterleavedBand<'a> {
+    /// The band of `h`'s interleaved output whose bytes are `out`.
+    pub(crate) fn new(h: &Header, out: &'a mut [u8]) -> Self {
+        let bytes_per_sample = h.bytes_per_sample();
+        InterleavedBand {
+            out,
+            row_len: h.width as usize * h.channels() as usize * bytes_per_sample,
+            bytes_per_sample,
+            depth: h.depth,
+        }
+    }
+}
+
+impl BandSink for InterleavedBand<'_> {
+    #[inline(always)]
+    fn put_row<const C: usize>(
+        &mut self,
+        rows: &[u16],
+        stride: usize,
+        offset: usize,
+        y: usize,
+        x0: usize,
+        pw: usize,
+    ) {
+        let start = y * self.row_len + x0 * C * self.bytes_per_sample;
+        let dst = &mut self.out[start..start + pw * C * self.bytes_per_sample];
+        if self.depth == 8 {
+            interleave_u8::<C>(rows, stride, offset, dst);
+        } else {
+            interleave_u16::<C>(rows, stride, offset, dst);
+        }
+    }
+}
+
+/// [`Normalize::apply`] of every 8-bit value, per channel: the exact same f32 values, one
+/// table lookup per sample instead of two divisions.
+pub(crate) type NormalizeTable = [[f32; 256]; 4];
+
+/// The [`NormalizeTable`] of `norm` for 8-bit samples.
+pub(crate) fn normalize_table(norm: &Normalize) -> Box<NormalizeTable> {
+    let mut table = Box::new([[0f32; 256]; 4]);
+    for (c, row) in table.iter_mut().enumerate() {
+        for (v, o) in row.iter_mut().enumerate() {
+            *o = norm.apply(v as u32, 8, c);
+        }
+    }
+    table
+}
+
+/// A band of planar (CHW) normalised f32 output: `planes[c]` holds channel `c`'s rows of the
+/// band (`width` each).
+pub(crate) struct F32ChwBand<'a> {
+    planes: [&'a mut [f32]; 4],
+    width: usize,
+    depth: u8,
+    norm: Normalize,
+    table: &'a NormalizeTable,
+}
+
+impl<'a> F32ChwBand<'a> {
+    /// The band whose channel rows are `planes` (unused channels empty); `table` is
+    /// [`normalize_table`] of `norm` (used for 8-bit images).
+    pub(crate) fn new(
+        h: &Header,
+        planes: [&'a mut [f32]; 4],
+        norm: Normalize,
+        table: &'a NormalizeTable,
+    ) -> Self {
+        F32ChwBand {
+            planes,
+            width: h.width as usize,
+            depth: h.depth,
+            norm,
+            table,
+        }
+    }
+}
+
+impl BandSink for F32ChwBand<'_> {
+    #[inline(always)]
+    fn put_row<const C: usize>(
+        &mut self,
+        rows: &[u16],
+        stride: usize,
+        offset: usize,
+        y: usize,
+        x0: usize,
+        pw: usize,
+    ) {
+        let start = y * self.width + x0;
+        for c in 0..C {
+            let src = &rows[c * stride + offset..c * stride + offset + pw];
+            let dst = &mut self.planes[c][start..start + pw];
+            if self.depth == 8 {
+                let table = &self.table[c];
+                for (o, &v) in dst.iter_mut().zip(src) {
+                    *o = table[(v & 0xff) as usize];
+                }
+            } else {
+                for (o, &v) in dst.iter_mut().zip(src) {
+                    *o = self.norm.apply(v as u32, 16, c);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_holds_exactly_what_apply_computes() {
+        let norm = Normalize::IMAGENET;
+        let table = normalize_table(&norm);
+        for c in 0..4 {
+            for v in 0..256u32 {
+                assert_eq!(
+                    table[c][v as usize].to_bits(),
+                    norm.apply(v, 8, c).to_bits()
+                );
+            }
+        }
+    }
+}

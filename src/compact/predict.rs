@@ -1,0 +1,41 @@
+//! The compact profile's prediction arithmetic, shared by its encoder and CPU decoder (and
+//! mirrored by `shaders/shared/decode_compact.wgsl`).
+
+use crate::format::compact::CompactPredictor;
+
+/// The part of the prediction that depends on the row above only, for each column:
+/// the whole prediction for up-type predictors; `g` (and `b` in column 0) for left-type
+/// ones. Values mod 2^16; callers reduce to the depth.
+#[inline(always)]
+pub fn prediction_from_above(predictor: CompactPredictor, up: &[u16], g: &mut [u16]) {
+    let n = up.len();
+    debug_assert!(g.len() >= n && n > 0);
+    let g = &mut g[..n];
+    match predictor {
+        CompactPredictor::None => g.fill(0),
+        CompactPredictor::Up => g.copy_from_slice(up),
+        CompactPredictor::Left => {
+            g.fill(0);
+            g[0] = up[0];
+        }
+        CompactPredictor::Gradient => {
+            g[0] = up[0];
+            for ((o, &b), &a) in g[1..].iter_mut().zip(&up[1..]).zip(up) {
+                *o = b.wrapping_sub(a);
+            }
+        }
+        CompactPredictor::HalfGradient => {
+            g[0] = up[0];
+            for ((o, &b), &a) in g[1..].iter_mut().zip(&up[1..]).zip(up) {
+                *o = ((b as i32 - a as i32) >> 1) as u16;
+            }
+        }
+        CompactPredictor::UpMean => {
+            for x in 0..n {
+                let a = up[x.saturating_sub(1)] as u32;
+                let c = up[(x + 1).min(n - 1)] as u32;
+                g[x] = ((a + c) >> 1) as u16;
+            }
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The fast profile's CPU decoder (format version 1): one (patch, channel) stream at a time,
+//! rows unpacked at their fixed bit width (hand-written AVX2 unpacking where the CPU has it)
+//! and predicted from the row above, then handed to the band's [`BandSink`].
+
+use super::predict::predict_row;
+use crate::codec::bits::BitReader;
+use crate::codec::planes::check_padding;
+use crate::codec::simd::{avx2_dispatch, Avx2};
+use crate::codec::sink::BandSink;
+use crate::error::{FormatError, Result};
+use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
+use crate::format::{FileLayout, Header};
+
+/// Decodes the patches of band `band` (one patch row) of a validated layout into `sink`.
+pub(crate) fn decode_band<S: BandSink>(
+    layout: &FileLayout,
+    band: usize,
+    sink: &mut S,
+) -> Result<()> {
+    let h = &layout.header;
+    let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize);
+    let first = band * h.patches_x() as usize;
+    for patch in first..first + h.patches_x() as usize {
+        decode_patch(layout, patch, sink, &mut scratch)?;
+    }
+    Ok(())
+}
+
+/// Per-thread buffers: one plane per channel and two row buffers of the patch size.
+struct Scratch {
+    planes: Vec<u16>,
+    deltas: Vec<u16>,
+    prediction: Vec<u16>,
+}
+
+impl Scratch {
+    fn new(patch_size: usize, channels: usize) -> Self {
+        Scratch {
+            planes: vec![0; patch_size * patch_size * channels],
+            deltas: vec![0; patch_size],
+            prediction: vec![0; patch_size],
+        }
+    }
+}
+
+avx2_dispatch! {
+    /// Decodes one patch, all channels, into its band; with AVX2 code generation where the
+    /// CPU has it.
+    fn decode_patch<S: BandSink>(
+        layout: &FileLayout,
+        patch: usize,
+        sink: &mut S,
+        scratch: &mut Scratch,
+    ) -> Result<()> => decode_patch_portable;
+}
+
+/// The decoder's work for one patch; everything it calls is inlined so the AVX2 copy above
+/// vectorises all of it. `avx2` (a constant at each call site, so the check folds away)
+/// selects the hand-written AVX2 bit unpacking.
+#[inline(always)]
+fn decode_patch_portable<S: BandSink>(
+    layout: &FileLayout,
+    patch: usize,
+    sink: &mut S,
+    scratch: &mut Scratch,
+    avx2: Option<Avx2>,
+) -> Result<()> {
+    let h = &layout.header;
+    let channels = h.channels() as usize;
+    let (x0, _, pw, ph) = h.patch_rect(patch as u64);
+    let (x0, pw, ph) = (x0 as usize, pw as usize, ph as usize);
+    let plane_len = pw * ph;
+    for c in 0..channels {
+        let index = patch * channels + c;
+        let start = layout.offsets[index] as usize;
+        decode_stream(
+            h,
+            layout.data,
+            start..start + layout.stream_size(index) as usize,
+            pw,
+            &mut scratch.planes[c * plane_len..(c + 1) * plane_len],
+            (&mut scratch.deltas[..pw], &mut scratch.prediction[..pw]),
+            avx2,
+        )
+        .map_err(|e| {
+            e.at(
+                h.stream_pos(patch as u64, c as u8, start as u64),
+                layout.stream_size(index),
+                h.depth,
+            )
+        })?;
+    }
+    let planes = &scratch.planes[..channels * plane_len];
+    for y in 0..ph {
+        match channels {
+            1 => sink.put_row::<1>(planes, plane_len, y * pw, y, x0, pw),
+            2 => sink.put_row::<2>(planes, plane_len, y * pw, y, x0, pw),
+            3 => sink.put_row::<3>(planes, plane_len, y * pw, y, x0, pw),
+            _ => sink.put_row::<4>(planes, plane_len, y * pw, y, x0, pw),
+        }
+    }
+    Ok(())
+}
+
+/// A stream error before its position is known; [`StreamError::at`] names the stream.
+pub(crate) enum StreamError {
+    UnknownPredictor(u8),
+    BadBitWidth { row: u32, nbit: u32 },
+    Overrun { row: u32 },
+    Trailing { used: u64 },
+}
+
+impl StreamError {
+    /// The full error, naming the stream, its size and the sample depth.
+    pub(crate) fn at(self, pos: crate::error::StreamPos, size: u32, depth: u8) -> FormatError {
+        match self {
+            StreamError::UnknownPredictor(id) => FormatError::UnknownPredictor { pos, id },
+            StreamError::BadBitWidth { row, nbit } => FormatError::BadBitWidth {
+                pos,
+                row,
+                nbit,
+                depth: depth as u32,
+            },
+            StreamError::Overrun { row } => FormatError::StreamOverrun { pos, row, size },
+            StreamError::Trailing { used } => FormatError::StreamTrailingData { pos, size, used },
+        }
+    }
+}
+
+/// Decodes one (patch, channel) stream, bytes `stream` of `file`, into `plane`
+/// (`pw` wide, `plane.len() / pw` rows). The CPU twin of `shaders/decode.wgsl`: same field
+/// order, same checks. Bit fields are read with 8-byte loads that may extend past the stream
+/// into the rest of the file (never past the file: rows near its end take the slow path); only
+/// bits inside the stream are used, since each row's length is checked against it first.
+#[inline(always)]
+pub(crate) fn decode_stream(
+    h: &Header,
+    file: &[u8],
+    stream: std::ops::Range<usize>,
+    pw: usize,
+    plane: &mut [u16],
+    (deltas, prediction): (&mut [u16], &mut [u16]),
+    avx2: Option<Avx2>,
+) -> Result<(), StreamError> {
+    let depth = h.depth as u32;
+    let mask = ((1u32 << depth) - 1) as u16;
+    let nb = nbit_field_bits(h.depth);
+    // parse_file guarantees the stream holds at least the predictor byte.
+    let (start, len) = (stream.start, stream.len());
+    let id = file[start];
+    let predictor = FastPredictor::from_id(id).ok_or(StreamError::UnknownPredictor(id))?;
+    let payload_start = start + STREAM_PREFIX_LEN;
+    let payload_bits = (len - STREAM_PREFIX_LEN) as u64 * 8;
+    // The reader sees the file from the payload on; positions are relative to the payload.
+    let bytes = &file[payload_start..];
+    let mut r = BitReader::new(bytes);
+    for row_index in 0..plane.len() / pw {
+        let row_no = row_index as u32;
+        if r.position() + (nb + depth) as u64 > payload_bits {
+            return Err(StreamError::Overrun { row: row_no });
+        }
+        // nbit and base in one read (at most 5 + 16 bits).
+        let fields = r.read(nb + depth);
+        let nbit = fields & ((1 << nb) - 1);
+        if nbit > depth {
+            return Err(StreamError::BadBitWidth { row: row_no, nbit });
+        }
+        let base = (fields >> nb) as u16;
+        let row_bits = pw as u64 * nbit as u64;
+        if r.position() + row_bits > payload_bits {
+            return Err(StreamError::Overrun { row: row_no });
+        }
+        unpack_row(bytes, r.position(), nbit, deltas, avx2);
+        r.skip(row_bits);
+        let (above, rest) = plane.split_at_mut(row_index * pw);
+        let row = &mut rest[..pw];
+        if row_index == 0 || predictor == FastPredictor::None {
+            for (o, &d) in row.iter_mut().zip(deltas.iter()) {
+                *o = base.wrapping_add(d) & mask;
+            }
+        } else if predictor == FastPredictor::Up {
+            // The most common predictor, fused with the addition: no prediction buffer.
+            let up = &above[(row_index - 1) * pw..];
+            for ((o, &d), &p) in row.iter_mut().zip(deltas.iter()).zip(up) {
+                *o = p.wrapping_add(base).wrapping_add(d) & mask;
+            }
+        } else {
+            predict_row(predictor, &above[(row_index - 1) * pw..], prediction);
+            for ((o, &d), &p) in row.iter_mut().zip(deltas.iter()).zip(prediction.iter()) {
+                *o = p.wrapping_add(base).wrapping_add(d) & mask;
+            }
+        }
+    }
+    check_stream_end(&bytes[..(payload_bits / 8) as usize], r.position())
+}
+
+/// The end-of-stream rule ([`check_padding`]) for a version-1 stream's `payload` (the bytes
+/// after the predictor byte).
+pub(crate) fn check_stream_end(payload: &[u8], used: u64) -> Result<(), StreamError> {
+    check_padding(payload, used).map_err(|used_bytes| StreamError::Trailing {
+        used: used_bytes + STREAM_PREFIX_LEN as u64,
+    })
+}
+
+/// Unpacks `out.len()` fields of `nbit` bits starting at bit `pos` of `bytes`. Dispatches to
+/// a copy of the loop per width, so shifts and masks are constants the compiler can unroll.
+#[inline(always)]
+fn unpack_row(bytes: &[u8], pos: u64, nbit: u32, out: &mut [u16], avx2: Option<Avx2>) {
+    let last_byte = ((pos + out.len() as u64 * nbit as u64) >> 3) as usize;
+    if last_byte + UNPACK_SLACK > bytes.len() {
+        // Near the end of the file: the bounds-checked reader.
+        let mut r = BitReader::new(bytes);
+        r.skip(pos);
+        r.read_many(nbit, out);
+        return;
+    }
+    let mut pos = pos;
+    let mut out = out;
+    #[cfg(target_arch = "x86_64")]
+    if avx2.is_some() && (1..=super::unpack_avx2::MAX_WIDTH).contains(&nbit) && out.len() >= 8 {
+        // SAFETY: an `Avx2` exists only on a CPU with AVX2 (Avx2::detect); the slack check
+        // above keeps every 16-byte group load inside `bytes`, and the function bounds-checks
+        // it again.
+        let done = unsafe {
+            super::unpack_avx2::unpack_groups(
+                bytes,
+                (pos >> 3) as usize,
+                (pos & 7) as u32,
+                nbit,
+                out,
+            )
+        };
+        pos += done as u64 * nbit as u64;
+        out = &mut out[done..];
+        if out.is_empty() {
+            return;
+        }
+    }
+    macro_rules! widths {
+        ($($n:literal)*) => {
+            match nbit {
+                0 => out.fill(0),
+                $($n => unpack_fixed::<$n>(bytes, pos, out),)*
+                _ => unreachable!("nbit checked against the depth"),
+            }
+        };
+    }
+    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// Bytes past a row's last byte that [`unpack_fixed`] may load.
+const UNPACK_SLACK: usize = 17;
+
+/// Eight `N`-bit fields are exactly `N` bytes, so every group of eight starts at the same bit
+/// shift within its first byte: one 16-byte load and one shift per group, then constant shifts.
+#[inline(always)]
+fn unpack_fixed<const N: u32>(bytes: &[u8], pos: u64, out: &mut [u16]) {
+    let mask = (1u64 << N) - 1;
+    let shift = (pos & 7) as u32;
+    let first = (pos >> 3) as usize;
+    let len = out.len();
+    // 16 loaded bytes hold shift + 8N bits only for N < 16 or shift 0.
+    let grouped = if N < 16 || shift == 0 { len / 8 * 8 } else { 0 };
+    let mut byte = first;
+    for group in out[..grouped].chunks_exact_mut(8) {
+        let w = u128::from_le_bytes(bytes[byte..byte + 16].try_into().unwrap()) >> shift;
+        for (i, o) in group.iter_mut().enumerate() {
+            *o = ((w >> (i as u32 * N)) as u64 & mask) as u16;
+        }
+        byte += N as usize;
+    }
+    let done = grouped;
+    let mut p = pos + done as u64 * N as u64;
+    for o in &mut out[done..] {
+        let b = (p >> 3) as usize;
+        let w = u64::from_le_bytes(bytes[b..b + 8].try_into().unwrap());
+        *o = ((w >> (p & 7)) & mask) as u16;
+        p += N as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::bits::BitWriter;
+    use crate::codec::sink::InterleavedBand;
+    use crate::decode::{parse, DecodeOptions};
+
+    /// The portable path (what CPUs without AVX2 run) decodes exactly what the dispatched one
+    /// does.
+    #[test]
+    fn portable_and_dispatched_decoders_agree() {
+        use crate::encode::TestImage;
+        use crate::{ColorType, EncodeOptions};
+        for (color, depth) in [
+            (ColorType::Gray, 8),
+            (ColorType::Rgb, 8),
+            (ColorType::GrayAlpha, 16),
+        ] {
+            let test_image = TestImage::new(131, 67, color, depth);
+            let file = crate::encode::encode(&test_image.raw(), &EncodeOptions::default()).unwrap();
+            let layout = parse(&file, &DecodeOptions::default()).unwrap();
+            let hd = layout.header;
+            let band_bytes = hd.patch_size() as usize
+                * hd.width as usize
+                * hd.channels() as usize
+                * hd.bytes_per_sample();
+            let mut a = vec![0u8; hd.output_bytes() as usize];
+            let mut b = a.clone();
+            for (band, (ca, cb)) in a
+                .chunks_mut(band_bytes)
+                .zip(b.chunks_mut(band_bytes))
+                .enumerate()
+            {
+                let mut sa = Scratch::new(hd.patch_size() as usize, hd.channels() as usize);
+                let mut sb = Scratch::new(hd.patch_size() as usize, hd.channels() as usize);
+                for px in 0..hd.patches_x() as usize {
+                    let patch = band * hd.patches_x() as usize + px;
+                    let mut sink_a = InterleavedBand::new(&hd, ca);
+                    decode_patch_portable(&layout, patch, &mut sink_a, &mut sa, None).unwrap();
+                    let mut sink_b = InterleavedBand::new(&hd, cb);
+                    decode_patch(&layout, patch, &mut sink_b, &mut sb).unwrap();
+                }
+            }
+            assert_eq!(a, b, "{color:?} {depth}-bit");
+            assert_eq!(a, test_image.bytes());
+        }
+    }
+
+    /// The grouped fast path must read exactly what the plain bit reader reads, for every
+    /// width, every starting bit shift and lengths with and without a remainder.
+    #[test]
+    fn fast_unpack_matches_the_bit_reader() {
+        for nbit in 0..=16u32 {
+            for shift in 0..8u64 {
+                for len in [1usize, 7, 8, 9, 63, 64, 128] {
+                    let mut w = BitWriter::default();
+                    w.write(0, shift as u32);
+                    let mut expect = Vec::new();
+                    for i in 0..len as u32 {
+                        let v = if nbit == 0 {
+                            0
+                        } else {
+                            i.wrapping_mul(0x9E37_79B9).rotate_left(7) & ((1 << nbit) - 1)
+                        };
+                        w.write(v, nbit);
+                        expect.push(v as u16);
+                    }
+                    let mut bytes = w.finish();
+                    // With and without slack after the row: fast and slow path.
+                    for slack in [0, UNPACK_SLACK] {
+                        bytes.resize(bytes.len() + slack, 0xA5);
+                        let mut out = vec![0xFFFF; len];
+                        unpack_row(&bytes, shift, nbit, &mut out, None);
+                        assert_eq!(
+                            out, expect,
+                            "portable: nbit {nbit} shift {shift} len {len} slack {slack}"
+                        );
+                        if let Some(avx2) = Avx2::detect() {
+                            let mut out = vec![0xFFFF; len];
+                            unpack_row(&bytes, shift, nbit, &mut out, Some(avx2));
+                            assert_eq!(
+                                out, expect,
+                                "AVX2: nbit {nbit} shift {shift} len {len} slack {slack}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
