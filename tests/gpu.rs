@@ -127,7 +127,6 @@ fn random_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                 patch_log2: 3 + (i % 5) as u8,
                 profile: l3::ProfileOptions::Fast(l3::FastOptions { predictor }),
                 parallel: true,
-                ..Default::default()
             };
             encode_raw(w, h, c, depth, &s, &opts)
         })
@@ -497,7 +496,6 @@ fn dispatches_beyond_65535_workgroups_per_dimension() {
             predictor: PredictorChoice::Fixed(l3::FastPredictor::Up),
         }),
         parallel: true,
-        ..Default::default()
     };
     let file = encode_raw(w, h, 1, 8, &s, &opts);
     let streams = l3::read_header(&file).unwrap().stream_count();

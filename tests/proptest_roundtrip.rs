@@ -138,7 +138,7 @@ proptest! {
         patch_log2 in 3u8..=7, predictor in predictor(), parallel in any::<bool>(), seed in any::<u64>()
     ) {
         let options = EncodeOptions {
-            profile: ProfileOptions::Fast(FastOptions { predictor }), patch_log2, parallel, ..Default::default()
+            profile: ProfileOptions::Fast(FastOptions { predictor }), patch_log2, parallel
         };
         round_trip(width, height, color, depth, content, options, seed);
     }
@@ -151,7 +151,7 @@ proptest! {
         seed in any::<u64>()
     ) {
         let options = EncodeOptions {
-            profile: ProfileOptions::Compact(compact), patch_log2, parallel, ..Default::default()
+            profile: ProfileOptions::Compact(compact), patch_log2, parallel
         };
         round_trip(width, height, color, depth, content, options, seed);
     }

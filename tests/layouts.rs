@@ -1,0 +1,157 @@
+//! The CPU decoder's output layouts: `decode_to_layout` and `decode_into_f32_chw` write what
+//! the interleaved decoder writes, rearranged and normalised with `Normalize::apply` to the
+//! bit, on the samples and the corpus, in both profiles; and the `image` crate reads L3
+//! files through its hooks.
+
+mod common;
+
+use l3::{
+    decode_into_f32_chw, decode_to_layout, DecodeOptions, EncodeOptions, Error, Normalize,
+    OutputLayout, ParameterError, Profile,
+};
+
+/// The f32 CHW tensor of interleaved samples, by the definition of the layout.
+fn expected_chw(h: &l3::Header, interleaved: &[u8], norm: &Normalize) -> Vec<f32> {
+    let c = h.channels() as usize;
+    let hw = h.width as usize * h.height as usize;
+    let sample = |i: usize| -> u32 {
+        if h.depth == 8 {
+            interleaved[i] as u32
+        } else {
+            u16::from_ne_bytes([interleaved[2 * i], interleaved[2 * i + 1]]) as u32
+        }
+    };
+    let mut out = vec![0f32; hw * c];
+    for p in 0..hw {
+        for ch in 0..c {
+            out[ch * hw + p] = norm.apply(sample(p * c + ch), h.depth, ch);
+        }
+    }
+    out
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn every_layout_matches_the_interleaved_decoder_on_the_corpus() {
+    let norms = [
+        Normalize::UNIT,
+        Normalize::IMAGENET,
+        Normalize {
+            mean: [0.5, 0.25, 0.125, 0.0],
+            std: [0.3, 0.7, 1.5, 2.0],
+        },
+    ];
+    let mut checked = 0;
+    // Every file once, alternating profiles and normalisations, so both profiles see both
+    // depths and every channel count.
+    for (i, path) in common::corpus_images().iter().enumerate() {
+        let Ok(img) = l3::read_image(path) else {
+            continue;
+        };
+        let profile = if i % 2 == 0 {
+            Profile::Fast
+        } else {
+            Profile::Compact
+        };
+        let Ok(file) = l3::encode_image(&img, &EncodeOptions::for_profile(profile)) else {
+            continue;
+        };
+        let options = DecodeOptions {
+            parallel: i % 3 != 0,
+            ..Default::default()
+        };
+        let (h, interleaved) = l3::decode::decode(&file, &options).unwrap();
+        // Interleaved through decode_to_layout: the same bytes.
+        let mut out = vec![0u8; interleaved.len()];
+        decode_to_layout(&file, &mut out, OutputLayout::Interleaved, &options).unwrap();
+        assert_eq!(out, interleaved, "{}", path.display());
+        // f32 CHW: bit-equal to the definition, through both entry points.
+        let norm = norms[i % norms.len()];
+        let expected = expected_chw(&h, &interleaved, &norm);
+        let mut values = vec![0f32; expected.len()];
+        decode_into_f32_chw(&file, &mut values, norm, &options).unwrap();
+        assert!(
+            same_bits(&values, &expected),
+            "{} {profile:?}",
+            path.display()
+        );
+        // As bytes, at an offset that is not 4-byte aligned (the copying path).
+        let mut bytes = vec![0u8; expected.len() * 4 + 1];
+        decode_to_layout(&file, &mut bytes[1..], OutputLayout::F32Chw(norm), &options).unwrap();
+        let from_bytes: Vec<f32> = bytes[1..]
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+            .collect();
+        assert!(same_bits(&from_bytes, &expected), "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 6, "only {checked} images checked");
+}
+
+#[test]
+fn wrong_buffer_sizes_are_parameter_errors() {
+    let path = common::samples_dir().join("skimage_coffee.png");
+    let img = l3::read_image(&path).unwrap();
+    let file = l3::encode_image(&img, &EncodeOptions::default()).unwrap();
+    let n = (img.width() * img.height() * 3) as usize;
+    let mut short = vec![0f32; n - 1];
+    assert!(matches!(
+        decode_into_f32_chw(&file, &mut short, Normalize::UNIT, &Default::default()),
+        Err(Error::Parameter(ParameterError::BufferSize { .. }))
+    ));
+    // Interleaved-sized bytes are too few for f32.
+    let mut bytes = vec![0u8; n];
+    assert!(matches!(
+        decode_to_layout(
+            &file,
+            &mut bytes,
+            OutputLayout::F32Chw(Normalize::UNIT),
+            &Default::default()
+        ),
+        Err(Error::Parameter(ParameterError::BufferSize { .. }))
+    ));
+}
+
+#[test]
+fn the_image_crate_opens_l3_files_through_its_hooks() {
+    l3::register_image_hooks();
+    // A second registration is refused, and harmless.
+    assert!(!l3::register_image_hooks());
+    let dir = tempfile::tempdir().unwrap();
+    for (name, profile) in [
+        ("skimage_coffee.png", Profile::Fast),
+        ("jxl_hdr_room_16bit.png", Profile::Compact),
+        ("jxl_riaphotographs_alpha.png", Profile::Fast),
+    ] {
+        let img = l3::read_image(&common::samples_dir().join(name)).unwrap();
+        let file = l3::encode_image(&img, &EncodeOptions::for_profile(profile)).unwrap();
+        let path = dir.path().join(name).with_extension("l3");
+        std::fs::write(&path, &file).unwrap();
+        // By extension, and by content with another extension.
+        let opened = image::open(&path).unwrap();
+        assert_eq!(opened, img, "{name}");
+        let renamed = dir.path().join(name).with_extension("bin");
+        std::fs::write(&renamed, &file).unwrap();
+        let guessed = image::ImageReader::open(&renamed)
+            .unwrap()
+            .with_guessed_format()
+            .unwrap()
+            .decode()
+            .unwrap();
+        assert_eq!(guessed, img, "{name} (guessed)");
+        // A corrupt file is an error, not a panic.
+        let mut bad = file.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0x55;
+        let bad_path = dir.path().join("bad.l3");
+        std::fs::write(&bad_path, &bad).unwrap();
+        let err = image::open(&bad_path).unwrap_err();
+        assert!(
+            err.to_string().contains("checksum") || err.to_string().contains("CRC"),
+            "{err}"
+        );
+    }
+}
