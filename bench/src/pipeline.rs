@@ -14,26 +14,22 @@ use crate::measure::{measure, Stats};
 use crate::report::one_line;
 
 /// The CPU path's "decode then normalise": one l3 file to a normalised f32 CHW tensor
-/// (samples / 255 or / 65535). Decodes to interleaved pixels, then converts; the one place
-/// to swap for the library's direct decode-to-tensor call when it has one.
+/// (samples / 255 or / 65535).
 fn l3_decode_to_chw(data: &[u8], parallel: bool) -> Result<Vec<f32>> {
+    // The library decodes straight into the normalised tensor (x / max, each value written
+    // once in the decoder's row loop); the peers decode, then convert with `to_chw`.
     let h = l3::read_header(data)?;
-    let mut px = vec![0u8; h.output_bytes() as usize];
-    l3::decode_into(
+    let mut out = vec![0f32; h.sample_count() as usize];
+    l3::decode_into_f32_chw(
         data,
-        &mut px,
+        &mut out,
+        l3::Normalize::UNIT,
         &DecodeOptions {
             parallel,
             ..DecodeOptions::default()
         },
     )?;
-    Ok(to_chw(
-        &px,
-        h.channels() as usize,
-        h.depth,
-        h.width as usize,
-        h.height as usize,
-    ))
+    Ok(out)
 }
 
 /// Interleaved 8- or 16-bit samples (native byte order) to a normalised f32 CHW tensor.

@@ -16,8 +16,19 @@ fuzz_target!(|data: &[u8]| {
         verify_checksum: mode & 1 == 1,
         parallel: mode & 2 == 2,
     };
-    if let Ok((header, pixels)) = l3::decode::decode(file, &options) {
+    let decoded = l3::decode::decode(file, &options);
+    if let Ok((header, pixels)) = &decoded {
         assert_eq!(pixels.len() as u64, header.output_bytes());
+    }
+    // The f32 CHW layout runs the same checks through another sink: same verdict.
+    if mode & 4 == 4 {
+        if let Ok(header) = l3::read_header(file) {
+            if header.check_limits(&options.limits).is_ok() {
+                let mut out = vec![0f32; header.sample_count() as usize];
+                let r = l3::decode_into_f32_chw(file, &mut out, l3::Normalize::IMAGENET, &options);
+                assert_eq!(r.is_ok(), decoded.is_ok());
+            }
+        }
     }
     let _ = l3::inspect::inspect(file, &options);
 });

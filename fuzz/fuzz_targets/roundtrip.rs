@@ -28,8 +28,12 @@ fuzz_target!(|data: &[u8]| {
         subtract_green: params[2] & 0x10 != 0,
         pair_tokens: params[2] & 0x20 != 0,
     };
-    let profile = if params[3] & 0x40 != 0 { l3::Profile::Compact } else { l3::Profile::Fast };
-    let options = l3::EncodeOptions { profile, patch_log2, predictor, compact, parallel: false };
+    let profile = if params[3] & 0x40 != 0 {
+        l3::ProfileOptions::Compact(compact)
+    } else {
+        l3::ProfileOptions::Fast(l3::FastOptions { predictor })
+    };
+    let options = l3::EncodeOptions { profile, patch_log2, parallel: false };
     let samples16: Vec<u16> = if sixteen {
         pixels[..n]
             .chunks_exact(2)

@@ -61,7 +61,8 @@ pub fn load_average() -> String {
 /// The source the binary was built from, when run inside the git checkout: commit, and
 /// whether l3's sources had uncommitted changes.
 pub fn source_revision() -> Option<String> {
-    let dir = env!("CARGO_MANIFEST_DIR");
+    // The repository root (the bench is the workspace member `bench/`).
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
@@ -80,6 +81,7 @@ pub fn source_revision() -> Option<String> {
         "src",
         "shaders",
         "Cargo.toml",
+        "bench",
     ])
     .is_some_and(|s| !s.is_empty());
     Some(if dirty {
