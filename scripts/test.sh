@@ -19,3 +19,5 @@ fi
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 # Library, CLI, integration tests, examples (built) and doc tests; benchmarks stay out of CI.
 cargo test --release --no-fail-fast
+# The core library alone (no wgpu, no image crate) builds and passes its unit tests.
+cargo test --release -p l3 --no-default-features --lib

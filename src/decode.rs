@@ -4,7 +4,7 @@
 //! Work is split into bands of one patch row (`patch_size` image rows), which own disjoint
 //! parts of the output, so threads never share a cache line they write. Each codec
 //! ([`crate::fast`], [`crate::compact`]) decodes a band's patches row by row into a
-//! [`BandSink`] of the requested [`OutputLayout`], chosen by one `match` on the profile.
+//! band sink of the requested [`OutputLayout`], chosen by one `match` on the profile.
 
 use rayon::prelude::*;
 

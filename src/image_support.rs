@@ -86,7 +86,7 @@ pub fn decode_image(data: &[u8], options: &DecodeOptions) -> Result<image::Dynam
     }
 }
 
-/// Wraps decoded interleaved samples (as [`decode_into`] or the GPU's interleaved output lay
+/// Wraps decoded interleaved samples (as [`decode::decode_into`] or the GPU's interleaved output lay
 /// them out: 16-bit samples in native byte order) in a `DynamicImage`.
 ///
 /// # Panics

@@ -8,6 +8,14 @@
 //! decoder here, CPU and GPU, reads both. The format is specified in `SPEC.md` and in code in
 //! [`mod@format`].
 //!
+//! Layout (see `ARCHITECTURE.md`): [`mod@format`] is the file syntax (the container, then one
+//! module per version); [`fast`] and [`compact`] are the two codecs, peers that each own an
+//! encoder, a CPU decoder and their options ([`FastOptions`], [`CompactOptions`], chosen with
+//! [`ProfileOptions`]); [`encode`] and [`decode`] are the facades over both; [`layout`] names
+//! the output layouts ([`OutputLayout`]: interleaved u8/u16, or normalised f32 CHW) that the
+//! CPU decoder ([`decode_to_layout`]) and the GPU decoder (`gpu`, feature `gpu`) both write;
+//! `image_support` (feature `image`) connects the `image` crate.
+//!
 //! ```
 //! use l3::{encode, decode, ColorType, EncodeOptions, DecodeOptions, RawImage, Samples};
 //! let pixels: Vec<u8> = (0..32 * 16 * 3).map(|i| (i * 7 % 251) as u8).collect();
