@@ -21,13 +21,16 @@
 
 #![deny(missing_docs)]
 
+// The GPU tests share their file generators with tests/gpu.rs, which names the crate `l3`.
+#[cfg(test)]
+extern crate self as l3;
+
 mod bits;
 mod compact;
 pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod format;
-#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod inspect;
 pub mod layout;

@@ -717,7 +717,7 @@ fn bench_pipeline_l3(
     ));
     if let Some(dec) = gpu {
         // Files read from disk, decoded and normalised by the GPU decoder in one batch.
-        let format = l3::gpu::OutputFormat::F32Chw(l3::gpu::Normalize::UNIT);
+        let format = l3::gpu::OutputLayout::F32Chw(l3::gpu::Normalize::UNIT);
         let read_all = || -> Result<Vec<Vec<u8>>> {
             l3_files
                 .iter()
@@ -1183,7 +1183,7 @@ fn gpu_decoder_rows(
     let total_px: u64 = images.iter().map(Pixels::pixels).sum();
     let total_raw: u64 = images.iter().map(|p| p.bytes.len() as u64).sum();
     // Decode to a device buffer: CPU parse + CRC, upload, kernels, wait.
-    let out = l3::gpu::OutputFormat::Interleaved;
+    let out = l3::gpu::OutputLayout::Interleaved;
     let (dec, batch) = measure(args.reps, args.max_seconds, || {
         Ok(decoder.decode_batch(refs, out)?)
     })?;
