@@ -453,4 +453,13 @@ mod tests {
             Err(Error::Limits(LimitsError::GpuBuffer { .. }))
         ));
     }
+
+    /// An empty batch: one 256-byte output buffer (wgpu buffers are never empty), nothing to
+    /// submit.
+    #[test]
+    fn empty_batch_plan() {
+        let plan = plan_batch(&[], OutputLayout::Interleaved, 4096).unwrap();
+        assert_eq!(plan.total_out, OUT_ALIGN);
+        assert!(plan.image_pos.is_empty() && plan.parts.is_empty() && plan.chunks.is_empty());
+    }
 }

@@ -107,7 +107,6 @@ fn compact_corruptions_twin_flags_exactly_when_cpu_errors() {
 #[cfg(feature = "gpu")]
 mod on_gpu {
     use super::*;
-    use l3::encode::EncodeOptions;
     use l3::gpu::GpuDecoder;
     use l3::{format, Error, FormatError};
 
@@ -401,113 +400,6 @@ mod on_gpu {
                 }
             }
             assert!(flagged >= 150, "only {flagged} corruptions detected");
-        }
-    }
-
-    /// The batcher's results for `files` (tags = indices), sorted by tag.
-    fn batch_all(
-        batcher: &mut Option<crate::gpu::Batcher<'_, usize>>,
-        files: &[Vec<u8>],
-    ) -> Vec<crate::gpu::FileResult<usize>> {
-        let b = batcher.as_mut().unwrap();
-        let mut results = Vec::new();
-        for (i, f) in files.iter().enumerate() {
-            results.extend(b.push(i, f.clone()));
-        }
-        results.extend(batcher.take().unwrap().finish());
-        results.sort_by_key(|r| r.tag);
-        results
-    }
-
-    /// Good files, a file with a bad CRC (rejected on the CPU) and one with corrupt stream data
-    /// (flagged by the GPU only): the good files equal the CPU decoder, each bad one gets its own
-    /// error, with a budget of several images, of less than one image, and the default.
-    #[test]
-    fn batcher_gives_per_file_results() {
-        let Some(gpu) = gpu() else { return };
-        let mut files = mixed_files(61, 12);
-        let mut bad_crc = files[3].clone();
-        let n = bad_crc.len();
-        bad_crc[n - 1] ^= 0x55;
-        files[3] = bad_crc;
-        let mut corrupt = files[4].clone();
-        let h = l3::read_header(&corrupt).unwrap();
-        assert_eq!(h.profile, l3::Profile::Fast);
-        // An unknown predictor id in the first stream: the CPU-side parse passes.
-        corrupt[h.data_offset() as usize] = 200;
-        fix_crc(&mut corrupt);
-        files[4] = corrupt;
-        for budget in [1u64, 20_000, crate::gpu::DEFAULT_BUDGET] {
-            let mut batcher =
-                Some(crate::gpu::Batcher::new(gpu, OutputLayout::Interleaved).with_budget(budget));
-            let results = batch_all(&mut batcher, &files);
-            assert_eq!(results.len(), files.len());
-            for (i, r) in results.iter().enumerate() {
-                assert_eq!(r.tag, i);
-                match (i, &r.result) {
-                    (3, Err(crate::gpu::FileError::Invalid(Error::Format(_)))) => {}
-                    (4, Err(crate::gpu::FileError::Corrupt { flags })) => {
-                        assert_eq!(
-                            *flags & crate::gpu::flags::PREDICTOR,
-                            crate::gpu::flags::PREDICTOR
-                        )
-                    }
-                    (3 | 4, other) => panic!("file {i}: {other:?}"),
-                    (_, Ok(d)) => {
-                        let (h, want) =
-                            l3::decode::decode(&files[i], &DecodeOptions::default()).unwrap();
-                        assert_eq!(d.header, h);
-                        assert!(d.pixels == want, "budget {budget}: file {i} differs");
-                    }
-                    (_, Err(e)) => panic!("budget {budget}: file {i}: {e}"),
-                }
-            }
-        }
-    }
-
-    /// A batch-level failure (one image over the chunk limit in f32 output, which is never cut
-    /// into bands) falls back to decoding file by file: only that file fails.
-    #[test]
-    fn batcher_falls_back_file_by_file() {
-        let Some(shared) = gpu() else { return };
-        let mut gpu = GpuDecoder::new(shared.device(), shared.queue()).unwrap();
-        gpu.set_chunk_limit(64 << 10);
-        let mut files = random_files(67, 4);
-        files.retain(|f| {
-            let h = l3::read_header(f).unwrap();
-            h.sample_count() * 4 < 32 << 10
-        });
-        let big = encode_raw(
-            200,
-            200,
-            1,
-            8,
-            &vec![7u16; 200 * 200],
-            &EncodeOptions::default(),
-        );
-        files.push(big);
-        let norm = Normalize::UNIT;
-        let mut batcher = Some(crate::gpu::Batcher::new(&gpu, OutputLayout::F32Chw(norm)));
-        let results = batch_all(&mut batcher, &files);
-        let last = files.len() - 1;
-        for (i, r) in results.iter().enumerate() {
-            match &r.result {
-                Err(crate::gpu::FileError::Gpu(Error::Limits(l3::LimitsError::GpuBuffer {
-                    ..
-                }))) if i == last => {}
-                Ok(d) if i != last => {
-                    let got: Vec<f32> = bytemuck::pod_collect_to_vec(&d.pixels);
-                    let want = expected_f32_chw(&files[i], &norm);
-                    assert_eq!(got.len(), want.len());
-                    if exact_f32(&gpu) {
-                        assert!(got
-                            .iter()
-                            .zip(&want)
-                            .all(|(g, w)| g.to_bits() == w.to_bits()));
-                    }
-                }
-                other => panic!("file {i}: {:?}", other.as_ref().map(|d| d.header)),
-            }
         }
     }
 
