@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use l3::decode::DecodeOptions;
-use l3::gpu::{GpuDecoder, OutputFormat};
+use l3::gpu::{GpuDecoder, OutputLayout};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut folder = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("samples");
     let mut repeat = 5usize;
     let mut args = std::env::args().skip(1);
@@ -56,7 +56,7 @@ fn main() -> anyhow::Result<()> {
         decoder.chunk_limit() >> 20
     );
     let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
-    let batch = decoder.decode_batch(&refs, OutputFormat::Interleaved)?;
+    let batch = decoder.decode_batch(&refs, OutputLayout::Interleaved)?;
     println!(
         "{} images in one {}-byte buffer",
         batch.images.len(),
@@ -90,7 +90,7 @@ fn main() -> anyhow::Result<()> {
     let mp = pixels as f64 / 1e6;
     let t = Instant::now();
     for _ in 0..repeat {
-        decoder.decode_batch(&refs, OutputFormat::Interleaved)?;
+        decoder.decode_batch(&refs, OutputLayout::Interleaved)?;
     }
     let gpu_s = t.elapsed().as_secs_f64() / repeat as f64;
     let t = Instant::now();
@@ -108,7 +108,7 @@ fn main() -> anyhow::Result<()> {
         mp / cpu_s
     );
     if mismatches > 0 {
-        anyhow::bail!("{mismatches} images differ between GPU and CPU");
+        return Err(format!("{mismatches} images differ between GPU and CPU").into());
     }
     Ok(())
 }

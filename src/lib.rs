@@ -29,6 +29,10 @@
 
 #![deny(missing_docs)]
 
+// The GPU tests share their file generators with tests/gpu.rs, which names the crate `l3`.
+#[cfg(test)]
+extern crate self as l3;
+
 mod codec;
 pub mod compact;
 pub mod decode;
@@ -36,7 +40,6 @@ pub mod encode;
 pub mod error;
 pub mod fast;
 pub mod format;
-#[cfg(feature = "gpu")]
 pub mod gpu;
 #[cfg(feature = "image")]
 pub mod image_support;

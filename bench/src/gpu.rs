@@ -290,7 +290,7 @@ fn gpu_decoder_rows(
     let total_px: u64 = images.iter().map(Pixels::pixels).sum();
     let total_raw: u64 = images.iter().map(|p| p.bytes.len() as u64).sum();
     // Decode to a device buffer: CPU parse + CRC, upload, kernels, wait.
-    let out = l3::gpu::OutputFormat::Interleaved;
+    let out = l3::gpu::OutputLayout::Interleaved;
     let (dec, batch) = measure(args.reps, args.max_seconds, || {
         Ok(decoder.decode_batch(refs, out)?)
     })?;

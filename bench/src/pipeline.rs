@@ -191,7 +191,7 @@ fn bench_pipeline_l3(
     ));
     if let Some(dec) = gpu {
         // Files read from disk, decoded and normalised by the GPU decoder in one batch.
-        let format = l3::gpu::OutputFormat::F32Chw(l3::gpu::Normalize::UNIT);
+        let format = l3::gpu::OutputLayout::F32Chw(l3::gpu::Normalize::UNIT);
         let read_all = || -> Result<Vec<Vec<u8>>> {
             l3_files
                 .iter()

@@ -556,13 +556,10 @@ fn gpu_to_native(mut pixels: Vec<u8>, header: &l3::Header) -> Vec<u8> {
 }
 
 #[cfg(feature = "gpu")]
-/// Output bytes decoded per GPU submission: large enough to keep a GPU busy, small enough
-/// that the read-back stays modest.
-const GPU_BATCH_BYTES: u64 = 256 << 20;
-
-#[cfg(feature = "gpu")]
-/// `l3 decode --gpu`: files are validated on the CPU one by one (so an error names its file),
-/// then decoded in batches on the GPU and read back.
+/// `l3 decode --gpu`: each file is validated on the CPU as it is read (so an error names its
+/// file), then decoded in byte-budgeted batches on the GPU and read back, by the library's
+/// [`l3::gpu::Batcher`] (a batch-level failure falls back to decoding file by file, so only the
+/// file at fault fails).
 fn decode_on_gpu(
     plan: &[(Job, PathBuf)],
     options: &DecodeOptions,
@@ -572,81 +569,38 @@ fn decode_on_gpu(
 ) -> Result<()> {
     let mut decoder = l3::gpu::GpuDecoder::new_default()
         .context("no usable GPU adapter (decode without --gpu to use the CPU)")?;
-    // Each file is parsed (and its CRC checked, unless --no-checksum) by the pre-check below;
-    // the GPU decoder's own parse then keeps the same limits but skips a second CRC pass.
-    decoder.set_options(DecodeOptions {
-        verify_checksum: false,
-        ..*options
-    });
+    // The batcher validates each file with these options (limits, and the CRC unless
+    // --no-checksum) when it is pushed.
+    decoder.set_options(*options);
     let decoder = decoder;
     if !quiet {
         eprintln!("GPU: {}", decoder.adapter_name());
     }
-    let mut pending: Vec<(&Job, &Path, Vec<u8>, l3::Header)> = Vec::new();
-    let mut pending_bytes = 0u64;
-    let flush = |pending: &mut Vec<(&Job, &Path, Vec<u8>, l3::Header)>| {
-        if pending.is_empty() {
-            return;
-        }
-        let decode = |files: &[&[u8]]| {
-            decoder
-                .decode_batch_with_flags(files, l3::gpu::OutputFormat::Interleaved)
-                .and_then(|(batch, flags)| Ok((batch.read_back()?, flags)))
-        };
-        let finish = |job: &Job, out: &Path, header: &l3::Header, pixels: Vec<u8>, flag: u32| {
-            let r = if flag != 0 {
-                Err(anyhow::anyhow!(
-                    "the GPU decoder found corrupt stream data (flags {flag:#x})"
-                ))
-            } else {
-                write_image(
-                    &l3::image_support::image_from_samples(header, gpu_to_native(pixels, header)),
+    let mut batcher = l3::gpu::Batcher::new(&decoder, l3::gpu::OutputLayout::Interleaved)
+        .with_budget(l3::gpu::DEFAULT_BUDGET);
+    let finish = |results: Vec<l3::gpu::FileResult<(&Job, &Path)>>| {
+        for r in results {
+            let (job, out) = r.tag;
+            let written = match r.result {
+                Ok(d) => write_image(
+                    &l3::image_support::image_from_samples(
+                        &d.header,
+                        gpu_to_native(d.pixels, &d.header),
+                    ),
                     out,
-                )
+                ),
+                Err(e) => Err(e.into()),
             };
-            report(job, out, r);
-        };
-        let files: Vec<&[u8]> = pending.iter().map(|p| p.2.as_slice()).collect();
-        match decode(&files) {
-            Ok((images, flags)) => {
-                for (((job, out, _, header), pixels), flag) in
-                    pending.drain(..).zip(images).zip(flags)
-                {
-                    finish(job, out, &header, pixels, flag);
-                }
-            }
-            Err(_) => {
-                // A batch-level failure (e.g. one image over a device limit): decode each file
-                // on its own, so only the file at fault fails and its own error is reported.
-                for (job, out, data, header) in pending.drain(..) {
-                    match decode(&[data.as_slice()]) {
-                        Ok((mut images, flags)) => {
-                            finish(job, out, &header, images.remove(0), flags[0])
-                        }
-                        Err(e) => report(job, out, Err(anyhow::anyhow!("GPU decode failed: {e}"))),
-                    }
-                }
-            }
+            report(job, out, written);
         }
     };
     for (job, out) in plan {
-        let checked = read_l3(&job.input).and_then(|data| {
-            let header = l3::decode::parse(&data, options)?.header;
-            Ok((data, header))
-        });
-        match checked {
-            Ok((data, header)) => {
-                pending_bytes += header.output_bytes();
-                pending.push((job, out, data, header));
-                if pending_bytes >= GPU_BATCH_BYTES {
-                    flush(&mut pending);
-                    pending_bytes = 0;
-                }
-            }
+        match read_l3(&job.input) {
+            Ok(data) => finish(batcher.push((job, out.as_path()), data)),
             Err(e) => report(job, out, Err(e)),
         }
     }
-    flush(&mut pending);
+    finish(batcher.finish());
     Ok(())
 }
 
@@ -963,9 +917,7 @@ fn demo_gpu(sets: &[(&str, &Vec<EncodedAndDecoded>)], pixels: u64) -> Result<()>
             return Ok(());
         }
     };
-    let software = decoder
-        .adapter_info()
-        .is_some_and(|i| i.device_type == wgpu::DeviceType::Cpu);
+    let software = decoder.is_software();
     println!(
         "GPU decoder: {}{}",
         decoder.adapter_name(),
@@ -981,7 +933,7 @@ fn demo_gpu(sets: &[(&str, &Vec<EncodedAndDecoded>)], pixels: u64) -> Result<()>
         let mut batch = None;
         for _ in 0..3 {
             let t0 = Instant::now();
-            let b = decoder.decode_batch(&refs, l3::gpu::OutputFormat::Interleaved)?;
+            let b = decoder.decode_batch(&refs, l3::gpu::OutputLayout::Interleaved)?;
             best = best.min(t0.elapsed().as_secs_f64());
             batch = Some(b);
         }

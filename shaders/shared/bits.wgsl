@@ -1,6 +1,6 @@
 // Bit reader shared by the decode stage (mirrors src/bits.rs).
 //
-// The stage declares `input_words`: the batch's stream bytes as little-endian u32 words, so
+// decode.wgsl declares `input_words`: the batch's stream bytes as little-endian u32 words, so
 // bit i of a stream payload starting at byte `base` is bit ((base % 4) * 8 + i) % 32 of word
 // base / 4 + ((base % 4) * 8 + i) / 32. A field may straddle two words.
 

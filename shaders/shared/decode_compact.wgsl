@@ -1,7 +1,6 @@
-// The version-2 (compact) decode body shared by the decode stages (`decode.wgsl`,
-// `decode_f32_chw.wgsl`, entry points `main_compact`; CPU twin:
-// `gpu::cpu_twin::decode_compact_patches`). One workgroup per patch stream (all its
-// channels), whatever the patch size:
+// The version-2 (compact) decode body shared by every output layout (entry point
+// `main_compact` in decode.wgsl; CPU twin: `gpu::cpu_twin::decode_compact_patches`).
+// One workgroup per patch stream (all its channels), whatever the patch size:
 // 1. invocation 0 parses the patch header into workgroup memory, with exactly the checks of
 //    the CPU decoder's `parse_patch_header`: transform, per channel predictor and canonical
 //    Huffman decode table, every segment's start bit; then the whole workgroup fills each
@@ -23,7 +22,7 @@
 // 2 KiB lookup tables (15.4 KiB, under wgpu's default 16 KiB; the version-1 entry points do
 // not reserve it).
 //
-// The stage declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`; the
+// decode.wgsl declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`; the
 // format constants come from the generated prelude.
 
 // Decode-table entries per channel: one per code length 0 ..= MAX_CODE_LEN (0 unused).

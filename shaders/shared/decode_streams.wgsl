@@ -1,14 +1,15 @@
-// The version-1 (fast) decode body shared by the decode stages (`decode.wgsl`,
-// `decode_f32_chw.wgsl`, entry points `main`; CPU twin: `gpu::cpu_twin::decode_streams`). A workgroup of 64 invocations takes 64 / patch_size
-// consecutive streams of one image (one stream when the patch is 64 or 128 wide); one
-// invocation per column (128-wide patches: two columns each); rows in order, the previous
-// row in workgroup memory. Each decoded sample goes to `put_sample(img, ch, y, x, v)`, which
-// the stage defines (y, x: pixel position in the image, or in its band) and which writes it
-// straight to the output. An inconsistent
+// The version-1 (fast) decode body shared by every output layout (entry point `main` in
+// decode.wgsl; CPU twin: `gpu::cpu_twin::decode_streams`). A workgroup of 64 invocations
+// takes 64 / patch_size consecutive streams of one image (one stream when the patch is 64 or
+// 128 wide); one invocation per column (128-wide patches: two columns each); rows in order,
+// the previous row in workgroup memory. Each decoded sample goes to
+// `put_sample(img, ch, y, x, v)`, which the output layout's file in output/ defines (y, x:
+// pixel position in the image, or in its band) and which writes it straight to the output.
+// An inconsistent
 // stream sets flag bits in `errors[image]` and its invocations stop working (they still
 // meet the workgroup's barriers); every loop is bounded by the patch size.
 //
-// The stage declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`.
+// decode.wgsl declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`.
 
 // WG (the workgroup size), MAX_PATCH and the format constants come from the generated prelude.
 

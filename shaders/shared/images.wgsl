@@ -1,5 +1,6 @@
 // Per-image table and per-dispatch parameters shared by the decode stages
-// (mirrors `ImageInfo` / `Params` in src/gpu/mod.rs). The stage declares `images` and `params`.
+// (mirrors `ImageInfo` / `Params` in src/gpu/abi.rs). decode.wgsl declares `images` and
+// `params`.
 
 struct ImageInfo {
     width: u32,
@@ -36,7 +37,7 @@ struct Params {
     input_bytes: u32,
     // Chunk-local index (numbering of `wg_base`) of the dispatch's first workgroup.
     first_workgroup: u32,
-    // Per-channel normalisation for decode_f32_chw: (x / max - mean[c]) / std[c].
+    // Per-channel normalisation for output/f32_chw.wgsl: (x / max - mean[c]) / std[c].
     mean: vec4<f32>,
     stdev: vec4<f32>,
 }

@@ -1,17 +1,23 @@
 //! CPU twins of the WGSL kernels: the same names, the same bindings in the same order, the
-//! same arithmetic, one invocation after another. The tests run a twin and its shader on the
-//! same inputs and compare; the twins also document what each kernel computes.
+//! same arithmetic, one invocation after another. One twin per kernel entry point
+//! ([`decode_streams`] for `main`, [`decode_compact_patches`] for `main_compact`), generic
+//! over the [`OutputSink`] that stands for the output layout's `put_sample` (as the shader
+//! assembler pairs the shared entry points with one `shaders/output/*.wgsl`). Test-only
+//! (`cfg(test)`): the unit tests run a twin and its shader on the same inputs and compare,
+//! and hold the twins to the CPU decoder; the twins also document what each kernel computes.
 
-use super::{flags, ImageInfo, Params};
+use super::abi::{flags, ImageInfo, Params, FAST_BITS};
+use super::plan::ChunkInputs;
 use crate::fast::predict::predict_one;
 use crate::format::compact::{self as cf, token_count, unzigzag};
+use crate::layout::{Normalize, OutputLayout};
 use crate::FastPredictor;
 
 const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
 
 /// Twin of `prefix_sum.wgsl` (`scan_blocks` + `add_sums` over all levels): the exclusive
 /// prefix sum of `sizes`, wrapping on overflow like u32 arithmetic in WGSL.
-pub fn prefix_sum(sizes: &[u32]) -> Vec<u32> {
+pub(crate) fn prefix_sum(sizes: &[u32]) -> Vec<u32> {
     let mut acc = 0u32;
     sizes
         .iter()
@@ -34,7 +40,7 @@ fn read_byte(input_words: &[u32], byte_index: u32) -> u32 {
 
 /// Twin of `read_bits` in `shaders/shared/bits.wgsl`: `n` (0..=16) bits at bit `p` of the
 /// payload starting at byte `base`. Words past the end read as 0.
-pub fn read_bits(input_words: &[u32], base: u32, p: u32, n: u32) -> u32 {
+pub(crate) fn read_bits(input_words: &[u32], base: u32, p: u32, n: u32) -> u32 {
     if n == 0 {
         return 0;
     }
@@ -64,95 +70,49 @@ fn find_image_by_workgroup(images: &[ImageInfo], count: u32, wg: u32) -> usize {
     lo
 }
 
-/// Twin of `decode.wgsl`, entry point `main`: decodes the streams of version-1 images in
-/// workgroups `params.first_workgroup ..` (`params.count` of them; each takes
-/// [`super::streams_per_workgroup`] streams of one image), ORing each sample into its
-/// interleaved output word of `out_words` (HWC from each image's `out_base`; 8-bit samples
-/// four to a word, 16-bit samples two to a word, little-endian; the words start zeroed, as
-/// the host clears the GPU buffer), and ORs flag bits ([`flags`]) into `errors[image_index]`
-/// for inconsistent streams.
-pub fn decode(
-    input_words: &[u32],
-    sizes: &[u32],
-    offsets: &[u32],
-    images: &[ImageInfo],
-    out_words: &mut [u32],
-    errors: &mut [u32],
-    params: &Params,
-) {
-    let inputs = (input_words, sizes, offsets, images);
-    decode_streams(inputs, errors, params, put_interleaved(out_words));
+/// Where a twin's decode body puts each decoded sample: the twin of `put_sample` and of the
+/// output binding (4) of `shaders/output/*.wgsl`, one implementation per [`OutputLayout`].
+pub(crate) trait OutputSink {
+    /// Stores sample `v` of channel `ch` at pixel (`x`, `y`) of image (or band) `img`.
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32);
 }
 
-/// Twin of `decode.wgsl`, entry point `main_compact`: as [`decode`], for the patches of
-/// version-2 images (one per workgroup).
-pub fn decode_compact(
-    input_words: &[u32],
-    sizes: &[u32],
-    offsets: &[u32],
-    images: &[ImageInfo],
-    out_words: &mut [u32],
-    errors: &mut [u32],
-    params: &Params,
-) {
-    let inputs = (input_words, sizes, offsets, images);
-    decode_compact_patches(inputs, errors, params, put_interleaved(out_words));
+/// Twin of `shaders/output/interleaved.wgsl`: each sample ORed into its interleaved output
+/// word of `out_words` (HWC from the image's `out_base`; 8-bit samples four to a word, 16-bit
+/// samples two to a word, little-endian; the words start zeroed, as the host clears the GPU
+/// buffer).
+pub(crate) struct InterleavedWords<'a> {
+    /// Binding 4 (`out_words`).
+    pub out_words: &'a mut [u32],
 }
 
-/// Twin of `put_sample` in `decode.wgsl`.
-fn put_interleaved(out_words: &mut [u32]) -> impl FnMut(&ImageInfo, u32, u32, u32, u32) + '_ {
-    |img, ch, y, x, v| {
+impl OutputSink for InterleavedWords<'_> {
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
         let s = (y * img.width + x) * img.channels + ch;
         if img.depth == 8 {
-            out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
+            self.out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
         } else {
-            out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
+            self.out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
         }
     }
 }
 
-/// Twin of `decode_f32_chw.wgsl`, entry point `main`: the same decode as [`decode`], each
-/// sample written as `(x / max - mean[c]) / std[c]` (the shader's f32 operations, in its
-/// order) to its planar element `out_base + c * H * W + y * W + x` of `out_values`. Leaves
-/// the alignment padding between images alone (the host clears the output buffer).
-pub fn decode_f32_chw(
-    input_words: &[u32],
-    sizes: &[u32],
-    offsets: &[u32],
-    images: &[ImageInfo],
-    out_values: &mut [f32],
-    errors: &mut [u32],
-    params: &Params,
-) {
-    let inputs = (input_words, sizes, offsets, images);
-    decode_streams(inputs, errors, params, put_f32_chw(out_values, params));
+/// Twin of `shaders/output/f32_chw.wgsl`: each sample normalised with [`Normalize::apply`]
+/// (the shader's f32 operations, in its order) to its planar element
+/// `out_base + c * H * W + y * W + x` of `out_values`. Leaves the alignment padding between
+/// images alone (the host clears the output buffer).
+pub(crate) struct F32Chw<'a> {
+    /// Binding 4 (`out_values`).
+    pub out_values: &'a mut [f32],
+    /// The normalisation the dispatch's [`Params`] carry (`mean`, `std`).
+    pub norm: Normalize,
 }
 
-/// Twin of `decode_f32_chw.wgsl`, entry point `main_compact`: as [`decode_f32_chw`], for the
-/// patches of version-2 images (one per workgroup).
-pub fn decode_f32_chw_compact(
-    input_words: &[u32],
-    sizes: &[u32],
-    offsets: &[u32],
-    images: &[ImageInfo],
-    out_values: &mut [f32],
-    errors: &mut [u32],
-    params: &Params,
-) {
-    let inputs = (input_words, sizes, offsets, images);
-    decode_compact_patches(inputs, errors, params, put_f32_chw(out_values, params));
-}
-
-/// Twin of `put_sample` in `decode_f32_chw.wgsl`.
-fn put_f32_chw<'a>(
-    out_values: &'a mut [f32],
-    params: &'a Params,
-) -> impl FnMut(&ImageInfo, u32, u32, u32, u32) + 'a {
-    |img, ch, y, x, v| {
+impl OutputSink for F32Chw<'_> {
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
         let hw = img.width * img.height;
-        let max_value = ((1u32 << img.depth) - 1) as f32;
-        out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
-            (v as f32 / max_value - params.mean[ch as usize]) / params.std[ch as usize];
+        self.out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
+            self.norm.apply(v, img.depth as u8, ch as usize);
     }
 }
 
@@ -170,20 +130,23 @@ fn workgroups<'a>(
     })
 }
 
-/// The decode stages' read-only bindings 0..=3: `input_words`, `sizes`, `offsets`, `images`.
-type DecodeInputs<'a> = (&'a [u32], &'a [u32], &'a [u32], &'a [ImageInfo]);
-
-/// Twin of `decode_streams` in `shaders/shared/decode_streams.wgsl`, the version-1 decode
-/// body both decode stages share, over the dispatch's workgroups: every decoded sample goes
-/// to `put_sample(image, channel, y, x, value)`.
-fn decode_streams(
-    (input_words, sizes, offsets, images): DecodeInputs<'_>,
+/// Twin of the decode shader's entry point `main` (`shaders/decode.wgsl`) with the body
+/// `decode_streams` of `shaders/shared/decode_streams.wgsl`: decodes the streams of version-1
+/// images in workgroups `params.first_workgroup ..` (`params.count` of them; each takes
+/// [`super::abi::streams_per_workgroup`] streams of one image), every decoded sample going to
+/// `output.put_sample` (binding 4, whatever the layout), and ORs flag bits ([`flags`]) into
+/// `errors[image_index]` for inconsistent streams. Arguments in binding order.
+pub(crate) fn decode_streams<S: OutputSink>(
+    input_words: &[u32],
+    sizes: &[u32],
+    offsets: &[u32],
+    images: &[ImageInfo],
+    output: &mut S,
     errors: &mut [u32],
     params: &Params,
-    mut put_sample: impl FnMut(&ImageInfo, u32, u32, u32, u32),
 ) {
     let streams = workgroups(images, params).flat_map(|(wg, img)| {
-        let per_wg = super::streams_per_workgroup(img.patch_log2 as u8);
+        let per_wg = super::abi::streams_per_workgroup(img.patch_log2 as u8);
         (0..per_wg)
             .map(move |sub| (img, (wg - img.wg_base) * per_wg + sub))
             .filter(|&(img, local)| local < img.stream_count)
@@ -253,7 +216,7 @@ fn decode_streams(
                 }
                 let v = (p + base + d) & mask;
                 rows[cur][x as usize] = v;
-                put_sample(&img, ch, y0 + row, x0 + x, v);
+                output.put_sample(&img, ch, y0 + row, x0 + x, v);
             }
             pos = dpos + pw * nbit;
         }
@@ -278,9 +241,7 @@ const CODE_SLOTS: usize = cf::MAX_CODE_LEN as usize + 1;
 const MAX_TOKENS: usize = cf::alphabet_size(16) as usize;
 /// Segment-start entries per channel: each segment's start and the end of the last.
 const SEGMENT_SLOTS: usize = cf::SEGMENTS_MAX as usize + 1;
-/// Stream bits indexing the first-level lookup table (also the shader's `FAST_BITS`, through
-/// the generated prelude), and its entries per channel.
-pub(crate) const FAST_BITS: u32 = 8;
+/// Entries per channel of the first-level lookup table ([`FAST_BITS`] stream bits).
 const FAST_SIZE: usize = 1 << FAST_BITS;
 
 /// What invocation 0 of a `decode_compact` workgroup parses into workgroup memory (the
@@ -489,7 +450,7 @@ fn cp_fill_fast(h: &mut CompactHeader, channels: usize) {
 
 /// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the
 /// payload starting at byte `base`. Words past the end read as 0.
-pub fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
+pub(crate) fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
     let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
     let abs_bit = (base & 3) * 8 + p;
     let w = (base >> 2) + (abs_bit >> 5);
@@ -613,17 +574,21 @@ fn cp_from_above(predictor: u32, up: &[u32], x: usize, pw: usize) -> u32 {
     }
 }
 
-/// Twin of `decode_compact_patch` in `shaders/shared/decode_compact.wgsl`, the version-2
-/// decode body both decode stages share, over the dispatch's workgroups (one per patch), one
-/// after another: the header check of invocation 0, then per phase the segment
-/// rows of every (channel, segment) and the phase's rows in order (the shader's workgroup
-/// prefix sum done as a running sum: the same u32 sums). Every decoded sample goes to
-/// `put_sample(image, channel, y, x, value)`.
-fn decode_compact_patches(
-    (input_words, sizes, offsets, images): DecodeInputs<'_>,
+/// Twin of the decode shader's entry point `main_compact` (`shaders/decode.wgsl`) with the
+/// body `decode_compact_patch` of `shaders/shared/decode_compact.wgsl`: the patches of
+/// version-2 images, over the dispatch's workgroups (one per patch), one after another: the
+/// header check of invocation 0, then per phase the segment rows of every (channel, segment)
+/// and the phase's rows in order (the shader's workgroup prefix sum done as a running sum:
+/// the same u32 sums). Every decoded sample goes to `output.put_sample`. Arguments in binding
+/// order.
+pub(crate) fn decode_compact_patches<S: OutputSink>(
+    input_words: &[u32],
+    sizes: &[u32],
+    offsets: &[u32],
+    images: &[ImageInfo],
+    output: &mut S,
     errors: &mut [u32],
     params: &Params,
-    mut put_sample: impl FnMut(&ImageInfo, u32, u32, u32, u32),
 ) {
     let mut residuals = vec![0u32; MAX_CHANNELS * cf::SEGMENT_ROW_SAMPLES_MAX as usize];
     for (wg, img) in workgroups(images, params) {
@@ -716,7 +681,7 @@ fn decode_compact_patches(
                         out[2] = (out[2] + out[1]) & mask;
                     }
                     for (c, &v) in out.iter().enumerate().take(channels) {
-                        put_sample(&img, c as u32, y0 + y, x0 + x as u32, v);
+                        output.put_sample(&img, c as u32, y0 + y, x0 + x as u32, v);
                     }
                 }
             }
@@ -731,57 +696,40 @@ fn decode_compact_patches(
     }
 }
 
-/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then the decode (interleaved
-/// output) or the f32 decode (planar f32 output), into a zeroed output binding of
-/// `c.out_words` words (so the alignment padding is zero). Returns the
-/// chunk's output bytes (images at their `out_base`, as in the GPU buffer) and each image's
-/// error flags (indexed by `image_index` minus the chunk's smallest `image_index`).
-pub fn run_chunk(c: &super::ChunkInputs, output: super::OutputFormat) -> (Vec<u8>, Vec<u32>) {
+/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then both decode entry
+/// points into a zeroed output binding of `c.out_words` words (so the alignment padding is
+/// zero) through `output`'s sink. Returns the chunk's output bytes (images at their
+/// `out_base`, as in the GPU buffer) and each image's error flags (indexed by `image_index`
+/// minus the chunk's smallest `image_index`).
+pub(crate) fn run_chunk(c: &ChunkInputs, output: OutputLayout) -> (Vec<u8>, Vec<u32>) {
     let offsets = prefix_sum(&c.sizes);
     let indices = c.images.iter().map(|i| i.image_index as usize);
     let first = indices.clone().min().unwrap_or(0);
     let mut errors = vec![0u32; indices.max().map_or(0, |i| i + 1)];
     let words = c.out_words as usize;
+    fn run<S: OutputSink>(c: &ChunkInputs, offsets: &[u32], out: &mut S, errors: &mut [u32]) {
+        let (i, s, im) = (&c.input_words, &c.sizes, &c.images);
+        decode_streams(i, s, offsets, im, out, errors, &c.decode_params);
+        decode_compact_patches(i, s, offsets, im, out, errors, &c.compact_params);
+    }
     let out = match output {
-        super::OutputFormat::Interleaved => {
+        OutputLayout::Interleaved => {
             let mut out_words = vec![0u32; words];
-            for (kernel, params) in [
-                (decode as Kernel<u32>, &c.decode_params),
-                (decode_compact, &c.compact_params),
-            ] {
-                kernel(
-                    &c.input_words,
-                    &c.sizes,
-                    &offsets,
-                    &c.images,
-                    &mut out_words,
-                    &mut errors,
-                    params,
-                );
-            }
+            let mut sink = InterleavedWords {
+                out_words: &mut out_words,
+            };
+            run(c, &offsets, &mut sink, &mut errors);
             bytemuck::cast_slice(&out_words).to_vec()
         }
-        super::OutputFormat::F32Chw(_) => {
+        OutputLayout::F32Chw(norm) => {
             let mut out_values = vec![0f32; words];
-            for (kernel, params) in [
-                (decode_f32_chw as Kernel<f32>, &c.decode_params),
-                (decode_f32_chw_compact, &c.compact_params),
-            ] {
-                kernel(
-                    &c.input_words,
-                    &c.sizes,
-                    &offsets,
-                    &c.images,
-                    &mut out_values,
-                    &mut errors,
-                    params,
-                );
-            }
+            let mut sink = F32Chw {
+                out_values: &mut out_values,
+                norm,
+            };
+            run(c, &offsets, &mut sink, &mut errors);
             bytemuck::cast_slice(&out_values).to_vec()
         }
     };
     (out, errors.split_off(first))
 }
-
-/// A decode entry point's twin (bindings 0..=6).
-type Kernel<T> = fn(&[u32], &[u32], &[u32], &[ImageInfo], &mut [T], &mut [u32], &Params);

@@ -1,6 +1,10 @@
-//! WGSL sources of the GPU decoder. WGSL has no `#include`: each stage's final source is the
-//! shared files it needs followed by the stage file, built by [`source`], the one function
-//! both the pipelines and the naga validation test use.
+//! WGSL sources of the GPU decoder. WGSL has no `#include`: [`source`] assembles each
+//! stage's final source, the one function both the pipelines and the naga validation test
+//! use. The decode stage is the generated [`prelude`], the shared files, the output layout's
+//! file (`shaders/output/*.wgsl`: its output binding and `put_sample`) and the shared entry
+//! points (`shaders/decode.wgsl`), so that one file per layout is all a new layout adds.
+
+use super::abi::{self, LayoutKind};
 
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
@@ -9,41 +13,42 @@ const PREFIX_SUM: &str = include_str!("../../shaders/prefix_sum.wgsl");
 const DECODE_STREAMS: &str = include_str!("../../shaders/shared/decode_streams.wgsl");
 const DECODE_COMPACT: &str = include_str!("../../shaders/shared/decode_compact.wgsl");
 const DECODE: &str = include_str!("../../shaders/decode.wgsl");
-const DECODE_F32_CHW: &str = include_str!("../../shaders/decode_f32_chw.wgsl");
+const OUTPUT_INTERLEAVED: &str = include_str!("../../shaders/output/interleaved.wgsl");
+const OUTPUT_F32_CHW: &str = include_str!("../../shaders/output/f32_chw.wgsl");
 
-/// A pipeline stage, one WGSL file under `shaders/`.
+/// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// `prefix_sum.wgsl`: stream sizes to byte offsets (entry points `scan_blocks`, `add_sums`).
     PrefixSum,
-    /// `decode.wgsl`: each sample ORed straight into its interleaved u8/u16 output word (no
-    /// intermediate buffer, no store stage). Version-1 (patch, channel) streams: a workgroup
-    /// of 64 invocations decodes 64 / patch size streams (one for 64- and 128-wide patches:
-    /// [`crate::gpu::streams_per_workgroup`]); version-2 patch streams: one workgroup per
-    /// patch (entry points `main` for version 1, `main_compact` for version 2).
-    Decode,
-    /// `decode_f32_chw.wgsl`: the same decode, writing normalised planar f32 straight into
-    /// the output (entry points `main` and `main_compact`).
-    DecodeF32Chw,
+    /// The decode for one output layout: `decode.wgsl`'s entry points (`main` for version-1
+    /// images, `main_compact` for version 2) over the shared decode bodies, writing through
+    /// the layout's `put_sample` (`output/interleaved.wgsl` or `output/f32_chw.wgsl`).
+    Decode(LayoutKind),
 }
 
 impl Stage {
-    /// Every stage.
-    pub const ALL: [Stage; 3] = [Stage::PrefixSum, Stage::Decode, Stage::DecodeF32Chw];
+    /// Every stage: the prefix sum and the decode for every output layout.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub const ALL: [Stage; 3] = [
+        Stage::PrefixSum,
+        Stage::Decode(LayoutKind::Interleaved),
+        Stage::Decode(LayoutKind::F32Chw),
+    ];
 
-    /// The stage's file name under `shaders/`.
-    pub const fn file_name(self) -> &'static str {
+    /// A label for the stage: its files under `shaders/`.
+    pub const fn label(self) -> &'static str {
         match self {
             Stage::PrefixSum => "prefix_sum.wgsl",
-            Stage::Decode => "decode.wgsl",
-            Stage::DecodeF32Chw => "decode_f32_chw.wgsl",
+            Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
+            Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
     }
 }
 
 /// WGSL constants generated from the Rust definitions (the format module, the error flags,
 /// the workgroup size), so the shaders cannot drift from the CPU decoder's values.
-pub fn prelude() -> String {
+pub(crate) fn prelude() -> String {
     use crate::format;
     use crate::format::compact as cf;
     let consts: &[(&str, u32)] = &[
@@ -55,17 +60,17 @@ pub fn prelude() -> String {
         ),
         ("STREAM_PREFIX_LEN", format::fast::STREAM_PREFIX_LEN as u32),
         ("MAX_PATCH", 1 << format::PATCH_LOG2_MAX),
-        ("WG", super::DECODE_WORKGROUP_SIZE),
-        ("ERR_PREDICTOR", super::flags::PREDICTOR),
-        ("ERR_BIT_WIDTH", super::flags::BIT_WIDTH),
-        ("ERR_OVERRUN", super::flags::OVERRUN),
-        ("ERR_TRAILING", super::flags::TRAILING),
-        ("ERR_RANGE", super::flags::RANGE),
-        ("ERR_TRANSFORM", super::flags::TRANSFORM),
-        ("ERR_CODE", super::flags::CODE),
-        ("ERR_SEGMENT_TABLE", super::flags::SEGMENT_TABLE),
-        ("ERR_SYMBOL", super::flags::SYMBOL),
-        ("ERR_SEGMENT", super::flags::SEGMENT),
+        ("WG", abi::DECODE_WORKGROUP_SIZE),
+        ("ERR_PREDICTOR", abi::flags::PREDICTOR),
+        ("ERR_BIT_WIDTH", abi::flags::BIT_WIDTH),
+        ("ERR_OVERRUN", abi::flags::OVERRUN),
+        ("ERR_TRAILING", abi::flags::TRAILING),
+        ("ERR_RANGE", abi::flags::RANGE),
+        ("ERR_TRANSFORM", abi::flags::TRANSFORM),
+        ("ERR_CODE", abi::flags::CODE),
+        ("ERR_SEGMENT_TABLE", abi::flags::SEGMENT_TABLE),
+        ("ERR_SYMBOL", abi::flags::SYMBOL),
+        ("ERR_SEGMENT", abi::flags::SEGMENT),
         ("MAX_CHANNELS", 4),
         ("TRANSFORM_BITS", cf::TRANSFORM_BITS),
         ("TRANSFORM_MAX_ID", cf::Transform::SubtractGreen as u32),
@@ -100,7 +105,7 @@ pub fn prelude() -> String {
         ("TOKEN_DIRECT_LOG2", cf::TOKEN_DIRECT_LOG2),
         ("TOKEN_MANTISSA_BITS", cf::TOKEN_MANTISSA_BITS),
         ("PAIR_LIMIT", cf::PAIR_LIMIT),
-        ("FAST_BITS", super::cpu_twin::FAST_BITS),
+        ("FAST_BITS", abi::FAST_BITS),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");
@@ -110,26 +115,26 @@ pub fn prelude() -> String {
     out
 }
 
-/// The final WGSL source of a stage: the generated constants, shared sources, then the stage
-/// source.
-pub fn source(stage: Stage) -> String {
-    let parts: &[(&str, &str)] = match stage {
-        Stage::PrefixSum => &[("prefix_sum.wgsl", PREFIX_SUM)],
-        Stage::Decode => &[
+/// The final WGSL source of a stage: the generated constants, the shared sources, then (for
+/// the decode) the output layout's file and the entry points.
+pub(crate) fn source(stage: Stage) -> String {
+    let output = match stage {
+        Stage::PrefixSum => None,
+        Stage::Decode(LayoutKind::Interleaved) => {
+            Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
+        }
+        Stage::Decode(LayoutKind::F32Chw) => Some(("output/f32_chw.wgsl", OUTPUT_F32_CHW)),
+    };
+    let parts: Vec<(&str, &str)> = match output {
+        None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
+        Some(output) => vec![
             ("shared/images.wgsl", IMAGES),
             ("shared/bits.wgsl", BITS),
             ("shared/predict.wgsl", PREDICT),
             ("shared/decode_streams.wgsl", DECODE_STREAMS),
             ("shared/decode_compact.wgsl", DECODE_COMPACT),
+            output,
             ("decode.wgsl", DECODE),
-        ],
-        Stage::DecodeF32Chw => &[
-            ("shared/images.wgsl", IMAGES),
-            ("shared/bits.wgsl", BITS),
-            ("shared/predict.wgsl", PREDICT),
-            ("shared/decode_streams.wgsl", DECODE_STREAMS),
-            ("shared/decode_compact.wgsl", DECODE_COMPACT),
-            ("decode_f32_chw.wgsl", DECODE_F32_CHW),
         ],
     };
     let mut out = prelude();
@@ -141,4 +146,38 @@ pub fn source(stage: Stage) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every (stage, output layout) source parses and validates with naga: a broken shader
+    /// fails here without a GPU.
+    #[test]
+    fn every_shader_validates_with_naga() {
+        for stage in Stage::ALL {
+            let src = source(stage);
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{}: {}", stage.label(), e.emit_to_string(&src)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::empty(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{}: {}", stage.label(), e.emit_to_string(&src)));
+        }
+    }
+
+    /// Every output layout kind has a decode stage in [`Stage::ALL`].
+    #[test]
+    fn every_layout_kind_is_validated() {
+        for kind in LayoutKind::ALL {
+            assert!(Stage::ALL.contains(&Stage::Decode(kind)));
+        }
+        let f32_chw = crate::layout::OutputLayout::F32Chw(crate::layout::Normalize::UNIT);
+        assert_eq!(LayoutKind::of(f32_chw), LayoutKind::F32Chw);
+        let interleaved = crate::layout::OutputLayout::Interleaved;
+        assert_eq!(LayoutKind::of(interleaved), LayoutKind::Interleaved);
+    }
 }

@@ -1,0 +1,220 @@
+//! The data the host and the shaders share: the `repr(C)` tables bound to the kernels
+//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`), the error flags the shaders
+//! report ([`flags`]), and the workgroup constants. Each type's WGSL twin is named in its
+//! documentation; `gpu::shaders::prelude` generates the shaders' constants from these. No
+//! wgpu here: this module builds (and is tested) without the `gpu` feature.
+
+// Without the `gpu` feature only the public items are used (outside tests).
+#![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code))]
+
+use crate::format::Header;
+use crate::layout::OutputLayout;
+use crate::Profile;
+
+/// [`ImageInfo::version`] of a version-2 file.
+pub(crate) const VERSION_COMPACT: u32 = crate::format::VERSION_COMPACT as u32;
+
+/// Error flag bits the decode shader ORs into an image's slot
+/// ([`crate::FormatError::GpuReported`]).
+pub mod flags {
+    /// A stream names an unknown predictor.
+    pub const PREDICTOR: u32 = 1;
+    /// A row's bit width exceeds the sample depth.
+    pub const BIT_WIDTH: u32 = 2;
+    /// A row runs past the end of its stream.
+    pub const OVERRUN: u32 = 4;
+    /// A stream is longer than its rows, or its padding bits are not zero.
+    pub const TRAILING: u32 = 8;
+    /// A stream lies outside the uploaded bytes (an internal inconsistency).
+    pub const RANGE: u32 = 16;
+    /// Version 2: a patch names an unknown colour transform, or subtract-green with fewer
+    /// than 3 channels.
+    pub const TRANSFORM: u32 = 32;
+    /// Version 2: a channel's token count or code lengths do not form a valid code.
+    pub const CODE: u32 = 64;
+    /// Version 2: a channel's segment-length field width exceeds 16.
+    pub const SEGMENT_TABLE: u32 = 128;
+    /// Version 2: a pair token where only a single-sample token may stand.
+    pub const SYMBOL: u32 = 256;
+    /// Version 2: a segment's rows use more or fewer bits than its stored length.
+    pub const SEGMENT: u32 = 512;
+}
+
+/// Per-image entry of the table the shaders read (`ImageInfo` in `shaders/shared/images.wgsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ImageInfo {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Channels (1..=4).
+    pub channels: u32,
+    /// Bits per sample (8 or 16).
+    pub depth: u32,
+    /// log2 of the patch size.
+    pub patch_log2: u32,
+    /// Patches per row of the patch grid.
+    pub patches_x: u32,
+    /// First stream of the image (chunk-local index).
+    pub stream_base: u32,
+    /// Streams of the image.
+    pub stream_count: u32,
+    /// First output word (4 bytes: u32 or f32) of the image (or band) in the chunk's output
+    /// binding.
+    pub out_base: u32,
+    /// Output words of the image (without alignment padding).
+    pub out_words: u32,
+    /// Index of the image in its batch (its error-flag slot).
+    pub image_index: u32,
+    /// First decode workgroup of the image; a workgroup decodes
+    /// [`streams_per_workgroup`] streams (version 1) or one patch (version 2).
+    pub wg_base: u32,
+    /// Format version of the file ([`crate::format::VERSION_FAST`] or
+    /// [`crate::format::VERSION_COMPACT`]): which entry point decodes it (`main` or
+    /// `main_compact`).
+    pub version: u32,
+    /// Padding.
+    pub pad: [u32; 3],
+}
+
+/// Invocations of a decode workgroup (`WG` in the shaders).
+pub const DECODE_WORKGROUP_SIZE: u32 = 64;
+
+/// Stream bits indexing the compact decoder's first-level lookup table (the shader's
+/// `FAST_BITS`, through the generated prelude; the CPU twin's table size).
+pub(crate) const FAST_BITS: u32 = 8;
+
+/// Elements per workgroup of the prefix sum.
+pub(crate) const WG_256: u64 = 256;
+
+/// Alignment of each image (and chunk) in the output buffer.
+pub(crate) const OUT_ALIGN: u64 = 256;
+
+/// Streams one decode workgroup takes, in a version-1 file, for a patch size
+/// `1 << patch_log2`: 64 / patch size, at least 1. (In a version-2 file a workgroup takes one
+/// patch, i.e. one stream: [`workgroups_of`].)
+pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
+    let ps = 1u32 << patch_log2;
+    if ps >= DECODE_WORKGROUP_SIZE {
+        1
+    } else {
+        DECODE_WORKGROUP_SIZE / ps
+    }
+}
+
+/// Decode workgroups of `streams` consecutive streams of a file with header `h`: version 1
+/// packs [`streams_per_workgroup`] streams into a workgroup; version 2 gives each patch (one
+/// stream) a workgroup of its own, whatever the patch size, since its segments and channels
+/// decode in parallel inside it.
+pub fn workgroups_of(h: &Header, streams: u32) -> u32 {
+    match h.profile {
+        Profile::Fast => streams.div_ceil(streams_per_workgroup(h.patch_log2)),
+        Profile::Compact => streams,
+    }
+}
+
+/// Per-dispatch parameters (`Params` in `shaders/shared/images.wgsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Params {
+    /// Work items: decode workgroups.
+    pub count: u32,
+    /// Images in the chunk's image table.
+    pub image_count: u32,
+    /// Bytes of stream data uploaded.
+    pub input_bytes: u32,
+    /// Chunk-local index ([`ImageInfo::wg_base`] numbering) of the dispatch's first
+    /// workgroup.
+    pub first_workgroup: u32,
+    /// Per-channel mean for [`OutputLayout::F32Chw`].
+    pub mean: [f32; 4],
+    /// Per-channel standard deviation for [`OutputLayout::F32Chw`].
+    pub std: [f32; 4],
+}
+
+/// Per-level parameters of the prefix sum (`ScanParams` in `shaders/prefix_sum.wgsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct ScanParams {
+    pub n: u32,
+    pub data_offset: u32,
+    pub sums_offset: u32,
+    pub pad: u32,
+}
+
+/// The levels of the prefix sum over `n` elements: (n, data_offset, sums_offset) in words,
+/// and the total words of the scan buffer.
+pub(crate) fn scan_levels(n: u32) -> (Vec<ScanParams>, u64) {
+    let mut levels = Vec::new();
+    let (mut n, mut off) = (n, 0u32);
+    loop {
+        let blocks = n.div_ceil(WG_256 as u32);
+        let sums = off + n;
+        levels.push(ScanParams {
+            n,
+            data_offset: off,
+            sums_offset: sums,
+            pad: 0,
+        });
+        if blocks <= 1 {
+            return (levels, sums as u64 + 1);
+        }
+        off = sums;
+        n = blocks;
+    }
+}
+
+/// The output-layout families that have their own decode shader (`shaders/output/*.wgsl`)
+/// and pipelines: the key, with the format version, of the decoder's pipeline table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LayoutKind {
+    /// [`OutputLayout::Interleaved`]: `shaders/output/interleaved.wgsl`.
+    Interleaved,
+    /// [`OutputLayout::F32Chw`]: `shaders/output/f32_chw.wgsl`.
+    F32Chw,
+}
+
+impl LayoutKind {
+    /// Every kind.
+    pub const ALL: [LayoutKind; 2] = [LayoutKind::Interleaved, LayoutKind::F32Chw];
+
+    /// The kind of `layout`.
+    pub fn of(layout: OutputLayout) -> LayoutKind {
+        match layout {
+            OutputLayout::Interleaved => LayoutKind::Interleaved,
+            OutputLayout::F32Chw(_) => LayoutKind::F32Chw,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_layouts_match_the_wgsl_structs() {
+        // 16 u32 fields (with padding) and 4 u32 + 8 f32: what the shaders' structs occupy.
+        assert_eq!(std::mem::size_of::<ImageInfo>(), 64);
+        assert_eq!(std::mem::size_of::<Params>(), 48);
+        assert_eq!(std::mem::size_of::<ScanParams>(), 16);
+    }
+
+    #[test]
+    fn scan_levels_cover_every_block() {
+        let (levels, words) = scan_levels(1);
+        assert_eq!((levels.len(), words), (1, 2));
+        // 65_537 elements: 257 blocks, then 2, then 1.
+        let (levels, words) = scan_levels(65_537);
+        let ns: Vec<u32> = levels.iter().map(|l| l.n).collect();
+        assert_eq!(ns, [65_537, 257, 2]);
+        assert_eq!(words, 65_537 + 257 + 2 + 1);
+    }
+
+    #[test]
+    fn workgroups_per_stream() {
+        assert_eq!(streams_per_workgroup(3), 8);
+        assert_eq!(streams_per_workgroup(6), 1);
+        assert_eq!(streams_per_workgroup(7), 1);
+    }
+}
