@@ -44,6 +44,9 @@ pub enum Error {
         /// Its error.
         error: Box<Error>,
     },
+    /// A record shard is malformed (see [`crate::shard::ShardError`]).
+    #[error("shard error: {0}")]
+    Shard(crate::shard::ShardError),
     /// The GPU decoder could not get an adapter or device, or a GPU operation failed.
     #[error("GPU error: {0}")]
     Gpu(String),
@@ -63,7 +66,8 @@ wrap_errors!(
     Format(FormatError),
     Limits(LimitsError),
     Parameter(ParameterError),
-    Io(std::io::Error)
+    Io(std::io::Error),
+    Shard(crate::shard::ShardError)
 );
 
 #[cfg(feature = "image")]

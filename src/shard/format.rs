@@ -1,0 +1,397 @@
+//! The record shard format in code (`SPEC.md`, part "Record shards"): every constant is named
+//! once here, and the trailer and index are parsed and validated here, before anything they
+//! describe is read or allocated.
+//!
+//! ```text
+//! shard   = header (HEADER_LEN) | level 0 of every record | level 1 of every record | ...
+//!         | index | trailer (TRAILER_LEN)
+//! header  = SHARD_MAGIC (8) | version u8 | level_count u8 | flags u16 = 0 | reserved u32 = 0
+//! index   = entry x record_count
+//! entry   = key_len u16 | key (UTF-8) | class u32 (NO_CLASS: none) | meta_len u32 | meta
+//!         | width u32 | height u32 | channels u8 | depth u8 | reserved u16 = 0
+//!         | level_count x (offset u64 | len u64 | crc32 u32)
+//! trailer = index_offset u64 | index_len u64 | record_count u64 | index_crc32 u32
+//!         | TRAILER_MAGIC (4)
+//! ```
+//!
+//! All integers little-endian. Levels are laid out level-major: a level's payloads, in record
+//! order, are one contiguous byte range, so the first `k + 1` levels of every record are one
+//! prefix of the shard. Each payload is a complete L3 file (its own header and CRC).
+
+use super::ShardError;
+
+/// Shard signature (like the codec's, with `S` for shard): catches 7-bit transfers and line
+/// ending conversions.
+pub const SHARD_MAGIC: [u8; 8] = [0x89, b'L', b'3', b'S', 0x0D, 0x0A, 0x1A, 0x0A];
+/// The shard format version this code writes and reads.
+pub const SHARD_VERSION: u8 = 1;
+/// Bytes of the header.
+pub const HEADER_LEN: u64 = 16;
+/// Bytes of the trailer.
+pub const TRAILER_LEN: u64 = 32;
+/// The last four bytes of every shard.
+pub const TRAILER_MAGIC: [u8; 4] = *b"L3SX";
+/// Most levels a record may have.
+pub const MAX_LEVELS: u8 = 8;
+/// Longest key in bytes.
+pub const MAX_KEY_LEN: usize = 1024;
+/// Longest metadata in bytes.
+pub const MAX_META_LEN: usize = 1 << 20;
+/// The class of a record without one.
+pub const NO_CLASS: u32 = u32::MAX;
+/// Bytes of one level's entry: offset, length, CRC-32.
+pub const LEVEL_ENTRY_LEN: usize = 8 + 8 + 4;
+/// Bytes of an index entry without its key, metadata and level entries.
+pub const ENTRY_FIXED_LEN: usize = 2 + 4 + 4 + 4 + 4 + 1 + 1 + 2;
+
+/// The fixed header at the start of a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardHeader {
+    /// Levels per record, 1..=[`MAX_LEVELS`].
+    pub level_count: u8,
+}
+
+impl ShardHeader {
+    /// The header's bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN as usize] {
+        let mut b = [0u8; HEADER_LEN as usize];
+        b[..8].copy_from_slice(&SHARD_MAGIC);
+        b[8] = SHARD_VERSION;
+        b[9] = self.level_count;
+        b
+    }
+
+    /// Parses and checks the header.
+    pub fn parse(b: &[u8]) -> Result<Self, ShardError> {
+        if b.len() < HEADER_LEN as usize || b[..8] != SHARD_MAGIC {
+            return Err(ShardError::BadMagic {
+                what: "header",
+                found: b[..b.len().min(8)].to_vec(),
+            });
+        }
+        if b[8] != SHARD_VERSION {
+            return Err(ShardError::UnsupportedVersion { version: b[8] });
+        }
+        let level_count = b[9];
+        if level_count == 0 || level_count > MAX_LEVELS {
+            return Err(ShardError::Invalid {
+                field: "header level_count",
+                value: level_count as u64,
+                reason: "must be 1..=8",
+            });
+        }
+        if b[10..16].iter().any(|&x| x != 0) {
+            return Err(ShardError::Invalid {
+                field: "header flags/reserved",
+                value: 0,
+                reason: "must be zero in version 1",
+            });
+        }
+        Ok(ShardHeader { level_count })
+    }
+}
+
+/// The fixed trailer at the end of a shard: where the index is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    /// Byte offset of the index.
+    pub index_offset: u64,
+    /// Bytes of the index.
+    pub index_len: u64,
+    /// Records in the shard.
+    pub record_count: u64,
+    /// CRC-32 of the index bytes.
+    pub index_crc32: u32,
+}
+
+impl Trailer {
+    /// The trailer's bytes.
+    pub fn to_bytes(&self) -> [u8; TRAILER_LEN as usize] {
+        let mut b = [0u8; TRAILER_LEN as usize];
+        b[0..8].copy_from_slice(&self.index_offset.to_le_bytes());
+        b[8..16].copy_from_slice(&self.index_len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.record_count.to_le_bytes());
+        b[24..28].copy_from_slice(&self.index_crc32.to_le_bytes());
+        b[28..32].copy_from_slice(&TRAILER_MAGIC);
+        b
+    }
+
+    /// Parses the trailer of a shard of `file_len` bytes and checks that the index it points
+    /// to lies between the header and the trailer and can hold `record_count` entries of a
+    /// shard with `level_count` levels (so the count bounds every allocation that follows).
+    pub fn parse(b: &[u8], file_len: u64, level_count: u8) -> Result<Self, ShardError> {
+        if b.len() != TRAILER_LEN as usize || b[28..32] != TRAILER_MAGIC {
+            return Err(ShardError::BadMagic {
+                what: "trailer",
+                found: b[b.len().saturating_sub(4)..].to_vec(),
+            });
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let t = Trailer {
+            index_offset: u64_at(0),
+            index_len: u64_at(8),
+            record_count: u64_at(16),
+            index_crc32: u32::from_le_bytes(b[24..28].try_into().expect("4 bytes")),
+        };
+        let index_end = t.index_offset.checked_add(t.index_len);
+        if t.index_offset < HEADER_LEN
+            || index_end.and_then(|e| e.checked_add(TRAILER_LEN)) != Some(file_len)
+        {
+            return Err(ShardError::Invalid {
+                field: "trailer index_offset/index_len",
+                value: t.index_offset,
+                reason: "the index must end where the trailer starts, after the header",
+            });
+        }
+        let min_entry = (ENTRY_FIXED_LEN + level_count as usize * LEVEL_ENTRY_LEN) as u64;
+        if t.record_count > t.index_len / min_entry {
+            return Err(ShardError::Invalid {
+                field: "trailer record_count",
+                value: t.record_count,
+                reason: "more records than the index has room for",
+            });
+        }
+        Ok(t)
+    }
+}
+
+/// Where one level of one record lies, and its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelEntry {
+    /// Byte offset in the shard.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+    /// CRC-32 of the bytes.
+    pub crc32: u32,
+}
+
+/// One record's index entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordEntry {
+    /// The record's key (e.g. its source path relative to the dataset root), UTF-8.
+    pub key: String,
+    /// Class id, or `None`.
+    pub class: Option<u32>,
+    /// Arbitrary metadata (e.g. JSON), possibly empty.
+    pub meta: Vec<u8>,
+    /// Width in pixels of the full-resolution image.
+    pub width: u32,
+    /// Height in pixels of the full-resolution image.
+    pub height: u32,
+    /// Channels (1..=4).
+    pub channels: u8,
+    /// Bits per sample (8 or 16).
+    pub depth: u8,
+    /// One entry per level, lowest fidelity first.
+    pub levels: Vec<LevelEntry>,
+}
+
+impl RecordEntry {
+    /// Appends the entry's bytes to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.key.len() as u16).to_le_bytes());
+        out.extend_from_slice(self.key.as_bytes());
+        out.extend_from_slice(&self.class.unwrap_or(NO_CLASS).to_le_bytes());
+        out.extend_from_slice(&(self.meta.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.meta);
+        out.extend_from_slice(&self.width.to_le_bytes());
+        out.extend_from_slice(&self.height.to_le_bytes());
+        out.push(self.channels);
+        out.push(self.depth);
+        out.extend_from_slice(&[0, 0]);
+        for l in &self.levels {
+            out.extend_from_slice(&l.offset.to_le_bytes());
+            out.extend_from_slice(&l.len.to_le_bytes());
+            out.extend_from_slice(&l.crc32.to_le_bytes());
+        }
+    }
+}
+
+/// A bounds-checked little-endian reader over the index bytes.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    record: u64,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ShardError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(ShardError::IndexTruncated {
+                record: self.record,
+                field,
+            });
+        };
+        let s = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self, field: &'static str) -> Result<u8, ShardError> {
+        Ok(self.take(1, field)?[0])
+    }
+    fn u16(&mut self, field: &'static str) -> Result<u16, ShardError> {
+        Ok(u16::from_le_bytes(
+            self.take(2, field)?.try_into().expect("2"),
+        ))
+    }
+    fn u32(&mut self, field: &'static str) -> Result<u32, ShardError> {
+        Ok(u32::from_le_bytes(
+            self.take(4, field)?.try_into().expect("4"),
+        ))
+    }
+    fn u64(&mut self, field: &'static str) -> Result<u64, ShardError> {
+        Ok(u64::from_le_bytes(
+            self.take(8, field)?.try_into().expect("8"),
+        ))
+    }
+}
+
+/// Parses and validates the index: every entry's fields, and the level-major layout (level
+/// `k` of record `i` starts where level `k` of record `i - 1` ends, level `k + 1` where level
+/// `k` of the last record ends; the first starts after the header and the last ends at the
+/// index), so no two records overlap and nothing lies outside the data area.
+pub fn parse_index(
+    bytes: &[u8],
+    trailer: &Trailer,
+    level_count: u8,
+) -> Result<Vec<RecordEntry>, ShardError> {
+    if crc32fast::hash(bytes) != trailer.index_crc32 {
+        return Err(ShardError::IndexChecksum {
+            stored: trailer.index_crc32,
+            computed: crc32fast::hash(bytes),
+        });
+    }
+    let mut c = Cursor {
+        bytes,
+        pos: 0,
+        record: 0,
+    };
+    // Bounded by Trailer::parse: record_count <= index_len / smallest entry.
+    let mut records = Vec::with_capacity(trailer.record_count as usize);
+    for i in 0..trailer.record_count {
+        c.record = i;
+        let invalid = |field, value, reason| ShardError::InvalidRecord {
+            record: i,
+            field,
+            value,
+            reason,
+        };
+        let key_len = c.u16("key_len")? as usize;
+        if key_len > MAX_KEY_LEN {
+            return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
+        }
+        let key = std::str::from_utf8(c.take(key_len, "key")?)
+            .map_err(|_| invalid("key", 0, "not UTF-8"))?
+            .to_owned();
+        let class = c.u32("class")?;
+        let meta_len = c.u32("meta_len")? as usize;
+        if meta_len > MAX_META_LEN {
+            return Err(invalid("meta_len", meta_len as u64, "at most 1 MiB"));
+        }
+        let meta = c.take(meta_len, "meta")?.to_vec();
+        let width = c.u32("width")?;
+        let height = c.u32("height")?;
+        let channels = c.u8("channels")?;
+        let depth = c.u8("depth")?;
+        let reserved = c.u16("reserved")?;
+        if width == 0 || height == 0 || width > crate::format::MAX_DIMENSION {
+            return Err(invalid(
+                "width/height",
+                width as u64,
+                "must be 1..=16777215",
+            ));
+        }
+        if height > crate::format::MAX_DIMENSION {
+            return Err(invalid("height", height as u64, "must be 1..=16777215"));
+        }
+        if !(1..=4).contains(&channels) {
+            return Err(invalid("channels", channels as u64, "must be 1..=4"));
+        }
+        if depth != 8 && depth != 16 {
+            return Err(invalid("depth", depth as u64, "must be 8 or 16"));
+        }
+        if reserved != 0 {
+            return Err(invalid("reserved", reserved as u64, "must be zero"));
+        }
+        let mut levels = Vec::with_capacity(level_count as usize);
+        for _ in 0..level_count {
+            levels.push(LevelEntry {
+                offset: c.u64("level offset")?,
+                len: c.u64("level len")?,
+                crc32: c.u32("level crc32")?,
+            });
+        }
+        records.push(RecordEntry {
+            key,
+            class: (class != NO_CLASS).then_some(class),
+            meta,
+            width,
+            height,
+            channels,
+            depth,
+            levels,
+        });
+    }
+    if c.pos != bytes.len() {
+        return Err(ShardError::Invalid {
+            field: "index",
+            value: (bytes.len() - c.pos) as u64,
+            reason: "bytes left after the last entry",
+        });
+    }
+    check_layout(&records, level_count, trailer.index_offset)?;
+    Ok(records)
+}
+
+/// The level-major layout rule (see [`parse_index`]).
+fn check_layout(records: &[RecordEntry], level_count: u8, data_end: u64) -> Result<(), ShardError> {
+    let mut expected = HEADER_LEN;
+    for k in 0..level_count as usize {
+        for (i, r) in records.iter().enumerate() {
+            let l = r.levels[k];
+            let end = l.offset.checked_add(l.len);
+            if l.offset != expected || end.is_none_or(|e| e > data_end) {
+                return Err(ShardError::LevelOutOfPlace {
+                    record: i as u64,
+                    level: k as u8,
+                    offset: l.offset,
+                    len: l.len,
+                    expected,
+                });
+            }
+            expected = end.expect("checked above");
+        }
+    }
+    if expected != data_end {
+        return Err(ShardError::Invalid {
+            field: "index level table",
+            value: expected,
+            reason: "the levels do not end where the index starts",
+        });
+    }
+    Ok(())
+}
+
+/// Parses a whole shard held in memory: header, trailer and index, with the checks
+/// [`super::ShardReader::open`] makes (for tests, fuzzing and callers with the bytes at hand).
+pub fn parse_shard(bytes: &[u8]) -> Result<(ShardHeader, Trailer, Vec<RecordEntry>), ShardError> {
+    let len = bytes.len() as u64;
+    if len < HEADER_LEN + TRAILER_LEN {
+        return Err(ShardError::Truncated {
+            len,
+            min: HEADER_LEN + TRAILER_LEN,
+        });
+    }
+    let header = ShardHeader::parse(&bytes[..HEADER_LEN as usize])?;
+    let trailer = Trailer::parse(
+        &bytes[(len - TRAILER_LEN) as usize..],
+        len,
+        header.level_count,
+    )?;
+    let start = trailer.index_offset as usize;
+    let index = &bytes[start..start + trailer.index_len as usize];
+    let records = parse_index(index, &trailer, header.level_count)?;
+    Ok((header, trailer, records))
+}

@@ -1,0 +1,175 @@
+//! Reading a shard with positional reads: opening reads the header, the trailer and the index
+//! (three reads, validated before the next), nothing else; each level of each record is then
+//! one read at a known offset, and the first `k + 1` levels of every record are one
+//! contiguous read ([`ShardReader::read_prefix`]). No read depends on an unvalidated field.
+
+use std::fs::File;
+use std::path::Path;
+
+use super::format::{parse_index, RecordEntry, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN};
+use super::ShardError;
+use crate::error::{LimitsError, Result};
+
+/// An open shard: its validated index, and the file for positional reads.
+#[derive(Debug)]
+pub struct ShardReader {
+    file: File,
+    level_count: u8,
+    records: Vec<RecordEntry>,
+    index_offset: u64,
+}
+
+impl ShardReader {
+    /// Opens a shard and validates its header, trailer and index; the index may take at most
+    /// `max_index_bytes` (what opening allocates, besides the parsed entries).
+    pub fn open(path: &Path, max_index_bytes: u64) -> Result<Self> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        if len < HEADER_LEN + TRAILER_LEN {
+            return Err(ShardError::Truncated {
+                len,
+                min: HEADER_LEN + TRAILER_LEN,
+            }
+            .into());
+        }
+        let header = ShardHeader::parse(&read_at(&file, 0, HEADER_LEN as usize)?)?;
+        let trailer = Trailer::parse(
+            &read_at(&file, len - TRAILER_LEN, TRAILER_LEN as usize)?,
+            len,
+            header.level_count,
+        )?;
+        if trailer.index_len > max_index_bytes {
+            return Err(LimitsError::InputBytes {
+                len: trailer.index_len,
+                max: max_index_bytes,
+            }
+            .into());
+        }
+        let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
+        let records = parse_index(&index, &trailer, header.level_count)?;
+        Ok(ShardReader {
+            file,
+            level_count: header.level_count,
+            records,
+            index_offset: trailer.index_offset,
+        })
+    }
+
+    /// Records in the shard.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether the shard has no records.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Levels per record.
+    pub fn level_count(&self) -> u8 {
+        self.level_count
+    }
+
+    /// Every record's index entry, in order.
+    pub fn records(&self) -> &[RecordEntry] {
+        &self.records
+    }
+
+    /// Record `i`'s index entry.
+    pub fn record(&self, i: usize) -> Result<&RecordEntry> {
+        self.records.get(i).ok_or_else(|| self.no_such(i, 0))
+    }
+
+    fn no_such(&self, record: usize, level: u8) -> crate::Error {
+        ShardError::NoSuchRecord {
+            record: record as u64,
+            level,
+            records: self.records.len() as u64,
+            levels: self.level_count,
+        }
+        .into()
+    }
+
+    /// The bytes of level `level` of record `i` (an L3 file), checked against their CRC-32.
+    pub fn read_level(&self, i: usize, level: u8) -> Result<Vec<u8>> {
+        let entry = self
+            .records
+            .get(i)
+            .and_then(|r| r.levels.get(level as usize))
+            .ok_or_else(|| self.no_such(i, level))?;
+        // In the data area: checked by parse_index.
+        let bytes = read_at(&self.file, entry.offset, entry.len as usize)?;
+        check_crc(&bytes, entry.crc32, i, level)?;
+        Ok(bytes)
+    }
+
+    /// Byte range of levels `0..=level` of every record: one contiguous prefix of the shard
+    /// after its header.
+    pub fn prefix_range(&self, level: u8) -> Result<std::ops::Range<u64>> {
+        if level >= self.level_count {
+            return Err(self.no_such(0, level));
+        }
+        let end = if level + 1 == self.level_count {
+            self.index_offset
+        } else {
+            self.records
+                .first()
+                .map_or(self.index_offset, |r| r.levels[level as usize + 1].offset)
+        };
+        Ok(HEADER_LEN..end)
+    }
+
+    /// Levels `0..=level` of every record in one contiguous read, each record's level
+    /// `level` checked against its CRC-32 and returned as a range of the buffer:
+    /// `(buffer, ranges)` with `ranges[i]` the L3 file of record `i` at that level.
+    pub fn read_prefix(&self, level: u8) -> Result<(Vec<u8>, Vec<std::ops::Range<usize>>)> {
+        let range = self.prefix_range(level)?;
+        let buf = read_at(&self.file, range.start, (range.end - range.start) as usize)?;
+        let mut ranges = Vec::with_capacity(self.records.len());
+        for (i, r) in self.records.iter().enumerate() {
+            let l = r.levels[level as usize];
+            let start = (l.offset - range.start) as usize;
+            let span = start..start + l.len as usize;
+            check_crc(&buf[span.clone()], l.crc32, i, level)?;
+            ranges.push(span);
+        }
+        Ok((buf, ranges))
+    }
+}
+
+fn check_crc(bytes: &[u8], stored: u32, record: usize, level: u8) -> Result<()> {
+    let computed = crc32fast::hash(bytes);
+    if computed != stored {
+        return Err(ShardError::LevelChecksum {
+            record: record as u64,
+            level,
+            stored,
+            computed,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// `len` bytes at `offset` (a positional read: no shared cursor, safe from many threads).
+fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(&mut buf, offset)?;
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::FileExt;
+        let mut done = 0;
+        while done < len {
+            let n = file.seek_read(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            done += n;
+        }
+    }
+    Ok(buf)
+}

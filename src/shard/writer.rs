@@ -1,0 +1,179 @@
+//! Writing a shard: records are collected in memory (a shard's payload bytes, which the caller
+//! bounds by choosing how many records go in one shard), then written level-major in one pass
+//! to a temporary file beside the target, synced, and renamed into place: a crash leaves either
+//! no shard or a complete one, never a partial file under the shard's name.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::format::{
+    LevelEntry, RecordEntry, ShardHeader, Trailer, HEADER_LEN, MAX_KEY_LEN, MAX_LEVELS,
+    MAX_META_LEN,
+};
+use crate::error::{ParameterError, Result};
+
+/// One record to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordInput {
+    /// Key (e.g. the source path relative to the dataset root), at most 1024 bytes of UTF-8.
+    pub key: String,
+    /// Class id (`u32::MAX` is reserved for "none").
+    pub class: Option<u32>,
+    /// Metadata bytes (e.g. JSON), at most 1 MiB.
+    pub meta: Vec<u8>,
+    /// The levels, lowest fidelity first; each a complete L3 file. The last one is the
+    /// full-resolution image whose header gives the record's shape.
+    pub levels: Vec<Vec<u8>>,
+}
+
+/// Collects records and writes them as one shard (see the module docs).
+#[derive(Debug)]
+pub struct ShardWriter {
+    level_count: u8,
+    records: Vec<(RecordEntry, Vec<Vec<u8>>)>,
+    payload_bytes: u64,
+}
+
+impl ShardWriter {
+    /// A writer of shards whose records have `level_count` levels (1..=8).
+    pub fn new(level_count: u8) -> Result<Self> {
+        if level_count == 0 || level_count > MAX_LEVELS {
+            return Err(ParameterError::InvalidOption {
+                name: "level_count",
+                value: level_count as u64,
+                reason: "must be 1..=8",
+            }
+            .into());
+        }
+        Ok(ShardWriter {
+            level_count,
+            records: Vec::new(),
+            payload_bytes: 0,
+        })
+    }
+
+    /// Records added so far.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no record was added.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Payload bytes added so far (what the shard will hold besides header, index, trailer).
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
+    }
+
+    /// Adds a record. Its last level's L3 header gives the shape stored in the index; every
+    /// level must be an L3 file whose header parses.
+    pub fn add(&mut self, record: RecordInput) -> Result<()> {
+        let bad = |name, value: usize, reason| -> crate::Error {
+            ParameterError::InvalidOption {
+                name,
+                value: value as u64,
+                reason,
+            }
+            .into()
+        };
+        if record.levels.len() != self.level_count as usize {
+            return Err(bad(
+                "levels",
+                record.levels.len(),
+                "a record needs exactly the shard's level count",
+            ));
+        }
+        if record.key.len() > MAX_KEY_LEN {
+            return Err(bad("key", record.key.len(), "keys are at most 1024 bytes"));
+        }
+        if record.meta.len() > MAX_META_LEN {
+            return Err(bad("meta", record.meta.len(), "metadata is at most 1 MiB"));
+        }
+        if record.class == Some(super::format::NO_CLASS) {
+            return Err(bad("class", u32::MAX as usize, "u32::MAX means no class"));
+        }
+        for level in &record.levels {
+            crate::decode::read_header(level)?;
+        }
+        let full = crate::decode::read_header(record.levels.last().expect("level_count >= 1"))?;
+        self.payload_bytes += record.levels.iter().map(|l| l.len() as u64).sum::<u64>();
+        let entry = RecordEntry {
+            key: record.key,
+            class: record.class,
+            meta: record.meta,
+            width: full.width,
+            height: full.height,
+            channels: full.channels(),
+            depth: full.depth,
+            levels: Vec::new(),
+        };
+        self.records.push((entry, record.levels));
+        Ok(())
+    }
+
+    /// The shard's bytes: header, levels level-major, index, trailer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.payload_bytes as usize + 1024);
+        out.extend_from_slice(
+            &ShardHeader {
+                level_count: self.level_count,
+            }
+            .to_bytes(),
+        );
+        debug_assert_eq!(out.len() as u64, HEADER_LEN);
+        let mut entries: Vec<RecordEntry> = self.records.iter().map(|(e, _)| e.clone()).collect();
+        for k in 0..self.level_count as usize {
+            for ((_, levels), entry) in self.records.iter().zip(&mut entries) {
+                let bytes = &levels[k];
+                entry.levels.push(LevelEntry {
+                    offset: out.len() as u64,
+                    len: bytes.len() as u64,
+                    crc32: crc32fast::hash(bytes),
+                });
+                out.extend_from_slice(bytes);
+            }
+        }
+        let index_offset = out.len() as u64;
+        let mut index = Vec::new();
+        for e in &entries {
+            e.write(&mut index);
+        }
+        out.extend_from_slice(&index);
+        out.extend_from_slice(
+            &Trailer {
+                index_offset,
+                index_len: index.len() as u64,
+                record_count: entries.len() as u64,
+                index_crc32: crc32fast::hash(&index),
+            }
+            .to_bytes(),
+        );
+        out
+    }
+
+    /// Writes the shard to `path` atomically (temporary file in the same folder, fsync,
+    /// rename); an existing file at `path` is replaced.
+    pub fn write_to(&self, path: &Path) -> Result<()> {
+        let tmp = temp_path(path);
+        let result = (|| -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&self.to_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        Ok(result?)
+    }
+}
+
+/// `path` with `.tmp-<pid>` appended: in the same folder (so the rename is atomic), and
+/// never a name a finished shard has.
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    path.with_file_name(name)
+}
