@@ -47,6 +47,9 @@ pub enum Error {
     /// A record shard is malformed (see [`crate::shard::ShardError`]).
     #[error("shard error: {0}")]
     Shard(crate::shard::ShardError),
+    /// A dataset manifest is malformed or could not be written (file and reason).
+    #[error("manifest error: {0}")]
+    Manifest(String),
     /// The GPU decoder could not get an adapter or device, or a GPU operation failed.
     #[error("GPU error: {0}")]
     Gpu(String),

@@ -3,6 +3,7 @@
 //! Exit status: 0 when every file succeeded, 1 when any file failed (each failure is reported
 //! on stderr as `error: PATH: REASON`), 2 for a usage error.
 
+mod dataset;
 mod fsio;
 
 use std::path::{Path, PathBuf};
@@ -71,6 +72,14 @@ enum Command {
     Verify(VerifyArgs),
     /// Encode and decode the bundled sample images, printing sizes and speed.
     Demo(DemoArgs),
+    /// Pack an image tree into record shards with an index and a manifest (a dataset).
+    Pack(dataset::PackArgs),
+    /// List a dataset: records, shards, bytes per level, classes.
+    Ls(dataset::DatasetArgs),
+    /// Unpack a dataset back to PNG files (the original pixels).
+    Unpack(dataset::UnpackArgs),
+    /// Check a dataset: every shard against the manifest, every record decoded.
+    VerifyDataset(dataset::DatasetArgs),
 }
 
 #[derive(Args)]
@@ -201,6 +210,10 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd_info(a),
         Command::Verify(a) => cmd_verify(a),
         Command::Demo(a) => cmd_demo(a),
+        Command::Pack(a) => dataset::cmd_pack(a),
+        Command::Ls(a) => dataset::cmd_ls(a),
+        Command::Unpack(a) => dataset::cmd_unpack(a),
+        Command::VerifyDataset(a) => dataset::cmd_verify_dataset(a),
     };
     let result = result.map(|failed| failed + fsio::unlistable_dirs());
     match result {

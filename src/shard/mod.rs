@@ -9,10 +9,14 @@
 //! progressive records.
 
 pub mod format;
+#[cfg(feature = "dataset")]
+mod manifest;
 mod reader;
 mod writer;
 
 pub use format::{LevelEntry, RecordEntry};
+#[cfg(feature = "dataset")]
+pub use manifest::{Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
 pub use reader::ShardReader;
 pub use writer::{RecordInput, ShardWriter};
 

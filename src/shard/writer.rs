@@ -170,10 +170,11 @@ impl ShardWriter {
     }
 }
 
-/// `path` with `.tmp-<pid>` appended: in the same folder (so the rename is atomic), and
-/// never a name a finished shard has.
+/// `.<name>.l3-tmp-<pid>` beside `path`: in the same folder (so the rename is atomic), hidden,
+/// never a name a finished shard has, and the pattern the `l3` tool removes after a crash.
 fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(format!(".l3-tmp-{}", std::process::id()));
     path.with_file_name(name)
 }

@@ -1,0 +1,283 @@
+//! `l3 pack`, `l3 ls`, `l3 unpack` and `l3 verify-dataset`: image trees to record shards and
+//! back.
+//!
+//! Packing is deterministic: the images are sorted by path, shard `i` holds images
+//! `i * records_per_shard ..`, records are encoded with fixed options, so a rerun writes the
+//! same bytes. Each shard is verified by decoding every record and comparing it with the source
+//! pixels before it is written (atomically); a rerun after a kill keeps the shards that are
+//! complete and match the plan, writes only the missing ones, and writes the manifest last.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rayon::prelude::*;
+
+use crate::fsio::{self, Job};
+use l3::shard::{Manifest, RecordInput, ShardInfo, ShardReader, ShardWriter, MANIFEST_VERSION};
+use l3::{EncodeOptions, Profile};
+
+/// Largest index a shard may carry when opened by the tool (far above any real shard's).
+const MAX_INDEX_BYTES: u64 = 1 << 30;
+
+#[derive(Args)]
+pub struct PackArgs {
+    /// Folder of images; the first folder level under it names each image's class (images
+    /// directly in it have none).
+    pub source: PathBuf,
+    /// Dataset folder to create (shards and manifest.json).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Records per shard.
+    #[arg(long, default_value_t = 1024)]
+    pub records_per_shard: usize,
+    /// Profile of the stored records.
+    #[arg(long, value_enum, default_value_t = crate::ProfileArg::Compact)]
+    pub profile: crate::ProfileArg,
+    /// Print only errors and the summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args)]
+pub struct DatasetArgs {
+    /// Dataset folder (with manifest.json).
+    pub dataset: PathBuf,
+}
+
+#[derive(Args)]
+pub struct UnpackArgs {
+    /// Dataset folder (with manifest.json).
+    pub dataset: PathBuf,
+    /// Folder for the PNG files (keys become relative paths, with a .png extension).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// The class of an image: the first folder under the source root, if any.
+fn class_name(job: &Job) -> Option<String> {
+    let mut parts = job.relative.components();
+    let first = parts.next()?;
+    parts
+        .next()
+        .is_some()
+        .then(|| first.as_os_str().to_string_lossy().into_owned())
+}
+
+fn shard_name(i: usize) -> String {
+    format!("shard-{i:05}.l3s")
+}
+
+/// Whether `path` is a complete shard holding exactly `keys`, in order.
+fn shard_is_done(path: &Path, keys: &[String]) -> bool {
+    ShardReader::open(path, MAX_INDEX_BYTES).is_ok_and(|s| {
+        s.len() == keys.len() && s.records().iter().zip(keys).all(|(r, k)| &r.key == k)
+    })
+}
+
+fn key_of(job: &Job) -> String {
+    job.relative.to_string_lossy().replace('\\', "/")
+}
+
+pub fn cmd_pack(a: PackArgs) -> Result<u64> {
+    if a.records_per_shard == 0 {
+        bail!("--records-per-shard must be at least 1");
+    }
+    let roots = fsio::collect_jobs(std::slice::from_ref(&a.source), crate::IMAGE_EXTENSIONS)?;
+    let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
+    if jobs.is_empty() {
+        bail!("no images under {}", a.source.display());
+    }
+    let classes: Vec<String> = jobs
+        .iter()
+        .filter_map(class_name)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    std::fs::create_dir_all(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    fsio::remove_stale_temps(&a.output);
+    let profile = match a.profile {
+        crate::ProfileArg::Fast => Profile::Fast,
+        crate::ProfileArg::Compact => Profile::Compact,
+    };
+    let options = EncodeOptions::for_profile(profile);
+    let pb = crate::progress(jobs.len(), a.quiet);
+    let mut shards = Vec::new();
+    let (mut written, mut kept) = (0, 0);
+    for (i, chunk) in jobs.chunks(a.records_per_shard).enumerate() {
+        let path = a.output.join(shard_name(i));
+        let keys: Vec<String> = chunk.iter().map(key_of).collect();
+        if !shard_is_done(&path, &keys) {
+            // Encode and verify every record of the shard in parallel, then write it whole.
+            let records: Vec<RecordInput> = chunk
+                .par_iter()
+                .map(|job| -> Result<RecordInput> {
+                    let image = crate::read_source(&job.input)?;
+                    let file = l3::encode_image(&image, &options)?;
+                    let decoded = l3::decode_image(&file, &crate::decode_options())?;
+                    if !crate::same_pixels(&image, &decoded) {
+                        bail!("verification failed: decoded pixels differ from the source");
+                    }
+                    let class = class_name(job)
+                        .map(|c| classes.binary_search(&c).expect("collected above") as u32);
+                    Ok(RecordInput {
+                        key: key_of(job),
+                        class,
+                        meta: Vec::new(),
+                        levels: vec![file],
+                    })
+                })
+                .collect::<Result<_>>()
+                .with_context(|| format!("packing {}", shard_name(i)))?;
+            let mut writer = ShardWriter::new(1)?;
+            for r in records {
+                writer.add(r)?;
+            }
+            fsio::write_atomic(&path, &writer.to_bytes())?;
+            written += 1;
+        } else {
+            kept += 1;
+        }
+        pb.inc(chunk.len() as u64);
+        let bytes = std::fs::read(&path)?;
+        let shard = ShardReader::open(&path, MAX_INDEX_BYTES)?;
+        shards.push(ShardInfo {
+            file: shard_name(i),
+            records: shard.len() as u64,
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(&bytes),
+            level_bytes: vec![shard.prefix_range(0)?.end - l3::shard::format::HEADER_LEN],
+        });
+    }
+    pb.finish_and_clear();
+    let manifest = Manifest {
+        version: MANIFEST_VERSION,
+        levels: 1,
+        classes,
+        records: shards.iter().map(|s| s.records).sum(),
+        shards,
+    };
+    manifest.write(&a.output)?;
+    let total: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
+    println!(
+        "packed {} images into {} shard(s) ({written} written, {kept} already complete), {} classes, {}",
+        manifest.records,
+        manifest.shards.len(),
+        manifest.classes.len(),
+        crate::human(total)
+    );
+    Ok(0)
+}
+
+pub fn cmd_ls(a: DatasetArgs) -> Result<u64> {
+    let m = Manifest::read(&a.dataset)?;
+    let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
+    println!(
+        "{}: {} records in {} shard(s), {} level(s), {}",
+        a.dataset.display(),
+        m.records,
+        m.shards.len(),
+        m.levels,
+        crate::human(total)
+    );
+    let mut per_class = vec![0u64; m.classes.len()];
+    let mut unlabelled = 0u64;
+    let mut level_bytes = vec![0u64; m.levels as usize];
+    for s in &m.shards {
+        let shard = ShardReader::open(&a.dataset.join(&s.file), MAX_INDEX_BYTES)
+            .with_context(|| format!("opening {}", s.file))?;
+        for r in shard.records() {
+            match r.class.and_then(|c| per_class.get_mut(c as usize)) {
+                Some(n) => *n += 1,
+                None => unlabelled += 1,
+            }
+            for (b, l) in level_bytes.iter_mut().zip(&r.levels) {
+                *b += l.len;
+            }
+        }
+    }
+    for (k, b) in level_bytes.iter().enumerate() {
+        println!("  level {k}: {}", crate::human(*b));
+    }
+    for (name, n) in m.classes.iter().zip(&per_class) {
+        println!("  class {name}: {n}");
+    }
+    if unlabelled > 0 {
+        println!("  no class: {unlabelled}");
+    }
+    Ok(0)
+}
+
+/// Checks every shard against the manifest (size, CRC-32, record count) and decodes every
+/// level of every record. Returns the number of failed shards.
+pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
+    let m = Manifest::read(&a.dataset)?;
+    let mut failed = 0;
+    let mut records = 0u64;
+    for s in &m.shards {
+        let r = (|| -> Result<()> {
+            let path = a.dataset.join(&s.file);
+            let bytes = std::fs::read(&path)?;
+            if bytes.len() as u64 != s.bytes || crc32fast::hash(&bytes) != s.crc32 {
+                bail!("size or CRC-32 differs from the manifest");
+            }
+            let shard = ShardReader::open(&path, MAX_INDEX_BYTES)?;
+            if shard.len() as u64 != s.records || shard.level_count() != m.levels {
+                bail!("record or level count differs from the manifest");
+            }
+            for i in 0..shard.len() {
+                for k in 0..shard.level_count() {
+                    let file = shard.read_level(i, k)?;
+                    l3::decode::decode(&file, &crate::decode_options())
+                        .with_context(|| format!("record {i} level {k}"))?;
+                }
+            }
+            records += shard.len() as u64;
+            Ok(())
+        })();
+        if let Err(e) = r {
+            failed += 1;
+            eprintln!("error: {}: {e:#}", s.file);
+        }
+    }
+    println!(
+        "{}: {records} records in {} shard(s) decoded, {failed} shard(s) failed",
+        a.dataset.display(),
+        m.shards.len()
+    );
+    Ok(failed)
+}
+
+pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
+    let m = Manifest::read(&a.dataset)?;
+    let mut written = 0u64;
+    for s in &m.shards {
+        let shard = ShardReader::open(&a.dataset.join(&s.file), MAX_INDEX_BYTES)
+            .with_context(|| format!("opening {}", s.file))?;
+        let last = shard.level_count() - 1;
+        for (i, r) in shard.records().iter().enumerate() {
+            // Keys are relative paths written by `l3 pack`; anything else is refused rather
+            // than written outside the output folder.
+            let rel = Path::new(&r.key);
+            if rel.is_absolute()
+                || rel
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                bail!("{}: record {i} has an unsafe key {:?}", s.file, r.key);
+            }
+            let image = l3::decode_image(&shard.read_level(i, last)?, &crate::decode_options())?;
+            let out = a.output.join(rel).with_extension("png");
+            let mut png = Vec::new();
+            image
+                .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+                .with_context(|| format!("encoding {}", out.display()))?;
+            fsio::write_atomic(&out, &png)?;
+            written += 1;
+        }
+    }
+    println!("unpacked {written} images to {}", a.output.display());
+    Ok(0)
+}
