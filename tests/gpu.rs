@@ -507,3 +507,64 @@ fn batcher_falls_back_file_by_file() {
         }
     }
 }
+
+/// A shard's level-0 prefix, read in one contiguous read, decodes as one GPU batch to exactly
+/// what the CPU decoder makes of each record.
+#[test]
+fn shard_prefix_decodes_as_one_gpu_batch_like_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let mut paths = Vec::new();
+    image_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples"),
+        &mut paths,
+    );
+    paths.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    let mut writer = l3::shard::ShardWriter::new(1).unwrap();
+    for (i, p) in paths.iter().enumerate() {
+        let img = l3::read_image(p).unwrap();
+        let profile = if i % 2 == 0 {
+            Profile::Compact
+        } else {
+            Profile::Fast
+        };
+        let file = l3::encode_image(&img, &EncodeOptions::for_profile(profile)).unwrap();
+        writer
+            .add(l3::shard::RecordInput {
+                key: p.display().to_string(),
+                class: None,
+                meta: Vec::new(),
+                levels: vec![file],
+            })
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.l3s");
+    writer.write_to(&path).unwrap();
+    let shard = l3::shard::ShardReader::open(&path, 1 << 20).unwrap();
+    let (buf, ranges) = shard.read_prefix(0).unwrap();
+    let files: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
+    assert!(files.len() >= 6);
+    let images = gpu
+        .decode_batch(&files, OutputLayout::Interleaved)
+        .unwrap()
+        .read_back()
+        .unwrap();
+    for (file, gpu_pixels) in files.iter().zip(images) {
+        let (h, cpu_pixels) = l3::decode::decode(file, &DecodeOptions::default()).unwrap();
+        // The GPU writes 16-bit samples little-endian, the CPU in native order.
+        let cpu_le: Vec<u8> = if h.depth == 16 {
+            cpu_pixels
+                .chunks_exact(2)
+                .flat_map(|c| u16::from_ne_bytes([c[0], c[1]]).to_le_bytes())
+                .collect()
+        } else {
+            cpu_pixels
+        };
+        assert!(
+            gpu_pixels == cpu_le,
+            "{}x{} record differs",
+            h.width,
+            h.height
+        );
+    }
+}
