@@ -248,3 +248,57 @@ fn a_corrupt_level_is_caught_by_its_checksum_on_read() {
     // An index larger than the caller allows is refused before it is read.
     assert!(matches!(ShardReader::open(&path, 8), Err(Error::Limits(_))));
 }
+
+#[test]
+fn a_dataset_numbers_records_across_its_shards() {
+    use l3::shard::{Dataset, Manifest, ShardInfo};
+    let records = sample_records();
+    let dir = tempfile::tempdir().unwrap();
+    let mut infos = Vec::new();
+    for (i, chunk) in records.chunks(4).enumerate() {
+        let mut w = ShardWriter::new(2).unwrap();
+        for r in chunk {
+            w.add(r.clone()).unwrap();
+        }
+        let file = format!("shard-{i:05}.l3s");
+        w.write_to(&dir.path().join(&file)).unwrap();
+        let bytes = std::fs::read(dir.path().join(&file)).unwrap();
+        infos.push(ShardInfo {
+            file,
+            records: chunk.len() as u64,
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(&bytes),
+            level_bytes: vec![0, 0],
+        });
+    }
+    let mut manifest = Manifest {
+        version: l3::shard::MANIFEST_VERSION,
+        levels: 2,
+        classes: vec!["a".into(), "b".into(), "c".into()],
+        records: records.len() as u64,
+        shards: infos,
+    };
+    manifest.write(dir.path()).unwrap();
+    let ds = Dataset::open(dir.path()).unwrap();
+    assert_eq!(ds.len(), records.len() as u64);
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(ds.record(i as u64).unwrap().key, r.key);
+        assert_eq!(ds.read(i as u64, 1).unwrap(), r.levels[1]);
+    }
+    assert_eq!(ds.locate(4).unwrap(), (1, 0));
+    assert!(matches!(
+        ds.read(records.len() as u64, 0),
+        Err(Error::Shard(ShardError::NoSuchRecord { .. }))
+    ));
+    assert_eq!(ds.class_name(1), Some("b"));
+    // A manifest that disagrees with a shard, or names a path outside the folder, is refused.
+    manifest.shards[0].records += 1;
+    manifest.records += 1;
+    manifest.write(dir.path()).unwrap();
+    assert!(matches!(Dataset::open(dir.path()), Err(Error::Manifest(_))));
+    manifest.shards[0].records -= 1;
+    manifest.records -= 1;
+    manifest.shards[1].file = "../shard-00001.l3s".into();
+    manifest.write(dir.path()).unwrap();
+    assert!(matches!(Dataset::open(dir.path()), Err(Error::Manifest(_))));
+}

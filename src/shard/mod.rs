@@ -2,18 +2,24 @@
 //! or more *levels* laid out level-major, so a loader reads records at known offsets with few
 //! large reads and a prefix of the shard holds every record at a lower level. The format is in
 //! [`format`] (and `SPEC.md`, part "Record shards"); [`ShardWriter`] writes a shard atomically,
-//! [`ShardReader`] reads one with positional reads, trusting nothing in it.
+//! [`ShardReader`] reads one with positional reads, trusting nothing in it; a dataset is a
+//! folder of shards and a `manifest.json` (`Manifest`, `Dataset`, feature `dataset`), which
+//! `l3 pack` writes.
 //!
 //! In this version every shard written by the library has one level (each record a complete L3
 //! file); the format already carries up to [`format::MAX_LEVELS`] levels per record for
 //! progressive records.
 
+#[cfg(feature = "dataset")]
+mod dataset;
 pub mod format;
 #[cfg(feature = "dataset")]
 mod manifest;
 mod reader;
 mod writer;
 
+#[cfg(feature = "dataset")]
+pub use dataset::Dataset;
 pub use format::{LevelEntry, RecordEntry};
 #[cfg(feature = "dataset")]
 pub use manifest::{Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
