@@ -913,7 +913,32 @@ fn cmd_demo(a: DemoArgs) -> Result<u64> {
     println!(
         "GPU decoder: not built (the `gpu` feature is off); the CPU decoder above is the fallback"
     );
+    demo_dataset(&dir)?;
     Ok(failed)
+}
+
+/// The demo's dataset part: the same images packed into record shards in a temporary folder,
+/// then every shard checked against the manifest and every record decoded.
+fn demo_dataset(dir: &Path) -> Result<()> {
+    let tmp = std::env::temp_dir().join(format!("l3-demo-dataset-{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        dataset::cmd_pack(dataset::PackArgs {
+            source: dir.to_path_buf(),
+            output: tmp.clone(),
+            records_per_shard: 4,
+            profile: ProfileArg::Compact,
+            quiet: true,
+        })?;
+        let failed = dataset::cmd_verify_dataset(dataset::DatasetArgs {
+            dataset: tmp.clone(),
+        })?;
+        if failed > 0 {
+            bail!("{failed} shard(s) of the demo dataset failed verification");
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
 }
 
 /// An encoded file and the pixels the CPU decoder made of it.
