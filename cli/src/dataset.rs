@@ -32,9 +32,19 @@ pub struct PackArgs {
     /// Records per shard.
     #[arg(long, default_value_t = 1024)]
     pub records_per_shard: usize,
+    /// Labels from a file instead of folder names: `.csv` lines `path,label` (an optional
+    /// `path,label` header line), or `.jsonl` lines `{"path": ..., "label": ..., "meta": ...}`
+    /// (label a string or number; `meta`, any JSON, is stored as the record's metadata).
+    /// Paths are relative to SOURCE with `/` separators; images not listed have no class.
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
     /// Profile of the stored records.
     #[arg(long, value_enum, default_value_t = crate::ProfileArg::Compact)]
     pub profile: crate::ProfileArg,
+    /// Rewrite every shard, also those a previous run completed (needed after changing
+    /// `--profile`, which a complete shard's index does not record).
+    #[arg(long)]
+    pub force: bool,
     /// Print only errors and the summary.
     #[arg(short, long)]
     pub quiet: bool,
@@ -55,6 +65,57 @@ pub struct UnpackArgs {
     pub output: PathBuf,
 }
 
+/// A label and metadata per image key, from `--labels`.
+type LabelFile = std::collections::HashMap<String, (String, Vec<u8>)>;
+
+/// Reads `--labels` (see [`PackArgs::labels`]). Every line must parse and every listed path
+/// must be among `keys`; a path listed twice is an error.
+fn read_labels(path: &Path, keys: &BTreeSet<String>) -> Result<LabelFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading labels {}", path.display()))?;
+    let jsonl = path
+        .extension()
+        .is_some_and(|e| e == "jsonl" || e == "ndjson");
+    let mut labels = LabelFile::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let at = || format!("{}:{}", path.display(), n + 1);
+        if line.is_empty() || (!jsonl && n == 0 && line == "path,label") {
+            continue;
+        }
+        let (key, label, meta) = if jsonl {
+            let v: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
+            let key = v["path"]
+                .as_str()
+                .with_context(|| format!("{}: no string \"path\"", at()))?
+                .to_owned();
+            let label = match &v["label"] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(x) => x.to_string(),
+                _ => bail!("{}: \"label\" must be a string or a number", at()),
+            };
+            let meta = match v.get("meta") {
+                Some(m) => serde_json::to_vec(m)?,
+                None => Vec::new(),
+            };
+            (key, label, meta)
+        } else {
+            let (key, label) = line
+                .rsplit_once(',')
+                .with_context(|| format!("{}: expected path,label", at()))?;
+            (key.trim().to_owned(), label.trim().to_owned(), Vec::new())
+        };
+        if !keys.contains(&key) {
+            bail!("{}: {key:?} is not an image under the source folder", at());
+        }
+        if labels.insert(key.clone(), (label, meta)).is_some() {
+            bail!("{}: {key:?} is listed twice", at());
+        }
+    }
+    Ok(labels)
+}
+
 /// The class of an image: the first folder under the source root, if any.
 fn class_name(job: &Job) -> Option<String> {
     let mut parts = job.relative.components();
@@ -69,15 +130,43 @@ fn shard_name(i: usize) -> String {
     format!("shard-{i:05}.l3s")
 }
 
-/// Whether `path` is a complete shard holding exactly `keys`, in order.
-fn shard_is_done(path: &Path, keys: &[String]) -> bool {
+/// What the index of a record will hold besides its levels: key, class, metadata.
+type Planned = (String, Option<u32>, Vec<u8>);
+
+/// Whether `path` is a complete shard holding exactly the `planned` records, in order, with
+/// their classes and metadata.
+fn shard_is_done(path: &Path, planned: &[Planned]) -> bool {
     ShardReader::open(path, MAX_INDEX_BYTES).is_ok_and(|s| {
-        s.len() == keys.len() && s.records().iter().zip(keys).all(|(r, k)| &r.key == k)
+        s.len() == planned.len()
+            && s.records()
+                .iter()
+                .zip(planned)
+                .all(|(r, (k, c, m))| (&r.key, &r.class, &r.meta) == (k, c, m))
     })
 }
 
 fn key_of(job: &Job) -> String {
     job.relative.to_string_lossy().replace('\\', "/")
+}
+
+/// One record: the image encoded, decoded and compared with the source pixels.
+fn pack_record(
+    job: &Job,
+    (key, class, meta): &Planned,
+    options: &EncodeOptions,
+) -> Result<RecordInput> {
+    let image = crate::read_source(&job.input)?;
+    let file = l3::encode_image(&image, options)?;
+    let decoded = l3::decode_image(&file, &crate::decode_options())?;
+    if !crate::same_pixels(&image, &decoded) {
+        bail!("verification failed: decoded pixels differ from the source");
+    }
+    Ok(RecordInput {
+        key: key.clone(),
+        class: *class,
+        meta: meta.clone(),
+        levels: vec![file],
+    })
 }
 
 pub fn cmd_pack(a: PackArgs) -> Result<u64> {
@@ -89,9 +178,22 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     if jobs.is_empty() {
         bail!("no images under {}", a.source.display());
     }
+    let labels = match &a.labels {
+        Some(path) => Some(read_labels(path, &jobs.iter().map(key_of).collect())?),
+        None => None,
+    };
+    // Label and metadata of an image: from the labels file, else its folder.
+    let label_of = |job: &Job| -> (Option<String>, Vec<u8>) {
+        match &labels {
+            Some(l) => l
+                .get(&key_of(job))
+                .map_or((None, Vec::new()), |(c, m)| (Some(c.clone()), m.clone())),
+            None => (class_name(job), Vec::new()),
+        }
+    };
     let classes: Vec<String> = jobs
         .iter()
-        .filter_map(class_name)
+        .filter_map(|j| label_of(j).0)
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -108,26 +210,22 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     let (mut written, mut kept) = (0, 0);
     for (i, chunk) in jobs.chunks(a.records_per_shard).enumerate() {
         let path = a.output.join(shard_name(i));
-        let keys: Vec<String> = chunk.iter().map(key_of).collect();
-        if !shard_is_done(&path, &keys) {
+        let planned: Vec<Planned> = chunk
+            .iter()
+            .map(|job| {
+                let (label, meta) = label_of(job);
+                let class = label.map(|c| classes.binary_search(&c).expect("collected") as u32);
+                (key_of(job), class, meta)
+            })
+            .collect();
+        if a.force || !shard_is_done(&path, &planned) {
             // Encode and verify every record of the shard in parallel, then write it whole.
             let records: Vec<RecordInput> = chunk
                 .par_iter()
-                .map(|job| -> Result<RecordInput> {
-                    let image = crate::read_source(&job.input)?;
-                    let file = l3::encode_image(&image, &options)?;
-                    let decoded = l3::decode_image(&file, &crate::decode_options())?;
-                    if !crate::same_pixels(&image, &decoded) {
-                        bail!("verification failed: decoded pixels differ from the source");
-                    }
-                    let class = class_name(job)
-                        .map(|c| classes.binary_search(&c).expect("collected above") as u32);
-                    Ok(RecordInput {
-                        key: key_of(job),
-                        class,
-                        meta: Vec::new(),
-                        levels: vec![file],
-                    })
+                .zip(&planned)
+                .map(|(job, planned)| {
+                    pack_record(job, planned, &options)
+                        .with_context(|| job.input.display().to_string())
                 })
                 .collect::<Result<_>>()
                 .with_context(|| format!("packing {}", shard_name(i)))?;

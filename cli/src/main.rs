@@ -926,7 +926,9 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             source: dir.to_path_buf(),
             output: tmp.clone(),
             records_per_shard: 4,
+            labels: None,
             profile: ProfileArg::Compact,
+            force: false,
             quiet: true,
         })?;
         let failed = dataset::cmd_verify_dataset(dataset::DatasetArgs {

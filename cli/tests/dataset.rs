@@ -205,3 +205,74 @@ fn verify_dataset_reports_a_damaged_shard() {
         text(&o)
     );
 }
+
+#[test]
+fn labels_and_metadata_from_csv_and_json_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
+    let sources = class_tree(&src);
+    let keys: Vec<String> = sources
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .collect();
+    // CSV: two labelled images; the others have no class.
+    let csv = tmp.path().join("labels.csv");
+    std::fs::write(
+        &csv,
+        format!("path,label\n{},zebra\n{},ant\n", keys[0], keys[1]),
+    )
+    .unwrap();
+    let o = l3(&["pack", s(&src), "-o", s(&ds), "--labels", s(&csv), "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let listing = String::from_utf8_lossy(&l3(&["ls", s(&ds)]).stdout).into_owned();
+    assert!(
+        listing.contains("class ant: 1") && listing.contains("class zebra: 1"),
+        "{listing}"
+    );
+    assert!(listing.contains("no class: 4"), "{listing}");
+
+    // JSON lines with metadata; changed labels make the rerun rewrite the shard.
+    let jsonl = tmp.path().join("labels.jsonl");
+    let lines: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            format!(
+                "{{\"path\": \"{k}\", \"label\": {}, \"meta\": {{\"i\": {i}}}}}",
+                i % 2
+            )
+        })
+        .collect();
+    std::fs::write(&jsonl, lines.join("\n")).unwrap();
+    let o = l3(&["pack", s(&src), "-o", s(&ds), "--labels", s(&jsonl), "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("(1 written, 0 already complete)"));
+    let listing = String::from_utf8_lossy(&l3(&["ls", s(&ds)]).stdout).into_owned();
+    assert!(
+        listing.contains("class 0: 3") && listing.contains("class 1: 3"),
+        "{listing}"
+    );
+    let shard = l3::shard::ShardReader::open(&ds.join("shard-00000.l3s"), 1 << 20).unwrap();
+    for (i, r) in shard.records().iter().enumerate() {
+        let k = keys.iter().position(|k| *k == r.key).unwrap();
+        assert_eq!(r.meta, format!("{{\"i\":{k}}}").into_bytes(), "record {i}");
+    }
+
+    // A label file naming a missing image, or a line that does not parse, is refused.
+    std::fs::write(&csv, "nope.png,cat\n").unwrap();
+    let o = l3(&["pack", s(&src), "-o", s(&ds), "--labels", s(&csv), "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("labels.csv:1"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&jsonl, "{\"path\": 3}\n").unwrap();
+    let o = l3(&["pack", s(&src), "-o", s(&ds), "--labels", s(&jsonl), "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
