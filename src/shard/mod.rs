@@ -1,7 +1,7 @@
 //! Record shards: many images in one file with an index at its end, each image stored as one
 //! or more *levels* laid out level-major, so a loader reads records at known offsets with few
 //! large reads and a prefix of the shard holds every record at a lower level. The format is in
-//! [`format`] (and `SPEC.md`, part "Record shards"); [`ShardWriter`] writes a shard atomically,
+//! [`mod@format`] (and `SPEC.md`, part "Record shards"); [`ShardWriter`] writes a shard atomically,
 //! [`ShardReader`] reads one with positional reads, trusting nothing in it; a dataset is a
 //! folder of shards and a `manifest.json` (`Manifest`, `Dataset`, feature `dataset`), which
 //! `l3 pack` writes.
