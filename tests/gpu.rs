@@ -544,8 +544,8 @@ fn shard_prefix_decodes_as_one_gpu_batch_like_the_cpu() {
     let (buf, ranges) = shard.read_prefix(0).unwrap();
     let files: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
     assert!(files.len() >= 6);
-    let images = gpu
-        .decode_batch(&files, OutputLayout::Interleaved)
+    let images = shard
+        .decode_prefix_on_gpu(gpu, 0, OutputLayout::Interleaved)
         .unwrap()
         .read_back()
         .unwrap();

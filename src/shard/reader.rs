@@ -137,6 +137,22 @@ impl ShardReader {
     }
 }
 
+#[cfg(feature = "gpu")]
+impl ShardReader {
+    /// Level `level` of every record, read as one prefix ([`ShardReader::read_prefix`]) and
+    /// decoded as one GPU batch: image `i` of the batch is record `i`.
+    pub fn decode_prefix_on_gpu(
+        &self,
+        gpu: &crate::gpu::GpuDecoder,
+        level: u8,
+        output: crate::layout::OutputLayout,
+    ) -> Result<crate::gpu::GpuBatch> {
+        let (buf, ranges) = self.read_prefix(level)?;
+        let files: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
+        gpu.decode_batch(&files, output)
+    }
+}
+
 fn check_crc(bytes: &[u8], stored: u32, record: usize, level: u8) -> Result<()> {
     let computed = crc32fast::hash(bytes);
     if computed != stored {
