@@ -34,6 +34,9 @@ pub struct Args {
     /// Skip the data-preparation pipeline section.
     #[arg(long)]
     pub no_pipeline: bool,
+    /// Skip the dataset section (pack into l3 shards vs PNG files; read throughput).
+    #[arg(long)]
+    pub no_dataset: bool,
     /// Skip the scaling section.
     #[arg(long)]
     pub no_scaling: bool,

@@ -210,7 +210,7 @@ impl Codec {
     }
 }
 
-fn png_encode(p: &Pixels, compression: png::Compression) -> Result<Vec<u8>> {
+pub fn png_encode(p: &Pixels, compression: png::Compression) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     {
         let mut enc = png::Encoder::new(&mut out, p.width, p.height);

@@ -4,22 +4,25 @@
 //!
 //! ```text
 //! cargo run --release -p l3-bench -- [FILES|FOLDERS] [--reps 5]
-//!     [--json PATH] [--markdown PATH] [--list-adapters] [--no-gpu]
+//!     [--json PATH] [--markdown PATH] [--list-adapters] [--no-gpu] [--no-pipeline]
+//!     [--no-dataset] [--no-scaling]
 //! ```
 //!
 //! For every input image (default: the bundled `samples/`), each codec encodes the pixels the
 //! `image` crate decoded from the file, then decodes its own output; sizes, throughput and a
 //! bit-exact round-trip check are reported; l3 runs as both of its profiles, "l3 fast" (format
 //! version 1) and "l3 compact" (version 2). Further sections: a CPU memcpy of the output
-//! size, a data-preparation pipeline (files on disk to normalised f32 CHW tensors), a scaling
+//! size, a data-preparation pipeline (files on disk to normalised f32 CHW tensors), a dataset
+//! section (packing into l3 shards versus PNG files, and reading them back), a scaling
 //! run over image sizes, and wgpu rows (adapter, buffer copy bandwidth, GPU decoder when the
 //! crate has one). See BENCHMARKS.md.
 //!
 //! Modules: `args` (options), `images` (inputs), `measure` (timing), one module per section
-//! (`codecs`, `pipeline`, `scaling`, `gpu`), and `report` (tables; text, Markdown, JSON).
+//! (`codecs`, `pipeline`, `dataset`, `scaling`, `gpu`), and `report` (tables; text, Markdown, JSON).
 
 mod args;
 mod codecs;
+mod dataset;
 mod gpu;
 mod images;
 mod measure;
@@ -33,6 +36,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use args::Args;
+use dataset::DatasetReport;
 use gpu::GpuReport;
 use images::Pixels;
 use pipeline::PipelineRow;
@@ -64,10 +68,11 @@ fn main() -> Result<()> {
     let decoder = gpu_decoder(&args);
     let gpu_decoder = decoder.as_ref().and_then(|d| d.as_ref().ok());
     let pipeline = pipeline_section(&used_files, &images, &args, gpu_decoder)?;
+    let dataset = dataset_section(&images, &args);
     let scaling = scaling_section(&images, &args)?;
     let gpu = gpu_section(&decoder, &images, &args);
 
-    Report::new(args, meta, images, codecs, pipeline, scaling, gpu).write()
+    Report::new(args, meta, images, codecs, pipeline, dataset, scaling, gpu).write()
 }
 
 /// `--list-adapters`: one line per wgpu adapter.
@@ -115,6 +120,23 @@ fn pipeline_section(
     }
     eprintln!("  pipeline...");
     pipeline::bench_pipeline(files, images, args, gpu)
+}
+
+/// The dataset section (None with `--no-dataset`); its failure is the section's, not the
+/// run's.
+fn dataset_section(
+    images: &[Pixels],
+    args: &Args,
+) -> Option<std::result::Result<DatasetReport, String>> {
+    if args.no_dataset {
+        return None;
+    }
+    eprintln!("  dataset...");
+    Some(dataset::bench_dataset(images, args).map_err(|e| {
+        let e = one_line(&format!("{e:#}"));
+        eprintln!("  dataset: failed: {e}");
+        e
+    }))
 }
 
 /// The scaling section (None with `--no-scaling`).

@@ -2,9 +2,9 @@
 //!
 //! The document: `date`, `machine`, `cpu`, `threads`, `load`, `source`, `crates` (name ->
 //! version), `reps`, `images`, `codecs` (per codec, one result per image, null where the codec
-//! does not take the image), `memcpy`, `pipeline`, `scaling`, `gpu` (null when skipped,
-//! `{"error": ...}` when it could not run). Times are `Stats` objects: `median_s`, `min_s`,
-//! `max_s` (seconds) and `reps`.
+//! does not take the image), `memcpy`, `pipeline`, `dataset` and `gpu` (null when skipped,
+//! `{"error": ...}` when they could not run), `scaling`. Times are `Stats` objects:
+//! `median_s`, `min_s`, `max_s` (seconds) and `reps`.
 
 use anyhow::Result;
 use serde::{Serialize, Serializer};
@@ -13,6 +13,7 @@ use l3::Profile;
 
 use super::Report;
 use crate::codecs::{Cell, Codec};
+use crate::dataset::DatasetReport;
 use crate::gpu::GpuReport;
 use crate::measure::Stats;
 use crate::scaling::ScalingRow;
@@ -31,6 +32,7 @@ struct Document<'a> {
     codecs: Vec<CodecResults<'a>>,
     memcpy: Memcpy,
     pipeline: Vec<PipelineRow<'a>>,
+    dataset: Option<Dataset<'a>>,
     scaling: &'a [ScalingRow],
     gpu: Option<Gpu<'a>>,
 }
@@ -81,6 +83,13 @@ struct PipelineRow<'a> {
     /// null when the row could not be measured; `error` says why.
     time: Option<Stats>,
     error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Dataset<'a> {
+    Report(&'a DatasetReport),
+    Error { error: &'a str },
 }
 
 #[derive(Serialize)]
@@ -177,6 +186,10 @@ pub fn json(r: &Report) -> Result<String> {
                 error: p.stats.as_ref().err().map(String::as_str),
             })
             .collect(),
+        dataset: r.dataset.as_ref().map(|d| match d {
+            Ok(d) => Dataset::Report(d),
+            Err(e) => Dataset::Error { error: e },
+        }),
         scaling: r.scaling.as_ref().map_or(&[], |(_, rows)| rows.as_slice()),
         gpu: r.gpu.as_ref().map(|g| match g {
             Ok(g) => Gpu::Report(g),

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::args::Args;
 use crate::codecs::CodecRun;
+use crate::dataset::DatasetReport;
 use crate::gpu::GpuReport;
 use crate::images::Pixels;
 use crate::measure::Stats;
@@ -116,6 +117,8 @@ pub struct Report {
     pub codecs: CodecRun,
     /// Empty when the section was skipped.
     pub pipeline: Vec<PipelineRow>,
+    /// None when the section was skipped; Err: why it could not run.
+    pub dataset: Option<std::result::Result<DatasetReport, String>>,
     /// The tiled sample's description and the rows; None when the section was skipped.
     pub scaling: Option<(String, Vec<ScalingRow>)>,
     /// None when the section was skipped; Err: why it could not run.
@@ -124,12 +127,14 @@ pub struct Report {
 
 impl Report {
     /// The report of a finished run (takes the end-of-run load average and the source).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         args: Args,
         meta: Meta,
         images: Vec<Pixels>,
         codecs: CodecRun,
         pipeline: Vec<PipelineRow>,
+        dataset: Option<std::result::Result<DatasetReport, String>>,
         scaling: Option<(String, Vec<ScalingRow>)>,
         gpu: Option<std::result::Result<GpuReport, String>>,
     ) -> Report {
@@ -146,6 +151,7 @@ impl Report {
             images,
             codecs,
             pipeline,
+            dataset,
             scaling,
             gpu,
         }

@@ -5,6 +5,7 @@ use l3::Profile;
 
 use super::{gbs, mps, tput, Report, Table};
 use crate::codecs::{Codec, CodecResult};
+use crate::dataset::DatasetReport;
 use crate::gpu::GpuReport;
 use crate::measure::Stats;
 use crate::pipeline::PipelineRow;
@@ -15,6 +16,9 @@ pub struct Tables {
     pub main: Table,
     pub per_image: Table,
     pub pipeline: Table,
+    /// The dataset section's timings, and its sizes and ratios.
+    pub dataset: Table,
+    pub dataset_sizes: Table,
     pub scaling: Table,
     pub gpu: Table,
 }
@@ -25,6 +29,8 @@ impl Tables {
             main: main_table(r),
             per_image: per_image_table(r),
             pipeline: pipeline_table(&r.pipeline),
+            dataset: dataset_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
+            dataset_sizes: dataset_sizes_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             scaling: scaling_table(r.scaling.as_ref().map(|(_, rows)| rows.as_slice())),
             gpu: gpu_table(r.gpu.as_ref().and_then(|g| g.as_ref().ok())),
         }
@@ -263,6 +269,87 @@ fn pipeline_table(pipeline: &[PipelineRow]) -> Table {
         ]);
     }
     pipe_table
+}
+
+fn dataset_table(d: Option<&DatasetReport>) -> Table {
+    let mut t = Table::new(&[
+        "dataset (one run)",
+        "cache",
+        "file bytes",
+        "images/s [min-max]",
+        "MB/s of pixels",
+        "file GB/s",
+        "speed vs PNG",
+    ]);
+    let Some(d) = d else { return t };
+    for r in &d.rows {
+        let s = r.time;
+        let vs_png = match d.png_row_for(r) {
+            Some(p) if !r.png_reference => format!("{:.2}x", p.time.median / s.median),
+            _ => "-".into(),
+        };
+        t.push(vec![
+            format!("{}: {}", r.kind, r.name),
+            r.cache.into(),
+            r.file_bytes.to_string(),
+            tput(r.images as u64, s, |n, s| n as f64 / s, 1),
+            format!("{:.1}", r.raw_bytes as f64 / s.median / 1e6),
+            format!("{:.3}", gbs(r.file_bytes, s.median)),
+            vs_png,
+        ]);
+    }
+    t
+}
+
+fn dataset_sizes_table(d: Option<&DatasetReport>) -> Table {
+    let mut t = Table::new(&["dataset sizes", "value"]);
+    let Some(d) = d else { return t };
+    let rows = [
+        (
+            format!(
+                "l3 shards ({} records, {} shard(s) of up to {})",
+                d.records, d.shards, d.records_per_shard
+            ),
+            format!("{} bytes", d.shard_bytes),
+        ),
+        (
+            "payload (sum of the records' L3 files)".into(),
+            format!("{} bytes", d.payload_bytes),
+        ),
+        (
+            "shard overhead (shard - payload) / payload: header + index + trailer".into(),
+            format!("{:.5}", d.shard_overhead),
+        ),
+        (
+            "read_prefix(0): bytes read / sum of records' level-0 bytes".into(),
+            format!("{:.5} ({} bytes)", d.prefix_read_vs_ideal, d.prefix_read_bytes),
+        ),
+        (
+            "tar of the same records (COMPUTED: 512 B header + 512 B padding per member + 1024 B end)"
+                .into(),
+            format!("{} bytes", d.tar_bytes_computed),
+        ),
+        (
+            "tar overhead (tar - payload) / payload (computed)".into(),
+            format!("{:.5}", d.tar_overhead_computed),
+        ),
+        (
+            "tar bytes / shard bytes (computed)".into(),
+            format!("{:.5}", d.tar_vs_shard),
+        ),
+        (
+            "PNG files (png crate default), for reference".into(),
+            format!(
+                "{} bytes ({:.3}x the shards)",
+                d.png_bytes,
+                d.png_bytes as f64 / d.shard_bytes as f64
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        t.push(vec![k, v]);
+    }
+    t
 }
 
 fn scaling_table(scaling: Option<&[ScalingRow]>) -> Table {

@@ -42,6 +42,23 @@ pub fn text(r: &Report, t: &Tables) -> String {
         out += &t.pipeline.text();
         out += "\n";
     }
+    match &r.dataset {
+        Some(Ok(d)) => {
+            let _ = writeln!(
+                out,
+                "dataset: scratch {}; {} rayon threads; reads marked \"page cache\" are of files just written; cold reads: {}",
+                d.scratch, d.threads, d.cold
+            );
+            out += &t.dataset.text();
+            out += "\n";
+            out += &t.dataset_sizes.text();
+            out += "\n";
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(out, "dataset: failed ({e})\n");
+        }
+        None => {}
+    }
     if let Some((src, _)) = scaling {
         let _ = writeln!(out, "scaling: tiles of {src}");
         out += &t.scaling.text();
