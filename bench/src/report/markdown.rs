@@ -53,7 +53,7 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
             let _ = writeln!(md, "\n### Dataset: l3 shards vs PNG files\n");
             let _ = writeln!(
                 md,
-                "The run's images packed as `l3 pack` does (compact profile, each record verified by decoding, shards of up to {} records written atomically with fsync) versus one PNG file per image (png crate default, fsynced), in a scratch folder ({}); rayon over {} threads. One run, timed with the usual warm-up and reps. Reads marked \"page cache\" are of files just written, so they measure CPU and memory, not the disk. Cold reads: {}. `speed vs PNG` = PNG time / this time for the PNG row of the same kind and cache state. MB/s are of source pixels; file GB/s of bytes written or read.\n",
+                "The run's images packed as `l3 pack` does (compact profile, each record verified by decoding, shards of up to {} records written atomically with fsync) versus one PNG file per image (png crate default, fsynced), in a scratch folder ({}); rayon over {} threads. One run, timed with the usual warm-up and reps. Reads marked \"page cache\" are of files just written, so they measure CPU and memory, not the disk. Cold reads: {}. `speed vs PNG` = PNG time / this time for the PNG row of the same kind and cache state (- for the reads without decoding: PNG has no such row). MB/s are of source pixels; file GB/s of bytes written or read.\n",
                 d.records_per_shard, d.scratch, d.threads, d.cold
             );
             md += &t.dataset.markdown();
