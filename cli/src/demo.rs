@@ -1,0 +1,221 @@
+//! `l3 demo`: the bundled samples (or a folder) encoded in both profiles, verified,
+//! decoded on the CPU and as GPU batches, then packed into a dataset and verified.
+
+use super::*;
+
+#[derive(Args)]
+pub(crate) struct DemoArgs {
+    /// Directory of images (default: the bundled samples).
+    pub(crate) dir: Option<PathBuf>,
+}
+
+pub(crate) fn cmd_demo(a: DemoArgs) -> Result<u64> {
+    let dir = a.dir.unwrap_or_else(|| {
+        let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+        if bundled.is_dir() {
+            bundled
+        } else {
+            PathBuf::from("samples")
+        }
+    });
+    let roots = fsio::collect_jobs(std::slice::from_ref(&dir), IMAGE_EXTENSIONS)?;
+    let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
+    if jobs.is_empty() {
+        bail!("no images in {}", dir.display());
+    }
+    println!("l3 demo on {} ({} images)", dir.display(), jobs.len());
+    println!(
+        "both profiles: fast (format v1, fixed-width rows) and compact (v2, Huffman-coded); \
+         CPU encoder and decoder on {} threads, speeds best of 3 runs",
+        rayon::current_num_threads()
+    );
+    println!(
+        "{:<34} {:>11} {:>9} {:>9} {:>9} {:>15} {:>15}",
+        "image", "size", "input", "fast", "compact", "enc MP/s f / c", "dec MP/s f / c"
+    );
+    let profiles = [l3::Profile::Fast, l3::Profile::Compact];
+    // Per profile: total bytes, encode seconds, decode seconds.
+    let mut totals = [(0u64, 0f64, 0f64); 2];
+    let (mut tin, mut tpx) = (0u64, 0u64);
+    let mut failed = 0;
+    // Per profile, the encoded files and their CPU-decoded pixels, for the GPU comparison.
+    let mut decoded_files: [Vec<EncodedAndDecoded>; 2] = [Vec::new(), Vec::new()];
+    for job in &jobs {
+        let r = (|| -> Result<()> {
+            let input_bytes = std::fs::metadata(&job.input)?.len();
+            let image = read_source(&job.input)?;
+            let px = image.width() as u64 * image.height() as u64;
+            let mut row = Vec::new();
+            for (k, &profile) in profiles.iter().enumerate() {
+                let options = EncodeOptions::for_profile(profile);
+                // Best of 3 encodes, then best of 3 decodes into one reused buffer.
+                let mut enc = f64::MAX;
+                let mut encoded = Vec::new();
+                for _ in 0..3 {
+                    let t0 = Instant::now();
+                    encoded = l3::encode_image(&image, &options)?;
+                    enc = enc.min(t0.elapsed().as_secs_f64());
+                }
+                let header = l3::read_header(&encoded)?;
+                let mut out = vec![0u8; header.output_bytes() as usize];
+                let mut dec = f64::MAX;
+                for _ in 0..3 {
+                    let t0 = Instant::now();
+                    l3::decode_into(&encoded, &mut out, &decode_options())?;
+                    dec = dec.min(t0.elapsed().as_secs_f64());
+                }
+                // `out` holds the decoded samples in the `image` crate's own layout (16-bit
+                // in native byte order), so it is compared with the source directly.
+                let same = (header.width, header.height) == (image.width(), image.height())
+                    && header.channels() == image.color().channel_count()
+                    && out == image.as_bytes();
+                if !same {
+                    bail!("{} round trip is not lossless", profile.name());
+                }
+                row.push((encoded.len() as u64, enc, dec));
+                decoded_files[k].push((encoded, out));
+            }
+            println!(
+                "{:<34} {:>11} {:>9} {:>9} {:>9} {:>15} {:>15}",
+                job.relative.display().to_string(),
+                format!(
+                    "{}x{}x{}",
+                    image.width(),
+                    image.height(),
+                    image.color().channel_count()
+                ),
+                human(input_bytes),
+                human(row[0].0),
+                human(row[1].0),
+                format!(
+                    "{:.0} / {:.0}",
+                    px as f64 / 1e6 / row[0].1,
+                    px as f64 / 1e6 / row[1].1
+                ),
+                format!(
+                    "{:.0} / {:.0}",
+                    px as f64 / 1e6 / row[0].2,
+                    px as f64 / 1e6 / row[1].2
+                ),
+            );
+            tin += input_bytes;
+            tpx += px;
+            for (t, r) in totals.iter_mut().zip(&row) {
+                t.0 += r.0;
+                t.1 += r.1;
+                t.2 += r.2;
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            failed += 1;
+            eprintln!("error: {}: {e:#}", job.input.display());
+        }
+    }
+    for (profile, (bytes, enc, dec)) in profiles.iter().zip(totals) {
+        println!(
+            "total {:<7}: {} -> {} ({:.3}x the input files), encode {:.1} MP/s, CPU decode {:.1} MP/s",
+            profile.name(),
+            human(tin),
+            human(bytes),
+            bytes as f64 / tin.max(1) as f64,
+            tpx as f64 / 1e6 / enc,
+            tpx as f64 / 1e6 / dec
+        );
+    }
+    println!("every image verified bit-exact in both profiles");
+    #[cfg(feature = "gpu")]
+    demo_gpu(
+        &[
+            (profiles[0].name(), &decoded_files[0]),
+            (profiles[1].name(), &decoded_files[1]),
+        ],
+        tpx,
+    )?;
+    #[cfg(not(feature = "gpu"))]
+    println!(
+        "GPU decoder: not built (the `gpu` feature is off); the CPU decoder above is the fallback"
+    );
+    demo_dataset(&dir)?;
+    Ok(failed)
+}
+
+/// The demo's dataset part: the same images packed into record shards in a temporary folder,
+/// then every shard checked against the manifest and every record decoded.
+fn demo_dataset(dir: &Path) -> Result<()> {
+    let tmp = std::env::temp_dir().join(format!("l3-demo-dataset-{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        dataset::cmd_pack(dataset::PackArgs {
+            source: dir.to_path_buf(),
+            output: tmp.clone(),
+            records_per_shard: 4,
+            labels: None,
+            profile: ProfileArg::Compact,
+            force: false,
+            quiet: true,
+        })?;
+        let failed = dataset::cmd_verify_dataset(dataset::DatasetArgs {
+            dataset: tmp.clone(),
+        })?;
+        if failed > 0 {
+            bail!("{failed} shard(s) of the demo dataset failed verification");
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
+
+/// An encoded file and the pixels the CPU decoder made of it.
+type EncodedAndDecoded = (Vec<u8>, Vec<u8>);
+
+#[cfg(feature = "gpu")]
+/// The demo's GPU part: the same files as one batch on the GPU, compared byte for byte with
+/// the CPU decoder; without an adapter, says so and stays on the CPU.
+fn demo_gpu(sets: &[(&str, &Vec<EncodedAndDecoded>)], pixels: u64) -> Result<()> {
+    let decoder = match l3::gpu::GpuDecoder::new_default() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("GPU decoder: not used ({e}); the CPU decoder above is the fallback");
+            return Ok(());
+        }
+    };
+    let software = decoder.is_software();
+    println!(
+        "GPU decoder: {}{}",
+        decoder.adapter_name(),
+        if software {
+            " (a software rasteriser running on the CPU: correct, but not GPU speed)"
+        } else {
+            ""
+        }
+    );
+    for &(profile, files) in sets {
+        let refs: Vec<&[u8]> = files.iter().map(|(f, _)| f.as_slice()).collect();
+        let mut best = f64::MAX;
+        let mut batch = None;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let b = decoder.decode_batch(&refs, l3::gpu::OutputLayout::Interleaved)?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            batch = Some(b);
+        }
+        let images = batch.expect("three runs").read_back()?;
+        let identical = images
+            .iter()
+            .zip(files)
+            .filter(|(gpu, (_, cpu))| *gpu == cpu)
+            .count();
+        println!(
+            "GPU batch of {} {profile} files: {:.1} MP/s (parse, upload and kernels; best of 3); {}/{} identical to the CPU decoder",
+            files.len(),
+            pixels as f64 / 1e6 / best,
+            identical,
+            files.len()
+        );
+        if identical != files.len() {
+            bail!("GPU and CPU decoders disagree on {profile} files");
+        }
+    }
+    Ok(())
+}

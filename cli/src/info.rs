@@ -1,0 +1,116 @@
+//! `l3 info`: a file's header, patch table statistics and bits per pixel.
+
+use super::*;
+
+#[derive(Args)]
+pub(crate) struct InfoArgs {
+    /// L3 files.
+    #[arg(required = true)]
+    pub(crate) files: Vec<PathBuf>,
+}
+
+pub(crate) fn cmd_info(a: InfoArgs) -> Result<u64> {
+    let mut failed = 0;
+    for path in &a.files {
+        let r = (|| -> Result<()> {
+            let data = read_l3(path)?;
+            let ins = l3::inspect::inspect(&data, &decode_options())?;
+            print_info(path, &ins);
+            Ok(())
+        })();
+        if let Err(e) = r {
+            failed += 1;
+            eprintln!("error: {}: {e:#}", path.display());
+        }
+    }
+    Ok(failed)
+}
+
+fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
+    let h = &ins.header;
+    println!("{}", path.display());
+    println!(
+        "  format     L3 version {} ({}), {}x{} {} {}-bit",
+        h.profile.version(),
+        h.profile.name(),
+        h.width,
+        h.height,
+        h.color.name(),
+        h.depth
+    );
+    println!(
+        "  patches    {}x{} px, grid {}x{} = {} patches, {} streams",
+        h.patch_size(),
+        h.patch_size(),
+        h.patches_x(),
+        h.patches_y(),
+        h.patch_count(),
+        h.stream_count()
+    );
+    println!(
+        "  size       {} bytes ({:.3} bpp, {:.3}x raw {} bytes); header+table+crc {} bytes",
+        ins.file_bytes,
+        ins.bits_per_pixel(),
+        ins.ratio_to_raw(),
+        h.output_bytes(),
+        ins.overhead_bytes
+    );
+    let pixels = h.width as f64 * h.height as f64;
+    for (c, bytes) in ins.channel_bytes.iter().enumerate() {
+        println!(
+            "  channel {c}  {} bytes, {:.3} bits/sample",
+            bytes,
+            *bytes as f64 * 8.0 / pixels
+        );
+    }
+    println!(
+        "  streams    min {} / mean {:.0} / max {} bytes",
+        ins.stream_min,
+        ins.channel_bytes.iter().sum::<u64>() as f64 / h.stream_count() as f64,
+        ins.stream_max
+    );
+    match &ins.coding {
+        l3::inspect::Coding::Fast {
+            predictor_counts,
+            nbit_counts,
+        } => {
+            let preds: Vec<String> = l3::FastPredictor::ALL
+                .iter()
+                .map(|p| format!("{} {}", p.name(), predictor_counts[*p as usize]))
+                .collect();
+            println!("  predictors {}", preds.join(", "));
+            let rows: u64 = nbit_counts.iter().sum();
+            let widths: Vec<String> = nbit_counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(w, &n)| format!("{w}:{:.1}%", n as f64 * 100.0 / rows as f64))
+                .collect();
+            println!("  row widths {}", widths.join(" "));
+        }
+        l3::inspect::Coding::Compact {
+            transform_counts,
+            predictor_counts,
+            header_bits,
+        } => {
+            use l3::{format::compact::Transform as T, CompactPredictor as P};
+            println!(
+                "  transforms {} {}, {} {}",
+                T::None.name(),
+                transform_counts[0],
+                T::SubtractGreen.name(),
+                transform_counts[1]
+            );
+            let preds: Vec<String> = P::ALL
+                .iter()
+                .map(|p| format!("{} {}", p.name(), predictor_counts[*p as usize]))
+                .collect();
+            println!("  predictors {}", preds.join(", "));
+            println!(
+                "  tables     {} bytes of code and segment-length tables ({:.3} bpp)",
+                header_bits / 8,
+                *header_bits as f64 / pixels
+            );
+        }
+    }
+}
