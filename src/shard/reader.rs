@@ -6,6 +6,8 @@
 use std::fs::File;
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use super::format::{parse_index, RecordEntry, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN};
 use super::ShardError;
 use crate::error::{LimitsError, Result};
@@ -124,15 +126,30 @@ impl ShardReader {
     /// `(buffer, ranges)` with `ranges[i]` the L3 file of record `i` at that level.
     pub fn read_prefix(&self, level: u8) -> Result<(Vec<u8>, Vec<std::ops::Range<usize>>)> {
         let range = self.prefix_range(level)?;
-        let buf = read_at(&self.file, range.start, (range.end - range.start) as usize)?;
-        let mut ranges = Vec::with_capacity(self.records.len());
-        for (i, r) in self.records.iter().enumerate() {
-            let l = r.levels[level as usize];
-            let start = (l.offset - range.start) as usize;
-            let span = start..start + l.len as usize;
-            check_crc(&buf[span.clone()], l.crc32, i, level)?;
-            ranges.push(span);
-        }
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        // One contiguous range, read as large chunks on rayon's pool: one read per chunk, so
+        // a prefix of a large shard is not limited to one thread's copy from the page cache.
+        buf.par_chunks_mut(PREFIX_CHUNK)
+            .enumerate()
+            .try_for_each(|(i, chunk)| {
+                read_exact_at(&self.file, chunk, range.start + (i * PREFIX_CHUNK) as u64)
+            })?;
+        let ranges: Vec<std::ops::Range<usize>> = self
+            .records
+            .iter()
+            .map(|r| {
+                let l = r.levels[level as usize];
+                let start = (l.offset - range.start) as usize;
+                start..start + l.len as usize
+            })
+            .collect();
+        ranges
+            .par_iter()
+            .zip(&self.records)
+            .enumerate()
+            .try_for_each(|(i, (span, r))| {
+                check_crc(&buf[span.clone()], r.levels[level as usize].crc32, i, level)
+            })?;
         Ok((buf, ranges))
     }
 }
@@ -167,25 +184,34 @@ fn check_crc(bytes: &[u8], stored: u32, record: usize, level: u8) -> Result<()> 
     Ok(())
 }
 
+/// Bytes of one read of [`ShardReader::read_prefix`].
+const PREFIX_CHUNK: usize = 4 << 20;
+
 /// `len` bytes at `offset` (a positional read: no shared cursor, safe from many threads).
 fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
+    read_exact_at(file, &mut buf, offset)?;
+    Ok(buf)
+}
+
+/// Fills `buf` from `offset` with positional reads.
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileExt;
-        file.read_exact_at(&mut buf, offset)?;
+        file.read_exact_at(buf, offset)
     }
     #[cfg(windows)]
     {
         use std::os::windows::fs::FileExt;
         let mut done = 0;
-        while done < len {
+        while done < buf.len() {
             let n = file.seek_read(&mut buf[done..], offset + done as u64)?;
             if n == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
             done += n;
         }
+        Ok(())
     }
-    Ok(buf)
 }
