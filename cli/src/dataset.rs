@@ -15,6 +15,7 @@ use clap::Args;
 use rayon::prelude::*;
 
 use crate::fsio::{self, Job};
+use l3::shard::format::parse_shard;
 use l3::shard::{Manifest, RecordInput, ShardInfo, ShardReader, ShardWriter, MANIFEST_VERSION};
 use l3::{EncodeOptions, Profile};
 
@@ -133,15 +134,33 @@ fn shard_name(i: usize) -> String {
 /// What the index of a record will hold besides its levels: key, class, metadata.
 type Planned = (String, Option<u32>, Vec<u8>);
 
-/// Whether `path` is a complete shard holding exactly the `planned` records, in order, with
-/// their classes and metadata.
-fn shard_is_done(path: &Path, planned: &[Planned]) -> bool {
-    ShardReader::open(path, MAX_INDEX_BYTES).is_ok_and(|s| {
-        s.len() == planned.len()
-            && s.records()
+/// Whether `bytes` are a complete shard holding exactly the `planned` records, in order,
+/// with their classes and metadata.
+fn shard_is_done(bytes: &[u8], planned: &[Planned]) -> bool {
+    parse_shard(bytes).is_ok_and(|(_, _, records)| {
+        records.len() == planned.len()
+            && records
                 .iter()
                 .zip(planned)
                 .all(|(r, (k, c, m))| (&r.key, &r.class, &r.meta) == (k, c, m))
+    })
+}
+
+/// The manifest's entry of a shard whose bytes are `bytes` (already validated).
+fn shard_info(file: String, bytes: &[u8]) -> Result<ShardInfo> {
+    let (header, _, records) = parse_shard(bytes)?;
+    let mut level_bytes = vec![0u64; header.level_count as usize];
+    for r in &records {
+        for (sum, l) in level_bytes.iter_mut().zip(&r.levels) {
+            *sum += l.len;
+        }
+    }
+    Ok(ShardInfo {
+        file,
+        records: records.len() as u64,
+        bytes: bytes.len() as u64,
+        crc32: crc32fast::hash(bytes),
+        level_bytes,
     })
 }
 
@@ -218,7 +237,14 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
                 (key_of(job), class, meta)
             })
             .collect();
-        if a.force || !shard_is_done(&path, &planned) {
+        // A shard a previous run completed is read once: to check it and for the manifest.
+        let existing = std::fs::read(&path)
+            .ok()
+            .filter(|b| shard_is_done(b, &planned));
+        let bytes = if let Some(bytes) = existing.filter(|_| !a.force) {
+            kept += 1;
+            bytes
+        } else {
             // Encode and verify every record of the shard in parallel, then write it whole.
             let records: Vec<RecordInput> = chunk
                 .par_iter()
@@ -233,21 +259,13 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
             for r in records {
                 writer.add(r)?;
             }
-            fsio::write_atomic(&path, &writer.to_bytes())?;
+            let bytes = writer.to_bytes();
+            fsio::write_atomic(&path, &bytes)?;
             written += 1;
-        } else {
-            kept += 1;
-        }
+            bytes
+        };
         pb.inc(chunk.len() as u64);
-        let bytes = std::fs::read(&path)?;
-        let shard = ShardReader::open(&path, MAX_INDEX_BYTES)?;
-        shards.push(ShardInfo {
-            file: shard_name(i),
-            records: shard.len() as u64,
-            bytes: bytes.len() as u64,
-            crc32: crc32fast::hash(&bytes),
-            level_bytes: vec![shard.prefix_range(0)?.end - l3::shard::format::HEADER_LEN],
-        });
+        shards.push(shard_info(shard_name(i), &bytes)?);
     }
     pb.finish_and_clear();
     let manifest = Manifest {
@@ -321,18 +339,22 @@ pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
             if bytes.len() as u64 != s.bytes || crc32fast::hash(&bytes) != s.crc32 {
                 bail!("size or CRC-32 differs from the manifest");
             }
-            let shard = ShardReader::open(&path, MAX_INDEX_BYTES)?;
-            if shard.len() as u64 != s.records || shard.level_count() != m.levels {
+            // The bytes read once: parsed, then each level checked by its CRC and decoded.
+            let (header, _, entries) = parse_shard(&bytes)?;
+            if entries.len() as u64 != s.records || header.level_count != m.levels {
                 bail!("record or level count differs from the manifest");
             }
-            for i in 0..shard.len() {
-                for k in 0..shard.level_count() {
-                    let file = shard.read_level(i, k)?;
-                    l3::decode::decode(&file, &crate::decode_options())
+            for (i, r) in entries.iter().enumerate() {
+                for (k, l) in r.levels.iter().enumerate() {
+                    let file = &bytes[l.offset as usize..(l.offset + l.len) as usize];
+                    if crc32fast::hash(file) != l.crc32 {
+                        bail!("record {i} level {k}: CRC-32 mismatch");
+                    }
+                    l3::decode::decode(file, &crate::decode_options())
                         .with_context(|| format!("record {i} level {k}"))?;
                 }
             }
-            records += shard.len() as u64;
+            records += entries.len() as u64;
             Ok(())
         })();
         if let Err(e) = r {

@@ -3,40 +3,25 @@
 //! output and a rerun can trust every output that exists.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
 
-/// Marker in the names of temp files, so a rerun can remove what a crash left behind.
-pub const TEMP_MARKER: &str = ".l3-tmp-";
+/// Marker in the names of temp files, so a rerun can remove what a crash left behind (the
+/// library's: the shard writer and manifest name their temp files the same way).
+pub use l3::shard::TEMP_MARKER;
 
-/// Writes `bytes` to `path` atomically: a hidden temp file in the same directory, fsync, rename.
+/// Writes `bytes` to `path` atomically ([`l3::shard::write_atomic`]: a hidden temp file in the
+/// same directory, fsync, rename), creating the directory first.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     let dir = dir.unwrap_or_else(|| Path::new("."));
     fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}{}{}",
-        name.to_string_lossy(),
-        TEMP_MARKER,
-        std::process::id()
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", path.display()));
+    if path.file_name().is_none() {
+        bail!("{} has no file name", path.display());
     }
-    Ok(())
+    l3::shard::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Removes temp files that an interrupted run left in `dir` (not recursive). A temp file whose

@@ -296,15 +296,10 @@ pub fn parse_index(
         let channels = c.u8("channels")?;
         let depth = c.u8("depth")?;
         let reserved = c.u16("reserved")?;
-        if width == 0 || height == 0 || width > crate::format::MAX_DIMENSION {
-            return Err(invalid(
-                "width/height",
-                width as u64,
-                "must be 1..=16777215",
-            ));
-        }
-        if height > crate::format::MAX_DIMENSION {
-            return Err(invalid("height", height as u64, "must be 1..=16777215"));
+        for (field, v) in [("width", width), ("height", height)] {
+            if v == 0 || v > crate::format::MAX_DIMENSION {
+                return Err(invalid(field, v as u64, "must be 1..=16777215"));
+            }
         }
         if !(1..=4).contains(&channels) {
             return Err(invalid("channels", channels as u64, "must be 1..=4"));

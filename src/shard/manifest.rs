@@ -92,20 +92,9 @@ impl Manifest {
 
     /// Writes `DIR/manifest.json` atomically (temporary file, fsync, rename).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let json = serde_json::to_vec_pretty(self)
+        let mut json = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::Manifest(format!("serialising the manifest: {e}")))?;
-        let tmp = dir.join(format!(".{MANIFEST_NAME}.l3-tmp-{}", std::process::id()));
-        let result = (|| -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&json)?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, dir.join(MANIFEST_NAME))
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        Ok(result?)
+        json.push(b'\n');
+        Ok(super::write_atomic(&dir.join(MANIFEST_NAME), &json)?)
     }
 }

@@ -10,6 +10,7 @@
 //! file); the format already carries up to [`format::MAX_LEVELS`] levels per record for
 //! progressive records.
 
+mod atomic;
 #[cfg(feature = "dataset")]
 mod dataset;
 pub mod format;
@@ -18,6 +19,7 @@ mod manifest;
 mod reader;
 mod writer;
 
+pub use atomic::{write_atomic, TEMP_MARKER};
 #[cfg(feature = "dataset")]
 pub use dataset::Dataset;
 pub use format::{LevelEntry, RecordEntry};

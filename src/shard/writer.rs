@@ -3,8 +3,7 @@
 //! to a temporary file beside the target, synced, and renamed into place: a crash leaves either
 //! no shard or a complete one, never a partial file under the shard's name.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::format::{
     LevelEntry, RecordEntry, ShardHeader, Trailer, HEADER_LEN, MAX_KEY_LEN, MAX_LEVELS,
@@ -153,28 +152,9 @@ impl ShardWriter {
         out
     }
 
-    /// Writes the shard to `path` atomically (temporary file in the same folder, fsync,
-    /// rename); an existing file at `path` is replaced.
+    /// Writes the shard to `path` atomically ([`super::write_atomic`]); an existing file at
+    /// `path` is replaced.
     pub fn write_to(&self, path: &Path) -> Result<()> {
-        let tmp = temp_path(path);
-        let result = (|| -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&self.to_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        Ok(result?)
+        Ok(super::write_atomic(path, &self.to_bytes())?)
     }
-}
-
-/// `.<name>.l3-tmp-<pid>` beside `path`: in the same folder (so the rename is atomic), hidden,
-/// never a name a finished shard has, and the pattern the `l3` tool removes after a crash.
-fn temp_path(path: &Path) -> PathBuf {
-    let mut name = std::ffi::OsString::from(".");
-    name.push(path.file_name().unwrap_or_default());
-    name.push(format!(".l3-tmp-{}", std::process::id()));
-    path.with_file_name(name)
 }
