@@ -2,29 +2,11 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn l3(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_l3"))
-        .args(args)
-        .output()
-        .expect("run l3")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use support::{l3, s, text};
 
 /// `l3 verify DIR --against ORIGINALS` succeeds and reports `n` files identical.
 fn assert_verified(l3dir: &Path, originals: &Path, n: usize) {

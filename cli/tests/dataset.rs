@@ -4,30 +4,12 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn l3(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_l3"))
-        .args(args)
-        .output()
-        .expect("run l3")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use support::{l3, s, text};
 
 /// The bundled samples in two class folders and one unlabelled at the root: 6 images.
 fn class_tree(dir: &Path) -> Vec<std::path::PathBuf> {
