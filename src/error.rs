@@ -255,6 +255,19 @@ pub enum FormatError {
         /// Raw flag bits the shader wrote.
         flags: u32,
     },
+    /// A progressive record's level payload does not have the shape its place in the level
+    /// hierarchy requires (see [`crate::progressive`]).
+    #[error("progressive level {level}: payload {what} is {found}, expected {expected}")]
+    LevelShape {
+        /// The level whose payload is wrong.
+        level: u8,
+        /// Which property: "width", "height", "channels", "depth" or "bytes".
+        what: &'static str,
+        /// What the payload has.
+        found: u64,
+        /// What the hierarchy requires.
+        expected: u64,
+    },
 }
 
 /// Decoding would exceed the caller's [`crate::Limits`].
