@@ -21,11 +21,12 @@ use crate::decode::{self, DecodeOptions};
 use crate::encode::{encode, EncodeOptions, RawImage, Samples};
 use crate::error::{ParameterError, Result};
 use crate::format::{ColorType, Header, MAGIC};
+use crate::progressive::LevelImage;
 
-/// Encodes an image decoded by the `image` crate. Palette images arrive expanded to RGB(A)
-/// and tRNS to alpha (the `image` crate's PNG reader does this); 32-bit float pixels are
-/// refused because they cannot be stored losslessly.
-pub fn encode_image(image: &image::DynamicImage, options: &EncodeOptions) -> Result<Vec<u8>> {
+/// The pixels of an image decoded by the `image` crate, as the encoder's input (borrowed).
+/// Palette images arrive expanded to RGB(A) and tRNS to alpha (the `image` crate's PNG reader
+/// does this); 32-bit float pixels are refused because they cannot be stored losslessly.
+pub fn raw_image(image: &image::DynamicImage) -> Result<RawImage<'_>> {
     use image::DynamicImage as D;
     let (w, h) = (image.width(), image.height());
     let raw = |color, samples| RawImage {
@@ -34,7 +35,7 @@ pub fn encode_image(image: &image::DynamicImage, options: &EncodeOptions) -> Res
         color,
         samples,
     };
-    let raw = match image {
+    Ok(match image {
         D::ImageLuma8(b) => raw(ColorType::Gray, Samples::U8(b.as_raw())),
         D::ImageLumaA8(b) => raw(ColorType::GrayAlpha, Samples::U8(b.as_raw())),
         D::ImageRgb8(b) => raw(ColorType::Rgb, Samples::U8(b.as_raw())),
@@ -50,8 +51,40 @@ pub fn encode_image(image: &image::DynamicImage, options: &EncodeOptions) -> Res
             ))
             .into())
         }
-    };
-    encode(&raw, options)
+    })
+}
+
+/// Encodes an image decoded by the `image` crate (see [`raw_image`] for what it accepts).
+pub fn encode_image(image: &image::DynamicImage, options: &EncodeOptions) -> Result<Vec<u8>> {
+    encode(&raw_image(image)?, options)
+}
+
+/// A decoded progressive level ([`crate::progressive::LevelImage`]) as a `DynamicImage`.
+pub fn image_from_level(level: LevelImage) -> Result<image::DynamicImage> {
+    let color = ColorType::from_channels(level.channels).ok_or(ParameterError::InvalidOption {
+        name: "channels",
+        value: level.channels as u64,
+        reason: "must be 1..=4",
+    })?;
+    let expected =
+        level.width as u64 * level.height as u64 * level.channels as u64 * (level.depth / 8) as u64;
+    if level.data.len() as u64 != expected || !(level.depth == 8 || level.depth == 16) {
+        return Err(ParameterError::BufferSize {
+            got: level.data.len(),
+            needed: expected as usize,
+        }
+        .into());
+    }
+    Ok(if level.depth == 8 {
+        image_from_parts(level.width, level.height, color, level.data)
+    } else {
+        image_from_u16_parts(
+            level.width,
+            level.height,
+            color,
+            bytemuck::pod_collect_to_vec(&level.data),
+        )
+    })
 }
 
 /// Reads any image file the `image` crate understands (format guessed from its content).
@@ -92,27 +125,38 @@ pub fn decode_image(data: &[u8], options: &DecodeOptions) -> Result<image::Dynam
 /// # Panics
 /// If `samples` is not exactly [`Header::output_bytes`] long.
 pub fn image_from_samples(h: &Header, samples: Vec<u8>) -> image::DynamicImage {
-    use crate::format::ColorType as C;
-    use image::{DynamicImage as D, ImageBuffer};
     assert_eq!(samples.len() as u64, h.output_bytes(), "sample buffer size");
-    let (w, ht) = (h.width, h.height);
     if h.depth == 16 {
         return image_from_u16(h, bytemuck::pod_collect_to_vec(&samples));
     }
-    match h.color {
+    image_from_parts(h.width, h.height, h.color, samples)
+}
+
+fn image_from_u16(h: &Header, samples: Vec<u16>) -> image::DynamicImage {
+    image_from_u16_parts(h.width, h.height, h.color, samples)
+}
+
+fn image_from_parts(w: u32, ht: u32, color: ColorType, samples: Vec<u8>) -> image::DynamicImage {
+    use crate::format::ColorType as C;
+    use image::{DynamicImage as D, ImageBuffer};
+    match color {
         C::Gray => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLuma8),
         C::GrayAlpha => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLumaA8),
         C::Rgb => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgb8),
         C::Rgba => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgba8),
     }
-    .expect("length checked above")
+    .expect("length checked by the caller")
 }
 
-fn image_from_u16(h: &Header, samples: Vec<u16>) -> image::DynamicImage {
+fn image_from_u16_parts(
+    w: u32,
+    ht: u32,
+    color: ColorType,
+    samples: Vec<u16>,
+) -> image::DynamicImage {
     use crate::format::ColorType as C;
     use image::{DynamicImage as D, ImageBuffer};
-    let (w, ht) = (h.width, h.height);
-    match h.color {
+    match color {
         C::Gray => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLuma16),
         C::GrayAlpha => ImageBuffer::from_raw(w, ht, samples).map(D::ImageLumaA16),
         C::Rgb => ImageBuffer::from_raw(w, ht, samples).map(D::ImageRgb16),

@@ -15,6 +15,7 @@ use clap::Args;
 use rayon::prelude::*;
 
 use crate::fsio::{self, Job};
+use l3::progressive::{decode_level, encode_levels, LevelScheme, ProgressiveOptions, StoredLevels};
 use l3::shard::format::parse_shard;
 use l3::shard::{Manifest, RecordInput, ShardInfo, ShardReader, ShardWriter, MANIFEST_VERSION};
 use l3::{EncodeOptions, Profile};
@@ -42,6 +43,17 @@ pub struct PackArgs {
     /// Profile of the stored records.
     #[arg(long, value_enum, default_value_t = crate::ProfileArg::Compact)]
     pub profile: crate::ProfileArg,
+    /// Levels per record (1..=8). With more than 1, each image is stored progressively: level
+    /// 0 at 1/2^(levels-1) per side, each further level doubling the resolution, the last one
+    /// the exact image, laid out level-major so a prefix of each shard holds every image at a
+    /// lower level (SPEC.md, "Progressive records"). 3 puts level 0 at 1/4 per side.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub levels: u8,
+    /// With --levels > 1: store an image flat (whole image in level 0, read at lower levels by
+    /// subsampling) when its progressive form would be larger than this factor times the flat
+    /// file (labels and palette-like images with hard edges).
+    #[arg(long, default_value_t = 1.03)]
+    pub max_overhead: f64,
     /// Rewrite every shard, also those a previous run completed (needed after changing
     /// `--profile`, which a complete shard's index does not record).
     #[arg(long)]
@@ -134,11 +146,12 @@ fn shard_name(i: usize) -> String {
 /// What the index of a record will hold besides its levels: key, class, metadata.
 type Planned = (String, Option<u32>, Vec<u8>);
 
-/// Whether `bytes` are a complete shard holding exactly the `planned` records, in order,
-/// with their classes and metadata.
-fn shard_is_done(bytes: &[u8], planned: &[Planned]) -> bool {
-    parse_shard(bytes).is_ok_and(|(_, _, records)| {
-        records.len() == planned.len()
+/// Whether `bytes` are a complete shard with `levels` levels holding exactly the `planned`
+/// records, in order, with their classes and metadata.
+fn shard_is_done(bytes: &[u8], planned: &[Planned], levels: u8) -> bool {
+    parse_shard(bytes).is_ok_and(|(header, _, records)| {
+        header.level_count == levels
+            && records.len() == planned.len()
             && records
                 .iter()
                 .zip(planned)
@@ -168,23 +181,42 @@ fn key_of(job: &Job) -> String {
     job.relative.to_string_lossy().replace('\\', "/")
 }
 
-/// One record: the image encoded, decoded and compared with the source pixels.
+/// One record: the image encoded as its levels, decoded back through all of them and compared
+/// with the source pixels.
 fn pack_record(
     job: &Job,
     (key, class, meta): &Planned,
     options: &EncodeOptions,
+    progressive: &ProgressiveOptions,
 ) -> Result<RecordInput> {
     let image = crate::read_source(&job.input)?;
-    let file = l3::encode_image(&image, options)?;
-    let decoded = l3::decode_image(&file, &crate::decode_options())?;
-    if !crate::same_pixels(&image, &decoded) {
+    let raw = l3::image_support::raw_image(&image)?;
+    let levels = encode_levels(&raw, progressive, options)?;
+    let payloads: Vec<&[u8]> = levels.payloads.iter().map(|p| p.as_slice()).collect();
+    let stored = StoredLevels {
+        scheme: levels.scheme,
+        level_count: progressive.levels,
+        width: raw.width,
+        height: raw.height,
+        channels: raw.color.channels(),
+        depth: if matches!(raw.samples, l3::Samples::U8(_)) {
+            8
+        } else {
+            16
+        },
+        payloads: &payloads,
+    };
+    let decoded = decode_level(&stored, progressive.levels - 1, &crate::decode_options())?;
+    if decoded.data != image.as_bytes() {
         bail!("verification failed: decoded pixels differ from the source");
     }
     Ok(RecordInput {
         key: key.clone(),
         class: *class,
         meta: meta.clone(),
-        levels: vec![file],
+        width: raw.width,
+        height: raw.height,
+        levels,
     })
 }
 
@@ -192,6 +224,13 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     if a.records_per_shard == 0 {
         bail!("--records-per-shard must be at least 1");
     }
+    if a.max_overhead.is_nan() || a.max_overhead <= 0.0 {
+        bail!("--max-overhead must be a positive number");
+    }
+    let progressive = ProgressiveOptions {
+        levels: a.levels,
+        max_overhead: a.max_overhead,
+    };
     let roots = fsio::collect_jobs(std::slice::from_ref(&a.source), crate::IMAGE_EXTENSIONS)?;
     let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
     if jobs.is_empty() {
@@ -240,7 +279,7 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
         // A shard a previous run completed is read once: to check it and for the manifest.
         let existing = std::fs::read(&path)
             .ok()
-            .filter(|b| shard_is_done(b, &planned));
+            .filter(|b| shard_is_done(b, &planned, a.levels));
         let bytes = if let Some(bytes) = existing.filter(|_| !a.force) {
             kept += 1;
             bytes
@@ -250,12 +289,12 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
                 .par_iter()
                 .zip(&planned)
                 .map(|(job, planned)| {
-                    pack_record(job, planned, &options)
+                    pack_record(job, planned, &options, &progressive)
                         .with_context(|| job.input.display().to_string())
                 })
                 .collect::<Result<_>>()
                 .with_context(|| format!("packing {}", shard_name(i)))?;
-            let mut writer = ShardWriter::new(1)?;
+            let mut writer = ShardWriter::new(a.levels)?;
             for r in records {
                 writer.add(r)?;
             }
@@ -270,7 +309,7 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     pb.finish_and_clear();
     let manifest = Manifest {
         version: MANIFEST_VERSION,
-        levels: 1,
+        levels: a.levels,
         classes,
         records: shards.iter().map(|s| s.records).sum(),
         shards,
@@ -301,6 +340,7 @@ pub fn cmd_ls(a: DatasetArgs) -> Result<u64> {
     let mut per_class = vec![0u64; m.classes.len()];
     let mut unlabelled = 0u64;
     let mut level_bytes = vec![0u64; m.levels as usize];
+    let mut flat_records = 0u64;
     for s in &m.shards {
         let shard = ShardReader::open(&a.dataset.join(&s.file), MAX_INDEX_BYTES)
             .with_context(|| format!("opening {}", s.file))?;
@@ -312,10 +352,26 @@ pub fn cmd_ls(a: DatasetArgs) -> Result<u64> {
             for (b, l) in level_bytes.iter_mut().zip(&r.levels) {
                 *b += l.len;
             }
+            flat_records += (r.scheme == LevelScheme::Flat) as u64;
         }
     }
+    if m.levels > 1 {
+        println!(
+            "  {} record(s) progressive (interlace), {flat_records} stored flat",
+            m.records - flat_records
+        );
+    }
+    let payload: u64 = level_bytes.iter().sum();
+    let mut prefix = 0u64;
     for (k, b) in level_bytes.iter().enumerate() {
-        println!("  level {k}: {}", crate::human(*b));
+        prefix += b;
+        let s = l3::progressive::level_stride(m.levels, k as u8);
+        println!(
+            "  level {k} (1/{s} per side): {}, prefix to here {} ({:.1}% of the payload bytes)",
+            crate::human(*b),
+            crate::human(prefix),
+            100.0 * prefix as f64 / payload.max(1) as f64
+        );
     }
     for (name, n) in m.classes.iter().zip(&per_class) {
         println!("  class {name}: {n}");
@@ -345,14 +401,26 @@ pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
                 bail!("record or level count differs from the manifest");
             }
             for (i, r) in entries.iter().enumerate() {
+                let mut payloads = Vec::with_capacity(r.levels.len());
                 for (k, l) in r.levels.iter().enumerate() {
                     let file = &bytes[l.offset as usize..(l.offset + l.len) as usize];
                     if crc32fast::hash(file) != l.crc32 {
-                        bail!("record {i} level {k}: CRC-32 mismatch");
+                        bail!("record {i} ({}) level {k}: CRC-32 mismatch", r.key);
                     }
-                    l3::decode::decode(file, &crate::decode_options())
-                        .with_context(|| format!("record {i} level {k}"))?;
+                    payloads.push(file);
                 }
+                // The top level goes through every payload the record has.
+                let stored = StoredLevels {
+                    scheme: r.scheme,
+                    level_count: header.level_count,
+                    width: r.width,
+                    height: r.height,
+                    channels: r.channels,
+                    depth: r.depth,
+                    payloads: &payloads,
+                };
+                decode_level(&stored, header.level_count - 1, &crate::decode_options())
+                    .with_context(|| format!("record {i} ({})", r.key))?;
             }
             records += entries.len() as u64;
             Ok(())
@@ -388,7 +456,10 @@ pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
             {
                 bail!("{}: record {i} has an unsafe key {:?}", s.file, r.key);
             }
-            let image = l3::decode_image(&shard.read_level(i, last)?, &crate::decode_options())?;
+            let level = shard
+                .decode_record(i, last, &crate::decode_options())
+                .with_context(|| format!("{}: record {i} ({})", s.file, r.key))?;
+            let image = l3::image_support::image_from_level(level)?;
             let out = a.output.join(rel).with_extension("png");
             let mut png = Vec::new();
             image

@@ -140,8 +140,10 @@ pub(crate) fn cmd_demo(a: DemoArgs) -> Result<u64> {
     Ok(failed)
 }
 
-/// The demo's dataset part: the same images packed into record shards in a temporary folder,
-/// then every shard checked against the manifest and every record decoded.
+/// The demo's dataset part: the same images packed into progressive record shards (3 levels)
+/// in a temporary folder, every shard checked against the manifest and every record decoded,
+/// then each shard's level-0 prefix read in one read and decoded on the CPU and (if there is
+/// an adapter) on the GPU, compared bit for bit.
 fn demo_dataset(dir: &Path) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("l3-demo-dataset-{}", std::process::id()));
     let result = (|| -> Result<()> {
@@ -151,6 +153,8 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             records_per_shard: 4,
             labels: None,
             profile: ProfileArg::Compact,
+            levels: 3,
+            max_overhead: 1.03,
             force: false,
             quiet: true,
         })?;
@@ -160,10 +164,48 @@ fn demo_dataset(dir: &Path) -> Result<()> {
         if failed > 0 {
             bail!("{failed} shard(s) of the demo dataset failed verification");
         }
-        Ok(())
+        demo_prefix_reads(&tmp)
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     result
+}
+
+/// Reads every shard's level-0 prefix (1/4 per side) and decodes it on the CPU and the GPU.
+fn demo_prefix_reads(dataset: &Path) -> Result<()> {
+    let m = l3::shard::Manifest::read(dataset)?;
+    #[cfg(feature = "gpu")]
+    let gpu = l3::gpu::GpuDecoder::new_default().ok();
+    let (mut prefix_bytes, mut total_bytes, mut images, mut gpu_images) = (0u64, 0u64, 0, 0);
+    for s in &m.shards {
+        let shard = l3::shard::ShardReader::open(&dataset.join(&s.file), 1 << 30)?;
+        let prefix = shard.read_prefix(0)?;
+        prefix_bytes += prefix.bytes.len() as u64;
+        total_bytes += s.level_bytes.iter().sum::<u64>();
+        let cpu = shard.decode_prefix(&prefix, &crate::decode_options())?;
+        images += cpu.len();
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &gpu {
+            let batch = shard.decode_prefix_on_gpu(gpu, 0)?;
+            for (i, (g, c)) in batch.read_back()?.iter().zip(&cpu).enumerate() {
+                if g != &c.data {
+                    bail!("{} record {i}: GPU level 0 differs from the CPU's", s.file);
+                }
+                gpu_images += 1;
+            }
+        }
+    }
+    println!(
+        "dataset: level-0 prefix read (1/4 per side) of {images} images: {} of {} payload bytes ({:.1}%), decoded on the CPU{}",
+        human(prefix_bytes),
+        human(total_bytes),
+        100.0 * prefix_bytes as f64 / total_bytes.max(1) as f64,
+        if gpu_images > 0 {
+            format!(" and on the GPU, {gpu_images} images bit-identical")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
 }
 
 /// An encoded file and the pixels the CPU decoder made of it.

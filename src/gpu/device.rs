@@ -93,6 +93,12 @@ pub(crate) struct Pipelines {
     /// The decode pipelines, keyed by (format version, output layout kind): entry point
     /// `main` for version 1, `main_compact` for version 2.
     decode: HashMap<(u32, LayoutKind), wgpu::ComputePipeline>,
+    /// Bindings of `levels.wgsl`: job (uniform), src, residual (read), dst.
+    pub levels_bgl: wgpu::BindGroupLayout,
+    /// `levels.wgsl`'s `refine`.
+    pub refine: wgpu::ComputePipeline,
+    /// `levels.wgsl`'s `subsample`.
+    pub subsample: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -133,6 +139,15 @@ impl Pipelines {
                 uniform_entry(6),
             ],
         );
+        let levels_bgl = bgl(
+            "l3 levels",
+            &[
+                uniform_entry(0),
+                storage_entry(1, true),
+                storage_entry(2, true),
+                storage_entry(3, false),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -161,6 +176,19 @@ impl Pipelines {
                 decode.insert((version, kind), pipeline(&label, &decode_bgl, &m, entry));
             }
         }
+        let levels_module = module(Stage::Levels);
+        let refine = pipeline(
+            "l3 levels.wgsl refine",
+            &levels_bgl,
+            &levels_module,
+            "refine",
+        );
+        let subsample = pipeline(
+            "l3 levels.wgsl subsample",
+            &levels_bgl,
+            &levels_module,
+            "subsample",
+        );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -172,6 +200,9 @@ impl Pipelines {
             scan_blocks,
             add_sums,
             decode,
+            levels_bgl,
+            refine,
+            subsample,
         })
     }
 

@@ -85,6 +85,8 @@ mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
 #[cfg(feature = "gpu")]
+mod levels;
+#[cfg(feature = "gpu")]
 mod readback;
 #[cfg(feature = "gpu")]
 mod timing;

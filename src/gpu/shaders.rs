@@ -15,6 +15,7 @@ const DECODE_COMPACT: &str = include_str!("../../shaders/shared/decode_compact.w
 const DECODE: &str = include_str!("../../shaders/decode.wgsl");
 const OUTPUT_INTERLEAVED: &str = include_str!("../../shaders/output/interleaved.wgsl");
 const OUTPUT_F32_CHW: &str = include_str!("../../shaders/output/f32_chw.wgsl");
+const LEVELS: &str = include_str!("../../shaders/levels.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,21 +26,26 @@ pub(crate) enum Stage {
     /// images, `main_compact` for version 2) over the shared decode bodies, writing through
     /// the layout's `put_sample` (`output/interleaved.wgsl` or `output/f32_chw.wgsl`).
     Decode(LayoutKind),
+    /// `levels.wgsl`: progressive levels from decoded payloads (entry points `refine`,
+    /// `subsample`).
+    Levels,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 3] = [
+    pub const ALL: [Stage; 4] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
+        Stage::Levels,
     ];
 
     /// A label for the stage: its files under `shaders/`.
     pub const fn label(self) -> &'static str {
         match self {
             Stage::PrefixSum => "prefix_sum.wgsl",
+            Stage::Levels => "levels.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -119,13 +125,14 @@ pub(crate) fn prelude() -> String {
 /// the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum => None,
+        Stage::PrefixSum | Stage::Levels => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
         Stage::Decode(LayoutKind::F32Chw) => Some(("output/f32_chw.wgsl", OUTPUT_F32_CHW)),
     };
     let parts: Vec<(&str, &str)> = match output {
+        None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![
             ("shared/images.wgsl", IMAGES),

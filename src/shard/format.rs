@@ -8,7 +8,7 @@
 //! header  = SHARD_MAGIC (8) | version u8 | level_count u8 | flags u16 = 0 | reserved u32 = 0
 //! index   = entry x record_count
 //! entry   = key_len u16 | key (UTF-8) | class u32 (NO_CLASS: none) | meta_len u32 | meta
-//!         | width u32 | height u32 | channels u8 | depth u8 | reserved u16 = 0
+//!         | width u32 | height u32 | channels u8 | depth u8 | scheme u8 | reserved u8 = 0
 //!         | level_count x (offset u64 | len u64 | crc32 u32)
 //! trailer = index_offset u64 | index_len u64 | record_count u64 | index_crc32 u32
 //!         | TRAILER_MAGIC (4)
@@ -16,9 +16,13 @@
 //!
 //! All integers little-endian. Levels are laid out level-major: a level's payloads, in record
 //! order, are one contiguous byte range, so the first `k + 1` levels of every record are one
-//! prefix of the shard. Each payload is a complete L3 file (its own header and CRC).
+//! prefix of the shard. Each payload is a complete L3 file (its own header and CRC), or empty
+//! (the levels above 0 of a record stored flat in a shard with several levels). `scheme` says
+//! how a record's levels are stored ([`crate::progressive::LevelScheme`]): 0 flat (payload 0 is
+//! the whole image, the others empty), 1 interlace (payload k refines level k - 1 to level k).
 
 use super::ShardError;
+use crate::progressive::LevelScheme;
 
 /// Shard signature (like the codec's, with `S` for shard): catches 7-bit transfers and line
 /// ending conversions.
@@ -183,6 +187,8 @@ pub struct RecordEntry {
     pub channels: u8,
     /// Bits per sample (8 or 16).
     pub depth: u8,
+    /// How the levels are stored.
+    pub scheme: LevelScheme,
     /// One entry per level, lowest fidelity first.
     pub levels: Vec<LevelEntry>,
 }
@@ -199,7 +205,8 @@ impl RecordEntry {
         out.extend_from_slice(&self.height.to_le_bytes());
         out.push(self.channels);
         out.push(self.depth);
-        out.extend_from_slice(&[0, 0]);
+        out.push(self.scheme as u8);
+        out.push(0);
         for l in &self.levels {
             out.extend_from_slice(&l.offset.to_le_bytes());
             out.extend_from_slice(&l.len.to_le_bytes());
@@ -295,7 +302,8 @@ pub fn parse_index(
         let height = c.u32("height")?;
         let channels = c.u8("channels")?;
         let depth = c.u8("depth")?;
-        let reserved = c.u16("reserved")?;
+        let scheme_id = c.u8("scheme")?;
+        let reserved = c.u8("reserved")?;
         for (field, v) in [("width", width), ("height", height)] {
             if v == 0 || v > crate::format::MAX_DIMENSION {
                 return Err(invalid(field, v as u64, "must be 1..=16777215"));
@@ -310,13 +318,38 @@ pub fn parse_index(
         if reserved != 0 {
             return Err(invalid("reserved", reserved as u64, "must be zero"));
         }
+        let scheme = LevelScheme::from_id(scheme_id).ok_or_else(|| {
+            invalid(
+                "scheme",
+                scheme_id as u64,
+                "must be 0 (flat) or 1 (interlace)",
+            )
+        })?;
+        if scheme == LevelScheme::Interlace && level_count == 1 {
+            return Err(invalid(
+                "scheme",
+                scheme_id as u64,
+                "interlace needs 2 or more levels",
+            ));
+        }
         let mut levels = Vec::with_capacity(level_count as usize);
-        for _ in 0..level_count {
-            levels.push(LevelEntry {
+        for k in 0..level_count {
+            let level = LevelEntry {
                 offset: c.u64("level offset")?,
                 len: c.u64("level len")?,
                 crc32: c.u32("level crc32")?,
-            });
+            };
+            // Flat: the whole image in level 0, nothing above; interlace: every level a file.
+            let must_be_empty = scheme == LevelScheme::Flat && k > 0;
+            if (level.len == 0) != must_be_empty {
+                let reason = if must_be_empty {
+                    "a flat record has no bytes above level 0"
+                } else {
+                    "every stored level is a non-empty L3 file"
+                };
+                return Err(invalid("level len", level.len, reason));
+            }
+            levels.push(level);
         }
         records.push(RecordEntry {
             key,
@@ -326,6 +359,7 @@ pub fn parse_index(
             height,
             channels,
             depth,
+            scheme,
             levels,
         });
     }

@@ -25,7 +25,7 @@ pub use dataset::Dataset;
 pub use format::{LevelEntry, RecordEntry};
 #[cfg(feature = "dataset")]
 pub use manifest::{Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
-pub use reader::ShardReader;
+pub use reader::{ShardPrefix, ShardReader};
 pub use writer::{RecordInput, ShardWriter};
 
 /// What is wrong with a shard. Every field named is the one at fault.

@@ -10,7 +10,9 @@ use rayon::prelude::*;
 
 use super::format::{parse_index, RecordEntry, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN};
 use super::ShardError;
+use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
+use crate::progressive::{decode_level, LevelImage, LevelScheme, StoredLevels};
 
 /// An open shard: its validated index, and the file for positional reads.
 #[derive(Debug)]
@@ -121,52 +123,152 @@ impl ShardReader {
         Ok(HEADER_LEN..end)
     }
 
-    /// Levels `0..=level` of every record in one contiguous read, each record's level
-    /// `level` checked against its CRC-32 and returned as a range of the buffer:
-    /// `(buffer, ranges)` with `ranges[i]` the L3 file of record `i` at that level.
-    pub fn read_prefix(&self, level: u8) -> Result<(Vec<u8>, Vec<std::ops::Range<usize>>)> {
+    /// Levels `0..=level` of every record in one contiguous read (in 4 MiB chunks on rayon's
+    /// pool), every payload in it checked against its CRC-32.
+    pub fn read_prefix(&self, level: u8) -> Result<ShardPrefix> {
         let range = self.prefix_range(level)?;
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
-        // One contiguous range, read as large chunks on rayon's pool: one read per chunk, so
-        // a prefix of a large shard is not limited to one thread's copy from the page cache.
-        buf.par_chunks_mut(PREFIX_CHUNK)
+        let mut bytes = vec![0u8; (range.end - range.start) as usize];
+        bytes
+            .par_chunks_mut(PREFIX_CHUNK)
             .enumerate()
             .try_for_each(|(i, chunk)| {
                 read_exact_at(&self.file, chunk, range.start + (i * PREFIX_CHUNK) as u64)
             })?;
-        let ranges: Vec<std::ops::Range<usize>> = self
+        // Every offset was validated by the index parser to lie in the data area, level-major,
+        // so each range below lies inside the prefix.
+        let ranges: Vec<Vec<std::ops::Range<usize>>> = self
             .records
             .iter()
             .map(|r| {
-                let l = r.levels[level as usize];
-                let start = (l.offset - range.start) as usize;
-                start..start + l.len as usize
+                r.levels[..=level as usize]
+                    .iter()
+                    .map(|l| {
+                        let start = (l.offset - range.start) as usize;
+                        start..start + l.len as usize
+                    })
+                    .collect()
             })
             .collect();
         ranges
             .par_iter()
             .zip(&self.records)
             .enumerate()
-            .try_for_each(|(i, (span, r))| {
-                check_crc(&buf[span.clone()], r.levels[level as usize].crc32, i, level)
+            .try_for_each(|(i, (spans, r))| {
+                spans
+                    .iter()
+                    .zip(&r.levels)
+                    .enumerate()
+                    .try_for_each(|(k, (span, l))| {
+                        check_crc(&bytes[span.clone()], l.crc32, i, k as u8)
+                    })
             })?;
-        Ok((buf, ranges))
+        Ok(ShardPrefix {
+            bytes,
+            ranges,
+            level,
+        })
+    }
+
+    /// Record `i`'s stored levels over `payloads` (its payloads `0..=k`), for
+    /// [`crate::progressive::decode_level`] or the GPU.
+    pub fn stored_levels<'a>(
+        &self,
+        i: usize,
+        payloads: &'a [&'a [u8]],
+    ) -> Result<StoredLevels<'a>> {
+        let r = self.record(i)?;
+        Ok(StoredLevels {
+            scheme: r.scheme,
+            level_count: self.level_count,
+            width: r.width,
+            height: r.height,
+            channels: r.channels,
+            depth: r.depth,
+            payloads,
+        })
+    }
+
+    /// Record `i` at level `level`, decoded on the CPU: reads only the payloads that level
+    /// needs (one positional read each), CRC-checked, then [`crate::progressive::decode_level`].
+    pub fn decode_record(
+        &self,
+        i: usize,
+        level: u8,
+        options: &DecodeOptions,
+    ) -> Result<LevelImage> {
+        let r = self.record(i)?;
+        if level >= self.level_count {
+            return Err(self.no_such(i, level));
+        }
+        let needed = match r.scheme {
+            LevelScheme::Flat => 1,
+            LevelScheme::Interlace => level + 1,
+        };
+        let owned: Vec<Vec<u8>> = (0..needed)
+            .map(|k| self.read_level(i, k))
+            .collect::<Result<_>>()?;
+        let refs: Vec<&[u8]> = owned.iter().map(|p| p.as_slice()).collect();
+        decode_level(&self.stored_levels(i, &refs)?, level, options)
+    }
+
+    /// Every record of a prefix ([`ShardReader::read_prefix`]) at the prefix's level, decoded on
+    /// the CPU, rayon over records.
+    pub fn decode_prefix(
+        &self,
+        prefix: &ShardPrefix,
+        options: &DecodeOptions,
+    ) -> Result<Vec<LevelImage>> {
+        (0..prefix.ranges.len())
+            .into_par_iter()
+            .map(|i| {
+                let payloads = prefix.payloads(i);
+                decode_level(&self.stored_levels(i, &payloads)?, prefix.level, options)
+            })
+            .collect()
+    }
+}
+
+/// Levels `0..=level` of every record of a shard, read as one contiguous prefix
+/// ([`ShardReader::read_prefix`]).
+#[derive(Debug, Clone)]
+pub struct ShardPrefix {
+    /// The bytes, from the end of the shard header.
+    pub bytes: Vec<u8>,
+    /// `ranges[i][k]`: record `i`'s payload of level `k` in `bytes` (empty for the levels
+    /// above 0 of a flat record).
+    pub ranges: Vec<Vec<std::ops::Range<usize>>>,
+    /// The highest level read.
+    pub level: u8,
+}
+
+impl ShardPrefix {
+    /// Record `i`'s payloads of levels `0..=level`.
+    pub fn payloads(&self, i: usize) -> Vec<&[u8]> {
+        self.ranges[i]
+            .iter()
+            .map(|r| &self.bytes[r.clone()])
+            .collect()
     }
 }
 
 #[cfg(feature = "gpu")]
 impl ShardReader {
-    /// Level `level` of every record, read as one prefix ([`ShardReader::read_prefix`]) and
-    /// decoded as one GPU batch: image `i` of the batch is record `i`.
+    /// Every record at level `level`, read as one prefix ([`ShardReader::read_prefix`]) and
+    /// decoded on the GPU as one batch ([`crate::gpu::GpuDecoder::decode_levels`]): image `i`
+    /// of the batch is record `i`, interleaved, bit-exact with [`ShardReader::decode_prefix`].
     pub fn decode_prefix_on_gpu(
         &self,
         gpu: &crate::gpu::GpuDecoder,
         level: u8,
-        output: crate::layout::OutputLayout,
     ) -> Result<crate::gpu::GpuBatch> {
-        let (buf, ranges) = self.read_prefix(level)?;
-        let files: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
-        gpu.decode_batch(&files, output)
+        let prefix = self.read_prefix(level)?;
+        let payloads: Vec<Vec<&[u8]>> = (0..self.len()).map(|i| prefix.payloads(i)).collect();
+        let stored: Vec<StoredLevels> = payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.stored_levels(i, p))
+            .collect::<Result<_>>()?;
+        gpu.decode_levels(&stored, level)
     }
 }
 

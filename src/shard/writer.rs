@@ -10,6 +10,7 @@ use super::format::{
     MAX_META_LEN,
 };
 use crate::error::{ParameterError, Result};
+use crate::progressive::{EncodedLevels, LevelScheme, StoredLevels};
 
 /// One record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,9 +21,40 @@ pub struct RecordInput {
     pub class: Option<u32>,
     /// Metadata bytes (e.g. JSON), at most 1 MiB.
     pub meta: Vec<u8>,
-    /// The levels, lowest fidelity first; each a complete L3 file. The last one is the
-    /// full-resolution image whose header gives the record's shape.
-    pub levels: Vec<Vec<u8>>,
+    /// Width of the full-resolution image.
+    pub width: u32,
+    /// Height of the full-resolution image.
+    pub height: u32,
+    /// The levels ([`crate::progressive::encode_levels`]), one payload per level of the
+    /// shard, lowest fidelity first.
+    pub levels: EncodedLevels,
+}
+
+impl RecordInput {
+    /// A record stored flat: `file` (an L3 file) as level 0, and empty payloads for the
+    /// shard's other `level_count - 1` levels. The shape comes from the file's header.
+    pub fn flat(
+        key: String,
+        class: Option<u32>,
+        meta: Vec<u8>,
+        file: Vec<u8>,
+        level_count: u8,
+    ) -> Result<Self> {
+        let header = crate::decode::read_header(&file)?;
+        let mut payloads = vec![Vec::new(); level_count.max(1) as usize];
+        payloads[0] = file;
+        Ok(RecordInput {
+            key,
+            class,
+            meta,
+            width: header.width,
+            height: header.height,
+            levels: EncodedLevels {
+                scheme: LevelScheme::Flat,
+                payloads,
+            },
+        })
+    }
 }
 
 /// Collects records and writes them as one shard (see the module docs).
@@ -77,10 +109,11 @@ impl ShardWriter {
             }
             .into()
         };
-        if record.levels.len() != self.level_count as usize {
+        let payloads = &record.levels.payloads;
+        if payloads.len() != self.level_count as usize {
             return Err(bad(
                 "levels",
-                record.levels.len(),
+                payloads.len(),
                 "a record needs exactly the shard's level count",
             ));
         }
@@ -93,22 +126,41 @@ impl ShardWriter {
         if record.class == Some(super::format::NO_CLASS) {
             return Err(bad("class", u32::MAX as usize, "u32::MAX means no class"));
         }
-        for level in &record.levels {
-            crate::decode::read_header(level)?;
+        // Every payload must have the shape its level needs (the same check a reader makes),
+        // and a flat record nothing above level 0.
+        let first = crate::decode::read_header(&payloads[0])?;
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let stored = StoredLevels {
+            scheme: record.levels.scheme,
+            level_count: self.level_count,
+            width: record.width,
+            height: record.height,
+            channels: first.channels(),
+            depth: first.depth,
+            payloads: &refs,
+        };
+        let plan = stored.plan(self.level_count - 1)?;
+        for shape in &plan {
+            let header = crate::decode::read_header(&payloads[shape.level as usize])?;
+            stored.check_header(shape, &header)?;
         }
-        let full = crate::decode::read_header(record.levels.last().expect("level_count >= 1"))?;
-        self.payload_bytes += record.levels.iter().map(|l| l.len() as u64).sum::<u64>();
+        if record.levels.scheme == LevelScheme::Flat && payloads[1..].iter().any(|p| !p.is_empty())
+        {
+            return Err(bad("levels", 0, "a flat record has no bytes above level 0"));
+        }
+        self.payload_bytes += record.levels.total_bytes();
         let entry = RecordEntry {
             key: record.key,
             class: record.class,
             meta: record.meta,
-            width: full.width,
-            height: full.height,
-            channels: full.channels(),
-            depth: full.depth,
+            width: record.width,
+            height: record.height,
+            channels: first.channels(),
+            depth: first.depth,
+            scheme: record.levels.scheme,
             levels: Vec::new(),
         };
-        self.records.push((entry, record.levels));
+        self.records.push((entry, record.levels.payloads));
         Ok(())
     }
 

@@ -1,0 +1,353 @@
+//! Progressive levels on the GPU ([`GpuDecoder::decode_levels`]): the records' payloads are
+//! decoded as one batch, then `shaders/levels.wgsl` rebuilds each record's level: a chain of
+//! `refine` dispatches for interlaced records (level 0, refinement 1, 2, ...; intermediate
+//! levels ping-pong between two scratch buffers so no dispatch reads the buffer it writes), one
+//! `subsample` for a flat record read below full resolution, a buffer copy where the decoded
+//! payload already is the level. Everything is integer work, bit-exact with the CPU twins in
+//! [`crate::progressive::interlace`].
+
+use super::abi::OUT_ALIGN;
+use super::device::range;
+use super::readback::{GpuBatch, ImageLayout};
+use super::upload::storage_buffer;
+use super::GpuDecoder;
+use crate::error::{Error, LimitsError, ParameterError, Result};
+use crate::layout::OutputLayout;
+use crate::progressive::{level_dims, level_stride, LevelScheme, StoredLevels};
+
+/// The uniform of one dispatch: `LevelJob` in `levels.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct LevelJob {
+    width: u32,
+    height: u32,
+    channels: u32,
+    depth: u32,
+    stride: u32,
+    src_width: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+/// The buffers an operation reads or writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Buf {
+    /// The decoded payloads.
+    Batch,
+    /// Intermediate levels of odd refinement steps.
+    Ping,
+    /// Intermediate levels of even refinement steps.
+    Pong,
+    /// The result.
+    Out,
+}
+
+/// One image in one of the buffers.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    buf: Buf,
+    offset: u64,
+    len: u64,
+}
+
+impl Slot {
+    /// The bound size: whole words (the bytes up to the next image are padding).
+    fn bound(&self) -> u64 {
+        self.len.next_multiple_of(4).max(4)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Copy {
+        src: Slot,
+        dst: Slot,
+    },
+    Subsample {
+        job: LevelJob,
+        src: Slot,
+        dst: Slot,
+    },
+    Refine {
+        job: LevelJob,
+        coarse: Slot,
+        residual: Slot,
+        dst: Slot,
+    },
+}
+
+impl GpuDecoder {
+    /// Decodes level `level` of every record in `records` on the GPU: image `i` of the result is
+    /// record `i` at that level, interleaved (8-bit samples as bytes, 16-bit little-endian),
+    /// bit-exact with [`crate::progressive::decode_level`].
+    ///
+    /// Every payload's header is checked against the shape its level needs before anything is
+    /// submitted; an error names the record ([`Error::InBatch`] with the record's index).
+    /// Blocks until the payloads are decoded (their error flags are read), then submits the
+    /// reconstruction; reading the result back waits for it.
+    pub fn decode_levels(&self, records: &[StoredLevels], level: u8) -> Result<GpuBatch> {
+        if records.is_empty() {
+            return Err(ParameterError::InvalidOption {
+                name: "records",
+                value: 0,
+                reason: "a batch needs at least one record",
+            }
+            .into());
+        }
+        // Payloads to decode, each checked against its shape; `first[i]`: record i's payload 0.
+        let in_record = |i: usize| {
+            move |e: Error| Error::InBatch {
+                image: i,
+                error: Box::new(e),
+            }
+        };
+        let mut files: Vec<&[u8]> = Vec::new();
+        let mut first = Vec::with_capacity(records.len());
+        let mut owner = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let plan = r.plan(level).map_err(in_record(i))?;
+            first.push(files.len());
+            for shape in &plan {
+                let payload = r.payloads[shape.level as usize];
+                let header = crate::decode::read_header(payload).map_err(in_record(i))?;
+                r.check_header(shape, &header).map_err(in_record(i))?;
+                files.push(payload);
+                owner.push(i);
+            }
+        }
+        let batch = self
+            .decode_batch(&files, OutputLayout::Interleaved)
+            .map_err(|e| match e {
+                Error::InBatch { image, error } => Error::InBatch {
+                    image: owner[image],
+                    error,
+                },
+                e => e,
+            })?;
+
+        // Where each result goes, and the operations that produce it.
+        let mut images = Vec::with_capacity(records.len());
+        let mut out_len = 0u64;
+        let (mut ping_len, mut pong_len) = (0u64, 0u64);
+        let mut steps: Vec<Vec<Op>> = vec![Vec::new(); level as usize + 1];
+        for (i, r) in records.iter().enumerate() {
+            let bytes = (r.depth / 8) as u64;
+            let image_len = |(w, h): (u32, u32)| w as u64 * h as u64 * r.channels as u64 * bytes;
+            let dims = level_dims(r.width, r.height, r.level_count, level);
+            let offset = out_len;
+            let len = image_len(dims);
+            out_len = (offset + len).next_multiple_of(OUT_ALIGN);
+            let decoded = batch.images[first[i]];
+            images.push(ImageLayout {
+                offset,
+                len,
+                width: dims.0,
+                height: dims.1,
+                ..decoded
+            });
+            let out = Slot {
+                buf: Buf::Out,
+                offset,
+                len,
+            };
+            let in_batch = |k: usize| {
+                let l = batch.images[first[i] + k];
+                Slot {
+                    buf: Buf::Batch,
+                    offset: l.offset,
+                    len: l.len,
+                }
+            };
+            let job = |(w, h): (u32, u32)| LevelJob {
+                width: w,
+                height: h,
+                channels: r.channels as u32,
+                depth: r.depth as u32,
+                stride: level_stride(r.level_count, level),
+                src_width: r.width,
+                ..Default::default()
+            };
+            let top = level == r.level_count - 1;
+            match r.scheme {
+                LevelScheme::Flat if top => steps[0].push(Op::Copy {
+                    src: in_batch(0),
+                    dst: out,
+                }),
+                LevelScheme::Flat => steps[0].push(Op::Subsample {
+                    job: job(dims),
+                    src: in_batch(0),
+                    dst: out,
+                }),
+                LevelScheme::Interlace if level == 0 => steps[0].push(Op::Copy {
+                    src: in_batch(0),
+                    dst: out,
+                }),
+                LevelScheme::Interlace => {
+                    let mut coarse = in_batch(0);
+                    for k in 1..=level {
+                        let fine = level_dims(r.width, r.height, r.level_count, k);
+                        let dst = if k == level {
+                            out
+                        } else {
+                            let (buf, used) = if k % 2 == 1 {
+                                (Buf::Ping, &mut ping_len)
+                            } else {
+                                (Buf::Pong, &mut pong_len)
+                            };
+                            let slot = Slot {
+                                buf,
+                                offset: *used,
+                                len: image_len(fine),
+                            };
+                            *used = (slot.offset + slot.len).next_multiple_of(OUT_ALIGN);
+                            slot
+                        };
+                        steps[k as usize].push(Op::Refine {
+                            job: job(fine),
+                            coarse,
+                            residual: in_batch(k as usize),
+                            dst,
+                        });
+                        coarse = dst;
+                    }
+                }
+            }
+        }
+
+        let max_binding = self.device.limits().max_storage_buffer_binding_size as u64;
+        let too_big = steps.iter().flatten().find_map(|op| {
+            let slots = match op {
+                Op::Copy { .. } => return None,
+                Op::Subsample { src, dst, .. } => vec![*src, *dst],
+                Op::Refine {
+                    coarse,
+                    residual,
+                    dst,
+                    ..
+                } => vec![*coarse, *residual, *dst],
+            };
+            slots
+                .into_iter()
+                .map(|s| s.bound())
+                .find(|&b| b > max_binding)
+        });
+        if let Some(needed) = too_big {
+            return Err(LimitsError::GpuBuffer {
+                what: "progressive level binding",
+                needed,
+                max: max_binding,
+            }
+            .into());
+        }
+
+        let out = storage_buffer(&self.device, "l3 levels out", out_len.max(OUT_ALIGN));
+        let ping = (ping_len > 0).then(|| storage_buffer(&self.device, "l3 levels ping", ping_len));
+        let pong = (pong_len > 0).then(|| storage_buffer(&self.device, "l3 levels pong", pong_len));
+        let buffer = |b: Buf| -> &wgpu::Buffer {
+            match b {
+                Buf::Batch => &batch.buffer,
+                Buf::Ping => ping.as_ref().expect("ping allocated for its slots"),
+                Buf::Pong => pong.as_ref().expect("pong allocated for its slots"),
+                Buf::Out => &out,
+            }
+        };
+
+        // One 256-byte uniform slot per dispatch.
+        let jobs: Vec<LevelJob> = steps
+            .iter()
+            .flatten()
+            .filter_map(|op| match op {
+                Op::Copy { .. } => None,
+                Op::Subsample { job, .. } | Op::Refine { job, .. } => Some(*job),
+            })
+            .collect();
+        let slot_len = self.uniform_align;
+        let job_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3 level jobs"),
+            size: (jobs.len() as u64 * slot_len).max(slot_len),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        for (n, job) in jobs.iter().enumerate() {
+            self.queue
+                .write_buffer(&job_buffer, n as u64 * slot_len, bytemuck::bytes_of(job));
+        }
+
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("l3 levels"),
+            });
+        let mut job_index = 0u64;
+        let job_size = size_of::<LevelJob>() as u64;
+        for step in &steps {
+            // Copies first (outside any pass), then one pass for the step's dispatches.
+            for op in step {
+                if let Op::Copy { src, dst } = op {
+                    encoder.copy_buffer_to_buffer(
+                        buffer(src.buf),
+                        src.offset,
+                        buffer(dst.buf),
+                        dst.offset,
+                        src.len.next_multiple_of(4),
+                    );
+                }
+            }
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("l3 levels"),
+                timestamp_writes: None,
+            });
+            for op in step {
+                let (pipeline, job, src, residual, dst) = match op {
+                    Op::Copy { .. } => continue,
+                    Op::Subsample { job, src, dst } => {
+                        (&self.pipelines.subsample, job, src, src, dst)
+                    }
+                    Op::Refine {
+                        job,
+                        coarse,
+                        residual,
+                        dst,
+                    } => (&self.pipelines.refine, job, coarse, residual, dst),
+                };
+                let bind = |binding, s: &Slot| wgpu::BindGroupEntry {
+                    binding,
+                    resource: range(buffer(s.buf), s.offset, s.bound()),
+                };
+                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("l3 levels"),
+                    layout: &self.pipelines.levels_bgl,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: range(&job_buffer, job_index * slot_len, job_size),
+                        },
+                        bind(1, src),
+                        bind(2, residual),
+                        bind(3, dst),
+                    ],
+                });
+                job_index += 1;
+                let per_word = 32 / job.depth as u64;
+                let words =
+                    (job.width as u64 * job.height as u64 * job.channels as u64).div_ceil(per_word);
+                let groups = words.div_ceil(LEVELS_WORKGROUP_SIZE).clamp(1, MAX_GROUPS);
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                pass.dispatch_workgroups(groups as u32, 1, 1);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(GpuBatch {
+            buffer: out,
+            images,
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+        })
+    }
+}
+
+/// `LEVELS_WG` in `levels.wgsl`.
+const LEVELS_WORKGROUP_SIZE: u64 = 64;
+/// Workgroups per dispatch at most (each invocation loops over the words beyond).
+const MAX_GROUPS: u64 = 65535;
