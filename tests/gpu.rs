@@ -508,10 +508,13 @@ fn batcher_falls_back_file_by_file() {
     }
 }
 
-/// A shard's level-0 prefix, read in one contiguous read, decodes as one GPU batch to exactly
-/// what the CPU decoder makes of each record.
+/// Progressive shards: every level's prefix, read in one contiguous read, decodes as one GPU
+/// batch (payload decode, then `levels.wgsl`'s refine chain or subsample) to exactly what the
+/// CPU makes of each record: interlaced and flat records, both profiles, 8- and 16-bit, odd
+/// sides and 1-pixel columns.
 #[test]
-fn shard_prefix_decodes_as_one_gpu_batch_like_the_cpu() {
+fn progressive_prefixes_decode_on_the_gpu_like_the_cpu() {
+    use l3::progressive::{encode_levels, LevelScheme, ProgressiveOptions};
     let Some(gpu) = gpu() else { return };
     let mut paths = Vec::new();
     image_files(
@@ -519,52 +522,85 @@ fn shard_prefix_decodes_as_one_gpu_batch_like_the_cpu() {
         &mut paths,
     );
     paths.retain(|p| p.extension().is_some_and(|e| e == "png"));
-    let mut writer = l3::shard::ShardWriter::new(1).unwrap();
-    for (i, p) in paths.iter().enumerate() {
-        let img = l3::read_image(p).unwrap();
+    let mut images: Vec<image::DynamicImage> =
+        paths.iter().map(|p| l3::read_image(p).unwrap()).collect();
+    // Synthetic edge cases: 16-bit RGBA with odd sides, an 8-bit 1-pixel column.
+    let rgba16 = image::ImageBuffer::from_fn(37, 23, |x, y| {
+        image::Rgba([
+            (x * 1500) as u16,
+            (y * 2800) as u16,
+            ((x ^ y) * 977) as u16,
+            65535,
+        ])
+    });
+    images.push(image::DynamicImage::ImageRgba16(rgba16));
+    let column = image::ImageBuffer::from_fn(1, 9, |_, y| image::Luma([(y * 29) as u8]));
+    images.push(image::DynamicImage::ImageLuma8(column));
+    let levels = 3u8;
+    let mut writer = l3::shard::ShardWriter::new(levels).unwrap();
+    let mut schemes = Vec::new();
+    for (i, img) in images.iter().enumerate() {
         let profile = if i % 2 == 0 {
             Profile::Compact
         } else {
             Profile::Fast
         };
-        let file = l3::encode_image(&img, &EncodeOptions::for_profile(profile)).unwrap();
+        let raw = l3::image_support::raw_image(img).unwrap();
+        let progressive = ProgressiveOptions {
+            levels,
+            max_overhead: if i % 3 == 1 { 0.0 } else { f64::INFINITY },
+        };
+        let encoded =
+            encode_levels(&raw, &progressive, &EncodeOptions::for_profile(profile)).unwrap();
+        schemes.push(encoded.scheme);
         writer
             .add(l3::shard::RecordInput {
-                key: p.display().to_string(),
+                key: format!("{i}"),
                 class: None,
                 meta: Vec::new(),
-                levels: vec![file],
+                width: img.width(),
+                height: img.height(),
+                levels: encoded,
             })
             .unwrap();
     }
+    assert!(schemes.contains(&LevelScheme::Flat) && schemes.contains(&LevelScheme::Interlace));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.l3s");
     writer.write_to(&path).unwrap();
     let shard = l3::shard::ShardReader::open(&path, 1 << 20).unwrap();
-    let (buf, ranges) = shard.read_prefix(0).unwrap();
-    let files: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
-    assert!(files.len() >= 6);
-    let images = shard
-        .decode_prefix_on_gpu(gpu, 0, OutputLayout::Interleaved)
-        .unwrap()
-        .read_back()
-        .unwrap();
-    for (file, gpu_pixels) in files.iter().zip(images) {
-        let (h, cpu_pixels) = l3::decode::decode(file, &DecodeOptions::default()).unwrap();
-        // The GPU writes 16-bit samples little-endian, the CPU in native order.
-        let cpu_le: Vec<u8> = if h.depth == 16 {
-            cpu_pixels
-                .chunks_exact(2)
-                .flat_map(|c| u16::from_ne_bytes([c[0], c[1]]).to_le_bytes())
-                .collect()
-        } else {
-            cpu_pixels
-        };
-        assert!(
-            gpu_pixels == cpu_le,
-            "{}x{} record differs",
-            h.width,
-            h.height
-        );
+    for level in 0..levels {
+        let cpu = shard
+            .decode_prefix(
+                &shard.read_prefix(level).unwrap(),
+                &DecodeOptions::default(),
+            )
+            .unwrap();
+        let batch = shard.decode_prefix_on_gpu(gpu, level).unwrap();
+        let gpu_images = batch.read_back().unwrap();
+        assert_eq!(gpu_images.len(), images.len());
+        for (i, (g, c)) in gpu_images.iter().zip(&cpu).enumerate() {
+            let layout = batch.images[i];
+            assert_eq!((layout.width, layout.height), (c.width, c.height));
+            // The GPU writes 16-bit samples little-endian, the CPU in native order.
+            let cpu_le: Vec<u8> = if c.depth == 16 {
+                c.data
+                    .chunks_exact(2)
+                    .flat_map(|s| u16::from_ne_bytes([s[0], s[1]]).to_le_bytes())
+                    .collect()
+            } else {
+                c.data.clone()
+            };
+            assert!(
+                g == &cpu_le,
+                "record {i} ({:?}) level {level}: GPU and CPU differ",
+                schemes[i]
+            );
+        }
+        if level == levels - 1 {
+            for (c, img) in cpu.iter().zip(&images) {
+                assert_eq!(c.data, img.as_bytes());
+            }
+        }
     }
 }

@@ -5,36 +5,53 @@
 
 mod common;
 
+use l3::progressive::{encode_levels, LevelScheme, ProgressiveOptions};
 use l3::shard::format::{parse_shard, HEADER_LEN, TRAILER_LEN};
 use l3::shard::{RecordInput, ShardError, ShardReader, ShardWriter};
 use l3::{EncodeOptions, Error, Profile};
 
-/// The bundled samples as records with two levels: level 0 the image's top-left quarter
-/// (standing in for a low-fidelity level), level 1 the image (compact, then fast).
-fn sample_records() -> Vec<RecordInput> {
-    let mut records = Vec::new();
+/// The bundled sample images.
+fn sample_images() -> Vec<(String, image::DynamicImage)> {
     let mut files = common::files_under(&common::samples_dir());
     files.retain(|p| p.extension().is_some_and(|e| e == "png"));
-    for (i, path) in files.iter().enumerate() {
-        let img = l3::read_image(path).unwrap();
-        let small = img.crop_imm(0, 0, img.width().div_ceil(4), img.height().div_ceil(4));
+    files
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, l3::read_image(p).unwrap())
+        })
+        .collect()
+}
+
+/// The bundled samples as progressive records with two levels (level 0 at 1/2 per side),
+/// compact and fast profiles alternating; records 1, 4, 7, ... stored flat (whole image in
+/// level 0, level 1 empty), the others interlaced.
+fn sample_records() -> Vec<RecordInput> {
+    let mut records = Vec::new();
+    for (i, (name, img)) in sample_images().into_iter().enumerate() {
         let profile = if i % 2 == 0 {
             Profile::Compact
         } else {
             Profile::Fast
         };
         let opts = EncodeOptions::for_profile(profile);
+        let raw = l3::image_support::raw_image(&img).unwrap();
+        let progressive = ProgressiveOptions {
+            levels: 2,
+            max_overhead: if i % 3 == 1 { 0.0 } else { f64::INFINITY },
+        };
         records.push(RecordInput {
-            key: path.file_name().unwrap().to_string_lossy().into_owned(),
+            key: name,
             class: (i % 3 != 2).then_some(i as u32 % 3),
             meta: format!("{{\"i\": {i}}}").into_bytes(),
-            levels: vec![
-                l3::encode_image(&small, &opts).unwrap(),
-                l3::encode_image(&img, &opts).unwrap(),
-            ],
+            width: img.width(),
+            height: img.height(),
+            levels: encode_levels(&raw, &progressive, &opts).unwrap(),
         });
     }
     assert!(records.len() >= 6);
+    assert_eq!(records[1].levels.scheme, LevelScheme::Flat);
+    assert_eq!(records[0].levels.scheme, LevelScheme::Interlace);
     records
 }
 
@@ -65,22 +82,66 @@ fn records_and_prefixes_read_back() {
     for (i, r) in records.iter().enumerate() {
         let e = shard.record(i).unwrap();
         assert_eq!((&e.key, e.class, &e.meta), (&r.key, r.class, &r.meta));
-        let h = l3::read_header(&r.levels[1]).unwrap();
+        let h = l3::read_header(&r.levels.payloads[0]).unwrap();
         assert_eq!(
-            (e.width, e.height, e.channels, e.depth),
-            (h.width, h.height, h.channels(), h.depth)
+            (e.width, e.height, e.channels, e.depth, e.scheme),
+            (r.width, r.height, h.channels(), h.depth, r.levels.scheme)
         );
         for k in 0..2u8 {
-            assert_eq!(shard.read_level(i, k).unwrap(), r.levels[k as usize]);
+            assert_eq!(
+                shard.read_level(i, k).unwrap(),
+                r.levels.payloads[k as usize]
+            );
         }
     }
-    // Level 0 of every record is one prefix read, and it decodes to the small images.
-    let (buf, ranges) = shard.read_prefix(0).unwrap();
-    let level0_bytes: usize = records.iter().map(|r| r.levels[0].len()).sum();
-    assert_eq!(buf.len(), level0_bytes);
-    for (r, range) in records.iter().zip(&ranges) {
-        assert_eq!(&buf[range.clone()], r.levels[0].as_slice());
-        l3::decode::decode(&buf[range.clone()], &Default::default()).unwrap();
+    // Every record decodes to the original at level 1 and to its lattice at stride 2 at
+    // level 0, whether interlaced or flat.
+    let images = sample_images();
+    let options = l3::DecodeOptions::default();
+    for (i, (_, img)) in images.iter().enumerate() {
+        let top = shard.decode_record(i, 1, &options).unwrap();
+        assert_eq!(top.data, img.as_bytes(), "record {i} level 1");
+        let low = shard.decode_record(i, 0, &options).unwrap();
+        assert_eq!(
+            (low.width, low.height),
+            (img.width().div_ceil(2), img.height().div_ceil(2))
+        );
+        let bytes_per_pixel = img.color().bytes_per_pixel() as usize;
+        for (y, row) in low
+            .data
+            .chunks(low.width as usize * bytes_per_pixel)
+            .enumerate()
+        {
+            for (x, px) in row.chunks(bytes_per_pixel).enumerate() {
+                let at = (2 * y * img.width() as usize + 2 * x) * bytes_per_pixel;
+                assert_eq!(px, &img.as_bytes()[at..at + bytes_per_pixel], "record {i}");
+            }
+        }
+    }
+    // Level 0 of every record is one prefix read, and it decodes to the same images.
+    let prefix = shard.read_prefix(0).unwrap();
+    let level0_bytes: usize = records.iter().map(|r| r.levels.payloads[0].len()).sum();
+    assert_eq!(prefix.bytes.len(), level0_bytes);
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(prefix.payloads(i), vec![r.levels.payloads[0].as_slice()]);
+    }
+    for (i, low) in shard
+        .decode_prefix(&prefix, &options)
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(low, &shard.decode_record(i, 0, &options).unwrap());
+    }
+    // The whole shard as a prefix: level 1 of every record, the originals.
+    let prefix = shard.read_prefix(1).unwrap();
+    for (full, (_, img)) in shard
+        .decode_prefix(&prefix, &options)
+        .unwrap()
+        .iter()
+        .zip(&images)
+    {
+        assert_eq!(full.data, img.as_bytes());
     }
     let full = shard.prefix_range(1).unwrap();
     assert_eq!(full.start, HEADER_LEN);
@@ -100,11 +161,32 @@ fn writer_refuses_bad_records() {
     let mut w = ShardWriter::new(2).unwrap();
     let good = sample_records().remove(0);
     let mut one_level = good.clone();
-    one_level.levels.pop();
+    one_level.levels.payloads.pop();
     assert!(matches!(w.add(one_level), Err(Error::Parameter(_))));
     let mut not_l3 = good.clone();
-    not_l3.levels[0] = b"not an l3 file at all, just bytes".to_vec();
+    not_l3.levels.payloads[0] = b"not an l3 file at all, just bytes".to_vec();
     assert!(matches!(w.add(not_l3), Err(Error::Format(_))));
+    // A shape that does not match the payloads, payloads swapped, a flat record with bytes
+    // above level 0.
+    let mut wrong_width = good.clone();
+    wrong_width.width += 2;
+    assert!(matches!(
+        w.add(wrong_width),
+        Err(Error::Format(l3::FormatError::LevelShape { .. }))
+    ));
+    let mut swapped = good.clone();
+    swapped.levels.payloads.swap(0, 1);
+    assert!(matches!(
+        w.add(swapped),
+        Err(Error::Format(l3::FormatError::LevelShape { .. }))
+    ));
+    let flat = sample_records().remove(1);
+    let mut flat_with_extra = flat.clone();
+    flat_with_extra.levels.payloads[1] = good.levels.payloads[1].clone();
+    assert!(w.add(flat_with_extra).is_err());
+    assert!(w.add(flat).is_ok());
+    assert_eq!(w.len(), 1);
+    let mut w = ShardWriter::new(2).unwrap();
     let mut long_key = good.clone();
     long_key.key = "k".repeat(1025);
     assert!(w.add(long_key).is_err());
@@ -186,6 +268,31 @@ fn lying_indexes_are_named_errors() {
         parse_shard(&forge(&bytes, |r| r[0].depth = 12)),
         Err(ShardError::InvalidRecord { field: "depth", .. })
     ));
+    // Record 1 is flat, 0 interlaced: a flat record with bytes above level 0, an interlaced
+    // one with an empty level, an unknown scheme.
+    let invalid = |b: &[u8], f: &str| matches!(parse_shard(b), Err(ShardError::InvalidRecord { field, .. }) if field == f);
+    let grow = |r: &mut Vec<l3::shard::RecordEntry>| {
+        // Give record 1 level 1 the first byte of record 2's level 1 (layout stays valid).
+        r[1].levels[1].len = 1;
+        r[2].levels[1].offset += 1;
+        r[2].levels[1].len -= 1;
+    };
+    assert!(invalid(&forge(&bytes, grow), "level len"));
+    assert!(invalid(
+        &forge(&bytes, |r| r[0].scheme = LevelScheme::Flat),
+        "level len"
+    ));
+    let mut unknown = forge(&bytes, |_| {});
+    let (_, t, _) = parse_shard(&unknown).unwrap();
+    // The scheme byte of record 0: after key_len, key, class, meta_len, meta, w, h, ch, depth.
+    let r0 = &records[0];
+    let at = t.index_offset as usize + 2 + r0.key.len() + 4 + 4 + r0.meta.len() + 4 + 4 + 1 + 1;
+    assert_eq!(unknown[at], 1);
+    unknown[at] = 7;
+    let end = unknown.len() - TRAILER_LEN as usize;
+    let crc = crc32fast::hash(&unknown[t.index_offset as usize..end]);
+    unknown[end + 24..end + 28].copy_from_slice(&crc.to_le_bytes());
+    assert!(invalid(&unknown, "scheme"));
     // Untouched, the forgery round-trips (the test itself is sound).
     assert!(parse_shard(&forge(&bytes, |_| {})).is_ok());
 }
@@ -283,7 +390,7 @@ fn a_dataset_numbers_records_across_its_shards() {
     assert_eq!(ds.len(), records.len() as u64);
     for (i, r) in records.iter().enumerate() {
         assert_eq!(ds.record(i as u64).unwrap().key, r.key);
-        assert_eq!(ds.read(i as u64, 1).unwrap(), r.levels[1]);
+        assert_eq!(ds.read(i as u64, 1).unwrap(), r.levels.payloads[1]);
     }
     assert_eq!(ds.locate(4).unwrap(), (1, 0));
     assert!(matches!(
