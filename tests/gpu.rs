@@ -514,7 +514,6 @@ fn batcher_falls_back_file_by_file() {
 /// sides and 1-pixel columns.
 #[test]
 fn progressive_prefixes_decode_on_the_gpu_like_the_cpu() {
-    use l3::progressive::{encode_levels, LevelScheme, ProgressiveOptions};
     let Some(gpu) = gpu() else { return };
     let mut paths = Vec::new();
     image_files(
@@ -536,19 +535,57 @@ fn progressive_prefixes_decode_on_the_gpu_like_the_cpu() {
     images.push(image::DynamicImage::ImageRgba16(rgba16));
     let column = image::ImageBuffer::from_fn(1, 9, |_, y| image::Luma([(y * 29) as u8]));
     images.push(image::DynamicImage::ImageLuma8(column));
-    let levels = 3u8;
-    let mut writer = l3::shard::ShardWriter::new(levels).unwrap();
-    let mut schemes = Vec::new();
-    for (i, img) in images.iter().enumerate() {
+    check_progressive_shard(gpu, &images, |i| {
         let profile = if i % 2 == 0 {
             Profile::Compact
         } else {
             Profile::Fast
         };
+        let max_overhead = if i % 3 == 1 { 0.0 } else { f64::INFINITY };
+        (profile, max_overhead)
+    });
+}
+
+/// The shared images (`../shared/data/images` or `$L3_TEST_DATA/images`) as `l3 pack --levels
+/// 3` stores them (compact, default flat fallback): every level decodes on the GPU exactly as
+/// on the CPU, and the top level is the original.
+#[test]
+fn shared_images_progressive_levels_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let root = std::env::var_os("L3_TEST_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let mut paths = Vec::new();
+    image_files(&root.join("images"), &mut paths);
+    if paths.is_empty() {
+        println!("no images under {}: nothing to check", root.display());
+        return;
+    }
+    paths.sort();
+    let images: Vec<image::DynamicImage> =
+        paths.iter().map(|p| l3::read_image(p).unwrap()).collect();
+    let default = l3::progressive::ProgressiveOptions::default().max_overhead;
+    check_progressive_shard(gpu, &images, |_| (Profile::Compact, default));
+}
+
+/// Packs `images` into one 3-level shard (`options(i)`: profile and flat-fallback threshold of
+/// image `i`), then checks every level's prefix on the GPU against the CPU, and the top level
+/// against the originals.
+fn check_progressive_shard(
+    gpu: &l3::gpu::GpuDecoder,
+    images: &[image::DynamicImage],
+    options: impl Fn(usize) -> (Profile, f64),
+) {
+    use l3::progressive::{encode_levels, LevelScheme, ProgressiveOptions};
+    let levels = 3u8;
+    let mut writer = l3::shard::ShardWriter::new(levels).unwrap();
+    let mut schemes = Vec::new();
+    for (i, img) in images.iter().enumerate() {
+        let (profile, max_overhead) = options(i);
         let raw = l3::image_support::raw_image(img).unwrap();
         let progressive = ProgressiveOptions {
             levels,
-            max_overhead: if i % 3 == 1 { 0.0 } else { f64::INFINITY },
+            max_overhead,
         };
         let encoded =
             encode_levels(&raw, &progressive, &EncodeOptions::for_profile(profile)).unwrap();
@@ -564,11 +601,13 @@ fn progressive_prefixes_decode_on_the_gpu_like_the_cpu() {
             })
             .unwrap();
     }
-    assert!(schemes.contains(&LevelScheme::Flat) && schemes.contains(&LevelScheme::Interlace));
+    assert!(schemes.contains(&LevelScheme::Interlace));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.l3s");
     writer.write_to(&path).unwrap();
     let shard = l3::shard::ShardReader::open(&path, 1 << 20).unwrap();
+    let flat = schemes.iter().filter(|&&s| s == LevelScheme::Flat).count();
+    println!("{} records ({flat} flat), {levels} levels", images.len());
     for level in 0..levels {
         let cpu = shard
             .decode_prefix(
@@ -598,7 +637,7 @@ fn progressive_prefixes_decode_on_the_gpu_like_the_cpu() {
             );
         }
         if level == levels - 1 {
-            for (c, img) in cpu.iter().zip(&images) {
+            for (c, img) in cpu.iter().zip(images) {
                 assert_eq!(c.data, img.as_bytes());
             }
         }

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use l3::progressive::{decode_level, encode_levels, ProgressiveOptions};
 use l3::shard::{RecordInput, ShardReader, ShardWriter};
 use l3::{DecodeOptions, EncodeOptions, Profile};
 
@@ -24,6 +25,8 @@ use crate::measure::{measure, stats_of, Stats};
 
 /// Records per shard (fewer shards' worth when the run has fewer images).
 pub const RECORDS_PER_SHARD: usize = 1024;
+/// Levels of the progressive shards (level 0 at 1/4 per side), as `l3 pack --levels 3`.
+pub const PROGRESSIVE_LEVELS: u8 = 3;
 /// Cap on a shard's index when reading it back (as the `l3` tool).
 const MAX_INDEX_BYTES: u64 = 1 << 30;
 /// tar: one 512-byte header per member, members padded to 512 bytes, two zero blocks at the
@@ -82,6 +85,45 @@ pub struct DatasetReport {
     /// Whether cold reads were measured, and how (or why not).
     pub cold: String,
     pub rows: Vec<DatasetRow>,
+    /// The same images packed progressively, read level by level.
+    pub progressive: ProgressiveReport,
+}
+
+/// The run's images packed with [`PROGRESSIVE_LEVELS`] levels (`l3 pack --levels 3`
+/// defaults: interlace, flat fallback above 1.25x).
+#[derive(Serialize)]
+pub struct ProgressiveReport {
+    pub levels: u8,
+    /// Records stored interlaced, and flat (the fallback).
+    pub interlaced: usize,
+    pub flat: usize,
+    /// Payload bytes of the progressive shards, of the one-level shards, and their ratio.
+    pub payload_bytes: u64,
+    pub flat_payload_bytes: u64,
+    pub vs_flat: f64,
+    /// Packing them (encode both forms + verify through every level, write shards).
+    pub pack: Stats,
+    pub rows: Vec<LevelRow>,
+}
+
+/// Reading every shard's prefix up to one level.
+#[derive(Serialize)]
+pub struct LevelRow {
+    pub level: u8,
+    /// Level k is 1/stride per side.
+    pub stride: u32,
+    /// Bytes `read_prefix(level)` reads over all shards.
+    pub prefix_bytes: u64,
+    /// Sum of the records' payloads of levels 0..=level (what the level needs).
+    pub ideal_bytes: u64,
+    /// Prefix bytes / all payload bytes.
+    pub share: f64,
+    /// Bytes of decoded pixels at this level.
+    pub output_bytes: u64,
+    /// read_prefix + CPU decode_prefix (rayon over records), page cache.
+    pub read_decode: Stats,
+    /// read_prefix only (I/O + CRC), page cache.
+    pub read_only: Stats,
 }
 
 impl DatasetReport {
@@ -135,7 +177,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
 
     // 1. Pack versus PNG files.
     let shard_dir = dir.join("shards");
-    let (s, shard_paths) = measure(args.reps, budget, || pack(&shard_dir, images))?;
+    let (s, shard_paths) = measure(args.reps, budget, || pack(&shard_dir, images, 1))?;
     let shard_bytes = file_sizes(&shard_paths);
     row(
         "pack",
@@ -167,14 +209,14 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
     let mut records = 0usize;
     for path in &shard_paths {
         let shard = ShardReader::open(path, MAX_INDEX_BYTES)?;
-        let (buf, ranges) = shard.read_prefix(0)?;
-        prefix_read_bytes += buf.len() as u64;
-        for (i, r) in ranges.iter().enumerate() {
-            let len = r.len() as u64;
+        let prefix = shard.read_prefix(0)?;
+        prefix_read_bytes += prefix.bytes.len() as u64;
+        let decoded = shard.decode_prefix(&prefix, &DecodeOptions::default())?;
+        for (i, (spans, px)) in prefix.ranges.iter().zip(decoded).enumerate() {
+            let len = spans[0].len() as u64;
             payload_bytes += len;
             tar_bytes += TAR_BLOCK + len.div_ceil(TAR_BLOCK) * TAR_BLOCK;
-            let (_, px) = l3::decode::decode(&buf[r.clone()], &DecodeOptions::default())?;
-            if px != images[records + i].bytes {
+            if px.data != images[records + i].bytes {
                 bail!("record {} decodes to other pixels", records + i);
             }
         }
@@ -195,7 +237,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
         s,
         false,
     );
-    let s = measure(args.reps, budget, || read_prefixes(&shard_paths, true))?.0;
+    let s = measure(args.reps, budget, || read_prefixes(&shard_paths, true, 0))?.0;
     row(
         "read",
         "l3 shards: read_prefix(0) per shard + CPU decode, rayon over records".into(),
@@ -213,7 +255,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
         s,
         false,
     );
-    let s = measure(args.reps, budget, || read_prefixes(&shard_paths, false))?.0;
+    let s = measure(args.reps, budget, || read_prefixes(&shard_paths, false, 0))?.0;
     row(
         "read",
         "l3 shards: read_prefix(0) per shard, no decode (I/O + CRC)".into(),
@@ -241,7 +283,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
         }
         Ok(()) => {
             let c = "cold";
-            let s = cold_measure(args.reps, || read_prefixes(&shard_paths, true))?;
+            let s = cold_measure(args.reps, || read_prefixes(&shard_paths, true, 0))?;
             row(
                 "read",
                 "l3 shards: read_prefix(0) per shard + CPU decode, rayon over records".into(),
@@ -250,7 +292,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
                 s,
                 false,
             );
-            let s = cold_measure(args.reps, || read_prefixes(&shard_paths, false))?;
+            let s = cold_measure(args.reps, || read_prefixes(&shard_paths, false, 0))?;
             row(
                 "read",
                 "l3 shards: read_prefix(0) per shard, no decode (I/O + CRC)".into(),
@@ -284,6 +326,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
         }
     };
 
+    let progressive = bench_progressive(dir, images, args, payload_bytes)?;
     let ratio = |a: u64, b: u64| a as f64 / b as f64;
     Ok(DatasetReport {
         scratch,
@@ -302,32 +345,111 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
         png_bytes,
         cold,
         rows,
+        progressive,
     })
 }
 
-/// Encodes every image (compact profile, rayon over images), verifies it by decoding, and
-/// writes shards of `RECORDS_PER_SHARD` records atomically; the shards' paths.
-fn pack(dir: &Path, images: &[Pixels]) -> Result<Vec<PathBuf>> {
+/// The progressive part: pack with [`PROGRESSIVE_LEVELS`] levels, then per level the prefix
+/// read with and without the CPU decode, from the page cache.
+fn bench_progressive(
+    dir: &Path,
+    images: &[Pixels],
+    args: &Args,
+    flat_payload_bytes: u64,
+) -> Result<ProgressiveReport> {
+    let budget = args.max_seconds * 4.0;
+    let levels = PROGRESSIVE_LEVELS;
+    let shard_dir = dir.join("shards-progressive");
+    std::fs::create_dir_all(&shard_dir)?;
+    let (pack_time, paths) = measure(args.reps, budget, || pack(&shard_dir, images, levels))?;
+    let readers = paths
+        .iter()
+        .map(|p| ShardReader::open(p, MAX_INDEX_BYTES))
+        .collect::<l3::Result<Vec<_>>>()?;
+    let records: Vec<&l3::shard::RecordEntry> = readers.iter().flat_map(|r| r.records()).collect();
+    let flat = records
+        .iter()
+        .filter(|r| r.scheme == l3::progressive::LevelScheme::Flat)
+        .count();
+    let payload_bytes: u64 = records.iter().flat_map(|r| &r.levels).map(|l| l.len).sum();
+    let mut rows = Vec::new();
+    for level in 0..levels {
+        let ideal_bytes: u64 = records
+            .iter()
+            .flat_map(|r| &r.levels[..=level as usize])
+            .map(|l| l.len)
+            .sum();
+        let prefix_bytes: u64 = readers
+            .iter()
+            .map(|r| r.prefix_range(level).map(|x| x.end - x.start))
+            .sum::<l3::Result<u64>>()?;
+        let (read_decode, output_bytes) =
+            measure(args.reps, budget, || read_prefixes(&paths, true, level))?;
+        let read_only = measure(args.reps, budget, || read_prefixes(&paths, false, level))?.0;
+        rows.push(LevelRow {
+            level,
+            stride: l3::progressive::level_stride(levels, level),
+            prefix_bytes,
+            ideal_bytes,
+            share: prefix_bytes as f64 / payload_bytes as f64,
+            output_bytes,
+            read_decode,
+            read_only,
+        });
+    }
+    Ok(ProgressiveReport {
+        levels,
+        interlaced: records.len() - flat,
+        flat,
+        payload_bytes,
+        flat_payload_bytes,
+        vs_flat: payload_bytes as f64 / flat_payload_bytes as f64,
+        pack: pack_time,
+        rows,
+    })
+}
+
+/// Encodes every image (compact profile, `levels` levels as `l3 pack --levels`, rayon over
+/// images), verifies it by decoding through every level, and writes shards of
+/// `RECORDS_PER_SHARD` records atomically; the shards' paths.
+fn pack(dir: &Path, images: &[Pixels], levels: u8) -> Result<Vec<PathBuf>> {
     let options = EncodeOptions::for_profile(Profile::Compact);
+    let progressive = ProgressiveOptions {
+        levels,
+        ..ProgressiveOptions::default()
+    };
     let mut paths = Vec::new();
     for (i, chunk) in images.chunks(RECORDS_PER_SHARD).enumerate() {
         let records = chunk
             .par_iter()
             .map(|p| -> Result<RecordInput> {
-                let file = l3::encode::encode(&p.raw(), &options)?;
-                let (_, px) = l3::decode::decode(&file, &DecodeOptions::default())?;
-                if px != p.bytes {
+                let raw = p.raw();
+                let encoded = encode_levels(&raw, &progressive, &options)?;
+                let payloads: Vec<&[u8]> = encoded.payloads.iter().map(|x| x.as_slice()).collect();
+                let stored = l3::progressive::StoredLevels {
+                    scheme: encoded.scheme,
+                    level_count: levels,
+                    width: raw.width,
+                    height: raw.height,
+                    channels: raw.color.channels(),
+                    depth: p.depth,
+                    payloads: &payloads,
+                };
+                let px = decode_level(&stored, levels - 1, &DecodeOptions::default())?;
+                if px.data != p.bytes {
                     bail!("{}: decoded pixels differ from the source", p.name);
                 }
                 Ok(RecordInput {
                     key: p.name.clone(),
                     class: None,
                     meta: Vec::new(),
-                    levels: vec![file],
+                    width: raw.width,
+                    height: raw.height,
+                    levels: encoded,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut writer = ShardWriter::new(1)?;
+        let mut writer = ShardWriter::new(levels)?;
         for r in records {
             writer.add(r)?;
         }
@@ -384,24 +506,22 @@ fn read_records(shards: &[PathBuf], decode: bool) -> Result<u64> {
         .sum()
 }
 
-/// Each shard's level-0 prefix in one read (`read_prefix(0)`, CRCs checked); every record
-/// decoded (rayon over records) when `decode`. Returns the bytes produced.
-fn read_prefixes(shards: &[PathBuf], decode: bool) -> Result<u64> {
+/// Each shard's prefix up to `level` in one read (`read_prefix`, CRCs checked); every record
+/// decoded to that level (`decode_prefix`, rayon over records) when `decode`. Returns the
+/// bytes produced.
+fn read_prefixes(shards: &[PathBuf], decode: bool, level: u8) -> Result<u64> {
     let mut total = 0;
     for p in shards {
         let shard = ShardReader::open(p, MAX_INDEX_BYTES)?;
-        let (buf, ranges) = shard.read_prefix(0)?;
+        let prefix = shard.read_prefix(level)?;
         total += if decode {
-            ranges
-                .par_iter()
-                .map(|r| {
-                    Ok(l3::decode::decode(&buf[r.clone()], &decode_options())?
-                        .1
-                        .len() as u64)
-                })
-                .sum::<Result<u64>>()?
+            shard
+                .decode_prefix(&prefix, &decode_options())?
+                .iter()
+                .map(|x| x.data.len() as u64)
+                .sum()
         } else {
-            buf.len() as u64
+            prefix.bytes.len() as u64
         };
     }
     Ok(total)

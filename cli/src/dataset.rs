@@ -51,8 +51,9 @@ pub struct PackArgs {
     pub levels: u8,
     /// With --levels > 1: store an image flat (whole image in level 0, read at lower levels by
     /// subsampling) when its progressive form would be larger than this factor times the flat
-    /// file (labels and palette-like images with hard edges).
-    #[arg(long, default_value_t = 1.03)]
+    /// file (label maps and other flat images with hard edges; see
+    /// `ProgressiveOptions::max_overhead` for why 1.25).
+    #[arg(long, default_value_t = 1.25)]
     pub max_overhead: f64,
     /// Rewrite every shard, also those a previous run completed (needed after changing
     /// `--profile`, which a complete shard's index does not record).
@@ -67,6 +68,15 @@ pub struct PackArgs {
 pub struct DatasetArgs {
     /// Dataset folder (with manifest.json).
     pub dataset: PathBuf,
+}
+
+#[derive(Args)]
+pub struct LsArgs {
+    /// Dataset folder (with manifest.json).
+    pub dataset: PathBuf,
+    /// Also list every record: shard, index, key, class, shape, scheme and bytes per level.
+    #[arg(short, long)]
+    pub records: bool,
 }
 
 #[derive(Args)]
@@ -326,7 +336,7 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     Ok(0)
 }
 
-pub fn cmd_ls(a: DatasetArgs) -> Result<u64> {
+pub fn cmd_ls(a: LsArgs) -> Result<u64> {
     let m = Manifest::read(&a.dataset)?;
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(
@@ -344,7 +354,24 @@ pub fn cmd_ls(a: DatasetArgs) -> Result<u64> {
     for s in &m.shards {
         let shard = ShardReader::open(&a.dataset.join(&s.file), MAX_INDEX_BYTES)
             .with_context(|| format!("opening {}", s.file))?;
-        for r in shard.records() {
+        for (i, r) in shard.records().iter().enumerate() {
+            if a.records {
+                let levels: Vec<String> = r.levels.iter().map(|l| l.len.to_string()).collect();
+                println!(
+                    "  {} #{i} {} class {} {}x{}x{} {}-bit {:?} levels [{}] bytes",
+                    s.file,
+                    r.key,
+                    r.class
+                        .and_then(|c| m.classes.get(c as usize))
+                        .map_or("-", |c| c.as_str()),
+                    r.width,
+                    r.height,
+                    r.channels,
+                    r.depth,
+                    r.scheme,
+                    levels.join(", ")
+                );
+            }
             match r.class.and_then(|c| per_class.get_mut(c as usize)) {
                 Some(n) => *n += 1,
                 None => unlabelled += 1,

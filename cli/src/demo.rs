@@ -154,7 +154,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             labels: None,
             profile: ProfileArg::Compact,
             levels: 3,
-            max_overhead: 1.03,
+            max_overhead: 1.25,
             force: false,
             quiet: true,
         })?;

@@ -77,7 +77,7 @@ enum Command {
     /// Pack an image tree into record shards with an index and a manifest (a dataset).
     Pack(dataset::PackArgs),
     /// List a dataset: records, shards, bytes per level, classes.
-    Ls(dataset::DatasetArgs),
+    Ls(dataset::LsArgs),
     /// Unpack a dataset back to PNG files (the original pixels).
     Unpack(dataset::UnpackArgs),
     /// Check a dataset: every shard against the manifest, every record decoded.

@@ -44,6 +44,20 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn pack_ls_verify_unpack_round_trip() {
+    round_trip("1");
+}
+
+#[test]
+fn progressive_pack_ls_verify_unpack_round_trip() {
+    let listing = round_trip("3");
+    assert!(listing.contains("level 0 (1/4 per side)"), "{listing}");
+    assert!(listing.contains("level 2 (1/1 per side)"), "{listing}");
+    assert!(listing.contains("progressive (interlace)"), "{listing}");
+}
+
+/// Packs the class tree with `levels` levels, lists, verifies and unpacks it, and checks the
+/// unpacked pixels; returns the listing.
+fn round_trip(levels: &str) -> String {
     let tmp = tempfile::tempdir().unwrap();
     let (src, ds, out) = (
         tmp.path().join("src"),
@@ -58,6 +72,8 @@ fn pack_ls_verify_unpack_round_trip() {
         s(&ds),
         "--records-per-shard",
         "4",
+        "--levels",
+        levels,
         "-q",
     ]);
     assert!(o.status.success(), "{}", text(&o));
@@ -86,6 +102,7 @@ fn pack_ls_verify_unpack_round_trip() {
         assert_eq!(back.color(), original.color(), "{}", rel.display());
         assert_eq!(back.as_bytes(), original.as_bytes(), "{}", rel.display());
     }
+    listing
 }
 
 #[test]
@@ -93,7 +110,7 @@ fn a_rerun_after_a_kill_writes_only_the_missing_shards_byte_identically() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
     class_tree(&src);
-    let pack = || {
+    let pack_with = |levels: &str| {
         l3(&[
             "pack",
             s(&src),
@@ -101,9 +118,12 @@ fn a_rerun_after_a_kill_writes_only_the_missing_shards_byte_identically() {
             s(&ds),
             "--records-per-shard",
             "2",
+            "--levels",
+            levels,
             "-q",
         ])
     };
+    let pack = || pack_with("3");
     let o = pack();
     assert!(o.status.success(), "{}", text(&o));
     let complete = snapshot(&ds);
@@ -143,6 +163,14 @@ fn a_rerun_after_a_kill_writes_only_the_missing_shards_byte_identically() {
             .modified()
             .unwrap(),
         mtime0
+    );
+    // Other levels: no shard of the 3-level run is kept.
+    let o = pack_with("2");
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("(3 written, 0 already complete)"),
+        "{stdout}"
     );
 }
 

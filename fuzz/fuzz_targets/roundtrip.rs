@@ -33,7 +33,11 @@ fuzz_target!(|data: &[u8]| {
     } else {
         l3::ProfileOptions::Fast(l3::FastOptions { predictor })
     };
-    let options = l3::EncodeOptions { profile, patch_log2, parallel: false };
+    let options = l3::EncodeOptions {
+        profile,
+        patch_log2,
+        parallel: false,
+    };
     let samples16: Vec<u16> = if sixteen {
         pixels[..n]
             .chunks_exact(2)
@@ -47,11 +51,20 @@ fuzz_target!(|data: &[u8]| {
     } else {
         l3::Samples::U8(&pixels[..n])
     };
-    let raw = l3::RawImage { width, height, color, samples };
+    let raw = l3::RawImage {
+        width,
+        height,
+        color,
+        samples,
+    };
     let file = l3::encode::encode(&raw, &options).expect("valid input encodes");
-    let (_, decoded) = l3::decode::decode(&file, &l3::DecodeOptions::default()).expect("own output decodes");
+    let (_, decoded) =
+        l3::decode::decode(&file, &l3::DecodeOptions::default()).expect("own output decodes");
     if sixteen {
-        let back: Vec<u16> = decoded.chunks_exact(2).map(|c| u16::from_ne_bytes([c[0], c[1]])).collect();
+        let back: Vec<u16> = decoded
+            .chunks_exact(2)
+            .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+            .collect();
         assert_eq!(back, samples16);
     } else {
         assert_eq!(decoded, &pixels[..n]);

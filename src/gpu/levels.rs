@@ -214,7 +214,7 @@ impl GpuDecoder {
             }
         }
 
-        let max_binding = self.device.limits().max_storage_buffer_binding_size as u64;
+        let max_binding = self.device.limits().max_storage_buffer_binding_size;
         let too_big = steps.iter().flatten().find_map(|op| {
             let slots = match op {
                 Op::Copy { .. } => return None,

@@ -87,6 +87,9 @@ impl<T: Sample> Grid<'_, T> {
     }
 }
 
+/// A prediction function: (grid, x, y, channel) to the predicted value.
+type Predictor<T> = fn(&Grid<T>, usize, usize, usize) -> u32;
+
 /// Prediction of the D pixel at (odd `x`, odd `y`): the mean of its four diagonal
 /// neighbours, all coarse; past the right or bottom edge the neighbour on the other side.
 #[inline(always)]
@@ -160,13 +163,12 @@ pub fn residuals<T: Sample>(fine: &[T], fw: u32, fh: u32, ch: u8) -> Vec<T> {
     for y in 0..g.h {
         for x in 0..g.w {
             let (i, j) = (x / 2, y / 2);
-            let (band, pred): (usize, fn(&Grid<T>, usize, usize, usize) -> u32) =
-                match (x % 2, y % 2) {
-                    (0, 0) => continue,
-                    (1, 0) => (BAND_H, pred_h),
-                    (0, _) => (BAND_V, pred_v),
-                    _ => (BAND_D, pred_d),
-                };
+            let (band, pred): (usize, Predictor<T>) = match (x % 2, y % 2) {
+                (0, 0) => continue,
+                (1, 0) => (BAND_H, pred_h),
+                (0, _) => (BAND_V, pred_v),
+                _ => (BAND_D, pred_d),
+            };
             for c in 0..g.ch {
                 let r = g.at(x, y, c).wrapping_sub(pred(&g, x, y, c)) & mask;
                 out[at(band, i, j, c)] = T::put(r);
@@ -215,12 +217,11 @@ pub fn refine<T: Sample>(coarse: &[T], residual: &[T], fw: u32, fh: u32, ch: u8)
     }
     // Pass 2: H and V pixels, from coarse and D ones (never from each other).
     for y in 0..h {
-        let (start, band, pred): (usize, usize, fn(&Grid<T>, usize, usize, usize) -> u32) =
-            if y % 2 == 0 {
-                (1, BAND_H, pred_h)
-            } else {
-                (0, BAND_V, pred_v)
-            };
+        let (start, band, pred): (usize, usize, Predictor<T>) = if y % 2 == 0 {
+            (1, BAND_H, pred_h)
+        } else {
+            (0, BAND_V, pred_v)
+        };
         for x in (start..w).step_by(2) {
             for c in 0..chn {
                 let g = Grid {

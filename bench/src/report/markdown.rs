@@ -59,6 +59,13 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
             md += &t.dataset.markdown();
             md += "\n";
             md += &t.dataset_sizes.markdown();
+            let p = &d.progressive;
+            let _ = writeln!(
+                md,
+                "\n#### Progressive shards\n\nThe same images packed as `l3 pack --levels {}` does (compact, interlace with the flat fallback above 1.25x): {} records interlaced, {} stored flat; {} payload bytes, **{:.4}x** the one-level shards above; pack median {:.2} s (encodes the flat and the interlaced form, verifies through every level). Each row reads every shard's prefix up to that level in one read (`read_prefix`) and decodes every record at that level on the CPU (`decode_prefix`, rayon over records), page cache; `read / ideal` = bytes read / the records' payloads of levels 0..=k.\n",
+                p.levels, p.interlaced, p.flat, p.payload_bytes, p.vs_flat, p.pack.median
+            );
+            md += &t.dataset_levels.markdown();
         }
         Some(Err(e)) => {
             let _ = writeln!(md, "\n### Dataset: l3 shards vs PNG files\n\nfailed: {e}");

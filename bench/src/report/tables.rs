@@ -19,6 +19,8 @@ pub struct Tables {
     /// The dataset section's timings, and its sizes and ratios.
     pub dataset: Table,
     pub dataset_sizes: Table,
+    /// The progressive shards, level by level.
+    pub dataset_levels: Table,
     pub scaling: Table,
     pub gpu: Table,
 }
@@ -31,6 +33,7 @@ impl Tables {
             pipeline: pipeline_table(&r.pipeline),
             dataset: dataset_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             dataset_sizes: dataset_sizes_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
+            dataset_levels: dataset_levels_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             scaling: scaling_table(r.scaling.as_ref().map(|(_, rows)| rows.as_slice())),
             gpu: gpu_table(r.gpu.as_ref().and_then(|g| g.as_ref().ok())),
         }
@@ -348,6 +351,39 @@ fn dataset_sizes_table(d: Option<&DatasetReport>) -> Table {
     ];
     for (k, v) in rows {
         t.push(vec![k, v]);
+    }
+    t
+}
+
+fn dataset_levels_table(d: Option<&DatasetReport>) -> Table {
+    let mut t = Table::new(&[
+        "prefix to level",
+        "per side",
+        "bytes read",
+        "share of all levels",
+        "read / ideal",
+        "read + CPU decode ms",
+        "images/s",
+        "MB/s of pixels out",
+        "read only ms",
+        "decode time vs full",
+    ]);
+    let Some(d) = d else { return t };
+    let p = &d.progressive;
+    let full = p.rows.last().map_or(f64::NAN, |r| r.read_decode.median);
+    for r in &p.rows {
+        t.push(vec![
+            r.level.to_string(),
+            format!("1/{}", r.stride),
+            r.prefix_bytes.to_string(),
+            format!("{:.1}%", 100.0 * r.share),
+            format!("{:.5}", r.prefix_bytes as f64 / r.ideal_bytes as f64),
+            format!("{:.1}", 1e3 * r.read_decode.median),
+            tput(d.records as u64, r.read_decode, |n, s| n as f64 / s, 1),
+            format!("{:.1}", r.output_bytes as f64 / r.read_decode.median / 1e6),
+            format!("{:.1}", 1e3 * r.read_only.median),
+            format!("{:.3}", r.read_decode.median / full),
+        ]);
     }
     t
 }

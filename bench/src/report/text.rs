@@ -53,6 +53,14 @@ pub fn text(r: &Report, t: &Tables) -> String {
             out += "\n";
             out += &t.dataset_sizes.text();
             out += "\n";
+            let p = &d.progressive;
+            let _ = writeln!(
+                out,
+                "progressive shards ({} levels): {} records interlaced, {} flat; {} payload bytes = {:.4}x the one-level shards; pack median {:.2} s",
+                p.levels, p.interlaced, p.flat, p.payload_bytes, p.vs_flat, p.pack.median
+            );
+            out += &t.dataset_levels.text();
+            out += "\n";
         }
         Some(Err(e)) => {
             let _ = writeln!(out, "dataset: failed ({e})\n");
