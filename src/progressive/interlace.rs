@@ -180,58 +180,87 @@ pub fn residuals<T: Sample>(fine: &[T], fw: u32, fh: u32, ch: u8) -> Vec<T> {
 
 /// Rebuilds the fine lattice (`fw x fh`, `ch` channels) from the coarse one
 /// (`ceil(fw/2) x ceil(fh/2)`) and the residual image ([`residual_dims`]): the decoder's side
-/// of a refinement and the CPU twin of `levels.wgsl`'s `refine`. The slices must have exactly
-/// those sizes (the caller checks the payloads' headers).
+/// of a refinement and the CPU twin of `levels.wgsl`'s `refine` (which computes each pixel
+/// on its own; here the D pixels are computed once into a plane, then the H and V pixels from
+/// it, row by row: the same integers). The slices must have exactly those sizes (the caller
+/// checks the payloads' headers).
+///
+/// In plane terms: coarse `C` is `cw x chh`, the D plane `dw x dh` (`floor(fw/2) x
+/// floor(fh/2)`), and a neighbour index past a plane's edge is clamped, as [`pred_d`],
+/// [`pred_h`] and [`pred_v`] replace a neighbour past the image edge by the one opposite it.
 pub fn refine<T: Sample>(coarse: &[T], residual: &[T], fw: u32, fh: u32, ch: u8) -> Vec<T> {
-    let (w, h, chn) = (fw as usize, fh as usize, ch as usize);
-    let (cw, rh) = residual_dims(fw, fh);
-    let (cw, chh) = (cw as usize, rh as usize / 3);
-    debug_assert_eq!(coarse.len(), cw * chh * chn);
-    debug_assert_eq!(residual.len(), cw * chh * 3 * chn);
+    let (w, h, n) = (fw as usize, fh as usize, ch as usize);
+    let (cw, chh) = (w.div_ceil(2), h.div_ceil(2));
+    let (dw, dh) = (w / 2, h / 2);
+    assert_eq!(coarse.len(), cw * chh * n, "coarse level size");
+    assert_eq!(residual.len(), cw * 3 * chh * n, "residual image size");
     let mask = mask::<T>();
-    let mut fine = vec![T::default(); w * h * chn];
-    // Coarse pixels at (even, even).
-    for j in 0..chh {
-        for i in 0..cw {
-            let (src, dst) = ((j * cw + i) * chn, (2 * j * w + 2 * i) * chn);
-            fine[dst..dst + chn].copy_from_slice(&coarse[src..src + chn]);
-        }
-    }
-    let res = |band: usize, i: usize, j: usize, c: usize| {
-        residual[((band * chh + j) * cw + i) * chn + c].get()
-    };
-    // Pass 1: D pixels, from coarse ones only.
-    for y in (1..h).step_by(2) {
-        for x in (1..w).step_by(2) {
-            for c in 0..chn {
-                let g = Grid {
-                    px: &fine,
-                    w,
-                    h,
-                    ch: chn,
-                };
-                let v = (pred_d(&g, x, y, c) + res(BAND_D, x / 2, y / 2, c)) & mask;
-                fine[(y * w + x) * chn + c] = T::put(v);
+    let c_row = |j: usize| &coarse[j * cw * n..(j + 1) * cw * n];
+    let r_row = |band: usize, j: usize| &residual[(band * chh + j) * cw * n..][..cw * n];
+    // The right neighbour of coarse column i (clamped): x + 1 < w exactly when i + 1 < cw.
+    let right = |i: usize| if i + 1 < cw { i + 1 } else { i };
+
+    // D plane: mean of the four coarse neighbours + residual.
+    let mut d = vec![0u32; dw * dh * n];
+    // (No D pixels at all when the fine level is one pixel wide or high.)
+    for (j, d_row) in d.chunks_exact_mut((dw * n).max(1)).enumerate().take(dh) {
+        let (c0, c1, r) = (c_row(j), c_row((j + 1).min(chh - 1)), r_row(BAND_D, j));
+        for i in 0..dw {
+            let (k, kr) = (i * n, right(i) * n);
+            for c in 0..n {
+                let p =
+                    (c0[k + c].get() + c0[kr + c].get() + c1[k + c].get() + c1[kr + c].get() + 2)
+                        >> 2;
+                d_row[k + c] = (p + r[k + c].get()) & mask;
             }
         }
     }
-    // Pass 2: H and V pixels, from coarse and D ones (never from each other).
-    for y in 0..h {
-        let (start, band, pred): (usize, usize, Predictor<T>) = if y % 2 == 0 {
-            (1, BAND_H, pred_h)
+    let d_row = |j: usize| &d[j * dw * n..(j + 1) * dw * n];
+
+    let mut fine = vec![T::default(); w * h * n];
+    for (y, out) in fine.chunks_exact_mut(w * n).enumerate() {
+        let j = y / 2;
+        if y % 2 == 0 {
+            let (cr, r) = (c_row(j), r_row(BAND_H, j));
+            for i in 0..cw {
+                out[2 * i * n..2 * i * n + n].copy_from_slice(&cr[i * n..i * n + n]);
+            }
+            // H pixels: coarse left/right, D up (row j - 1) and down (row j).
+            let up = (j >= 1).then(|| d_row(j - 1));
+            let down = (j < dh).then(|| d_row(j));
+            let vertical = match (up, down) {
+                (Some(u), Some(dn)) => Some((u, dn)),
+                (Some(u), None) => Some((u, u)),
+                (None, Some(dn)) => Some((dn, dn)),
+                (None, None) => None,
+            };
+            for i in 0..dw {
+                let (k, kr, o) = (i * n, right(i) * n, (2 * i + 1) * n);
+                for c in 0..n {
+                    let (l, rt) = (cr[k + c].get(), cr[kr + c].get());
+                    let (u, dn) = vertical.map_or((l, rt), |(u, dn)| (u[k + c], dn[k + c]));
+                    let p = (l + rt + u + dn + 2) >> 2;
+                    out[o + c] = T::put((p + r[k + c].get()) & mask);
+                }
+            }
         } else {
-            (0, BAND_V, pred_v)
-        };
-        for x in (start..w).step_by(2) {
-            for c in 0..chn {
-                let g = Grid {
-                    px: &fine,
-                    w,
-                    h,
-                    ch: chn,
-                };
-                let v = (pred(&g, x, y, c) + res(band, x / 2, y / 2, c)) & mask;
-                fine[(y * w + x) * chn + c] = T::put(v);
+            // y odd: j < dh. V pixels at even x, D pixels at odd x.
+            let (c0, c1) = (c_row(j), c_row((j + 1).min(chh - 1)));
+            let (dr, r) = (d_row(j), r_row(BAND_V, j));
+            for i in 0..cw {
+                let (k, o) = (i * n, 2 * i * n);
+                for c in 0..n {
+                    let (u, dn) = (c0[k + c].get(), c1[k + c].get());
+                    let left = (i >= 1).then(|| dr[k - n + c]);
+                    let rt = (i < dw).then(|| dr[k + c]);
+                    let p = mean4(u, dn, left, rt);
+                    out[o + c] = T::put((p + r[k + c].get()) & mask);
+                }
+            }
+            for i in 0..dw {
+                for c in 0..n {
+                    out[(2 * i + 1) * n + c] = T::put(dr[i * n + c]);
+                }
             }
         }
     }
