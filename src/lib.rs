@@ -45,6 +45,7 @@ pub mod gpu;
 pub mod image_support;
 pub mod inspect;
 pub mod layout;
+pub mod loader;
 pub mod progressive;
 pub mod shard;
 
