@@ -44,6 +44,18 @@ pub enum Error {
         /// Its error.
         error: Box<Error>,
     },
+    /// The loader could not use a record: which one, where, and why.
+    #[error("sample {sample} ({shard}, key {key:?}): {error}")]
+    Record {
+        /// Dataset index of the record.
+        sample: u64,
+        /// Its shard file.
+        shard: String,
+        /// Its key.
+        key: String,
+        /// The error.
+        error: Box<Error>,
+    },
     /// A record shard is malformed (see [`crate::shard::ShardError`]).
     #[error("shard error: {0}")]
     Shard(crate::shard::ShardError),

@@ -169,24 +169,6 @@ fn shard_is_done(bytes: &[u8], planned: &[Planned], levels: u8) -> bool {
     })
 }
 
-/// The manifest's entry of a shard whose bytes are `bytes` (already validated).
-fn shard_info(file: String, bytes: &[u8]) -> Result<ShardInfo> {
-    let (header, _, records) = parse_shard(bytes)?;
-    let mut level_bytes = vec![0u64; header.level_count as usize];
-    for r in &records {
-        for (sum, l) in level_bytes.iter_mut().zip(&r.levels) {
-            *sum += l.len;
-        }
-    }
-    Ok(ShardInfo {
-        file,
-        records: records.len() as u64,
-        bytes: bytes.len() as u64,
-        crc32: crc32fast::hash(bytes),
-        level_bytes,
-    })
-}
-
 fn key_of(job: &Job) -> String {
     job.relative.to_string_lossy().replace('\\', "/")
 }
@@ -314,7 +296,7 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
             bytes
         };
         pb.inc(chunk.len() as u64);
-        shards.push(shard_info(shard_name(i), &bytes)?);
+        shards.push(ShardInfo::of_shard(shard_name(i), &bytes)?);
     }
     pb.finish_and_clear();
     let manifest = Manifest {

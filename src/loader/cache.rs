@@ -30,13 +30,18 @@ pub enum Policy {
 /// For each access `t` of `sequence` (record ids below `records`), the index of the next
 /// access to the same record, or [`NEVER`].
 pub fn next_uses(sequence: &[u32], records: usize) -> Vec<NextUse> {
-    let mut last = vec![NEVER; records];
+    first_and_next_uses(sequence, records).1
+}
+
+/// [`next_uses`], and for each record its first access in `sequence` (or [`NEVER`]).
+pub fn first_and_next_uses(sequence: &[u32], records: usize) -> (Vec<NextUse>, Vec<NextUse>) {
+    let mut first = vec![NEVER; records];
     let mut next = vec![NEVER; sequence.len()];
     for (t, &id) in sequence.iter().enumerate().rev() {
-        next[t] = last[id as usize];
-        last[id as usize] = t as NextUse;
+        next[t] = first[id as usize];
+        first[id as usize] = t as NextUse;
     }
-    next
+    (first, next)
 }
 
 struct Entry<V> {

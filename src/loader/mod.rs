@@ -2,9 +2,13 @@
 //! a record cache that evicts by the plan (farthest next use, Belady's rule) ([`cache`]).
 
 pub mod augment;
+#[cfg(feature = "dataset")]
+mod batches;
 pub mod cache;
 pub mod plan;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
-pub use cache::{simulate, CacheStats, PlannedCache, Policy};
+#[cfg(feature = "dataset")]
+pub use batches::{Batch, Loader, LoaderOptions, OnError, SkippedRecord, StageTimes};
+pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
 pub use plan::{permutation, rank_steps, DropLast, LoaderState, Partition, SplitMix64, StepSlice};

@@ -31,6 +31,27 @@ pub struct ShardInfo {
     pub level_bytes: Vec<u64>,
 }
 
+impl ShardInfo {
+    /// The manifest's entry for the shard `file` whose bytes are `bytes` (parsed and validated
+    /// here: a shard that does not parse is an error).
+    pub fn of_shard(file: String, bytes: &[u8]) -> Result<Self> {
+        let (header, _, records) = super::format::parse_shard(bytes)?;
+        let mut level_bytes = vec![0u64; header.level_count as usize];
+        for r in &records {
+            for (sum, l) in level_bytes.iter_mut().zip(&r.levels) {
+                *sum += l.len;
+            }
+        }
+        Ok(ShardInfo {
+            file,
+            records: records.len() as u64,
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(bytes),
+            level_bytes,
+        })
+    }
+}
+
 /// A dataset: its shards and classes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -1,0 +1,481 @@
+//! The loader proper (feature `dataset`): a background thread that walks the plan
+//! ([`super::plan`]) for this rank, serves records from the planned cache
+//! ([`super::cache`]) or reads them (positional reads, only the payloads the requested level
+//! needs, on the loader's own thread pool), decodes and augments each sample on that pool
+//! ([`super::augment`]), and hands finished batches through a bounded channel.
+//!
+//! Memory is bounded by the cache budget + `prefetch_batches` finished batches + the batch
+//! being built. Dropping the [`Loader`] stops the thread and joins it, also mid-epoch. A
+//! record that cannot be read or decoded is reported with its shard and key and skipped
+//! (counted in [`Batch::skipped`]) or fails its batch, by [`OnError`]; it never stalls the
+//! loader.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use super::augment::Augment;
+use super::cache::{first_and_next_uses, CacheStats, PlannedCache, Policy};
+use super::plan::{permutation, rank_steps, LoaderState, Partition};
+use crate::decode::DecodeOptions;
+use crate::error::{Error, ParameterError, Result};
+use crate::progressive::{decode_level, LevelScheme, StoredLevels};
+use crate::shard::Dataset;
+
+/// What to do with a record that cannot be read or decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Leave it out of its batch and report it in [`Batch::skipped`] (default).
+    #[default]
+    Skip,
+    /// Fail the batch with the record's error (shard and key named).
+    Fail,
+}
+
+/// Loader options. `LoaderOptions::new(partition)` gives the documented defaults.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LoaderOptions {
+    /// The run's seed (default 0).
+    pub seed: u64,
+    /// Batch size, world size, rank, last-batch policy.
+    pub partition: Partition,
+    /// Level to read (default: the full resolution, the dataset's last level).
+    pub level: Option<u8>,
+    /// The augmentation pipeline (default: [`Augment::default`], 224 x 224 ImageNet).
+    pub augment: Augment,
+    /// Host memory for compressed records, bytes (default 0: no cache).
+    pub cache_bytes: u64,
+    /// Eviction policy (default [`Policy::Planned`]).
+    pub cache_policy: Policy,
+    /// Finished batches kept ready ahead of the consumer (default 2).
+    pub prefetch_batches: usize,
+    /// Threads of the loader's pool (default 0: one per core).
+    pub threads: usize,
+    /// Bad records (default [`OnError::Skip`]).
+    pub on_error: OnError,
+    /// Stop before this epoch (default `u64::MAX`: run until dropped).
+    pub end_epoch: u64,
+    /// Decoder options (default: checksums verified, one thread per image).
+    pub decode: DecodeOptions,
+}
+
+impl LoaderOptions {
+    /// The defaults with this partition.
+    pub fn new(partition: Partition) -> Self {
+        LoaderOptions {
+            seed: 0,
+            partition,
+            level: None,
+            augment: Augment::default(),
+            cache_bytes: 0,
+            cache_policy: Policy::Planned,
+            prefetch_batches: 2,
+            threads: 0,
+            on_error: OnError::Skip,
+            end_epoch: u64::MAX,
+            decode: DecodeOptions {
+                parallel: false,
+                ..DecodeOptions::default()
+            },
+        }
+    }
+}
+
+/// A record left out of its batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecord {
+    /// Dataset index.
+    pub sample: u64,
+    /// Shard file.
+    pub shard: String,
+    /// Record key.
+    pub key: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// Time spent per stage on one batch (CPU time summed over the pool's threads for decode and
+/// augment; wall time for the reads).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimes {
+    /// Reading the cache misses (wall).
+    pub read: Duration,
+    /// Decoding (summed over samples).
+    pub decode: Duration,
+    /// Augmenting (summed over samples).
+    pub augment: Duration,
+    /// The whole batch, from its first lookup to its hand-off (wall).
+    pub total: Duration,
+}
+
+/// One batch of this rank.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The epoch.
+    pub epoch: u64,
+    /// Samples of the epoch consumed before this global step.
+    pub consumed_before: u64,
+    /// Dataset indices, in tensor order (skipped ones left out).
+    pub samples: Vec<u64>,
+    /// Class of each sample.
+    pub classes: Vec<Option<u32>>,
+    /// `samples.len() x channels x height x width` f32, normalised.
+    pub data: Vec<f32>,
+    /// `[samples, channels, height, width]`.
+    pub shape: [usize; 4],
+    /// Records that could not be used (with [`OnError::Skip`]).
+    pub skipped: Vec<SkippedRecord>,
+    /// Resume from this state to continue right after this batch.
+    pub state_after: LoaderState,
+    /// Stage times of this batch.
+    pub times: StageTimes,
+    /// The cache's counters so far (cumulative).
+    pub cache: CacheStats,
+    /// Bytes read from storage for this batch.
+    pub bytes_read: u64,
+}
+
+/// The loader: iterate it for batches ([`Iterator`] of `Result<Batch>`); [`Loader::state`] is
+/// what to save for an exact resume.
+pub struct Loader {
+    state: LoaderState,
+    rx: Option<Receiver<Result<Batch>>>,
+    stop: Arc<AtomicBool>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Loader {
+    /// Starts loading `dataset` from `state` (a fresh run: `LoaderState { seed, ..Default }`;
+    /// `options.seed` is ignored in favour of `state.seed` when resuming, so pass the saved
+    /// state as is).
+    pub fn new(dataset: Arc<Dataset>, options: LoaderOptions, state: LoaderState) -> Result<Self> {
+        options.partition.validate()?;
+        let n = dataset.len();
+        if n > u32::MAX as u64 {
+            return Err(ParameterError::InvalidOption {
+                name: "dataset records",
+                value: n,
+                reason: "the loader numbers samples with u32",
+            }
+            .into());
+        }
+        let levels = dataset.manifest().levels;
+        if options.level.is_some_and(|l| l >= levels) {
+            return Err(ParameterError::InvalidOption {
+                name: "level",
+                value: options.level.unwrap_or(0) as u64,
+                reason: "the dataset has fewer levels",
+            }
+            .into());
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads)
+            .thread_name(|i| format!("l3-loader-{i}"))
+            .build()
+            .map_err(|e| Error::Io(std::io::Error::other(e)))?;
+        let (tx, rx) = sync_channel(options.prefetch_batches.max(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("l3-loader".into())
+                .spawn(move || {
+                    let mut producer = Producer {
+                        dataset,
+                        options,
+                        pool,
+                        stop,
+                        tx,
+                    };
+                    producer.run(state);
+                })
+                .map_err(Error::Io)?
+        };
+        Ok(Loader {
+            state,
+            rx: Some(rx),
+            stop,
+            worker: Some(worker),
+        })
+    }
+
+    /// Where the run stands after the last batch this iterator returned.
+    pub fn state(&self) -> LoaderState {
+        self.state
+    }
+}
+
+impl Iterator for Loader {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        let batch = self.rx.as_ref()?.recv().ok()?;
+        if let Ok(b) = &batch {
+            self.state = b.state_after;
+        }
+        Some(batch)
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Closing the channel wakes a producer blocked on a full channel.
+        self.rx.take();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// A record's payloads for the requested level.
+type Payloads = Arc<Vec<Vec<u8>>>;
+
+struct Producer {
+    dataset: Arc<Dataset>,
+    options: LoaderOptions,
+    pool: rayon::ThreadPool,
+    stop: Arc<AtomicBool>,
+    tx: SyncSender<Result<Batch>>,
+}
+
+impl Producer {
+    fn level(&self) -> u8 {
+        self.options
+            .level
+            .unwrap_or(self.dataset.manifest().levels - 1)
+    }
+
+    fn run(&mut self, start: LoaderState) {
+        let n = self.dataset.len();
+        let p = self.options.partition;
+        let mut cache: PlannedCache<Payloads> =
+            PlannedCache::new(self.options.cache_policy, self.options.cache_bytes);
+        let mut state = start;
+        while state.epoch < self.options.end_epoch {
+            let epoch = state.epoch;
+            let perm = permutation(state.seed, state.epoch, n as u32);
+            let steps = rank_steps(n, state.consumed, &p);
+            // The plan's horizon for the cache: this epoch's remaining accesses of this rank,
+            // then the next epoch's.
+            let mut sequence: Vec<u32> = steps
+                .iter()
+                .flat_map(|s| s.positions(n).map(|pos| perm[pos as usize]))
+                .collect();
+            let this_epoch = sequence.len();
+            if self.options.cache_bytes > 0 && state.epoch + 1 < self.options.end_epoch {
+                let next_perm = permutation(state.seed, state.epoch + 1, n as u32);
+                for s in rank_steps(n, 0, &p) {
+                    sequence.extend(s.positions(n).map(|pos| next_perm[pos as usize]));
+                }
+            }
+            let (first, next) = first_and_next_uses(&sequence, n as usize);
+            cache.rekey(|id| first[id as usize]);
+            let mut t = 0usize;
+            for step in &steps {
+                if self.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let ids = &sequence[t..t + step.len() as usize];
+                let after = if step.consumed_after >= n {
+                    LoaderState {
+                        seed: state.seed,
+                        epoch: state.epoch + 1,
+                        consumed: 0,
+                    }
+                } else {
+                    LoaderState {
+                        consumed: step.consumed_after,
+                        ..state
+                    }
+                };
+                let batch = self.batch(&mut cache, ids, t, &next, state, after);
+                t += ids.len();
+                if self.tx.send(batch).is_err() {
+                    return;
+                }
+                state = after;
+            }
+            debug_assert_eq!(t, this_epoch);
+            // The last step moved the state to the next epoch; with no steps (nothing left, or
+            // only a dropped remainder), move it here.
+            if state.epoch == epoch {
+                state = LoaderState {
+                    seed: state.seed,
+                    epoch: epoch + 1,
+                    consumed: 0,
+                };
+            }
+        }
+    }
+
+    /// One batch: cache lookups in plan order, the misses read in parallel, inserted in plan
+    /// order, then decode + augment in parallel.
+    fn batch(
+        &self,
+        cache: &mut PlannedCache<Payloads>,
+        ids: &[u32],
+        t0: usize,
+        next: &[u64],
+        state: LoaderState,
+        after: LoaderState,
+    ) -> Result<Batch> {
+        let started = Instant::now();
+        let mut payloads: Vec<Option<Payloads>> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, &id)| {
+                let t = t0 + k;
+                cache.get(id, t as u64, next[t]).cloned()
+            })
+            .collect();
+        let read_start = Instant::now();
+        let level = self.level();
+        let reads: Vec<(usize, Result<Payloads>)> = self.pool.install(|| {
+            payloads
+                .par_iter()
+                .enumerate()
+                .filter(|(_, p)| p.is_none())
+                .map(|(k, _)| (k, self.read(ids[k] as u64, level).map(Arc::new)))
+                .collect()
+        });
+        let read = read_start.elapsed();
+        let mut bytes_read = 0u64;
+        let mut errors: Vec<Option<Error>> = (0..ids.len()).map(|_| None).collect();
+        for (k, r) in reads {
+            match r {
+                Ok(p) => {
+                    let bytes: u64 = p.iter().map(|x| x.len() as u64).sum();
+                    bytes_read += bytes;
+                    let t = t0 + k;
+                    cache.insert(ids[k], p.clone(), bytes, t as u64, next[t]);
+                    payloads[k] = Some(p);
+                }
+                Err(e) => errors[k] = Some(e),
+            }
+        }
+        // Decode + augment, one sample per task.
+        let aug = &self.options.augment;
+        let per = aug.output_len();
+        let results: Vec<Result<(Vec<f32>, Duration, Duration)>> = self.pool.install(|| {
+            payloads
+                .par_iter()
+                .zip(errors.par_iter_mut())
+                .enumerate()
+                .map(|(k, (p, err))| {
+                    if let Some(e) = err.take() {
+                        return Err(e);
+                    }
+                    let p = p.as_ref().expect("read or cached");
+                    self.decode_augment(ids[k] as u64, p, level, state.seed, state.epoch, per)
+                })
+                .collect()
+        });
+        let mut out = Batch {
+            epoch: state.epoch,
+            consumed_before: state.consumed,
+            samples: Vec::with_capacity(ids.len()),
+            classes: Vec::with_capacity(ids.len()),
+            data: Vec::with_capacity(ids.len() * per),
+            shape: [
+                0,
+                aug.channels as usize,
+                aug.size.1 as usize,
+                aug.size.0 as usize,
+            ],
+            skipped: Vec::new(),
+            state_after: after,
+            times: StageTimes {
+                read,
+                ..StageTimes::default()
+            },
+            cache: cache.stats(),
+            bytes_read,
+        };
+        for (k, r) in results.into_iter().enumerate() {
+            let sample = ids[k] as u64;
+            match r {
+                Ok((data, decode, augment)) => {
+                    out.samples.push(sample);
+                    out.classes.push(self.dataset.record(sample)?.class);
+                    out.data.extend_from_slice(&data);
+                    out.times.decode += decode;
+                    out.times.augment += augment;
+                }
+                Err(e) => {
+                    let (shard, key) = self.name_of(sample);
+                    if self.options.on_error == OnError::Fail {
+                        return Err(Error::Record {
+                            sample,
+                            shard,
+                            key,
+                            error: Box::new(e),
+                        });
+                    }
+                    out.skipped.push(SkippedRecord {
+                        sample,
+                        shard,
+                        key,
+                        error: e.to_string(),
+                    });
+                }
+            }
+        }
+        out.shape[0] = out.samples.len();
+        out.times.total = started.elapsed();
+        Ok(out)
+    }
+
+    /// The payloads of `sample` that `level` needs, each CRC-checked.
+    fn read(&self, sample: u64, level: u8) -> Result<Vec<Vec<u8>>> {
+        let (s, r) = self.dataset.locate(sample)?;
+        let shard = &self.dataset.shards()[s];
+        let entry = shard.record(r)?;
+        let needed = match entry.scheme {
+            LevelScheme::Flat => 1,
+            LevelScheme::Interlace => level + 1,
+        };
+        (0..needed).map(|k| shard.read_level(r, k)).collect()
+    }
+
+    fn decode_augment(
+        &self,
+        sample: u64,
+        payloads: &[Vec<u8>],
+        level: u8,
+        seed: u64,
+        epoch: u64,
+        per: usize,
+    ) -> Result<(Vec<f32>, Duration, Duration)> {
+        let t0 = Instant::now();
+        let (s, r) = self.dataset.locate(sample)?;
+        let shard = &self.dataset.shards()[s];
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let stored: StoredLevels = shard.stored_levels(r, &refs)?;
+        let image = decode_level(&stored, level, &self.options.decode)?;
+        let t1 = Instant::now();
+        let aug = &self.options.augment;
+        let params = aug.params(seed, epoch, sample, image.width, image.height);
+        let mut data = vec![0f32; per];
+        aug.apply(&image, &params, &mut data)?;
+        Ok((data, t1 - t0, t1.elapsed()))
+    }
+
+    fn name_of(&self, sample: u64) -> (String, String) {
+        match self.dataset.locate(sample) {
+            Ok((s, r)) => (
+                self.dataset.manifest().shards[s].file.clone(),
+                self.dataset.shards()[s]
+                    .record(r)
+                    .map(|e| e.key.clone())
+                    .unwrap_or_default(),
+            ),
+            Err(_) => (String::new(), String::new()),
+        }
+    }
+}
