@@ -40,6 +40,9 @@ pub struct Args {
     /// Skip the scaling section.
     #[arg(long)]
     pub no_scaling: bool,
+    /// Skip the codec comparison (the main table is then empty; for running one section)
+    #[arg(long)]
+    pub no_codecs: bool,
     /// Sizes of the scaling run in megapixels.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     pub scaling_mp: Vec<f64>,

@@ -320,7 +320,7 @@ pub struct CodecRun {
 
 pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
     let mut results = Vec::new();
-    for codec in Codec::ALL {
+    for codec in Codec::ALL.into_iter().filter(|_| !args.no_codecs) {
         eprintln!("  {} ({} threads)...", codec.name(), codec.threads());
         results.push(bench_codec(codec, images, args)?);
     }

@@ -87,6 +87,8 @@ pub struct DatasetReport {
     pub rows: Vec<DatasetRow>,
     /// The same images packed progressively, read level by level.
     pub progressive: ProgressiveReport,
+    /// One epoch to augmented f32 NCHW batches: l3's loader and a PNG loader.
+    pub loader: Vec<crate::loader::LoaderRow>,
 }
 
 /// The run's images packed with [`PROGRESSIVE_LEVELS`] levels (`l3 pack --levels 3`
@@ -327,6 +329,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
     };
 
     let progressive = bench_progressive(dir, images, args, payload_bytes)?;
+    let loader = crate::loader::bench_loader(dir, images, &png_paths, args.reps, budget)?;
     let ratio = |a: u64, b: u64| a as f64 / b as f64;
     Ok(DatasetReport {
         scratch,
@@ -346,6 +349,7 @@ fn run(dir: &Path, images: &[Pixels], args: &Args) -> Result<DatasetReport> {
         cold,
         rows,
         progressive,
+        loader,
     })
 }
 

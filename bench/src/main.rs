@@ -25,6 +25,7 @@ mod codecs;
 mod dataset;
 mod gpu;
 mod images;
+mod loader;
 mod measure;
 mod pipeline;
 mod report;

@@ -66,6 +66,12 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
                 p.levels, p.interlaced, p.flat, p.payload_bytes, p.vs_flat, p.pack.median
             );
             md += &t.dataset_levels.markdown();
+            let _ = writeln!(
+                md,
+                "\n#### Loader\n\nOne epoch (seed 1, batches of {}) from files to batches of augmented f32 NCHW tensors: random resized crop (torchvision's parameters) to 224 x 224 with bilinear resize, horizontal flip, ImageNet normalisation, the same `l3::loader::Augment` code in every row. l3 rows: `l3::loader::Loader` (plan, positional reads of the payloads the level needs, decode + augment on its pool, no cache). PNG row: the same permutation and batches, each file read and decoded by the `image` crate and augmented, rayon over a batch's files. CPU ms per image: process user + system time of the last rep / images. Page cache warm.\n",
+                crate::loader::BATCH
+            );
+            md += &t.loader.markdown();
         }
         Some(Err(e)) => {
             let _ = writeln!(md, "\n### Dataset: l3 shards vs PNG files\n\nfailed: {e}");

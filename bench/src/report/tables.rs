@@ -21,6 +21,8 @@ pub struct Tables {
     pub dataset_sizes: Table,
     /// The progressive shards, level by level.
     pub dataset_levels: Table,
+    /// The loader rows.
+    pub loader: Table,
     pub scaling: Table,
     pub gpu: Table,
 }
@@ -34,6 +36,7 @@ impl Tables {
             dataset: dataset_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             dataset_sizes: dataset_sizes_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             dataset_levels: dataset_levels_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
+            loader: loader_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             scaling: scaling_table(r.scaling.as_ref().map(|(_, rows)| rows.as_slice())),
             gpu: gpu_table(r.gpu.as_ref().and_then(|g| g.as_ref().ok())),
         }
@@ -76,16 +79,15 @@ fn main_table(report: &Report) -> Table {
         "l3 fast 1T dec speed x",
         "l3 compact 1T dec speed x",
     ]);
-    // The one-thread rows of both l3 profiles: the references of the ratio columns.
-    let l3_refs: Vec<&CodecResult> = [Codec::L3_FAST_1, Codec::L3_COMPACT_1]
+    // The one-thread rows of both l3 profiles: the references of the ratio columns (absent
+    // only with --no-codecs, which leaves the table empty).
+    let Some(l3_refs) = [Codec::L3_FAST_1, Codec::L3_COMPACT_1]
         .iter()
-        .map(|c| {
-            results
-                .iter()
-                .find(|r| r.codec == *c)
-                .expect("Codec::ALL has both one-thread l3 rows")
-        })
-        .collect();
+        .map(|c| results.iter().find(|r| r.codec == *c))
+        .collect::<Option<Vec<&CodecResult>>>()
+    else {
+        return main;
+    };
     for r in results {
         // Each l3 profile (1 thread) on the same images, for a like-for-like comparison.
         let mut l3_size = [0u64; 2];
@@ -383,6 +385,36 @@ fn dataset_levels_table(d: Option<&DatasetReport>) -> Table {
             format!("{:.1}", r.output_bytes as f64 / r.read_decode.median / 1e6),
             format!("{:.1}", 1e3 * r.read_only.median),
             format!("{:.3}", r.read_decode.median / full),
+        ]);
+    }
+    t
+}
+
+fn loader_table(d: Option<&DatasetReport>) -> Table {
+    let mut t = Table::new(&[
+        "loader: one epoch to augmented f32 NCHW 224x224 batches",
+        "images/s",
+        "CPU ms per image",
+        "speed vs PNG loader",
+        "CPU per image vs PNG loader",
+    ]);
+    let Some(d) = d else { return t };
+    let png = d.loader.iter().find(|r| r.png_reference);
+    for r in &d.loader {
+        let cpu_ms = r.cpu_seconds.map(|c| 1e3 * c / r.images as f64);
+        let png_cpu = png.and_then(|p| p.cpu_seconds).map(|c| 1e3 * c / r.images as f64);
+        t.push(vec![
+            r.name.clone(),
+            tput(r.images as u64, r.time, |n, s| n as f64 / s, 1),
+            cpu_ms.map_or("-".into(), |c| format!("{c:.1}")),
+            match png {
+                Some(p) if !r.png_reference => format!("{:.2}x", p.time.median / r.time.median),
+                _ => "-".into(),
+            },
+            match (png_cpu, cpu_ms) {
+                (Some(p), Some(c)) if !r.png_reference => format!("{:.2}x", p / c),
+                _ => "-".into(),
+            },
         ]);
     }
     t

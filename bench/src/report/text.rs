@@ -61,6 +61,8 @@ pub fn text(r: &Report, t: &Tables) -> String {
             );
             out += &t.dataset_levels.text();
             out += "\n";
+            out += &t.loader.text();
+            out += "\n";
         }
         Some(Err(e)) => {
             let _ = writeln!(out, "dataset: failed ({e})\n");
