@@ -123,7 +123,11 @@ fn png_epoch(files: &[PathBuf]) -> Result<usize> {
                     width: img.width(),
                     height: img.height(),
                     channels: raw.color.channels(),
-                    depth: if matches!(raw.samples, l3::Samples::U8(_)) { 8 } else { 16 },
+                    depth: if matches!(raw.samples, l3::Samples::U8(_)) {
+                        8
+                    } else {
+                        16
+                    },
                     data: img.as_bytes().to_vec(),
                 };
                 let p = aug.params(SEED, 0, i as u64, level.width, level.height);

@@ -7,6 +7,7 @@ mod dataset;
 mod demo;
 mod fsio;
 mod info;
+mod loader;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -82,6 +83,8 @@ enum Command {
     Unpack(dataset::UnpackArgs),
     /// Check a dataset: every shard against the manifest, every record decoded.
     VerifyDataset(dataset::DatasetArgs),
+    /// Run the training loader (CPU path) over a dataset: images/s, stage split, cache.
+    BenchLoader(loader::BenchLoaderArgs),
 }
 
 #[derive(Args)]
@@ -203,6 +206,7 @@ fn main() -> ExitCode {
         Command::Ls(a) => dataset::cmd_ls(a),
         Command::Unpack(a) => dataset::cmd_unpack(a),
         Command::VerifyDataset(a) => dataset::cmd_verify_dataset(a),
+        Command::BenchLoader(a) => loader::cmd_bench_loader(a),
     };
     let result = result.map(|failed| failed + fsio::unlistable_dirs());
     match result {

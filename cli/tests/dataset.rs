@@ -286,3 +286,31 @@ fn labels_and_metadata_from_csv_and_json_lines() {
     let o = l3(&["pack", s(&src), "-o", s(&ds), "--labels", s(&jsonl), "-q"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+#[test]
+fn bench_loader_reports_throughput_stages_and_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
+    class_tree(&src);
+    let o = l3(&["pack", s(&src), "-o", s(&ds), "--levels", "2", "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&[
+        "bench-loader",
+        s(&ds),
+        "--epochs",
+        "2",
+        "--size",
+        "32",
+        "--batch-size",
+        "4",
+        "--cache-mb",
+        "64",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(out.contains("epoch 0: 6 images"), "{out}");
+    assert!(out.contains("epoch 1: 6 images"), "{out}");
+    assert!(out.contains("decode") && out.contains("augment"), "{out}");
+    // The whole dataset fits: the second epoch is all hits, half of all lookups.
+    assert!(out.contains("12 lookups, hit rate 0.500"), "{out}");
+}

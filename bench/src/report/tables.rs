@@ -402,7 +402,9 @@ fn loader_table(d: Option<&DatasetReport>) -> Table {
     let png = d.loader.iter().find(|r| r.png_reference);
     for r in &d.loader {
         let cpu_ms = r.cpu_seconds.map(|c| 1e3 * c / r.images as f64);
-        let png_cpu = png.and_then(|p| p.cpu_seconds).map(|c| 1e3 * c / r.images as f64);
+        let png_cpu = png
+            .and_then(|p| p.cpu_seconds)
+            .map(|c| 1e3 * c / r.images as f64);
         t.push(vec![
             r.name.clone(),
             tput(r.images as u64, r.time, |n, s| n as f64 / s, 1),
