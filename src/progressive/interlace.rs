@@ -197,74 +197,134 @@ pub fn refine<T: Sample>(coarse: &[T], residual: &[T], fw: u32, fh: u32, ch: u8)
     let mask = mask::<T>();
     let c_row = |j: usize| &coarse[j * cw * n..(j + 1) * cw * n];
     let r_row = |band: usize, j: usize| &residual[(band * chh + j) * cw * n..][..cw * n];
-    // The right neighbour of coarse column i (clamped): x + 1 < w exactly when i + 1 < cw.
-    let right = |i: usize| if i + 1 < cw { i + 1 } else { i };
+    // Columns 0..inner have their right coarse neighbour at i + 1; a last D/H column with
+    // i + 1 = cw (even widths) clamps it to i.
+    let inner = dw.min(cw - 1) * n;
+    let tail = dw * n > inner;
 
-    // D plane: mean of the four coarse neighbours + residual.
-    let mut d = vec![0u32; dw * dh * n];
-    // (No D pixels at all when the fine level is one pixel wide or high.)
-    for (j, d_row) in d.chunks_exact_mut((dw * n).max(1)).enumerate().take(dh) {
+    // D plane (dw x dh): mean of the four coarse neighbours + residual.
+    let mut d = vec![T::default(); dw * dh * n];
+    for j in 0..dh {
         let (c0, c1, r) = (c_row(j), c_row((j + 1).min(chh - 1)), r_row(BAND_D, j));
-        for i in 0..dw {
-            let (k, kr) = (i * n, right(i) * n);
-            for c in 0..n {
-                let p =
-                    (c0[k + c].get() + c0[kr + c].get() + c1[k + c].get() + c1[kr + c].get() + 2)
-                        >> 2;
-                d_row[k + c] = (p + r[k + c].get()) & mask;
-            }
+        let row = &mut d[j * dw * n..(j + 1) * dw * n];
+        predict_row(&mut row[..inner], c0, &c0[n..], c1, &c1[n..], r, mask);
+        if tail {
+            let t = inner;
+            predict_row(
+                &mut row[t..],
+                &c0[t..],
+                &c0[t..],
+                &c1[t..],
+                &c1[t..],
+                &r[t..],
+                mask,
+            );
         }
     }
     let d_row = |j: usize| &d[j * dw * n..(j + 1) * dw * n];
 
     let mut fine = vec![T::default(); w * h * n];
+    let mut values = vec![T::default(); cw * n];
     for (y, out) in fine.chunks_exact_mut(w * n).enumerate() {
         let j = y / 2;
         if y % 2 == 0 {
+            // Coarse pixels at even x, H pixels at odd x: coarse left/right, D up (row j - 1)
+            // and down (row j); a missing one takes the other's value, both missing (a
+            // one-pixel-high level): left and right twice.
             let (cr, r) = (c_row(j), r_row(BAND_H, j));
-            for i in 0..cw {
-                out[2 * i * n..2 * i * n + n].copy_from_slice(&cr[i * n..i * n + n]);
-            }
-            // H pixels: coarse left/right, D up (row j - 1) and down (row j).
-            let up = (j >= 1).then(|| d_row(j - 1));
-            let down = (j < dh).then(|| d_row(j));
-            let vertical = match (up, down) {
-                (Some(u), Some(dn)) => Some((u, dn)),
-                (Some(u), None) => Some((u, u)),
-                (None, Some(dn)) => Some((dn, dn)),
-                (None, None) => None,
+            let (u, dn) = match ((j >= 1).then(|| d_row(j - 1)), (j < dh).then(|| d_row(j))) {
+                (Some(u), Some(dn)) => (u, dn),
+                (Some(u), None) => (u, u),
+                (None, Some(dn)) => (dn, dn),
+                (None, None) => (cr, &cr[n.min(cr.len())..]),
             };
-            for i in 0..dw {
-                let (k, kr, o) = (i * n, right(i) * n, (2 * i + 1) * n);
-                for c in 0..n {
-                    let (l, rt) = (cr[k + c].get(), cr[kr + c].get());
-                    let (u, dn) = vertical.map_or((l, rt), |(u, dn)| (u[k + c], dn[k + c]));
-                    let p = (l + rt + u + dn + 2) >> 2;
-                    out[o + c] = T::put((p + r[k + c].get()) & mask);
-                }
+            let hv = &mut values[..dw * n];
+            predict_row(&mut hv[..inner], cr, &cr[n..], u, dn, r, mask);
+            if tail {
+                let t = inner;
+                // Both-missing case: the clamped right neighbour is the left one.
+                let dn_t = if dh == 0 { &cr[t..] } else { &dn[t..] };
+                predict_row(
+                    &mut hv[t..],
+                    &cr[t..],
+                    &cr[t..],
+                    &u[t..],
+                    dn_t,
+                    &r[t..],
+                    mask,
+                );
             }
+            interleave(out, cr, hv, n);
         } else {
-            // y odd: j < dh. V pixels at even x, D pixels at odd x.
+            // V pixels at even x: coarse up/down, D left (i - 1) and right (i); D at odd x.
             let (c0, c1) = (c_row(j), c_row((j + 1).min(chh - 1)));
             let (dr, r) = (d_row(j), r_row(BAND_V, j));
-            for i in 0..cw {
-                let (k, o) = (i * n, 2 * i * n);
-                for c in 0..n {
-                    let (u, dn) = (c0[k + c].get(), c1[k + c].get());
-                    let left = (i >= 1).then(|| dr[k - n + c]);
-                    let rt = (i < dw).then(|| dr[k + c]);
-                    let p = mean4(u, dn, left, rt);
-                    out[o + c] = T::put((p + r[k + c].get()) & mask);
+            let vv = &mut values[..cw * n];
+            if dw == 0 {
+                predict_row(vv, c0, c1, c0, c1, r, mask);
+            } else {
+                // i = 0: no left neighbour.
+                predict_row(&mut vv[..n], c0, c1, dr, dr, r, mask);
+                // 1 <= i < dw: both.
+                let m = dw * n;
+                predict_row(
+                    &mut vv[n..m],
+                    &c0[n..],
+                    &c1[n..],
+                    dr,
+                    &dr[n..],
+                    &r[n..],
+                    mask,
+                );
+                // i = dw < cw (odd widths): no right neighbour.
+                if cw > dw {
+                    let l = &dr[m - n..];
+                    predict_row(&mut vv[m..], &c0[m..], &c1[m..], l, l, &r[m..], mask);
                 }
             }
-            for i in 0..dw {
-                for c in 0..n {
-                    out[(2 * i + 1) * n + c] = T::put(dr[i * n + c]);
-                }
-            }
+            interleave(out, vv, dr, n);
         }
     }
     fine
+}
+
+/// Writes a fine row of `n`-channel pixels: pixel `2i` from `even[i]`, pixel `2i + 1` from
+/// `odd[i]` (`even` has `ceil(w/2)` pixels, `odd` `floor(w/2)`).
+fn interleave<T: Sample>(out: &mut [T], even: &[T], odd: &[T], n: usize) {
+    fn run<T: Sample, const N: usize>(out: &mut [T], even: &[T], odd: &[T]) {
+        let mut pairs = out.chunks_exact_mut(2 * N);
+        for ((o, e), d) in (&mut pairs)
+            .zip(even.chunks_exact(N))
+            .zip(odd.chunks_exact(N))
+        {
+            o[..N].copy_from_slice(e);
+            o[N..].copy_from_slice(d);
+        }
+        // An odd width leaves one even pixel.
+        let rest = pairs.into_remainder();
+        if !rest.is_empty() {
+            rest.copy_from_slice(&even[even.len() - N..]);
+        }
+    }
+    match n {
+        1 => run::<T, 1>(out, even, odd),
+        2 => run::<T, 2>(out, even, odd),
+        3 => run::<T, 3>(out, even, odd),
+        _ => run::<T, 4>(out, even, odd),
+    }
+}
+
+/// `out[k] = ((a[k] + b[k] + c[k] + d[k] + 2) >> 2) + r[k]` mod `mask + 1`, for every `k` of
+/// `out` (the inputs are at least as long): the one prediction of the interlace scheme, over a
+/// row segment, in a loop the compiler vectorises.
+#[inline(always)]
+fn predict_row<T: Sample>(out: &mut [T], a: &[T], b: &[T], c: &[T], d: &[T], r: &[T], mask: u32) {
+    let m = out.len();
+    let (a, b, c, d, r) = (&a[..m], &b[..m], &c[..m], &d[..m], &r[..m]);
+    for k in 0..m {
+        let p = (a[k].get() + b[k].get() + c[k].get() + d[k].get() + 2) >> 2;
+        out[k] = T::put((p + r[k].get()) & mask);
+    }
 }
 
 /// `2^depth - 1` for `T`.
