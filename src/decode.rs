@@ -156,6 +156,37 @@ pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Res
     }
 }
 
+/// Like [`decode_layout`], but decodes only the bands (patch rows) that hold rows `rows` of
+/// the image: the other rows of `out` are left as they are. For consumers that need only a
+/// window of the image (a random crop): patches are independent, so the skipped bands cost
+/// nothing. `rows` is clamped to the image.
+pub fn decode_layout_rows(
+    layout: &FileLayout,
+    out: &mut [u8],
+    rows: std::ops::Range<u32>,
+    parallel: bool,
+) -> Result<()> {
+    let h = &layout.header;
+    check_len(out.len(), h.output_bytes())?;
+    let p = h.patch_size();
+    let first = (rows.start.min(h.height) / p) as usize;
+    let last = rows.end.min(h.height).div_ceil(p) as usize;
+    let band_bytes = p as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
+    let decode = |(band, chunk): (usize, &mut [u8])| {
+        decode_band(layout, band, &mut InterleavedBand::new(h, chunk))
+    };
+    let bands = out
+        .chunks_mut(band_bytes)
+        .enumerate()
+        .skip(first)
+        .take(last.saturating_sub(first));
+    if parallel {
+        bands.par_bridge().try_for_each(decode)
+    } else {
+        bands.into_iter().try_for_each(decode)
+    }
+}
+
 /// Decodes a validated layout into planar normalised f32 (exactly `sample_count` values).
 fn decode_f32_chw(
     layout: &FileLayout,

@@ -270,3 +270,39 @@ fn dropping_a_loader_mid_epoch_returns() {
     assert_eq!((state.epoch, state.consumed), (0, 1));
     drop(loader); // must not hang: the producer is blocked on a full channel here
 }
+
+/// Every tensor equals a full CPU decode of the record followed by `Augment::apply` with the
+/// sample's parameters: the loader's crop-window decode (only the patch rows a crop reads)
+/// changes nothing, for flat and progressive datasets, at every level.
+#[test]
+fn tensors_equal_full_decode_then_augment() {
+    for levels in [1u8, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        pack(dir.path(), 1, levels);
+        let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+        for level in 0..levels {
+            let mut o = options(3, 1, 0);
+            o.end_epoch = 1;
+            o.level = Some(level);
+            o.augment = Augment::with_size(40, 30);
+            let aug = o.augment;
+            for b in Loader::new(ds.clone(), o, LoaderState::default()).unwrap() {
+                let b = b.unwrap();
+                let per = aug.output_len();
+                for (i, &s) in b.samples.iter().enumerate() {
+                    let (sh, r) = ds.locate(s).unwrap();
+                    let img = ds.shards()[sh]
+                        .decode_record(r, level, &l3::DecodeOptions::default())
+                        .unwrap();
+                    let p = aug.params(0, b.epoch, s, img.width, img.height);
+                    let mut expect = vec![0f32; per];
+                    aug.apply(&img, &p, &mut expect).unwrap();
+                    assert!(
+                        b.data[i * per..(i + 1) * per] == expect[..],
+                        "levels {levels} level {level} sample {s}"
+                    );
+                }
+            }
+        }
+    }
+}

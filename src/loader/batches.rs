@@ -23,7 +23,7 @@ use super::cache::{first_and_next_uses, CacheStats, PlannedCache, Policy};
 use super::plan::{permutation, rank_steps, LoaderState, Partition};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, ParameterError, Result};
-use crate::progressive::{decode_level, LevelScheme, StoredLevels};
+use crate::progressive::{decode_level_rows, level_dims, LevelScheme, StoredLevels};
 use crate::shard::Dataset;
 
 /// What to do with a record that cannot be read or decoded.
@@ -457,10 +457,15 @@ impl Producer {
         let shard = &self.dataset.shards()[s];
         let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
         let stored: StoredLevels = shard.stored_levels(r, &refs)?;
-        let image = decode_level(&stored, level, &self.options.decode)?;
-        let t1 = Instant::now();
+        // The crop is chosen before decoding, so only the rows it reads are decoded where the
+        // level allows (bilinear taps reach one row above and below it).
         let aug = &self.options.augment;
-        let params = aug.params(seed, epoch, sample, image.width, image.height);
+        let (w, h) = level_dims(stored.width, stored.height, stored.level_count, level);
+        let params = aug.params(seed, epoch, sample, w, h);
+        let (y, ch) = (params.crop.1, params.crop.3);
+        let rows = y.saturating_sub(1)..(y + ch + 1).min(h);
+        let image = decode_level_rows(&stored, level, rows, &self.options.decode)?;
+        let t1 = Instant::now();
         let mut data = vec![0f32; per];
         aug.apply(&image, &params, &mut data)?;
         Ok((data, t1 - t0, t1.elapsed()))

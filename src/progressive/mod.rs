@@ -338,6 +338,35 @@ pub fn decode_level(
     })
 }
 
+/// Like [`decode_level`], for a consumer that reads only rows `rows` of the level (a random
+/// crop): where the level is a payload decoded as is (a flat record read at full resolution),
+/// only the patch rows holding `rows` are decoded and the other rows of the result are zero;
+/// otherwise (refinements and subsampling need the whole level) it is [`decode_level`].
+/// Rows `rows` are identical to [`decode_level`]'s either way.
+pub fn decode_level_rows(
+    stored: &StoredLevels,
+    level: u8,
+    rows: std::ops::Range<u32>,
+    options: &DecodeOptions,
+) -> Result<LevelImage> {
+    let direct = stored.scheme == LevelScheme::Flat && level + 1 == stored.level_count;
+    if !direct {
+        return decode_level(stored, level, options);
+    }
+    let plan = stored.plan(level)?;
+    let layout = decode::parse(stored.payloads[0], options)?;
+    stored.check_header(&plan[0], &layout.header)?;
+    let mut data = vec![0u8; layout.header.output_bytes() as usize];
+    decode::decode_layout_rows(&layout, &mut data, rows, options.parallel)?;
+    Ok(LevelImage {
+        width: stored.width,
+        height: stored.height,
+        channels: stored.channels,
+        depth: stored.depth,
+        data,
+    })
+}
+
 fn decode_typed<T: Sample>(
     stored: &StoredLevels,
     plan: &[PayloadShape],
@@ -470,6 +499,42 @@ mod tests {
         let s = stored(&enc, w, h, 1, 16, &refs);
         let top = decode_level(&s, 2, &DecodeOptions::default()).unwrap();
         assert_eq!(top.data, bytemuck::cast_slice::<u16, u8>(&px));
+    }
+
+    /// Decoding only the rows a crop needs gives those rows exactly (flat records), and the
+    /// whole level where it cannot skip (interlaced records).
+    #[test]
+    fn row_window_decodes_match_the_full_decode() {
+        let (w, h, ch) = (70u32, 150u32, 3u8);
+        let px = image_u8(w, h, ch);
+        let raw = RawImage {
+            width: w,
+            height: h,
+            color: ColorType::Rgb,
+            samples: Samples::U8(&px),
+        };
+        let mut enc_opts = EncodeOptions::for_profile(Profile::Fast);
+        enc_opts.patch_log2 = 5;
+        for max_overhead in [0.0, f64::INFINITY] {
+            let opts = ProgressiveOptions {
+                levels: 2,
+                max_overhead,
+            };
+            let enc = encode_levels(&raw, &opts, &enc_opts).unwrap();
+            let refs: Vec<&[u8]> = enc.payloads.iter().map(|p| p.as_slice()).collect();
+            let s = stored(&enc, w, h, ch, 8, &refs);
+            let full = decode_level(&s, 1, &DecodeOptions::default()).unwrap();
+            let part = decode_level_rows(&s, 1, 40..90, &DecodeOptions::default()).unwrap();
+            let row = (w * ch as u32) as usize;
+            assert_eq!(part.data[40 * row..90 * row], full.data[40 * row..90 * row]);
+            if enc.scheme == LevelScheme::Flat {
+                // Patch rows of 32: rows 0..32 and 96.. were skipped.
+                assert!(part.data[..32 * row].iter().all(|&b| b == 0));
+                assert!(part.data[96 * row..].iter().all(|&b| b == 0));
+            } else {
+                assert_eq!(part, full);
+            }
+        }
     }
 
     /// A payload of the wrong shape (here: two levels swapped) is a clear error naming the
