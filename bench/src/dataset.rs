@@ -126,6 +126,9 @@ pub struct LevelRow {
     pub read_decode: Stats,
     /// read_prefix only (I/O + CRC), page cache.
     pub read_only: Stats,
+    /// read_prefix + CPU decode_prefix after dropping the page cache (None where it cannot be
+    /// dropped, as for the one-level cold rows).
+    pub read_decode_cold: Option<Stats>,
 }
 
 impl DatasetReport {
@@ -390,6 +393,13 @@ fn bench_progressive(
         let (read_decode, output_bytes) =
             measure(args.reps, budget, || read_prefixes(&paths, true, level))?;
         let read_only = measure(args.reps, budget, || read_prefixes(&paths, false, level))?.0;
+        let read_decode_cold = if drop_caches().is_ok() && fs_type(dir) != "tmpfs" {
+            Some(cold_measure(args.reps, || {
+                read_prefixes(&paths, true, level)
+            })?)
+        } else {
+            None
+        };
         rows.push(LevelRow {
             level,
             stride: l3::progressive::level_stride(levels, level),
@@ -399,6 +409,7 @@ fn bench_progressive(
             output_bytes,
             read_decode,
             read_only,
+            read_decode_cold,
         });
     }
     Ok(ProgressiveReport {

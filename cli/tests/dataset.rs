@@ -314,3 +314,38 @@ fn bench_loader_reports_throughput_stages_and_cache() {
     // The whole dataset fits: the second epoch is all hits, half of all lookups.
     assert!(out.contains("12 lookups, hit rate 0.500"), "{out}");
 }
+
+/// Issue 10's end-to-end check on the shared images (`../shared/data/images` or
+/// `$L3_TEST_DATA/images`; with `CI=true` a missing corpus fails): `l3 pack --levels 3`,
+/// `verify-dataset` accepts it, `unpack` gives back every original pixel.
+#[test]
+fn shared_images_pack_verify_unpack_with_three_levels() {
+    let Some(corpus) = common::corpus_dir() else {
+        return;
+    };
+    let src = corpus.join("images");
+    let tmp = tempfile::tempdir().unwrap();
+    let (ds, out) = (tmp.path().join("ds"), tmp.path().join("out"));
+    let o = l3(&["pack", s(&src), "-o", s(&ds), "--levels", "3", "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&["verify-dataset", s(&ds)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&["unpack", s(&ds), "-o", s(&out)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut sources = common::files_under(&src);
+    sources.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    assert!(sources.len() >= 20, "{} images", sources.len());
+    for source in &sources {
+        let rel = source.strip_prefix(&src).unwrap();
+        let back = image::open(out.join(rel).with_extension("png")).unwrap();
+        let original = image::open(source).unwrap();
+        // Palette and tRNS images come back as the RGB(A) the encoder stores.
+        let original = match (original.color(), back.color()) {
+            (a, b) if a == b => original,
+            (_, image::ColorType::Rgba8) => image::DynamicImage::ImageRgba8(original.to_rgba8()),
+            (_, image::ColorType::Rgb8) => image::DynamicImage::ImageRgb8(original.to_rgb8()),
+            (a, b) => panic!("{}: {a:?} came back as {b:?}", rel.display()),
+        };
+        assert_eq!(back.as_bytes(), original.as_bytes(), "{}", rel.display());
+    }
+}

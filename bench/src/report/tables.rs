@@ -369,6 +369,8 @@ fn dataset_levels_table(d: Option<&DatasetReport>) -> Table {
         "MB/s of pixels out",
         "read only ms",
         "decode time vs full",
+        "cold: read + CPU decode ms",
+        "cold images/s",
     ]);
     let Some(d) = d else { return t };
     let p = &d.progressive;
@@ -385,6 +387,11 @@ fn dataset_levels_table(d: Option<&DatasetReport>) -> Table {
             format!("{:.1}", r.output_bytes as f64 / r.read_decode.median / 1e6),
             format!("{:.1}", 1e3 * r.read_only.median),
             format!("{:.3}", r.read_decode.median / full),
+            r.read_decode_cold
+                .map_or("-".into(), |c| format!("{:.1}", 1e3 * c.median)),
+            r.read_decode_cold.map_or("-".into(), |c| {
+                tput(d.records as u64, c, |n, s| n as f64 / s, 1)
+            }),
         ]);
     }
     t
