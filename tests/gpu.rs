@@ -643,3 +643,73 @@ fn check_progressive_shard(
         }
     }
 }
+
+/// `augment.wgsl` against its CPU twin `Augment::apply`, on the bundled samples (8- and 16-bit,
+/// gray, RGB, RGBA) and a 16-bit RGBA edge case, with random crops and flips and also
+/// crops of one pixel: equal within the stated float tolerance.
+#[test]
+fn gpu_augmentation_matches_the_cpu_twin() {
+    use l3::loader::{Augment, AugmentParams};
+    let Some(gpu) = gpu() else { return };
+    let mut paths = Vec::new();
+    image_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples"),
+        &mut paths,
+    );
+    paths.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    let files: Vec<Vec<u8>> = paths
+        .iter()
+        .map(|p| l3::encode_image(&l3::read_image(p).unwrap(), &EncodeOptions::default()).unwrap())
+        .collect();
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let batch = gpu.decode_batch(&refs, OutputLayout::Interleaved).unwrap();
+    let cpu_images: Vec<l3::progressive::LevelImage> = files
+        .iter()
+        .map(|f| {
+            let (h, data) = l3::decode::decode(f, &DecodeOptions::default()).unwrap();
+            l3::progressive::LevelImage {
+                width: h.width,
+                height: h.height,
+                channels: h.channels(),
+                depth: h.depth,
+                data,
+            }
+        })
+        .collect();
+    let mut worst = 0f32;
+    for (seed, aug) in [
+        (1u64, Augment::default()),
+        (2, Augment::with_size(37, 19)),
+        (3, Augment::with_size(64, 64).deterministic()),
+    ] {
+        let mut params: Vec<AugmentParams> = cpu_images
+            .iter()
+            .enumerate()
+            .map(|(i, im)| aug.params(seed, 0, i as u64, im.width, im.height))
+            .collect();
+        if seed == 2 {
+            // A one-pixel crop at the bottom-right corner, flipped.
+            let im = &cpu_images[0];
+            params[0] = AugmentParams {
+                crop: (im.width - 1, im.height - 1, 1, 1),
+                flip: true,
+            };
+        }
+        let tensor = gpu.augment(&batch, &params, &aug).unwrap();
+        let got = tensor.read_back().unwrap();
+        let per = aug.output_len();
+        assert_eq!(got.len(), per * cpu_images.len());
+        for (i, (im, p)) in cpu_images.iter().zip(&params).enumerate() {
+            let mut expect = vec![0f32; per];
+            aug.apply(im, p, &mut expect).unwrap();
+            for (g, e) in got[i * per..(i + 1) * per].iter().zip(&expect) {
+                worst = worst.max((g - e).abs());
+            }
+        }
+    }
+    println!("largest |GPU - CPU| over every augmented value: {worst:e}");
+    assert!(
+        worst <= 1e-4,
+        "GPU augmentation differs from the CPU by {worst}"
+    );
+}

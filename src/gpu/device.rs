@@ -99,6 +99,10 @@ pub(crate) struct Pipelines {
     pub refine: wgpu::ComputePipeline,
     /// `levels.wgsl`'s `subsample`.
     pub subsample: wgpu::ComputePipeline,
+    /// Bindings of `augment.wgsl`: job (uniform), src (read), dst (read-write).
+    pub augment_bgl: wgpu::BindGroupLayout,
+    /// `augment.wgsl`'s `augment`.
+    pub augment: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -148,6 +152,14 @@ impl Pipelines {
                 storage_entry(3, false),
             ],
         );
+        let augment_bgl = bgl(
+            "l3 augment",
+            &[
+                uniform_entry(0),
+                storage_entry(1, true),
+                storage_entry(2, false),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -189,6 +201,13 @@ impl Pipelines {
             &levels_module,
             "subsample",
         );
+        let augment_module = module(Stage::Augment);
+        let augment = pipeline(
+            "l3 augment.wgsl augment",
+            &augment_bgl,
+            &augment_module,
+            "augment",
+        );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -203,6 +222,8 @@ impl Pipelines {
             levels_bgl,
             refine,
             subsample,
+            augment_bgl,
+            augment,
         })
     }
 

@@ -71,6 +71,8 @@
 //! ```
 
 mod abi;
+#[cfg(feature = "gpu")]
+mod augment;
 #[cfg(test)]
 mod cpu_twin;
 #[cfg(any(test, feature = "gpu"))]
@@ -101,6 +103,8 @@ pub use abi::{
     flags, streams_per_workgroup, workgroups_of, ImageInfo, Params, DECODE_WORKGROUP_SIZE,
 };
 
+#[cfg(feature = "gpu")]
+pub use augment::GpuTensor;
 #[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
 #[cfg(feature = "gpu")]

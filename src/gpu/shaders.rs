@@ -16,6 +16,7 @@ const DECODE: &str = include_str!("../../shaders/decode.wgsl");
 const OUTPUT_INTERLEAVED: &str = include_str!("../../shaders/output/interleaved.wgsl");
 const OUTPUT_F32_CHW: &str = include_str!("../../shaders/output/f32_chw.wgsl");
 const LEVELS: &str = include_str!("../../shaders/levels.wgsl");
+const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,16 +30,20 @@ pub(crate) enum Stage {
     /// `levels.wgsl`: progressive levels from decoded payloads (entry points `refine`,
     /// `subsample`).
     Levels,
+    /// `augment.wgsl`: crop, resize, flip and normalise a decoded image into the batch tensor
+    /// (entry point `augment`).
+    Augment,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 4] = [
+    pub const ALL: [Stage; 5] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
         Stage::Levels,
+        Stage::Augment,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -46,6 +51,7 @@ impl Stage {
         match self {
             Stage::PrefixSum => "prefix_sum.wgsl",
             Stage::Levels => "levels.wgsl",
+            Stage::Augment => "augment.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -125,7 +131,7 @@ pub(crate) fn prelude() -> String {
 /// the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum | Stage::Levels => None,
+        Stage::PrefixSum | Stage::Levels | Stage::Augment => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -133,6 +139,7 @@ pub(crate) fn source(stage: Stage) -> String {
     };
     let parts: Vec<(&str, &str)> = match output {
         None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
+        None if stage == Stage::Augment => vec![("augment.wgsl", AUGMENT)],
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![
             ("shared/images.wgsl", IMAGES),

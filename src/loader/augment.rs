@@ -203,7 +203,7 @@ impl Augment {
 }
 
 /// Which source channel feeds each output channel.
-fn source_channels(image_channels: u8, out_channels: u8) -> crate::Result<Vec<usize>> {
+pub(crate) fn source_channels(image_channels: u8, out_channels: u8) -> crate::Result<Vec<usize>> {
     match (image_channels, out_channels) {
         (1 | 2, 3) => Ok(vec![0, 0, 0]),
         (3 | 4, 3) => Ok(vec![0, 1, 2]),

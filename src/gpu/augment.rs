@@ -1,0 +1,201 @@
+//! Augmentation on the GPU ([`GpuDecoder::augment`]): each image of a decoded batch cropped,
+//! resized, flipped and normalised into one f32 NCHW tensor buffer by `shaders/augment.wgsl`,
+//! the twin of [`crate::loader::Augment::apply`].
+
+use super::device::range;
+use super::readback::{read_buffer, GpuBatch};
+use super::upload::storage_buffer;
+use super::GpuDecoder;
+use crate::error::{LimitsError, ParameterError, Result};
+use crate::loader::augment::source_channels;
+use crate::loader::{Augment, AugmentParams};
+
+/// The uniform of one dispatch: `AugmentJob` in `augment.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct AugmentJob {
+    width: u32,
+    height: u32,
+    channels: u32,
+    depth: u32,
+    crop_x: u32,
+    crop_y: u32,
+    crop_w: u32,
+    crop_h: u32,
+    out_w: u32,
+    out_h: u32,
+    out_c: u32,
+    flip: u32,
+    dst_offset: u32,
+    source_channels: u32,
+    pad0: u32,
+    pad1: u32,
+    mean: [f32; 4],
+    std_dev: [f32; 4],
+}
+
+/// A batch tensor on the GPU: `images x channels x height x width` f32.
+#[derive(Debug)]
+pub struct GpuTensor {
+    /// The values (usage `STORAGE | COPY_SRC`).
+    pub buffer: wgpu::Buffer,
+    /// `[images, channels, height, width]`.
+    pub shape: [usize; 4],
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+}
+
+impl GpuTensor {
+    /// Copies the tensor back to the CPU (blocking).
+    pub fn read_back(&self) -> Result<Vec<f32>> {
+        let len = self.shape.iter().product::<usize>() as u64 * 4;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = read_buffer(&self.device, &self.queue, &self.buffer, 0, len)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+/// `LEVELS_WG`-like workgroup size of `augment.wgsl`.
+const AUGMENT_WORKGROUP_SIZE: u64 = 64;
+/// Workgroups per dispatch at most (each invocation loops over the elements beyond).
+const MAX_GROUPS: u64 = 65535;
+
+impl GpuDecoder {
+    /// Augments image `i` of `batch` (interleaved, as [`GpuDecoder::decode_batch`] or
+    /// [`GpuDecoder::decode_levels`] produce) with `params[i]` into image `i` of one f32 NCHW
+    /// tensor: the GPU twin of [`Augment::apply`], equal within float tolerance (fused
+    /// multiply-adds and WGSL's division precision; see the GPU tests).
+    pub fn augment(
+        &self,
+        batch: &GpuBatch,
+        params: &[AugmentParams],
+        augment: &Augment,
+    ) -> Result<GpuTensor> {
+        if params.len() != batch.images.len() {
+            return Err(ParameterError::InvalidOption {
+                name: "params",
+                value: params.len() as u64,
+                reason: "one per image of the batch",
+            }
+            .into());
+        }
+        if batch.images.iter().any(|l| l.planar) {
+            return Err(ParameterError::InvalidOption {
+                name: "batch layout",
+                value: 0,
+                reason: "augment reads interleaved batches",
+            }
+            .into());
+        }
+        let per = augment.output_len() as u64;
+        let shape = [
+            params.len(),
+            augment.channels as usize,
+            augment.size.1 as usize,
+            augment.size.0 as usize,
+        ];
+        let bytes = (per * params.len() as u64 * 4).max(4);
+        let max_binding = self.device.limits().max_storage_buffer_binding_size;
+        if bytes > max_binding || per * params.len() as u64 > u32::MAX as u64 {
+            return Err(LimitsError::GpuBuffer {
+                what: "augmented batch tensor",
+                needed: bytes,
+                max: max_binding,
+            }
+            .into());
+        }
+        let out = storage_buffer(&self.device, "l3 augmented batch", bytes);
+        let slot = self.uniform_align;
+        let jobs_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3 augment jobs"),
+            size: (params.len() as u64 * slot).max(slot),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        for (i, (l, p)) in batch.images.iter().zip(params).enumerate() {
+            let (x, y, w, h) = p.crop;
+            if w == 0 || h == 0 || x + w > l.width || y + h > l.height {
+                return Err(ParameterError::InvalidOption {
+                    name: "crop",
+                    value: i as u64,
+                    reason: "the crop must lie inside its image",
+                }
+                .into());
+            }
+            let sources = source_channels(l.channels, augment.channels)?;
+            let packed = sources
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (c, &s)| acc | (s as u32) << (8 * c));
+            let job = AugmentJob {
+                width: l.width,
+                height: l.height,
+                channels: l.channels as u32,
+                depth: l.depth as u32,
+                crop_x: x,
+                crop_y: y,
+                crop_w: w,
+                crop_h: h,
+                out_w: augment.size.0,
+                out_h: augment.size.1,
+                out_c: augment.channels as u32,
+                flip: p.flip as u32,
+                dst_offset: (i as u64 * per) as u32,
+                source_channels: packed,
+                mean: augment.normalize.mean,
+                std_dev: augment.normalize.std,
+                ..Default::default()
+            };
+            self.queue
+                .write_buffer(&jobs_buffer, i as u64 * slot, bytemuck::bytes_of(&job));
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("l3 augment"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("l3 augment"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&self.pipelines.augment);
+            for (i, l) in batch.images.iter().enumerate() {
+                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("l3 augment"),
+                    layout: &self.pipelines.augment_bgl,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: range(
+                                &jobs_buffer,
+                                i as u64 * slot,
+                                size_of::<AugmentJob>() as u64,
+                            ),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: range(&batch.buffer, l.offset, l.len.next_multiple_of(4)),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: out.as_entire_binding(),
+                        },
+                    ],
+                });
+                let groups = per.div_ceil(AUGMENT_WORKGROUP_SIZE).clamp(1, MAX_GROUPS);
+                pass.set_bind_group(0, &group, &[]);
+                pass.dispatch_workgroups(groups as u32, 1, 1);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(GpuTensor {
+            buffer: out,
+            shape,
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+        })
+    }
+}
