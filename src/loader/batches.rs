@@ -62,6 +62,12 @@ pub struct LoaderOptions {
     pub end_epoch: u64,
     /// Decoder options (default: checksums verified, one thread per image).
     pub decode: DecodeOptions,
+    /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
+    /// payloads as one GPU batch (`GpuDecoder::decode_levels`), then `augment.wgsl`; the
+    /// tensor is read back into [`Batch::data`]. Equal to the CPU path within float
+    /// tolerance (the GPU tests state it).
+    #[cfg(feature = "gpu")]
+    pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
 }
 
 impl LoaderOptions {
@@ -82,6 +88,8 @@ impl LoaderOptions {
                 parallel: false,
                 ..DecodeOptions::default()
             },
+            #[cfg(feature = "gpu")]
+            gpu: None,
         }
     }
 }
@@ -359,9 +367,15 @@ impl Producer {
                 Err(e) => errors[k] = Some(e),
             }
         }
-        // Decode + augment, one sample per task.
         let aug = &self.options.augment;
         let per = aug.output_len();
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &self.options.gpu {
+            return self.gpu_batch(
+                gpu, cache, ids, payloads, errors, state, after, started, read, bytes_read,
+            );
+        }
+        // Decode + augment, one sample per task.
         let results: Vec<Result<(Vec<f32>, Duration, Duration)>> = self.pool.install(|| {
             payloads
                 .par_iter()
@@ -425,6 +439,123 @@ impl Producer {
                     });
                 }
             }
+        }
+        out.shape[0] = out.samples.len();
+        out.times.total = started.elapsed();
+        Ok(out)
+    }
+
+    /// The GPU path of [`Producer::batch`]: the good samples' payloads decoded as one GPU
+    /// batch, augmented by `augment.wgsl`, read back. A record the GPU batch refuses (its
+    /// index is in the error) is skipped or fails the batch by [`OnError`], and the batch is
+    /// retried without it.
+    #[cfg(feature = "gpu")]
+    #[allow(clippy::too_many_arguments)]
+    fn gpu_batch(
+        &self,
+        gpu: &crate::gpu::GpuDecoder,
+        cache: &PlannedCache<Payloads>,
+        ids: &[u32],
+        payloads: Vec<Option<Payloads>>,
+        mut errors: Vec<Option<Error>>,
+        state: LoaderState,
+        after: LoaderState,
+        started: Instant,
+        read: Duration,
+        bytes_read: u64,
+    ) -> Result<Batch> {
+        let aug = &self.options.augment;
+        let level = self.level();
+        let mut out = Batch {
+            epoch: state.epoch,
+            consumed_before: state.consumed,
+            samples: Vec::new(),
+            classes: Vec::new(),
+            data: Vec::new(),
+            shape: [
+                0,
+                aug.channels as usize,
+                aug.size.1 as usize,
+                aug.size.0 as usize,
+            ],
+            skipped: Vec::new(),
+            state_after: after,
+            times: StageTimes {
+                read,
+                ..StageTimes::default()
+            },
+            cache: cache.stats(),
+            bytes_read,
+        };
+        let skip = |k: usize, e: Error, out: &mut Batch| -> Result<()> {
+            let sample = ids[k] as u64;
+            let (shard, key) = self.name_of(sample);
+            if self.options.on_error == OnError::Fail {
+                return Err(Error::Record {
+                    sample,
+                    shard,
+                    key,
+                    error: Box::new(e),
+                });
+            }
+            out.skipped.push(SkippedRecord {
+                sample,
+                shard,
+                key,
+                error: e.to_string(),
+            });
+            Ok(())
+        };
+        for k in 0..ids.len() {
+            if let Some(e) = errors[k].take() {
+                skip(k, e, &mut out)?;
+            }
+        }
+        let mut live: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_some()).collect();
+        loop {
+            if live.is_empty() {
+                break;
+            }
+            let t0 = Instant::now();
+            let refs: Vec<Vec<&[u8]>> = live
+                .iter()
+                .map(|&k| {
+                    let p = payloads[k].as_ref().expect("live samples have payloads");
+                    p.iter().map(|x| x.as_slice()).collect()
+                })
+                .collect();
+            let mut stored = Vec::with_capacity(live.len());
+            for (&k, r) in live.iter().zip(&refs) {
+                let (s, i) = self.dataset.locate(ids[k] as u64)?;
+                stored.push(self.dataset.shards()[s].stored_levels(i, r)?);
+            }
+            let decoded = match gpu.decode_levels(&stored, level) {
+                Ok(b) => b,
+                Err(Error::InBatch { image, error }) if image < live.len() => {
+                    let k = live.remove(image);
+                    skip(k, *error, &mut out)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let params: Vec<_> = live
+                .iter()
+                .zip(&decoded.images)
+                .map(|(&k, l)| {
+                    aug.params(state.seed, state.epoch, ids[k] as u64, l.width, l.height)
+                })
+                .collect();
+            let t1 = Instant::now();
+            let tensor = gpu.augment(&decoded, &params, aug)?;
+            out.data = tensor.read_back()?;
+            out.times.decode = t1 - t0;
+            out.times.augment = t1.elapsed();
+            for &k in &live {
+                let sample = ids[k] as u64;
+                out.samples.push(sample);
+                out.classes.push(self.dataset.record(sample)?.class);
+            }
+            break;
         }
         out.shape[0] = out.samples.len();
         out.times.total = started.elapsed();
