@@ -42,6 +42,9 @@ pub struct BenchLoaderArgs {
     /// Seed of the shuffle and the augmentation.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Decode and augment on the GPU (wgpu; WGPU_BACKEND / WGPU_ADAPTER_NAME pick it).
+    #[arg(long)]
+    pub gpu: bool,
 }
 
 #[derive(Default)]
@@ -70,13 +73,28 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
     o.threads = a.threads;
     o.end_epoch = a.epochs;
+    let mut device = "CPU".to_string();
+    if a.gpu {
+        #[cfg(feature = "gpu")]
+        {
+            let gpu = l3::gpu::GpuDecoder::new_default().context("--gpu: no usable adapter")?;
+            device = format!(
+                "GPU {}{}",
+                gpu.adapter_name(),
+                if gpu.is_software() { " (software)" } else { "" }
+            );
+            o.gpu = Some(Arc::new(gpu));
+        }
+        #[cfg(not(feature = "gpu"))]
+        anyhow::bail!("--gpu: this build has no GPU support (feature `gpu`)");
+    }
     let threads = if a.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         a.threads
     };
     println!(
-        "{}: {} records, {} level(s); reading level {}, {}x{} crops, batches of {}, {threads} threads, cache {} MiB ({})",
+        "{}: {} records, {} level(s); reading level {}, {}x{} crops, batches of {}, {threads} threads, decode + augment on the {device}, cache {} MiB ({})",
         a.dataset.display(),
         ds.len(),
         ds.manifest().levels,
@@ -117,13 +135,18 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     for (k, e) in epochs.iter().enumerate() {
         let per = |d: std::time::Duration| 1e3 * d.as_secs_f64() / e.images.max(1) as f64;
         println!(
-            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms (CPU); {} read; {} skipped",
+            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}); {} read; {} skipped",
             e.images,
             e.wall,
             e.images as f64 / e.wall.max(1e-9),
             per(e.times.read),
             per(e.times.decode),
             per(e.times.augment),
+            if a.gpu {
+                "GPU, wall time of the batch's submission and read-back"
+            } else {
+                "CPU time summed over the loader's threads"
+            },
             crate::human(e.bytes_read),
             e.skipped
         );
