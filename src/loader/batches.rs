@@ -506,8 +506,8 @@ impl Producer {
             });
             Ok(())
         };
-        for k in 0..ids.len() {
-            if let Some(e) = errors[k].take() {
+        for (k, e) in errors.iter_mut().enumerate() {
+            if let Some(e) = e.take() {
                 skip(k, e, &mut out)?;
             }
         }
