@@ -53,24 +53,42 @@ pub fn bench_loader(
             png_reference,
         })
     };
-    let variants: [(&str, Profile, u8, Option<u8>); 3] = [
-        ("compact, full resolution", Profile::Compact, 1, None),
-        ("fast, full resolution", Profile::Fast, 1, None),
+    let variants: [(&str, Profile, u8, Option<u8>, bool); 5] = [
+        ("compact, full resolution", Profile::Compact, 1, None, true),
+        (
+            "compact, full resolution, whole image decoded",
+            Profile::Compact,
+            1,
+            None,
+            false,
+        ),
+        ("fast, full resolution", Profile::Fast, 1, None, true),
+        (
+            "fast, full resolution, whole image decoded",
+            Profile::Fast,
+            1,
+            None,
+            false,
+        ),
         (
             "compact progressive (3 levels), level 1 = 1/2 per side",
             Profile::Compact,
             3,
             Some(1),
+            true,
         ),
     ];
-    for (label, profile, levels, level) in variants {
+    for (label, profile, levels, level, crop_window) in variants {
         let ds_dir = dir.join(format!("loader-{profile:?}-{levels}"));
-        std::fs::create_dir_all(&ds_dir)?;
-        pack_dataset(&ds_dir, images, profile, levels)?;
+        if !ds_dir.join("manifest.json").is_file() {
+            std::fs::create_dir_all(&ds_dir)?;
+            pack_dataset(&ds_dir, images, profile, levels)?;
+        }
         let ds = Arc::new(Dataset::open(&ds_dir)?);
         let (time, cpu) = timed(reps, budget, || {
             let mut o = LoaderOptions::new(Partition::single(BATCH));
             o.level = level;
+            o.crop_window_decode = crop_window;
             o.end_epoch = 1;
             o.threads = threads;
             let mut n = 0usize;

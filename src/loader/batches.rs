@@ -62,6 +62,9 @@ pub struct LoaderOptions {
     pub end_epoch: u64,
     /// Decoder options (default: checksums verified, one thread per image).
     pub decode: DecodeOptions,
+    /// Decode only the patch rows each random crop reads, where the level is stored as is
+    /// (default true; the output is the same either way, this is for measuring the saving).
+    pub crop_window_decode: bool,
     /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
     /// payloads as one GPU batch (`GpuDecoder::decode_levels`), then `augment.wgsl`; the
     /// tensor is read back into [`Batch::data`]. Equal to the CPU path within float
@@ -88,6 +91,7 @@ impl LoaderOptions {
                 parallel: false,
                 ..DecodeOptions::default()
             },
+            crop_window_decode: true,
             #[cfg(feature = "gpu")]
             gpu: None,
         }
@@ -594,7 +598,11 @@ impl Producer {
         let (w, h) = level_dims(stored.width, stored.height, stored.level_count, level);
         let params = aug.params(seed, epoch, sample, w, h);
         let (y, ch) = (params.crop.1, params.crop.3);
-        let rows = y.saturating_sub(1)..(y + ch + 1).min(h);
+        let rows = if self.options.crop_window_decode {
+            y.saturating_sub(1)..(y + ch + 1).min(h)
+        } else {
+            0..h
+        };
         let image = decode_level_rows(&stored, level, rows, &self.options.decode)?;
         let t1 = Instant::now();
         let mut data = vec![0f32; per];
