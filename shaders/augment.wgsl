@@ -1,6 +1,7 @@
 // Training augmentation of one decoded image (CPU twin: `loader::Augment::apply`, the same
 // f32 operations in the same order): random resized crop + bilinear resize (half-pixel
-// centres, clamped taps) + horizontal flip + normalisation, written as f32 CHW into the batch
+// centres, clamped taps) + horizontal flip, or the general mapping with quarter turns, a small
+// rotation and padding, + normalisation + Gaussian noise, written as f32 CHW into the batch
 // tensor. One dispatch per image; each invocation computes output elements with the grid's
 // stride. `src` is the image's range of the decoded batch (interleaved, 8-bit samples four to
 // a u32 word, 16-bit two, little-endian); `dst` is the whole batch tensor.
@@ -23,8 +24,16 @@ struct AugmentJob {
     flip: u32,
     dst_offset: u32,   // in f32 elements
     source_channels: u32, // output channel c reads source channel (this >> (8c)) & 0xff
+    rot90: u32,        // quarter turns after the flip
+    padding: u32,      // crop coordinates are in the image padded by this much
+    noise_seed: u32,   // 0: no noise
+    general: u32,      // 1: the per-pixel mapping (turns, rotation, padding)
     pad0: u32,
     pad1: u32,
+    cos_a: f32,
+    sin_a: f32,
+    fill: f32,
+    noise_std: f32,
     mean: vec4<f32>,
     std_dev: vec4<f32>,
 }
@@ -57,6 +66,73 @@ fn tap(o: u32, start: u32, len: u32, src_len: u32, out_len: u32) -> Tap {
     return Tap(lo, min(lo + 1u, src_len - 1u), s - f32(lo));
 }
 
+// Wellons' lowbias32 (`hash32` on the CPU).
+fn hash32(x_in: u32) -> u32 {
+    var x = x_in;
+    x ^= x >> 16u;
+    x *= 0x7feb352du;
+    x ^= x >> 15u;
+    x *= 0x846ca68bu;
+    x ^= x >> 16u;
+    return x;
+}
+
+// Standard normal value for element i (`gaussian` on the CPU).
+fn gaussian(seed: u32, i: u32) -> f32 {
+    let h1 = hash32(seed ^ hash32(i));
+    let h2 = hash32(h1 ^ 0x9e3779b9u);
+    let u1 = f32((h1 >> 8u) + 1u) * (1.0 / 16777216.0);
+    let u2 = f32(h2 >> 8u) * (1.0 / 16777216.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.2831855 * u2);
+}
+
+// The general mapping (`Augment::map_into` on the CPU): output pixel (ox, oy) of channel c,
+// already flipped, through the quarter turns and the rotation into source coordinates.
+fn mapped(ox: u32, oy: u32, sc: u32, c: u32, max_value: f32) -> f32 {
+    let u0 = (f32(ox) + 0.5) / f32(job.out_w);
+    let v0 = (f32(oy) + 0.5) / f32(job.out_h);
+    var u = u0;
+    var v = v0;
+    if (job.rot90 == 1u) {
+        u = v0;
+        v = 1.0 - u0;
+    } else if (job.rot90 == 2u) {
+        u = 1.0 - u0;
+        v = 1.0 - v0;
+    } else if (job.rot90 == 3u) {
+        u = 1.0 - v0;
+        v = u0;
+    }
+    let cw = f32(job.crop_w);
+    let ch = f32(job.crop_h);
+    let pad = f32(job.padding);
+    let dx = (u - 0.5) * cw;
+    let dy = (v - 0.5) * ch;
+    let sx = (f32(job.crop_x) - pad) + 0.5 * cw + (job.cos_a * dx - job.sin_a * dy) - 0.5;
+    let sy = (f32(job.crop_y) - pad) + 0.5 * ch + (job.sin_a * dx + job.cos_a * dy) - 0.5;
+    let wf = f32(job.width);
+    let hf = f32(job.height);
+    if (!(sx >= -0.5 && sx <= wf - 0.5 && sy >= -0.5 && sy <= hf - 0.5)) {
+        return (job.fill - job.mean[c]) / job.std_dev[c];
+    }
+    let sxc = clamp(sx, 0.0, wf - 1.0);
+    let syc = clamp(sy, 0.0, hf - 1.0);
+    let x0 = u32(floor(sxc));
+    let y0 = u32(floor(syc));
+    let x1 = min(x0 + 1u, job.width - 1u);
+    let y1 = min(y0 + 1u, job.height - 1u);
+    let fx = sxc - f32(x0);
+    let fy = syc - f32(y0);
+    let a0 = sample_at(x0, y0, sc);
+    let a1 = sample_at(x1, y0, sc);
+    let b0 = sample_at(x0, y1, sc);
+    let b1 = sample_at(x1, y1, sc);
+    let top = a0 + (a1 - a0) * fx;
+    let bottom = b0 + (b1 - b0) * fx;
+    let val = top + (bottom - top) * fy;
+    return (val / max_value - job.mean[c]) / job.std_dev[c];
+}
+
 @compute @workgroup_size(64)
 fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
            @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -68,16 +144,25 @@ fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
         let oy = (i % plane) / job.out_w;
         let ox0 = i % job.out_w;
         let ox = select(ox0, job.out_w - 1u - ox0, job.flip == 1u);
-        let tx = tap(ox, job.crop_x, job.crop_w, job.width, job.out_w);
-        let ty = tap(oy, job.crop_y, job.crop_h, job.height, job.out_h);
         let sc = (job.source_channels >> (8u * c)) & 0xffu;
-        let a0 = sample_at(tx.lo, ty.lo, sc);
-        let a1 = sample_at(tx.hi, ty.lo, sc);
-        let b0 = sample_at(tx.lo, ty.hi, sc);
-        let b1 = sample_at(tx.hi, ty.hi, sc);
-        let top = a0 + (a1 - a0) * tx.f;
-        let bottom = b0 + (b1 - b0) * tx.f;
-        let v = top + (bottom - top) * ty.f;
-        dst[job.dst_offset + i] = (v / max_value - job.mean[c]) / job.std_dev[c];
+        var value: f32;
+        if (job.general == 1u) {
+            value = mapped(ox, oy, sc, c, max_value);
+        } else {
+            let tx = tap(ox, job.crop_x, job.crop_w, job.width, job.out_w);
+            let ty = tap(oy, job.crop_y, job.crop_h, job.height, job.out_h);
+            let a0 = sample_at(tx.lo, ty.lo, sc);
+            let a1 = sample_at(tx.hi, ty.lo, sc);
+            let b0 = sample_at(tx.lo, ty.hi, sc);
+            let b1 = sample_at(tx.hi, ty.hi, sc);
+            let top = a0 + (a1 - a0) * tx.f;
+            let bottom = b0 + (b1 - b0) * tx.f;
+            let v = top + (bottom - top) * ty.f;
+            value = (v / max_value - job.mean[c]) / job.std_dev[c];
+        }
+        if (job.noise_seed != 0u) {
+            value += job.noise_std * gaussian(job.noise_seed, i) / job.std_dev[c];
+        }
+        dst[job.dst_offset + i] = value;
     }
 }

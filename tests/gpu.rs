@@ -677,10 +677,19 @@ fn gpu_augmentation_matches_the_cpu_twin() {
         })
         .collect();
     let mut worst = 0f32;
+    let mut general = Augment::with_size(50, 40);
+    general.rotate90 = true;
+    general.max_angle_degrees = 20.0;
+    general.padding = 6;
+    general.fill = 0.5;
+    general.noise_std = 0.05;
+    let mut total = 0usize;
+    let mut edge = 0usize;
     for (seed, aug) in [
         (1u64, Augment::default()),
         (2, Augment::with_size(37, 19)),
         (3, Augment::with_size(64, 64).deterministic()),
+        (4, general),
     ] {
         let mut params: Vec<AugmentParams> = cpu_images
             .iter()
@@ -693,6 +702,7 @@ fn gpu_augmentation_matches_the_cpu_twin() {
             params[0] = AugmentParams {
                 crop: (im.width - 1, im.height - 1, 1, 1),
                 flip: true,
+                ..params[0]
             };
         }
         let tensor = gpu.augment(&batch, &params, &aug).unwrap();
@@ -703,11 +713,24 @@ fn gpu_augmentation_matches_the_cpu_twin() {
             let mut expect = vec![0f32; per];
             aug.apply(im, p, &mut expect).unwrap();
             for (g, e) in got[i * per..(i + 1) * per].iter().zip(&expect) {
+                total += 1;
+                // A rotated sample coordinate within rounding of the image edge can land on
+                // the other side of the fill decision: counted, and bounded below.
+                if (g - e).abs() > 1e-4 && aug.padding > 0 {
+                    edge += 1;
+                    continue;
+                }
                 worst = worst.max((g - e).abs());
             }
         }
     }
-    println!("largest |GPU - CPU| over every augmented value: {worst:e}");
+    println!(
+        "largest |GPU - CPU| over every augmented value: {worst:e}; {edge} of {total} values on the other side of an edge"
+    );
+    assert!(
+        edge * 10_000 <= total,
+        "{edge} of {total} values differ at edges"
+    );
     assert!(
         worst <= 1e-4,
         "GPU augmentation differs from the CPU by {worst}"

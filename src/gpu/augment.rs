@@ -28,8 +28,16 @@ struct AugmentJob {
     flip: u32,
     dst_offset: u32,
     source_channels: u32,
+    rot90: u32,
+    padding: u32,
+    noise_seed: u32,
+    general: u32,
     pad0: u32,
     pad1: u32,
+    cos_a: f32,
+    sin_a: f32,
+    fill: f32,
+    noise_std: f32,
     mean: [f32; 4],
     std_dev: [f32; 4],
 }
@@ -116,7 +124,8 @@ impl GpuDecoder {
         });
         for (i, (l, p)) in batch.images.iter().zip(params).enumerate() {
             let (x, y, w, h) = p.crop;
-            if w == 0 || h == 0 || x + w > l.width || y + h > l.height {
+            let pad = augment.padding;
+            if w == 0 || h == 0 || x + w > l.width + 2 * pad || y + h > l.height + 2 * pad {
                 return Err(ParameterError::InvalidOption {
                     name: "crop",
                     value: i as u64,
@@ -144,6 +153,14 @@ impl GpuDecoder {
                 flip: p.flip as u32,
                 dst_offset: (i as u64 * per) as u32,
                 source_channels: packed,
+                rot90: p.rot90 as u32,
+                padding: pad,
+                noise_seed: p.noise_seed,
+                general: p.is_general(pad) as u32,
+                cos_a: p.rotation.0,
+                sin_a: p.rotation.1,
+                fill: augment.fill,
+                noise_std: augment.noise_std,
                 mean: augment.normalize.mean,
                 std_dev: augment.normalize.std,
                 ..Default::default()

@@ -51,6 +51,20 @@ pub struct Augment {
     pub channels: u8,
     /// Normalisation of the output (default ImageNet mean and std).
     pub normalize: Normalize,
+    /// Rotate by a random multiple of 90 degrees (default false).
+    pub rotate90: bool,
+    /// Rotate by a random angle in `-max..max` degrees about the crop's centre (default 0:
+    /// none); samples that fall outside the image take `fill`.
+    pub max_angle_degrees: f32,
+    /// Pad the image by this many pixels of `fill` on every side before cropping (default 0),
+    /// as torchvision's `RandomCrop(padding=...)`.
+    pub padding: u32,
+    /// Value of padded and rotated-in pixels, as a fraction of full scale (default 0.0:
+    /// black), normalised like the samples.
+    pub fill: f32,
+    /// Gaussian noise added to every value, standard deviation in units of full scale
+    /// (default 0: none); after normalisation it is `noise_std / std[c]`.
+    pub noise_std: f32,
 }
 
 impl Default for Augment {
@@ -61,6 +75,11 @@ impl Default for Augment {
             flip_probability: 0.5,
             channels: 3,
             normalize: Normalize::IMAGENET,
+            rotate90: false,
+            max_angle_degrees: 0.0,
+            padding: 0,
+            fill: 0.0,
+            noise_std: 0.0,
         }
     }
 }
@@ -68,10 +87,25 @@ impl Default for Augment {
 /// The random choices for one sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AugmentParams {
-    /// Crop in source pixels: left, top, width, height.
+    /// Crop in pixels of the padded image (the image starts at `padding`): left, top, width,
+    /// height.
     pub crop: (u32, u32, u32, u32),
     /// Flip horizontally.
     pub flip: bool,
+    /// Quarter turns (0..=3), applied after the flip.
+    pub rot90: u8,
+    /// Cosine and sine of the small rotation (1, 0: none).
+    pub rotation: (f32, f32),
+    /// Seed of the noise (0 when there is none).
+    pub noise_seed: u32,
+}
+
+impl AugmentParams {
+    /// Whether the sample goes through the general (per-pixel) mapping rather than the
+    /// separable crop + resize.
+    pub fn is_general(&self, padding: u32) -> bool {
+        self.rot90 != 0 || self.rotation != (1.0, 0.0) || padding > 0
+    }
 }
 
 impl Augment {
@@ -108,12 +142,32 @@ impl Augment {
         let mut rng = SplitMix64::new(splitmix64(
             epoch_seed(seed, epoch) ^ splitmix64(sample ^ AUGMENT_SALT),
         ));
+        let (pw, ph) = (width + 2 * self.padding, height + 2 * self.padding);
         let crop = match self.crop {
-            None => (0, 0, width, height),
-            Some(rrc) => random_resized_crop(&mut rng, &rrc, width, height),
+            None => (0, 0, pw, ph),
+            Some(rrc) => random_resized_crop(&mut rng, &rrc, pw, ph),
         };
         let flip = rng.unit_f32() < self.flip_probability;
-        AugmentParams { crop, flip }
+        // Later transforms draw after the earlier ones, so adding one does not move them.
+        let rot90 = if self.rotate90 { rng.below(4) as u8 } else { 0 };
+        let rotation = if self.max_angle_degrees > 0.0 {
+            let a = (2.0 * rng.unit_f32() - 1.0) * self.max_angle_degrees.to_radians();
+            (a.cos(), a.sin())
+        } else {
+            (1.0, 0.0)
+        };
+        let noise_seed = if self.noise_std > 0.0 {
+            (rng.next_u64() >> 32) as u32 | 1
+        } else {
+            0
+        };
+        AugmentParams {
+            crop,
+            flip,
+            rot90,
+            rotation,
+            noise_seed,
+        }
     }
 
     /// Writes the augmented, normalised image into `out` (`channels x height x width` f32,
@@ -132,22 +186,125 @@ impl Augment {
             .into());
         }
         let sources = source_channels(image.channels, self.channels)?;
+        let (x, y, w, h) = p.crop;
+        let (pw, ph) = (
+            image.width + 2 * self.padding,
+            image.height + 2 * self.padding,
+        );
+        if w == 0 || h == 0 || x + w > pw || y + h > ph {
+            return Err(crate::ParameterError::InvalidOption {
+                name: "crop",
+                value: x as u64,
+                reason: "the crop must lie inside the (padded) image",
+            }
+            .into());
+        }
+        let general = p.is_general(self.padding);
         match image.depth {
-            8 => self.resize_into(&image.data, image, p, &sources, out),
+            8 => self.sample_into(&image.data, image, p, &sources, out, general),
             _ => match bytemuck::try_cast_slice::<u8, u16>(&image.data) {
-                Ok(px) => self.resize_into(px, image, p, &sources, out),
+                Ok(px) => self.sample_into(px, image, p, &sources, out, general),
                 Err(_) => {
                     let px: Vec<u16> = bytemuck::pod_collect_to_vec(&image.data);
-                    self.resize_into(&px, image, p, &sources, out)
+                    self.sample_into(&px, image, p, &sources, out, general)
                 }
             },
+        }
+        if p.noise_seed != 0 {
+            let plane = self.size.0 as usize * self.size.1 as usize;
+            for (i, o) in out.iter_mut().enumerate() {
+                let c = i / plane;
+                *o += self.noise_std * gaussian(p.noise_seed, i as u32) / self.normalize.std[c];
+            }
         }
         Ok(())
     }
 }
 
 impl Augment {
-    /// [`Augment::apply`] on typed samples.
+    fn sample_into<T: Sample>(
+        &self,
+        px: &[T],
+        image: &LevelImage,
+        p: &AugmentParams,
+        sources: &[usize],
+        out: &mut [f32],
+        general: bool,
+    ) {
+        if general {
+            self.map_into(px, image, p, sources, out)
+        } else {
+            self.resize_into(px, image, p, sources, out)
+        }
+    }
+
+    /// The general mapping (quarter turns, rotation, padding), per output pixel: the output
+    /// pixel's centre in crop-relative coordinates `(u, v)`, flipped, turned, then rotated
+    /// about the crop's centre into source coordinates; outside the image it is `fill`.
+    fn map_into<T: Sample>(
+        &self,
+        px: &[T],
+        image: &LevelImage,
+        p: &AugmentParams,
+        sources: &[usize],
+        out: &mut [f32],
+    ) {
+        let (ow, oh) = (self.size.0 as usize, self.size.1 as usize);
+        let (w, h, n) = (
+            image.width as usize,
+            image.height as usize,
+            image.channels as usize,
+        );
+        let (wf, hf) = (image.width as f32, image.height as f32);
+        let pad = self.padding as f32;
+        let (cx, cy, cw, ch) = (
+            p.crop.0 as f32,
+            p.crop.1 as f32,
+            p.crop.2 as f32,
+            p.crop.3 as f32,
+        );
+        let (cos, sin) = p.rotation;
+        let max = crate::layout::max_value(image.depth);
+        let plane = ow * oh;
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let x = if p.flip { ow - 1 - ox } else { ox };
+                let u = (x as f32 + 0.5) / ow as f32;
+                let v = (oy as f32 + 0.5) / oh as f32;
+                let (u, v) = match p.rot90 {
+                    0 => (u, v),
+                    1 => (v, 1.0 - u),
+                    2 => (1.0 - u, 1.0 - v),
+                    _ => (1.0 - v, u),
+                };
+                let dx = (u - 0.5) * cw;
+                let dy = (v - 0.5) * ch;
+                let sx = (cx - pad) + 0.5 * cw + (cos * dx - sin * dy) - 0.5;
+                let sy = (cy - pad) + 0.5 * ch + (sin * dx + cos * dy) - 0.5;
+                let inside = sx >= -0.5 && sx <= wf - 0.5 && sy >= -0.5 && sy <= hf - 0.5;
+                for (oc, &sc) in sources.iter().enumerate() {
+                    let (mean, std) = (self.normalize.mean[oc], self.normalize.std[oc]);
+                    let o = &mut out[oc * plane + oy * ow + ox];
+                    if !inside {
+                        *o = (self.fill - mean) / std;
+                        continue;
+                    }
+                    let sxc = sx.clamp(0.0, wf - 1.0);
+                    let syc = sy.clamp(0.0, hf - 1.0);
+                    let (x0, y0) = (sxc.floor() as usize, syc.floor() as usize);
+                    let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
+                    let (fx, fy) = (sxc - x0 as f32, syc - y0 as f32);
+                    let at = |x: usize, y: usize| px[(y * w + x) * n + sc].get() as f32;
+                    let top = at(x0, y0) + (at(x1, y0) - at(x0, y0)) * fx;
+                    let bottom = at(x0, y1) + (at(x1, y1) - at(x0, y1)) * fx;
+                    let v = top + (bottom - top) * fy;
+                    *o = (v / max - mean) / std;
+                }
+            }
+        }
+    }
+
+    /// The separable crop + resize (no turn, rotation or padding), row by row.
     fn resize_into<T: Sample>(
         &self,
         px: &[T],
@@ -200,6 +357,26 @@ impl Augment {
             }
         }
     }
+}
+
+/// A 32-bit integer hash (Wellons' "lowbias32"): the same on the CPU and in WGSL.
+pub(crate) const fn hash32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^= x >> 16;
+    x
+}
+
+/// A standard normal value for element `i` of a sample whose noise seed is `seed`
+/// (Box-Muller from two hashed uniforms; `augment.wgsl`'s `gaussian`).
+pub(crate) fn gaussian(seed: u32, i: u32) -> f32 {
+    let h1 = hash32(seed ^ hash32(i));
+    let h2 = hash32(h1 ^ 0x9e37_79b9);
+    let u1 = ((h1 >> 8) + 1) as f32 * (1.0 / 16_777_216.0);
+    let u2 = (h2 >> 8) as f32 * (1.0 / 16_777_216.0);
+    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
 }
 
 /// Which source channel feeds each output channel.
@@ -272,6 +449,59 @@ mod tests {
         }
     }
 
+    /// A half turn of the whole image is the image mirrored in both axes; padding puts `fill`
+    /// around it; noise has the stated spread; and turning these on does not move the
+    /// crop and flip drawn before them.
+    #[test]
+    fn turns_padding_and_noise() {
+        let img = gray(12, 10, |x, y| (x * 20 + y * 3) as u8);
+        let mut a = Augment::with_size(12, 10).deterministic();
+        a.channels = 1;
+        a.normalize = Normalize::UNIT;
+        let base = a.params(0, 0, 0, 12, 10);
+        let mut plain = vec![0f32; a.output_len()];
+        a.apply(&img, &base, &mut plain).unwrap();
+        let half_turn = AugmentParams { rot90: 2, ..base };
+        let mut turned = vec![0f32; a.output_len()];
+        a.apply(&img, &half_turn, &mut turned).unwrap();
+        for y in 0..10 {
+            for x in 0..12 {
+                let (t, p) = (turned[y * 12 + x], plain[(9 - y) * 12 + 11 - x]);
+                assert!((t - p).abs() < 1e-5, "({x}, {y}): {t} vs {p}");
+            }
+        }
+        let mut padded = a;
+        padded.padding = 2;
+        padded.fill = 0.25;
+        padded.size = (16, 14);
+        let p = padded.params(0, 0, 0, 12, 10);
+        assert_eq!(p.crop, (0, 0, 16, 14));
+        let mut out = vec![0f32; padded.output_len()];
+        padded.apply(&img, &p, &mut out).unwrap();
+        assert!(out[..16].iter().all(|&v| v == 0.25), "{:?}", &out[..16]);
+        assert_eq!(out[2 * 16 + 2], img.data[0] as f32 / 255.0);
+
+        let mut noisy = Augment::with_size(64, 64).deterministic();
+        noisy.normalize = Normalize::UNIT;
+        noisy.noise_std = 0.1;
+        let flat = gray(64, 64, |_, _| 128);
+        let p = noisy.params(3, 1, 7, 64, 64);
+        let mut out = vec![0f32; noisy.output_len()];
+        noisy.apply(&flat, &p, &mut out).unwrap();
+        let n = out.len() as f32;
+        let mean = out.iter().sum::<f32>() / n;
+        let sd = (out.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n).sqrt();
+        assert!((mean - 128.0 / 255.0).abs() < 0.005, "{mean}");
+        assert!((sd - 0.1).abs() < 0.005, "{sd}");
+        let mut d = Augment::default();
+        let before = d.params(5, 2, 9, 300, 200);
+        d.rotate90 = true;
+        d.max_angle_degrees = 10.0;
+        d.noise_std = 0.01;
+        let after = d.params(5, 2, 9, 300, 200);
+        assert_eq!((before.crop, before.flip), (after.crop, after.flip));
+    }
+
     #[test]
     fn params_depend_only_on_seed_epoch_sample_and_stay_inside() {
         let a = Augment::default();
@@ -302,8 +532,8 @@ mod tests {
             assert_eq!(*v, img.data[i] as f32 / 255.0);
         }
         let flipped = AugmentParams {
-            crop: (0, 0, 16, 8),
             flip: true,
+            ..a.params(0, 0, 0, 16, 8)
         };
         let mut out2 = vec![0f32; a.output_len()];
         a.apply(&img, &flipped, &mut out2).unwrap();
