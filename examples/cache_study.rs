@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use l3::loader::{permutation, simulate, Policy, SplitMix64};
+use l3::loader::{first_and_next_uses, permutation, simulate, PlannedCache, Policy, SplitMix64};
 
 struct Args {
     records: u32,
@@ -52,7 +52,11 @@ fn sizes(a: &Args) -> (Vec<u64>, String) {
         let real: Vec<u64> = ds
             .shards()
             .iter()
-            .flat_map(|s| s.records().iter().map(|r| r.levels.iter().map(|l| l.len).sum()))
+            .flat_map(|s| {
+                s.records()
+                    .iter()
+                    .map(|r| r.levels.iter().map(|l| l.len).sum())
+            })
             .collect();
         let n = real.len();
         let v = (0..a.records as usize).map(|i| real[i % n]).collect();
@@ -124,8 +128,9 @@ fn main() {
     }
     let _ = writeln!(
         md,
-        "\n![hit rate vs budget](cache-study.png)\n\nThe plot: x = budget fraction 0..1, y = hit rate 0..1 after the first epoch; blue = planned, red = LRU, grey = no cache, black = y = x (the steady-state optimum for independent shuffles).\n\nNot measured here: reordering within a window of the plan to raise hits beyond f (SOLAR's idea), which costs shuffle quality."
+        "\n![hit rate vs budget](cache-study.png)\n\nThe plot: x = budget fraction 0..1, y = hit rate 0..1 after the first epoch; blue = planned, red = LRU, grey = no cache, black = y = x (the steady-state optimum for independent shuffles)."
     );
+    reorder_study(&mut md, &a, &sizes, total, &sequence);
     std::fs::create_dir_all(a.out.parent().unwrap_or(std::path::Path::new("."))).unwrap();
     std::fs::write(a.out.with_extension("md"), &md).unwrap();
     plot(&points).save(a.out.with_extension("png")).unwrap();
@@ -175,4 +180,172 @@ fn plot(points: &[(f64, f64, f64)]) -> image::RgbImage {
         prev = (f, p, l);
     }
     img
+}
+
+/// Batch size of the shuffle-quality measurement.
+const BATCH: usize = 256;
+/// Classes of the class-sorted dataset.
+const CLASSES: u64 = 100;
+
+/// SOLAR's idea, measured: within each window of the plan, read first the records the cache
+/// holds at the window's start (in planned order), then the others (in planned order). Hits
+/// rise; the cost is in shuffle quality, measured on a class-sorted dataset (record i has class
+/// i * CLASSES / n) as the mean share of a batch's most common class, against the plan itself
+/// (a global shuffle) and a 1024-sample shuffle buffer over the class-sorted stream (as
+/// WebDataset and DALI's container readers shuffle).
+fn reorder_study(md: &mut String, a: &Args, sizes: &[u64], total: u64, sequence: &[u32]) {
+    let n = a.records as usize;
+    let budget = total / 2;
+    let _ = writeln!(
+        md,
+        "\n## Reordering within a window (SOLAR's idea) and what it costs the shuffle\n\nBudget 50%, planned eviction, the same {} epochs. `window` = accesses reordered together: the records the cache holds at the window's start are read first, then the others, each group in planned order (a window of 0 is the plan as is). Shuffle quality on a class-sorted dataset ({CLASSES} classes of {} records, in record order): the mean over batches of {BATCH} of the largest share of one class in a batch (an ideal shuffle: about {:.3}), and the same for a 1024-sample shuffle buffer over the class-sorted stream (WebDataset, DALI containers) for comparison.\n\n| window (accesses) | hit rate after epoch 1 | bytes read / epoch after epoch 1 | mean largest class share per batch | position correlation between consecutive epochs |\n|---:|---:|---:|---:|---:|",
+        a.epochs,
+        n as u64 / CLASSES,
+        ideal_share()
+    );
+    for window in [0usize, 1024, 4096, 16384, n] {
+        let (order, stats_after_first) = reordered(sequence, sizes, budget, window, n);
+        let share = class_share(&order[n..]);
+        let _ = writeln!(
+            md,
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            if window == 0 {
+                "0 (the plan)".to_string()
+            } else {
+                window.to_string()
+            },
+            stats_after_first.0,
+            stats_after_first.1 / total as f64,
+            share,
+            epoch_correlation(&order, n)
+        );
+    }
+    let buffered = shuffle_buffer(n, 1024, a.epochs);
+    let _ = writeln!(
+        md,
+        "| 1024-sample shuffle buffer (no cache) | - | - | {:.3} | {:.3} |\n\nThe class mix per batch does not suffer from reordering (the cached records are a random subset); the cost shows as correlation between epochs: records read late in one epoch (so still cached) are read early in the next. The loader itself does not reorder (its order is the plan, a true global shuffle, with correlation about 0); this measures what the option would buy and cost.",
+        class_share(&buffered[n..]),
+        epoch_correlation(&buffered, n)
+    );
+}
+
+/// The mean largest class share per batch of an ideal shuffle (simulated once).
+fn ideal_share() -> f64 {
+    let n = 100_000u32;
+    let p = permutation(99, 0, n);
+    class_share_of(&p, n as u64)
+}
+
+fn class_share(order: &[u32]) -> f64 {
+    let n = order.iter().copied().max().map_or(1, |m| m as u64 + 1);
+    class_share_of(order, n)
+}
+
+fn class_share_of(order: &[u32], n: u64) -> f64 {
+    let mut sum = 0.0;
+    let mut batches = 0;
+    for b in order.chunks(BATCH) {
+        let mut counts = vec![0usize; CLASSES as usize];
+        for &id in b {
+            counts[(id as u64 * CLASSES / n) as usize] += 1;
+        }
+        sum += *counts.iter().max().unwrap() as f64 / b.len() as f64;
+        batches += 1;
+    }
+    sum / batches as f64
+}
+
+/// A shuffle buffer of `buffer` samples over the class-sorted stream 0..n, per epoch.
+fn shuffle_buffer(n: usize, buffer: usize, epochs: u64) -> Vec<u32> {
+    let mut rng = SplitMix64::new(5);
+    let mut out = Vec::with_capacity(n * epochs as usize);
+    for _ in 0..epochs {
+        let mut buf: Vec<u32> = Vec::with_capacity(buffer);
+        for id in 0..n as u32 {
+            if buf.len() == buffer {
+                let k = rng.below(buffer as u64) as usize;
+                out.push(buf.swap_remove(k));
+            }
+            buf.push(id);
+        }
+        while !buf.is_empty() {
+            let k = rng.below(buf.len() as u64) as usize;
+            out.push(buf.swap_remove(k));
+        }
+    }
+    out
+}
+
+/// The sequence with each window reordered (cached records first), run through the planned
+/// cache; returns the new order and (hit rate, bytes read per epoch) after the first epoch.
+fn reordered(
+    sequence: &[u32],
+    sizes: &[u64],
+    budget: u64,
+    window: usize,
+    per_epoch: usize,
+) -> (Vec<u32>, (f64, f64)) {
+    let mut order = sequence.to_vec();
+    let mut cache = PlannedCache::<()>::new(Policy::Planned, budget);
+    let mut first_epoch = None;
+    let step = if window == 0 { order.len() } else { window };
+    let mut start = 0;
+    while start < order.len() {
+        let end = (start + step).min(order.len());
+        if window > 0 {
+            let (cached, rest): (Vec<u32>, Vec<u32>) = order[start..end]
+                .iter()
+                .partition(|&&id| cache.contains(id));
+            order[start..end].copy_from_slice(&[cached, rest].concat());
+        }
+        // Next uses over what is left, in the order now planned.
+        let (first, next) = first_and_next_uses(&order[start..], sizes.len());
+        cache.rekey(|id| first[id as usize].saturating_add(start as u64));
+        for t in start..end {
+            let id = order[t];
+            let nu = next[t - start].saturating_add(start as u64);
+            if cache.get(id, t as u64, nu).is_none() {
+                cache.insert(id, (), sizes[id as usize], t as u64, nu);
+            }
+            if t + 1 == per_epoch {
+                first_epoch = Some(cache.stats());
+            }
+        }
+        start = end;
+    }
+    let all = cache.stats();
+    let first = first_epoch.unwrap_or_default();
+    let epochs_after = (order.len() - per_epoch) as f64 / per_epoch as f64;
+    (
+        order,
+        (
+            (all.hits - first.hits) as f64 / (all.accesses - first.accesses) as f64,
+            (all.miss_bytes - first.miss_bytes) as f64 / epochs_after,
+        ),
+    )
+}
+
+/// Mean Pearson correlation of a record's position in epoch e and in epoch e + 1.
+fn epoch_correlation(order: &[u32], n: usize) -> f64 {
+    let epochs = order.len() / n;
+    let position = |e: usize| {
+        let mut p = vec![0f64; n];
+        for (i, &id) in order[e * n..(e + 1) * n].iter().enumerate() {
+            p[id as usize] = i as f64;
+        }
+        p
+    };
+    let mut sum = 0.0;
+    for e in 0..epochs - 1 {
+        let (a, b) = (position(e), position(e + 1));
+        let mean = (n as f64 - 1.0) / 2.0;
+        let (mut cov, mut va, mut vb) = (0.0, 0.0, 0.0);
+        for (x, y) in a.iter().zip(&b) {
+            cov += (x - mean) * (y - mean);
+            va += (x - mean) * (x - mean);
+            vb += (y - mean) * (y - mean);
+        }
+        sum += cov / (va * vb).sqrt();
+    }
+    sum / (epochs - 1) as f64
 }

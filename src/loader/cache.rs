@@ -113,6 +113,11 @@ impl<V> PlannedCache<V> {
         self.entries.is_empty()
     }
 
+    /// Whether record `id` is held.
+    pub fn contains(&self, id: u32) -> bool {
+        self.entries.contains_key(&id)
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> CacheStats {
         self.stats
