@@ -156,13 +156,14 @@ pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Res
     }
 }
 
-/// Like [`decode_layout`], but decodes only the bands (patch rows) that hold rows `rows` of
-/// the image: the other rows of `out` are left as they are. For consumers that need only a
-/// window of the image (a random crop): patches are independent, so the skipped bands cost
-/// nothing. `rows` is clamped to the image.
-pub fn decode_layout_rows(
+/// Like [`decode_layout`], but decodes only the patches that hold pixels of the window
+/// `columns x rows` of the image: the other pixels of `out` are left as they are. For
+/// consumers that need only a window (a random crop): patches are independent, so the skipped
+/// ones cost nothing. The window is clamped to the image.
+pub fn decode_layout_window(
     layout: &FileLayout,
     out: &mut [u8],
+    columns: std::ops::Range<u32>,
     rows: std::ops::Range<u32>,
     parallel: bool,
 ) -> Result<()> {
@@ -172,8 +173,15 @@ pub fn decode_layout_rows(
     let first = (rows.start.min(h.height) / p) as usize;
     let last = rows.end.min(h.height).div_ceil(p) as usize;
     let band_bytes = p as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
+    let cols =
+        (columns.start.min(h.width) / p) as usize..columns.end.min(h.width).div_ceil(p) as usize;
     let decode = |(band, chunk): (usize, &mut [u8])| {
-        decode_band(layout, band, &mut InterleavedBand::new(h, chunk))
+        decode_band_columns(
+            layout,
+            band,
+            cols.clone(),
+            &mut InterleavedBand::new(h, chunk),
+        )
     };
     let bands = out
         .chunks_mut(band_bytes)
@@ -224,8 +232,19 @@ fn decode_f32_chw(
 
 /// Decodes band `band` (one patch row) into `sink`: the one place the profile picks a codec.
 fn decode_band<S: BandSink>(layout: &FileLayout, band: usize, sink: &mut S) -> Result<()> {
+    let all = 0..layout.header.patches_x() as usize;
+    decode_band_columns(layout, band, all, sink)
+}
+
+/// [`decode_band`] for the patches in patch columns `columns` only.
+fn decode_band_columns<S: BandSink>(
+    layout: &FileLayout,
+    band: usize,
+    columns: std::ops::Range<usize>,
+    sink: &mut S,
+) -> Result<()> {
     match layout.header.profile {
-        Profile::Fast => fast::decode::decode_band(layout, band, sink),
-        Profile::Compact => compact::decode::decode_band(layout, band, sink),
+        Profile::Fast => fast::decode::decode_band(layout, band, columns, sink),
+        Profile::Compact => compact::decode::decode_band(layout, band, columns, sink),
     }
 }

@@ -11,16 +11,20 @@ use crate::error::{FormatError, Result};
 use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
 use crate::format::{FileLayout, Header};
 
-/// Decodes the patches of band `band` (one patch row) of a validated layout into `sink`.
+/// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
+/// columns are in `columns` into `sink` (patches are independent: the others are skipped).
 pub(crate) fn decode_band<S: BandSink>(
     layout: &FileLayout,
     band: usize,
+    columns: std::ops::Range<usize>,
     sink: &mut S,
 ) -> Result<()> {
     let h = &layout.header;
     let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize);
     let first = band * h.patches_x() as usize;
-    for patch in first..first + h.patches_x() as usize {
+    let columns =
+        columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
+    for patch in first + columns.start..first + columns.end {
         decode_patch(layout, patch, sink, &mut scratch)?;
     }
     Ok(())

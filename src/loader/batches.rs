@@ -23,7 +23,7 @@ use super::cache::{first_and_next_uses, CacheStats, PlannedCache, Policy};
 use super::plan::{permutation, rank_steps, LoaderState, Partition};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, ParameterError, Result};
-use crate::progressive::{decode_level_rows, level_dims, LevelScheme, StoredLevels};
+use crate::progressive::{decode_level_window, level_dims, LevelScheme, StoredLevels};
 use crate::shard::Dataset;
 
 /// What to do with a record that cannot be read or decoded.
@@ -62,7 +62,7 @@ pub struct LoaderOptions {
     pub end_epoch: u64,
     /// Decoder options (default: checksums verified, one thread per image).
     pub decode: DecodeOptions,
-    /// Decode only the patch rows each random crop reads, where the level is stored as is
+    /// Decode only the patches each random crop reads, where the level is stored as is
     /// (default true; the output is the same either way, this is for measuring the saving).
     pub crop_window_decode: bool,
     /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
@@ -597,13 +597,19 @@ impl Producer {
         let aug = &self.options.augment;
         let (w, h) = level_dims(stored.width, stored.height, stored.level_count, level);
         let params = aug.params(seed, epoch, sample, w, h);
-        let (y, ch) = (params.crop.1, params.crop.3);
-        let rows = if self.options.crop_window_decode {
-            y.saturating_sub(1)..(y + ch + 1).min(h)
+        let (x, y, cw, ch) = params.crop;
+        // The separable path reads within one pixel of the crop; the general map (turns,
+        // rotation, padding) may read anywhere.
+        let window = self.options.crop_window_decode && !params.is_general(aug.padding);
+        let (columns, rows) = if window {
+            (
+                x.saturating_sub(1)..(x + cw + 1).min(w),
+                y.saturating_sub(1)..(y + ch + 1).min(h),
+            )
         } else {
-            0..h
+            (0..w, 0..h)
         };
-        let image = decode_level_rows(&stored, level, rows, &self.options.decode)?;
+        let image = decode_level_window(&stored, level, columns, rows, &self.options.decode)?;
         let t1 = Instant::now();
         let mut data = vec![0f32; per];
         aug.apply(&image, &params, &mut data)?;

@@ -338,14 +338,15 @@ pub fn decode_level(
     })
 }
 
-/// Like [`decode_level`], for a consumer that reads only rows `rows` of the level (a random
-/// crop): where the level is a payload decoded as is (a flat record read at full resolution),
-/// only the patch rows holding `rows` are decoded and the other rows of the result are zero;
-/// otherwise (refinements and subsampling need the whole level) it is [`decode_level`].
-/// Rows `rows` are identical to [`decode_level`]'s either way.
-pub fn decode_level_rows(
+/// Like [`decode_level`], for a consumer that reads only the window `columns x rows` of the
+/// level (a random crop): where the level is a payload decoded as is (a flat record read at
+/// full resolution), only the patches holding the window are decoded and the other pixels of
+/// the result are zero; otherwise (refinements and subsampling need the whole level) it is
+/// [`decode_level`]. The window's pixels are identical to [`decode_level`]'s either way.
+pub fn decode_level_window(
     stored: &StoredLevels,
     level: u8,
+    columns: std::ops::Range<u32>,
     rows: std::ops::Range<u32>,
     options: &DecodeOptions,
 ) -> Result<LevelImage> {
@@ -357,7 +358,7 @@ pub fn decode_level_rows(
     let layout = decode::parse(stored.payloads[0], options)?;
     stored.check_header(&plan[0], &layout.header)?;
     let mut data = vec![0u8; layout.header.output_bytes() as usize];
-    decode::decode_layout_rows(&layout, &mut data, rows, options.parallel)?;
+    decode::decode_layout_window(&layout, &mut data, columns, rows, options.parallel)?;
     Ok(LevelImage {
         width: stored.width,
         height: stored.height,
@@ -501,7 +502,7 @@ mod tests {
         assert_eq!(top.data, bytemuck::cast_slice::<u16, u8>(&px));
     }
 
-    /// Decoding only the rows a crop needs gives those rows exactly (flat records), and the
+    /// Decoding only the window a crop needs gives that window exactly (flat records), and the
     /// whole level where it cannot skip (interlaced records).
     #[test]
     fn row_window_decodes_match_the_full_decode() {
@@ -524,13 +525,23 @@ mod tests {
             let refs: Vec<&[u8]> = enc.payloads.iter().map(|p| p.as_slice()).collect();
             let s = stored(&enc, w, h, ch, 8, &refs);
             let full = decode_level(&s, 1, &DecodeOptions::default()).unwrap();
-            let part = decode_level_rows(&s, 1, 40..90, &DecodeOptions::default()).unwrap();
+            let part =
+                decode_level_window(&s, 1, 33..50, 40..90, &DecodeOptions::default()).unwrap();
             let row = (w * ch as u32) as usize;
-            assert_eq!(part.data[40 * row..90 * row], full.data[40 * row..90 * row]);
+            let px = ch as usize;
+            for y in 40..90 {
+                let span = y * row + 33 * px..y * row + 50 * px;
+                assert_eq!(part.data[span.clone()], full.data[span]);
+            }
             if enc.scheme == LevelScheme::Flat {
-                // Patch rows of 32: rows 0..32 and 96.. were skipped.
+                // Patches of 32: rows 0..32 and 96.., columns 0..32 were skipped.
                 assert!(part.data[..32 * row].iter().all(|&b| b == 0));
                 assert!(part.data[96 * row..].iter().all(|&b| b == 0));
+                for y in 32..96 {
+                    assert!(part.data[y * row..y * row + 32 * px]
+                        .iter()
+                        .all(|&b| b == 0));
+                }
             } else {
                 assert_eq!(part, full);
             }
