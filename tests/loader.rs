@@ -259,6 +259,38 @@ fn a_corrupt_record_is_skipped_and_named_or_fails_its_batch() {
     );
 }
 
+/// Reading nearby payloads together changes no tensor and makes fewer reads than records.
+#[test]
+fn coalesced_reads_change_nothing_and_read_less_often() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = pack(dir.path(), 3, 3);
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let run = |gap: u64, level: u8| {
+        let mut o = options(8, 1, 0);
+        o.end_epoch = 1;
+        o.level = Some(level);
+        o.coalesce_gap = gap;
+        let (mut data, mut calls) = (Vec::new(), 0);
+        for b in Loader::new(ds.clone(), o, LoaderState::default()).unwrap() {
+            let b = b.unwrap();
+            data.extend(b.data.iter().map(|f| f.to_bits()));
+            calls += b.read_calls;
+        }
+        (data, calls)
+    };
+    for level in [0u8, 2] {
+        let (merged, merged_calls) = run(u64::MAX / 4, level);
+        let (_, gap0_calls) = run(0, level);
+        assert!(
+            merged_calls < n,
+            "{merged_calls} reads for {n} records at level {level}"
+        );
+        assert!(merged_calls <= gap0_calls);
+        let (separate, _) = run(0, level);
+        assert_eq!(merged, separate);
+    }
+}
+
 #[test]
 fn dropping_a_loader_mid_epoch_returns() {
     let dir = tempfile::tempdir().unwrap();

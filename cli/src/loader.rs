@@ -52,6 +52,7 @@ struct EpochTotals {
     images: u64,
     skipped: u64,
     bytes_read: u64,
+    reads: u64,
     times: StageTimes,
     wall: f64,
 }
@@ -118,6 +119,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         e.images += b.samples.len() as u64;
         e.skipped += b.skipped.len() as u64;
         e.bytes_read += b.bytes_read;
+        e.reads += b.read_calls as u64;
         e.times.read += b.times.read;
         e.times.decode += b.times.decode;
         e.times.augment += b.times.augment;
@@ -135,7 +137,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     for (k, e) in epochs.iter().enumerate() {
         let per = |d: std::time::Duration| 1e3 * d.as_secs_f64() / e.images.max(1) as f64;
         println!(
-            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}); {} read; {} skipped",
+            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}); {} read in {} reads; {} skipped",
             e.images,
             e.wall,
             e.images as f64 / e.wall.max(1e-9),
@@ -148,6 +150,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
                 "CPU time summed over the loader's threads"
             },
             crate::human(e.bytes_read),
+            e.reads,
             e.skipped
         );
     }

@@ -62,6 +62,9 @@ pub struct LoaderOptions {
     pub end_epoch: u64,
     /// Decoder options (default: checksums verified, one thread per image).
     pub decode: DecodeOptions,
+    /// Payloads of one shard at most this many bytes apart are read with one positional read
+    /// (default 64 KiB; reads stay below 8 MiB). 0 still merges adjacent payloads.
+    pub coalesce_gap: u64,
     /// Decode only the patches each random crop reads, where the level is stored as is
     /// (default true; the output is the same either way, this is for measuring the saving).
     pub crop_window_decode: bool,
@@ -92,6 +95,7 @@ impl LoaderOptions {
                 ..DecodeOptions::default()
             },
             crop_window_decode: true,
+            coalesce_gap: 64 << 10,
             #[cfg(feature = "gpu")]
             gpu: None,
         }
@@ -150,6 +154,8 @@ pub struct Batch {
     pub cache: CacheStats,
     /// Bytes read from storage for this batch.
     pub bytes_read: u64,
+    /// Positional reads made for them (nearby payloads are read together).
+    pub read_calls: usize,
 }
 
 /// The loader: iterate it for batches ([`Iterator`] of `Result<Batch>`); [`Loader::state`] is
@@ -244,6 +250,14 @@ impl Drop for Loader {
         }
     }
 }
+
+/// A miss to read: its index in the batch, its record in its shard, how many payloads.
+type Wanted = (usize, usize, u8);
+/// A miss read: its index in the batch and its payloads.
+type Fetched = (usize, Result<Payloads>);
+
+/// Largest single read of [`Producer::read_coalesced`].
+const MAX_COALESCED_READ: u64 = 8 << 20;
 
 /// A record's payloads for the requested level.
 type Payloads = Arc<Vec<Vec<u8>>>;
@@ -348,14 +362,10 @@ impl Producer {
             .collect();
         let read_start = Instant::now();
         let level = self.level();
-        let reads: Vec<(usize, Result<Payloads>)> = self.pool.install(|| {
-            payloads
-                .par_iter()
-                .enumerate()
-                .filter(|(_, p)| p.is_none())
-                .map(|(k, _)| (k, self.read(ids[k] as u64, level).map(Arc::new)))
-                .collect()
-        });
+        let misses: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_none()).collect();
+        let (reads, read_calls) = self
+            .pool
+            .install(|| self.read_coalesced(ids, &misses, level));
         let read = read_start.elapsed();
         let mut bytes_read = 0u64;
         let mut errors: Vec<Option<Error>> = (0..ids.len()).map(|_| None).collect();
@@ -375,9 +385,14 @@ impl Producer {
         let per = aug.output_len();
         #[cfg(feature = "gpu")]
         if let Some(gpu) = &self.options.gpu {
-            return self.gpu_batch(
-                gpu, cache, ids, payloads, errors, state, after, started, read, bytes_read,
-            );
+            return self
+                .gpu_batch(
+                    gpu, cache, ids, payloads, errors, state, after, started, read, bytes_read,
+                )
+                .map(|mut b| {
+                    b.read_calls = read_calls;
+                    b
+                });
         }
         // Decode + augment, one sample per task.
         let results: Vec<Result<(Vec<f32>, Duration, Duration)>> = self.pool.install(|| {
@@ -414,6 +429,7 @@ impl Producer {
             },
             cache: cache.stats(),
             bytes_read,
+            read_calls,
         };
         for (k, r) in results.into_iter().enumerate() {
             let sample = ids[k] as u64;
@@ -490,6 +506,7 @@ impl Producer {
             },
             cache: cache.stats(),
             bytes_read,
+            read_calls: 0,
         };
         let skip = |k: usize, e: Error, out: &mut Batch| -> Result<()> {
             let sample = ids[k] as u64;
@@ -566,16 +583,59 @@ impl Producer {
         Ok(out)
     }
 
-    /// The payloads of `sample` that `level` needs, each CRC-checked.
-    fn read(&self, sample: u64, level: u8) -> Result<Vec<Vec<u8>>> {
-        let (s, r) = self.dataset.locate(sample)?;
-        let shard = &self.dataset.shards()[s];
-        let entry = shard.record(r)?;
-        let needed = match entry.scheme {
-            LevelScheme::Flat => 1,
-            LevelScheme::Interlace => level + 1,
-        };
-        (0..needed).map(|k| shard.read_level(r, k)).collect()
+    /// The payloads that `level` needs of the samples `ids[k]` for `k` in `misses`, each
+    /// CRC-checked: per shard, payloads close in the shard are read together
+    /// ([`crate::shard::ShardReader::read_levels_coalesced`]), shards in parallel. Returns
+    /// `(k, payloads)` per miss and the number of reads.
+    fn read_coalesced(&self, ids: &[u32], misses: &[usize], level: u8) -> (Vec<Fetched>, usize) {
+        let mut out = Vec::with_capacity(misses.len());
+        // shard -> (miss k, record, payload count)
+        let mut by_shard: std::collections::BTreeMap<usize, Vec<Wanted>> = Default::default();
+        for &k in misses {
+            let located = self.dataset.locate(ids[k] as u64).and_then(|(s, r)| {
+                let needed = match self.dataset.shards()[s].record(r)?.scheme {
+                    LevelScheme::Flat => 1,
+                    LevelScheme::Interlace => level + 1,
+                };
+                Ok((s, r, needed))
+            });
+            match located {
+                Ok((s, r, needed)) => by_shard.entry(s).or_default().push((k, r, needed)),
+                Err(e) => out.push((k, Err(e))),
+            }
+        }
+        let groups: Vec<(usize, Vec<Wanted>)> = by_shard.into_iter().collect();
+        let gap = self.options.coalesce_gap;
+        let read: Vec<(Vec<Fetched>, usize)> = groups
+            .par_iter()
+            .map(|(s, samples)| {
+                let wanted: Vec<(usize, u8)> = samples
+                    .iter()
+                    .flat_map(|&(_, r, needed)| (0..needed).map(move |l| (r, l)))
+                    .collect();
+                let (mut results, calls) = self.dataset.shards()[*s].read_levels_coalesced(
+                    &wanted,
+                    gap,
+                    MAX_COALESCED_READ,
+                );
+                let mut per_sample = Vec::with_capacity(samples.len());
+                let mut at = 0;
+                for &(k, _, needed) in samples {
+                    let mine: Result<Vec<Vec<u8>>> =
+                        results.drain(..needed as usize).collect::<Result<_>>();
+                    at += needed as usize;
+                    per_sample.push((k, mine.map(Arc::new)));
+                }
+                debug_assert_eq!(at, wanted.len());
+                (per_sample, calls)
+            })
+            .collect();
+        let mut calls = 0;
+        for (r, c) in read {
+            out.extend(r);
+            calls += c;
+        }
+        (out, calls)
     }
 
     fn decode_augment(

@@ -107,6 +107,86 @@ impl ShardReader {
         Ok(bytes)
     }
 
+    /// Reads the payloads `wanted` (`(record, level)` pairs) with few positional reads:
+    /// payloads at most `max_gap` bytes apart are read together, up to `max_read` bytes per read
+    /// (a payload larger than that is read alone), the reads run on rayon's pool, and every
+    /// payload is checked against its CRC-32. Returns one result per wanted payload, in order
+    /// (an I/O error fails every payload of its read; a checksum error only its payload), and
+    /// the number of reads made.
+    pub fn read_levels_coalesced(
+        &self,
+        wanted: &[(usize, u8)],
+        max_gap: u64,
+        max_read: u64,
+    ) -> (Vec<Result<Vec<u8>>>, usize) {
+        let mut results: Vec<Option<Result<Vec<u8>>>> = (0..wanted.len()).map(|_| None).collect();
+        // (offset, len, crc, index in wanted), for the payloads that exist.
+        let mut spans = Vec::with_capacity(wanted.len());
+        for (w, &(i, level)) in wanted.iter().enumerate() {
+            match self
+                .records
+                .get(i)
+                .and_then(|r| r.levels.get(level as usize))
+            {
+                Some(l) => spans.push((l.offset, l.len, l.crc32, w)),
+                None => results[w] = Some(Err(self.no_such(i, level))),
+            }
+        }
+        spans.sort_unstable();
+        // Runs of spans read together.
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut start = 0;
+        for k in 1..=spans.len() {
+            let split = k == spans.len() || {
+                let run_start = spans[start].0;
+                let prev_end = spans[k - 1].0 + spans[k - 1].1;
+                let (off, len) = (spans[k].0, spans[k].1);
+                off.saturating_sub(prev_end) > max_gap || off + len - run_start > max_read
+            };
+            if split && k > start {
+                runs.push(start..k);
+                start = k;
+            }
+        }
+        let read: Vec<Vec<(usize, Result<Vec<u8>>)>> = runs
+            .par_iter()
+            .map(|run| {
+                let first = spans[run.start].0;
+                let end = spans[run.clone()]
+                    .iter()
+                    .map(|s| s.0 + s.1)
+                    .max()
+                    .unwrap_or(first);
+                // In the data area: every span was checked by parse_index.
+                match read_at(&self.file, first, (end - first) as usize) {
+                    Ok(bytes) => spans[run.clone()]
+                        .iter()
+                        .map(|&(off, len, crc, w)| {
+                            let b = bytes[(off - first) as usize..(off - first + len) as usize]
+                                .to_vec();
+                            let (i, level) = wanted[w];
+                            (w, check_crc(&b, crc, i, level).map(|_| b))
+                        })
+                        .collect(),
+                    Err(e) => spans[run.clone()]
+                        .iter()
+                        .map(|&(.., w)| {
+                            (w, Err(std::io::Error::new(e.kind(), e.to_string()).into()))
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        for (w, r) in read.into_iter().flatten() {
+            results[w] = Some(r);
+        }
+        let results = results
+            .into_iter()
+            .map(|r| r.expect("every wanted payload has a result"))
+            .collect();
+        (results, runs.len())
+    }
+
     /// Byte range of levels `0..=level` of every record: one contiguous prefix of the shard
     /// after its header.
     pub fn prefix_range(&self, level: u8) -> Result<std::ops::Range<u64>> {
