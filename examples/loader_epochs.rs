@@ -88,7 +88,8 @@ fn run(
             assert!(b.skipped.is_empty(), "{:?}", b.skipped);
             let per = b.shape[1] * b.shape[2] * b.shape[3];
             for (i, &s) in b.samples.iter().enumerate() {
-                let bytes: &[u8] = bytemuck::cast_slice(&b.data[i * per..(i + 1) * per]);
+                let values = b.data.as_f32().expect("f32 batches");
+                let bytes: &[u8] = bytemuck::cast_slice(&values[i * per..(i + 1) * per]);
                 let old = seen.insert((b.epoch, s), crc32fast::hash(bytes));
                 assert!(old.is_none(), "sample {s} seen twice in epoch {}", b.epoch);
             }

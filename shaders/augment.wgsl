@@ -28,7 +28,7 @@ struct AugmentJob {
     padding: u32,      // crop coordinates are in the image padded by this much
     noise_seed: u32,   // 0: no noise
     general: u32,      // 1: the per-pixel mapping (turns, rotation, padding)
-    pad0: u32,
+    half: u32,         // 1: f16 output, two values per u32 word (dst_offset then in words)
     pad1: u32,
     cos_a: f32,
     sin_a: f32,
@@ -40,7 +40,7 @@ struct AugmentJob {
 
 @group(0) @binding(0) var<uniform> job: AugmentJob;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
 const AUGMENT_WG: u32 = 64u;
 
@@ -64,6 +64,36 @@ fn tap(o: u32, start: u32, len: u32, src_len: u32, out_len: u32) -> Tap {
     let s = clamp(f32(start) + (f32(o) + 0.5) * scale - 0.5, 0.0, f32(src_len - 1u));
     let lo = u32(floor(s));
     return Tap(lo, min(lo + 1u, src_len - 1u), s - f32(lo));
+}
+
+// IEEE binary16 bits of x, rounded to nearest, ties to even (`f32_to_f16_bits` on the CPU,
+// the same integer steps: no float16 capability needed).
+fn round_shift(value: u32, shift: u32) -> u32 {
+    let r = value >> shift;
+    let rem = value & ((1u << shift) - 1u);
+    let half = 1u << (shift - 1u);
+    return r + select(0u, 1u, rem > half || (rem == half && (r & 1u) == 1u));
+}
+
+fn f16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    let sign = (b >> 16u) & 0x8000u;
+    let exp = i32((b >> 23u) & 0xffu);
+    let man = b & 0x7fffffu;
+    if (exp == 255) {
+        return sign | 0x7c00u | select(0u, 0x200u, man != 0u);
+    }
+    let e = exp - 127 + 15;
+    if (e >= 31) {
+        return sign | 0x7c00u;
+    }
+    if (e <= 0) {
+        if (e < -10) {
+            return sign;
+        }
+        return sign | round_shift(man | 0x800000u, u32(14 - e));
+    }
+    return sign | round_shift((u32(e) << 23u) | man, 13u);
 }
 
 // Wellons' lowbias32 (`hash32` on the CPU).
@@ -136,10 +166,28 @@ fn mapped(ox: u32, oy: u32, sc: u32, c: u32, max_value: f32) -> f32 {
 @compute @workgroup_size(64)
 fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
            @builtin(num_workgroups) nwg: vec3<u32>) {
-    let plane = job.out_w * job.out_h;
-    let total = plane * job.out_c;
-    let max_value = f32((1u << job.depth) - 1u);
+    let total = job.out_w * job.out_h * job.out_c;
+    if (job.half == 1u) {
+        // f16: each invocation owns whole words (two values), so no two write one word.
+        for (var w = gid.x; w < (total + 1u) / 2u; w += nwg.x * AUGMENT_WG) {
+            var hi = 0.0;
+            if (2u * w + 1u < total) {
+                hi = value_at(2u * w + 1u);
+            }
+            dst[job.dst_offset + w] = f16_bits(value_at(2u * w)) | (f16_bits(hi) << 16u);
+        }
+        return;
+    }
     for (var i = gid.x; i < total; i += nwg.x * AUGMENT_WG) {
+        dst[job.dst_offset + i] = bitcast<u32>(value_at(i));
+    }
+}
+
+// Output element i (channel-major) of the image: sampled, normalised, noised.
+fn value_at(i: u32) -> f32 {
+    let plane = job.out_w * job.out_h;
+    let max_value = f32((1u << job.depth) - 1u);
+    {
         let c = i / plane;
         let oy = (i % plane) / job.out_w;
         let ox0 = i % job.out_w;
@@ -163,6 +211,6 @@ fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
         if (job.noise_seed != 0u) {
             value += job.noise_std * gaussian(job.noise_seed, i) / job.std_dev[c];
         }
-        dst[job.dst_offset + i] = value;
+        return value;
     }
 }

@@ -706,7 +706,7 @@ fn gpu_augmentation_matches_the_cpu_twin() {
             };
         }
         let tensor = gpu.augment(&batch, &params, &aug).unwrap();
-        let got = tensor.read_back().unwrap();
+        let got = tensor.read_back().unwrap().to_f32();
         let per = aug.output_len();
         assert_eq!(got.len(), per * cpu_images.len());
         for (i, (im, p)) in cpu_images.iter().zip(&params).enumerate() {

@@ -104,11 +104,12 @@ fn take(loader: &mut Loader, steps: Option<usize>, seen: &mut Vec<Seen>) {
         assert!(b.skipped.is_empty(), "{:?}", b.skipped);
         let per = b.shape[1] * b.shape[2] * b.shape[3];
         assert_eq!(b.data.len(), b.samples.len() * per);
+        let data = b.data.as_f32().expect("f32 batches");
         while seen.len() <= b.epoch as usize {
             seen.push(Seen::new());
         }
         for (i, &s) in b.samples.iter().enumerate() {
-            let bits = b.data[i * per..(i + 1) * per]
+            let bits = data[i * per..(i + 1) * per]
                 .iter()
                 .map(|f| f.to_bits())
                 .collect();
@@ -273,7 +274,7 @@ fn coalesced_reads_change_nothing_and_read_less_often() {
         let (mut data, mut calls) = (Vec::new(), 0);
         for b in Loader::new(ds.clone(), o, LoaderState::default()).unwrap() {
             let b = b.unwrap();
-            data.extend(b.data.iter().map(|f| f.to_bits()));
+            data.extend(b.data.to_f32().iter().map(|f| f.to_bits()));
             calls += b.read_calls;
         }
         (data, calls)
@@ -333,7 +334,7 @@ fn tensors_equal_full_decode_then_augment() {
                     let mut expect = vec![0f32; per];
                     aug.apply(&img, &p, &mut expect).unwrap();
                     assert!(
-                        b.data[i * per..(i + 1) * per] == expect[..],
+                        b.data.as_f32().unwrap()[i * per..(i + 1) * per] == expect[..],
                         "levels {levels} level {level} sample {s}"
                     );
                 }
@@ -377,11 +378,63 @@ fn gpu_path_matches_the_cpu_path() {
                 (g.epoch, &g.samples, g.shape)
             );
             assert_eq!(c.data.len(), g.data.len());
-            for (x, y) in c.data.iter().zip(&g.data) {
+            for (x, y) in c.data.to_f32().iter().zip(&g.data.to_f32()) {
                 worst = worst.max((x - y).abs());
             }
         }
     }
     println!("largest |GPU - CPU| over the loader's tensors: {worst:e}");
     assert!(worst <= 1e-4, "{worst}");
+
+    // f16 batches: the CPU's are its f32 values rounded; the GPU's agree with them within
+    // one f16 rounding step of the f32 tolerance.
+    let mut o = options(5, 1, 0);
+    o.end_epoch = 1;
+    o.augment = Augment::with_size(48, 40);
+    o.augment.output = l3::loader::TensorType::F16;
+    let cpu16: Vec<_> = Loader::new(ds.clone(), o.clone(), LoaderState::default())
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    o.gpu = Some(gpu);
+    let gpu16: Vec<_> = Loader::new(ds, o, LoaderState::default())
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    for (c, g) in cpu16.iter().zip(&gpu16) {
+        assert!(g.data.as_f16_bits().is_some());
+        for (x, y) in c.data.to_f32().iter().zip(&g.data.to_f32()) {
+            assert!((x - y).abs() <= 1e-4 + x.abs() / 1024.0, "{x} vs {y}");
+        }
+    }
+}
+
+/// f16 batches are the f32 batches rounded to nearest (the same samples, in the same order).
+#[test]
+fn f16_batches_are_the_f32_batches_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    pack(dir.path(), 1, 1);
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let mut o = options(4, 1, 0);
+    o.end_epoch = 1;
+    let f32s: Vec<_> = Loader::new(ds.clone(), o.clone(), LoaderState::default())
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    o.augment.output = l3::loader::TensorType::F16;
+    let f16s: Vec<_> = Loader::new(ds, o, LoaderState::default())
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    for (a, b) in f32s.iter().zip(&f16s) {
+        assert_eq!(a.samples, b.samples);
+        let rounded: Vec<u16> = a
+            .data
+            .as_f32()
+            .unwrap()
+            .iter()
+            .map(|&x| l3::loader::tensor::f32_to_f16_bits(x))
+            .collect();
+        assert_eq!(b.data.as_f16_bits().unwrap(), &rounded[..]);
+    }
 }

@@ -8,7 +8,7 @@ use super::upload::storage_buffer;
 use super::GpuDecoder;
 use crate::error::{LimitsError, ParameterError, Result};
 use crate::loader::augment::source_channels;
-use crate::loader::{Augment, AugmentParams};
+use crate::loader::{Augment, AugmentParams, Tensor, TensorType};
 
 /// The uniform of one dispatch: `AugmentJob` in `augment.wgsl`.
 #[repr(C)]
@@ -32,7 +32,7 @@ struct AugmentJob {
     padding: u32,
     noise_seed: u32,
     general: u32,
-    pad0: u32,
+    half: u32,
     pad1: u32,
     cos_a: f32,
     sin_a: f32,
@@ -42,26 +42,45 @@ struct AugmentJob {
     std_dev: [f32; 4],
 }
 
-/// A batch tensor on the GPU: `images x channels x height x width` f32.
+/// A batch tensor on the GPU: `images x channels x height x width` f32 or f16 values.
 #[derive(Debug)]
 pub struct GpuTensor {
     /// The values (usage `STORAGE | COPY_SRC`).
     pub buffer: wgpu::Buffer,
     /// `[images, channels, height, width]`.
     pub shape: [usize; 4],
+    /// The element type.
+    pub element: TensorType,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
 }
 
 impl GpuTensor {
     /// Copies the tensor back to the CPU (blocking).
-    pub fn read_back(&self) -> Result<Vec<f32>> {
-        let len = self.shape.iter().product::<usize>() as u64 * 4;
+    pub fn read_back(&self) -> Result<Tensor> {
+        let n = self.shape.iter().product::<usize>();
+        let len = match self.element {
+            TensorType::F32 => n as u64 * 4,
+            TensorType::F16 => n as u64 * 2,
+        };
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(Tensor::with_capacity(self.element, 0));
         }
-        let bytes = read_buffer(&self.device, &self.queue, &self.buffer, 0, len)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
+        let bytes = read_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            0,
+            len.next_multiple_of(4),
+        )?;
+        Ok(match self.element {
+            TensorType::F32 => Tensor::F32(bytemuck::pod_collect_to_vec(&bytes)),
+            TensorType::F16 => {
+                let mut v: Vec<u16> = bytemuck::pod_collect_to_vec(&bytes);
+                v.truncate(n);
+                Tensor::F16(v)
+            }
+        })
     }
 }
 
@@ -98,13 +117,22 @@ impl GpuDecoder {
             .into());
         }
         let per = augment.output_len() as u64;
+        let half = augment.output == TensorType::F16;
+        if half && per % 2 == 1 {
+            return Err(ParameterError::InvalidOption {
+                name: "augment output",
+                value: per,
+                reason: "f16 output needs an even number of values per image",
+            }
+            .into());
+        }
         let shape = [
             params.len(),
             augment.channels as usize,
             augment.size.1 as usize,
             augment.size.0 as usize,
         ];
-        let bytes = (per * params.len() as u64 * 4).max(4);
+        let bytes = (per * params.len() as u64 * if half { 2 } else { 4 }).max(4);
         let max_binding = self.device.limits().max_storage_buffer_binding_size;
         if bytes > max_binding || per * params.len() as u64 > u32::MAX as u64 {
             return Err(LimitsError::GpuBuffer {
@@ -151,12 +179,13 @@ impl GpuDecoder {
                 out_h: augment.size.1,
                 out_c: augment.channels as u32,
                 flip: p.flip as u32,
-                dst_offset: (i as u64 * per) as u32,
+                dst_offset: (i as u64 * if half { per / 2 } else { per }) as u32,
                 source_channels: packed,
                 rot90: p.rot90 as u32,
                 padding: pad,
                 noise_seed: p.noise_seed,
                 general: p.is_general(pad) as u32,
+                half: half as u32,
                 cos_a: p.rotation.0,
                 sin_a: p.rotation.1,
                 fill: augment.fill,
@@ -211,6 +240,7 @@ impl GpuDecoder {
         Ok(GpuTensor {
             buffer: out,
             shape,
+            element: augment.output,
             device: self.device.clone(),
             queue: self.queue.clone(),
         })

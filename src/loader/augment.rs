@@ -65,6 +65,9 @@ pub struct Augment {
     /// Gaussian noise added to every value, standard deviation in units of full scale
     /// (default 0: none); after normalisation it is `noise_std / std[c]`.
     pub noise_std: f32,
+    /// Element type of the loader's batch tensors (default f32). `apply` always writes f32;
+    /// the loader converts (CPU) or `augment.wgsl` packs (GPU).
+    pub output: super::tensor::TensorType,
 }
 
 impl Default for Augment {
@@ -80,6 +83,7 @@ impl Default for Augment {
             padding: 0,
             fill: 0.0,
             noise_std: 0.0,
+            output: super::tensor::TensorType::F32,
         }
     }
 }

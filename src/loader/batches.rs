@@ -21,6 +21,7 @@ use rayon::prelude::*;
 use super::augment::Augment;
 use super::cache::{first_and_next_uses, CacheStats, PlannedCache, Policy};
 use super::plan::{permutation, rank_steps, LoaderState, Partition};
+use super::tensor::Tensor;
 use crate::decode::DecodeOptions;
 use crate::error::{Error, ParameterError, Result};
 use crate::progressive::{decode_level_window, level_dims, LevelScheme, StoredLevels};
@@ -140,8 +141,9 @@ pub struct Batch {
     pub samples: Vec<u64>,
     /// Class of each sample.
     pub classes: Vec<Option<u32>>,
-    /// `samples.len() x channels x height x width` f32, normalised.
-    pub data: Vec<f32>,
+    /// `samples.len() x channels x height x width` values, normalised, of the augmentation's
+    /// output type (f32 by default).
+    pub data: Tensor,
     /// `[samples, channels, height, width]`.
     pub shape: [usize; 4],
     /// Records that could not be used (with [`OnError::Skip`]).
@@ -414,7 +416,7 @@ impl Producer {
             consumed_before: state.consumed,
             samples: Vec::with_capacity(ids.len()),
             classes: Vec::with_capacity(ids.len()),
-            data: Vec::with_capacity(ids.len() * per),
+            data: Tensor::with_capacity(aug.output, ids.len() * per),
             shape: [
                 0,
                 aug.channels as usize,
@@ -437,7 +439,7 @@ impl Producer {
                 Ok((data, decode, augment)) => {
                     out.samples.push(sample);
                     out.classes.push(self.dataset.record(sample)?.class);
-                    out.data.extend_from_slice(&data);
+                    out.data.extend_from_f32(&data);
                     out.times.decode += decode;
                     out.times.augment += augment;
                 }
@@ -491,7 +493,7 @@ impl Producer {
             consumed_before: state.consumed,
             samples: Vec::new(),
             classes: Vec::new(),
-            data: Vec::new(),
+            data: Tensor::with_capacity(aug.output, 0),
             shape: [
                 0,
                 aug.channels as usize,
