@@ -45,6 +45,9 @@ pub struct BenchLoaderArgs {
     /// Decode and augment on the GPU (wgpu; WGPU_BACKEND / WGPU_ADAPTER_NAME pick it).
     #[arg(long)]
     pub gpu: bool,
+    /// f16 batch tensors instead of f32.
+    #[arg(long)]
+    pub f16: bool,
 }
 
 #[derive(Default)]
@@ -70,6 +73,9 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.seed = a.seed;
     o.level = a.level;
     o.augment = Augment::with_size(a.size, a.size);
+    if a.f16 {
+        o.augment.output = l3::loader::TensorType::F16;
+    }
     o.cache_bytes = a.cache_mb << 20;
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
     o.threads = a.threads;
