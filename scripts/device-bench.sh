@@ -9,8 +9,9 @@
 # already in ~/.cargo or network access to crates.io). To prepare a carried binary on the build
 # machine (x86-64 Linux, same as the device machine):
 #
-#   cargo build --release -p l3-bench
+#   cargo build --release -p l3-bench -p l3-cli
 #   mkdir -p .bench-bin && strip -o .bench-bin/l3-bench target/release/l3-bench
+#   strip -o .bench-bin/l3 target/release/l3
 #   echo /.bench-bin/ >> .git/info/exclude
 #
 # Vulkan loader: a bare machine may lack libvulkan.so.1 (`ldconfig -p | grep libvulkan` prints
@@ -89,4 +90,21 @@ set -o pipefail
 timeout 240 "$BIN" --reps "$REPS" --per-image "$@" \
     --json "$OUTDIR/device-bench.json" --markdown "$OUTDIR/device-bench.md" \
     2>&1 | tee "$OUTDIR/device-bench.txt"
+# --- loader: CPU and GPU paths over the same packed samples (the `l3` binary: $L3_BIN,
+# .bench-bin/l3 or target/release/l3; skipped when there is none).
+L3=${L3_BIN:-}
+[ -z "$L3" ] && [ -x .bench-bin/l3 ] && L3=.bench-bin/l3
+[ -z "$L3" ] && [ -x target/release/l3 ] && L3=target/release/l3
+if [ -n "$L3" ]; then
+    DS=$(mktemp -d)
+    "$L3" pack samples -o "$DS" --levels 3 -q
+    for mode in "" "--gpu"; do
+        log "l3 bench-loader $mode"
+        timeout 90 "$L3" bench-loader "$DS" --epochs 3 --batch-size 32 $mode \
+            2>&1 | tee -a "$OUTDIR/loader.txt" || true
+    done
+    rm -rf "$DS"
+else
+    log "no l3 binary: loader rows skipped"
+fi
 log "done; report in $OUTDIR"
