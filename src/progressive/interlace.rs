@@ -17,7 +17,7 @@
 //! D pixels are predicted first, from coarse pixels only; H and V pixels then from their four
 //! direct neighbours, two coarse and two D (the study's "interlace-2pass"). Every prediction
 //! is the rounded mean `(a + b + c + d + 2) >> 2`; a neighbour past the image edge is replaced
-//! by the one opposite it (see [`pred_d`], [`pred_h`], [`pred_v`]). The residual of a pixel is
+//! by the one opposite it (see `pred_d`, `pred_h`, `pred_v`). The residual of a pixel is
 //! `(value - prediction) mod 2^depth`, stored in a `cw x 3*ch` image (`cw = ceil(fw / 2)`,
 //! `ch = ceil(fh / 2)`): band `b` in rows `b*ch .. (b+1)*ch`, entry `(i, j)` of the bands for
 //! fine pixels `(2i+1, 2j)`, `(2i, 2j+1)`, `(2i+1, 2j+1)`. Entries whose fine pixel lies past
@@ -186,8 +186,8 @@ pub fn residuals<T: Sample>(fine: &[T], fw: u32, fh: u32, ch: u8) -> Vec<T> {
 /// checks the payloads' headers).
 ///
 /// In plane terms: coarse `C` is `cw x chh`, the D plane `dw x dh` (`floor(fw/2) x
-/// floor(fh/2)`), and a neighbour index past a plane's edge is clamped, as [`pred_d`],
-/// [`pred_h`] and [`pred_v`] replace a neighbour past the image edge by the one opposite it.
+/// floor(fh/2)`), and a neighbour index past a plane's edge is clamped, as `pred_d`,
+/// `pred_h` and `pred_v` replace a neighbour past the image edge by the one opposite it.
 pub fn refine<T: Sample>(coarse: &[T], residual: &[T], fw: u32, fh: u32, ch: u8) -> Vec<T> {
     let (w, h, n) = (fw as usize, fh as usize, ch as usize);
     let (cw, chh) = (w.div_ceil(2), h.div_ceil(2));
