@@ -129,6 +129,8 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         e.times.read += b.times.read;
         e.times.decode += b.times.decode;
         e.times.augment += b.times.augment;
+        e.times.assemble += b.times.assemble;
+        e.times.waited += b.times.waited;
         let now = Instant::now();
         e.wall += (now - last).as_secs_f64();
         last = now;
@@ -143,7 +145,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     for (k, e) in epochs.iter().enumerate() {
         let per = |d: std::time::Duration| 1e3 * d.as_secs_f64() / e.images.max(1) as f64;
         println!(
-            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}); {} read in {} reads; {} skipped",
+            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}), hand-off {:.3} ms (wall); consumer waited {:.2} ms; {} read in {} reads; {} skipped",
             e.images,
             e.wall,
             e.images as f64 / e.wall.max(1e-9),
@@ -155,6 +157,8 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             } else {
                 "CPU time summed over the loader's threads"
             },
+            per(e.times.assemble),
+            per(e.times.waited),
             crate::human(e.bytes_read),
             e.reads,
             e.skipped

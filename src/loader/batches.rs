@@ -126,8 +126,14 @@ pub struct StageTimes {
     pub decode: Duration,
     /// Augmenting (summed over samples).
     pub augment: Duration,
+    /// Hand-off: assembling the batch tensor from the samples (wall; for the GPU path, the
+    /// tensor's read-back is in `augment`).
+    pub assemble: Duration,
     /// The whole batch, from its first lookup to its hand-off (wall).
     pub total: Duration,
+    /// How long the consumer waited in `Loader::next` for this batch (wall): zero when the
+    /// loader is ahead of the training loop.
+    pub waited: Duration,
 }
 
 /// One batch of this rank.
@@ -234,8 +240,10 @@ impl Iterator for Loader {
     type Item = Result<Batch>;
 
     fn next(&mut self) -> Option<Result<Batch>> {
-        let batch = self.rx.as_ref()?.recv().ok()?;
-        if let Ok(b) = &batch {
+        let t = Instant::now();
+        let mut batch = self.rx.as_ref()?.recv().ok()?;
+        if let Ok(b) = &mut batch {
+            b.times.waited = t.elapsed();
             self.state = b.state_after;
         }
         Some(batch)
@@ -433,6 +441,7 @@ impl Producer {
             bytes_read,
             read_calls,
         };
+        let assemble = Instant::now();
         for (k, r) in results.into_iter().enumerate() {
             let sample = ids[k] as u64;
             match r {
@@ -463,6 +472,7 @@ impl Producer {
             }
         }
         out.shape[0] = out.samples.len();
+        out.times.assemble = assemble.elapsed();
         out.times.total = started.elapsed();
         Ok(out)
     }
