@@ -42,7 +42,7 @@ struct AugmentJob {
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
-const AUGMENT_WG: u32 = 64u;
+// AUGMENT_WG comes from the generated prelude (gpu::shaders).
 
 fn sample_at(x: u32, y: u32, c: u32) -> f32 {
     let s = (y * job.width + x) * job.channels + c;
@@ -153,17 +153,22 @@ fn mapped(ox: u32, oy: u32, sc: u32, c: u32, max_value: f32) -> f32 {
     let y1 = min(y0 + 1u, job.height - 1u);
     let fx = sxc - f32(x0);
     let fy = syc - f32(y0);
+    return (bilinear(x0, x1, fx, y0, y1, fy, sc) / max_value - job.mean[c]) / job.std_dev[c];
+}
+
+// Bilinear interpolation of source channel sc between columns x0, x1 (weight fx of x1) and
+// rows y0, y1 (weight fy of y1) (`bilinear` on the CPU: the same operations in order).
+fn bilinear(x0: u32, x1: u32, fx: f32, y0: u32, y1: u32, fy: f32, sc: u32) -> f32 {
     let a0 = sample_at(x0, y0, sc);
     let a1 = sample_at(x1, y0, sc);
     let b0 = sample_at(x0, y1, sc);
     let b1 = sample_at(x1, y1, sc);
     let top = a0 + (a1 - a0) * fx;
     let bottom = b0 + (b1 - b0) * fx;
-    let val = top + (bottom - top) * fy;
-    return (val / max_value - job.mean[c]) / job.std_dev[c];
+    return top + (bottom - top) * fy;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(AUGMENT_WG)
 fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
            @builtin(num_workgroups) nwg: vec3<u32>) {
     let total = job.out_w * job.out_h * job.out_c;
@@ -199,13 +204,7 @@ fn value_at(i: u32) -> f32 {
         } else {
             let tx = tap(ox, job.crop_x, job.crop_w, job.width, job.out_w);
             let ty = tap(oy, job.crop_y, job.crop_h, job.height, job.out_h);
-            let a0 = sample_at(tx.lo, ty.lo, sc);
-            let a1 = sample_at(tx.hi, ty.lo, sc);
-            let b0 = sample_at(tx.lo, ty.hi, sc);
-            let b1 = sample_at(tx.hi, ty.hi, sc);
-            let top = a0 + (a1 - a0) * tx.f;
-            let bottom = b0 + (b1 - b0) * tx.f;
-            let v = top + (bottom - top) * ty.f;
+            let v = bilinear(tx.lo, tx.hi, tx.f, ty.lo, ty.hi, ty.f, sc);
             value = (v / max_value - job.mean[c]) / job.std_dev[c];
         }
         if (job.noise_seed != 0u) {

@@ -30,10 +30,7 @@ struct LevelJob {
 @group(0) @binding(2) var<storage, read> residual: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<u32>;
 
-const BAND_H: u32 = 0u;
-const BAND_V: u32 = 1u;
-const BAND_D: u32 = 2u;
-const LEVELS_WG: u32 = 64u;
+// BAND_H, BAND_V, BAND_D and LEVELS_WG come from the generated prelude (gpu::shaders).
 
 fn src_sample(s: u32) -> u32 {
     if (job.depth == 8u) {
@@ -169,13 +166,13 @@ fn run(gid: vec3<u32>, nwg: vec3<u32>, refining: bool) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(LEVELS_WG)
 fn refine(@builtin(global_invocation_id) gid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
     run(gid, nwg, true);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(LEVELS_WG)
 fn subsample(@builtin(global_invocation_id) gid: vec3<u32>,
              @builtin(num_workgroups) nwg: vec3<u32>) {
     run(gid, nwg, false);

@@ -142,18 +142,7 @@ fn check_len(got: usize, needed: u64) -> Result<()> {
 /// interleaved.
 pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Result<()> {
     let h = &layout.header;
-    let band_bytes =
-        h.patch_size() as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
-    let decode = |(band, chunk): (usize, &mut [u8])| {
-        decode_band(layout, band, &mut InterleavedBand::new(h, chunk))
-    };
-    if parallel {
-        out.par_chunks_mut(band_bytes)
-            .enumerate()
-            .try_for_each(decode)
-    } else {
-        out.chunks_mut(band_bytes).enumerate().try_for_each(decode)
-    }
+    decode_layout_window(layout, out, 0..h.width, 0..h.height, parallel)
 }
 
 /// Like [`decode_layout`], but decodes only the patches that hold pixels of the window
@@ -170,28 +159,33 @@ pub fn decode_layout_window(
     let h = &layout.header;
     check_len(out.len(), h.output_bytes())?;
     let p = h.patch_size();
-    let first = (rows.start.min(h.height) / p) as usize;
-    let last = rows.end.min(h.height).div_ceil(p) as usize;
+    let patch_range = |r: std::ops::Range<u32>, len: u32| {
+        (r.start.min(len) / p) as usize..r.end.min(len).div_ceil(p) as usize
+    };
+    let (cols, bands) = (patch_range(columns, h.width), patch_range(rows, h.height));
     let band_bytes = p as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
-    let cols =
-        (columns.start.min(h.width) / p) as usize..columns.end.min(h.width).div_ceil(p) as usize;
     let decode = |(band, chunk): (usize, &mut [u8])| {
-        decode_band_columns(
+        decode_band(
             layout,
             band,
             cols.clone(),
             &mut InterleavedBand::new(h, chunk),
         )
     };
-    let bands = out
-        .chunks_mut(band_bytes)
-        .enumerate()
-        .skip(first)
-        .take(last.saturating_sub(first));
+    let skip = bands.start;
+    let take = bands.end.saturating_sub(bands.start);
     if parallel {
-        bands.par_bridge().try_for_each(decode)
+        out.par_chunks_mut(band_bytes)
+            .enumerate()
+            .skip(skip)
+            .take(take)
+            .try_for_each(decode)
     } else {
-        bands.into_iter().try_for_each(decode)
+        out.chunks_mut(band_bytes)
+            .enumerate()
+            .skip(skip)
+            .take(take)
+            .try_for_each(decode)
     }
 }
 
@@ -222,7 +216,9 @@ fn decode_f32_chw(
             F32ChwBand::new(h, rows, norm, &table)
         })
         .collect();
-    let decode = |(band, mut sink): (usize, F32ChwBand)| decode_band(layout, band, &mut sink);
+    let all = 0..h.patches_x() as usize;
+    let decode =
+        |(band, mut sink): (usize, F32ChwBand)| decode_band(layout, band, all.clone(), &mut sink);
     if parallel {
         bands.into_par_iter().enumerate().try_for_each(decode)
     } else {
@@ -230,14 +226,9 @@ fn decode_f32_chw(
     }
 }
 
-/// Decodes band `band` (one patch row) into `sink`: the one place the profile picks a codec.
-fn decode_band<S: BandSink>(layout: &FileLayout, band: usize, sink: &mut S) -> Result<()> {
-    let all = 0..layout.header.patches_x() as usize;
-    decode_band_columns(layout, band, all, sink)
-}
-
-/// [`decode_band`] for the patches in patch columns `columns` only.
-fn decode_band_columns<S: BandSink>(
+/// Decodes the patches of band `band` (one patch row) in patch columns `columns` into
+/// `sink`: the one place the profile picks a codec.
+fn decode_band<S: BandSink>(
     layout: &FileLayout,
     band: usize,
     columns: std::ops::Range<usize>,

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use l3::progressive::{decode_level, encode_levels, ProgressiveOptions};
+use l3::progressive::{encode_levels, ProgressiveOptions};
 use l3::shard::{RecordInput, ShardReader, ShardWriter};
 use l3::{DecodeOptions, EncodeOptions, Profile};
 
@@ -440,18 +440,7 @@ fn pack(dir: &Path, images: &[Pixels], levels: u8) -> Result<Vec<PathBuf>> {
             .map(|p| -> Result<RecordInput> {
                 let raw = p.raw();
                 let encoded = encode_levels(&raw, &progressive, &options)?;
-                let payloads: Vec<&[u8]> = encoded.payloads.iter().map(|x| x.as_slice()).collect();
-                let stored = l3::progressive::StoredLevels {
-                    scheme: encoded.scheme,
-                    level_count: levels,
-                    width: raw.width,
-                    height: raw.height,
-                    channels: raw.color.channels(),
-                    depth: p.depth,
-                    payloads: &payloads,
-                };
-                let px = decode_level(&stored, levels - 1, &DecodeOptions::default())?;
-                if px.data != p.bytes {
+                if !encoded.matches(&raw, &DecodeOptions::default())? {
                     bail!("{}: decoded pixels differ from the source", p.name);
                 }
                 Ok(RecordInput {

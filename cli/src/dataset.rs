@@ -15,7 +15,7 @@ use clap::Args;
 use rayon::prelude::*;
 
 use crate::fsio::{self, Job};
-use l3::progressive::{decode_level, encode_levels, LevelScheme, ProgressiveOptions, StoredLevels};
+use l3::progressive::{decode_level, encode_levels, LevelScheme, ProgressiveOptions};
 use l3::shard::format::parse_shard;
 use l3::shard::{Manifest, RecordInput, ShardInfo, ShardReader, ShardWriter, MANIFEST_VERSION};
 use l3::{EncodeOptions, Profile};
@@ -184,22 +184,7 @@ fn pack_record(
     let image = crate::read_source(&job.input)?;
     let raw = l3::image_support::raw_image(&image)?;
     let levels = encode_levels(&raw, progressive, options)?;
-    let payloads: Vec<&[u8]> = levels.payloads.iter().map(|p| p.as_slice()).collect();
-    let stored = StoredLevels {
-        scheme: levels.scheme,
-        level_count: progressive.levels,
-        width: raw.width,
-        height: raw.height,
-        channels: raw.color.channels(),
-        depth: if matches!(raw.samples, l3::Samples::U8(_)) {
-            8
-        } else {
-            16
-        },
-        payloads: &payloads,
-    };
-    let decoded = decode_level(&stored, progressive.levels - 1, &crate::decode_options())?;
-    if decoded.data != image.as_bytes() {
+    if !levels.matches(&raw, &crate::decode_options())? {
         bail!("verification failed: decoded pixels differ from the source");
     }
     Ok(RecordInput {
@@ -419,15 +404,7 @@ pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
                     payloads.push(file);
                 }
                 // The top level goes through every payload the record has.
-                let stored = StoredLevels {
-                    scheme: r.scheme,
-                    level_count: header.level_count,
-                    width: r.width,
-                    height: r.height,
-                    channels: r.channels,
-                    depth: r.depth,
-                    payloads: &payloads,
-                };
+                let stored = r.stored(header.level_count, &payloads);
                 decode_level(&stored, header.level_count - 1, &crate::decode_options())
                     .with_context(|| format!("record {i} ({})", r.key))?;
             }

@@ -36,15 +36,7 @@ fuzz_target!(|input: &[u8]| {
             .iter()
             .map(|l| &data[l.offset as usize..(l.offset + l.len) as usize])
             .collect();
-        let stored = l3::progressive::StoredLevels {
-            scheme: r.scheme,
-            level_count: header.level_count,
-            width: r.width,
-            height: r.height,
-            channels: r.channels,
-            depth: r.depth,
-            payloads: &payloads,
-        };
+        let stored = r.stored(header.level_count, &payloads);
         for level in 0..header.level_count {
             if let Ok(img) = l3::progressive::decode_level(&stored, level, &options) {
                 let (w, h) =

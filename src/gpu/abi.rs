@@ -13,6 +13,19 @@ use crate::Profile;
 
 /// [`ImageInfo::version`] of a version-2 file.
 pub(crate) const VERSION_COMPACT: u32 = crate::format::VERSION_COMPACT as u32;
+/// Workgroup size of `levels.wgsl` (`LEVELS_WG` in its generated prelude).
+pub(crate) const LEVELS_WORKGROUP_SIZE: u32 = 64;
+/// Workgroup size of `augment.wgsl` (`AUGMENT_WG` in its generated prelude).
+pub(crate) const AUGMENT_WORKGROUP_SIZE: u32 = 64;
+
+/// Workgroups of a one-dimensional dispatch over `items` by a kernel of `workgroup`
+/// invocations that loops with the grid's stride (`levels.wgsl`, `augment.wgsl`): enough for
+/// one item per invocation, capped at 65535 (WebGPU's guaranteed per-dimension limit; the
+/// invocations loop over the rest), at least 1.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) fn strided_workgroups(items: u64, workgroup: u32) -> u32 {
+    items.div_ceil(workgroup as u64).clamp(1, 65535) as u32
+}
 
 /// Error flag bits the decode shader ORs into an image's slot
 /// ([`crate::FormatError::GpuReported`]).

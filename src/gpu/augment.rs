@@ -2,6 +2,7 @@
 //! resized, flipped and normalised into one f32 NCHW tensor buffer by `shaders/augment.wgsl`,
 //! the twin of [`crate::loader::Augment::apply`].
 
+use super::abi::{strided_workgroups, AUGMENT_WORKGROUP_SIZE};
 use super::device::range;
 use super::readback::{read_buffer, GpuBatch};
 use super::upload::storage_buffer;
@@ -83,11 +84,6 @@ impl GpuTensor {
         })
     }
 }
-
-/// `LEVELS_WG`-like workgroup size of `augment.wgsl`.
-const AUGMENT_WORKGROUP_SIZE: u64 = 64;
-/// Workgroups per dispatch at most (each invocation loops over the elements beyond).
-const MAX_GROUPS: u64 = 65535;
 
 impl GpuDecoder {
     /// Augments image `i` of `batch` (interleaved, as [`GpuDecoder::decode_batch`] or
@@ -231,9 +227,9 @@ impl GpuDecoder {
                         },
                     ],
                 });
-                let groups = per.div_ceil(AUGMENT_WORKGROUP_SIZE).clamp(1, MAX_GROUPS);
+                let groups = strided_workgroups(per, AUGMENT_WORKGROUP_SIZE);
                 pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(groups as u32, 1, 1);
+                pass.dispatch_workgroups(groups, 1, 1);
             }
         }
         self.queue.submit([encoder.finish()]);

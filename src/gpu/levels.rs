@@ -6,7 +6,7 @@
 //! payload already is the level. Everything is integer work, bit-exact with the CPU twins in
 //! [`crate::progressive::interlace`].
 
-use super::abi::OUT_ALIGN;
+use super::abi::{strided_workgroups, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
 use super::device::range;
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
@@ -331,10 +331,10 @@ impl GpuDecoder {
                 let per_word = 32 / job.depth as u64;
                 let words =
                     (job.width as u64 * job.height as u64 * job.channels as u64).div_ceil(per_word);
-                let groups = words.div_ceil(LEVELS_WORKGROUP_SIZE).clamp(1, MAX_GROUPS);
+                let groups = strided_workgroups(words, LEVELS_WORKGROUP_SIZE);
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(groups as u32, 1, 1);
+                pass.dispatch_workgroups(groups, 1, 1);
             }
         }
         self.queue.submit([encoder.finish()]);
@@ -346,8 +346,3 @@ impl GpuDecoder {
         })
     }
 }
-
-/// `LEVELS_WG` in `levels.wgsl`.
-const LEVELS_WORKGROUP_SIZE: u64 = 64;
-/// Workgroups per dispatch at most (each invocation loops over the words beyond).
-const MAX_GROUPS: u64 = 65535;

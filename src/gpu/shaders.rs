@@ -118,6 +118,11 @@ pub(crate) fn prelude() -> String {
         ("TOKEN_MANTISSA_BITS", cf::TOKEN_MANTISSA_BITS),
         ("PAIR_LIMIT", cf::PAIR_LIMIT),
         ("FAST_BITS", abi::FAST_BITS),
+        ("LEVELS_WG", abi::LEVELS_WORKGROUP_SIZE),
+        ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
+        ("BAND_H", crate::progressive::interlace::BAND_H as u32),
+        ("BAND_V", crate::progressive::interlace::BAND_V as u32),
+        ("BAND_D", crate::progressive::interlace::BAND_D as u32),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");

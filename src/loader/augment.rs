@@ -299,9 +299,7 @@ impl Augment {
                     let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
                     let (fx, fy) = (sxc - x0 as f32, syc - y0 as f32);
                     let at = |x: usize, y: usize| px[(y * w + x) * n + sc].get() as f32;
-                    let top = at(x0, y0) + (at(x1, y0) - at(x0, y0)) * fx;
-                    let bottom = at(x0, y1) + (at(x1, y1) - at(x0, y1)) * fx;
-                    let v = top + (bottom - top) * fy;
+                    let v = bilinear(at(x0, y0), at(x1, y0), at(x0, y1), at(x1, y1), fx, fy);
                     *o = (v / max - mean) / std;
                 }
             }
@@ -353,14 +351,20 @@ impl Augment {
                 for (o, &(x0, x1, fx)) in row.iter_mut().zip(&xs) {
                     let (a0, a1) = (r0[x0 * n + sc].get() as f32, r0[x1 * n + sc].get() as f32);
                     let (b0, b1) = (r1[x0 * n + sc].get() as f32, r1[x1 * n + sc].get() as f32);
-                    let top = a0 + (a1 - a0) * fx;
-                    let bottom = b0 + (b1 - b0) * fx;
-                    let v = top + (bottom - top) * fy;
-                    *o = (v / max - mean) / std;
+                    *o = (bilinear(a0, a1, b0, b1, fx, fy) / max - mean) / std;
                 }
             }
         }
     }
+}
+
+/// Bilinear interpolation of the four taps `a0 a1` (top row) and `b0 b1` (bottom row) at
+/// weights `fx`, `fy`, in the order of operations `augment.wgsl` uses.
+#[inline(always)]
+fn bilinear(a0: f32, a1: f32, b0: f32, b1: f32, fx: f32, fy: f32) -> f32 {
+    let top = a0 + (a1 - a0) * fx;
+    let bottom = b0 + (b1 - b0) * fx;
+    top + (bottom - top) * fy
 }
 
 /// A 32-bit integer hash (Wellons' "lowbias32"): the same on the CPU and in WGSL.

@@ -393,32 +393,6 @@ impl Producer {
         }
         let aug = &self.options.augment;
         let per = aug.output_len();
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = &self.options.gpu {
-            return self
-                .gpu_batch(
-                    gpu, cache, ids, payloads, errors, state, after, started, read, bytes_read,
-                )
-                .map(|mut b| {
-                    b.read_calls = read_calls;
-                    b
-                });
-        }
-        // Decode + augment, one sample per task.
-        let results: Vec<Result<(Vec<f32>, Duration, Duration)>> = self.pool.install(|| {
-            payloads
-                .par_iter()
-                .zip(errors.par_iter_mut())
-                .enumerate()
-                .map(|(k, (p, err))| {
-                    if let Some(e) = err.take() {
-                        return Err(e);
-                    }
-                    let p = p.as_ref().expect("read or cached");
-                    self.decode_augment(ids[k] as u64, p, level, state.seed, state.epoch, per)
-                })
-                .collect()
-        });
         let mut out = Batch {
             epoch: state.epoch,
             consumed_before: state.consumed,
@@ -441,6 +415,25 @@ impl Producer {
             bytes_read,
             read_calls,
         };
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &self.options.gpu {
+            return self.gpu_batch(gpu, ids, payloads, errors, started, out);
+        }
+        // Decode + augment, one sample per task.
+        let results: Vec<Result<(Vec<f32>, Duration, Duration)>> = self.pool.install(|| {
+            payloads
+                .par_iter()
+                .zip(errors.par_iter_mut())
+                .enumerate()
+                .map(|(k, (p, err))| {
+                    if let Some(e) = err.take() {
+                        return Err(e);
+                    }
+                    let p = p.as_ref().expect("read or cached");
+                    self.decode_augment(ids[k] as u64, p, level, state.seed, state.epoch, per)
+                })
+                .collect()
+        });
         let assemble = Instant::now();
         for (k, r) in results.into_iter().enumerate() {
             let sample = ids[k] as u64;
@@ -452,23 +445,7 @@ impl Producer {
                     out.times.decode += decode;
                     out.times.augment += augment;
                 }
-                Err(e) => {
-                    let (shard, key) = self.name_of(sample);
-                    if self.options.on_error == OnError::Fail {
-                        return Err(Error::Record {
-                            sample,
-                            shard,
-                            key,
-                            error: Box::new(e),
-                        });
-                    }
-                    out.skipped.push(SkippedRecord {
-                        sample,
-                        shard,
-                        key,
-                        error: e.to_string(),
-                    });
-                }
+                Err(e) => self.reject(&mut out, sample, e)?,
             }
         }
         out.shape[0] = out.samples.len();
@@ -482,73 +459,26 @@ impl Producer {
     /// index is in the error) is skipped or fails the batch by [`OnError`], and the batch is
     /// retried without it.
     #[cfg(feature = "gpu")]
-    #[allow(clippy::too_many_arguments)]
     fn gpu_batch(
         &self,
         gpu: &crate::gpu::GpuDecoder,
-        cache: &PlannedCache<Payloads>,
         ids: &[u32],
         payloads: Vec<Option<Payloads>>,
         mut errors: Vec<Option<Error>>,
-        state: LoaderState,
-        after: LoaderState,
         started: Instant,
-        read: Duration,
-        bytes_read: u64,
+        mut out: Batch,
     ) -> Result<Batch> {
+        // The run's seed and this batch's epoch: the augmentation's parameters depend on them.
+        let (seed, epoch) = (out.state_after.seed, out.epoch);
         let aug = &self.options.augment;
         let level = self.level();
-        let mut out = Batch {
-            epoch: state.epoch,
-            consumed_before: state.consumed,
-            samples: Vec::new(),
-            classes: Vec::new(),
-            data: Tensor::with_capacity(aug.output, 0),
-            shape: [
-                0,
-                aug.channels as usize,
-                aug.size.1 as usize,
-                aug.size.0 as usize,
-            ],
-            skipped: Vec::new(),
-            state_after: after,
-            times: StageTimes {
-                read,
-                ..StageTimes::default()
-            },
-            cache: cache.stats(),
-            bytes_read,
-            read_calls: 0,
-        };
-        let skip = |k: usize, e: Error, out: &mut Batch| -> Result<()> {
-            let sample = ids[k] as u64;
-            let (shard, key) = self.name_of(sample);
-            if self.options.on_error == OnError::Fail {
-                return Err(Error::Record {
-                    sample,
-                    shard,
-                    key,
-                    error: Box::new(e),
-                });
-            }
-            out.skipped.push(SkippedRecord {
-                sample,
-                shard,
-                key,
-                error: e.to_string(),
-            });
-            Ok(())
-        };
         for (k, e) in errors.iter_mut().enumerate() {
             if let Some(e) = e.take() {
-                skip(k, e, &mut out)?;
+                self.reject(&mut out, ids[k] as u64, e)?;
             }
         }
         let mut live: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_some()).collect();
-        loop {
-            if live.is_empty() {
-                break;
-            }
+        while !live.is_empty() {
             let t0 = Instant::now();
             let refs: Vec<Vec<&[u8]>> = live
                 .iter()
@@ -566,7 +496,7 @@ impl Producer {
                 Ok(b) => b,
                 Err(Error::InBatch { image, error }) if image < live.len() => {
                     let k = live.remove(image);
-                    skip(k, *error, &mut out)?;
+                    self.reject(&mut out, ids[k] as u64, *error)?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -574,9 +504,7 @@ impl Producer {
             let params: Vec<_> = live
                 .iter()
                 .zip(&decoded.images)
-                .map(|(&k, l)| {
-                    aug.params(state.seed, state.epoch, ids[k] as u64, l.width, l.height)
-                })
+                .map(|(&k, l)| aug.params(seed, epoch, ids[k] as u64, l.width, l.height))
                 .collect();
             let t1 = Instant::now();
             let tensor = gpu.augment(&decoded, &params, aug)?;
@@ -686,6 +614,27 @@ impl Producer {
         let mut data = vec![0f32; per];
         aug.apply(&image, &params, &mut data)?;
         Ok((data, t1 - t0, t1.elapsed()))
+    }
+
+    /// A record that cannot be used: reported in `out.skipped`, or the batch's error, by
+    /// [`OnError`].
+    fn reject(&self, out: &mut Batch, sample: u64, error: Error) -> Result<()> {
+        let (shard, key) = self.name_of(sample);
+        if self.options.on_error == OnError::Fail {
+            return Err(Error::Record {
+                sample,
+                shard,
+                key,
+                error: Box::new(error),
+            });
+        }
+        out.skipped.push(SkippedRecord {
+            sample,
+            shard,
+            key,
+            error: error.to_string(),
+        });
+        Ok(())
     }
 
     fn name_of(&self, sample: u64) -> (String, String) {

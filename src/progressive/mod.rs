@@ -122,6 +122,26 @@ impl EncodedLevels {
     pub fn total_bytes(&self) -> u64 {
         self.payloads.iter().map(|p| p.len() as u64).sum()
     }
+
+    /// Decodes the top level (through every payload) and compares it with `image`: whether
+    /// the levels give back exactly its samples (the packer's verification).
+    pub fn matches(&self, image: &RawImage, options: &DecodeOptions) -> Result<bool> {
+        let payloads: Vec<&[u8]> = self.payloads.iter().map(|p| p.as_slice()).collect();
+        let stored = StoredLevels {
+            scheme: self.scheme,
+            level_count: self.payloads.len() as u8,
+            width: image.width,
+            height: image.height,
+            channels: image.color.channels(),
+            depth: image.depth(),
+            payloads: &payloads,
+        };
+        let decoded = decode_level(&stored, stored.level_count - 1, options)?;
+        Ok(match image.samples {
+            Samples::U8(s) => decoded.data == s,
+            Samples::U16(s) => decoded.data == bytemuck::cast_slice::<u16, u8>(s),
+        })
+    }
 }
 
 /// Encodes `image` as `progressive.levels` levels with `encode`'s profile and options:

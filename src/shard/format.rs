@@ -22,7 +22,7 @@
 //! the whole image, the others empty), 1 interlace (payload k refines level k - 1 to level k).
 
 use super::ShardError;
-use crate::progressive::LevelScheme;
+use crate::progressive::{LevelScheme, StoredLevels};
 
 /// Shard signature (like the codec's, with `S` for shard): catches 7-bit transfers and line
 /// ending conversions.
@@ -194,6 +194,20 @@ pub struct RecordEntry {
 }
 
 impl RecordEntry {
+    /// The record's stored levels over `payloads` (its payloads `0..=k`), in a shard of
+    /// `level_count` levels: what [`crate::progressive::decode_level`] decodes.
+    pub fn stored<'a>(&self, level_count: u8, payloads: &'a [&'a [u8]]) -> StoredLevels<'a> {
+        StoredLevels {
+            scheme: self.scheme,
+            level_count,
+            width: self.width,
+            height: self.height,
+            channels: self.channels,
+            depth: self.depth,
+            payloads,
+        }
+    }
+
     /// Appends the entry's bytes to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(self.key.len() as u16).to_le_bytes());

@@ -256,16 +256,7 @@ impl ShardReader {
         i: usize,
         payloads: &'a [&'a [u8]],
     ) -> Result<StoredLevels<'a>> {
-        let r = self.record(i)?;
-        Ok(StoredLevels {
-            scheme: r.scheme,
-            level_count: self.level_count,
-            width: r.width,
-            height: r.height,
-            channels: r.channels,
-            depth: r.depth,
-            payloads,
-        })
+        Ok(self.record(i)?.stored(self.level_count, payloads))
     }
 
     /// Record `i` at level `level`, decoded on the CPU: reads only the payloads that level
