@@ -135,3 +135,24 @@ mod tests {
         assert!(f.is_planar() && !OutputLayout::Interleaved.is_planar());
     }
 }
+
+/// A rectangle of an image's pixels, `columns x rows`: the part of an image a consumer needs
+/// (a random crop, with the pixels its resampling reads around it). Decoders given a window
+/// decode only the patches that hold its pixels; the rest of the output is left zero.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Window {
+    /// Pixel columns `start..end`.
+    pub columns: std::ops::Range<u32>,
+    /// Pixel rows `start..end`.
+    pub rows: std::ops::Range<u32>,
+}
+
+impl Window {
+    /// The whole of a `width x height` image.
+    pub fn whole(width: u32, height: u32) -> Window {
+        Window {
+            columns: 0..width,
+            rows: 0..height,
+        }
+    }
+}

@@ -61,7 +61,7 @@ pub use format::fast::FastPredictor;
 pub use format::{ColorType, Header, Profile};
 #[cfg(feature = "image")]
 pub use image_support::{decode_image, encode_image, read_image, register_image_hooks};
-pub use layout::{Normalize, OutputLayout, SampleType};
+pub use layout::{Normalize, OutputLayout, SampleType, Window};
 
 /// Resource limits a decoder checks before allocating anything, like image-png's `Limits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -344,6 +344,55 @@ fn compact_random_images_match_cpu() {
     check_batch(gpu, &files, &names);
 }
 
+/// Window decodes (only the patches a crop needs): the GPU writes what the CPU's window
+/// decode writes, for both format versions, windows inside, across and past the image.
+#[test]
+fn window_decodes_match_the_cpu_window_decode() {
+    let Some(gpu) = gpu() else { return };
+    let files = mixed_files(77, 24);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let mut rng = Rng(5);
+    let windows: Vec<Option<l3::Window>> = files
+        .iter()
+        .map(|f| {
+            let h = l3::read_header(f).unwrap();
+            if rng.below(5) == 0 {
+                return None;
+            }
+            let x0 = rng.below(h.width as u64 + 4) as u32;
+            let y0 = rng.below(h.height as u64 + 4) as u32;
+            Some(l3::Window {
+                columns: x0..x0 + 1 + rng.below(h.width as u64) as u32,
+                rows: y0..y0 + 1 + rng.below(h.height as u64) as u32,
+            })
+        })
+        .collect();
+    let batch = gpu
+        .decode_batch_windows(&refs, OutputLayout::Interleaved, &windows)
+        .unwrap();
+    for (i, (f, w)) in files.iter().zip(&windows).enumerate() {
+        let layout = format::parse_file(f, &Default::default(), ParseOptions::default()).unwrap();
+        let h = layout.header;
+        let w = w.clone().unwrap_or(l3::Window::whole(h.width, h.height));
+        let mut want = vec![0u8; h.output_bytes() as usize];
+        l3::decode::decode_layout_window(
+            &layout,
+            &mut want,
+            w.columns.clone(),
+            w.rows.clone(),
+            false,
+        )
+        .unwrap();
+        assert!(
+            batch.read_back_image(i).unwrap() == want,
+            "image {i} ({}x{}, v{}), window {w:?}",
+            h.width,
+            h.height,
+            h.profile.version()
+        );
+    }
+}
+
 /// f32 CHW output of version-2 files (in a batch with version-1 files).
 #[test]
 fn compact_f32_chw_output_matches_cpu() {

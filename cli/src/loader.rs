@@ -48,6 +48,9 @@ pub struct BenchLoaderArgs {
     /// f16 batch tensors instead of f32.
     #[arg(long)]
     pub f16: bool,
+    /// Decode whole images, not only the patches each crop needs (to measure the saving).
+    #[arg(long)]
+    pub no_crop_window: bool,
 }
 
 #[derive(Default)]
@@ -80,6 +83,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
     o.threads = a.threads;
     o.end_epoch = a.epochs;
+    o.crop_window_decode = !a.no_crop_window;
     let mut device = "CPU".to_string();
     if a.gpu {
         #[cfg(feature = "gpu")]
@@ -101,7 +105,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         a.threads
     };
     println!(
-        "{}: {} records, {} level(s); reading level {}, {}x{} crops, batches of {}, {threads} threads, decode + augment on the {device}, cache {} MiB ({})",
+        "{}: {} records, {} level(s); reading level {}, {}x{} crops, batches of {}, {threads} threads, decode ({}) + augment on the {device}, cache {} MiB ({})",
         a.dataset.display(),
         ds.len(),
         ds.manifest().levels,
@@ -109,6 +113,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         a.size,
         a.size,
         a.batch_size,
+        if a.no_crop_window { "whole images" } else { "the patches each crop needs" },
         a.cache_mb,
         if a.lru { "LRU" } else { "planned eviction" }
     );

@@ -483,8 +483,8 @@ fn decode_compact_patch(wg: u32, img: ImageInfo, lid: u32) {
     let ps = 1u << img.patch_log2;
     let patch_index = wg - img.wg_base;
     let g = img.stream_base + patch_index;
-    let x0 = (patch_index % img.patches_x) * ps;
-    let y0 = (patch_index / img.patches_x) * ps;
+    let x0 = (img.patch_col0 + patch_index % img.patches_x) * ps;
+    let y0 = (img.patch_row0 + patch_index / img.patches_x) * ps;
     let pw = min(ps, img.width - x0);
     let ph = min(ps, img.height - y0);
     // At least one, whatever a bad image table says (lid / segs below).

@@ -41,8 +41,8 @@ fn decode_streams(wg: u32, img: ImageInfo, lid: u32) {
     if (alive) {
         let patch_index = local / img.channels;
         ch = local % img.channels;
-        x0 = (patch_index % img.patches_x) * ps;
-        y0 = (patch_index / img.patches_x) * ps;
+        x0 = (img.patch_col0 + patch_index % img.patches_x) * ps;
+        y0 = (img.patch_row0 + patch_index / img.patches_x) * ps;
         pw = min(ps, img.width - x0);
         ph = min(ps, img.height - y0);
         start = offsets[g];

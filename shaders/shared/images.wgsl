@@ -8,6 +8,7 @@ struct ImageInfo {
     channels: u32,
     depth: u32,
     patch_log2: u32,
+    // Patches per row of the decoded grid (the image's, or its window's).
     patches_x: u32,
     // First stream of the image in the chunk (chunk-local stream index).
     stream_base: u32,
@@ -24,9 +25,12 @@ struct ImageInfo {
     // Format version of the file: 1 (fast: entry points `main`, `decode_streams`) or 2
     // (compact: entry points `main_compact`, `decode_compact_patch`, one workgroup per patch).
     version: u32,
+    // Patch column and row of the first decoded patch (0 unless only a window is decoded):
+    // patch p of the entry's streams is at column patch_col0 + p % patches_x, row
+    // patch_row0 + p / patches_x.
+    patch_col0: u32,
+    patch_row0: u32,
     pad0: u32,
-    pad1: u32,
-    pad2: u32,
 }
 
 struct Params {

@@ -67,7 +67,7 @@ pub struct ImageInfo {
     pub depth: u32,
     /// log2 of the patch size.
     pub patch_log2: u32,
-    /// Patches per row of the patch grid.
+    /// Patches per row of the decoded patch grid: the image's, or the window's (`patch_col0`).
     pub patches_x: u32,
     /// First stream of the image (chunk-local index).
     pub stream_base: u32,
@@ -87,8 +87,15 @@ pub struct ImageInfo {
     /// [`crate::format::VERSION_COMPACT`]): which entry point decodes it (`main` or
     /// `main_compact`).
     pub version: u32,
+    /// Patch column and row (from the first row of the entry's output) of the first decoded
+    /// patch: 0 and 0 for a whole image or band; a window's corner when only the patches a
+    /// crop needs are decoded. Patch `p` of the entry's streams is the patch at column
+    /// `patch_col0 + p % patches_x`, row `patch_row0 + p / patches_x`.
+    pub patch_col0: u32,
+    /// See `patch_col0`.
+    pub patch_row0: u32,
     /// Padding.
-    pub pad: [u32; 3],
+    pub pad: u32,
 }
 
 /// Invocations of a decode workgroup (`WG` in the shaders).

@@ -229,7 +229,7 @@ impl<'d, T> Batcher<'d, T> {
             .iter()
             .map(|e| crate::decode::parse(&e.data, &options))
             .collect::<Result<_>>()?;
-        let plan = self.decoder.plan(&layouts, self.output)?;
+        let plan = self.decoder.plan(&layouts, self.output, &[])?;
         let targets = self.targets(set, plan.total_out, entries.len())?;
         self.decoder
             .submit_planned(&layouts, &plan, self.output, &targets, false)

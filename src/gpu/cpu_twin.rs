@@ -156,8 +156,8 @@ pub(crate) fn decode_streams<S: OutputSink>(
         let patch = local / img.channels;
         let ch = local % img.channels;
         let ps = 1u32 << img.patch_log2;
-        let x0 = (patch % img.patches_x) * ps;
-        let y0 = (patch / img.patches_x) * ps;
+        let x0 = (img.patch_col0 + patch % img.patches_x) * ps;
+        let y0 = (img.patch_row0 + patch / img.patches_x) * ps;
         let pw = ps.min(img.width - x0);
         let ph = ps.min(img.height - y0);
         let depth = img.depth;
@@ -595,8 +595,8 @@ pub(crate) fn decode_compact_patches<S: OutputSink>(
         let ps = 1u32 << img.patch_log2;
         let patch = wg - img.wg_base;
         let g = (img.stream_base + patch) as usize;
-        let x0 = (patch % img.patches_x) * ps;
-        let y0 = (patch / img.patches_x) * ps;
+        let x0 = (img.patch_col0 + patch % img.patches_x) * ps;
+        let y0 = (img.patch_row0 + patch / img.patches_x) * ps;
         let pw = ps.min(img.width - x0);
         let ph = ps.min(img.height - y0);
         let segs = cf::segments(ps, ph).max(1);

@@ -11,7 +11,7 @@ use super::timing::StageTimings;
 use super::upload::{Needs, Scratch};
 use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
-use crate::layout::OutputLayout;
+use crate::layout::{OutputLayout, Window};
 
 /// The GPU decoder: pipelines created once, buffers reused between batches.
 pub struct GpuDecoder {
@@ -177,7 +177,7 @@ impl GpuDecoder {
         files: &[&[u8]],
         output: OutputLayout,
     ) -> Result<(GpuBatch, Option<StageTimings>)> {
-        let r = self.decode_blocking(files, output, true)?;
+        let r = self.decode_blocking(files, output, true, &[])?;
         check_flags(&r.flags)?;
         Ok((r.batch, r.timings))
     }
@@ -188,8 +188,9 @@ impl GpuDecoder {
         files: &[&[u8]],
         output: OutputLayout,
         timed: bool,
+        windows: &[Option<Window>],
     ) -> Result<Finished> {
-        let pending = self.submit(files, output, timed)?;
+        let pending = self.submit(files, output, timed, windows)?;
         let r = pollster::block_on(pending.finish(Poller::Block))?;
         self.record_timings(r.timings);
         Ok(r)
@@ -227,8 +228,25 @@ impl GpuDecoder {
         files: &[&[u8]],
         output: OutputLayout,
     ) -> Result<(GpuBatch, Vec<u32>)> {
-        let r = self.decode_blocking(files, output, self.timing)?;
+        let r = self.decode_blocking(files, output, self.timing, &[])?;
         Ok((r.batch, r.flags))
+    }
+
+    /// Like [`GpuDecoder::decode_batch`], but image `i` is decoded only where `windows[i]`
+    /// (if given) needs it: only the patches that hold pixels of the window are uploaded and
+    /// decoded, and the rest of the image's output is zero. What a random crop needs (see
+    /// [`crate::decode::decode_layout_window`], the CPU equivalent, which writes the same
+    /// bytes). `windows` may be shorter than `files` (the rest decode whole). An image too
+    /// large for one binding (split into bands of patch rows) is decoded whole.
+    pub fn decode_batch_windows(
+        &self,
+        files: &[&[u8]],
+        output: OutputLayout,
+        windows: &[Option<Window>],
+    ) -> Result<GpuBatch> {
+        let r = self.decode_blocking(files, output, self.timing, windows)?;
+        check_flags(&r.flags)?;
+        Ok(r.batch)
     }
 
     /// Async form of [`GpuDecoder::decode_batch`]: validates and submits at once, then returns
@@ -245,7 +263,7 @@ impl GpuDecoder {
         files: &[&[u8]],
         output: OutputLayout,
     ) -> impl std::future::Future<Output = Result<GpuBatch>> + '_ {
-        let pending = self.submit(files, output, self.timing);
+        let pending = self.submit(files, output, self.timing, &[]);
         async move {
             let r = pending?.finish(Poller::Thread).await?;
             self.record_timings(r.timings);

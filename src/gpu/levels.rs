@@ -12,7 +12,7 @@ use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
 use crate::error::{Error, LimitsError, ParameterError, Result};
-use crate::layout::OutputLayout;
+use crate::layout::{OutputLayout, Window};
 use crate::progressive::{level_dims, level_stride, LevelScheme, StoredLevels};
 
 /// The uniform of one dispatch: `LevelJob` in `levels.wgsl`.
@@ -86,6 +86,20 @@ impl GpuDecoder {
     /// Blocks until the payloads are decoded (their error flags are read), then submits the
     /// reconstruction; reading the result back waits for it.
     pub fn decode_levels(&self, records: &[StoredLevels], level: u8) -> Result<GpuBatch> {
+        self.decode_levels_windows(records, level, &[])
+    }
+
+    /// Like [`GpuDecoder::decode_levels`], but record `i` is decoded only where `windows[i]`
+    /// (if given; pixels of the level) needs it, where the level allows: a flat record read
+    /// at full resolution decodes only the patches holding the window's pixels (the rest of
+    /// its image is zero), as [`crate::progressive::decode_level_window`] does on the CPU,
+    /// byte for byte. Other records decode whole.
+    pub fn decode_levels_windows(
+        &self,
+        records: &[StoredLevels],
+        level: u8,
+        windows: &[Option<Window>],
+    ) -> Result<GpuBatch> {
         if records.is_empty() {
             return Err(ParameterError::InvalidOption {
                 name: "records",
@@ -104,9 +118,13 @@ impl GpuDecoder {
         let mut files: Vec<&[u8]> = Vec::new();
         let mut first = Vec::with_capacity(records.len());
         let mut owner = Vec::new();
+        let mut file_windows = Vec::new();
         for (i, r) in records.iter().enumerate() {
             let plan = r.plan(level).map_err(in_record(i))?;
             first.push(files.len());
+            let direct = r.scheme == LevelScheme::Flat && level + 1 == r.level_count;
+            file_windows.push(windows.get(i).cloned().flatten().filter(|_| direct));
+            file_windows.resize(files.len() + plan.len(), None);
             for shape in &plan {
                 let payload = r.payloads[shape.level as usize];
                 let header = crate::decode::read_header(payload).map_err(in_record(i))?;
@@ -116,7 +134,7 @@ impl GpuDecoder {
             }
         }
         let batch = self
-            .decode_batch(&files, OutputLayout::Interleaved)
+            .decode_batch_windows(&files, OutputLayout::Interleaved, &file_windows)
             .map_err(|e| match e {
                 Error::InBatch { image, error } => Error::InBatch {
                     image: owner[image],

@@ -10,7 +10,7 @@ use std::ops::Range;
 use super::abi::{scan_levels, workgroups_of, ImageInfo, Params, OUT_ALIGN, VERSION_COMPACT};
 use crate::error::{LimitsError, Result};
 use crate::format::{FileLayout, Header};
-use crate::layout::{Normalize, OutputLayout};
+use crate::layout::{Normalize, OutputLayout, Window};
 
 /// A batch's plan: each image's output position, the output buffer size, the parts (whole
 /// images, or bands of patch rows of images too large for one chunk) and the chunks (runs of
@@ -38,10 +38,14 @@ impl BatchPlan {
 /// Plans a batch of validated files for `output`, each chunk's buffers at most `limit` bytes:
 /// images split into bands of patch rows when one alone does not fit (interleaved output
 /// only; [`LimitsError::GpuBuffer`] for f32 output, or when even one patch row does not fit).
+/// `windows[i]`, where given, restricts image `i` to the patches that hold pixels of that
+/// window (the rest of its output area stays zero); an image split into bands is decoded
+/// whole. An empty `windows` decodes every image whole.
 pub(crate) fn plan_batch(
     layouts: &[FileLayout],
     output: OutputLayout,
     limit: u64,
+    windows: &[Option<Window>],
 ) -> Result<BatchPlan> {
     // Output positions: each image at a multiple of 256 bytes.
     let mut image_pos = Vec::with_capacity(layouts.len());
@@ -80,10 +84,10 @@ pub(crate) fn plan_batch(
         checks.into_iter().find(|&(_, n)| n > limit)
     };
     let part_sum = |l: &FileLayout, p: &Part| {
-        let (s0, s1) = p.streams(&l.header);
+        let (input, streams) = p.input(l);
         Sum {
-            input: l.offsets[s1] - l.offsets[s0],
-            streams: (s1 - s0) as u64,
+            input,
+            streams,
             // A band's binding starts at the 256-byte boundary before it.
             out: p.out_end - p.out_pos + p.out_pos % OUT_ALIGN,
             parts: 1,
@@ -94,16 +98,10 @@ pub(crate) fn plan_batch(
     for (i, l) in layouts.iter().enumerate() {
         let h = &l.header;
         let out = output.output_bytes(h);
-        let whole = Part {
-            image: i,
-            patch_row0: 0,
-            patch_rows: h.patches_y(),
-            out_pos: image_pos[i],
-            out_len: out,
-            out_end: image_pos[i] + out.next_multiple_of(OUT_ALIGN),
-        };
+        let whole = Part::whole(i, h, image_pos[i], out);
         let Some((what, needed)) = over(&part_sum(l, &whole)) else {
-            parts.push(whole);
+            let window = windows.get(i).cloned().flatten();
+            parts.push(window.map_or(whole, |w| whole.restricted_to(h, &w)));
             continue;
         };
         if f32_out {
@@ -122,9 +120,10 @@ pub(crate) fn plan_batch(
             let out_pos = image_pos[i] + y0 as u64 * row_bytes;
             let out_len = band_h as u64 * row_bytes;
             Part {
-                image: i,
                 patch_row0: row0,
                 patch_rows: rows,
+                out_patch_row0: row0,
+                out_height: band_h,
                 out_pos,
                 out_len,
                 out_end: if last {
@@ -132,6 +131,7 @@ pub(crate) fn plan_batch(
                 } else {
                     out_pos + out_len
                 },
+                ..whole
             }
         };
         let mut row0 = 0;
@@ -205,37 +205,98 @@ pub(crate) struct ChunkInputs {
     pub out_words: u32,
 }
 
-/// A band of whole patch rows of one image (the whole image unless the image alone exceeds
-/// the device's buffer limits), and where its output goes.
+/// What one image-table entry decodes: a band of whole patch rows of one image (the whole
+/// image unless the image alone exceeds the device's buffer limits), or a window of its
+/// patches (only the patches a crop needs), and where its output goes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Part {
     /// Index of the image in the batch.
     pub image: usize,
-    /// First patch row and patch rows of the band.
+    /// The decoded patches: rows `patch_row0..patch_row0 + patch_rows`, columns
+    /// `patch_col0..patch_col0 + patch_cols`.
     pub patch_row0: u32,
     pub patch_rows: u32,
-    /// Byte position of the band's output in the batch buffer.
+    pub patch_col0: u32,
+    pub patch_cols: u32,
+    /// The patch row at which the part's output area begins (the band's first row, or 0 for a
+    /// whole image or a window: a window decodes into its whole image's area), and the area's
+    /// pixel rows.
+    pub out_patch_row0: u32,
+    pub out_height: u32,
+    /// Byte position of the part's output area in the batch buffer.
     pub out_pos: u64,
-    /// Bytes of the band's output (interleaved: contiguous; a split image is never f32).
+    /// Bytes of the part's output area (interleaved: contiguous; a split image is never f32).
     pub out_len: u64,
-    /// End of the band's output area in the batch buffer, including the image's alignment
+    /// End of the part's output area in the batch buffer, including the image's alignment
     /// padding after its last band.
     pub out_end: u64,
 }
 
 impl Part {
-    /// Streams `s0..s1` of the band.
-    fn streams(&self, h: &Header) -> (usize, usize) {
-        let per_row = h.patches_x() as usize * h.streams_per_patch() as usize;
-        (
-            self.patch_row0 as usize * per_row,
-            (self.patch_row0 + self.patch_rows) as usize * per_row,
-        )
+    /// The whole image `image` with header `h`, its output at `out_pos` (`out_len` bytes).
+    fn whole(image: usize, h: &Header, out_pos: u64, out_len: u64) -> Part {
+        Part {
+            image,
+            patch_row0: 0,
+            patch_rows: h.patches_y(),
+            patch_col0: 0,
+            patch_cols: h.patches_x(),
+            out_patch_row0: 0,
+            out_height: h.height,
+            out_pos,
+            out_len,
+            out_end: out_pos + out_len.next_multiple_of(OUT_ALIGN),
+        }
     }
-    /// First pixel row and rows of the band.
-    fn rows(&self, h: &Header) -> (u32, u32) {
-        let y0 = self.patch_row0 * h.patch_size();
-        (y0, (self.patch_rows * h.patch_size()).min(h.height - y0))
+
+    /// The part restricted to the patches holding pixels of `window` (clamped to the image; an
+    /// empty window keeps one patch, so that every entry has a stream), its output area
+    /// unchanged.
+    fn restricted_to(self, h: &Header, window: &Window) -> Part {
+        let ps = h.patch_size();
+        let span = |r: &Range<u32>, size: u32, patches: u32| {
+            let p0 = (r.start.min(size) / ps).min(patches - 1);
+            let p1 = r.end.min(size).div_ceil(ps).clamp(p0 + 1, patches);
+            (p0, p1 - p0)
+        };
+        let (patch_col0, patch_cols) = span(&window.columns, h.width, h.patches_x());
+        let (patch_row0, patch_rows) = span(&window.rows, h.height, h.patches_y());
+        Part {
+            patch_row0,
+            patch_rows,
+            patch_col0,
+            patch_cols,
+            ..self
+        }
+    }
+
+    /// The streams of the part, as runs `s0..s1` of the file's streams: one run when the part
+    /// spans the image's width, else one per patch row.
+    fn stream_runs(&self, h: &Header) -> impl Iterator<Item = (usize, usize)> {
+        let spp = h.streams_per_patch() as usize;
+        let per_row = h.patches_x() as usize * spp;
+        let (c0, cols) = (
+            self.patch_col0 as usize * spp,
+            self.patch_cols as usize * spp,
+        );
+        let (r0, rows) = (self.patch_row0 as usize, self.patch_rows as usize);
+        let full_width = cols == per_row;
+        let runs = if full_width { 1 } else { rows };
+        (0..runs).map(move |k| {
+            if full_width {
+                (r0 * per_row, (r0 + rows) * per_row)
+            } else {
+                let s0 = (r0 + k) * per_row + c0;
+                (s0, s0 + cols)
+            }
+        })
+    }
+
+    /// Stream bytes and streams of the part.
+    fn input(&self, l: &FileLayout) -> (u64, u64) {
+        self.stream_runs(&l.header)
+            .map(|(s0, s1)| (l.offsets[s1] - l.offsets[s0], (s1 - s0) as u64))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 }
 
@@ -254,15 +315,7 @@ pub(crate) fn build_chunk(
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let out = output.output_bytes(&l.header);
-            let p = Part {
-                image: i,
-                patch_row0: 0,
-                patch_rows: l.header.patches_y(),
-                out_pos: pos,
-                out_len: out,
-                out_end: pos + out.next_multiple_of(OUT_ALIGN),
-            };
+            let p = Part::whole(i, &l.header, pos, output.output_bytes(&l.header));
             pos = p.out_end;
             p
         })
@@ -285,11 +338,7 @@ pub(crate) fn build_parts(
     // Stream bytes, copied once into their words (plus one spare zero word).
     let data_len: usize = parts
         .iter()
-        .map(|p| {
-            let l = &layouts[p.image];
-            let (s0, s1) = p.streams(&l.header);
-            (l.offsets[s1] - l.offsets[s0]) as usize
-        })
+        .map(|p| p.input(&layouts[p.image]).0 as usize)
         .sum();
     let mut input_words = vec![0u32; data_len.div_ceil(4) + 1];
     let input_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut input_words);
@@ -300,25 +349,25 @@ pub(crate) fn build_parts(
     for part in parts {
         let l = &layouts[part.image];
         let h = &l.header;
-        let (s0, s1) = part.streams(h);
-        let (_, band_h) = part.rows(h);
         let first_stream = sizes.len() as u32;
-        let stream_bytes = &l.data[l.offsets[s0] as usize..l.offsets[s1] as usize];
-        input_bytes[filled..filled + stream_bytes.len()].copy_from_slice(stream_bytes);
-        filled += stream_bytes.len();
-        sizes.extend(l.offsets[s0..=s1].windows(2).map(|w| (w[1] - w[0]) as u32));
-        let stream_count = (s1 - s0) as u32;
+        for (s0, s1) in part.stream_runs(h) {
+            let stream_bytes = &l.data[l.offsets[s0] as usize..l.offsets[s1] as usize];
+            input_bytes[filled..filled + stream_bytes.len()].copy_from_slice(stream_bytes);
+            filled += stream_bytes.len();
+            sizes.extend(l.offsets[s0..=s1].windows(2).map(|w| (w[1] - w[0]) as u32));
+        }
+        let stream_count = sizes.len() as u32 - first_stream;
         // Bands start at a whole patch row (a multiple of 8 pixel rows), so on a word: the
         // decode's word index (out_base + byte / 4) needs no byte delta.
         debug_assert_eq!((part.out_pos - out_start) % 4, 0);
         let out_base = ((part.out_pos - out_start) / 4) as u32;
         images.push(ImageInfo {
             width: h.width,
-            height: band_h,
+            height: part.out_height,
             channels: h.channels() as u32,
             depth: h.depth as u32,
             patch_log2: h.patch_log2 as u32,
-            patches_x: h.patches_x(),
+            patches_x: part.patch_cols,
             stream_base: first_stream,
             stream_count,
             out_base,
@@ -327,7 +376,9 @@ pub(crate) fn build_parts(
             // Set below.
             wg_base: workgroups_of(h, stream_count),
             version: h.profile.version() as u32,
-            pad: [0; 3],
+            patch_col0: part.patch_col0,
+            patch_row0: part.patch_row0 - part.out_patch_row0,
+            pad: 0,
         });
         out_words_total = ((part.out_end - out_start) / 4) as u32;
     }
@@ -378,8 +429,8 @@ mod tests {
     /// Plans a batch of version-1 and version-2 files with a small chunk limit (so images are
     /// split into bands and chunks), runs every chunk through the CPU twins, assembles the batch buffer as the GPU path
     /// does, and compares each image with the CPU decoder. No GPU needed.
-    #[test]
-    fn banded_chunks_through_the_twins_match_the_cpu_decoder() {
+    /// Files of both format versions, several patch sizes, 8 and 16 bits, 1 to 4 channels.
+    fn test_files() -> Vec<Vec<u8>> {
         let mut files = Vec::new();
         for (i, &(w, h, c, depth)) in [
             (300u32, 300u32, 3u8, 8u8),
@@ -418,12 +469,18 @@ mod tests {
             };
             files.push(encode(&image, &opts).unwrap());
         }
+        files
+    }
+
+    #[test]
+    fn banded_chunks_through_the_twins_match_the_cpu_decoder() {
+        let files = test_files();
         let layouts: Vec<FileLayout> = files
             .iter()
             .map(|f| parse_file(f, &Limits::default(), ParseOptions::default()).unwrap())
             .collect();
         let output = OutputLayout::Interleaved;
-        let plan = plan_batch(&layouts, output, 256 << 10).unwrap();
+        let plan = plan_batch(&layouts, output, 256 << 10, &[]).unwrap();
         assert!(plan.parts.len() > layouts.len(), "no image was split");
         assert!(plan.chunks.len() > 1);
         // The chunks cover the parts in order; every image starts on a 256-byte boundary.
@@ -449,16 +506,68 @@ mod tests {
         }
         // f32 output is never split: the same batch is refused.
         assert!(matches!(
-            plan_batch(&layouts, OutputLayout::F32Chw(Normalize::UNIT), 256 << 10),
+            plan_batch(
+                &layouts,
+                OutputLayout::F32Chw(Normalize::UNIT),
+                256 << 10,
+                &[]
+            ),
             Err(Error::Limits(LimitsError::GpuBuffer { .. }))
         ));
+    }
+
+    /// Windows through the twins write what the CPU's window decode writes: the patches holding
+    /// the window's pixels, zero elsewhere; the windows upload fewer stream bytes.
+    #[test]
+    fn windows_through_the_twins_match_the_cpu_window_decode() {
+        let files = test_files();
+        let layouts: Vec<FileLayout> = files
+            .iter()
+            .map(|f| parse_file(f, &Limits::default(), ParseOptions::default()).unwrap())
+            .collect();
+        let windows: Vec<Option<Window>> = layouts
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let (w, h) = (l.header.width, l.header.height);
+                match i % 3 {
+                    // An inner window, a corner one past the image's edge, none.
+                    0 => Some(Window {
+                        columns: w / 3..w / 3 + w / 4 + 1,
+                        rows: h / 5..h / 2,
+                    }),
+                    1 => Some(Window {
+                        columns: w - 1..w + 40,
+                        rows: 0..3,
+                    }),
+                    _ => None,
+                }
+            })
+            .collect();
+        let output = OutputLayout::Interleaved;
+        let whole = plan_batch(&layouts, output, u64::MAX >> 8, &[]).unwrap();
+        let plan = plan_batch(&layouts, output, u64::MAX >> 8, &windows).unwrap();
+        assert_eq!(plan.chunks.len(), 1);
+        let c = build_parts(&layouts, &plan.parts, 0, output);
+        let full = build_parts(&layouts, &whole.parts, 0, output);
+        assert!(c.input_words.len() < full.input_words.len());
+        let (out, flags) = cpu_twin::run_chunk(&c, output);
+        assert!(flags.iter().all(|&f| f == 0));
+        for ((l, w), &pos) in layouts.iter().zip(&windows).zip(&plan.image_pos) {
+            let mut want = vec![0u8; l.header.output_bytes() as usize];
+            let w = w
+                .clone()
+                .unwrap_or(Window::whole(l.header.width, l.header.height));
+            crate::decode::decode_layout_window(l, &mut want, w.columns, w.rows, false).unwrap();
+            assert!(out[pos as usize..pos as usize + want.len()] == want[..]);
+        }
     }
 
     /// An empty batch: one 256-byte output buffer (wgpu buffers are never empty), nothing to
     /// submit.
     #[test]
     fn empty_batch_plan() {
-        let plan = plan_batch(&[], OutputLayout::Interleaved, 4096).unwrap();
+        let plan = plan_batch(&[], OutputLayout::Interleaved, 4096, &[]).unwrap();
         assert_eq!(plan.total_out, OUT_ALIGN);
         assert!(plan.image_pos.is_empty() && plan.parts.is_empty() && plan.chunks.is_empty());
     }

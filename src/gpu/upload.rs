@@ -14,7 +14,7 @@ use super::timing::{TimingBuffers, TimingReadback, QUERIES_PER_CHUNK};
 use super::GpuDecoder;
 use crate::error::{Error, LimitsError, Result};
 use crate::format::FileLayout;
-use crate::layout::OutputLayout;
+use crate::layout::{OutputLayout, Window};
 
 /// Reusable per-chunk buffers, grown on demand.
 pub(crate) struct Scratch {
@@ -133,10 +133,15 @@ impl GpuDecoder {
             .collect()
     }
 
-    /// Step 2: plans the batch into chunks that fit the chunk limit, and checks that its
-    /// output fits one buffer.
-    pub(crate) fn plan(&self, layouts: &[FileLayout], output: OutputLayout) -> Result<BatchPlan> {
-        let plan = plan_batch(layouts, output, self.chunk_limit)?;
+    /// Step 2: plans the batch into chunks that fit the chunk limit (only the patches of
+    /// `windows[i]` of image `i` where given), and checks that its output fits one buffer.
+    pub(crate) fn plan(
+        &self,
+        layouts: &[FileLayout],
+        output: OutputLayout,
+        windows: &[Option<Window>],
+    ) -> Result<BatchPlan> {
+        let plan = plan_batch(layouts, output, self.chunk_limit, windows)?;
         let max_buffer = self.device.limits().max_buffer_size;
         if plan.total_out > max_buffer {
             return Err(LimitsError::GpuBuffer {
@@ -150,15 +155,17 @@ impl GpuDecoder {
     }
 
     /// Validates, uploads and submits every chunk into new buffers, with timestamp queries if
-    /// `timed` and the device supports them; returns what `finish` needs.
+    /// `timed` and the device supports them; returns what `finish` needs. `windows`: as for
+    /// [`GpuDecoder::decode_batch_windows`] (empty: every image whole).
     pub(crate) fn submit(
         &self,
         files: &[&[u8]],
         output: OutputLayout,
         timed: bool,
+        windows: &[Option<Window>],
     ) -> Result<Pending> {
         let layouts = self.parse_files(files)?;
-        let plan = self.plan(&layouts, output)?;
+        let plan = self.plan(&layouts, output, windows)?;
         let timed = timed && self.timing_supported();
         let n_flags = flags_bytes(files.len());
         let targets = self.with_error_scopes(|| {

@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::augment::Augment;
+use super::augment::{Augment, AugmentParams};
 use super::cache::{first_and_next_uses, CacheStats, PlannedCache, Policy};
 use super::plan::{permutation, rank_steps, LoaderState, Partition};
 use super::tensor::Tensor;
 use crate::decode::DecodeOptions;
 use crate::error::{Error, ParameterError, Result};
+use crate::layout::Window;
 use crate::progressive::{decode_level_window, level_dims, LevelScheme, StoredLevels};
 use crate::shard::Dataset;
 
@@ -492,7 +493,22 @@ impl Producer {
                 let (s, i) = self.dataset.locate(ids[k] as u64)?;
                 stored.push(self.dataset.shards()[s].stored_levels(i, r)?);
             }
-            let decoded = match gpu.decode_levels(&stored, level) {
+            // The crops are chosen before decoding, so only the patches they read are decoded
+            // where the level allows (as on the CPU path, `crop_window`).
+            let params: Vec<_> = live
+                .iter()
+                .zip(&stored)
+                .map(|(&k, r)| {
+                    let (w, h) = level_dims(r.width, r.height, r.level_count, level);
+                    aug.params(seed, epoch, ids[k] as u64, w, h)
+                })
+                .collect();
+            let windows: Vec<Option<Window>> = if self.options.crop_window_decode {
+                params.iter().map(|p| crop_window(p, aug)).collect()
+            } else {
+                Vec::new()
+            };
+            let decoded = match gpu.decode_levels_windows(&stored, level, &windows) {
                 Ok(b) => b,
                 Err(Error::InBatch { image, error }) if image < live.len() => {
                     let k = live.remove(image);
@@ -501,11 +517,6 @@ impl Producer {
                 }
                 Err(e) => return Err(e),
             };
-            let params: Vec<_> = live
-                .iter()
-                .zip(&decoded.images)
-                .map(|(&k, l)| aug.params(seed, epoch, ids[k] as u64, l.width, l.height))
-                .collect();
             let t1 = Instant::now();
             let tensor = gpu.augment(&decoded, &params, aug)?;
             out.data = tensor.read_back()?;
@@ -592,23 +603,18 @@ impl Producer {
         let shard = &self.dataset.shards()[s];
         let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
         let stored: StoredLevels = shard.stored_levels(r, &refs)?;
-        // The crop is chosen before decoding, so only the rows it reads are decoded where the
-        // level allows (bilinear taps reach one row above and below it).
+        // The crop is chosen before decoding, so only the patches it reads are decoded where
+        // the level allows.
         let aug = &self.options.augment;
         let (w, h) = level_dims(stored.width, stored.height, stored.level_count, level);
         let params = aug.params(seed, epoch, sample, w, h);
-        let (x, y, cw, ch) = params.crop;
-        // The separable path reads within one pixel of the crop; the general map (turns,
-        // rotation, padding) may read anywhere.
-        let window = self.options.crop_window_decode && !params.is_general(aug.padding);
-        let (columns, rows) = if window {
-            (
-                x.saturating_sub(1)..(x + cw + 1).min(w),
-                y.saturating_sub(1)..(y + ch + 1).min(h),
-            )
-        } else {
-            (0..w, 0..h)
-        };
+        let window = self
+            .options
+            .crop_window_decode
+            .then(|| crop_window(&params, aug))
+            .flatten()
+            .unwrap_or(Window::whole(w, h));
+        let (columns, rows) = (window.columns, window.rows);
         let image = decode_level_window(&stored, level, columns, rows, &self.options.decode)?;
         let t1 = Instant::now();
         let mut data = vec![0f32; per];
@@ -649,4 +655,18 @@ impl Producer {
             Err(_) => (String::new(), String::new()),
         }
     }
+}
+
+/// The pixels of a level image that the augmentation `params` reads: the crop and one pixel
+/// around it (the bilinear taps), for the separable path; `None` (the whole image) for the
+/// general map (turns, rotation, padding), which may read anywhere.
+fn crop_window(params: &AugmentParams, aug: &Augment) -> Option<Window> {
+    if params.is_general(aug.padding) {
+        return None;
+    }
+    let (x, y, cw, ch) = params.crop;
+    Some(Window {
+        columns: x.saturating_sub(1)..x + cw + 1,
+        rows: y.saturating_sub(1)..y + ch + 1,
+    })
 }
