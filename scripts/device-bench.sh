@@ -98,7 +98,7 @@ L3=${L3_BIN:-}
 if [ -n "$L3" ]; then
     DS=$(mktemp -d)
     "$L3" pack samples -o "$DS" --levels 3 -q
-    for mode in "" "--gpu"; do
+    for mode in "" "--gpu" "--gpu --no-crop-window"; do
         log "l3 bench-loader $mode"
         timeout 90 "$L3" bench-loader "$DS" --epochs 3 --batch-size 32 $mode \
             2>&1 | tee -a "$OUTDIR/loader.txt" || true
