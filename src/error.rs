@@ -59,6 +59,9 @@ pub enum Error {
     /// A record shard is malformed (see [`crate::shard::ShardError`]).
     #[error("shard error: {0}")]
     Shard(crate::shard::ShardError),
+    /// A record's encoded form did not decode to its source pixels (the write was abandoned).
+    #[error("verification failed: {0}")]
+    Verification(String),
     /// A dataset manifest is malformed or could not be written (file and reason).
     #[error("manifest error: {0}")]
     Manifest(String),

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use rayon::prelude::*;
 
 use crate::fsio::{self, Job};
-use l3::progressive::{decode_level, encode_levels, LevelScheme, ProgressiveOptions};
+use l3::progressive::{decode_level, LevelScheme, ProgressiveOptions};
 use l3::shard::format::parse_shard;
-use l3::shard::{Manifest, RecordInput, ShardInfo, ShardReader, ShardWriter, MANIFEST_VERSION};
+use l3::shard::pack::{encode_record, pack_shard, PlannedRecord, ShardOutcome};
+use l3::shard::{Manifest, ShardReader, MANIFEST_VERSION};
 use l3::{EncodeOptions, Profile};
 
 /// Largest index a shard may carry when opened by the tool (far above any real shard's).
@@ -153,48 +153,8 @@ fn shard_name(i: usize) -> String {
     format!("shard-{i:05}.l3s")
 }
 
-/// What the index of a record will hold besides its levels: key, class, metadata.
-type Planned = (String, Option<u32>, Vec<u8>);
-
-/// Whether `bytes` are a complete shard with `levels` levels holding exactly the `planned`
-/// records, in order, with their classes and metadata.
-fn shard_is_done(bytes: &[u8], planned: &[Planned], levels: u8) -> bool {
-    parse_shard(bytes).is_ok_and(|(header, _, records)| {
-        header.level_count == levels
-            && records.len() == planned.len()
-            && records
-                .iter()
-                .zip(planned)
-                .all(|(r, (k, c, m))| (&r.key, &r.class, &r.meta) == (k, c, m))
-    })
-}
-
 fn key_of(job: &Job) -> String {
     job.relative.to_string_lossy().replace('\\', "/")
-}
-
-/// One record: the image encoded as its levels, decoded back through all of them and compared
-/// with the source pixels.
-fn pack_record(
-    job: &Job,
-    (key, class, meta): &Planned,
-    options: &EncodeOptions,
-    progressive: &ProgressiveOptions,
-) -> Result<RecordInput> {
-    let image = crate::read_source(&job.input)?;
-    let raw = l3::image_support::raw_image(&image)?;
-    let levels = encode_levels(&raw, progressive, options)?;
-    if !levels.matches(&raw, &crate::decode_options())? {
-        bail!("verification failed: decoded pixels differ from the source");
-    }
-    Ok(RecordInput {
-        key: key.clone(),
-        class: *class,
-        meta: meta.clone(),
-        width: raw.width,
-        height: raw.height,
-        levels,
-    })
 }
 
 pub fn cmd_pack(a: PackArgs) -> Result<u64> {
@@ -245,43 +205,35 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     let (mut written, mut kept) = (0, 0);
     for (i, chunk) in jobs.chunks(a.records_per_shard).enumerate() {
         let path = a.output.join(shard_name(i));
-        let planned: Vec<Planned> = chunk
+        let planned: Vec<PlannedRecord> = chunk
             .iter()
             .map(|job| {
                 let (label, meta) = label_of(job);
                 let class = label.map(|c| classes.binary_search(&c).expect("collected") as u32);
-                (key_of(job), class, meta)
+                PlannedRecord {
+                    key: key_of(job),
+                    class,
+                    meta,
+                }
             })
             .collect();
-        // A shard a previous run completed is read once: to check it and for the manifest.
-        let existing = std::fs::read(&path)
-            .ok()
-            .filter(|b| shard_is_done(b, &planned, a.levels));
-        let bytes = if let Some(bytes) = existing.filter(|_| !a.force) {
-            kept += 1;
-            bytes
-        } else {
-            // Encode and verify every record of the shard in parallel, then write it whole.
-            let records: Vec<RecordInput> = chunk
-                .par_iter()
-                .zip(&planned)
-                .map(|(job, planned)| {
-                    pack_record(job, planned, &options, &progressive)
-                        .with_context(|| job.input.display().to_string())
-                })
-                .collect::<Result<_>>()
-                .with_context(|| format!("packing {}", shard_name(i)))?;
-            let mut writer = ShardWriter::new(a.levels)?;
-            for r in records {
-                writer.add(r)?;
-            }
-            let bytes = writer.to_bytes();
-            fsio::write_atomic(&path, &bytes)?;
-            written += 1;
-            bytes
-        };
+        // Each record is read, encoded and verified through every level; a shard a previous
+        // run completed with the same records is kept.
+        let (info, outcome) = pack_shard(&path, &planned, a.levels, a.force, |k| {
+            let image = l3::image_support::read_image_limited(
+                &chunk[k].input,
+                crate::limits().max_output_bytes,
+            )?;
+            let raw = l3::image_support::raw_image(&image)?;
+            encode_record(&planned[k], &raw, &progressive, &options)
+        })
+        .with_context(|| format!("packing {}", shard_name(i)))?;
+        match outcome {
+            ShardOutcome::Written => written += 1,
+            ShardOutcome::Kept => kept += 1,
+        }
         pb.inc(chunk.len() as u64);
-        shards.push(ShardInfo::of_shard(shard_name(i), &bytes)?);
+        shards.push(info);
     }
     pb.finish_and_clear();
     let manifest = Manifest {

@@ -16,6 +16,8 @@ mod dataset;
 pub mod format;
 #[cfg(feature = "dataset")]
 mod manifest;
+#[cfg(feature = "dataset")]
+pub mod pack;
 mod reader;
 mod writer;
 
