@@ -466,6 +466,64 @@ fn crop_window_decode_gives_the_same_tensors() {
     }
 }
 
+/// Loaders side by side as a rank's data-loading workers (`workers = (w, 3)`), their batches
+/// taken round-robin as PyTorch's DataLoader does, give exactly the single loader's batches,
+/// states included, from a fresh start and from a mid-epoch resume.
+#[test]
+fn workers_taken_round_robin_equal_one_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    pack(dir.path(), 3, 1);
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    for start in [
+        LoaderState {
+            seed: 11,
+            ..Default::default()
+        },
+        LoaderState {
+            seed: 11,
+            epoch: 1,
+            consumed: 4,
+        },
+    ] {
+        let mut o = options(2, 2, 1);
+        o.end_epoch = start.epoch + 1;
+        let one: Vec<_> = Loader::new(ds.clone(), o.clone(), start)
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        let mut workers: Vec<_> = (0..3)
+            .map(|w| {
+                let mut o = o.clone();
+                o.workers = (w, 3);
+                Loader::new(ds.clone(), o, start).unwrap()
+            })
+            .collect();
+        let mut merged = Vec::new();
+        'outer: loop {
+            for w in &mut workers {
+                match w.next() {
+                    Some(b) => merged.push(b.unwrap()),
+                    None => break 'outer,
+                }
+            }
+        }
+        for w in &mut workers {
+            merged.extend(w.map(|b| b.unwrap()));
+        }
+        assert!(one.len() >= 3, "{} batches", one.len());
+        assert_eq!(one.len(), merged.len());
+        for (a, b) in one.iter().zip(&merged) {
+            assert_eq!(
+                (&a.samples, a.state_after, a.data.to_f32()),
+                (&b.samples, b.state_after, b.data.to_f32())
+            );
+        }
+    }
+    let mut o = options(2, 1, 0);
+    o.workers = (3, 3);
+    assert!(Loader::new(ds, o, LoaderState::default()).is_err());
+}
+
 /// f16 batches are the f32 batches rounded to nearest (the same samples, in the same order).
 #[test]
 fn f16_batches_are_the_f32_batches_rounded() {

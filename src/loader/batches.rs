@@ -67,6 +67,13 @@ pub struct LoaderOptions {
     /// Payloads of one shard at most this many bytes apart are read with one positional read
     /// (default 64 KiB; reads stay below 8 MiB). 0 still merges adjacent payloads.
     pub coalesce_gap: u64,
+    /// Which of this rank's steps this loader produces (default: all): with `workers = (w,
+    /// count)`, the steps `w, w + count, w + 2 count, ...` of each epoch (counted from the
+    /// state the loader starts at). For loaders running side by side in a rank's data-loading
+    /// workers whose batches are taken round-robin (PyTorch's `DataLoader` does so): then the
+    /// k-th batch the rank's consumer gets is the rank's k-th step, and its `state_after` is
+    /// exact for resuming.
+    pub workers: (u32, u32),
     /// Decode only the patches each random crop reads, where the level is stored as is
     /// (default true; the output is the same either way, this is for measuring the saving).
     pub crop_window_decode: bool,
@@ -97,6 +104,7 @@ impl LoaderOptions {
                 ..DecodeOptions::default()
             },
             crop_window_decode: true,
+            workers: (0, 1),
             coalesce_gap: 64 << 10,
             #[cfg(feature = "gpu")]
             gpu: None,
@@ -182,6 +190,15 @@ impl Loader {
     /// state as is).
     pub fn new(dataset: Arc<Dataset>, options: LoaderOptions, state: LoaderState) -> Result<Self> {
         options.partition.validate()?;
+        let (worker, workers) = options.workers;
+        if workers == 0 || worker >= workers {
+            return Err(ParameterError::InvalidOption {
+                name: "workers",
+                value: worker as u64,
+                reason: "the worker index must be below a worker count of at least 1",
+            }
+            .into());
+        }
         let n = dataset.len();
         if n > u32::MAX as u64 {
             return Err(ParameterError::InvalidOption {
@@ -297,7 +314,15 @@ impl Producer {
         while state.epoch < self.options.end_epoch {
             let epoch = state.epoch;
             let perm = permutation(state.seed, state.epoch, n as u32);
-            let steps = rank_steps(n, state.consumed, &p);
+            let (worker, workers) = self.options.workers;
+            let mine = |steps: Vec<super::plan::StepSlice>| -> Vec<super::plan::StepSlice> {
+                steps
+                    .into_iter()
+                    .skip(worker as usize)
+                    .step_by(workers as usize)
+                    .collect()
+            };
+            let steps = mine(rank_steps(n, state.consumed, &p));
             // The plan's horizon for the cache: this epoch's remaining accesses of this rank,
             // then the next epoch's.
             let mut sequence: Vec<u32> = steps
@@ -307,7 +332,7 @@ impl Producer {
             let this_epoch = sequence.len();
             if self.options.cache_bytes > 0 && state.epoch + 1 < self.options.end_epoch {
                 let next_perm = permutation(state.seed, state.epoch + 1, n as u32);
-                for s in rank_steps(n, 0, &p) {
+                for s in mine(rank_steps(n, 0, &p)) {
                     sequence.extend(s.positions(n).map(|pos| next_perm[pos as usize]));
                 }
             }
