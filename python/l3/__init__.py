@@ -1,0 +1,196 @@
+"""l3: lossless images whose decoder runs on any GPU (wgpu), record shards with progressive
+levels, and a loader with a planned shuffle, planned caching and exact resume.
+
+Codec (NumPy arrays ``uint8``/``uint16`` of shape ``(H, W)`` or ``(H, W, C)``)::
+
+    data = l3.encode(array, profile="compact")
+    array = l3.decode(data)            # or l3.decode(data, out=preallocated)
+    l3.info(data)                      # shape, dtype, profile, ... without decoding
+    l3.imwrite("x.l3", array); l3.imread("x.l3")   # imread also reads PNG, TIFF, ...
+    batch = l3.decode_batch([d1, d2], device="gpu")  # (N, H, W[, C]) in one array
+
+Datasets::
+
+    l3.pack("images/", "dataset/", levels=3)   # class = first folder under images/
+    ds = l3.open_dataset("dataset/")
+    image, label = ds[0]; ds.read(0, level=0); ds.record(0); ds.labels
+
+Loading (see ``l3.torch`` for PyTorch)::
+
+    for batch in l3.Loader("dataset/", batch_size=64, seed=1, end_epoch=1):
+        batch["images"]  # (N, 3, 224, 224) float32, augmented and normalised
+
+Errors are ``l3.L3Error`` subclasses: ``FormatError``, ``LimitsError``, ``ParameterError``
+(all also ``ValueError``), ``L3IOError`` (also ``OSError``) and ``GpuError``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, List, Tuple
+
+import numpy as np
+
+from . import _l3
+from ._errors import FormatError, GpuError, L3Error, L3IOError, LimitsError, ParameterError
+from ._l3 import (
+    Dataset,
+    decode,
+    decode_batch,
+    encode,
+    gpu_adapter,
+    imread,
+    imwrite,
+    info,
+    write_manifest,
+    write_shard,
+)
+
+__version__ = _l3.__version__
+
+#: Extensions `pack` reads (the same as the ``l3 pack`` command).
+IMAGE_EXTENSIONS = (
+    ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm", ".pam", ".bmp",
+    ".webp", ".gif", ".qoi", ".tga", ".ico",
+)
+
+
+def open_dataset(path: str | os.PathLike) -> Dataset:
+    """Opens a packed dataset (a folder with ``manifest.json``) for random access."""
+    return Dataset(path)
+
+
+def plan_pack(
+    source: str | os.PathLike, records_per_shard: int = 1024
+) -> Tuple[List[str], List[Tuple[str, list]]]:
+    """Plans packing the image tree ``source`` as ``l3 pack`` does: images sorted by path,
+    each labelled by the first folder under ``source`` (none for images directly in it),
+    ``records_per_shard`` per shard. Returns ``(classes, jobs)``: the sorted class names and,
+    per shard, ``(file name, records)`` ready for `write_shard` (records are
+    ``(key, path, label, None)``). Each job is independent: run them anywhere (threads,
+    processes, Ray or Spark tasks), then call `write_manifest`.
+    """
+    if records_per_shard < 1:
+        raise ParameterError("records_per_shard must be at least 1")
+    root = Path(source)
+    if not root.is_dir():
+        raise L3IOError(f"{root} is not a folder")
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if not name.startswith(".") and name.lower().endswith(IMAGE_EXTENSIONS):
+                files.append(Path(dirpath, name).relative_to(root))
+    if not files:
+        raise ParameterError(f"no images under {root}")
+    files.sort(key=lambda p: p.parts)
+    label_names = [p.parts[0] if len(p.parts) > 1 else None for p in files]
+    classes = sorted({c for c in label_names if c is not None})
+    index = {c: i for i, c in enumerate(classes)}
+    records = [
+        (p.as_posix(), str(root / p), None if c is None else index[c], None)
+        for p, c in zip(files, label_names)
+    ]
+    jobs = [
+        (f"shard-{k // records_per_shard:05d}.l3s", records[k : k + records_per_shard])
+        for k in range(0, len(records), records_per_shard)
+    ]
+    return classes, jobs
+
+
+def pack(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    levels: int = 1,
+    profile: str = "compact",
+    records_per_shard: int = 1024,
+    max_overhead: float = 1.25,
+    force: bool = False,
+    map: Callable[..., Iterable[Any]] = map,
+) -> Dataset:
+    """Packs the image tree ``source`` into a dataset in ``output`` (as ``l3 pack`` does; see
+    `plan_pack` for labels and order). Every record is verified through every level before
+    its shard is written atomically; a rerun keeps the complete shards. ``map`` runs the
+    shard jobs (default: one after the other, each encoding its records on all cores); pass
+    e.g. ``concurrent.futures.ProcessPoolExecutor().map`` to spread shards. Returns the opened
+    dataset.
+    """
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    classes, jobs = plan_pack(source, records_per_shard)
+
+    def run(job: Tuple[str, list]) -> dict:
+        name, records = job
+        return write_shard(
+            str(out / name), records, levels=levels, profile=profile,
+            max_overhead=max_overhead, force=force,
+        )
+
+    infos = list(map(run, jobs))
+    write_manifest(str(out), [i["file"] for i in infos], classes=classes, levels=levels)
+    return Dataset(out)
+
+
+class Loader:
+    """Batches of augmented images from a dataset: a planned global shuffle from ``(seed,
+    epoch)``, this rank's share, prefetched on a thread pool, decoded and augmented on the CPU
+    (``device="cpu"``) or the GPU (``"gpu"``; ``"auto"``: a hardware GPU if any).
+
+    Each batch is a dict: ``images`` ``(N, C, H, W)`` float32 (or float16), ``labels`` and
+    ``samples`` int64 arrays, ``epoch``, ``state`` = ``(seed, epoch, consumed)`` after the batch
+    (resume exactly with ``Loader(..., seed=s, epoch=e, consumed=c)``, also with another
+    ``world_size``), ``skipped`` (records left out, with shard, key and error) and
+    ``bytes_read``.
+
+    Keyword options (defaults): ``seed`` (0), ``epoch`` (0), ``consumed`` (0), ``rank`` (0),
+    ``world_size`` (1), ``drop_last`` ("partial" | "drop" | "pad"), ``size`` ((224, 224):
+    width, height), ``level`` (full resolution), ``crop`` (True: random resized crop with
+    ``scale`` (0.08, 1) and ``ratio`` (3/4, 4/3)), ``flip`` (0.5), ``mean``/``std`` (ImageNet),
+    ``channels`` (3), ``rotate90`` (False), ``max_angle`` (0 degrees), ``padding`` (0),
+    ``fill`` (0), ``noise_std`` (0), ``dtype`` ("float32" | "float16"), ``cache_mb`` (0),
+    ``cache_policy`` ("planned" | "lru"), ``threads`` (0: one per core), ``prefetch`` (2),
+    ``device`` ("cpu"), ``end_epoch`` (None: run until closed), ``worker`` / ``num_workers``
+    (0 / 1: this loader takes every num_workers-th step of the rank, for data-loading
+    workers), ``on_error`` ("skip" | "fail"), ``crop_window`` (True: decode only the patches a
+    crop needs).
+    """
+
+    def __init__(self, dataset: str | os.PathLike | Dataset, batch_size: int, **options: Any):
+        if isinstance(dataset, os.PathLike):
+            dataset = os.fspath(dataset)
+        if "size" in options and isinstance(options["size"], int):
+            options["size"] = (options["size"], options["size"])
+        self._inner = _l3.Loader(dataset, batch_size, **options)
+
+    def __iter__(self) -> Iterator[dict]:
+        return self
+
+    def __next__(self) -> dict:
+        batch = next(self._inner)
+        if batch.pop("f16_bits"):
+            batch["images"] = batch["images"].view(np.float16)
+        return batch
+
+    def state(self) -> Tuple[int, int, int]:
+        """``(seed, epoch, consumed)`` after the last batch returned."""
+        return self._inner.state()
+
+    def close(self) -> None:
+        """Stops the loader's threads (also done when it is garbage-collected)."""
+        self._inner.close()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = [
+    "Dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
+    "LimitsError", "Loader", "ParameterError", "decode", "decode_batch", "encode",
+    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "pack", "plan_pack",
+    "write_manifest", "write_shard",
+]

@@ -1,0 +1,300 @@
+//! Datasets: `Dataset` (open a packed dataset: length, records at any level, labels,
+//! metadata), `write_shard` (pack records into one shard, verified and atomic; one call per
+//! task in a distributed conversion) and `write_manifest` (the dataset's manifest over shards
+//! written by any number of such calls).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyDict};
+
+use l3::decode::DecodeOptions;
+use l3::progressive::{LevelScheme, ProgressiveOptions};
+use l3::shard::pack::{encode_record, pack_shard, PlannedRecord, ShardOutcome};
+use l3::shard::{Manifest, ShardInfo, MANIFEST_VERSION};
+
+use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
+use crate::codec::encode_options;
+use crate::{parameter_error, to_py_err, OrPyErr};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Dataset>()?;
+    m.add_function(wrap_pyfunction!(write_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(write_manifest, m)?)?;
+    Ok(())
+}
+
+/// A packed dataset (a folder of record shards and `manifest.json`), opened for random
+/// access. Every shard's index is read and checked when it is opened.
+#[pyclass(module = "l3._l3", frozen)]
+pub(crate) struct Dataset {
+    pub(crate) inner: Arc<l3::shard::Dataset>,
+}
+
+impl Dataset {
+    fn index(&self, i: i64) -> PyResult<u64> {
+        let n = self.inner.len() as i64;
+        let j = if i < 0 { i + n } else { i };
+        if !(0..n).contains(&j) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "record {i} out of range for a dataset of {n} records"
+            )));
+        }
+        Ok(j as u64)
+    }
+
+    fn level_of(&self, level: Option<u8>) -> PyResult<u8> {
+        let levels = self.inner.manifest().levels;
+        match level {
+            None => Ok(levels - 1),
+            Some(l) if l < levels => Ok(l),
+            Some(l) => Err(parameter_error(format!(
+                "level {l} does not exist: the dataset has levels 0..={}",
+                levels - 1
+            ))),
+        }
+    }
+}
+
+#[pymethods]
+impl Dataset {
+    /// Opens the dataset in folder `path`.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| l3::shard::Dataset::open(&path)).py_err()?;
+        Ok(Dataset {
+            inner: Arc::new(inner),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len() as usize
+    }
+
+    /// `(image, label)` of record `i` at full resolution (label -1 when it has none).
+    fn __getitem__<'py>(&self, py: Python<'py>, i: i64) -> PyResult<(Bound<'py, PyAny>, i64)> {
+        let image = self.read(py, i, None)?;
+        let j = self.index(i)?;
+        let class = self.inner.record(j).py_err()?.class;
+        Ok((image, class.map_or(-1, i64::from)))
+    }
+
+    /// Levels per record (level `levels - 1` is full resolution).
+    #[getter]
+    fn levels(&self) -> u8 {
+        self.inner.manifest().levels
+    }
+
+    /// Class names; a record's label indexes this list.
+    #[getter]
+    fn classes(&self) -> Vec<String> {
+        self.inner.manifest().classes.clone()
+    }
+
+    /// Every record's label as an int64 array (-1: none), in record order.
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let labels: Vec<i64> = self
+            .inner
+            .shards()
+            .iter()
+            .flat_map(|s| s.records().iter().map(|r| r.class.map_or(-1, i64::from)))
+            .collect();
+        Ok(PyArray1::from_vec(py, labels))
+    }
+
+    /// Record `i` decoded at `level` (default: full resolution) as an array.
+    #[pyo3(signature = (i, level = None))]
+    fn read<'py>(&self, py: Python<'py>, i: i64, level: Option<u8>) -> PyResult<Bound<'py, PyAny>> {
+        let j = self.index(i)?;
+        let level = self.level_of(level)?;
+        let inner = self.inner.clone();
+        let image = py
+            .detach(|| {
+                let (s, r) = inner.locate(j)?;
+                inner.shards()[s].decode_record(r, level, &DecodeOptions::default())
+            })
+            .py_err()?;
+        array_from_samples(
+            py,
+            image.width,
+            image.height,
+            image.channels,
+            image.depth,
+            image.data,
+        )
+    }
+
+    /// Record `i`'s index entry: key, label, class name, metadata (bytes), full-resolution
+    /// shape, dtype, storage scheme, shard, and bytes per level.
+    fn record<'py>(&self, py: Python<'py>, i: i64) -> PyResult<Bound<'py, PyDict>> {
+        let j = self.index(i)?;
+        let (s, _) = self.inner.locate(j).py_err()?;
+        let r = self.inner.record(j).py_err()?;
+        let d = PyDict::new(py);
+        d.set_item("key", &r.key)?;
+        d.set_item("label", r.class.map_or(-1, i64::from))?;
+        d.set_item("class_name", r.class.and_then(|c| self.inner.class_name(c)))?;
+        d.set_item("meta", PyBytes::new(py, &r.meta))?;
+        d.set_item("width", r.width)?;
+        d.set_item("height", r.height)?;
+        d.set_item("channels", r.channels)?;
+        d.set_item("dtype", if r.depth == 16 { "uint16" } else { "uint8" })?;
+        d.set_item(
+            "scheme",
+            match r.scheme {
+                LevelScheme::Flat => "flat",
+                LevelScheme::Interlace => "interlace",
+            },
+        )?;
+        d.set_item("shard", &self.inner.manifest().shards[s].file)?;
+        d.set_item(
+            "level_bytes",
+            r.levels.iter().map(|l| l.len).collect::<Vec<u64>>(),
+        )?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        let m = self.inner.manifest();
+        format!(
+            "l3.Dataset({:?}: {} records, {} shards, {} levels, {} classes)",
+            self.inner.dir(),
+            m.records,
+            m.shards.len(),
+            m.levels,
+            m.classes.len()
+        )
+    }
+}
+
+/// One record to pack: its planned index entry and where its pixels come from.
+enum Source {
+    Path(PathBuf),
+    Array(OwnedImage),
+}
+
+/// Packs `records` into the shard file `path`: each a tuple `(key, source, label, meta)` where
+/// `source` is an image file path or an image array, `label` an int or None, `meta` bytes or
+/// None. Every record is encoded with `levels` levels and decoded back through each against its
+/// pixels before the shard is written (atomically). A complete shard already at `path` with the
+/// same records is kept (unless `force`), so a rerun after a crash redoes only what is
+/// missing. Returns `{"file", "records", "bytes", "written"}`.
+#[pyfunction]
+#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false))]
+fn write_shard<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    records: Vec<(
+        String,
+        Bound<'py, PyAny>,
+        Option<i64>,
+        Option<PyBackedBytes>,
+    )>,
+    levels: u8,
+    profile: &str,
+    max_overhead: f64,
+    force: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = encode_options(profile, 64)?;
+    if !(1..=8).contains(&levels) {
+        return Err(parameter_error(format!(
+            "levels must be 1..=8, got {levels}"
+        )));
+    }
+    if max_overhead.is_nan() || max_overhead <= 0.0 {
+        return Err(parameter_error("max_overhead must be a positive number"));
+    }
+    let progressive = ProgressiveOptions {
+        levels,
+        max_overhead,
+    };
+    let mut planned = Vec::with_capacity(records.len());
+    let mut sources = Vec::with_capacity(records.len());
+    for (key, source, label, meta) in &records {
+        let class = match label {
+            None => None,
+            Some(l) => Some(
+                u32::try_from(*l)
+                    .ok()
+                    .filter(|&c| c != u32::MAX)
+                    .ok_or_else(|| {
+                        parameter_error(format!("record {key:?}: label {l} is not in 0..2^32-1"))
+                    })?,
+            ),
+        };
+        planned.push(PlannedRecord {
+            key: key.clone(),
+            class,
+            meta: meta.as_ref().map_or(Vec::new(), |m| m.to_vec()),
+        });
+        sources.push(match source.extract::<PathBuf>() {
+            Ok(p) => Source::Path(p),
+            Err(_) => Source::Array(image_from_array(source)?),
+        });
+    }
+    let (info, outcome) = py
+        .detach(|| {
+            pack_shard(&path, &planned, levels, force, |k| {
+                let loaded;
+                let raw = match &sources[k] {
+                    Source::Path(p) => {
+                        loaded = l3::read_image(p)?;
+                        l3::image_support::raw_image(&loaded)?
+                    }
+                    Source::Array(a) => a.raw(),
+                };
+                encode_record(&planned[k], &raw, &progressive, &options)
+            })
+        })
+        .py_err()?;
+    let d = PyDict::new(py);
+    d.set_item("file", &info.file)?;
+    d.set_item("records", info.records)?;
+    d.set_item("bytes", info.bytes)?;
+    d.set_item("written", outcome == ShardOutcome::Written)?;
+    Ok(d)
+}
+
+/// Writes `manifest.json` in `output` over the shard files `shards` (names in `output`, in
+/// dataset order), each read and checked (index, levels, record count, CRC recomputed), with
+/// `classes` as the class names. The manifest is written last and atomically: a dataset is
+/// complete when it exists.
+#[pyfunction]
+#[pyo3(signature = (output, shards, classes = Vec::new(), levels = 1))]
+fn write_manifest(
+    py: Python<'_>,
+    output: PathBuf,
+    shards: Vec<String>,
+    classes: Vec<String>,
+    levels: u8,
+) -> PyResult<()> {
+    py.detach(|| -> l3::Result<()> {
+        let mut infos = Vec::with_capacity(shards.len());
+        for name in &shards {
+            let bytes = std::fs::read(output.join(name))?;
+            let info = ShardInfo::of_shard(name.clone(), &bytes)?;
+            if info.level_bytes.len() != levels as usize {
+                return Err(l3::Error::Manifest(format!(
+                    "{name}: {} levels, the manifest is for {levels}",
+                    info.level_bytes.len()
+                )));
+            }
+            infos.push(info);
+        }
+        let manifest = Manifest {
+            version: MANIFEST_VERSION,
+            levels,
+            classes,
+            records: infos.iter().map(|s| s.records).sum(),
+            shards: infos,
+        };
+        manifest.write(&output)?;
+        // Read back through the same checks as every reader.
+        l3::shard::Dataset::open(&output).map(|_| ())
+    })
+    .map_err(to_py_err)
+}
