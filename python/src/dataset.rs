@@ -177,6 +177,9 @@ enum Source {
     Array(OwnedImage),
 }
 
+/// A record argument of `write_shard`: `(key, source, label, meta)`.
+type RecordArg<'py> = (String, Bound<'py, PyAny>, Option<i64>, Option<PyBackedBytes>);
+
 /// Packs `records` into the shard file `path`: each a tuple `(key, source, label, meta)` where
 /// `source` is an image file path or an image array, `label` an int or None, `meta` bytes or
 /// None. Every record is encoded with `levels` levels and decoded back through each against its
@@ -188,12 +191,7 @@ enum Source {
 fn write_shard<'py>(
     py: Python<'py>,
     path: PathBuf,
-    records: Vec<(
-        String,
-        Bound<'py, PyAny>,
-        Option<i64>,
-        Option<PyBackedBytes>,
-    )>,
+    records: Vec<RecordArg<'py>>,
     levels: u8,
     profile: &str,
     max_overhead: f64,
