@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# Installs what the tests need (Mesa's lavapipe software Vulkan driver, when run as root on
-# Debian/Ubuntu and missing) and runs the whole test suite in release mode.
+# Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
+# run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, maturin,
+# NumPy, pytest, Pillow and PyTorch) and runs the whole test suite: the Rust tests in release
+# mode, then the Python package built from this checkout (`pip install .`) and its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+need_apt=()
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 \
   || ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+  need_apt+=(mesa-vulkan-drivers libvulkan1)
+fi
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  need_apt+=(python3 python3-venv python3-pip)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "installing lavapipe (mesa-vulkan-drivers) and the Vulkan loader"
+    echo "installing ${need_apt[*]}"
     apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y mesa-vulkan-drivers libvulkan1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "${need_apt[@]}"
   else
-    echo "warning: lavapipe not installed and not root; GPU tests need a Vulkan driver" >&2
+    echo "warning: missing ${need_apt[*]} and not root; GPU tests need a Vulkan driver," \
+      "the Python tests python3-venv" >&2
   fi
 fi
 
@@ -21,3 +31,14 @@ export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 cargo test --release --no-fail-fast
 # The core library alone (no wgpu, no image crate) builds and passes its unit tests.
 cargo test --release -p l3 --no-default-features --lib
+
+# The Python package: built from this checkout into a fresh virtualenv, then its tests (the
+# PyTorch ones included: installing torch from PyPI takes about 2 minutes and 5 GB here).
+venv="$(realpath -m "${L3_PYTHON_VENV:-target/python-venv}")"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q --upgrade pip
+"$venv/bin/pip" install -q maturin numpy pytest pillow torch
+"$venv/bin/pip" install -q .
+# From the tests' folder, so `import l3` is the installed package, not python/l3.
+(cd python/tests && "$venv/bin/python" -m pytest -q .)

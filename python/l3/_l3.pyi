@@ -1,0 +1,82 @@
+"""Type stubs of the extension module (the Rust side of the l3 package)."""
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+_Bytes = Union[bytes, bytearray, memoryview, npt.NDArray[np.uint8]]
+_Path = Union[str, os.PathLike[str]]
+_Image = npt.NDArray[Union[np.uint8, np.uint16]]
+
+__version__: str
+
+def encode(array: _Image, profile: str = "compact", patch_size: int = 64) -> bytes:
+    """Encodes a uint8/uint16 array of shape (H, W) or (H, W, C), C in 1..4, as an L3 file
+    (profile "compact": smaller; "fast": faster to decode). Non-contiguous arrays are copied."""
+
+def decode(data: _Bytes, out: Optional[_Image] = None) -> _Image:
+    """Decodes an L3 file into a new array, or into `out` (C-contiguous, writable, of the
+    file's dtype and shape), which is returned."""
+
+def info(data: _Bytes) -> Dict[str, Any]:
+    """The header as a dict: width, height, channels, depth, dtype, shape, color, profile,
+    version, patch_size, output_bytes."""
+
+def imread(path: _Path) -> _Image:
+    """Reads an .l3 file, or any image the `image` crate reads (PNG, TIFF, JPEG, ...)."""
+
+def imwrite(path: _Path, array: _Image, profile: str = "compact", patch_size: int = 64) -> None:
+    """Encodes `array` and writes it to an .l3 file atomically."""
+
+def decode_batch(files: Sequence[_Bytes], device: str = "auto") -> _Image:
+    """Decodes files of one shape and dtype into one (N, H, W[, C]) array, on the GPU
+    ("gpu"; "auto": a hardware GPU if present) or the CPU ("cpu")."""
+
+def gpu_adapter() -> Optional[str]:
+    """The GPU adapter the GPU paths use, or None."""
+
+def write_shard(
+    path: _Path,
+    records: Sequence[Tuple[str, Union[_Path, _Image], Optional[int], Optional[bytes]]],
+    levels: int = 1,
+    profile: str = "compact",
+    max_overhead: float = 1.25,
+    force: bool = False,
+) -> Dict[str, Any]:
+    """Packs (key, source, label, meta) records into one shard, verified and atomic; keeps a
+    complete shard with the same records. Returns {"file", "records", "bytes", "written"}."""
+
+def write_manifest(
+    output: _Path, shards: Sequence[str], classes: Sequence[str] = ..., levels: int = 1
+) -> None:
+    """Writes output/manifest.json over the shard files (each read and checked)."""
+
+class Dataset:
+    """A packed dataset opened for random access."""
+
+    def __init__(self, path: _Path) -> None: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> Tuple[_Image, int]:
+        """(image at full resolution, label or -1)."""
+    @property
+    def levels(self) -> int: ...
+    @property
+    def classes(self) -> List[str]: ...
+    @property
+    def labels(self) -> npt.NDArray[np.int64]: ...
+    def read(self, i: int, level: Optional[int] = None) -> _Image:
+        """Record i decoded at `level` (default: full resolution)."""
+    def record(self, i: int) -> Dict[str, Any]:
+        """key, label, class_name, meta, width, height, channels, dtype, scheme, shard,
+        level_bytes."""
+
+class Loader:
+    """The Rust loader; use l3.Loader (which views float16 batches as numpy.float16)."""
+
+    def __init__(self, dataset: Union[_Path, Dataset], batch_size: int, **options: Any) -> None: ...
+    def __iter__(self) -> Iterator[Dict[str, Any]]: ...
+    def __next__(self) -> Dict[str, Any]: ...
+    def state(self) -> Tuple[int, int, int]: ...
+    def close(self) -> None: ...

@@ -1,0 +1,169 @@
+"""PyTorch integration: `L3IterableDataset` (a ``torch.utils.data.IterableDataset`` over the
+Rust loader) and `L3DataLoader` (a ``DataLoader`` that records where the run stands, for
+``state_dict()`` / ``load_state_dict()``).
+
+Each item of the dataset is a whole batch (the loader batches, shuffles and augments in
+Rust), so the ``DataLoader`` runs with ``batch_size=None``::
+
+    ds = L3IterableDataset("dataset/", batch_size=64, seed=1)
+    loader = L3DataLoader(ds, num_workers=2, pin_memory=True)
+    for epoch in range(start_epoch, epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            images, labels = batch["images"], batch["labels"]   # (N, 3, 224, 224), (N,)
+            ...
+            checkpoint = {"loader": loader.state_dict(), ...}
+    # later: loader.load_state_dict(checkpoint["loader"]) resumes right after the last batch.
+
+Order and partitioning: the order is a global permutation of the dataset from ``(seed,
+epoch)``; each global step hands ``batch_size`` samples to each rank (rank and world size from
+``torch.distributed`` when it is initialised, else the arguments). Inside a rank, data-loading
+worker ``w`` of ``W`` produces the rank's steps ``w, w + W, ...``: ``DataLoader`` takes
+workers' batches round-robin, so the k-th batch the training loop sees is the rank's k-th step,
+every sample of the epoch is seen exactly once across ranks and workers, and the state after a
+batch is exact. Resuming with another world size re-partitions the rest of the epoch (nothing
+repeated, nothing skipped).
+
+Tensors: on the CPU path a batch's images are created in Rust and wrapped by
+``torch.from_numpy`` without a copy (with workers, ``DataLoader`` moves them through shared
+memory as for any dataset; ``pin_memory=True`` pins them). ``device="gpu"`` decodes and
+augments on the GPU through wgpu and reads the batch back into host memory; use it with
+``num_workers=0`` (the loader has its own threads).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import torch
+import torch.utils.data
+
+from . import Dataset, Loader
+
+
+def _distributed() -> Tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class L3IterableDataset(torch.utils.data.IterableDataset):
+    """Batches of augmented images from an l3 dataset, as torch tensors: each item is a dict
+    ``{"images": (N, C, H, W) float tensor, "labels": (N,) int64, "samples": (N,) int64
+    (dataset indices), "epoch": int, "state": (seed, epoch, consumed)}``. One iteration is one
+    epoch (from the current state to the end of its epoch).
+
+    ``rank`` / ``world_size`` default to ``torch.distributed``'s when it is initialised, else
+    0 / 1. ``threads`` is the loader's thread count in each process (default: the cores
+    divided among the data-loading workers). Other keyword options are `l3.Loader`'s
+    (augmentation, level, cache, device, ...).
+    """
+
+    def __init__(
+        self,
+        dataset: str | os.PathLike | Dataset,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        threads: Optional[int] = None,
+        **options: Any,
+    ) -> None:
+        super().__init__()
+        for reserved in ("epoch", "consumed", "end_epoch", "worker", "num_workers"):
+            if reserved in options:
+                raise TypeError(
+                    f"{reserved!r} is set by the dataset (use set_epoch / load_state_dict)"
+                )
+        self.path = os.fspath(dataset) if not isinstance(dataset, Dataset) else dataset
+        self.batch_size = batch_size
+        self.seed = seed
+        dist_rank, dist_world = _distributed()
+        self.rank = dist_rank if rank is None else rank
+        self.world_size = dist_world if world_size is None else world_size
+        self.threads = threads
+        self.options = options
+        # Where the next iteration starts.
+        self.start: Tuple[int, int, int] = (seed, 0, 0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts the next iteration at ``epoch`` (at its beginning, unless a loaded state is
+        in that epoch: then from there)."""
+        seed, at_epoch, consumed = self.start
+        self.start = (seed, epoch, consumed if at_epoch == epoch else 0)
+
+    def state_dict(self) -> Dict[str, int]:
+        seed, epoch, consumed = self.start
+        return {"seed": seed, "epoch": epoch, "consumed": consumed}
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        self.start = (int(state["seed"]), int(state["epoch"]), int(state["consumed"]))
+        self.seed = self.start[0]
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        threads = self.threads
+        if threads is None:
+            threads = max(1, (os.cpu_count() or 1) // workers)
+        seed, epoch, consumed = self.start
+        loader = Loader(
+            self.path, self.batch_size, seed=seed, epoch=epoch, consumed=consumed,
+            rank=self.rank, world_size=self.world_size, end_epoch=epoch + 1, worker=worker,
+            num_workers=workers, threads=threads, **self.options,
+        )
+        try:
+            for b in loader:
+                yield {
+                    "images": torch.from_numpy(b["images"]),
+                    "labels": torch.from_numpy(b["labels"]),
+                    "samples": torch.from_numpy(b["samples"]),
+                    "epoch": b["epoch"],
+                    "state": tuple(b["state"]),
+                }
+        finally:
+            loader.close()
+        if info is None:
+            # In-process iteration: the next one continues after this epoch.
+            self.start = (seed, epoch + 1, 0)
+
+
+class L3DataLoader(torch.utils.data.DataLoader):
+    """A ``DataLoader`` over an `L3IterableDataset` (``batch_size=None``: items are batches)
+    that records the state after each batch it hands out, so ``state_dict()`` is exact and
+    ``load_state_dict()`` resumes right after that batch. Other arguments are
+    ``DataLoader``'s (``num_workers``, ``pin_memory``, ...); ``persistent_workers`` is refused,
+    since workers must start from the state of each new iteration.
+    """
+
+    def __init__(self, dataset: L3IterableDataset, **kwargs: Any) -> None:
+        if not isinstance(dataset, L3IterableDataset):
+            raise TypeError("L3DataLoader needs an L3IterableDataset")
+        if kwargs.get("persistent_workers"):
+            raise ValueError("persistent_workers is not supported: each epoch starts workers "
+                             "from the loader's state")
+        kwargs.setdefault("batch_size", None)
+        if kwargs["batch_size"] is not None:
+            raise ValueError("the dataset's items are batches: leave batch_size=None")
+        super().__init__(dataset, **kwargs)
+        self.l3_dataset = dataset
+
+    def set_epoch(self, epoch: int) -> None:
+        """See `L3IterableDataset.set_epoch`."""
+        self.l3_dataset.set_epoch(epoch)
+
+    def state_dict(self) -> Dict[str, int]:
+        """``{"seed", "epoch", "consumed"}``: after the last batch handed out."""
+        return self.l3_dataset.state_dict()
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        """Resumes right after the batch whose state this is (on the next iteration)."""
+        self.l3_dataset.load_state_dict(state)
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        for batch in super().__iter__():
+            state = tuple(int(x) for x in batch.pop("state"))
+            self.l3_dataset.start = state  # type: ignore[assignment]
+            yield batch
