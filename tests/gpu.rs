@@ -785,3 +785,62 @@ fn gpu_augmentation_matches_the_cpu_twin() {
         "GPU augmentation differs from the CPU by {worst}"
     );
 }
+
+/// Export of a decoded batch through Vulkan external memory (opaque fd), then re-import of the
+/// fd as another buffer: its contents equal the batch. Runs wherever the device has
+/// `VK_KHR_external_memory_fd` (lavapipe does); with `CI=true` its absence fails.
+#[cfg(all(feature = "interop", unix))]
+#[test]
+fn exported_batches_reimport_with_equal_contents() {
+    use l3::gpu::interop::{export_supported, import_buffer};
+    let Some(gpu) = gpu() else { return };
+    if !export_supported(gpu.device()) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and the adapter cannot export memory as fds"
+        );
+        println!("SKIPPED: no VK_KHR_external_memory_fd");
+        return;
+    }
+    let files = mixed_files(91, 6);
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let batch = gpu.decode_batch(&refs, OutputLayout::Interleaved).unwrap();
+    let want = batch.read_back_all().unwrap();
+    let exported = batch.export().unwrap();
+    assert!(exported.allocation_size >= batch.buffer.size());
+    assert_ne!(exported.device_uuid, [0u8; 16]);
+    let size = batch.buffer.size();
+    let imported = import_buffer(
+        gpu.device(),
+        exported.fd.try_clone().unwrap(),
+        size,
+        exported.allocation_size,
+        exported.memory_type,
+        exported.dedicated,
+    )
+    .unwrap();
+    let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = gpu
+        .device()
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    encoder.copy_buffer_to_buffer(&imported, 0, &staging, 0, size);
+    gpu.queue().submit([encoder.finish()]);
+    staging
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    gpu.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+    let got = staging.slice(..).get_mapped_range().unwrap().to_vec();
+    assert!(got == want, "the imported memory differs from the batch");
+    // Every image is at its offset in the exported memory too.
+    for (i, l) in batch.images.iter().enumerate() {
+        let (_, pixels) = l3::decode::decode(&files[i], &DecodeOptions::default()).unwrap();
+        assert!(got[l.offset as usize..(l.offset + l.len) as usize] == pixels[..]);
+    }
+}

@@ -178,7 +178,12 @@ enum Source {
 }
 
 /// A record argument of `write_shard`: `(key, source, label, meta)`.
-type RecordArg<'py> = (String, Bound<'py, PyAny>, Option<i64>, Option<PyBackedBytes>);
+type RecordArg<'py> = (
+    String,
+    Bound<'py, PyAny>,
+    Option<i64>,
+    Option<PyBackedBytes>,
+);
 
 /// Packs `records` into the shard file `path`: each a tuple `(key, source, label, meta)` where
 /// `source` is an image file path or an image array, `label` an int or None, `meta` bytes or

@@ -58,11 +58,13 @@ pub fn select_adapter() -> Result<wgpu::Adapter> {
 }
 
 /// A new device of `adapter` for the decoder: the adapter's largest buffers, and
-/// [`wgpu::Features::TIMESTAMP_QUERY`] when the adapter supports it.
+/// [`wgpu::Features::TIMESTAMP_QUERY`] and [`wgpu::Features::VULKAN_EXTERNAL_MEMORY_FD`]
+/// (for `GpuBatch::export`) when the adapter supports them.
 pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)> {
     pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("l3 gpu decoder"),
-        required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
+        required_features: adapter.features()
+            & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::VULKAN_EXTERNAL_MEMORY_FD),
         required_limits: required_limits(adapter),
         ..Default::default()
     }))

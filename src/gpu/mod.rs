@@ -86,6 +86,8 @@ mod batcher;
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
+#[cfg(all(feature = "interop", unix))]
+pub mod interop;
 #[cfg(feature = "gpu")]
 mod levels;
 #[cfg(feature = "gpu")]
