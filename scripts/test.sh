@@ -33,12 +33,13 @@ cargo test --release --no-fail-fast
 cargo test --release -p l3 --no-default-features --lib
 
 # The Python package: built from this checkout into a fresh virtualenv, then its tests (the
-# PyTorch ones included: installing torch from PyPI takes about 2 minutes and 5 GB here).
+# PyTorch and Ray ones included: installing torch from PyPI takes about 2 minutes and 5 GB
+# here, ray 30 s).
 venv="$(realpath -m "${L3_PYTHON_VENV:-target/python-venv}")"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q maturin numpy pytest pillow torch
+"$venv/bin/pip" install -q maturin numpy pytest pillow torch ray
 "$venv/bin/pip" install -q .
 # From the tests' folder, so `import l3` is the installed package, not python/l3.
 (cd python/tests && "$venv/bin/python" -m pytest -q .)
