@@ -80,3 +80,23 @@ class Loader:
     def __next__(self) -> Dict[str, Any]: ...
     def state(self) -> Tuple[int, int, int]: ...
     def close(self) -> None: ...
+
+class ExportedBatch:
+    """A GPU batch copied into exportable device memory (Vulkan, opaque fd)."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def allocation_size(self) -> int: ...
+    @property
+    def dedicated(self) -> bool: ...
+    @property
+    def device_uuid(self) -> bytes: ...
+    @property
+    def images(self) -> List[Tuple[int, int, int, int, int, int]]:
+        """Per image: (offset, bytes, width, height, channels, depth)."""
+    def take_fd(self) -> int:
+        """A new fd of the memory, owned by the caller (an importer takes it over)."""
+
+def decode_batch_export(files: Sequence[_Bytes]) -> ExportedBatch:
+    """Decodes files as one GPU batch and exports it (needs VK_KHR_external_memory_fd)."""

@@ -25,6 +25,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(imwrite, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_adapter, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_batch_export, m)?)?;
+    m.add_class::<ExportedBatch>()?;
     Ok(())
 }
 
@@ -359,4 +361,92 @@ fn decode_batch<'py>(
     let mut shape = vec![n];
     shape.extend(image_shape(first.width, first.height, first.channels()));
     shaped_array(py, first.depth, data, shape)
+}
+
+/// A batch decoded on the GPU and copied into exportable device memory (Vulkan external
+/// memory, opaque fd): what `l3.cuda` imports into CUDA without a host round trip.
+#[pyclass(module = "l3._l3", frozen)]
+pub(crate) struct ExportedBatch {
+    exported: l3::gpu::interop::ExportedBuffer,
+    images: Vec<l3::gpu::ImageLayout>,
+    size: u64,
+}
+
+#[pymethods]
+impl ExportedBatch {
+    /// Bytes of the buffer (the images at their offsets, 256-byte aligned).
+    #[getter]
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes of the exported allocation (the size an importer states).
+    #[getter]
+    fn allocation_size(&self) -> u64 {
+        self.exported.allocation_size
+    }
+
+    /// Whether the allocation is dedicated (CUDA: `cudaExternalMemoryDedicated`).
+    #[getter]
+    fn dedicated(&self) -> bool {
+        self.exported.dedicated
+    }
+
+    /// The GPU's UUID (16 bytes): the CUDA device with the same UUID shares this memory.
+    #[getter]
+    fn device_uuid<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.exported.device_uuid)
+    }
+
+    /// Per image: `(offset, bytes, width, height, channels, depth)`.
+    #[getter]
+    fn images(&self) -> Vec<(u64, u64, u32, u32, u32, u32)> {
+        self.images
+            .iter()
+            .map(|l| {
+                (
+                    l.offset,
+                    l.len,
+                    l.width,
+                    l.height,
+                    l.channels as u32,
+                    l.depth as u32,
+                )
+            })
+            .collect()
+    }
+
+    /// A new file descriptor of the memory (a duplicate: the caller owns it, and an importer
+    /// such as CUDA takes it over when the import succeeds).
+    fn take_fd(&self) -> PyResult<i32> {
+        use std::os::fd::IntoRawFd;
+        let fd = self
+            .exported
+            .fd
+            .try_clone()
+            .map_err(|e| to_py_err(l3::Error::Io(e)))?;
+        Ok(fd.into_raw_fd())
+    }
+}
+
+/// Decodes L3 files as one GPU batch (interleaved u8/u16) and exports it (see
+/// `ExportedBatch`). Needs a Vulkan device with `VK_KHR_external_memory_fd`.
+#[pyfunction]
+fn decode_batch_export(py: Python<'_>, files: Vec<Bound<'_, PyAny>>) -> PyResult<ExportedBatch> {
+    let gpu = device_gpu("gpu")?.expect("device \"gpu\" gives a decoder or an error");
+    let bytes: Vec<PyBackedBytes> = files.iter().map(bytes_of).collect::<PyResult<_>>()?;
+    if bytes.is_empty() {
+        return Err(parameter_error("decode_batch_export needs at least one file"));
+    }
+    py.detach(|| -> l3::Result<ExportedBatch> {
+        let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
+        let batch = gpu.decode_batch(&refs, OutputLayout::Interleaved)?;
+        let exported = batch.export()?;
+        Ok(ExportedBatch {
+            exported,
+            images: batch.images.clone(),
+            size: batch.buffer.size(),
+        })
+    })
+    .py_err()
 }
