@@ -64,3 +64,15 @@ def test_bad_options(dataset3):
             l3.Loader(dataset3, 2, **bad)
     with pytest.raises(l3.L3IOError):
         l3.Loader("/nonexistent/dataset", 2)
+
+
+def test_gpu_loader_matches_the_cpu_loader(dataset3, gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    cpu = run(dataset3, seed=6, end_epoch=1)
+    gpu = run(dataset3, seed=6, end_epoch=1, device="gpu")
+    assert len(cpu) == len(gpu)
+    for a, b in zip(cpu, gpu):
+        assert np.array_equal(a["samples"], b["samples"])
+        # The stated tolerance of the GPU augmentation (float rounding of the resampling).
+        assert np.abs(a["images"] - b["images"]).max() <= 1e-4
