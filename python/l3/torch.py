@@ -77,7 +77,8 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                 raise TypeError(
                     f"{reserved!r} is set by the dataset (use set_epoch / load_state_dict)"
                 )
-        self.path = os.fspath(dataset) if not isinstance(dataset, Dataset) else dataset
+        # A path, not the opened Dataset: the dataset object is pickled into spawned workers.
+        self.path = os.fspath(dataset.path if isinstance(dataset, Dataset) else dataset)
         self.batch_size = batch_size
         self.seed = seed
         dist_rank, dist_world = _distributed()

@@ -436,7 +436,9 @@ fn decode_batch_export(py: Python<'_>, files: Vec<Bound<'_, PyAny>>) -> PyResult
     let gpu = device_gpu("gpu")?.expect("device \"gpu\" gives a decoder or an error");
     let bytes: Vec<PyBackedBytes> = files.iter().map(bytes_of).collect::<PyResult<_>>()?;
     if bytes.is_empty() {
-        return Err(parameter_error("decode_batch_export needs at least one file"));
+        return Err(parameter_error(
+            "decode_batch_export needs at least one file",
+        ));
     }
     py.detach(|| -> l3::Result<ExportedBatch> {
         let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();

@@ -82,6 +82,12 @@ impl Dataset {
         Ok((image, class.map_or(-1, i64::from)))
     }
 
+    /// The dataset's folder.
+    #[getter]
+    fn path(&self) -> std::path::PathBuf {
+        self.inner.dir().to_path_buf()
+    }
+
     /// Levels per record (level `levels - 1` is full resolution).
     #[getter]
     fn levels(&self) -> u8 {

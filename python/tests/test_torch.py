@@ -93,3 +93,12 @@ def test_misuse_is_refused(dataset3):
         L3DataLoader(ds, num_workers=1, persistent_workers=True)
     with pytest.raises(TypeError):
         L3IterableDataset(dataset3, 2, epoch=3)
+
+
+def test_spawned_workers_and_an_opened_dataset(dataset3):
+    """The dataset pickles (spawned workers) even when built from an opened l3.Dataset."""
+    n = len(l3.open_dataset(dataset3))
+    ds = L3IterableDataset(l3.open_dataset(dataset3), 2, seed=1, size=(24, 24), threads=1)
+    loader = L3DataLoader(ds, num_workers=2, multiprocessing_context="spawn")
+    _, seen = epoch_samples(loader)
+    assert sorted(seen) == list(range(n))
