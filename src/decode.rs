@@ -170,7 +170,12 @@ pub fn decode_layout_window(
             band,
             cols.clone(),
             &mut InterleavedBand::new(h, chunk),
-        )
+        )?;
+        // An error-bounded file decodes to bins: their values, in place, while the band is hot.
+        if h.max_error > 0 {
+            crate::quantize::dequantize_in_place(chunk, h.max_error, h.depth);
+        }
+        Ok(())
     };
     let skip = bands.start;
     let take = bands.end.saturating_sub(bands.start);
@@ -197,7 +202,7 @@ fn decode_f32_chw(
     parallel: bool,
 ) -> Result<()> {
     let h = &layout.header;
-    let table = normalize_table(&norm);
+    let table = normalize_table(&norm, h.max_error);
     let plane_len = h.width as usize * h.height as usize;
     let band_len = h.patch_size() as usize * h.width as usize;
     // Each band owns its rows of every channel plane.

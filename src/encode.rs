@@ -54,6 +54,10 @@ pub struct EncodeOptions {
     pub patch_log2: u8,
     /// Encode patches on rayon's thread pool (default true).
     pub parallel: bool,
+    /// Error bound (default 0: lossless). With `e > 0` every decoded sample is within `e` of
+    /// the original (the samples are stored as bins of `2e + 1` values: `crate::quantize`),
+    /// and the file says so in its header; at most `2^(depth-1) - 1`.
+    pub max_error: u16,
 }
 
 impl Default for EncodeOptions {
@@ -62,6 +66,7 @@ impl Default for EncodeOptions {
             profile: ProfileOptions::default(),
             patch_log2: format::PATCH_LOG2_DEFAULT,
             parallel: true,
+            max_error: 0,
         }
     }
 }
@@ -116,6 +121,14 @@ impl RawImage<'_> {
 /// Encodes raw pixels into an L3 file.
 pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
     let header = validate(image, options)?;
+    // An error-bounded file stores the samples' bins, losslessly.
+    let quantized;
+    let image = if header.max_error > 0 {
+        quantized = crate::quantize::QuantizedSamples::of(image, header.max_error);
+        &quantized.raw(image)
+    } else {
+        image
+    };
     let patches = 0..header.patch_count();
     // One Vec of streams per patch: a patch's channels in version 1, the patch in version 2.
     let streams: Vec<Vec<Vec<u8>>> = match options.profile {
@@ -193,7 +206,17 @@ pub(crate) fn validate(image: &RawImage, options: &EncodeOptions) -> Result<Head
         depth: image.depth(),
         patch_log2: options.patch_log2,
         profile: options.profile.profile(),
+        max_error: options.max_error,
     };
+    let limit = crate::quantize::max_error_limit(header.depth);
+    if header.max_error > limit {
+        return Err(ParameterError::InvalidOption {
+            name: "max_error",
+            value: header.max_error as u64,
+            reason: "at most 2^(depth-1) - 1 (127 for 8-bit, 32767 for 16-bit samples)",
+        }
+        .into());
+    }
     let needed = header.sample_count();
     if image.len() as u64 != needed {
         return Err(ParameterError::SampleCount {

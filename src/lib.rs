@@ -47,6 +47,7 @@ pub mod inspect;
 pub mod layout;
 pub mod loader;
 pub mod progressive;
+pub mod quantize;
 pub mod shard;
 
 pub use compact::{CompactOptions, PredictorSet};

@@ -129,7 +129,7 @@ fn dispatches_beyond_65535_workgroups_per_dimension() {
         profile: ProfileOptions::Fast(FastOptions {
             predictor: PredictorChoice::Fixed(FastPredictor::Up),
         }),
-        parallel: true,
+        ..Default::default()
     };
     let file = encode_raw(w, h, 1, 8, &s, &opts);
     let streams = l3::read_header(&file).unwrap().stream_count();

@@ -76,13 +76,33 @@ fn round_trip(
         (header.width, header.height, header.color, header.depth),
         (width, height, color, depth)
     );
+    assert_eq!(header.max_error, options.max_error);
+    let e = options.max_error as u32;
     if depth == 8 {
-        assert_eq!(decoded, px8);
+        if e == 0 {
+            assert_eq!(decoded, px8);
+        } else {
+            for (k, (&a, &b)) in px8.iter().zip(&decoded).enumerate() {
+                assert!(
+                    (a as u32).abs_diff(b as u32) <= e,
+                    "sample {k}: {a} -> {b}, e = {e}"
+                );
+            }
+        }
     } else {
         let mut out = vec![0u16; n];
         l3::decode_into_u16(&file, &mut out, &DecodeOptions::default()).unwrap();
-        assert_eq!(out, px);
-        assert_eq!(decoded, bytemuck::cast_slice::<u16, u8>(&px));
+        assert_eq!(decoded, bytemuck::cast_slice::<u16, u8>(&out));
+        if e == 0 {
+            assert_eq!(out, px);
+        } else {
+            for (k, (&a, &b)) in px.iter().zip(&out).enumerate() {
+                assert!(
+                    (a as u32).abs_diff(b as u32) <= e,
+                    "sample {k}: {a} -> {b}, e = {e}"
+                );
+            }
+        }
     }
     l3::inspect::inspect(&file, &DecodeOptions::default()).unwrap()
 }
@@ -138,7 +158,8 @@ proptest! {
         patch_log2 in 3u8..=7, predictor in predictor(), parallel in any::<bool>(), seed in any::<u64>()
     ) {
         let options = EncodeOptions {
-            profile: ProfileOptions::Fast(FastOptions { predictor }), patch_log2, parallel
+            profile: ProfileOptions::Fast(FastOptions { predictor }), patch_log2, parallel,
+            max_error: 0,
         };
         round_trip(width, height, color, depth, content, options, seed);
     }
@@ -151,8 +172,26 @@ proptest! {
         seed in any::<u64>()
     ) {
         let options = EncodeOptions {
-            profile: ProfileOptions::Compact(compact), patch_log2, parallel
+            profile: ProfileOptions::Compact(compact), patch_log2, parallel, max_error: 0,
         };
+        round_trip(width, height, color, depth, content, options, seed);
+    }
+
+    /// Error-bounded files of both profiles decode within their bound everywhere (edges, both
+    /// ends of the range: the contents include flat extremes and full-range noise).
+    #[test]
+    fn error_bounded_images_decode_within_the_bound(
+        width in dimension(), height in dimension(), color in color(),
+        depth in prop_oneof![Just(8u8), Just(16u8)], content in content(),
+        patch_log2 in 3u8..=7, compact in compact_options(), fast in any::<bool>(),
+        max_error in prop_oneof![1u16..=4, 5u16..=127], seed in any::<u64>()
+    ) {
+        let profile = if fast {
+            ProfileOptions::Fast(FastOptions { predictor: l3::PredictorChoice::Best })
+        } else {
+            ProfileOptions::Compact(compact)
+        };
+        let options = EncodeOptions { profile, patch_log2, parallel: true, max_error };
         round_trip(width, height, color, depth, content, options, seed);
     }
 }

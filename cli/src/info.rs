@@ -38,6 +38,15 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
         h.color.name(),
         h.depth
     );
+    if h.max_error == 0 {
+        println!("  bound      lossless");
+    } else {
+        println!(
+            "  bound      error-bounded: every sample within {} of the original (stored as bins of {})",
+            h.max_error,
+            l3::quantize::bin_width(h.max_error)
+        );
+    }
     println!(
         "  patches    {}x{} px, grid {}x{} = {} patches, {} streams",
         h.patch_size(),

@@ -107,6 +107,10 @@ struct EncodeArgs {
     /// profile always chooses per patch and channel).
     #[arg(long, value_enum, default_value_t = PredictorArg::Best)]
     predictor: PredictorArg,
+    /// Error bound: 0 (default) is lossless; with E > 0 every decoded sample is within E of
+    /// the original (at most 127 for 8-bit, 32767 for 16-bit images), and the file says so.
+    #[arg(long, default_value_t = 0)]
+    max_error: u16,
     /// Skip decoding each output and comparing it with the input pixels before it is kept.
     #[arg(long)]
     no_verify: bool,
@@ -301,11 +305,32 @@ fn thread_pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
     Ok(b.build()?)
 }
 
-/// Compares decoded L3 pixels with the source image's: same colour type, size and samples.
-fn same_pixels(original: &image::DynamicImage, decoded: &image::DynamicImage) -> bool {
-    original.color() == decoded.color()
-        && (original.width(), original.height()) == (decoded.width(), decoded.height())
-        && original.as_bytes() == decoded.as_bytes()
+/// The largest difference between the source image's samples and decoded L3 pixels, or
+/// `None` if their colour types or sizes differ.
+fn max_difference(original: &image::DynamicImage, decoded: &image::DynamicImage) -> Option<u32> {
+    if original.color() != decoded.color()
+        || (original.width(), original.height()) != (decoded.width(), decoded.height())
+    {
+        return None;
+    }
+    let (a, b) = (original.as_bytes(), decoded.as_bytes());
+    let wide = original.color().bytes_per_pixel() / original.color().channel_count() == 2;
+    Some(if wide {
+        a.chunks_exact(2)
+            .zip(b.chunks_exact(2))
+            .map(|(x, y)| {
+                (u16::from_ne_bytes([x[0], x[1]]) as u32)
+                    .abs_diff(u16::from_ne_bytes([y[0], y[1]]) as u32)
+            })
+            .max()
+            .unwrap_or(0)
+    } else {
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| (x as u32).abs_diff(y as u32))
+            .max()
+            .unwrap_or(0)
+    })
 }
 
 #[derive(Default)]
@@ -339,6 +364,7 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
         },
         patch_log2: a.patch_size.trailing_zeros() as u8,
         parallel: true,
+        max_error: a.max_error,
     };
     let mut dirs: Vec<&Path> = plan.iter().filter_map(|(_, o)| o.parent()).collect();
     dirs.sort();
@@ -439,8 +465,13 @@ fn encode_one(
     if verify {
         let decoded =
             l3::decode_image(&encoded, &decode_options()).context("verification decode failed")?;
-        if !same_pixels(&image, &decoded) {
-            bail!("verification failed: decoded pixels differ from the input (encoder bug; nothing written)");
+        match max_difference(&image, &decoded) {
+            Some(d) if d <= options.max_error as u32 => {}
+            Some(d) => bail!(
+                "verification failed: a decoded sample is {d} off, the bound is {} (encoder bug; nothing written)",
+                options.max_error
+            ),
+            None => bail!("verification failed: decoded shape differs from the input (encoder bug; nothing written)"),
         }
     }
     fsio::write_atomic(output, &encoded)?;
@@ -649,14 +680,27 @@ fn cmd_verify(a: VerifyArgs) -> Result<u64> {
         };
         let r = (|| -> Result<String> {
             let data = read_l3(&job.input)?;
+            let bound = l3::read_header(&data)?.max_error as u32;
             let decoded = l3::decode_image(&data, &decode_options())?;
             match original {
                 Some(o) => {
                     let orig = read_source(&o)?;
-                    if !same_pixels(&orig, &decoded) {
-                        bail!("pixels differ from {}", o.display());
+                    match max_difference(&orig, &decoded) {
+                        None => bail!("shape differs from {}", o.display()),
+                        Some(0) => Ok(format!("ok, identical to {}", o.display())),
+                        Some(d) if d <= bound => Ok(format!(
+                            "ok, within its bound {bound} of {} (largest difference {d})",
+                            o.display()
+                        )),
+                        Some(d) if bound == 0 => bail!(
+                            "pixels differ from {} (largest difference {d}; the file is lossless)",
+                            o.display()
+                        ),
+                        Some(d) => bail!(
+                            "pixels differ from {} by up to {d}, past the file's bound {bound}",
+                            o.display()
+                        ),
                     }
-                    Ok(format!("ok, identical to {}", o.display()))
                 }
                 None if a.against.is_some() => bail!("no original found for it"),
                 None => Ok("ok".into()),

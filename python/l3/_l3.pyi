@@ -12,9 +12,12 @@ _Image = npt.NDArray[Union[np.uint8, np.uint16]]
 
 __version__: str
 
-def encode(array: _Image, profile: str = "compact", patch_size: int = 64) -> bytes:
+def encode(
+    array: _Image, profile: str = "compact", patch_size: int = 64, max_error: int = 0
+) -> bytes:
     """Encodes a uint8/uint16 array of shape (H, W) or (H, W, C), C in 1..4, as an L3 file
-    (profile "compact": smaller; "fast": faster to decode). Non-contiguous arrays are copied."""
+    (profile "compact": smaller; "fast": faster to decode). Non-contiguous arrays are copied.
+    max_error > 0: error-bounded, every decoded sample within max_error of the original."""
 
 def decode(data: _Bytes, out: Optional[_Image] = None) -> _Image:
     """Decodes an L3 file into a new array, or into `out` (C-contiguous, writable, of the
@@ -22,12 +25,14 @@ def decode(data: _Bytes, out: Optional[_Image] = None) -> _Image:
 
 def info(data: _Bytes) -> Dict[str, Any]:
     """The header as a dict: width, height, channels, depth, dtype, shape, color, profile,
-    version, patch_size, output_bytes."""
+    version, patch_size, max_error (0: lossless), output_bytes."""
 
 def imread(path: _Path) -> _Image:
     """Reads an .l3 file, or any image the `image` crate reads (PNG, TIFF, JPEG, ...)."""
 
-def imwrite(path: _Path, array: _Image, profile: str = "compact", patch_size: int = 64) -> None:
+def imwrite(
+    path: _Path, array: _Image, profile: str = "compact", patch_size: int = 64, max_error: int = 0
+) -> None:
     """Encodes `array` and writes it to an .l3 file atomically."""
 
 def decode_batch(files: Sequence[_Bytes], device: str = "auto") -> _Image:

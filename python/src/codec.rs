@@ -31,7 +31,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// Encode options from the Python arguments.
-pub(crate) fn encode_options(profile: &str, patch_size: u32) -> PyResult<EncodeOptions> {
+pub(crate) fn encode_options(
+    profile: &str,
+    patch_size: u32,
+    max_error: u16,
+) -> PyResult<EncodeOptions> {
     let profile = match profile {
         "fast" => Profile::Fast,
         "compact" => Profile::Compact,
@@ -48,6 +52,7 @@ pub(crate) fn encode_options(profile: &str, patch_size: u32) -> PyResult<EncodeO
     }
     Ok(EncodeOptions {
         patch_log2: patch_size.trailing_zeros() as u8,
+        max_error,
         ..EncodeOptions::for_profile(profile)
     })
 }
@@ -68,16 +73,18 @@ pub(crate) fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {
         .map_err(Into::into)
 }
 
-/// Encodes an image array (`uint8` or `uint16`, shape `(H, W)` or `(H, W, C)`) as an L3 file.
+/// Encodes an image array (`uint8` or `uint16`, shape `(H, W)` or `(H, W, C)`) as an L3 file;
+/// `max_error` > 0 makes it error-bounded (every decoded sample within that of the original).
 #[pyfunction]
-#[pyo3(signature = (array, profile = "compact", patch_size = 64))]
+#[pyo3(signature = (array, profile = "compact", patch_size = 64, max_error = 0))]
 fn encode<'py>(
     py: Python<'py>,
     array: &Bound<'py, PyAny>,
     profile: &str,
     patch_size: u32,
+    max_error: u16,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let options = encode_options(profile, patch_size)?;
+    let options = encode_options(profile, patch_size, max_error)?;
     let image = image_from_array(array)?;
     let file = py
         .detach(|| l3::encode::encode(&image.raw(), &options))
@@ -104,6 +111,7 @@ fn header_dict<'py>(py: Python<'py>, h: &Header) -> PyResult<Bound<'py, PyDict>>
     )?;
     d.set_item("version", h.profile.version())?;
     d.set_item("patch_size", h.patch_size())?;
+    d.set_item("max_error", h.max_error)?;
     d.set_item("output_bytes", h.output_bytes())?;
     Ok(d)
 }
@@ -214,13 +222,14 @@ fn imread<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
 /// Encodes `array` and writes it to `path` (an `.l3` file) atomically: a temp file beside it,
 /// synced, then renamed, so a crash never leaves a partial file under that name.
 #[pyfunction]
-#[pyo3(signature = (path, array, profile = "compact", patch_size = 64))]
+#[pyo3(signature = (path, array, profile = "compact", patch_size = 64, max_error = 0))]
 fn imwrite(
     py: Python<'_>,
     path: PathBuf,
     array: &Bound<'_, PyAny>,
     profile: &str,
     patch_size: u32,
+    max_error: u16,
 ) -> PyResult<()> {
     if !path
         .extension()
@@ -231,7 +240,7 @@ fn imwrite(
             path.display()
         )));
     }
-    let options = encode_options(profile, patch_size)?;
+    let options = encode_options(profile, patch_size, max_error)?;
     let image = image_from_array(array)?;
     py.detach(|| -> l3::Result<()> {
         let file = l3::encode::encode(&image.raw(), &options)?;

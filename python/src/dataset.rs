@@ -208,7 +208,7 @@ fn write_shard<'py>(
     max_overhead: f64,
     force: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let options = encode_options(profile, 64)?;
+    let options = encode_options(profile, 64, 0)?;
     if !(1..=8).contains(&levels) {
         return Err(parameter_error(format!(
             "levels must be 1..=8, got {levels}"

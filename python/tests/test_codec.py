@@ -159,3 +159,20 @@ def test_decode_batch_cpu_and_gpu(gpu_available):
         l3.decode_batch(files, device="tpu")
     with pytest.raises(l3.FormatError, match="image 2"):
         l3.decode_batch(files[:2] + [files[2][:40]], device="cpu")
+
+
+@pytest.mark.parametrize("profile", ["fast", "compact"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("max_error", [1, 2, 4, 50])
+def test_error_bounded_round_trip(profile, dtype, max_error):
+    a = make((61, 77, 3), dtype, seed=max_error)
+    a[0, :5] = np.iinfo(dtype).max  # both ends of the range
+    a[1, :5] = 0
+    data = l3.encode(a, profile=profile, max_error=max_error)
+    assert l3.info(data)["max_error"] == max_error
+    b = l3.decode(data)
+    assert b.dtype == dtype
+    assert np.abs(b.astype(np.int64) - a.astype(np.int64)).max() <= max_error
+    assert len(data) < len(l3.encode(a, profile=profile))
+    with pytest.raises(l3.ParameterError, match="max_error"):
+        l3.encode(a.astype(np.uint8), max_error=128)

@@ -8,7 +8,8 @@
 
 @group(0) @binding(4) var<storage, read_write> out_values: array<f32>;
 
-fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
+fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+    let v = dequantize(img, stored);
     let hw = img.width * img.height;
     let max_value = f32((1u << img.depth) - 1u);
     out_values[img.out_base + ch * hw + y * img.width + x] =

@@ -7,7 +7,8 @@
 
 @group(0) @binding(4) var<storage, read_write> out_words: array<atomic<u32>>;
 
-fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
+fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+    let v = dequantize(img, stored);
     let s = (y * img.width + x) * img.channels + ch;
     if (img.depth == 8u) {
         // Byte s of the image: word s / 4, byte s % 4.

@@ -30,7 +30,8 @@ struct ImageInfo {
     // patch_row0 + p / patches_x.
     patch_col0: u32,
     patch_row0: u32,
-    pad0: u32,
+    // The file's error bound (0: lossless; see `dequantize`).
+    max_error: u32,
 }
 
 struct Params {
@@ -75,4 +76,16 @@ fn find_image_by_workgroup(wg: u32) -> u32 {
         }
     }
     return lo;
+}
+
+// The value of stored sample `v` of `img` (twin: `crate::quantize::dequantize`): itself for a
+// lossless file; for an error-bounded one the centre of bin v, clamped to the sample range.
+fn dequantize(img: ImageInfo, v: u32) -> u32 {
+    if (img.max_error == 0u) {
+        return v;
+    }
+    let max_value = (1u << img.depth) - 1u;
+    let step = 2u * img.max_error + 1u;
+    // v <= max_value and step <= max_value, so the product fits u32.
+    return min(v * step, max_value);
 }

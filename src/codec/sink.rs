@@ -72,15 +72,27 @@ impl BandSink for InterleavedBand<'_> {
 /// table lookup per sample instead of two divisions.
 pub(crate) type NormalizeTable = [[f32; 256]; 4];
 
-/// The [`NormalizeTable`] of `norm` for 8-bit samples.
-pub(crate) fn normalize_table(norm: &Normalize) -> Box<NormalizeTable> {
+/// The [`NormalizeTable`] of `norm` for 8-bit samples of a file with error bound `max_error`
+/// (a stored value is a bin: the table holds its decoded value, normalised).
+pub(crate) fn normalize_table(norm: &Normalize, max_error: u16) -> Box<NormalizeTable> {
     let mut table = Box::new([[0f32; 256]; 4]);
     for (c, row) in table.iter_mut().enumerate() {
         for (v, o) in row.iter_mut().enumerate() {
-            *o = norm.apply(v as u32, 8, c);
+            *o = norm.apply(dequantize(v as u32, max_error, 8), 8, c);
         }
     }
     table
+}
+
+/// The decoded value of stored sample `v` of a file with error bound `max_error` (itself when
+/// lossless).
+#[inline(always)]
+fn dequantize(v: u32, max_error: u16, depth: u8) -> u32 {
+    if max_error == 0 {
+        v
+    } else {
+        crate::quantize::dequantize(v, max_error, depth)
+    }
 }
 
 /// A band of planar (CHW) normalised f32 output: `planes[c]` holds channel `c`'s rows of the
@@ -89,6 +101,7 @@ pub(crate) struct F32ChwBand<'a> {
     planes: [&'a mut [f32]; 4],
     width: usize,
     depth: u8,
+    max_error: u16,
     norm: Normalize,
     table: &'a NormalizeTable,
 }
@@ -106,6 +119,7 @@ impl<'a> F32ChwBand<'a> {
             planes,
             width: h.width as usize,
             depth: h.depth,
+            max_error: h.max_error,
             norm,
             table,
         }
@@ -134,7 +148,9 @@ impl BandSink for F32ChwBand<'_> {
                 }
             } else {
                 for (o, &v) in dst.iter_mut().zip(src) {
-                    *o = self.norm.apply(v as u32, 16, c);
+                    *o = self
+                        .norm
+                        .apply(dequantize(v as u32, self.max_error, 16), 16, c);
                 }
             }
         }
@@ -148,7 +164,7 @@ mod tests {
     #[test]
     fn the_table_holds_exactly_what_apply_computes() {
         let norm = Normalize::IMAGENET;
-        let table = normalize_table(&norm);
+        let table = normalize_table(&norm, 0);
         for c in 0..4 {
             for v in 0..256u32 {
                 assert_eq!(

@@ -21,8 +21,12 @@ pub const HEADER_LEN: usize = 24;
 
 /// Byte offset of the version field.
 pub const OFFSET_VERSION: usize = 8;
-/// Byte offset of the flags field (no flags are defined in versions 1 and 2: it must be zero).
+/// Byte offset of the flags field (one flag is defined: [`FLAG_ERROR_BOUNDED`]; any other set
+/// bit is an error).
 pub const OFFSET_FLAGS: usize = 9;
+/// Flag: the samples are bins of an error-bounded image ([`OFFSET_MAX_ERROR`] holds the bound;
+/// see `crate::quantize`). Set if and only if the bound is not zero.
+pub const FLAG_ERROR_BOUNDED: u8 = 1;
 /// Byte offset of the channel count.
 pub const OFFSET_CHANNELS: usize = 10;
 /// Byte offset of the bit depth.
@@ -33,8 +37,11 @@ pub const OFFSET_WIDTH: usize = 12;
 pub const OFFSET_HEIGHT: usize = 16;
 /// Byte offset of log2(patch size).
 pub const OFFSET_PATCH_LOG2: usize = 20;
-/// Byte offset of the three reserved bytes (must be zero).
+/// Byte offset of the reserved byte (must be zero).
 pub const OFFSET_RESERVED: usize = 21;
+/// Byte offset of the error bound (u16 little-endian): 0 for a lossless file, else the
+/// largest difference between a decoded and an original sample, 1..=2^(depth-1)-1.
+pub const OFFSET_MAX_ERROR: usize = 22;
 
 /// Bytes per size-table entry (u32 little-endian).
 pub const SIZE_ENTRY_LEN: usize = 4;
@@ -148,6 +155,9 @@ pub struct Header {
     pub patch_log2: u8,
     /// The coding (format version).
     pub profile: Profile,
+    /// Error bound: 0 for a lossless file; else every decoded sample is within this many
+    /// values of the original (the samples are stored as bins: `crate::quantize`).
+    pub max_error: u16,
 }
 
 impl Header {
@@ -229,12 +239,17 @@ impl Header {
         let mut b = [0u8; HEADER_LEN];
         b[..8].copy_from_slice(&MAGIC);
         b[OFFSET_VERSION] = self.profile.version();
-        b[OFFSET_FLAGS] = 0;
+        b[OFFSET_FLAGS] = if self.max_error > 0 {
+            FLAG_ERROR_BOUNDED
+        } else {
+            0
+        };
         b[OFFSET_CHANNELS] = self.channels();
         b[OFFSET_DEPTH] = self.depth;
         b[OFFSET_WIDTH..OFFSET_WIDTH + 4].copy_from_slice(&self.width.to_le_bytes());
         b[OFFSET_HEIGHT..OFFSET_HEIGHT + 4].copy_from_slice(&self.height.to_le_bytes());
         b[OFFSET_PATCH_LOG2] = self.patch_log2;
+        b[OFFSET_MAX_ERROR..OFFSET_MAX_ERROR + 2].copy_from_slice(&self.max_error.to_le_bytes());
         b
     }
 
@@ -266,12 +281,13 @@ impl Header {
             value,
             reason,
         };
-        if data[OFFSET_FLAGS] != 0 {
+        let flags = data[OFFSET_FLAGS];
+        if flags & !FLAG_ERROR_BOUNDED != 0 {
             return Err(invalid(
                 "flags",
                 OFFSET_FLAGS,
-                data[OFFSET_FLAGS] as u64,
-                "no flags are defined in versions 1 and 2",
+                flags as u64,
+                "only flag bit 0 (error-bounded) is defined",
             ));
         }
         let channels = data[OFFSET_CHANNELS];
@@ -313,15 +329,29 @@ impl Header {
                 "must be 3..=7 (patches of 8 to 128 pixels)",
             ));
         }
-        if let Some(i) = data[OFFSET_RESERVED..HEADER_LEN]
-            .iter()
-            .position(|&b| b != 0)
-        {
+        if data[OFFSET_RESERVED] != 0 {
             return Err(invalid(
                 "reserved",
-                OFFSET_RESERVED + i,
-                data[OFFSET_RESERVED + i] as u64,
-                "reserved bytes must be zero",
+                OFFSET_RESERVED,
+                data[OFFSET_RESERVED] as u64,
+                "the reserved byte must be zero",
+            ));
+        }
+        let max_error = u16::from_le_bytes([data[OFFSET_MAX_ERROR], data[OFFSET_MAX_ERROR + 1]]);
+        if (flags & FLAG_ERROR_BOUNDED != 0) != (max_error > 0) {
+            return Err(invalid(
+                "max_error",
+                OFFSET_MAX_ERROR,
+                max_error as u64,
+                "must be non-zero exactly when the error-bounded flag is set",
+            ));
+        }
+        if max_error > crate::quantize::max_error_limit(depth) {
+            return Err(invalid(
+                "max_error",
+                OFFSET_MAX_ERROR,
+                max_error as u64,
+                "at most 2^(depth-1) - 1",
             ));
         }
         Ok(Header {
@@ -331,6 +361,7 @@ impl Header {
             depth,
             patch_log2,
             profile,
+            max_error,
         })
     }
 
@@ -510,6 +541,7 @@ mod tests {
             depth: 8,
             patch_log2: 6,
             profile: Profile::Fast,
+            max_error: 0,
         }
     }
 
@@ -531,12 +563,14 @@ mod tests {
     #[test]
     fn every_invalid_header_field_is_named() {
         let good = header().to_bytes();
-        let cases: [(usize, u8, &str); 6] = [
-            (OFFSET_FLAGS, 1, "flags"),
+        let cases: [(usize, u8, &str); 8] = [
+            (OFFSET_FLAGS, 2, "flags"),
+            (OFFSET_FLAGS, 1, "max_error"),
+            (OFFSET_MAX_ERROR, 1, "max_error"),
             (OFFSET_CHANNELS, 5, "channels"),
             (OFFSET_DEPTH, 12, "depth"),
             (OFFSET_PATCH_LOG2, 8, "patch_log2"),
-            (OFFSET_RESERVED + 2, 1, "reserved"),
+            (OFFSET_RESERVED, 1, "reserved"),
             (OFFSET_WIDTH + 3, 0x01, "width"),
         ];
         for (offset, value, name) in cases {

@@ -94,8 +94,9 @@ pub struct ImageInfo {
     pub patch_col0: u32,
     /// See `patch_col0`.
     pub patch_row0: u32,
-    /// Padding.
-    pub pad: u32,
+    /// The file's error bound (0: lossless): stored samples are bins, written as
+    /// `min(v * (2 max_error + 1), 2^depth - 1)` (`crate::quantize::dequantize`).
+    pub max_error: u32,
 }
 
 /// Invocations of a decode workgroup (`WG` in the shaders).

@@ -77,6 +77,15 @@ pub(crate) trait OutputSink {
     fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32);
 }
 
+/// Twin of `dequantize` in `shaders/shared/images.wgsl`.
+fn dequantize(img: &ImageInfo, v: u32) -> u32 {
+    if img.max_error == 0 {
+        v
+    } else {
+        crate::quantize::dequantize(v, img.max_error as u16, img.depth as u8)
+    }
+}
+
 /// Twin of `shaders/output/interleaved.wgsl`: each sample ORed into its interleaved output
 /// word of `out_words` (HWC from the image's `out_base`; 8-bit samples four to a word, 16-bit
 /// samples two to a word, little-endian; the words start zeroed, as the host clears the GPU
@@ -87,7 +96,8 @@ pub(crate) struct InterleavedWords<'a> {
 }
 
 impl OutputSink for InterleavedWords<'_> {
-    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+        let v = dequantize(img, stored);
         let s = (y * img.width + x) * img.channels + ch;
         if img.depth == 8 {
             self.out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
@@ -109,7 +119,8 @@ pub(crate) struct F32Chw<'a> {
 }
 
 impl OutputSink for F32Chw<'_> {
-    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+        let v = dequantize(img, stored);
         let hw = img.width * img.height;
         self.out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
             self.norm.apply(v, img.depth as u8, ch as usize);

@@ -378,7 +378,7 @@ pub(crate) fn build_parts(
             version: h.profile.version() as u32,
             patch_col0: part.patch_col0,
             patch_row0: part.patch_row0 - part.out_patch_row0,
-            pad: 0,
+            max_error: h.max_error as u32,
         });
         out_words_total = ((part.out_end - out_start) / 4) as u32;
     }

@@ -153,6 +153,14 @@ pub fn encode_levels(
     encode: &EncodeOptions,
 ) -> Result<EncodedLevels> {
     let levels = progressive.levels;
+    if encode.max_error > 0 {
+        return Err(ParameterError::InvalidOption {
+            name: "max_error",
+            value: encode.max_error as u64,
+            reason: "records (progressive levels) are lossless in this version",
+        }
+        .into());
+    }
     if levels == 0 || levels > crate::shard::format::MAX_LEVELS {
         return Err(ParameterError::InvalidOption {
             name: "levels",

@@ -123,10 +123,18 @@ pub fn random_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                 4 => PredictorChoice::Best,
                 p => PredictorChoice::Fixed(l3::FastPredictor::ALL[p as usize]),
             };
+            // One file in four error-bounded (bound 1..=4), so every GPU test that compares
+            // with the CPU decoder covers the dequantisation too.
+            let max_error = if rng.below(4) == 0 {
+                1 + rng.below(4) as u16
+            } else {
+                0
+            };
             let opts = EncodeOptions {
                 patch_log2: 3 + (i % 5) as u8,
                 profile: l3::ProfileOptions::Fast(l3::FastOptions { predictor }),
                 parallel: true,
+                max_error,
             };
             encode_raw(w, h, c, depth, &s, &opts)
         })
@@ -284,6 +292,12 @@ pub fn random_compact_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                     pair_tokens: rng.below(3) != 0,
                 }),
                 patch_log2: 3 + (i % 5) as u8,
+                // Every fourth file error-bounded, as for version 1.
+                max_error: if i % 4 == 3 {
+                    1 + (i / 4 % 4) as u16
+                } else {
+                    0
+                },
                 ..Default::default()
             };
             encode_raw(w, h, c, depth, &s, &opts)
