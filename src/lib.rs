@@ -39,6 +39,7 @@ pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod fast;
+pub mod field;
 pub mod format;
 pub mod gpu;
 #[cfg(feature = "image")]
