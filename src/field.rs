@@ -102,7 +102,11 @@ impl FieldHeader {
         b[..8].copy_from_slice(&FIELD_MAGIC);
         b[8] = FIELD_VERSION;
         b[9] = self.ndim;
-        b[10] = if self.fill_value.is_some() { FIELD_FLAG_FILL } else { 0 };
+        b[10] = if self.fill_value.is_some() {
+            FIELD_FLAG_FILL
+        } else {
+            0
+        };
         for (k, d) in self.shape.iter().enumerate() {
             b[12 + 4 * k..16 + 4 * k].copy_from_slice(&d.to_le_bytes());
         }
@@ -150,7 +154,12 @@ impl FieldHeader {
         }
         let flags = data[10];
         if flags & !FIELD_FLAG_FILL != 0 {
-            return Err(invalid("flags", 10, flags as u64, "only bit 0 (fill) is defined"));
+            return Err(invalid(
+                "flags",
+                10,
+                flags as u64,
+                "only bit 0 (fill) is defined",
+            ));
         }
         if data[11] != 0 {
             return Err(invalid("reserved", 11, data[11] as u64, "must be zero"));
@@ -159,11 +168,21 @@ impl FieldHeader {
         let shape = [u32_at(12), u32_at(16), u32_at(20)];
         for (k, &d) in shape.iter().enumerate() {
             if d == 0 {
-                return Err(invalid("shape", 12 + 4 * k, 0, "every dimension must be >= 1"));
+                return Err(invalid(
+                    "shape",
+                    12 + 4 * k,
+                    0,
+                    "every dimension must be >= 1",
+                ));
             }
         }
         if ndim == 2 && shape[0] != 1 {
-            return Err(invalid("shape", 12, shape[0] as u64, "a 2D field has nz = 1"));
+            return Err(invalid(
+                "shape",
+                12,
+                shape[0] as u64,
+                "a 2D field has nz = 1",
+            ));
         }
         let total = shape.iter().map(|&d| d as u64).product::<u64>();
         if total > u32::MAX as u64 {
@@ -171,12 +190,22 @@ impl FieldHeader {
         }
         let bound = f64::from_le_bytes(data[24..32].try_into().expect("8 bytes"));
         if !(bound.is_finite() && bound > 0.0) {
-            return Err(invalid("bound", 24, bound.to_bits(), "must be finite and positive"));
+            return Err(invalid(
+                "bound",
+                24,
+                bound.to_bits(),
+                "must be finite and positive",
+            ));
         }
         let offset = f32::from_bits(u32_at(32));
         let bin_width = f32::from_bits(u32_at(36));
         if !offset.is_finite() || offset.is_subnormal() {
-            return Err(invalid("offset", 32, offset.to_bits() as u64, "must be finite and not subnormal"));
+            return Err(invalid(
+                "offset",
+                32,
+                offset.to_bits() as u64,
+                "must be finite and not subnormal",
+            ));
         }
         if !(bin_width.is_normal() && bin_width > 0.0 && bin_width as f64 <= 2.0 * bound)
             || bin_width_significand_bits(bin_width) > BIN_WIDTH_BITS
@@ -221,7 +250,11 @@ fn bin_width_for(limit: f64) -> Option<f32> {
     }
     let x = (limit as f32).min(f32::MAX);
     // Round down to f32 first (as f32 may round up), then drop significand bits.
-    let x = if x as f64 > limit { f32::from_bits(x.to_bits() - 1) } else { x };
+    let x = if x as f64 > limit {
+        f32::from_bits(x.to_bits() - 1)
+    } else {
+        x
+    };
     let drop = 24 - BIN_WIDTH_BITS;
     Some(f32::from_bits(x.to_bits() & !((1u32 << drop) - 1)))
 }
@@ -361,7 +394,9 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
     let (lo, hi) = values
         .iter()
         .filter(|&&v| is_regular(v))
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
     let range = if lo <= hi { hi as f64 - lo as f64 } else { 0.0 };
     let bound = match options.bound {
         Bound::Absolute(e) => e,
@@ -373,11 +408,18 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
         reason,
     };
     if !(bound.is_finite() && bound > 0.0) {
-        return Err(bad_bound("must be finite and positive (a relative bound of a constant field is 0)").into());
+        return Err(bad_bound(
+            "must be finite and positive (a relative bound of a constant field is 0)",
+        )
+        .into());
     }
-    let bin_width =
-        bin_width_for(2.0 * bound).ok_or_else(|| bad_bound("too small for a normal f32 bin width"))?;
-    let offset = if lo <= hi && !lo.is_subnormal() { lo } else { 0.0 };
+    let bin_width = bin_width_for(2.0 * bound)
+        .ok_or_else(|| bad_bound("too small for a normal f32 bin width"))?;
+    let offset = if lo <= hi && !lo.is_subnormal() {
+        lo
+    } else {
+        0.0
+    };
     let bins = ((hi as f64 - offset as f64) / bin_width as f64).floor() + 1.0;
     if lo <= hi && bins > MAX_BINS as f64 {
         return Err(bad_bound(
@@ -479,14 +521,20 @@ pub fn decode_field(data: &[u8], options: &DecodeOptions) -> Result<(FieldHeader
     let h = layout.header;
     let mut bins = vec![0u16; h.len() as usize];
     crate::decode::decode_into_u16(layout.image, &mut bins, options)?;
-    let mut out: Vec<f32> = bins
-        .iter()
-        .map(|&q| reconstruct(q, h.offset, h.bin_width))
-        .collect();
-    for r in &layout.runs {
+    let mut out = vec![0f32; bins.len()];
+    reconstruct_field(&bins, &layout.runs, h.offset, h.bin_width, &mut out);
+    Ok((h, out))
+}
+
+/// The field's values from its decoded bins and its exception runs (validated: inside `out`):
+/// the CPU twin of `shaders/fields.wgsl`'s `reconstruct_field`.
+pub fn reconstruct_field(bins: &[u16], runs: &[Run], offset: f32, bin_width: f32, out: &mut [f32]) {
+    for (o, &q) in out.iter_mut().zip(bins) {
+        *o = reconstruct(q, offset, bin_width);
+    }
+    for r in runs {
         out[r.start as usize..(r.start + r.len) as usize].fill(f32::from_bits(r.bits));
     }
-    Ok((h, out))
 }
 
 #[cfg(test)]
@@ -497,7 +545,10 @@ mod tests {
     fn bin_widths_have_eight_significant_bits_and_stay_below_the_limit() {
         for limit in [2e-4, 0.3, 1.0, 7.77, 123456.0, 3e30] {
             let w = bin_width_for(limit).unwrap();
-            assert!(w as f64 <= limit && w as f64 > limit * (1.0 - 1.0 / 128.0), "{limit}: {w}");
+            assert!(
+                w as f64 <= limit && w as f64 > limit * (1.0 - 1.0 / 128.0),
+                "{limit}: {w}"
+            );
             assert!(bin_width_significand_bits(w) <= BIN_WIDTH_BITS);
             // q x w is exact for every 16-bit q.
             for q in [1u16, 255, 4097, 65535] {
@@ -518,7 +569,11 @@ mod tests {
         v[6] = f32::INFINITY;
         v[100..180].fill(-1e10);
         v[300] = 1e-42; // subnormal: its bin's value may be subnormal too; kept within bound
-        for bound in [Bound::Absolute(0.5), Bound::Relative(1e-3), Bound::Relative(1e-5)] {
+        for bound in [
+            Bound::Absolute(0.5),
+            Bound::Relative(1e-3),
+            Bound::Relative(1e-5),
+        ] {
             let mut o = FieldOptions::new(bound);
             o.fill_value = Some(-1e10);
             let file = encode_field(&v, &[ny as u32, nx as u32], &o).unwrap();
@@ -528,7 +583,10 @@ mod tests {
                 if !a.is_finite() || a == -1e10 {
                     assert_eq!(a.to_bits(), b.to_bits(), "value {i} not kept exactly");
                 } else {
-                    assert!((a as f64 - b as f64).abs() <= h.bound, "value {i}: {a} -> {b}");
+                    assert!(
+                        (a as f64 - b as f64).abs() <= h.bound,
+                        "value {i}: {a} -> {b}"
+                    );
                 }
             }
         }
@@ -540,10 +598,22 @@ mod tests {
         let e = encode_field(&v, &[2, 2], &FieldOptions::new(Bound::Absolute(1e-3))).unwrap_err();
         assert!(e.to_string().contains("65536 bins"), "{e}");
         let constant = [1.5f32; 6];
-        assert!(encode_field(&constant, &[2, 3], &FieldOptions::new(Bound::Relative(1e-3))).is_err());
-        let file =
-            encode_field(&constant, &[2, 3], &FieldOptions::new(Bound::Absolute(1e-3))).unwrap();
-        assert_eq!(decode_field(&file, &DecodeOptions::default()).unwrap().1, constant);
+        assert!(encode_field(
+            &constant,
+            &[2, 3],
+            &FieldOptions::new(Bound::Relative(1e-3))
+        )
+        .is_err());
+        let file = encode_field(
+            &constant,
+            &[2, 3],
+            &FieldOptions::new(Bound::Absolute(1e-3)),
+        )
+        .unwrap();
+        assert_eq!(
+            decode_field(&file, &DecodeOptions::default()).unwrap().1,
+            constant
+        );
     }
 
     #[test]
@@ -557,7 +627,10 @@ mod tests {
         for pos in (0..file.len()).step_by(3) {
             let mut bad = file.clone();
             bad[pos] ^= 0x41;
-            assert!(decode_field(&bad, &DecodeOptions::default()).is_err(), "flip at {pos}");
+            assert!(
+                decode_field(&bad, &DecodeOptions::default()).is_err(),
+                "flip at {pos}"
+            );
         }
     }
 }

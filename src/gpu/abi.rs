@@ -17,6 +17,8 @@ pub(crate) const VERSION_COMPACT: u32 = crate::format::VERSION_COMPACT as u32;
 pub(crate) const LEVELS_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `augment.wgsl` (`AUGMENT_WG` in its generated prelude).
 pub(crate) const AUGMENT_WORKGROUP_SIZE: u32 = 64;
+/// Workgroup size of `fields.wgsl` (`FIELDS_WG` in its generated prelude).
+pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
 
 /// Workgroups of a one-dimensional dispatch over `items` by a kernel of `workgroup`
 /// invocations that loops with the grid's stride (`levels.wgsl`, `augment.wgsl`): enough for

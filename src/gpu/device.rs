@@ -105,6 +105,10 @@ pub(crate) struct Pipelines {
     pub augment_bgl: wgpu::BindGroupLayout,
     /// `augment.wgsl`'s `augment`.
     pub augment: wgpu::ComputePipeline,
+    /// Bindings of `fields.wgsl`: job (uniform), bins, runs (read), values (read-write).
+    pub fields_bgl: wgpu::BindGroupLayout,
+    /// `fields.wgsl`'s `reconstruct_field`.
+    pub fields: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -162,6 +166,15 @@ impl Pipelines {
                 storage_entry(2, false),
             ],
         );
+        let fields_bgl = bgl(
+            "l3 fields",
+            &[
+                uniform_entry(0),
+                storage_entry(1, true),
+                storage_entry(2, true),
+                storage_entry(3, false),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -210,6 +223,13 @@ impl Pipelines {
             &augment_module,
             "augment",
         );
+        let fields_module = module(Stage::Fields);
+        let fields = pipeline(
+            "l3 fields.wgsl reconstruct_field",
+            &fields_bgl,
+            &fields_module,
+            "reconstruct_field",
+        );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -226,6 +246,8 @@ impl Pipelines {
             subsample,
             augment_bgl,
             augment,
+            fields_bgl,
+            fields,
         })
     }
 

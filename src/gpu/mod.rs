@@ -86,6 +86,8 @@ mod batcher;
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
+#[cfg(feature = "gpu")]
+mod fields;
 #[cfg(all(feature = "interop", unix))]
 pub mod interop;
 #[cfg(feature = "gpu")]
@@ -113,6 +115,8 @@ pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT
 pub use decoder::GpuDecoder;
 #[cfg(feature = "gpu")]
 pub use device::{required_limits, select_adapter};
+#[cfg(feature = "gpu")]
+pub use fields::GpuFieldBatch;
 #[cfg(feature = "gpu")]
 pub use readback::{GpuBatch, ImageLayout};
 #[cfg(feature = "gpu")]

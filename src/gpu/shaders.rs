@@ -16,6 +16,7 @@ const DECODE: &str = include_str!("../../shaders/decode.wgsl");
 const OUTPUT_INTERLEAVED: &str = include_str!("../../shaders/output/interleaved.wgsl");
 const OUTPUT_F32_CHW: &str = include_str!("../../shaders/output/f32_chw.wgsl");
 const LEVELS: &str = include_str!("../../shaders/levels.wgsl");
+const FIELDS: &str = include_str!("../../shaders/fields.wgsl");
 const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
 
 /// A pipeline stage: one shader module.
@@ -33,17 +34,21 @@ pub(crate) enum Stage {
     /// `augment.wgsl`: crop, resize, flip and normalise a decoded image into the batch tensor
     /// (entry point `augment`).
     Augment,
+    /// `fields.wgsl`: float32 field values from a decoded bin image (entry point
+    /// `reconstruct_field`).
+    Fields,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 5] = [
+    pub const ALL: [Stage; 6] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
         Stage::Levels,
         Stage::Augment,
+        Stage::Fields,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -52,6 +57,7 @@ impl Stage {
             Stage::PrefixSum => "prefix_sum.wgsl",
             Stage::Levels => "levels.wgsl",
             Stage::Augment => "augment.wgsl",
+            Stage::Fields => "fields.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -120,6 +126,7 @@ pub(crate) fn prelude() -> String {
         ("FAST_BITS", abi::FAST_BITS),
         ("LEVELS_WG", abi::LEVELS_WORKGROUP_SIZE),
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
+        ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
         ("BAND_H", crate::progressive::interlace::BAND_H as u32),
         ("BAND_V", crate::progressive::interlace::BAND_V as u32),
         ("BAND_D", crate::progressive::interlace::BAND_D as u32),
@@ -136,7 +143,7 @@ pub(crate) fn prelude() -> String {
 /// the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum | Stage::Levels | Stage::Augment => None,
+        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -145,6 +152,7 @@ pub(crate) fn source(stage: Stage) -> String {
     let parts: Vec<(&str, &str)> = match output {
         None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
         None if stage == Stage::Augment => vec![("augment.wgsl", AUGMENT)],
+        None if stage == Stage::Fields => vec![("fields.wgsl", FIELDS)],
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![
             ("shared/images.wgsl", IMAGES),

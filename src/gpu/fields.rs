@@ -1,0 +1,170 @@
+//! Error-bounded float32 fields on the GPU ([`GpuDecoder::decode_fields`]): the fields' bin
+//! images decode as one batch (16-bit gray L3 files), then `shaders/fields.wgsl` turns each
+//! into f32 values (one dispatch per field), bit for bit what [`crate::field::decode_field`]
+//! gives on the CPU.
+
+use super::abi::{strided_workgroups, FIELDS_WORKGROUP_SIZE, OUT_ALIGN};
+use super::device::range;
+use super::readback::read_buffer;
+use super::upload::storage_buffer;
+use super::GpuDecoder;
+use crate::error::{Error, LimitsError, Result};
+use crate::field::{parse_field, FieldHeader};
+use crate::layout::OutputLayout;
+
+/// The uniform of one dispatch: `FieldJob` in `fields.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct FieldJob {
+    count: u32,
+    run_count: u32,
+    offset_bits: u32,
+    bin_bits: u32,
+}
+
+/// Decoded fields in one GPU buffer of f32 values.
+#[derive(Debug)]
+pub struct GpuFieldBatch {
+    /// The values (usage `STORAGE | COPY_SRC`): field `i` at `offsets[i]` bytes, C order.
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of each field (multiples of 256).
+    pub offsets: Vec<u64>,
+    /// Each field's header.
+    pub headers: Vec<FieldHeader>,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl GpuFieldBatch {
+    /// Field `i`'s values, read back (blocking).
+    pub fn read_back_field(&self, i: usize) -> Result<Vec<f32>> {
+        let n = self.headers[i].len();
+        let bytes = read_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            self.offsets[i],
+            n * 4,
+        )?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+impl GpuDecoder {
+    /// Decodes field files (see [`crate::field`]) on the GPU into one buffer of f32 values.
+    /// Every file is parsed and checked on the CPU first (an error names the field:
+    /// [`Error::InBatch`]).
+    pub fn decode_fields(&self, files: &[&[u8]]) -> Result<GpuFieldBatch> {
+        let layouts = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                parse_field(f).map_err(|e| Error::InBatch {
+                    image: i,
+                    error: Box::new(e),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let images: Vec<&[u8]> = layouts.iter().map(|l| l.image).collect();
+        let bins = self.decode_batch(&images, OutputLayout::Interleaved)?;
+        let mut offsets = Vec::with_capacity(files.len());
+        let mut total = 0u64;
+        let mut run_words: Vec<u32> = Vec::new();
+        let mut run_base = Vec::with_capacity(files.len());
+        for l in &layouts {
+            offsets.push(total);
+            total = (total + l.header.len() * 4).next_multiple_of(OUT_ALIGN);
+            run_base.push(run_words.len() as u64 * 4);
+            for r in &l.runs {
+                run_words.extend([r.start, r.len, r.bits]);
+            }
+            // Each field's runs start on a storage-offset boundary.
+            let align = (self.device.limits().min_storage_buffer_offset_alignment / 4) as usize;
+            run_words.resize(run_words.len().next_multiple_of(align.max(1)), 0);
+        }
+        let max_binding = self.device.limits().max_storage_buffer_binding_size;
+        if let Some(l) = layouts.iter().find(|l| l.header.len() * 4 > max_binding) {
+            return Err(LimitsError::GpuBuffer {
+                what: "field values binding",
+                needed: l.header.len() * 4,
+                max: max_binding,
+            }
+            .into());
+        }
+        let out = storage_buffer(&self.device, "l3 field values", total.max(OUT_ALIGN));
+        run_words.resize(run_words.len().max(4), 0);
+        let runs = storage_buffer(&self.device, "l3 field runs", run_words.len() as u64 * 4);
+        self.queue
+            .write_buffer(&runs, 0, bytemuck::cast_slice(&run_words));
+        let slot = self.uniform_align;
+        let jobs = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3 field jobs"),
+            size: slot * layouts.len().max(1) as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        for (k, l) in layouts.iter().enumerate() {
+            let job = FieldJob {
+                count: l.header.len() as u32,
+                run_count: l.runs.len() as u32,
+                offset_bits: l.header.offset.to_bits(),
+                bin_bits: l.header.bin_width.to_bits(),
+            };
+            self.queue
+                .write_buffer(&jobs, k as u64 * slot, bytemuck::bytes_of(&job));
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("l3 fields"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("l3 fields"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&self.pipelines.fields);
+            for (k, l) in layouts.iter().enumerate() {
+                let n = l.header.len();
+                let image = bins.images[k];
+                let run_len = (l.runs.len() as u64 * 12).max(4);
+                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("l3 fields"),
+                    layout: &self.pipelines.fields_bgl,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: range(&jobs, k as u64 * slot, size_of::<FieldJob>() as u64),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: range(
+                                &bins.buffer,
+                                image.offset,
+                                image.len.next_multiple_of(4),
+                            ),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: range(&runs, run_base[k], run_len),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 3,
+                            resource: range(&out, offsets[k], n * 4),
+                        },
+                    ],
+                });
+                pass.set_bind_group(0, &group, &[]);
+                pass.dispatch_workgroups(strided_workgroups(n, FIELDS_WORKGROUP_SIZE), 1, 1);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(GpuFieldBatch {
+            buffer: out,
+            offsets,
+            headers: layouts.iter().map(|l| l.header).collect(),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+        })
+    }
+}
