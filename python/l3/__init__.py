@@ -38,7 +38,10 @@ from ._l3 import (
     Dataset,
     decode,
     decode_batch,
+    decode_field,
     encode,
+    encode_field,
+    field_info,
     gpu_adapter,
     imread,
     imwrite,
@@ -190,7 +193,8 @@ class Loader:
 
 __all__ = [
     "Dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
-    "LimitsError", "Loader", "ParameterError", "decode", "decode_batch", "encode",
+    "LimitsError", "Loader", "ParameterError", "decode", "decode_batch", "decode_field",
+    "encode", "encode_field", "field_info",
     "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "pack", "plan_pack",
     "write_manifest", "write_shard",
 ]

@@ -107,3 +107,20 @@ class ExportedBatch:
 
 def decode_batch_export(files: Sequence[_Bytes]) -> ExportedBatch:
     """Decodes files as one GPU batch and exports it (needs VK_KHR_external_memory_fd)."""
+
+def encode_field(
+    array: npt.NDArray[np.float32],
+    *,
+    max_error: Optional[float] = None,
+    relative: Optional[float] = None,
+    fill_value: Optional[float] = None,
+    profile: str = "compact",
+) -> bytes:
+    """Encodes a 2D/3D float32 array within an absolute or range-relative bound (exactly one);
+    NaN, infinities and fill_value are kept exactly."""
+
+def decode_field(data: _Bytes) -> npt.NDArray[np.float32]:
+    """Decodes a field file into a float32 array of its shape."""
+
+def field_info(data: _Bytes) -> Dict[str, Any]:
+    """shape, max_error (absolute), bin_width, offset, fill_value, exception_runs."""

@@ -176,3 +176,27 @@ def test_error_bounded_round_trip(profile, dtype, max_error):
     assert len(data) < len(l3.encode(a, profile=profile))
     with pytest.raises(l3.ParameterError, match="max_error"):
         l3.encode(a.astype(np.uint8), max_error=128)
+
+
+@pytest.mark.parametrize("shape", [(40, 50), (3, 20, 30)])
+def test_fields_round_trip_within_the_bound(shape):
+    rng = np.random.default_rng(1)
+    a = np.cumsum(rng.normal(size=shape).astype(np.float32), axis=-1).astype(np.float32)
+    a.flat[3] = np.nan
+    a.flat[10:20] = -999.0
+    for kw in (dict(max_error=0.05), dict(relative=1e-3)):
+        data = l3.encode_field(a, fill_value=-999.0, **kw)
+        info = l3.field_info(data)
+        assert info["shape"] == shape and info["fill_value"] == -999.0
+        b = l3.decode_field(data)
+        assert b.dtype == np.float32 and b.shape == shape
+        special = np.isnan(a) | (a == -999.0)
+        assert np.array_equal(np.isnan(b), np.isnan(a))
+        assert np.array_equal(b[a == -999.0], a[a == -999.0])
+        assert np.abs(b[~special].astype(np.float64) - a[~special]).max() <= info["max_error"]
+    with pytest.raises(l3.ParameterError):
+        l3.encode_field(a)
+    with pytest.raises(l3.ParameterError):
+        l3.encode_field(a.astype(np.float64), max_error=0.1)
+    with pytest.raises(l3.FormatError):
+        l3.decode_field(data[:-3])
