@@ -5,6 +5,7 @@
 
 mod dataset;
 mod demo;
+mod field;
 mod fsio;
 mod info;
 mod loader;
@@ -85,6 +86,10 @@ enum Command {
     VerifyDataset(dataset::DatasetArgs),
     /// Run the training loader (CPU path) over a dataset: images/s, stage split, cache.
     BenchLoader(loader::BenchLoaderArgs),
+    /// Encode a float32 array (.f32 + .json sidecar, or .npy) within an error bound (.l3f).
+    EncodeField(field::EncodeFieldArgs),
+    /// Decode a float32 field file (.l3f) to .npy or .f32 (+ .json).
+    DecodeField(field::DecodeFieldArgs),
 }
 
 #[derive(Args)]
@@ -211,6 +216,8 @@ fn main() -> ExitCode {
         Command::Unpack(a) => dataset::cmd_unpack(a),
         Command::VerifyDataset(a) => dataset::cmd_verify_dataset(a),
         Command::BenchLoader(a) => loader::cmd_bench_loader(a),
+        Command::EncodeField(a) => field::cmd_encode_field(a),
+        Command::DecodeField(a) => field::cmd_decode_field(a),
     };
     let result = result.map(|failed| failed + fsio::unlistable_dirs());
     match result {

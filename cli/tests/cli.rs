@@ -308,3 +308,105 @@ fn limits_on_the_command_line_apply_and_each_message_appears_once() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(!tmp.path().join("d.l3").exists());
 }
+
+/// `--max-error`: an error-bounded tree encodes, `info` states the bound, `verify --against`
+/// accepts it within the bound and reports the largest difference; a lossless check of the
+/// same files against other originals fails.
+#[test]
+fn error_bounded_encode_info_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    input_tree(&input);
+    let out = tmp.path().join("lossy");
+    let o = l3(&["encode", "-q", "--max-error", "3", s(&input), "-o", s(&out)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&["info", s(&out.join("a.l3"))]);
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(info.contains("within 3 of the original"), "{info}");
+    let o = l3(&["verify", s(&out), "--against", s(&input)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("within its bound 3"), "{}", text(&o));
+    let o = l3(&[
+        "encode",
+        "-q",
+        "--max-error",
+        "200",
+        s(&input),
+        "-o",
+        s(&tmp.path().join("too_lossy")),
+    ]);
+    assert!(
+        !o.status.success(),
+        "a bound above 127 for 8-bit images is refused"
+    );
+    assert!(text(&o).contains("max_error"), "{}", text(&o));
+}
+
+/// Float fields on the command line: `.npy` in, `.l3f` out, back to `.npy` and `.f32` within
+/// the bound, NaN kept; a corrupt field file fails with a clear error.
+#[test]
+fn fields_encode_and_decode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ny, nx) = (30usize, 40usize);
+    let values: Vec<f32> = (0..ny * nx)
+        .map(|i| {
+            if i == 7 {
+                f32::NAN
+            } else {
+                (i as f32 * 0.01).sin() * 5.0
+            }
+        })
+        .collect();
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({ny}, {nx}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    npy.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    let input = tmp.path().join("f.npy");
+    std::fs::write(&input, &npy).unwrap();
+    let field = tmp.path().join("f.l3f");
+    let o = l3(&[
+        "encode-field",
+        s(&input),
+        "--max-error",
+        "0.01",
+        "-o",
+        s(&field),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    for ext in ["npy", "f32"] {
+        let back = tmp.path().join(format!("back.{ext}"));
+        let o = l3(&["decode-field", s(&field), "-o", s(&back)]);
+        assert!(o.status.success(), "{}", text(&o));
+        let bytes = std::fs::read(&back).unwrap();
+        let data = &bytes[bytes.len() - values.len() * 4..];
+        for (i, (c, &v)) in data.chunks_exact(4).zip(&values).enumerate() {
+            let d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            if v.is_nan() {
+                assert!(d.is_nan(), "value {i}");
+            } else {
+                assert!((d - v).abs() <= 0.01, "value {i}: {v} -> {d}");
+            }
+        }
+    }
+    let mut bad = std::fs::read(&field).unwrap();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 1;
+    std::fs::write(&field, &bad).unwrap();
+    let o = l3(&[
+        "decode-field",
+        s(&field),
+        "-o",
+        s(&tmp.path().join("x.npy")),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("checksum") || text(&o).contains("CRC"),
+        "{}",
+        text(&o)
+    );
+}
