@@ -89,7 +89,8 @@ pub struct FieldHeader {
 impl FieldHeader {
     /// Values in the field.
     pub fn len(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
+        let n = self.shape.iter().map(|&d| d as u128).product::<u128>();
+        n.min(u64::MAX as u128) as u64
     }
 
     /// Whether the field has no values (never, for a valid header).
@@ -184,9 +185,15 @@ impl FieldHeader {
                 "a 2D field has nz = 1",
             ));
         }
-        let total = shape.iter().map(|&d| d as u64).product::<u64>();
-        if total > u32::MAX as u64 {
-            return Err(invalid("shape", 12, total, "at most 2^32 - 1 values"));
+        // In u128: three u32 dimensions can overflow u64 (found by fuzzing).
+        let total = shape.iter().map(|&d| d as u128).product::<u128>();
+        if total > u32::MAX as u128 {
+            return Err(invalid(
+                "shape",
+                12,
+                total.min(u64::MAX as u128) as u64,
+                "at most 2^32 - 1 values",
+            ));
         }
         let bound = f64::from_le_bytes(data[24..32].try_into().expect("8 bytes"));
         if !(bound.is_finite() && bound > 0.0) {
@@ -378,7 +385,8 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
             .into())
         }
     };
-    let total: u64 = shape3.iter().map(|&d| d as u64).product();
+    let total128 = shape3.iter().map(|&d| d as u128).product::<u128>();
+    let total = total128.min(u64::MAX as u128) as u64;
     if total != values.len() as u64 || total == 0 || total > u32::MAX as u64 {
         return Err(ParameterError::SampleCount {
             got: values.len(),
@@ -519,6 +527,15 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
 pub fn decode_field(data: &[u8], options: &DecodeOptions) -> Result<(FieldHeader, Vec<f32>)> {
     let layout = parse_field(data)?;
     let h = layout.header;
+    // Limits before any allocation: the values (4 bytes each) and the bins (2 bytes each).
+    let values_bytes = h.len() * 4;
+    if values_bytes > options.limits.max_output_bytes {
+        return Err(crate::error::LimitsError::OutputBytes {
+            needed: values_bytes,
+            max: options.limits.max_output_bytes,
+        }
+        .into());
+    }
     let mut bins = vec![0u16; h.len() as usize];
     crate::decode::decode_into_u16(layout.image, &mut bins, options)?;
     let mut out = vec![0f32; bins.len()];
@@ -614,6 +631,22 @@ mod tests {
             decode_field(&file, &DecodeOptions::default()).unwrap().1,
             constant
         );
+    }
+
+    /// A small file claiming a huge field fails on the limits before allocating.
+    #[test]
+    fn limits_apply_before_allocating() {
+        let v = vec![1.0f32; 64 * 64];
+        let file = encode_field(&v, &[64, 64], &FieldOptions::new(Bound::Absolute(0.1))).unwrap();
+        let options = DecodeOptions {
+            limits: crate::Limits {
+                max_output_bytes: 1000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e = decode_field(&file, &options).unwrap_err();
+        assert!(matches!(e, crate::Error::Limits(_)), "{e}");
     }
 
     #[test]
