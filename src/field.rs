@@ -300,7 +300,10 @@ pub struct FieldLayout<'a> {
 pub fn parse_field(data: &[u8]) -> Result<FieldLayout<'_>> {
     let header = FieldHeader::parse(data)?;
     let runs_len = header.runs as u64 * RUN_LEN as u64;
-    let need = FIELD_HEADER_LEN as u64 + header.image_len + runs_len + 4;
+    // Saturating: a hostile image_len near 2^64 must not overflow (found by fuzzing).
+    let need = (FIELD_HEADER_LEN as u64 + 4)
+        .saturating_add(header.image_len)
+        .saturating_add(runs_len);
     if data.len() as u64 != need {
         return Err(FormatError::Truncated {
             what: "field (header, bin image, runs and CRC)",
