@@ -25,8 +25,10 @@ pub const FIELD_MAGIC: [u8; 8] = [0x89, b'L', b'3', b'F', 0x0D, 0x0A, 0x1A, 0x0A
 pub const FIELD_VERSION: u8 = 1;
 /// Bytes of the fixed header.
 pub const FIELD_HEADER_LEN: usize = 56;
-/// Bytes of one exception run: start u32, length u32, f32 bits u32.
-pub const RUN_LEN: usize = 12;
+/// Fewest bytes one exception run takes in the runs section (three one-byte varints).
+pub const MIN_RUN_LEN: usize = 3;
+/// Largest number of distinct f32 bit patterns in the runs' value table.
+pub const MAX_RUN_VALUES: u32 = 1 << 16;
 /// Flag: a fill value is declared.
 pub const FIELD_FLAG_FILL: u8 = 1;
 /// Significant bits of the bin width (so that bin x width products are exact in f32).
@@ -299,16 +301,15 @@ pub struct FieldLayout<'a> {
 /// against the field's shape, and every run against the field (sorted, disjoint, inside).
 pub fn parse_field(data: &[u8]) -> Result<FieldLayout<'_>> {
     let header = FieldHeader::parse(data)?;
-    let runs_len = header.runs as u64 * RUN_LEN as u64;
     // Saturating: a hostile image_len near 2^64 must not overflow (found by fuzzing).
-    let need = (FIELD_HEADER_LEN as u64 + 4)
+    let least = (FIELD_HEADER_LEN as u64 + 4 + 4)
         .saturating_add(header.image_len)
-        .saturating_add(runs_len);
-    if data.len() as u64 != need {
+        .saturating_add(header.runs as u64 * MIN_RUN_LEN as u64);
+    if (data.len() as u64) < least {
         return Err(FormatError::Truncated {
             what: "field (header, bin image, runs and CRC)",
             offset: 0,
-            end: need,
+            end: least,
             len: data.len() as u64,
         }
         .into());
@@ -331,47 +332,131 @@ pub fn parse_field(data: &[u8]) -> Result<FieldLayout<'_>> {
     if (h.width, h.height as u64, h.channels(), h.depth, h.max_error)
         != (nx, ny as u64 * nz as u64, 1, 16, 0)
     {
-        return Err(ParameterError::UnsupportedPixelType(format!(
-            "the bin image is {}x{}x{} at {} bits (bound {}); the field needs a lossless \
-             16-bit gray {nx}x{}",
-            h.width,
-            h.height,
-            h.channels(),
-            h.depth,
-            h.max_error,
-            ny as u64 * nz as u64
-        ))
+        return Err(FormatError::InvalidHeader {
+            field: "bin image",
+            offset: FIELD_HEADER_LEN as u64,
+            value: h.width as u64,
+            reason: "the bin image must be a lossless 16-bit gray image of nx x (ny nz) pixels",
+        }
         .into());
     }
-    let total = header.len();
-    let mut runs = Vec::with_capacity(header.runs as usize);
-    let mut end = 0u64;
-    for k in 0..header.runs as usize {
-        let o = image_end + k * RUN_LEN;
-        let at = |i: usize| u32::from_le_bytes(data[o + i..o + i + 4].try_into().expect("4"));
-        let run = Run {
-            start: at(0),
-            len: at(4),
-            bits: at(8),
-        };
-        let run_end = run.start as u64 + run.len as u64;
-        if run.len == 0 || (run.start as u64) < end || run_end > total {
-            return Err(FormatError::InvalidHeader {
-                field: "exception run",
-                offset: o as u64,
-                value: run.start as u64,
-                reason: "runs must be non-empty, sorted, disjoint and inside the field",
-            }
-            .into());
-        }
-        end = run_end;
-        runs.push(run);
-    }
+    let runs = read_runs(&data[image_end..body], header.runs, header.len(), image_end)?;
     Ok(FieldLayout {
         header,
         image,
         runs,
     })
+}
+
+/// Appends the runs section: u32 K, the K distinct f32 bit patterns (u32 each, in order of
+/// first use), then per run three LEB128 varints: the gap from the previous run's end (from 0
+/// for the first), the length minus 1, and the index of its value in the table.
+fn write_runs(runs: &[Run], out: &mut Vec<u8>) -> Result<()> {
+    let mut table: Vec<u32> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for r in runs {
+        index.entry(r.bits).or_insert_with(|| {
+            table.push(r.bits);
+            table.len() as u32 - 1
+        });
+    }
+    if table.len() as u32 > MAX_RUN_VALUES {
+        return Err(ParameterError::InvalidOption {
+            name: "exceptions",
+            value: table.len() as u64,
+            reason: "more than 65536 distinct exactly-kept values",
+        }
+        .into());
+    }
+    out.extend_from_slice(&(table.len() as u32).to_le_bytes());
+    for bits in &table {
+        out.extend_from_slice(&bits.to_le_bytes());
+    }
+    let mut end = 0u32;
+    for r in runs {
+        put_varint(out, r.start - end);
+        put_varint(out, r.len - 1);
+        put_varint(out, index[&r.bits]);
+        end = r.start + r.len;
+    }
+    Ok(())
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A LEB128 varint of at most 5 bytes whose value fits u32, or `None`.
+fn get_varint(data: &[u8], at: &mut usize) -> Option<u32> {
+    let mut v = 0u64;
+    for k in 0..5 {
+        let b = *data.get(*at)?;
+        *at += 1;
+        v |= ((b & 0x7f) as u64) << (7 * k);
+        if b & 0x80 == 0 {
+            return u32::try_from(v).ok();
+        }
+    }
+    None
+}
+
+/// Parses the runs section (`section` starts at byte `base` of the file): exactly `count`
+/// runs, each non-empty, after the previous one, inside a field of `total` values, naming a
+/// value of the table; the section must end with the last run.
+fn read_runs(section: &[u8], count: u32, total: u64, base: usize) -> Result<Vec<Run>> {
+    let bad = |at: usize, value: u64, reason| FormatError::InvalidHeader {
+        field: "exception runs",
+        offset: (base + at) as u64,
+        value,
+        reason,
+    };
+    if section.len() < 4 {
+        return Err(bad(0, section.len() as u64, "no value table").into());
+    }
+    let k = u32::from_le_bytes(section[..4].try_into().expect("4 bytes"));
+    if k > MAX_RUN_VALUES || (k == 0 && count > 0) || 4 + 4 * k as usize > section.len() {
+        return Err(bad(0, k as u64, "the value table does not fit the section").into());
+    }
+    let table: Vec<u32> = section[4..4 + 4 * k as usize]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    let mut at = 4 + 4 * k as usize;
+    // Each run takes at least MIN_RUN_LEN bytes, so the count is bounded by the section.
+    if count as usize > (section.len() - at) / MIN_RUN_LEN {
+        return Err(bad(at, count as u64, "more runs than the section can hold").into());
+    }
+    let mut runs = Vec::with_capacity(count as usize);
+    let mut end = 0u64;
+    for _ in 0..count {
+        let here = at;
+        let (Some(gap), Some(len_1), Some(i)) = (
+            get_varint(section, &mut at),
+            get_varint(section, &mut at),
+            get_varint(section, &mut at),
+        ) else {
+            return Err(bad(here, 0, "a run's varints are truncated or overlong").into());
+        };
+        let start = end + gap as u64;
+        let run_end = start + len_1 as u64 + 1;
+        if run_end > total || i >= k {
+            return Err(bad(here, start, "a run lies outside the field or names no value").into());
+        }
+        runs.push(Run {
+            start: start as u32,
+            len: (run_end - start) as u32,
+            bits: table[i as usize],
+        });
+        end = run_end;
+    }
+    if at != section.len() {
+        return Err(bad(at, (section.len() - at) as u64, "bytes after the last run").into());
+    }
+    Ok(runs)
 }
 
 /// Encodes a float32 field of `shape` (2 or 3 dimensions, C order) within `options.bound`.
@@ -513,14 +598,10 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
         runs: runs.len() as u32,
         image_len: image.len() as u64,
     };
-    let mut out = Vec::with_capacity(FIELD_HEADER_LEN + image.len() + runs.len() * RUN_LEN + 4);
+    let mut out = Vec::with_capacity(FIELD_HEADER_LEN + image.len() + runs.len() * 4 + 8);
     out.extend_from_slice(&header.to_bytes());
     out.extend_from_slice(&image);
-    for r in &runs {
-        out.extend_from_slice(&r.start.to_le_bytes());
-        out.extend_from_slice(&r.len.to_le_bytes());
-        out.extend_from_slice(&r.bits.to_le_bytes());
-    }
+    write_runs(&runs, &mut out)?;
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)

@@ -14,6 +14,9 @@ pub(crate) fn cmd_info(a: InfoArgs) -> Result<u64> {
     for path in &a.files {
         let r = (|| -> Result<()> {
             let data = read_l3(path)?;
+            if data.starts_with(&l3::field::FIELD_MAGIC) {
+                return print_field_info(path, &data);
+            }
             let ins = l3::inspect::inspect(&data, &decode_options())?;
             print_info(path, &ins);
             Ok(())
@@ -24,6 +27,49 @@ pub(crate) fn cmd_info(a: InfoArgs) -> Result<u64> {
         }
     }
     Ok(failed)
+}
+
+/// A float field file (`.l3f`): its header, bound, runs and bin image (checked in full:
+/// length, CRC, image header, runs).
+fn print_field_info(path: &Path, data: &[u8]) -> Result<()> {
+    let layout = l3::field::parse_field(data)?;
+    let h = layout.header;
+    let image = l3::read_header(layout.image)?;
+    let shape: Vec<u32> = if h.ndim == 2 {
+        h.shape[1..].to_vec()
+    } else {
+        h.shape.to_vec()
+    };
+    let exact: u64 = layout.runs.iter().map(|r| r.len as u64).sum();
+    println!("{}", path.display());
+    println!("  format     L3 float field version {}, float32 shape {shape:?}", l3::field::FIELD_VERSION);
+    println!(
+        "  bound      every regular value within {:.6e} (bins of {:.6e} from {:.6e})",
+        h.bound, h.bin_width, h.offset
+    );
+    match h.fill_value {
+        Some(f) => println!("  fill       {f} (kept exactly)"),
+        None => println!("  fill       none declared"),
+    }
+    println!(
+        "  exact      {} values in {} runs (NaN, infinities, fill, and values binning would miss)",
+        exact, h.runs
+    );
+    println!(
+        "  bin image  L3 version {} ({}), {}x{} 16-bit gray, {} bytes",
+        image.profile.version(),
+        image.profile.name(),
+        image.width,
+        image.height,
+        layout.image.len()
+    );
+    println!(
+        "  size       {} bytes for {} values: {:.2}x smaller than raw float32",
+        data.len(),
+        h.len(),
+        (h.len() * 4) as f64 / data.len() as f64
+    );
+    Ok(())
 }
 
 fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
