@@ -444,7 +444,12 @@ fn read_runs(section: &[u8], count: u32, total: u64, base: usize) -> Result<Vec<
         let start = end + gap as u64;
         let run_end = start + len_1 as u64 + 1;
         if run_end > total || i >= k {
-            return Err(bad(here, start, "a run lies outside the field or names no value").into());
+            return Err(bad(
+                here,
+                start,
+                "a run lies outside the field or names no value",
+            )
+            .into());
         }
         runs.push(Run {
             start: start as u32,

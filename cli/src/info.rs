@@ -42,7 +42,10 @@ fn print_field_info(path: &Path, data: &[u8]) -> Result<()> {
     };
     let exact: u64 = layout.runs.iter().map(|r| r.len as u64).sum();
     println!("{}", path.display());
-    println!("  format     L3 float field version {}, float32 shape {shape:?}", l3::field::FIELD_VERSION);
+    println!(
+        "  format     L3 float field version {}, float32 shape {shape:?}",
+        l3::field::FIELD_VERSION
+    );
     println!(
         "  bound      every regular value within {:.6e} (bins of {:.6e} from {:.6e})",
         h.bound, h.bin_width, h.offset

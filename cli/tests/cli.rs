@@ -396,7 +396,10 @@ fn fields_encode_and_decode() {
     let o = l3(&["info", s(&field)]);
     assert!(o.status.success(), "{}", text(&o));
     let info = String::from_utf8_lossy(&o.stdout);
-    assert!(info.contains("float field") && info.contains("within 1.000000e-2"), "{info}");
+    assert!(
+        info.contains("float field") && info.contains("within 1.000000e-2"),
+        "{info}"
+    );
     let mut bad = std::fs::read(&field).unwrap();
     let mid = bad.len() / 2;
     bad[mid] ^= 1;
