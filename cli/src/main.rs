@@ -113,9 +113,15 @@ struct EncodeArgs {
     #[arg(long, value_enum, default_value_t = PredictorArg::Best)]
     predictor: PredictorArg,
     /// Error bound: 0 (default) is lossless; with E > 0 every decoded sample is within E of
-    /// the original (at most 127 for 8-bit, 32767 for 16-bit images), and the file says so.
-    #[arg(long, default_value_t = 0)]
-    max_error: u16,
+    /// the original, and the file says so. Images: an integer, at most 127 for 8-bit and 32767
+    /// for 16-bit images. Float32 arrays (`.f32` with a `.json` sidecar, or `.npy`; each
+    /// becomes a `.l3f` field file, see `l3 encode-field`): any positive number.
+    #[arg(long, default_value_t = 0.0)]
+    max_error: f64,
+    /// Float32 arrays only: the bound as a fraction of each array's value range, instead of
+    /// `--max-error`.
+    #[arg(long, conflicts_with = "max_error")]
+    relative: Option<f64>,
     /// Skip decoding each output and comparing it with the input pixels before it is kept.
     #[arg(long)]
     no_verify: bool,
@@ -351,7 +357,45 @@ struct Totals {
     pixels: AtomicU64,
 }
 
+/// Extensions of float32 arrays, which `l3 encode` turns into field files.
+const FIELD_INPUT_EXTENSIONS: &[&str] = &["f32", "npy"];
+
 fn cmd_encode(a: EncodeArgs) -> Result<u64> {
+    // Float32 arrays by extension: error-bounded fields (one file at a time, each verified).
+    let is_field = |p: &PathBuf| p.is_file() && fsio::has_extension(p, FIELD_INPUT_EXTENSIONS);
+    if a.inputs.iter().any(is_field) {
+        if !a.inputs.iter().all(is_field) {
+            bail!("encode float32 arrays (.f32, .npy) and images in separate runs");
+        }
+        if a.inputs.len() > 1 && a.output.is_some() {
+            bail!("-o names one output: give one array, or none to write each beside its input");
+        }
+        let mut failed = 0;
+        for input in &a.inputs {
+            let args = field::EncodeFieldArgs {
+                input: input.clone(),
+                output: a.output.clone(),
+                max_error: (a.max_error > 0.0).then_some(a.max_error),
+                relative: a.relative,
+                fill_value: None,
+                profile: a.profile,
+            };
+            if args.max_error.is_none() && args.relative.is_none() {
+                bail!("float32 arrays are stored within a bound: give --max-error or --relative");
+            }
+            if let Err(e) = field::cmd_encode_field(args) {
+                failed += 1;
+                eprintln!("error: {}: {e:#}", input.display());
+            }
+        }
+        return Ok(failed);
+    }
+    if a.relative.is_some() {
+        bail!("--relative applies to float32 arrays (.f32, .npy); images take --max-error");
+    }
+    if a.max_error.fract() != 0.0 || !(0.0..=32767.0).contains(&a.max_error) {
+        bail!("--max-error for images is an integer from 0 to 32767 (127 for 8-bit images)");
+    }
     let roots = fsio::collect_jobs(&a.inputs, IMAGE_EXTENSIONS)?;
     let plan = plan_outputs(&roots, a.output.as_deref(), L3_EXTENSION)?;
     if plan.is_empty() {
@@ -371,7 +415,7 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
         },
         patch_log2: a.patch_size.trailing_zeros() as u8,
         parallel: true,
-        max_error: a.max_error,
+        max_error: a.max_error as u16,
     };
     let mut dirs: Vec<&Path> = plan.iter().filter_map(|(_, o)| o.parent()).collect();
     dirs.sort();
@@ -514,6 +558,28 @@ fn read_l3(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn cmd_decode(a: DecodeArgs) -> Result<u64> {
+    // Field files (.l3f) decode to float32 arrays: `-o` names a .npy or .f32 (default: a .npy
+    // beside the input).
+    let is_field = |p: &PathBuf| p.is_file() && fsio::has_extension(p, &["l3f"]);
+    if a.inputs.iter().any(is_field) {
+        if !a.inputs.iter().all(is_field) || (a.inputs.len() > 1 && a.output.is_some()) {
+            bail!("decode field files (.l3f) one at a time, or several without -o");
+        }
+        for input in &a.inputs {
+            let output = a
+                .output
+                .clone()
+                .unwrap_or_else(|| input.with_extension("npy"));
+            if output.exists() && !a.force {
+                bail!("{} exists (use --force to replace it)", output.display());
+            }
+            field::cmd_decode_field(field::DecodeFieldArgs {
+                input: input.clone(),
+                output,
+            })?;
+        }
+        return Ok(0);
+    }
     let roots = fsio::collect_jobs(&a.inputs, &[L3_EXTENSION])?;
     let ext = match a.format {
         OutFormat::Png => "png",

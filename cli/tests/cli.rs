@@ -393,6 +393,26 @@ fn fields_encode_and_decode() {
             }
         }
     }
+    // The same through `l3 encode` / `l3 decode`, by extension.
+    let via_encode = tmp.path().join("g.l3f");
+    let o = l3(&[
+        "encode",
+        s(&input),
+        "--relative",
+        "1e-3",
+        "-o",
+        s(&via_encode),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&["decode", s(&via_encode)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(tmp.path().join("g.npy").is_file());
+    let o = l3(&["encode", s(&input)]);
+    assert!(
+        !o.status.success() && text(&o).contains("bound"),
+        "{}",
+        text(&o)
+    );
     let o = l3(&["info", s(&field)]);
     assert!(o.status.success(), "{}", text(&o));
     let info = String::from_utf8_lossy(&o.stdout);
