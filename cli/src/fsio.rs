@@ -24,6 +24,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     l3::shard::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
+/// Like [`write_atomic`], streaming: `write` fills the temporary file (buffered, seekable), so
+/// a large output is never held in memory whole.
+pub fn write_atomic_with<F>(path: &Path, write: F) -> Result<()>
+where
+    F: FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+{
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let dir = dir.unwrap_or_else(|| Path::new("."));
+    fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
+    if path.file_name().is_none() {
+        bail!("{} has no file name", path.display());
+    }
+    l3::shard::write_atomic_with(path, write).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Removes temp files that an interrupted run left in `dir` (not recursive). A temp file whose
 /// writer process is still alive (another `l3` run into the same tree) is left alone.
 pub fn remove_stale_temps(dir: &Path) {

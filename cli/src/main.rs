@@ -618,9 +618,13 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
                 out.display()
             );
         }
-        let mut bytes = std::io::Cursor::new(Vec::new());
-        image.write_to(&mut bytes, format_of(out)?)?;
-        fsio::write_atomic(out, bytes.get_ref())
+        // Encoded straight into the temporary file: no second copy of the pixels in memory.
+        let format = format_of(out)?;
+        fsio::write_atomic_with(out, |f| {
+            image
+                .write_to(f, format)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        })
     };
     let pb = progress(plan.len(), a.quiet);
     let failed = AtomicU64::new(0);

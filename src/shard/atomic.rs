@@ -11,10 +11,20 @@ pub const TEMP_MARKER: &str = ".l3-tmp-";
 
 /// Writes `bytes` to `path` atomically (see the module docs); the folder must exist.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// Like [`write_atomic`], but `write` streams the contents into the (buffered, seekable)
+/// temporary file, so a large output is never held in memory whole.
+pub fn write_atomic_with<F>(path: &Path, write: F) -> std::io::Result<()>
+where
+    F: FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+{
     let tmp = temp_path(path);
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        write(&mut f)?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
