@@ -8,6 +8,8 @@
 // the values with the grid's stride; an exception is found by binary search over the run
 // starts, so the work per value is bounded by log2(runs) steps.
 
+// RUN_WORDS (words per run) and FIELDS_WG come from the generated prelude (gpu::shaders).
+
 struct FieldJob {
     count: u32,       // values
     run_count: u32,
@@ -33,7 +35,7 @@ fn run_of(i: u32) -> u32 {
     // Invariant: runs before lo start at or before i; runs from hi on start after it.
     while (lo < hi) {
         let mid = (lo + hi) / 2u;
-        if (runs[3u * mid] <= i) {
+        if (runs[RUN_WORDS * mid] <= i) {
             lo = mid + 1u;
         } else {
             hi = mid;
@@ -43,7 +45,7 @@ fn run_of(i: u32) -> u32 {
         return job.run_count;
     }
     let r = lo - 1u;
-    if (i - runs[3u * r] < runs[3u * r + 1u]) {
+    if (i - runs[RUN_WORDS * r] < runs[RUN_WORDS * r + 1u]) {
         return r;
     }
     return job.run_count;
@@ -62,7 +64,7 @@ fn reconstruct_field(
         var v = reconstruct(q, offset, bin_width);
         let r = run_of(i);
         if (r < job.run_count) {
-            v = bitcast<f32>(runs[3u * r + 2u]);
+            v = bitcast<f32>(runs[RUN_WORDS * r + 2u]);
         }
         values[i] = v;
     }

@@ -95,6 +95,11 @@ impl FieldHeader {
         n.min(u64::MAX as u128) as u64
     }
 
+    /// The shape as the array has it: `[ny, nx]` for a 2D field, `[nz, ny, nx]` for 3D.
+    pub fn dims(&self) -> &[u32] {
+        &self.shape[3 - self.ndim as usize..]
+    }
+
     /// Whether the field has no values (never, for a valid header).
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -38,6 +38,17 @@ fn image_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The bundled sample PNGs, sorted.
+fn sample_pngs() -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    image_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples"),
+        &mut paths,
+    );
+    paths.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    paths
+}
+
 /// Encodes every readable image under `dirs` in `profile` (patch sizes cycling through
 /// 8..128) and checks GPU == CPU in batches of about 64 MiB of output.
 fn check_image_dirs(gpu: &GpuDecoder, dirs: &[PathBuf], profile: Profile) -> usize {
@@ -564,12 +575,7 @@ fn batcher_falls_back_file_by_file() {
 #[test]
 fn progressive_prefixes_decode_on_the_gpu_like_the_cpu() {
     let Some(gpu) = gpu() else { return };
-    let mut paths = Vec::new();
-    image_files(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples"),
-        &mut paths,
-    );
-    paths.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    let paths = sample_pngs();
     let mut images: Vec<image::DynamicImage> =
         paths.iter().map(|p| l3::read_image(p).unwrap()).collect();
     // Synthetic edge cases: 16-bit RGBA with odd sides, an 8-bit 1-pixel column.
@@ -700,12 +706,7 @@ fn check_progressive_shard(
 fn gpu_augmentation_matches_the_cpu_twin() {
     use l3::loader::{Augment, AugmentParams};
     let Some(gpu) = gpu() else { return };
-    let mut paths = Vec::new();
-    image_files(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples"),
-        &mut paths,
-    );
-    paths.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    let paths = sample_pngs();
     let files: Vec<Vec<u8>> = paths
         .iter()
         .map(|p| l3::encode_image(&l3::read_image(p).unwrap(), &EncodeOptions::default()).unwrap())

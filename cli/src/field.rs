@@ -223,11 +223,7 @@ pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
     let data = std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
     let (h, values) = l3::field::decode_field(&data, &crate::decode_options())
         .with_context(|| a.input.display().to_string())?;
-    let shape: Vec<u32> = if h.ndim == 2 {
-        h.shape[1..].to_vec()
-    } else {
-        h.shape.to_vec()
-    };
+    let shape = h.dims();
     let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     match a.output.extension().and_then(|e| e.to_str()) {
         Some("npy") => {

@@ -35,11 +35,7 @@ fn print_field_info(path: &Path, data: &[u8]) -> Result<()> {
     let layout = l3::field::parse_field(data)?;
     let h = layout.header;
     let image = l3::read_header(layout.image)?;
-    let shape: Vec<u32> = if h.ndim == 2 {
-        h.shape[1..].to_vec()
-    } else {
-        h.shape.to_vec()
-    };
+    let shape = h.dims();
     let exact: u64 = layout.runs.iter().map(|r| r.len as u64).sum();
     println!("{}", path.display());
     println!(

@@ -15,7 +15,7 @@ use l3::gpu::{GpuDecoder, OutputLayout};
 use l3::{EncodeOptions, Header, Profile};
 
 use crate::arrays::{array_from_samples, image_from_array, image_shape, shaped_array, SendSlice};
-use crate::{parameter_error, to_py_err, OrPyErr};
+use crate::{choose, parameter_error, to_py_err, OrPyErr};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode, m)?)?;
@@ -39,15 +39,11 @@ pub(crate) fn encode_options(
     patch_size: u32,
     max_error: u16,
 ) -> PyResult<EncodeOptions> {
-    let profile = match profile {
-        "fast" => Profile::Fast,
-        "compact" => Profile::Compact,
-        other => {
-            return Err(parameter_error(format!(
-                "profile must be \"fast\" or \"compact\", got {other:?}"
-            )))
-        }
-    };
+    let profile = choose(
+        "profile",
+        profile,
+        &[("fast", Profile::Fast), ("compact", Profile::Compact)],
+    )?;
     if !patch_size.is_power_of_two() || !(8..=128).contains(&patch_size) {
         return Err(parameter_error(format!(
             "patch_size must be 8, 16, 32, 64 or 128, got {patch_size}"
@@ -514,11 +510,7 @@ fn decode_field<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Boun
     let (h, values) = py
         .detach(|| l3::field::decode_field(&bytes, &DecodeOptions::default()))
         .py_err()?;
-    let shape: Vec<usize> = if h.ndim == 2 {
-        vec![h.shape[1] as usize, h.shape[2] as usize]
-    } else {
-        h.shape.iter().map(|&d| d as usize).collect()
-    };
+    let shape: Vec<usize> = h.dims().iter().map(|&d| d as usize).collect();
     Ok(numpy::PyArray1::from_vec(py, values)
         .reshape(shape)?
         .into_any())
@@ -530,12 +522,7 @@ fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<
     let bytes = bytes_of(data)?;
     let h = l3::field::FieldHeader::parse(&bytes).map_err(|e| to_py_err(e.into()))?;
     let d = PyDict::new(py);
-    let shape: Vec<u32> = if h.ndim == 2 {
-        h.shape[1..].to_vec()
-    } else {
-        h.shape.to_vec()
-    };
-    d.set_item("shape", pyo3::types::PyTuple::new(py, shape)?)?;
+    d.set_item("shape", pyo3::types::PyTuple::new(py, h.dims())?)?;
     d.set_item("max_error", h.bound)?;
     d.set_item("bin_width", h.bin_width)?;
     d.set_item("offset", h.offset)?;

@@ -55,6 +55,22 @@ pub(crate) fn parameter_error(message: impl Into<String>) -> PyErr {
     py_error("ParameterError", message.into())
 }
 
+/// The value named `value` among `options` (a string option of a Python argument `name`), or
+/// a `ParameterError` listing the choices.
+pub(crate) fn choose<T: Copy>(name: &str, value: &str, options: &[(&str, T)]) -> PyResult<T> {
+    options
+        .iter()
+        .find(|(n, _)| *n == value)
+        .map(|&(_, v)| v)
+        .ok_or_else(|| {
+            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+            parameter_error(format!(
+                "{name} must be one of {}, got {value:?}",
+                names.join(", ")
+            ))
+        })
+}
+
 /// Converts an l3 result.
 pub(crate) trait OrPyErr<T> {
     fn py_err(self) -> PyResult<T>;

@@ -16,7 +16,7 @@ use l3::Normalize;
 
 use crate::codec::device_gpu;
 use crate::dataset::Dataset;
-use crate::{parameter_error, OrPyErr};
+use crate::{choose, parameter_error, OrPyErr};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
@@ -118,16 +118,15 @@ impl Loader {
                 Arc::new(py.detach(|| l3::shard::Dataset::open(&path)).py_err()?)
             }
         };
-        let drop_last = match drop_last {
-            "partial" => DropLast::Partial,
-            "drop" => DropLast::Drop,
-            "pad" => DropLast::Pad,
-            other => {
-                return Err(parameter_error(format!(
-                    "drop_last must be \"partial\", \"drop\" or \"pad\", got {other:?}"
-                )))
-            }
-        };
+        let drop_last = choose(
+            "drop_last",
+            drop_last,
+            &[
+                ("partial", DropLast::Partial),
+                ("drop", DropLast::Drop),
+                ("pad", DropLast::Pad),
+            ],
+        )?;
         let mut o = LoaderOptions::new(Partition {
             batch_size,
             world_size,
@@ -157,39 +156,27 @@ impl Loader {
         a.padding = padding;
         a.fill = fill;
         a.noise_std = noise_std;
-        a.output = match dtype {
-            "float32" => TensorType::F32,
-            "float16" => TensorType::F16,
-            other => {
-                return Err(parameter_error(format!(
-                    "dtype must be \"float32\" or \"float16\", got {other:?}"
-                )))
-            }
-        };
+        a.output = choose(
+            "dtype",
+            dtype,
+            &[("float32", TensorType::F32), ("float16", TensorType::F16)],
+        )?;
         o.augment = a;
         o.cache_bytes = cache_mb << 20;
-        o.cache_policy = match cache_policy {
-            "planned" => Policy::Planned,
-            "lru" => Policy::Lru,
-            other => {
-                return Err(parameter_error(format!(
-                    "cache_policy must be \"planned\" or \"lru\", got {other:?}"
-                )))
-            }
-        };
+        o.cache_policy = choose(
+            "cache_policy",
+            cache_policy,
+            &[("planned", Policy::Planned), ("lru", Policy::Lru)],
+        )?;
         o.threads = threads;
         o.prefetch_batches = prefetch.max(1);
         o.end_epoch = end_epoch.unwrap_or(u64::MAX);
         o.workers = (worker, num_workers);
-        o.on_error = match on_error {
-            "skip" => OnError::Skip,
-            "fail" => OnError::Fail,
-            other => {
-                return Err(parameter_error(format!(
-                    "on_error must be \"skip\" or \"fail\", got {other:?}"
-                )))
-            }
-        };
+        o.on_error = choose(
+            "on_error",
+            on_error,
+            &[("skip", OnError::Skip), ("fail", OnError::Fail)],
+        )?;
         o.crop_window_decode = crop_window;
         o.gpu = device_gpu(device)?;
         let state = LoaderState {

@@ -19,6 +19,9 @@ pub(crate) const LEVELS_WORKGROUP_SIZE: u32 = 64;
 pub(crate) const AUGMENT_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `fields.wgsl` (`FIELDS_WG` in its generated prelude).
 pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
+/// u32 words of one exception run in `fields.wgsl`'s `runs` binding: start, length, f32 bits
+/// (`RUN_WORDS` in its generated prelude).
+pub(crate) const FIELD_RUN_WORDS: u32 = 3;
 
 /// Workgroups of a one-dimensional dispatch over `items` by a kernel of `workgroup`
 /// invocations that loops with the grid's stride (`levels.wgsl`, `augment.wgsl`): enough for

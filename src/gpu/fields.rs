@@ -3,7 +3,7 @@
 //! into f32 values (one dispatch per field), bit for bit what [`crate::field::decode_field`]
 //! gives on the CPU.
 
-use super::abi::{strided_workgroups, FIELDS_WORKGROUP_SIZE, OUT_ALIGN};
+use super::abi::{strided_workgroups, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
 use super::device::range;
 use super::readback::read_buffer;
 use super::upload::storage_buffer;
@@ -76,7 +76,8 @@ impl GpuDecoder {
             total = (total + l.header.len() * 4).next_multiple_of(OUT_ALIGN);
             run_base.push(run_words.len() as u64 * 4);
             for r in &l.runs {
-                run_words.extend([r.start, r.len, r.bits]);
+                let words: [u32; FIELD_RUN_WORDS as usize] = [r.start, r.len, r.bits];
+                run_words.extend(words);
             }
             // Each field's runs start on a storage-offset boundary.
             let align = (self.device.limits().min_storage_buffer_offset_alignment / 4) as usize;
@@ -127,7 +128,7 @@ impl GpuDecoder {
             for (k, l) in layouts.iter().enumerate() {
                 let n = l.header.len();
                 let image = bins.images[k];
-                let run_len = (l.runs.len() as u64 * 12).max(4);
+                let run_len = (l.runs.len() as u64 * FIELD_RUN_WORDS as u64 * 4).max(4);
                 let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                     label: Some("l3 fields"),
                     layout: &self.pipelines.fields_bgl,

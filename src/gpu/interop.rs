@@ -22,6 +22,7 @@ use ash::vk;
 use wgpu::hal::api::Vulkan;
 
 use super::readback::{wait_idle, GpuBatch};
+use super::upload::STORAGE_USAGE;
 use crate::error::{Error, Result};
 
 /// A buffer over exportable device memory, and the memory's file descriptor.
@@ -110,9 +111,7 @@ unsafe fn wrap(
             &wgpu::BufferDescriptor {
                 label: Some(label),
                 size,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
+                usage: STORAGE_USAGE,
                 mapped_at_creation: false,
             },
         )
@@ -280,15 +279,5 @@ impl GpuBatch {
         self.queue.submit([encoder.finish()]);
         wait_idle(&self.device)?;
         Ok(exported)
-    }
-
-    /// The device the batch lives on.
-    pub fn device(&self) -> &wgpu::Device {
-        &self.device
-    }
-
-    /// The queue of that device.
-    pub fn queue(&self) -> &wgpu::Queue {
-        &self.queue
     }
 }

@@ -51,6 +51,16 @@ pub struct GpuBatch {
 }
 
 impl GpuBatch {
+    /// The device the batch lives on.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The queue of that device.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
     /// Copies the whole buffer back to the CPU (blocking).
     pub fn read_back_all(&self) -> Result<Vec<u8>> {
         read_buffer(

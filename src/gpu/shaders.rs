@@ -127,6 +127,7 @@ pub(crate) fn prelude() -> String {
         ("LEVELS_WG", abi::LEVELS_WORKGROUP_SIZE),
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
         ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
+        ("RUN_WORDS", abi::FIELD_RUN_WORDS),
         ("BAND_H", crate::progressive::interlace::BAND_H as u32),
         ("BAND_V", crate::progressive::interlace::BAND_V as u32),
         ("BAND_D", crate::progressive::interlace::BAND_D as u32),

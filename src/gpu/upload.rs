@@ -54,14 +54,18 @@ pub(crate) fn flags_bytes(count: usize) -> u64 {
     (count as u64 * 4).next_multiple_of(256).max(256)
 }
 
+/// Usage of the storage buffers the kernels write and the host copies from (and of exported
+/// buffers, `gpu::interop`).
+pub(crate) const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
 /// A storage buffer the decode writes and the host copies from.
 pub(crate) fn storage_buffer(device: &wgpu::Device, label: &str, size: u64) -> wgpu::Buffer {
     device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size,
-        usage: wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_SRC
-            | wgpu::BufferUsages::COPY_DST,
+        usage: STORAGE_USAGE,
         mapped_at_creation: false,
     })
 }
