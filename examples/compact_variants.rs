@@ -45,6 +45,7 @@ fn variants() -> Vec<Variant> {
             predictors,
             subtract_green,
             pair_tokens,
+            run_tokens: pair_tokens,
         }),
         patch_log2,
         ..EncodeOptions::default()

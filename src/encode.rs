@@ -163,7 +163,10 @@ pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
 }
 
 /// The container around the streams: header, size table, the streams, CRC-32.
-fn assemble<'a>(header: &Header, streams: impl Iterator<Item = &'a Vec<u8>> + Clone) -> Vec<u8> {
+pub(crate) fn assemble<'a>(
+    header: &Header,
+    streams: impl Iterator<Item = &'a Vec<u8>> + Clone,
+) -> Vec<u8> {
     let data_len: usize = streams.clone().map(Vec::len).sum();
     let total = header.data_offset() as usize + data_len + format::CHECKSUM_LEN;
     let mut out = Vec::with_capacity(total);

@@ -119,7 +119,7 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
     }
     cp_transform = transform;
     let singles = cp_token_count(depth);
-    let ntok_max = singles + PAIR_LIMIT * PAIR_LIMIT;
+    let ntok_max = singles + PAIR_LIMIT * PAIR_LIMIT + RUN_TOKENS;
     var any_left = false;
     for (var c = 0u; c < channels; c = c + 1u) {
         let predictor = cp_take(start, stream_bits, &pos, COMPACT_PREDICTOR_BITS);
@@ -259,7 +259,8 @@ struct CpSymbol {
     token: u32,
     // Bits of the code and its raw bits.
     bits: u32,
-    // The zigzag value of a single-sample token.
+    // The zigzag value of a single-sample token; the length in positions of a run token
+    // (0 for the end-of-row token).
     value: u32,
 }
 
@@ -294,6 +295,15 @@ fn cp_read_symbol(start: u32, p: u32, c: u32, singles: u32) -> CpSymbol {
             }
         }
     }
+    let run_first = singles + PAIR_LIMIT * PAIR_LIMIT;
+    if (token >= run_first) {
+        // format::compact::run_base: 2^j + j raw bits positions, j = 0 the end of the row.
+        let j = token - run_first;
+        if (j == 0u) {
+            return CpSymbol(token, len, 0u);
+        }
+        return CpSymbol(token, len + j, (1u << j) + ((window >> len) & ((1u << j) - 1u)));
+    }
     if (token >= singles) {
         return CpSymbol(token, len, 0u);
     }
@@ -312,7 +322,7 @@ fn cp_read_symbol(start: u32, p: u32, c: u32, singles: u32) -> CpSymbol {
 // Decodes one row (ceil(pw / 2) positions) of channel c's segment from bit *pos (advanced)
 // to `end`, into the residuals at column `slot_base` of the channel. Returns the error flags:
 // ERR_SEGMENT for a symbol that ends past `end`, ERR_SYMBOL for a pair token where a single
-// one must stand.
+// one must stand or a run token past the row's end or in a position's second symbol.
 fn cp_decode_row(
     start: u32,
     pos: ptr<function, u32>,
@@ -323,9 +333,16 @@ fn cp_decode_row(
     singles: u32,
 ) -> u32 {
     let word0 = (c * SEGMENT_ROW_SAMPLES_MAX + slot_base) / 2u;
+    let positions = (pw + 1u) / 2u;
+    let run_first = singles + PAIR_LIMIT * PAIR_LIMIT;
     var p = *pos;
     var flags = 0u;
-    for (var i = 0u; i < (pw + 1u) / 2u; i = i + 1u) {
+    var i = 0u;
+    // Each pass takes one position or a run of at least one: at most `positions` passes.
+    loop {
+        if (i >= positions) {
+            break;
+        }
         // The last position of an odd row holds one sample.
         let one_sample = 2u * i + 1u == pw;
         let a = cp_read_symbol(start, p, c, singles);
@@ -333,6 +350,19 @@ fn cp_decode_row(
         if (p > end) {
             flags = ERR_SEGMENT;
             break;
+        }
+        if (a.token >= run_first) {
+            // Zero positions: the rest of the row, or a run that must fit in it.
+            let n = select(a.value, positions - i, a.value == 0u);
+            if (n > positions - i) {
+                flags = ERR_SYMBOL;
+                break;
+            }
+            for (var k = 0u; k < n; k = k + 1u) {
+                cp_residuals[word0 + i + k] = 0u;
+            }
+            i = i + n;
+            continue;
         }
         var z0 = a.value;
         var z1 = 0u;
@@ -358,6 +388,7 @@ fn cp_decode_row(
             z1 = b.value;
         }
         cp_residuals[word0 + i] = (cp_unzigzag(z0) & 0xffffu) | (cp_unzigzag(z1) << 16u);
+        i = i + 1u;
     }
     *pos = p;
     return flags;

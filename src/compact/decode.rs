@@ -3,7 +3,7 @@
 //! once (independent bit positions, so the CPU overlaps them), then undoes prediction and the
 //! colour transform and interleaves into the output band.
 
-use super::huffman::{self, LUT_PAIR, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
+use super::huffman::{self, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
 
 use super::predict::prediction_from_above;
 use crate::codec::bits::{window, BitReader};
@@ -12,9 +12,9 @@ use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::codec::sink::BandSink;
 use crate::error::FormatError;
 use crate::format::compact::{
-    alphabet_size, segments, unzigzag, CompactPredictor, Transform, CODE_LENGTH_BITS,
-    PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, SEGMENT_WIDTH_MAX,
-    TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    alphabet_size, run_token_first, segments, unzigzag, CompactPredictor, Transform,
+    CODE_LENGTH_BITS, PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
+    SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::{FileLayout, Header};
 
@@ -83,6 +83,8 @@ pub(crate) struct ChannelHeader {
     pub lengths: [u8; MAX_TOKENS],
     /// Bit offset of each segment in the stream, and one past the last.
     pub segment_start: [u64; SEGMENTS_MAX as usize + 1],
+    /// Whether the code has run tokens (the channel then decodes symbol by symbol).
+    pub runs: bool,
 }
 
 /// A patch stream's header, fully validated: every segment lies inside the stream and the
@@ -139,9 +141,9 @@ pub(crate) fn parse_patch_header(
                 "token count",
                 ntok,
                 if h.depth == 8 {
-                    "must be 1..=40 at 8 bits"
+                    "must be 1..=47 at 8 bits"
                 } else {
-                    "must be 1..=56 at 16 bits"
+                    "must be 1..=63 at 16 bits"
                 },
             ));
         }
@@ -185,6 +187,9 @@ pub(crate) fn parse_patch_header(
             predictor,
             lengths,
             segment_start,
+            runs: lengths[run_token_first(h.depth) as usize..]
+                .iter()
+                .any(|&l| l > 0),
         });
     }
     // Lengths to start bits (an exclusive prefix sum); entry `segs` holds length 0 and so
@@ -348,6 +353,81 @@ impl RowChannel<'_> {
         self.current[x] = (self.acc & self.keep)
             .wrapping_add(unzigzag(v0) as u16)
             .wrapping_add(self.above[x]);
+    }
+}
+
+impl RowChannel<'_> {
+    /// Sample `x` from its zigzag value.
+    #[inline(always)]
+    fn put(&mut self, x: usize, z: u32) {
+        let v = (self.acc & self.keep)
+            .wrapping_add(unzigzag(z) as u16)
+            .wrapping_add(self.above[x]);
+        self.current[x] = v;
+        self.acc = v;
+    }
+
+    /// Decodes a row of `pw` samples symbol by symbol, run tokens included (the path of
+    /// channels whose code has them). Sets [`LUT_PAIR`] or [`LUT_RUN`] in `bad` for a
+    /// misplaced pair or run token (a run past the row's end, or in a position's second
+    /// symbol) and stops the row there.
+    #[inline(always)]
+    fn row_with_runs(&mut self, bytes: &[u8], pw: usize, bad: &mut u32) {
+        let positions = pw.div_ceil(2);
+        let mut x = 0;
+        while x < positions {
+            let bits = window(bytes, self.pos);
+            let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
+            let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+            let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
+            let adv0 = len0 + nraw0;
+            if e0 & LUT_RUN != 0 {
+                // Base 0: the end-of-row token.
+                let n = if e0 >> 16 == 0 {
+                    positions - x
+                } else {
+                    v0 as usize
+                };
+                if n > positions - x {
+                    *bad |= LUT_RUN;
+                    return;
+                }
+                self.pos += adv0 as u64;
+                for s in 2 * x..(2 * (x + n)).min(pw) {
+                    self.put(s, 0);
+                }
+                x += n;
+                continue;
+            }
+            if 2 * x + 1 == pw {
+                // The odd last position: one single token.
+                if e0 & LUT_PAIR != 0 {
+                    *bad |= LUT_PAIR;
+                    return;
+                }
+                self.pos += adv0 as u64;
+                self.put(2 * x, v0);
+                return;
+            }
+            if e0 & LUT_PAIR != 0 {
+                self.pos += len0 as u64;
+                self.put(2 * x, (e0 >> 16) & 0xff);
+                self.put(2 * x + 1, e0 >> 24);
+            } else {
+                let rest = bits >> adv0;
+                let e1 = self.tables.symbols[rest as usize & (LUT_SIZE - 1)];
+                if e1 & (LUT_PAIR | LUT_RUN) != 0 {
+                    *bad |= e1 & (LUT_PAIR | LUT_RUN);
+                    return;
+                }
+                let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
+                let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
+                self.pos += (adv0 + len1 + nraw1) as u64;
+                self.put(2 * x, v0);
+                self.put(2 * x + 1, v1);
+            }
+            x += 1;
+        }
     }
 }
 
@@ -515,6 +595,9 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
         }
     });
     let ph = ph as usize;
+    // Some channel has run tokens: every channel decodes symbol by symbol (a patch is flat
+    // in all its channels or in none, mostly; one path keeps the loop simple).
+    let runs = header.channels.iter().any(|c| c.runs);
     // Whether `scratch.pending` holds the residuals of row y (decoded with row y - 1).
     let mut pending = false;
     for y in 0..ph {
@@ -531,7 +614,7 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
         // the next row exists and is in another segment; for 1 and 2 channels only: with
         // 3 or 4, the channels already give the CPU enough independent chains, and twice as
         // many measured slower (gray 16-bit: +23 %; RGB photos: -14 %).
-        let with_next = C <= 2 && !pending && y + 1 < ph && segs > 1;
+        let with_next = !runs && C <= 2 && !pending && y + 1 < ph && segs > 1;
         let bad = if pending {
             // The residuals are there: undo the prediction only.
             for (c, &keep) in keep.iter().enumerate() {
@@ -564,7 +647,13 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
                 acc: 0,
                 current: rows.next().expect("C rows").try_into().expect("ROW wide"),
             });
-            let bad = if with_next {
+            let bad = if runs {
+                let mut bad = 0;
+                for c in ch.iter_mut() {
+                    c.row_with_runs(bytes, pw, &mut bad);
+                }
+                bad
+            } else if with_next {
                 let s1 = (y + 1) % segs;
                 let mut next_rows = scratch.pending.chunks_exact_mut(ROW);
                 let mut next: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
@@ -597,7 +686,11 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
                 channel: 0,
                 field: "symbol",
                 value: y as u64,
-                reason: "a pair token where only a single-sample token may stand (row given)",
+                reason: if bad & LUT_RUN != 0 {
+                    "a run token past the row's end or inside a position (row given)"
+                } else {
+                    "a pair token where only a single-sample token may stand (row given)"
+                },
             });
         }
         let checked = if with_next {

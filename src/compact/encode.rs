@@ -4,15 +4,16 @@
 
 use super::huffman::{self, MAX_TOKENS};
 use super::predict::prediction_from_above;
-use super::CompactOptions;
+use super::{CompactOptions, RUN_MIN_GAIN};
 use crate::codec::bits::BitWriter;
 use crate::codec::planes::extract_plane;
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::encode::{RawImage, Samples};
 use crate::format::compact::{
-    alphabet_size, pair_token, segments, token_base, token_count, token_of, zigzag,
-    CompactPredictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS, PREDICTOR_BITS,
-    SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    alphabet_size, pair_token, run_token, run_token_first, segments, token_base, token_count,
+    token_of, zigzag, CompactPredictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS,
+    PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS,
+    TRANSFORM_BITS,
 };
 use crate::format::Header;
 
@@ -79,39 +80,92 @@ fn for_each_row(
 }
 
 /// The symbols of one row of zigzag values, `(token, raw bit count, raw bits)` in order:
-/// with `pairs`, a pair token where both values of a position are below [`PAIR_LIMIT`];
-/// otherwise (and for every other position) single tokens. Pair tokens are the encoder's
-/// choice per channel: they pay off in smooth areas and cost a little in textured ones.
+/// with `runs`, the end-of-row token where only zero positions are left and a run token
+/// for two or more zero positions; with `pairs`, a pair token where both values of a
+/// position are below [`PAIR_LIMIT`]; otherwise (and for every other position) single
+/// tokens. Pair and run tokens are the encoder's choice per channel: they pay off in smooth
+/// and flat areas and cost a little in textured ones.
 #[inline(always)]
-fn row_symbols(z: &[u32], depth: u8, pairs: bool, mut sink: impl FnMut(u32, u32, u32)) {
-    for pos in z.chunks(2) {
-        if let [a, b] = *pos {
-            if pairs && a < PAIR_LIMIT && b < PAIR_LIMIT {
-                sink(pair_token(depth, a, b), 0, 0);
-                continue;
+fn row_symbols(z: &[u32], depth: u8, coding: Coding, mut sink: impl FnMut(u32, u32, u32)) {
+    if coding == Coding::Runs {
+        let positions = z.len().div_ceil(2);
+        let zero = |p: usize| z[2 * p..(2 * p + 2).min(z.len())].iter().all(|&v| v == 0);
+        let mut p = 0;
+        while p < positions {
+            let mut n = 0;
+            while p + n < positions && zero(p + n) {
+                n += 1;
+            }
+            if n > 0 && p + n == positions {
+                sink(run_token_first(depth), 0, 0);
+                return;
+            }
+            // Zero positions not reaching the row's end: as runs of at most RUN_MAX; a lone
+            // one (or a remainder of one) as a position of its own below.
+            while n >= 2 {
+                let k = n.min(RUN_MAX as usize);
+                let (t, nraw, raw) = run_token(depth, k as u32);
+                sink(t, nraw, raw);
+                p += k;
+                n -= k;
+            }
+            if p < positions {
+                position_symbols(&z[2 * p..(2 * p + 2).min(z.len())], depth, true, &mut sink);
+                p += 1;
             }
         }
-        for &v in pos {
-            let (t, nraw, raw) = token_of(v);
-            sink(t, nraw, raw);
+        return;
+    }
+    for pos in z.chunks(2) {
+        position_symbols(pos, depth, coding == Coding::Pairs, &mut sink);
+    }
+}
+
+/// The symbols of one position (two samples, one at the end of an odd row).
+#[inline(always)]
+fn position_symbols(pos: &[u32], depth: u8, pairs: bool, sink: &mut impl FnMut(u32, u32, u32)) {
+    if let [a, b] = *pos {
+        if pairs && a < PAIR_LIMIT && b < PAIR_LIMIT {
+            sink(pair_token(depth, a, b), 0, 0);
+            return;
         }
     }
+    for &v in pos {
+        let (t, nraw, raw) = token_of(v);
+        sink(t, nraw, raw);
+    }
+}
+
+/// Which tokens a channel's rows use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coding {
+    /// Single tokens only.
+    Singles,
+    /// Single and pair tokens.
+    Pairs,
+    /// Single, pair and run tokens.
+    Runs,
 }
 
 /// How one channel of a patch is coded.
 #[derive(Debug, Clone, Copy)]
 struct ChannelChoice {
     predictor: CompactPredictor,
-    pairs: bool,
+    coding: Coding,
     /// Estimated bits.
     bits: f64,
 }
 
-/// Estimated bits to code `plane` with `predictor`, with and without pair tokens: the
-/// order-0 entropy of its tokens plus their raw bits plus the code table. Ranks choices; the
-/// real code is a few % larger.
+/// Estimated bits to code `plane` with `predictor` with single tokens and with pair tokens
+/// (the order-0 entropy of its tokens plus their raw bits plus the code table), and how many
+/// zero positions it has. Ranks choices; the real code is a few % larger.
 #[inline(always)]
-fn estimate_bits(plane: &[u16], pw: usize, depth: u8, predictor: CompactPredictor) -> [f64; 2] {
+fn estimate_bits(
+    plane: &[u16],
+    pw: usize,
+    depth: u8,
+    predictor: CompactPredictor,
+) -> ([f64; 2], u32) {
     // Four interleaved histograms: runs of one token (e.g. zeros) would otherwise make each
     // increment wait for the previous one's store.
     let mut split = [[0u32; MAX_TOKENS]; 4];
@@ -149,10 +203,33 @@ fn estimate_bits(plane: &[u16], pw: usize, depth: u8, predictor: CompactPredicto
         with_pairs[first_pair + p] = n;
     }
     // Raw bits are the same either way: pairs only replace tokens that have none.
-    [
-        entropy_bits(&singles) + raw_bits as f64,
-        entropy_bits(&with_pairs) + raw_bits as f64,
-    ]
+    (
+        [
+            entropy_bits(&singles) + raw_bits as f64,
+            entropy_bits(&with_pairs) + raw_bits as f64,
+        ],
+        pairs[0],
+    )
+}
+
+/// Estimated bits to code `plane` with `predictor` with run tokens (as [`estimate_bits`]):
+/// a pass over the exact symbols.
+#[inline(always)]
+fn estimate_run_bits(plane: &[u16], pw: usize, depth: u8, predictor: CompactPredictor) -> f64 {
+    let mut hist = [0u32; MAX_TOKENS];
+    let mut raw_bits = 0u64;
+    for_each_row(plane, pw, depth as u32, predictor, 1, |z| {
+        row_symbols(z, depth, Coding::Runs, |t, nraw, _| {
+            hist[t as usize] += 1;
+            raw_bits += nraw as u64;
+        })
+    });
+    // The code-length table grows by a bit per token up to the last run token used (the
+    // estimate of the others counts used tokens only): it matters in small patches.
+    let table_growth = hist.iter().rposition(|&n| n > 0).map_or(0, |last| {
+        (last + 1).saturating_sub(token_count(depth) as usize)
+    });
+    entropy_bits(&hist) + raw_bits as f64 + table_growth as f64
 }
 
 /// Single tokens of every 8-bit zigzag value, computed at compile time.
@@ -192,30 +269,56 @@ fn entropy_bits(hist: &[u32]) -> f64 {
         .sum()
 }
 
-/// The best predictor and pairing for a plane.
+/// The best predictor and token set for a plane. Runs are tried only where a quarter of the
+/// positions or more are zero (photos seldom get there, so their encode time is unchanged),
+/// with the predictor that has the most zero positions and the best one without runs; they
+/// must beat the best choice without them by [`RUN_MIN_GAIN`], since they cost decode speed.
 #[inline(always)]
 fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) -> ChannelChoice {
     let mut best = ChannelChoice {
         predictor: CompactPredictor::Gradient,
-        pairs: false,
+        coding: Coding::Singles,
         bits: f64::INFINITY,
     };
+    let mut most_zeros = (0u32, CompactPredictor::Gradient);
     for predictor in CompactPredictor::ALL {
         if !options.predictors.contains(predictor) {
             continue;
         }
-        let bits = estimate_bits(plane, pw, depth, predictor);
-        for (pairs, bits) in [(false, bits[0]), (true, bits[1])] {
-            if bits < best.bits && (options.pair_tokens || !pairs) {
+        let (bits, zeros) = estimate_bits(plane, pw, depth, predictor);
+        if zeros > most_zeros.0 {
+            most_zeros = (zeros, predictor);
+        }
+        for (coding, bits) in [(Coding::Singles, bits[0]), (Coding::Pairs, bits[1])] {
+            if bits < best.bits && (options.pair_tokens || coding == Coding::Singles) {
                 best = ChannelChoice {
                     predictor,
-                    pairs,
+                    coding,
                     bits,
                 };
             }
         }
     }
-    best
+    let positions = (plane.len() / pw * (pw / 2)) as u32;
+    if !(options.pair_tokens && options.run_tokens) || most_zeros.0 * 4 < positions {
+        return best;
+    }
+    let mut choice = best;
+    let candidates = [most_zeros.1, best.predictor];
+    for (k, &predictor) in candidates.iter().enumerate() {
+        if k == 1 && predictor == candidates[0] {
+            break;
+        }
+        let bits = estimate_run_bits(plane, pw, depth, predictor);
+        if bits < best.bits * (1.0 - RUN_MIN_GAIN) && bits < choice.bits {
+            choice = ChannelChoice {
+                predictor,
+                coding: Coding::Runs,
+                bits,
+            };
+        }
+    }
+    choice
 }
 
 avx2_dispatch! {
@@ -295,7 +398,7 @@ pub(crate) fn encode_patch_portable(
         c,
         &(
             ChannelChoice {
-                predictor, pairs, ..
+                predictor, coding, ..
             },
             plane_ix,
         ),
@@ -312,7 +415,7 @@ pub(crate) fn encode_patch_portable(
         let mut row_start = Vec::with_capacity(ph + 1);
         for_each_row(plane, pw, depth as u32, predictor, 1, |z| {
             row_start.push(symbols.len());
-            row_symbols(z, depth, pairs, |t, nraw, raw| {
+            row_symbols(z, depth, coding, |t, nraw, raw| {
                 hist[t as usize] += 1;
                 symbols.push(t | nraw << 8 | raw << 16);
             })

@@ -5,7 +5,8 @@
 //! indexes its table with the next `MAX_CODE_LEN` stream bits as they are.
 
 use crate::format::compact::{
-    alphabet_size, token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT, TOKEN_DIRECT,
+    alphabet_size, run_base, run_token_first, token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT,
+    TOKEN_DIRECT,
 };
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
@@ -149,13 +150,22 @@ pub(crate) fn codes(lengths: &[u8], codes: &mut [u32]) {
 
 /// Bit of a decode-table entry that marks a pair token.
 pub(crate) const LUT_PAIR: u32 = 1 << 8;
+/// Bit of a decode-table entry that marks a run token.
+pub(crate) const LUT_RUN: u32 = 1 << 9;
 
 /// One decode-table entry: code length (bits 0..4), raw bit count (bits 4..8), [`LUT_PAIR`],
-/// and from bit 16 the token's base value (the value is `base + next raw bits`) or, for a
-/// pair token, the two zigzag values (bits 16..24 and 24..32).
+/// [`LUT_RUN`], and from bit 16 the token's base value (the value is `base + next raw bits`;
+/// for a run token the run's length in positions, base 0 for the end-of-row token) or, for
+/// a pair token, the two zigzag values (bits 16..24 and 24..32).
 #[inline(always)]
 pub(crate) const fn lut_entry(code_len: u32, token: u32, depth: u8) -> u32 {
     let singles = token_count(depth);
+    if token >= run_token_first(depth) {
+        return match run_base(depth, token) {
+            Some((base, nraw)) => code_len | (nraw << 4) | LUT_RUN | (base << 16),
+            None => code_len | LUT_RUN,
+        };
+    }
     if token >= singles {
         let p = token - singles;
         return code_len | LUT_PAIR | (p / PAIR_LIMIT) << 16 | (p % PAIR_LIMIT) << 24;
@@ -241,7 +251,10 @@ pub(crate) fn fill_position_lut(
         }
         let len0 = if single { 0 } else { l as u32 };
         let code0 = codes_buf[t];
-        if t >= singles {
+        if t >= run_token_first(depth) as usize {
+            // Runs span positions: the decoders that accept them read symbol by symbol.
+            continue;
+        } else if t >= singles {
             let p = (t - singles) as u32;
             let entry = POSITION_WHOLE | len0 | (p / PAIR_LIMIT) << 8 | (p % PAIR_LIMIT) << 16;
             fill(positions, code0, len0, entry);

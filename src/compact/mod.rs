@@ -46,7 +46,17 @@ pub struct CompactOptions {
     /// Allow pair tokens (default true): the encoder uses them per channel where they make
     /// the estimate smaller; smooth and JPEG-originated images gain most.
     pub pair_tokens: bool,
+    /// Allow run tokens (default true; only with `pair_tokens`): runs of zero positions
+    /// and the end-of-row token, used per channel where they make the estimate smaller by
+    /// [`RUN_MIN_GAIN`] at least. Flat images (label maps, artwork, screenshots) gain most;
+    /// a channel with runs decodes on a slower, symbol-by-symbol path, so photos keep the
+    /// faster one unless runs clearly pay.
+    pub run_tokens: bool,
 }
+
+/// Fraction of a channel's estimated bits that run tokens must save before the encoder uses
+/// them (see [`CompactOptions::run_tokens`]).
+pub const RUN_MIN_GAIN: f64 = 0.03;
 
 impl Default for CompactOptions {
     fn default() -> Self {
@@ -54,6 +64,7 @@ impl Default for CompactOptions {
             predictors: PredictorSet::all(),
             subtract_green: true,
             pair_tokens: true,
+            run_tokens: true,
         }
     }
 }
@@ -62,7 +73,7 @@ impl Default for CompactOptions {
 mod tests {
     use super::CompactOptions;
     use crate::codec::sink::InterleavedBand;
-    use crate::encode::{EncodeOptions, ProfileOptions, TestImage};
+    use crate::encode::{EncodeOptions, ProfileOptions, RawImage, Samples, TestImage};
     use crate::format::ColorType;
 
     /// The portable paths (what CPUs without AVX2 run) write and read exactly what the
@@ -124,5 +135,163 @@ mod tests {
                 test_image.bytes()
             );
         }
+    }
+
+    /// A label map: concentric rings and stripes of a few colours (flat areas, straight and
+    /// curved edges), `channels` samples per pixel of `depth` bits.
+    fn label_map(w: u32, h: u32, channels: usize, depth: u8) -> Vec<u16> {
+        let palette = [
+            [0u16, 0, 0, 255],
+            [128, 0, 0, 255],
+            [0, 128, 64, 200],
+            [192, 192, 0, 9],
+        ];
+        let scale = if depth == 16 { 257 } else { 1 };
+        let mut v = Vec::new();
+        for y in 0..h as i64 {
+            for x in 0..w as i64 {
+                let r2 = (x - 40) * (x - 40) + (y - 30) * (y - 30);
+                let class = if r2 < 300 {
+                    1
+                } else if r2 < 900 {
+                    2
+                } else if x % 50 < 9 {
+                    3
+                } else {
+                    0
+                };
+                v.extend(palette[class][..channels].iter().map(|&s| s * scale));
+            }
+        }
+        v
+    }
+
+    fn raw_of<'a>(w: u32, h: u32, color: ColorType, s16: &'a [u16], s8: &'a [u8]) -> RawImage<'a> {
+        RawImage {
+            width: w,
+            height: h,
+            color,
+            samples: if s8.is_empty() {
+                Samples::U16(s16)
+            } else {
+                Samples::U8(s8)
+            },
+        }
+    }
+
+    /// How many of the file's channel codes have run tokens.
+    fn channels_with_runs(file: &[u8]) -> usize {
+        let layout = crate::decode::parse(file, &Default::default()).unwrap();
+        let h = &layout.header;
+        (0..h.patch_count() as usize)
+            .map(|p| {
+                let (_, _, _, ph) = h.patch_rect(p as u64);
+                let header = super::decode::parse_patch_header(h, layout.stream(p), ph).unwrap();
+                header.channels.iter().filter(|c| c.runs).count()
+            })
+            .sum()
+    }
+
+    /// Flat images use run tokens (odd and even widths, every channel count, both depths,
+    /// small and large patches), decode exactly, and come out smaller than without them.
+    #[test]
+    fn label_maps_use_run_tokens_and_round_trip() {
+        for (w, h, color, depth, patch_log2) in [
+            (75, 70, ColorType::Rgb, 8, 6),
+            (64, 64, ColorType::Gray, 8, 6),
+            (131, 97, ColorType::Rgba, 8, 7),
+            (77, 45, ColorType::GrayAlpha, 16, 4),
+            (90, 66, ColorType::Rgb, 16, 3),
+        ] {
+            let s16 = label_map(w, h, color.channels() as usize, depth);
+            let s8: Vec<u8> = if depth == 8 {
+                s16.iter().map(|&v| v as u8).collect()
+            } else {
+                Vec::new()
+            };
+            let image = raw_of(w, h, color, &s16, &s8);
+            let encode = |run_tokens| {
+                let options = EncodeOptions {
+                    profile: ProfileOptions::Compact(CompactOptions {
+                        run_tokens,
+                        ..CompactOptions::default()
+                    }),
+                    patch_log2,
+                    ..Default::default()
+                };
+                crate::encode::encode(&image, &options).unwrap()
+            };
+            let (with, without) = (encode(true), encode(false));
+            let what = format!("{w}x{h} {color:?} {depth}-bit, patch 2^{patch_log2}");
+            assert!(channels_with_runs(&with) > 0, "{what}: no runs used");
+            assert_eq!(channels_with_runs(&without), 0, "{what}");
+            assert!(
+                with.len() < without.len(),
+                "{what}: {} bytes with runs, {} without",
+                with.len(),
+                without.len()
+            );
+            let expect = if depth == 8 {
+                s8.clone()
+            } else {
+                bytemuck::cast_slice(&s16).to_vec()
+            };
+            for file in [&with, &without] {
+                assert!(crate::decode::decode(file, &Default::default()).unwrap().1 == expect);
+            }
+        }
+    }
+
+    /// An 8x8 gray file (one patch, 8 one-row segments, predictor none) whose only code is
+    /// the run token of 4..=7 positions (zero bits long, 2 raw bits), with `raw[y]` as row
+    /// y's raw bits; a row has 4 positions, so only raw 0 fits.
+    fn forged_run_file(raw: [u32; 8]) -> Vec<u8> {
+        use crate::codec::bits::BitWriter;
+        use crate::format::compact::{
+            run_token_first, PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
+            TOKEN_COUNT_BITS, TRANSFORM_BITS,
+        };
+        let zeros = vec![0u8; 64];
+        let image = raw_of(8, 8, ColorType::Gray, &[], &zeros);
+        let options = EncodeOptions {
+            profile: ProfileOptions::Compact(CompactOptions::default()),
+            patch_log2: 3,
+            ..Default::default()
+        };
+        let header = crate::encode::validate(&image, &options).unwrap();
+        let token = run_token_first(8) + 2;
+        let mut w = BitWriter::with_prefix(&[], 16);
+        w.write(0, TRANSFORM_BITS);
+        w.write(0, PREDICTOR_BITS);
+        w.write(token + 1, TOKEN_COUNT_BITS);
+        for _ in 0..token {
+            w.write(0, 1);
+        }
+        // Length 1 (previous + 1): the single used token, a zero-bit code.
+        w.write(0b001, 3);
+        w.write(0, SEGMENT_WIDTH_BITS);
+        w.write(2, SEGMENT_BASE_BITS);
+        for r in raw {
+            w.write(r, 2);
+        }
+        let stream = w.finish();
+        crate::encode::assemble(&header, [stream].iter())
+    }
+
+    /// A run that fits its row decodes (to zeros, on the CPU decoder and its GPU twin); one
+    /// past the row's end is an error that says so.
+    #[test]
+    fn forged_runs_decode_or_are_named() {
+        let good = forged_run_file([0; 8]);
+        assert_eq!(
+            crate::decode::decode(&good, &Default::default()).unwrap().1,
+            vec![0u8; 64]
+        );
+        let mut raw = [0; 8];
+        raw[5] = 1;
+        let err = crate::decode::decode(&forged_run_file(raw), &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("run token past the row's end"), "{err}");
     }
 }

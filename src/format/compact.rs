@@ -10,7 +10,8 @@
 //! segments = channel 0 segment 0 .. S-1, channel 1 segment 0 .. S-1, ...
 //! segment  = rows s, s+S, s+2S, ... of the channel
 //! row      = ceil(pw / 2) positions left to right, each two samples (the last one sample
-//!            when pw is odd): a pair token, or two single symbols (one when odd)
+//!            when pw is odd): a pair token, or two single symbols (one when odd), or a
+//!            run token that covers this and the next positions of the row with zeros
 //! symbol   = Huffman code of the token (MSB of the code first) | raw bits (LSB first)
 //! ```
 //!
@@ -51,6 +52,12 @@ pub const TOKEN_DIRECT: u32 = 16;
 pub const PAIR_LIMIT: u32 = 4;
 /// Number of pair tokens.
 pub const PAIR_TOKENS: u32 = PAIR_LIMIT * PAIR_LIMIT;
+/// Number of run tokens: the end-of-row token, then runs of `2^j + raw` (`j` =
+/// 1..=[`RUN_EXPONENT_MAX`], `j` raw bits) zero positions. They take flat areas (label maps,
+/// artwork, screenshots) far below the half bit per sample a pair token costs.
+pub const RUN_TOKENS: u32 = 1 + RUN_EXPONENT_MAX;
+/// Largest exponent of a run token: runs up to `2^7 - 1` positions cover a 128-px row.
+pub const RUN_EXPONENT_MAX: u32 = 6;
 /// log2 of [`TOKEN_DIRECT`].
 pub const TOKEN_DIRECT_LOG2: u32 = 4;
 /// Bits below the leading one that a token above [`TOKEN_DIRECT`] holds; the rest are raw.
@@ -63,11 +70,39 @@ pub const fn token_count(depth: u8) -> u32 {
     TOKEN_DIRECT + MANTISSAS * (depth as u32 - TOKEN_DIRECT_LOG2)
 }
 
-/// Size of the alphabet: the single tokens, then [`PAIR_TOKENS`] pair tokens
-/// (40 at 8 bits, 56 at 16 bits).
-pub const fn alphabet_size(depth: u8) -> u32 {
+/// The first run token (the end-of-row token): after the single and the pair tokens.
+pub const fn run_token_first(depth: u8) -> u32 {
     token_count(depth) + PAIR_TOKENS
 }
+
+/// Size of the alphabet: the single tokens, then [`PAIR_TOKENS`] pair tokens, then
+/// [`RUN_TOKENS`] run tokens (47 at 8 bits, 63 at 16 bits).
+pub const fn alphabet_size(depth: u8) -> u32 {
+    run_token_first(depth) + RUN_TOKENS
+}
+
+/// The run token of `n` zero positions (`2 ..= 2^(RUN_EXPONENT_MAX + 1) - 1`) and its raw
+/// bits: `(token, raw_bit_count, raw_value)`.
+#[inline(always)]
+pub const fn run_token(depth: u8, n: u32) -> (u32, u32, u32) {
+    let j = 31 - n.leading_zeros();
+    (run_token_first(depth) + j, j, n - (1 << j))
+}
+
+/// What a run token means: `Some((base, raw_bit_count))` for a run of `base + raw`
+/// positions, `None` for the end-of-row token (every position left in the row).
+#[inline(always)]
+pub const fn run_base(depth: u8, token: u32) -> Option<(u32, u32)> {
+    let j = token - run_token_first(depth);
+    if j == 0 {
+        None
+    } else {
+        Some((1 << j, j))
+    }
+}
+
+/// Longest run one run token codes, in positions.
+pub const RUN_MAX: u32 = (2 << RUN_EXPONENT_MAX) - 1;
 
 /// The pair token of zigzag values `z0` (left) and `z1` (right), both < [`PAIR_LIMIT`].
 #[inline(always)]
@@ -240,7 +275,7 @@ const fn channel_header_bits(depth: u8, segments: u32) -> (u64, u64) {
     (
         fixed + 1,
         fixed
-            + (alphabet_size(depth) * (1 + CODE_LENGTH_BITS)) as u64
+            + (alphabet_size(depth) * (2 + CODE_LENGTH_BITS)) as u64
             + (segments * SEGMENT_WIDTH_MAX) as u64,
     )
 }

@@ -502,6 +502,19 @@ fn cp_read_symbol(
             }
         }
     }
+    let run_first = singles + cf::PAIR_TOKENS;
+    if token >= run_first {
+        // A run of 2^j + j raw bits positions; j = 0: the end of the row (value 0).
+        let j = token - run_first;
+        if j == 0 {
+            return (token, len, 0);
+        }
+        return (
+            token,
+            len + j,
+            (1 << j) + ((window >> len) & ((1 << j) - 1)),
+        );
+    }
     if token >= singles {
         return (token, len, 0);
     }
@@ -527,15 +540,29 @@ fn cp_decode_row(
     residuals: &mut [u32],
 ) -> u32 {
     let row0 = (c as u32 * cf::SEGMENT_ROW_SAMPLES_MAX + slot_base) as usize;
+    let positions = pw.div_ceil(2);
+    let run_first = singles + cf::PAIR_TOKENS;
     let mut p = *pos;
     let mut flags = 0;
-    for i in 0..pw.div_ceil(2) {
+    let mut i = 0;
+    while i < positions {
         let one_sample = 2 * i + 1 == pw;
         let (token, bits, value) = cp_read_symbol(input_words, h, start, p, c, singles);
         p += bits;
         if p > end {
             flags = flags::SEGMENT;
             break;
+        }
+        if token >= run_first {
+            let n = if value == 0 { positions - i } else { value };
+            if n > positions - i {
+                flags = flags::SYMBOL;
+                break;
+            }
+            let at = row0 + 2 * i as usize;
+            residuals[at..at + 2 * n as usize].fill(0);
+            i += n;
+            continue;
         }
         let (z0, z1) = if token >= singles {
             if one_sample {
@@ -561,6 +588,7 @@ fn cp_decode_row(
         };
         residuals[row0 + 2 * i as usize] = unzigzag(z0) & 0xffff;
         residuals[row0 + 2 * i as usize + 1] = unzigzag(z1) & 0xffff;
+        i += 1;
     }
     *pos = p;
     flags

@@ -123,6 +123,7 @@ pub(crate) fn prelude() -> String {
         ("TOKEN_DIRECT_LOG2", cf::TOKEN_DIRECT_LOG2),
         ("TOKEN_MANTISSA_BITS", cf::TOKEN_MANTISSA_BITS),
         ("PAIR_LIMIT", cf::PAIR_LIMIT),
+        ("RUN_TOKENS", cf::RUN_TOKENS),
         ("FAST_BITS", abi::FAST_BITS),
         ("LEVELS_WG", abi::LEVELS_WORKGROUP_SIZE),
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),

@@ -83,6 +83,32 @@ pub fn random_samples(rng: &mut Rng, w: u32, h: u32, c: u8, depth: u8) -> Vec<u1
     v
 }
 
+/// A label-map-like image: random rectangles of random constant colours over a background,
+/// so flat runs with edges occur (the compact profile's run tokens).
+pub fn label_samples(rng: &mut Rng, w: u32, h: u32, c: u8, depth: u8) -> Vec<u16> {
+    let max = if depth == 8 { 256u64 } else { 65536 };
+    let colour = |rng: &mut Rng| -> Vec<u16> { (0..c).map(|_| rng.below(max) as u16).collect() };
+    let background = colour(rng);
+    let mut v: Vec<u16> = (0..w * h)
+        .flat_map(|_| background.iter().copied())
+        .collect();
+    for _ in 0..1 + rng.below(6) {
+        let fill = colour(rng);
+        let (x0, y0) = (rng.below(w as u64) as u32, rng.below(h as u64) as u32);
+        let (x1, y1) = (
+            x0 + 1 + rng.below((w - x0) as u64) as u32,
+            y0 + 1 + rng.below((h - y0) as u64) as u32,
+        );
+        for y in y0..y1 {
+            for x in x0..x1 {
+                let at = ((y * w + x) * c as u32) as usize;
+                v[at..at + c as usize].copy_from_slice(&fill);
+            }
+        }
+    }
+    v
+}
+
 pub fn encode_raw(w: u32, h: u32, c: u8, depth: u8, s: &[u16], opts: &EncodeOptions) -> Vec<u8> {
     let color = ColorType::from_channels(c).unwrap();
     let bytes: Vec<u8>;
@@ -275,7 +301,11 @@ pub fn random_compact_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
         .map(|(i, (w, h))| {
             let c = 1 + (i % 4) as u8;
             let depth = if rng.below(3) == 0 { 16 } else { 8 };
-            let mut s = random_samples(&mut rng, w, h, c, depth);
+            let mut s = if rng.below(3) == 0 {
+                label_samples(&mut rng, w, h, c, depth)
+            } else {
+                random_samples(&mut rng, w, h, c, depth)
+            };
             if rng.below(6) == 0 {
                 let v = s[rng.below(s.len() as u64) as usize];
                 s.fill(v);
@@ -290,6 +320,7 @@ pub fn random_compact_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                     predictors,
                     subtract_green: rng.below(3) != 0,
                     pair_tokens: rng.below(3) != 0,
+                    run_tokens: rng.below(4) != 0,
                 }),
                 patch_log2: 3 + (i % 5) as u8,
                 // Every fourth file error-bounded, as for version 1.
