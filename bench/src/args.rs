@@ -43,8 +43,17 @@ pub struct Args {
     /// Skip the codec comparison (the main table is then empty; for running one section)
     #[arg(long)]
     pub no_codecs: bool,
+    /// Decoded megabytes of the GPU steady-state batch (the inputs' files repeated; kernels
+    /// timed with GPU timestamps next to a copy kernel of the same size). Default: 1024 on a
+    /// hardware GPU, 0 (skipped) on a software adapter such as lavapipe.
+    #[arg(long)]
+    pub gpu_steady_mb: Option<u64>,
+    /// Leave out the generated images (a class-label map, a screenshot, a star field: the
+    /// flat classes a photo folder lacks; class `generated` in the per-class table).
+    #[arg(long)]
+    pub no_synthetic: bool,
     /// Sizes of the scaling run in megapixels.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     pub scaling_mp: Vec<f64>,
     /// Print the per-image table on stdout too (it is always in the Markdown and JSON).
     #[arg(long)]

@@ -289,9 +289,11 @@ fn bench_codec(codec: Codec, images: &[Pixels], args: &Args) -> Result<CodecResu
     Ok(CodecResult { codec, cells })
 }
 
-/// Single-thread and all-thread memcpy of each image's raw size.
-fn bench_memcpy(images: &[Pixels], args: &Args, parallel: bool) -> Result<Stats> {
+/// Single-thread and all-thread memcpy of each image's raw size: the total and each
+/// image's.
+fn bench_memcpy(images: &[Pixels], args: &Args, parallel: bool) -> Result<(Stats, Vec<Stats>)> {
     let mut total = Stats::default();
+    let mut each = Vec::with_capacity(images.len());
     for p in images {
         let mut dst = vec![1u8; p.bytes.len()];
         let (s, ()) = measure(args.reps, args.max_seconds, || {
@@ -307,8 +309,9 @@ fn bench_memcpy(images: &[Pixels], args: &Args, parallel: bool) -> Result<Stats>
             Ok(())
         })?;
         total = total.add(s);
+        each.push(s);
     }
-    Ok(total)
+    Ok((total, each))
 }
 
 /// The codec section: every codec on every image, then the memcpy reference rows.
@@ -316,6 +319,8 @@ pub struct CodecRun {
     pub results: Vec<CodecResult>,
     pub memcpy_1: Stats,
     pub memcpy_n: Stats,
+    /// Each image's one-thread memcpy (the per-class table's ceiling).
+    pub memcpy_1_each: Vec<Stats>,
 }
 
 pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
@@ -325,11 +330,12 @@ pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
         results.push(bench_codec(codec, images, args)?);
     }
     eprintln!("  memcpy...");
-    let memcpy_1 = bench_memcpy(images, args, false)?;
-    let memcpy_n = bench_memcpy(images, args, true)?;
+    let (memcpy_1, memcpy_1_each) = bench_memcpy(images, args, false)?;
+    let (memcpy_n, _) = bench_memcpy(images, args, true)?;
     Ok(CodecRun {
         results,
         memcpy_1,
         memcpy_n,
+        memcpy_1_each,
     })
 }

@@ -9,6 +9,7 @@ use crate::args::Args;
 use crate::images::Pixels;
 use crate::measure::{measure, stats_of, Stats};
 use crate::report::one_line;
+use crate::steady;
 
 fn wgpu_instance() -> wgpu::Instance {
     wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
@@ -234,6 +235,9 @@ pub fn bench_gpu(
     };
 
     let mut lossless = Vec::new();
+    let steady_mb = args
+        .gpu_steady_mb
+        .unwrap_or(if decoder.is_software() { 0 } else { 1024 });
     for (profile, files, upload) in &batches {
         let label = format!("l3 {}", profile.name());
         let refs: Vec<&[u8]> = files.iter().map(Vec::as_slice).collect();
@@ -266,6 +270,22 @@ pub fn bench_gpu(
                 lossless.push((*profile, None));
             }
             (Err(e), Profile::Fast) => return Err(e),
+        }
+    }
+    if steady_mb > 0 {
+        eprintln!("  gpu steady state ({steady_mb} MB batches)...");
+        let files: Vec<(Profile, Vec<Vec<u8>>)> =
+            batches.into_iter().map(|(p, f, _)| (p, f)).collect();
+        let raw: Vec<u64> = images.iter().map(|p| p.bytes.len() as u64).collect();
+        match guard(|| steady::steady_rows(decoder, &files, &raw, steady_mb << 20, args.reps)) {
+            Ok(mut r) => rows.append(&mut r),
+            Err(e) => rows.push(GpuRow {
+                name: "steady state".into(),
+                bytes: 0,
+                pixels: 0,
+                stats: None,
+                note: format!("failed: {}", one_line(&format!("{e:#}"))),
+            }),
         }
     }
     Ok(GpuReport {

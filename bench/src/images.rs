@@ -9,6 +9,9 @@ use l3::{ColorType, RawImage, Samples};
 /// Decoded reference pixels: interleaved, row-major, 16-bit samples in native byte order.
 pub struct Pixels {
     pub name: String,
+    /// The image's class in the per-class table: its folder's name (e.g. `labels`), or
+    /// `generated` for the generated inputs.
+    pub class: String,
     pub width: u32,
     pub height: u32,
     pub color: ColorType,
@@ -40,7 +43,11 @@ impl Pixels {
     }
 }
 
-pub fn pixels_from_dynamic(name: String, img: &image::DynamicImage) -> Option<Pixels> {
+pub fn pixels_from_dynamic(
+    name: String,
+    class: String,
+    img: &image::DynamicImage,
+) -> Option<Pixels> {
     use image::DynamicImage as D;
     let (color, depth) = match img {
         D::ImageLuma8(_) => (ColorType::Gray, 8),
@@ -55,6 +62,7 @@ pub fn pixels_from_dynamic(name: String, img: &image::DynamicImage) -> Option<Pi
     };
     Some(Pixels {
         name,
+        class,
         width: img.width(),
         height: img.height(),
         color,
@@ -115,8 +123,13 @@ pub fn load_images(inputs: &[PathBuf]) -> Result<(Vec<Pixels>, Vec<PathBuf>)> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let class = f
+            .parent()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| ".".into());
         match l3::read_image(f) {
-            Ok(img) => match pixels_from_dynamic(name, &img) {
+            Ok(img) => match pixels_from_dynamic(name, class, &img) {
                 Some(p) => {
                     images.push(p);
                     used_files.push(f.clone());

@@ -17,8 +17,9 @@
 //! run over image sizes, and wgpu rows (adapter, buffer copy bandwidth, GPU decoder when the
 //! crate has one). See BENCHMARKS.md.
 //!
-//! Modules: `args` (options), `images` (inputs), `measure` (timing), one module per section
-//! (`codecs`, `pipeline`, `dataset`, `scaling`, `gpu`), and `report` (tables; text, Markdown, JSON).
+//! Modules: `args` (options), `images` (inputs), `synthetic` (generated inputs: the flat
+//! classes), `measure` (timing), one module per section
+//! (`codecs`, `pipeline`, `dataset`, `scaling`, `gpu` with `steady`, its steady-state batch), and `report` (tables; text, Markdown, JSON).
 
 mod args;
 mod codecs;
@@ -30,6 +31,8 @@ mod measure;
 mod pipeline;
 mod report;
 mod scaling;
+mod steady;
+mod synthetic;
 
 use std::path::PathBuf;
 
@@ -61,14 +64,20 @@ fn main() -> Result<()> {
             "/../samples"
         ))];
     }
-    let (images, used_files) = images::load_images(&args.inputs)?;
+    let (mut images, used_files) = images::load_images(&args.inputs)?;
+    // The generated images come last: the pipeline section reads files, so it takes the
+    // first `used_files.len()` images only.
+    if !args.no_synthetic {
+        images.extend(synthetic::images());
+    }
     let meta = Meta::collect();
     announce(&images, &args, &meta);
 
     let codecs = codecs::bench_codecs(&images, &args)?;
     let decoder = gpu_decoder(&args);
     let gpu_decoder = decoder.as_ref().and_then(|d| d.as_ref().ok());
-    let pipeline = pipeline_section(&used_files, &images, &args, gpu_decoder)?;
+    let from_files = &images[..used_files.len()];
+    let pipeline = pipeline_section(&used_files, from_files, &args, gpu_decoder)?;
     let dataset = dataset_section(&images, &args);
     let scaling = scaling_section(&images, &args)?;
     let gpu = gpu_section(&decoder, &images, &args);

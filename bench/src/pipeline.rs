@@ -81,7 +81,8 @@ pub fn bench_pipeline(
     let image_path = |f: &PathBuf| -> Result<Vec<f32>> {
         let data = std::fs::read(f)?;
         let img = image::load_from_memory(&data)?;
-        let p = pixels_from_dynamic(String::new(), &img).ok_or_else(|| anyhow!("pixel type"))?;
+        let p = pixels_from_dynamic(String::new(), String::new(), &img)
+            .ok_or_else(|| anyhow!("pixel type"))?;
         Ok(to_chw(
             &p.bytes,
             p.channels(),

@@ -53,6 +53,7 @@ fn tile(src: &Pixels, width: u32, height: u32) -> Pixels {
     }
     Pixels {
         name: format!("{}x{}", width, height),
+        class: src.class.clone(),
         width,
         height,
         color: src.color,

@@ -291,6 +291,8 @@ struct RowChannel<'a> {
     keep: u16,
     /// The running sum (the last sample, for left-type predictors).
     acc: u16,
+    /// Positions left in the current run (codes with run tokens only).
+    run: u32,
     current: &'a mut [u16; ROW],
 }
 
@@ -367,67 +369,75 @@ impl RowChannel<'_> {
         self.acc = v;
     }
 
-    /// Decodes a row of `pw` samples symbol by symbol, run tokens included (the path of
-    /// channels whose code has them). Sets [`LUT_PAIR`] or [`LUT_RUN`] in `bad` for a
-    /// misplaced pair or run token (a run past the row's end, or in a position's second
-    /// symbol) and stops the row there.
+    /// As [`RowChannel::pair`] for a code with run tokens: a position inside a run takes no
+    /// bits; a run token starts a run of `n` positions, which must end in the row (`left`
+    /// positions are left, this one included), else [`LUT_RUN`] goes to `bad`. One position
+    /// per call, so the channels still advance in lockstep (their table lookups overlap).
     #[inline(always)]
-    fn row_with_runs(&mut self, bytes: &[u8], pw: usize, bad: &mut u32) {
-        let positions = pw.div_ceil(2);
-        let mut x = 0;
-        while x < positions {
-            let bits = window(bytes, self.pos);
+    fn pair_or_run(&mut self, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
+        if self.run > 0 {
+            self.run -= 1;
+            self.put(2 * x, 0);
+            self.put(2 * x + 1, 0);
+            return;
+        }
+        let bits = window(bytes, self.pos);
+        let whole = self.tables.positions[bits as usize & (LUT_SIZE - 1)];
+        let (z0, z1, adv) = if whole & POSITION_WHOLE != 0 {
+            ((whole >> 8) & 0xff, (whole >> 16) & 0xff, whole & 0xff)
+        } else {
             let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
-            let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
-            let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
-            let adv0 = len0 + nraw0;
             if e0 & LUT_RUN != 0 {
+                let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
                 // Base 0: the end-of-row token.
                 let n = if e0 >> 16 == 0 {
-                    positions - x
+                    left
                 } else {
-                    v0 as usize
+                    ((e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1))) as usize
                 };
-                if n > positions - x {
+                if n > left {
                     *bad |= LUT_RUN;
-                    return;
                 }
-                self.pos += adv0 as u64;
-                for s in 2 * x..(2 * (x + n)).min(pw) {
-                    self.put(s, 0);
-                }
-                x += n;
-                continue;
-            }
-            if 2 * x + 1 == pw {
-                // The odd last position: one single token.
-                if e0 & LUT_PAIR != 0 {
-                    *bad |= LUT_PAIR;
-                    return;
-                }
-                self.pos += adv0 as u64;
-                self.put(2 * x, v0);
-                return;
-            }
-            if e0 & LUT_PAIR != 0 {
-                self.pos += len0 as u64;
-                self.put(2 * x, (e0 >> 16) & 0xff);
-                self.put(2 * x + 1, e0 >> 24);
+                self.run = n.min(left) as u32 - 1;
+                (0, 0, len0 + nraw0)
             } else {
-                let rest = bits >> adv0;
-                let e1 = self.tables.symbols[rest as usize & (LUT_SIZE - 1)];
-                if e1 & (LUT_PAIR | LUT_RUN) != 0 {
-                    *bad |= e1 & (LUT_PAIR | LUT_RUN);
-                    return;
+                let (z0, z1, adv) = self.symbols(bits, bad);
+                // A run token as the second symbol (symbols() reports misplaced pairs).
+                let adv0 = (e0 & 15) + ((e0 >> 4) & 15);
+                let e1 = self.tables.symbols[(bits >> adv0) as usize & (LUT_SIZE - 1)];
+                if e0 & LUT_PAIR == 0 {
+                    *bad |= e1 & LUT_RUN;
                 }
-                let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
-                let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
-                self.pos += (adv0 + len1 + nraw1) as u64;
-                self.put(2 * x, v0);
-                self.put(2 * x + 1, v1);
+                (z0, z1, adv)
             }
-            x += 1;
+        };
+        self.pos += adv as u64;
+        self.put(2 * x, z0);
+        self.put(2 * x + 1, z1);
+    }
+
+    /// As [`RowChannel::last`] for a code with run tokens: the odd last sample, inside a
+    /// run, or a single token, or a run token of one position.
+    #[inline(always)]
+    fn last_or_run(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
+        if self.run > 0 {
+            self.run -= 1;
+            self.put(x, 0);
+            return;
         }
+        let bits = window(bytes, self.pos);
+        let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
+        let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+        if e0 & LUT_RUN != 0 {
+            // Only the end-of-row token fits one position (runs are 2 or more).
+            if e0 >> 16 != 0 {
+                *bad |= LUT_RUN;
+            }
+            self.pos += (len0 + nraw0) as u64;
+            self.put(x, 0);
+            return;
+        }
+        self.last(bytes, x, bad);
     }
 }
 
@@ -453,6 +463,33 @@ fn decode_row<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize)
     if pw % 2 == 1 {
         for c in ch.iter_mut() {
             c.last(bytes, pw - 1, &mut bad);
+        }
+    }
+    bad
+}
+
+/// As [`decode_row`] for a patch with run tokens in some channel's code (the others decode
+/// the same way: their codes have no run tokens, so they never start a run).
+#[inline(always)]
+fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize) -> u32 {
+    let mut bad = 0;
+    let positions = pw.div_ceil(2);
+    for x in 0..(pw / 2).min(ROW / 2) {
+        let left = positions - x;
+        ch[0].pair_or_run(bytes, x, left, &mut bad);
+        if C > 1 {
+            ch[1].pair_or_run(bytes, x, left, &mut bad);
+        }
+        if C > 2 {
+            ch[2].pair_or_run(bytes, x, left, &mut bad);
+        }
+        if C > 3 {
+            ch[3].pair_or_run(bytes, x, left, &mut bad);
+        }
+    }
+    if pw % 2 == 1 {
+        for c in ch.iter_mut() {
+            c.last_or_run(bytes, pw - 1, &mut bad);
         }
     }
     bad
@@ -645,14 +682,11 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
                 above: row_of(&scratch.above, c),
                 keep: keep[c],
                 acc: 0,
+                run: 0,
                 current: rows.next().expect("C rows").try_into().expect("ROW wide"),
             });
             let bad = if runs {
-                let mut bad = 0;
-                for c in ch.iter_mut() {
-                    c.row_with_runs(bytes, pw, &mut bad);
-                }
-                bad
+                decode_row_runs::<C>(bytes, &mut ch, pw)
             } else if with_next {
                 let s1 = (y + 1) % segs;
                 let mut next_rows = scratch.pending.chunks_exact_mut(ROW);
@@ -662,6 +696,7 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
                     above: &scratch.zeros,
                     keep: 0,
                     acc: 0,
+                    run: 0,
                     current: next_rows
                         .next()
                         .expect("C rows")

@@ -40,6 +40,7 @@ struct Document<'a> {
 #[derive(Serialize)]
 struct Image<'a> {
     name: &'a str,
+    class: &'a str,
     width: u32,
     height: u32,
     channels: usize,
@@ -143,6 +144,7 @@ pub fn json(r: &Report) -> Result<String> {
             .iter()
             .map(|p| Image {
                 name: &p.name,
+                class: &p.class,
                 width: p.width,
                 height: p.height,
                 channels: p.channels(),

@@ -41,6 +41,10 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
     let _ = writeln!(md, "### Codecs\n");
     md += &t.main.markdown();
     let _ = writeln!(md, "\n{codec_notes}");
+    let _ = writeln!(md, "### Per image class\n");
+    let _ = writeln!(md, "Classes are the inputs' folders (`generated`: the generated label map, screenshot and star field). Size ratios are totals; decode ratios are one-thread speeds (the peer's summed median time over ours), each over the class's images both codecs ran; \"of memcpy\" is a decoder's speed as a fraction of a one-thread copy of the same output in the same run.\n");
+    md += &t.classes.markdown();
+    let _ = writeln!(md);
     let _ = writeln!(md, "### Per image (bits per pixel)\n");
     md += &t.per_image.markdown();
     if !pipeline.is_empty() {

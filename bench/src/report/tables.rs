@@ -4,7 +4,7 @@
 use l3::Profile;
 
 use super::{gbs, mps, tput, Report, Table};
-use crate::codecs::{Codec, CodecResult};
+use crate::codecs::{Cell, Codec, CodecResult};
 use crate::dataset::DatasetReport;
 use crate::gpu::GpuReport;
 use crate::measure::Stats;
@@ -15,6 +15,8 @@ pub struct Tables {
     /// One row per codec (and the memcpy rows), totals over the images.
     pub main: Table,
     pub per_image: Table,
+    /// Per image class (input folder, or `generated`): sizes and decode speeds as ratios.
+    pub classes: Table,
     pub pipeline: Table,
     /// The dataset section's timings, and its sizes and ratios.
     pub dataset: Table,
@@ -32,6 +34,7 @@ impl Tables {
         Tables {
             main: main_table(r),
             per_image: per_image_table(r),
+            classes: class_table(r),
             pipeline: pipeline_table(&r.pipeline),
             dataset: dataset_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
             dataset_sizes: dataset_sizes_table(r.dataset.as_ref().and_then(|d| d.as_ref().ok())),
@@ -187,6 +190,90 @@ fn main_table(report: &Report) -> Table {
         main.push(row);
     }
     main
+}
+
+/// One row per image class. Each ratio is taken over the class's images that both codecs
+/// ran (QOI takes 8-bit RGB(A) only, WebP 8-bit only); decode speeds are one thread, as
+/// ratios of summed medians; "of memcpy" is the decoder's speed as a fraction of a
+/// one-thread copy of the same output in the same run, the figure that stays comparable
+/// across machines.
+fn class_table(report: &Report) -> Table {
+    let images = &report.images;
+    let results = &report.codecs.results;
+    let mut table = Table::new(&[
+        "class",
+        "images",
+        "MP",
+        "compact size / png",
+        "fast size / png",
+        "compact dec / png (1T speed)",
+        "compact dec / webp",
+        "fast dec / qoi",
+        "compact dec of memcpy",
+        "fast dec of memcpy",
+    ]);
+    let find = |c: Codec| results.iter().find(|r| r.codec == c);
+    let (Some(fast), Some(compact)) = (find(Codec::L3_FAST_1), find(Codec::L3_COMPACT_1)) else {
+        return table;
+    };
+    let mut classes: Vec<&str> = Vec::new();
+    for p in images {
+        if !classes.contains(&p.class.as_str()) {
+            classes.push(&p.class);
+        }
+    }
+    let memcpy = &report.codecs.memcpy_1_each;
+    for class in classes {
+        let members: Vec<usize> = (0..images.len())
+            .filter(|&i| images[i].class == class)
+            .collect();
+        // (sum over images both ran of a's value, of b's value) for `value` of a cell.
+        let pair = |a: &CodecResult, b: Option<&CodecResult>, value: fn(&Cell) -> f64| {
+            let b = b?;
+            let (mut sa, mut sb) = (0.0, 0.0);
+            for &i in &members {
+                if let (Some(ca), Some(cb)) = (&a.cells[i], &b.cells[i]) {
+                    sa += value(ca);
+                    sb += value(cb);
+                }
+            }
+            (sb > 0.0).then_some((sa, sb))
+        };
+        let size = |c: &Cell| c.size as f64;
+        let time = |c: &Cell| c.dec.median;
+        let ratio = |r: Option<(f64, f64)>| r.map_or("-".into(), |(a, b)| format!("{:.3}", a / b));
+        // Speed ratio: the peer's time over ours.
+        let speed = |r: Option<(f64, f64)>| r.map_or("-".into(), |(a, b)| format!("{:.2}", b / a));
+        let of_memcpy = |r: &CodecResult| {
+            let (mut t, mut m) = (0.0, 0.0);
+            for &i in &members {
+                if let (Some(c), Some(s)) = (&r.cells[i], memcpy.get(i)) {
+                    t += c.dec.median;
+                    m += s.median;
+                }
+            }
+            if t > 0.0 {
+                format!("{:.3}", m / t)
+            } else {
+                "-".into()
+            }
+        };
+        let png = find(Codec::PngDefault);
+        let px: u64 = members.iter().map(|&i| images[i].pixels()).sum();
+        table.push(vec![
+            class.to_string(),
+            members.len().to_string(),
+            format!("{:.1}", px as f64 / 1e6),
+            ratio(pair(compact, png, size)),
+            ratio(pair(fast, png, size)),
+            speed(pair(compact, png, time)),
+            speed(pair(compact, find(Codec::WebpLossless), time)),
+            speed(pair(fast, find(Codec::Qoi), time)),
+            of_memcpy(compact),
+            of_memcpy(fast),
+        ]);
+    }
+    table
 }
 
 fn per_image_table(report: &Report) -> Table {

@@ -34,6 +34,8 @@ pub fn text(r: &Report, t: &Tables) -> String {
     );
     out += &t.main.text();
     out += "\n";
+    out += &t.classes.text();
+    out += "\n";
     if args.per_image {
         out += &t.per_image.text();
         out += "\n";

@@ -1,0 +1,208 @@
+//! The GPU steady state: one batch large enough to fill a big GPU (the inputs' l3 files
+//! repeated until the decoded output reaches `--gpu-steady-mb`), decoded several times, with
+//! the kernels timed by GPU timestamp queries, next to a copy kernel over a buffer of the same
+//! size timed the same way. Output GB/s as a fraction of the copy's is the figure that says
+//! how close a decoder is to the memory bandwidth, whatever the GPU.
+
+use anyhow::{anyhow, Result};
+
+use l3::Profile;
+
+use crate::gpu::{gpu_wait, GpuRow};
+use crate::measure::{stats_of, Stats};
+
+/// Copies `words` 16-byte elements from `src` to `dst`, grid-stride: every invocation reads
+/// and writes each of its elements once, as a decoder writes its output once.
+const COPY_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+    let stride = n.x * 256u;
+    for (var i = gid.x; i < arrayLength(&dst); i = i + stride) {
+        dst[i] = src[i];
+    }
+}
+"#;
+
+/// Workgroups of the copy kernel (grid-stride over the buffer).
+const COPY_WORKGROUPS: u32 = 8192;
+
+/// Nanoseconds of one timed copy-kernel pass over `bytes` bytes.
+fn copy_kernel_ns(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    bytes: u64,
+    reps: usize,
+) -> Result<Vec<f64>> {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("l3-bench copy"),
+        source: wgpu::ShaderSource::Wgsl(COPY_WGSL.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("l3-bench copy"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let size = bytes.div_ceil(16) * 16;
+    let buffer = |usage| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3-bench copy"),
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let (src, dst) = (
+        buffer(wgpu::BufferUsages::STORAGE),
+        buffer(wgpu::BufferUsages::STORAGE),
+    );
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: src.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: dst.as_entire_binding(),
+            },
+        ],
+    });
+    let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: None,
+        ty: wgpu::QueryType::Timestamp,
+        count: 2,
+    });
+    let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let period = queue.get_timestamp_period() as f64;
+    let mut times = Vec::new();
+    // One untimed warm-up pass, then the timed ones.
+    for rep in 0..=reps {
+        let mut enc = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("l3-bench copy"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &queries,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(COPY_WORKGROUPS, 1, 1);
+        }
+        enc.resolve_query_set(&queries, 0..2, &resolve, 0);
+        enc.copy_buffer_to_buffer(
+            &resolve,
+            0,
+            &readback,
+            0,
+            wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
+        );
+        queue.submit([enc.finish()]);
+        readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        gpu_wait(device)?;
+        let ticks: Vec<u64> = {
+            let view = readback
+                .get_mapped_range(..)
+                .map_err(|e| anyhow!("timestamp map: {e}"))?;
+            bytemuck::pod_collect_to_vec(&view[..16])
+        };
+        readback.unmap();
+        if rep > 0 {
+            times.push(ticks[1].saturating_sub(ticks[0]) as f64 * period);
+        }
+    }
+    Ok(times)
+}
+
+/// The steady-state rows: per profile, the repeated batch's kernels, then the copy kernel of
+/// the same output size. `files` are each profile's l3 files of the inputs and `raw` their
+/// decoded sizes.
+pub fn steady_rows(
+    decoder: &l3::gpu::GpuDecoder,
+    batches: &[(Profile, Vec<Vec<u8>>)],
+    raw: &[u64],
+    target_bytes: u64,
+    reps: usize,
+) -> Result<Vec<GpuRow>> {
+    let mut rows = Vec::new();
+    if !decoder.timing_supported() {
+        rows.push(GpuRow {
+            name: "steady state".into(),
+            bytes: 0,
+            pixels: 0,
+            stats: None,
+            note: "skipped: the device has no TIMESTAMP_QUERY".into(),
+        });
+        return Ok(rows);
+    }
+    let one_pass: u64 = raw.iter().sum();
+    let copies = target_bytes.div_ceil(one_pass.max(1)).max(1) as usize;
+    let output = copies as u64 * one_pass;
+    let out = l3::gpu::OutputLayout::Interleaved;
+    let copy = stats_of(
+        copy_kernel_ns(decoder.device(), decoder.queue(), output, reps)?
+            .into_iter()
+            .map(|ns| ns * 1e-9)
+            .collect(),
+    );
+    for (profile, files) in batches {
+        // The same files `copies` times over: one batch of `output` decoded bytes.
+        let refs: Vec<&[u8]> = (0..copies)
+            .flat_map(|_| files.iter().map(Vec::as_slice))
+            .collect();
+        let mut kernels = Vec::new();
+        let mut chunks = 0;
+        for rep in 0..=reps {
+            let (batch, t) = decoder.decode_batch_timed(&refs, out)?;
+            drop(batch);
+            let t = t.ok_or_else(|| anyhow!("no timings"))?;
+            chunks = t.chunks;
+            if rep > 0 {
+                kernels.push(t.kernels_ns() as f64 * 1e-9);
+            }
+        }
+        let k: Stats = stats_of(kernels);
+        rows.push(GpuRow {
+            name: format!(
+                "steady state: l3 {}, {} files ({copies}x the inputs), kernels",
+                profile.name(),
+                refs.len()
+            ),
+            bytes: output,
+            pixels: 0,
+            stats: Some(k),
+            note: format!(
+                "GPU timestamps, prefix sum + decode, {chunks} chunk(s); {:.1}% of the copy kernel's GB/s",
+                100.0 * copy.median / k.median
+            ),
+        });
+    }
+    rows.push(GpuRow {
+        name: "steady state: copy kernel, same output size".into(),
+        bytes: output,
+        pixels: 0,
+        stats: Some(copy),
+        note: "reads and writes every byte once (vec4<u32>, grid-stride); GPU timestamps".into(),
+    });
+    Ok(rows)
+}
