@@ -46,6 +46,7 @@ fn variants() -> Vec<Variant> {
             subtract_green,
             pair_tokens,
             run_tokens: pair_tokens,
+            palette: pair_tokens,
         }),
         patch_log2,
         ..EncodeOptions::default()

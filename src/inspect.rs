@@ -40,8 +40,8 @@ pub enum Coding {
     },
     /// Version 2.
     Compact {
-        /// Patches per colour transform id.
-        transform_counts: [u64; 2],
+        /// Patches per colour transform id (none, subtract-green, palette).
+        transform_counts: [u64; 3],
         /// Channel streams per predictor id.
         predictor_counts: [u64; format::compact::CompactPredictor::ALL.len()],
         /// Bits of all channel headers (code and segment-length tables).
@@ -92,7 +92,7 @@ pub fn inspect(data: &[u8], options: &DecodeOptions) -> Result<Inspection> {
 
 fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
     let h = layout.header;
-    let mut transform_counts = [0u64; 2];
+    let mut transform_counts = [0u64; 3];
     let mut predictor_counts = [0u64; format::compact::CompactPredictor::ALL.len()];
     let mut header_bits = 0u64;
     let mut channel_bits = vec![0u64; h.channels() as usize];
@@ -108,6 +108,9 @@ fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
             )
         })?;
         transform_counts[header.transform as usize] += 1;
+        // A palette counts with the tables (its entries and their count).
+        header_bits += header.palette.min(1) as u64 * format::compact::PALETTE_COUNT_BITS as u64
+            + header.palette as u64 * h.channels() as u64 * h.depth as u64;
         for (c, ch) in header.channels.iter().enumerate() {
             predictor_counts[ch.predictor as usize] += 1;
             let segs = ch.segment_start[header.segments as usize] - ch.segment_start[0];

@@ -129,8 +129,8 @@ fn forged_compact_fields_are_named() {
     let mut bad = file.clone();
     bad[s] = (bad[s] & !0b11) | 0b01;
     assert_eq!(field_of(&bad), "transform");
-    // Transform 2 (undefined).
-    bad[s] = (bad[s] & !0b11) | 0b10;
+    // Transform 3 (undefined).
+    bad[s] |= 0b11;
     assert_eq!(field_of(&bad), "transform");
     // Predictor 7 (bits 2..5).
     let mut bad = file.clone();

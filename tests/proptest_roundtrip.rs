@@ -202,14 +202,22 @@ fn compact_options() -> impl Strategy<Value = CompactOptions> {
         proptest::sample::select(CompactPredictor::ALL.to_vec())
             .prop_map(|p| PredictorSet::only(&[p])),
     ];
-    (predictors, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
-        |(predictors, subtract_green, pair_tokens, run_tokens)| CompactOptions {
-            predictors,
-            subtract_green,
-            pair_tokens,
-            run_tokens,
-        },
+    (
+        predictors,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
     )
+        .prop_map(
+            |(predictors, subtract_green, pair_tokens, run_tokens, palette)| CompactOptions {
+                predictors,
+                subtract_green,
+                pair_tokens,
+                run_tokens,
+                palette,
+            },
+        )
 }
 
 fn nbit_counts(ins: &l3::inspect::Inspection) -> [u64; 17] {

@@ -149,11 +149,13 @@ fn print_info(path: &Path, ins: &l3::inspect::Inspection) {
         } => {
             use l3::{format::compact::Transform as T, CompactPredictor as P};
             println!(
-                "  transforms {} {}, {} {}",
+                "  transforms {} {}, {} {}, {} {}",
                 T::None.name(),
                 transform_counts[0],
                 T::SubtractGreen.name(),
-                transform_counts[1]
+                transform_counts[1],
+                T::Palette.name(),
+                transform_counts[2]
             );
             let preds: Vec<String> = P::ALL
                 .iter()

@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
         subtract_green: params[2] & 0x10 != 0,
         pair_tokens: params[2] & 0x20 != 0,
         run_tokens: params[2] & 0x40 != 0,
+        palette: params[3] & 0x20 != 0,
     };
     let profile = if params[3] & 0x40 != 0 {
         l3::ProfileOptions::Compact(compact)

@@ -2,7 +2,8 @@
 // `main_compact` in decode.wgsl; CPU twin: `gpu::cpu_twin::decode_compact_patches`).
 // One workgroup per patch stream (all its channels), whatever the patch size:
 // 1. invocation 0 parses the patch header into workgroup memory, with exactly the checks of
-//    the CPU decoder's `parse_patch_header`: transform, per channel predictor and canonical
+//    the CPU decoder's `parse_patch_header`: transform (and the palette, whose patches code
+//    one plane of indices instead of the channels), per channel predictor and canonical
 //    Huffman decode table, every segment's start bit; then the whole workgroup fills each
 //    channel's first-level lookup table (codes up to FAST_BITS long) from the canonical one;
 // 2. phases k = 0 .. ceil(ph / S) - 1 (S segments per channel): invocation c * S + s decodes
@@ -11,16 +12,16 @@
 // 3. then the phase's S rows in order, the invocations as columns (two adjacent columns each
 //    for 128-pixel patches): the prediction's part from the row above (the previous row of
 //    every channel is kept in workgroup memory), a workgroup prefix sum along the row for
-//    left-type predictors, the colour transform undone, each sample to
-//    `put_sample(img, ch, y, x, v)` (defined by the stage).
+//    left-type predictors, the colour transform undone (or the index looked up in the
+//    palette), each sample to `put_sample(img, ch, y, x, v)` (defined by the stage).
 // A flagged patch's output is unspecified. Every loop is bounded by the patch size, the
 // alphabet or the segment count, and every barrier is reached by the whole workgroup: the
 // bounds come from the image table and the workgroup id, or are broadcast with
 // workgroupUniformLoad.
 //
-// Workgroup memory: 8 KiB residuals, 2 KiB previous rows, 2 KiB prefix sum, 1.3 KiB tables,
-// 2 KiB lookup tables (15.4 KiB, under wgpu's default 16 KiB; the version-1 entry points do
-// not reserve it).
+// Workgroup memory: 8 KiB residuals (a palette patch keeps its palette in the second
+// quarter), 2 KiB previous rows, 2 KiB prefix sum, 1.5 KiB tables, 2 KiB lookup tables
+// (15.5 KiB, under wgpu's default 16 KiB; the version-1 entry points do not reserve it).
 //
 // decode.wgsl declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`; the
 // format constants come from the generated prelude.
@@ -72,6 +73,11 @@ var<workgroup> cp_channels: array<u32, MAX_CHANNELS>;
 var<workgroup> cp_segment_start: array<u32, MAX_CHANNELS * SEGMENT_SLOTS>;
 // The patch's colour transform.
 var<workgroup> cp_transform: u32;
+// Entries of the patch's palette (0: none). The entries live in `cp_residuals` from word
+// CP_PALETTE_BASE (entry i, channel c in half c % 2 of word CP_PALETTE_BASE + 2i + c / 2):
+// a palette patch codes one plane, whose residuals use the words below it.
+var<workgroup> cp_palette_count: u32;
+const CP_PALETTE_BASE: u32 = SEGMENT_ROW_SAMPLES_MAX / 2u;
 // CP_HEADER_OK (and CP_ANY_LEFT) once invocation 0 has checked the header; 0 if it failed.
 var<workgroup> cp_status: u32;
 
@@ -118,10 +124,29 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
         return ERR_TRANSFORM;
     }
     cp_transform = transform;
+    // The palette's entries, and one coded plane (the indices) instead of the channels.
+    var coded = channels;
+    cp_palette_count = 0u;
+    if (transform == TRANSFORM_PALETTE) {
+        let count = cp_take(start, stream_bits, &pos, PALETTE_COUNT_BITS) + 1u;
+        for (var i = 0u; i < count; i = i + 1u) {
+            var words = vec2<u32>(0u);
+            for (var c = 0u; c < channels; c = c + 1u) {
+                words[c / 2u] = words[c / 2u] | (cp_take(start, stream_bits, &pos, depth) << (16u * (c % 2u)));
+            }
+            cp_residuals[CP_PALETTE_BASE + 2u * i] = words.x;
+            cp_residuals[CP_PALETTE_BASE + 2u * i + 1u] = words.y;
+        }
+        if (pos > stream_bits) {
+            return ERR_PALETTE;
+        }
+        cp_palette_count = count;
+        coded = 1u;
+    }
     let singles = cp_token_count(depth);
     let ntok_max = singles + PAIR_LIMIT * PAIR_LIMIT + RUN_TOKENS;
     var any_left = false;
-    for (var c = 0u; c < channels; c = c + 1u) {
+    for (var c = 0u; c < coded; c = c + 1u) {
         let predictor = cp_take(start, stream_bits, &pos, COMPACT_PREDICTOR_BITS);
         if (predictor > COMPACT_PREDICTOR_MAX_ID) {
             return ERR_PREDICTOR;
@@ -208,7 +233,7 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
         }
     }
     var at = pos;
-    for (var c = 0u; c < channels; c = c + 1u) {
+    for (var c = 0u; c < coded; c = c + 1u) {
         for (var s = 0u; s < segs; s = s + 1u) {
             let length = cp_segment_start[c * SEGMENT_SLOTS + s];
             cp_segment_start[c * SEGMENT_SLOTS + s] = at;
@@ -426,11 +451,13 @@ fn cp_from_above(predictor: u32, c: u32, x: u32, pw: u32) -> u32 {
     }
 }
 
-// Reconstructs row `slot` of the phase (image row `y`): invocation `lid` takes columns
-// lid * cols .. lid * cols + cols - 1. With `scan` (uniform: some channel is left-type) the
-// row's inclusive prefix sum of residual + g is computed for every channel (used for the
-// left-type ones). Updates the previous rows and writes the samples. Contains barriers: call
-// in uniform control flow.
+// Reconstructs row `slot` of the phase (image row `y`) of the `coded` planes: invocation
+// `lid` takes columns lid * cols .. lid * cols + cols - 1. With `scan` (uniform: some plane
+// is left-type) the row's inclusive prefix sum of residual + g is computed for every plane
+// (used for the left-type ones). Updates the previous rows and writes the `channels`
+// samples: the planes with the colour transform undone, or with a palette of `palette`
+// entries (the one plane its indices; an index past it flags ERR_PALETTE). Contains
+// barriers: call in uniform control flow.
 fn cp_output_row(
     img: ImageInfo,
     lid: u32,
@@ -439,13 +466,15 @@ fn cp_output_row(
     pw: u32,
     x0: u32,
     y: u32,
+    coded: u32,
     channels: u32,
+    palette: u32,
     scan: bool,
 ) {
     let cols = max(ps / WG, 1u);
     let mask = (1u << img.depth) - 1u;
     var left = vec4<bool>(false);
-    for (var c = 0u; c < channels; c = c + 1u) {
+    for (var c = 0u; c < coded; c = c + 1u) {
         let predictor = cp_channels[c] & CP_PREDICTOR_MASK;
         left[c] = predictor == PREDICTOR_GRADIENT || predictor == PREDICTOR_LEFT
             || predictor == PREDICTOR_HALF_GRADIENT;
@@ -455,7 +484,7 @@ fn cp_output_row(
     for (var j = 0u; j < cols; j = j + 1u) {
         let x = lid * cols + j;
         if (x < pw) {
-            for (var c = 0u; c < channels; c = c + 1u) {
+            for (var c = 0u; c < coded; c = c + 1u) {
                 let i = c * SEGMENT_ROW_SAMPLES_MAX + slot * ps + x;
                 let r = (cp_residuals[i / 2u] >> (16u * (i % 2u))) & 0xffffu;
                 let predictor = cp_channels[c] & CP_PREDICTOR_MASK;
@@ -492,13 +521,23 @@ fn cp_output_row(
         let x = lid * cols + j;
         if (x < pw) {
             let s = v[j] & vec4<u32>(mask);
-            for (var c = 0u; c < channels; c = c + 1u) {
+            for (var c = 0u; c < coded; c = c + 1u) {
                 cp_previous[c * MAX_PATCH + x] = s[c];
             }
             var out = s;
             if (transform == TRANSFORM_SUBTRACT_GREEN) {
                 out.x = (s.x + s.y) & mask;
                 out.z = (s.z + s.y) & mask;
+            }
+            if (palette > 0u) {
+                // The entry, or entry 0 past the palette (the patch is flagged).
+                let index = select(0u, s.x, s.x < palette);
+                if (s.x >= palette) {
+                    atomicOr(&errors[img.image_index], ERR_PALETTE);
+                }
+                let lo = cp_residuals[CP_PALETTE_BASE + 2u * index];
+                let hi = cp_residuals[CP_PALETTE_BASE + 2u * index + 1u];
+                out = vec4<u32>(lo & 0xffffu, lo >> 16u, hi & 0xffffu, hi >> 16u);
             }
             for (var c = 0u; c < channels; c = c + 1u) {
                 put_sample(img, c, y, x0 + x, out[c]);
@@ -543,7 +582,10 @@ fn decode_compact_patch(wg: u32, img: ImageInfo, lid: u32) {
     if ((status & CP_HEADER_OK) == 0u) {
         return;
     }
-    cp_fill_fast(lid, channels);
+    // The coded planes: the channels, or the palette's index plane.
+    let palette = workgroupUniformLoad(&cp_palette_count);
+    let coded = select(channels, 1u, palette > 0u);
+    cp_fill_fast(lid, coded);
     // The lookup tables are complete before any invocation decodes.
     workgroupBarrier();
     let start = offsets[g];
@@ -551,7 +593,7 @@ fn decode_compact_patch(wg: u32, img: ImageInfo, lid: u32) {
     // Decoding role: invocation c * segs + s owns segment s of channel c.
     let dc = lid / segs;
     let ds = lid % segs;
-    var decoding = dc < channels;
+    var decoding = dc < coded;
     var pos = 0u;
     var end = 0u;
     if (decoding) {
@@ -572,7 +614,7 @@ fn decode_compact_patch(wg: u32, img: ImageInfo, lid: u32) {
         for (var s = 0u; s < segs; s = s + 1u) {
             let y = k * segs + s;
             if (y < ph) {
-                cp_output_row(img, lid, s, ps, pw, x0, y0 + y, channels, scan);
+                cp_output_row(img, lid, s, ps, pw, x0, y0 + y, coded, channels, palette, scan);
             }
         }
     }

@@ -13,8 +13,8 @@ use crate::codec::sink::BandSink;
 use crate::error::FormatError;
 use crate::format::compact::{
     alphabet_size, run_token_first, segments, unzigzag, CompactPredictor, Transform,
-    CODE_LENGTH_BITS, PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
-    SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    CODE_LENGTH_BITS, PALETTE_COUNT_BITS, PALETTE_MAX, PREDICTOR_BITS, SEGMENTS_MAX,
+    SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::{FileLayout, Header};
 
@@ -96,6 +96,22 @@ pub(crate) struct PatchHeader {
     pub segments: u32,
     /// Bits of each channel's header.
     pub channel_header_bits: [u64; 4],
+    /// Entries of the palette (0: no palette; `channels` then has the one index plane).
+    pub palette: u32,
+    /// Bit offset of the palette's first entry in the stream.
+    pub palette_start: u64,
+}
+
+/// Reads the `header.palette` entries of a stream into `palette`, planar: channel `c` of
+/// entry `i` at `c * PALETTE_MAX + i`.
+fn read_palette(h: &Header, header: &PatchHeader, stream: &[u8], palette: &mut [u16]) {
+    let mut r = BitReader::new(stream);
+    r.skip(header.palette_start);
+    for i in 0..header.palette as usize {
+        for c in 0..h.channels() as usize {
+            palette[c * PALETTE_MAX as usize + i] = r.read(h.depth as u32) as u16;
+        }
+    }
 }
 
 /// Parses and checks the header of a patch stream (`stream` is exactly its bytes).
@@ -123,13 +139,32 @@ pub(crate) fn parse_patch_header(
             ))
         }
         Some(t) => t,
-        None => return Err(field(0, "transform", transform_id, "must be 0 or 1")),
+        None => return Err(field(0, "transform", transform_id, "must be 0, 1 or 2")),
     };
+    // The palette: its entries are read when the patch decodes (see `read_palette`).
+    let (palette, palette_start) = if transform == Transform::Palette {
+        let count = r.read(PALETTE_COUNT_BITS) + 1;
+        let start = r.position();
+        r.skip(count as u64 * h.channels() as u64 * h.depth as u64);
+        if r.position() > stream_bits {
+            return Err(field(
+                0,
+                "palette",
+                count,
+                "runs past the end of the stream",
+            ));
+        }
+        (count, start)
+    } else {
+        (0, 0)
+    };
+    // Channels with a header and segments: one index plane with a palette.
+    let coded = if palette > 0 { 1 } else { h.channels() };
     let segs = segments(h.patch_size(), ph);
     let ntok_max = alphabet_size(h.depth);
-    let mut channels = Vec::with_capacity(h.channels() as usize);
+    let mut channels = Vec::with_capacity(coded as usize);
     let mut channel_header_bits = [0u64; 4];
-    for c in 0..h.channels() {
+    for c in 0..coded {
         let header_start = r.position();
         let id = r.read(PREDICTOR_BITS);
         let predictor =
@@ -216,6 +251,8 @@ pub(crate) fn parse_patch_header(
         channels,
         segments: segs,
         channel_header_bits,
+        palette,
+        palette_start,
     })
 }
 
@@ -248,6 +285,8 @@ pub(crate) struct Scratch {
     pending: Vec<u16>,
     /// A row of zeros (the "row above" of rows decoded as residuals only).
     zeros: [u16; ROW],
+    /// The patch's palette, planar (see `read_palette`).
+    palette: Vec<u16>,
 }
 
 impl Scratch {
@@ -269,6 +308,7 @@ impl Scratch {
             above: vec![0; n],
             pending: vec![0; n],
             zeros: [0; ROW],
+            palette: vec![0; 4 * PALETTE_MAX as usize],
         }
     }
 }
@@ -577,17 +617,31 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     let fail = |e: CompactError| e.at(h, patch as u64, start, size);
     let stream = layout.stream(patch);
     let header = parse_patch_header(h, stream, ph).map_err(fail)?;
+    let rect = (x0, pw, ph);
+    if header.palette > 0 {
+        read_palette(h, &header, stream, &mut scratch.palette);
+        return match h.channels() {
+            1 => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect),
+            2 => decode_patch_rows::<1, 2, S>(layout, patch, &header, sink, scratch, rect),
+            3 => decode_patch_rows::<1, 3, S>(layout, patch, &header, sink, scratch, rect),
+            _ => decode_patch_rows::<1, 4, S>(layout, patch, &header, sink, scratch, rect),
+        }
+        .map_err(|e| fail(e).into());
+    }
     match h.channels() {
-        1 => decode_patch_rows::<1, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
-        2 => decode_patch_rows::<2, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
-        3 => decode_patch_rows::<3, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
-        _ => decode_patch_rows::<4, S>(layout, patch, &header, sink, scratch, (x0, pw, ph)),
+        1 => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect),
+        2 => decode_patch_rows::<2, 2, S>(layout, patch, &header, sink, scratch, rect),
+        3 => decode_patch_rows::<3, 3, S>(layout, patch, &header, sink, scratch, rect),
+        _ => decode_patch_rows::<4, 4, S>(layout, patch, &header, sink, scratch, rect),
     }
     .map_err(|e| fail(e).into())
 }
 
+/// Decodes the `C` coded planes of a patch row by row into `sink` as `OUT` channels: the
+/// channels themselves (`C == OUT`), or with a palette one index plane (`C == 1`) looked up
+/// in `scratch.palette`.
 #[inline(always)]
-fn decode_patch_rows<const C: usize, S: BandSink>(
+fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     layout: &FileLayout,
     patch: usize,
     header: &PatchHeader,
@@ -755,7 +809,28 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
                 }
             }
         }
-        let rows = if header.transform == Transform::SubtractGreen {
+        let rows = if header.palette > 0 {
+            // Indices to pixels; an index past the palette is an error (the lookup is
+            // clamped meanwhile, so it stays in the table).
+            let (cur, out, pal) = (&scratch.current, &mut scratch.output, &scratch.palette);
+            let mut largest = 0u16;
+            for c in 0..OUT {
+                let table = &pal[c * PALETTE_MAX as usize..][..PALETTE_MAX as usize];
+                for (o, &i) in out[c * stride..c * stride + pw].iter_mut().zip(&cur[..pw]) {
+                    largest = largest.max(i);
+                    *o = table[(i as usize).min(PALETTE_MAX as usize - 1)];
+                }
+            }
+            if largest as u32 >= header.palette {
+                return Err(CompactError::Field {
+                    channel: 0,
+                    field: "palette index",
+                    value: largest as u64,
+                    reason: "is past the patch's palette",
+                });
+            }
+            &scratch.output
+        } else if header.transform == Transform::SubtractGreen {
             let (cur, out) = (&scratch.current, &mut scratch.output);
             out[..C * stride].copy_from_slice(&cur[..C * stride]);
             for k in [0, 2] {
@@ -771,7 +846,7 @@ fn decode_patch_rows<const C: usize, S: BandSink>(
         } else {
             &scratch.current
         };
-        sink.put_row::<C>(rows, stride, 0, y, x0, pw);
+        sink.put_row::<OUT>(rows, stride, 0, y, x0, pw);
         std::mem::swap(&mut scratch.previous, &mut scratch.current);
     }
     for (s, p) in pos.iter().enumerate().take(segs) {

@@ -12,8 +12,8 @@ use crate::encode::{RawImage, Samples};
 use crate::format::compact::{
     alphabet_size, pair_token, run_token, run_token_first, segments, token_base, token_count,
     token_of, zigzag, CompactPredictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS,
-    PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS,
-    TRANSFORM_BITS,
+    PALETTE_COUNT_BITS, PALETTE_MAX, PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS,
+    SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::Header;
 
@@ -25,7 +25,19 @@ pub(crate) struct PatchScratch {
     minus_green: [Vec<u16>; 2],
     /// Symbols of the channel being written: token | raw bit count << 8 | raw << 16.
     symbols: Vec<u32>,
+    /// The palette's index plane, `pw * ph`.
+    index: Vec<u16>,
+    /// The palette: distinct pixels (samples packed 16 bits each, channel 0 highest), sorted.
+    palette: Vec<u64>,
+    /// Open-addressing set of the patch's pixels: key, and sorted index + 1 (0: empty).
+    slots: Box<[(u64, u16); PALETTE_SLOTS]>,
 }
+
+/// `choice`'s name of the palette's index plane.
+const PLANE_INDEX: usize = usize::MAX;
+
+/// Slots of the pixel set: four per palette entry at most, so probes stay short.
+const PALETTE_SLOTS: usize = 4 * PALETTE_MAX as usize;
 
 impl PatchScratch {
     pub(crate) fn new(header: &Header) -> Self {
@@ -34,6 +46,9 @@ impl PatchScratch {
             planes: vec![vec![0; n]; header.channels() as usize],
             minus_green: [vec![0; n], vec![0; n]],
             symbols: Vec::with_capacity(n),
+            index: vec![0; n],
+            palette: Vec::with_capacity(PALETTE_MAX as usize),
+            slots: Box::new([(0, 0); PALETTE_SLOTS]),
         }
     }
 }
@@ -321,6 +336,58 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
     choice
 }
 
+/// The slot of pixel `key` in the set: where it is, or the empty slot where it goes.
+#[inline(always)]
+fn slot_of(slots: &[(u64, u16); PALETTE_SLOTS], key: u64) -> usize {
+    let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % PALETTE_SLOTS;
+    while slots[i].1 != 0 && slots[i].0 != key {
+        i = (i + 1) % PALETTE_SLOTS;
+    }
+    i
+}
+
+/// If the patch (`channels` planes of `n` samples) has at most [`PALETTE_MAX`] distinct
+/// pixels: its palette in `scratch.palette`, sorted by the sum of the samples (so similar
+/// colours get near indices, and a gray ramp stays a ramp), and the index plane in
+/// `scratch.index`. Stops at the first pixel past the limit (photos get there quickly).
+#[inline(always)]
+fn build_palette(scratch: &mut PatchScratch, channels: usize, n: usize) -> bool {
+    let key = |planes: &[Vec<u16>], i: usize| {
+        (0..channels).fold(0u64, |k, c| k << 16 | planes[c][i] as u64)
+    };
+    scratch.slots.fill((0, 0));
+    scratch.palette.clear();
+    for i in 0..n {
+        let k = key(&scratch.planes, i);
+        let at = slot_of(&scratch.slots, k);
+        if scratch.slots[at].1 == 0 {
+            if scratch.palette.len() == PALETTE_MAX as usize {
+                return false;
+            }
+            scratch.slots[at] = (k, 1);
+            scratch.palette.push(k);
+        }
+    }
+    let sum = |k: u64| (0..4).map(|c| (k >> (16 * c)) & 0xffff).sum::<u64>();
+    scratch.palette.sort_unstable_by_key(|&k| (sum(k), k));
+    for (index, &k) in scratch.palette.iter().enumerate() {
+        let at = slot_of(&scratch.slots, k);
+        scratch.slots[at].1 = index as u16 + 1;
+    }
+    for i in 0..n {
+        let k = key(&scratch.planes, i);
+        scratch.index[i] = scratch.slots[slot_of(&scratch.slots, k)].1 - 1;
+    }
+    true
+}
+
+/// Rough bits of a channel header beyond what [`estimate_bits`] counts: predictor, token
+/// count, segment-length fields (a few bits per segment).
+const fn channel_header_estimate(segments: usize) -> f64 {
+    (PREDICTOR_BITS + TOKEN_COUNT_BITS + SEGMENT_WIDTH_BITS + SEGMENT_BASE_BITS) as f64
+        + 4.0 * segments as f64
+}
+
 avx2_dispatch! {
     /// Encodes one patch as a compact stream; with AVX2 code generation where the CPU has it.
     pub(crate) fn encode_patch(
@@ -357,7 +424,8 @@ pub(crate) fn encode_patch_portable(
             Samples::U16(s) => extract_plane(s, header, rect, c, plane),
         }
     }
-    // Per channel: its coding, and which plane: None = as stored, Some(k) = minus_green[k].
+    // Per coded plane: its coding, and which plane: None = the channel as stored, Some(k)
+    // = minus_green[k], Some(PLANE_INDEX) = the palette's index plane.
     let mut choice: Vec<(ChannelChoice, Option<usize>)> = Vec::with_capacity(channels);
     let mut transform = Transform::None;
     for c in 0..channels {
@@ -387,9 +455,37 @@ pub(crate) fn encode_patch_portable(
     }
 
     let segs = segments(header.patch_size(), ph as u32) as usize;
+    // The palette, where one index plane and the palette cost less than the channels.
+    if options.palette {
+        let channel_bits: f64 = choice
+            .iter()
+            .map(|c| c.0.bits + channel_header_estimate(segs))
+            .sum();
+        if build_palette(scratch, channels, n) {
+            let entries = scratch.palette.len();
+            let table = (PALETTE_COUNT_BITS as usize + entries * channels * depth as usize) as f64;
+            if table < channel_bits {
+                let index_choice = best_choice(&scratch.index[..n], pw, depth, options);
+                if table + index_choice.bits + channel_header_estimate(segs) < channel_bits {
+                    transform = Transform::Palette;
+                    choice.clear();
+                    choice.push((index_choice, Some(PLANE_INDEX)));
+                }
+            }
+        }
+    }
     let ntok_max = alphabet_size(depth) as usize;
     let mut w = BitWriter::with_prefix(&[], n * channels);
     w.write(transform as u32, TRANSFORM_BITS);
+    if transform == Transform::Palette {
+        w.write(scratch.palette.len() as u32 - 1, PALETTE_COUNT_BITS);
+        for &k in &scratch.palette {
+            for c in 0..channels {
+                let sample = (k >> (16 * (channels - 1 - c))) & 0xffff;
+                w.write(sample as u32, depth as u32);
+            }
+        }
+    }
     // Headers first (they hold the segment lengths), then the segments: keep each channel's
     // symbols and codes until its segments are written.
     type Coded = (Vec<u32>, Vec<usize>, [u32; MAX_TOKENS], [u8; MAX_TOKENS]);
@@ -406,6 +502,7 @@ pub(crate) fn encode_patch_portable(
     {
         let plane = match plane_ix {
             None => &scratch.planes[c][..n],
+            Some(PLANE_INDEX) => &scratch.index[..n],
             Some(k) => &scratch.minus_green[k][..n],
         };
         let mut hist = [0u32; MAX_TOKENS];

@@ -52,6 +52,12 @@ pub struct CompactOptions {
     /// a channel with runs decodes on a slower, symbol-by-symbol path, so photos keep the
     /// faster one unless runs clearly pay.
     pub run_tokens: bool,
+    /// Try a palette per patch (default true): a patch of at most 256 distinct pixels may be
+    /// coded as one plane of indices into a list of them, where the estimate says it is
+    /// smaller. Label maps, artwork and screenshots gain most; costs a pass over each patch
+    /// (photos leave it after a few hundred pixels) and, where it is tried, the index
+    /// plane's predictor search.
+    pub palette: bool,
 }
 
 /// Fraction of a channel's estimated bits that run tokens must save before the encoder uses
@@ -65,6 +71,7 @@ impl Default for CompactOptions {
             subtract_green: true,
             pair_tokens: true,
             run_tokens: true,
+            palette: true,
         }
     }
 }
@@ -278,8 +285,8 @@ mod tests {
         crate::encode::assemble(&header, [stream].iter())
     }
 
-    /// A run that fits its row decodes (to zeros, on the CPU decoder and its GPU twin); one
-    /// past the row's end is an error that says so.
+    /// A run that fits its row decodes (to zeros); one past the row's end is an error that
+    /// says so.
     #[test]
     fn forged_runs_decode_or_are_named() {
         let good = forged_run_file([0; 8]);
@@ -293,5 +300,130 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("run token past the row's end"), "{err}");
+    }
+
+    /// How many of the file's patches have a palette.
+    fn palette_patches(file: &[u8]) -> usize {
+        let layout = crate::decode::parse(file, &Default::default()).unwrap();
+        let h = &layout.header;
+        (0..h.patch_count() as usize)
+            .filter(|&p| {
+                let (_, _, _, ph) = h.patch_rect(p as u64);
+                super::decode::parse_patch_header(h, layout.stream(p), ph)
+                    .unwrap()
+                    .palette
+                    > 0
+            })
+            .count()
+    }
+
+    /// Label maps take the palette (every channel count, both depths, odd sizes, small and
+    /// large patches), decode exactly, and come out smaller than without it.
+    #[test]
+    fn label_maps_use_palettes_and_round_trip() {
+        for (w, h, color, depth, patch_log2) in [
+            (75, 70, ColorType::Rgb, 8, 6),
+            (131, 97, ColorType::Rgba, 8, 7),
+            (77, 45, ColorType::GrayAlpha, 16, 4),
+            (90, 66, ColorType::Rgb, 16, 3),
+        ] {
+            let s16 = label_map(w, h, color.channels() as usize, depth);
+            let s8: Vec<u8> = if depth == 8 {
+                s16.iter().map(|&v| v as u8).collect()
+            } else {
+                Vec::new()
+            };
+            let image = raw_of(w, h, color, &s16, &s8);
+            let encode = |palette| {
+                let options = EncodeOptions {
+                    profile: ProfileOptions::Compact(CompactOptions {
+                        palette,
+                        ..CompactOptions::default()
+                    }),
+                    patch_log2,
+                    ..Default::default()
+                };
+                crate::encode::encode(&image, &options).unwrap()
+            };
+            let (with, without) = (encode(true), encode(false));
+            let what = format!("{w}x{h} {color:?} {depth}-bit, patch 2^{patch_log2}");
+            assert!(palette_patches(&with) > 0, "{what}: no palette used");
+            assert_eq!(palette_patches(&without), 0, "{what}");
+            assert!(
+                with.len() < without.len(),
+                "{what}: {} bytes with palettes, {} without",
+                with.len(),
+                without.len()
+            );
+            let expect = if depth == 8 {
+                s8.clone()
+            } else {
+                bytemuck::cast_slice(&s16).to_vec()
+            };
+            for file in [&with, &without] {
+                assert!(crate::decode::decode(file, &Default::default()).unwrap().1 == expect);
+            }
+        }
+    }
+
+    /// An 8x8 gray file (one patch, predictor none) with a palette of `count` entries
+    /// 10, 20, 30, ... whose index plane is all 2 (a one-token code of zigzag value 4), cut
+    /// to `keep_bits` of palette entries when given.
+    fn forged_palette_file(count: u32, keep_bits: Option<u32>) -> Vec<u8> {
+        use crate::codec::bits::BitWriter;
+        use crate::format::compact::{
+            Transform, PALETTE_COUNT_BITS, PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
+            TOKEN_COUNT_BITS, TRANSFORM_BITS,
+        };
+        let zeros = vec![0u8; 64];
+        let image = raw_of(8, 8, ColorType::Gray, &[], &zeros);
+        let options = EncodeOptions {
+            profile: ProfileOptions::Compact(CompactOptions::default()),
+            patch_log2: 3,
+            ..Default::default()
+        };
+        let header = crate::encode::validate(&image, &options).unwrap();
+        let mut w = BitWriter::with_prefix(&[], 16);
+        w.write(Transform::Palette as u32, TRANSFORM_BITS);
+        w.write(count - 1, PALETTE_COUNT_BITS);
+        if let Some(bits) = keep_bits {
+            // A stream that ends inside the palette.
+            for _ in 0..bits / 8 {
+                w.write(0, 8);
+            }
+            return crate::encode::assemble(&header, [w.finish()].iter());
+        }
+        for i in 0..count {
+            w.write(10 * (i + 1), 8);
+        }
+        w.write(0, PREDICTOR_BITS);
+        w.write(5, TOKEN_COUNT_BITS);
+        for _ in 0..4 {
+            w.write(0, 1);
+        }
+        w.write(0b001, 3);
+        w.write(0, SEGMENT_WIDTH_BITS);
+        w.write(0, SEGMENT_BASE_BITS);
+        crate::encode::assemble(&header, [w.finish()].iter())
+    }
+
+    /// A palette index inside the palette decodes to its entry; one past it, and a palette
+    /// past the stream's end, are errors that say so. (The GPU twin's agreement on corrupt
+    /// palette and run streams is `gpu::tests`' corruption test, over label-map files.)
+    #[test]
+    fn forged_palettes_decode_or_are_named() {
+        let good = forged_palette_file(3, None);
+        assert_eq!(
+            crate::decode::decode(&good, &Default::default()).unwrap().1,
+            vec![30u8; 64]
+        );
+        let err = crate::decode::decode(&forged_palette_file(2, None), &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("palette index"), "{err}");
+        let err = crate::decode::decode(&forged_palette_file(200, Some(48)), &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("palette"), "{err}");
     }
 }

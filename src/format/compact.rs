@@ -2,6 +2,9 @@
 //!
 //! ```text
 //! stream   = transform (TRANSFORM_BITS) | channel header x channels | segment data | pad
+//!          | with the palette transform: transform | count - 1 (PALETTE_COUNT_BITS)
+//!            | count x channels samples (depth bits each) | one channel header (the
+//!            index plane) | its segment data | pad
 //! channel  = predictor (PREDICTOR_BITS) | ntok (TOKEN_COUNT_BITS)
 //!          | ntok code lengths: "0" = same as the previous token's (0 before the first),
 //!                               "1" + CODE_LENGTH_BITS-bit length
@@ -181,7 +184,16 @@ pub enum Transform {
     None = 0,
     /// Channels 0 and 2 are coded as `R - G` and `B - G` (mod 2^depth); needs 3+ channels.
     SubtractGreen = 1,
+    /// The patch has at most [`PALETTE_MAX`] distinct pixels: they are listed, and one plane
+    /// of indices into the list is coded instead of the channels. Label maps, artwork and
+    /// screenshots code an edge once instead of once per channel.
+    Palette = 2,
 }
+
+/// Bits of a palette's entry count (stored minus one).
+pub const PALETTE_COUNT_BITS: u32 = 8;
+/// Most entries of a patch's palette.
+pub const PALETTE_MAX: u32 = 1 << PALETTE_COUNT_BITS;
 
 impl Transform {
     /// The transform with this id, if any.
@@ -189,6 +201,7 @@ impl Transform {
         match id {
             0 => Some(Transform::None),
             1 => Some(Transform::SubtractGreen),
+            2 => Some(Transform::Palette),
             _ => None,
         }
     }
@@ -197,6 +210,7 @@ impl Transform {
         match self {
             Transform::None => "none",
             Transform::SubtractGreen => "subtract-green",
+            Transform::Palette => "palette",
         }
     }
 }
@@ -285,13 +299,17 @@ pub const fn max_sample_bits(depth: u8) -> u32 {
     MAX_CODE_LEN + depth as u32 - 2
 }
 
-/// Smallest and largest valid stream size in bytes for a `pw` x `ph` patch.
+/// Smallest and largest valid stream size in bytes for a `pw` x `ph` patch: the smaller and
+/// the larger of the channel-coded and the palette-coded bounds.
 pub fn stream_size_bounds(h: &Header, pw: u32, ph: u32) -> (u64, u64) {
     let c = h.channels() as u64;
     let (min_ch, max_ch) = channel_header_bits(h.depth, segments(h.patch_size(), ph));
-    let min_bits = TRANSFORM_BITS as u64 + c * min_ch;
-    let max_bits = TRANSFORM_BITS as u64
-        + c * (max_ch + pw as u64 * ph as u64 * max_sample_bits(h.depth) as u64);
+    let max_plane = max_ch + pw as u64 * ph as u64 * max_sample_bits(h.depth) as u64;
+    let entry = c * h.depth as u64;
+    let palette = (TRANSFORM_BITS + PALETTE_COUNT_BITS) as u64;
+    let min_bits = (TRANSFORM_BITS as u64 + c * min_ch).min(palette + entry + min_ch);
+    let max_bits = (TRANSFORM_BITS as u64 + c * max_plane)
+        .max(palette + PALETTE_MAX as u64 * entry + max_plane);
     (min_bits.div_ceil(8), max_bits.div_ceil(8))
 }
 

@@ -52,10 +52,13 @@ pub mod flags {
     pub const CODE: u32 = 64;
     /// Version 2: a channel's segment-length field width exceeds 16.
     pub const SEGMENT_TABLE: u32 = 128;
-    /// Version 2: a pair token where only a single-sample token may stand.
+    /// Version 2: a pair token where only a single-sample token may stand, or a run token
+    /// past the row's end or as a position's second symbol.
     pub const SYMBOL: u32 = 256;
     /// Version 2: a segment's rows use more or fewer bits than its stored length.
     pub const SEGMENT: u32 = 512;
+    /// Version 2: an index past the patch's palette.
+    pub const PALETTE: u32 = 1024;
 }
 
 /// Per-image entry of the table the shaders read (`ImageInfo` in `shaders/shared/images.wgsl`).

@@ -274,6 +274,10 @@ struct CompactHeader {
     /// after the header check): for the next `FAST_BITS` stream bits (as read, LSB first),
     /// the code length (bits 0..4; 0 for a longer code) and the token (bits 4..).
     fast: [[u32; FAST_SIZE]; MAX_CHANNELS],
+    /// The palette's entries (`cp_palette_count` of them; empty: no palette).
+    palette: Vec<[u32; MAX_CHANNELS]>,
+    /// The coded planes: the channels, or 1 (the palette's indices).
+    coded: usize,
 }
 
 fn is_left_type(predictor: u32) -> bool {
@@ -324,9 +328,28 @@ fn cp_parse_header(
     };
     let transform = r.take(cf::TRANSFORM_BITS);
     let subtract_green = cf::Transform::SubtractGreen as u32;
-    if transform > subtract_green || (transform == subtract_green && channels < 3) {
+    if transform > cf::Transform::Palette as u32 || (transform == subtract_green && channels < 3) {
         return Err(flags::TRANSFORM);
     }
+    let mut palette = Vec::new();
+    if transform == cf::Transform::Palette as u32 {
+        let count = r.take(cf::PALETTE_COUNT_BITS) + 1;
+        for _ in 0..count {
+            let mut entry = [0u32; MAX_CHANNELS];
+            for e in entry.iter_mut().take(channels as usize) {
+                *e = r.take(depth);
+            }
+            palette.push(entry);
+        }
+        if r.pos > stream_bits {
+            return Err(flags::PALETTE);
+        }
+    }
+    let coded = if palette.is_empty() {
+        channels as usize
+    } else {
+        1
+    };
     let mut h = CompactHeader {
         transform,
         predictor: [0; MAX_CHANNELS],
@@ -336,10 +359,12 @@ fn cp_parse_header(
         segment_start: [[0; SEGMENT_SLOTS]; MAX_CHANNELS],
         any_left: false,
         fast: [[0; FAST_SIZE]; MAX_CHANNELS],
+        palette,
+        coded,
     };
     let ntok_max = cf::alphabet_size(depth as u8);
     let max_len = cf::MAX_CODE_LEN;
-    for c in 0..channels as usize {
+    for c in 0..coded {
         let predictor = r.take(cf::PREDICTOR_BITS);
         if cf::CompactPredictor::from_id(predictor).is_none() {
             return Err(flags::PREDICTOR);
@@ -414,7 +439,7 @@ fn cp_parse_header(
         }
     }
     let mut at = r.pos;
-    for starts in h.segment_start.iter_mut().take(channels as usize) {
+    for starts in h.segment_start.iter_mut().take(coded) {
         for s in starts.iter_mut().take(segs as usize) {
             let length = *s;
             *s = at;
@@ -659,7 +684,8 @@ pub(crate) fn decode_compact_patches<S: OutputSink>(
                     continue;
                 }
             };
-        cp_fill_fast(&mut h, channels);
+        let coded = h.coded;
+        cp_fill_fast(&mut h, coded);
         let singles = token_count(img.depth as u8);
         let mask = (1u32 << img.depth) - 1;
         let mut previous = [[0u32; MAX_PATCH as usize]; MAX_CHANNELS];
@@ -670,7 +696,7 @@ pub(crate) fn decode_compact_patches<S: OutputSink>(
         }
         let (pw_, stride) = (pw as usize, cf::SEGMENT_ROW_SAMPLES_MAX as usize);
         for k in 0..ph.div_ceil(segs) {
-            for c in 0..channels {
+            for c in 0..coded {
                 for s in 0..segs as usize {
                     if decoding[c][s] && k * segs + (s as u32) < ph {
                         let f = cp_decode_row(
@@ -698,7 +724,7 @@ pub(crate) fn decode_compact_patches<S: OutputSink>(
                     break;
                 }
                 let mut row = [[0u32; MAX_PATCH as usize]; MAX_CHANNELS];
-                for c in 0..channels {
+                for c in 0..coded {
                     let res = &residuals[c * stride + (s * ps) as usize..][..pw_];
                     let mut acc = 0u32;
                     for x in 0..pw_ {
@@ -719,13 +745,21 @@ pub(crate) fn decode_compact_patches<S: OutputSink>(
                         out[0] = (out[0] + out[1]) & mask;
                         out[2] = (out[2] + out[1]) & mask;
                     }
+                    if !h.palette.is_empty() {
+                        // The entry, or entry 0 past the palette (the patch is flagged).
+                        let index = out[0] as usize;
+                        if index >= h.palette.len() {
+                            errors[slot] |= flags::PALETTE;
+                        }
+                        out = h.palette[if index < h.palette.len() { index } else { 0 }];
+                    }
                     for (c, &v) in out.iter().enumerate().take(channels) {
                         output.put_sample(&img, c as u32, y0 + y, x0 + x as u32, v);
                     }
                 }
             }
         }
-        for c in 0..channels {
+        for c in 0..coded {
             for s in 0..segs as usize {
                 if decoding[c][s] && pos[c][s] != h.segment_start[c][s + 1] {
                     errors[slot] |= flags::SEGMENT;

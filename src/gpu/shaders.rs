@@ -89,9 +89,12 @@ pub(crate) fn prelude() -> String {
         ("ERR_SEGMENT_TABLE", abi::flags::SEGMENT_TABLE),
         ("ERR_SYMBOL", abi::flags::SYMBOL),
         ("ERR_SEGMENT", abi::flags::SEGMENT),
+        ("ERR_PALETTE", abi::flags::PALETTE),
         ("MAX_CHANNELS", 4),
         ("TRANSFORM_BITS", cf::TRANSFORM_BITS),
-        ("TRANSFORM_MAX_ID", cf::Transform::SubtractGreen as u32),
+        ("TRANSFORM_MAX_ID", cf::Transform::Palette as u32),
+        ("TRANSFORM_PALETTE", cf::Transform::Palette as u32),
+        ("PALETTE_COUNT_BITS", cf::PALETTE_COUNT_BITS),
         (
             "TRANSFORM_SUBTRACT_GREEN",
             cf::Transform::SubtractGreen as u32,
