@@ -28,6 +28,33 @@ pub struct ScalingRow {
     pub l3_dec_n: Stats,
     #[serde(rename = "png_decode")]
     pub png_dec: Stats,
+    /// Peak resident memory a parallel `l3::decode::decode` added over what was resident
+    /// before it (the encoded file included), in bytes: the output plus the decoder's own
+    /// buffers. None where the kernel does not offer a peak reset (`/proc/self/clear_refs`).
+    pub decode_peak_added_bytes: Option<u64>,
+}
+
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Peak resident memory of one parallel library decode of `file` beyond the memory resident
+/// before it: the peak (VmHWM) is reset through `/proc/self/clear_refs` first.
+fn decode_peak_added(file: &[u8]) -> Result<Option<u64>> {
+    if std::fs::write("/proc/self/clear_refs", "5").is_err() {
+        return Ok(None);
+    }
+    let Some(before) = status_bytes("VmRSS") else {
+        return Ok(None);
+    };
+    let (_, pixels) = l3::decode::decode(file, &l3::DecodeOptions::default())?;
+    let peak = status_bytes("VmHWM");
+    drop(std::hint::black_box(pixels));
+    Ok(peak.map(|p| p.saturating_sub(before)))
 }
 
 fn tile(src: &Pixels, width: u32, height: u32) -> Pixels {
@@ -97,6 +124,7 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
             let (l3_dec_n, ()) = measure(args.reps, args.max_seconds, || {
                 l3_mt.decode(&file, &mut out)
             })?;
+            let decode_peak_added_bytes = decode_peak_added(&file)?;
             if out != p.bytes {
                 eprintln!(
                     "  scaling: {} round trip NOT LOSSLESS at {}x{}",
@@ -115,6 +143,7 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
                 l3_dec_1,
                 l3_dec_n,
                 png_dec,
+                decode_peak_added_bytes,
             });
         }
     }

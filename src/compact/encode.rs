@@ -381,6 +381,18 @@ fn build_palette(scratch: &mut PatchScratch, channels: usize, n: usize) -> bool 
     true
 }
 
+/// Whether a one-channel palette's values are sparse in their range (at most half of it
+/// used): label maps are, photos' dense ranges are not, and every 8-bit gray patch has at
+/// most 256 values, so without this test every gray photo patch would pay for a second
+/// predictor search that the palette seldom wins.
+fn sparse(palette: &[u64]) -> bool {
+    let (lo, hi) = (palette.iter().min(), palette.iter().max());
+    match (lo, hi) {
+        (Some(&lo), Some(&hi)) => 2 * palette.len() as u64 <= hi - lo + 1,
+        _ => false,
+    }
+}
+
 /// Rough bits of a channel header beyond what [`estimate_bits`] counts: predictor, token
 /// count, segment-length fields (a few bits per segment).
 const fn channel_header_estimate(segments: usize) -> f64 {
@@ -461,7 +473,7 @@ pub(crate) fn encode_patch_portable(
             .iter()
             .map(|c| c.0.bits + channel_header_estimate(segs))
             .sum();
-        if build_palette(scratch, channels, n) {
+        if build_palette(scratch, channels, n) && (channels > 1 || sparse(&scratch.palette)) {
             let entries = scratch.palette.len();
             let table = (PALETTE_COUNT_BITS as usize + entries * channels * depth as usize) as f64;
             if table < channel_bits {
