@@ -199,10 +199,14 @@ mod tests {
             .sum()
     }
 
-    /// Flat images use run tokens (odd and even widths, every channel count, both depths,
-    /// small and large patches), decode exactly, and come out smaller than without them.
-    #[test]
-    fn label_maps_use_run_tokens_and_round_trip() {
+    /// Label maps of every channel count, both depths, odd and even sizes, small and large
+    /// patches, encoded with an option on and off (`set`): with it on, `used` finds it in
+    /// the file; with it off, not; both decode exactly, and the file is smaller with it.
+    fn option_shrinks_label_maps(
+        option: &str,
+        set: fn(&mut CompactOptions, bool),
+        used: fn(&[u8]) -> usize,
+    ) {
         for (w, h, color, depth, patch_log2) in [
             (75, 70, ColorType::Rgb, 8, 6),
             (64, 64, ColorType::Gray, 8, 6),
@@ -217,24 +221,23 @@ mod tests {
                 Vec::new()
             };
             let image = raw_of(w, h, color, &s16, &s8);
-            let encode = |run_tokens| {
+            let encode = |on| {
+                let mut compact = CompactOptions::default();
+                set(&mut compact, on);
                 let options = EncodeOptions {
-                    profile: ProfileOptions::Compact(CompactOptions {
-                        run_tokens,
-                        ..CompactOptions::default()
-                    }),
+                    profile: ProfileOptions::Compact(compact),
                     patch_log2,
                     ..Default::default()
                 };
                 crate::encode::encode(&image, &options).unwrap()
             };
             let (with, without) = (encode(true), encode(false));
-            let what = format!("{w}x{h} {color:?} {depth}-bit, patch 2^{patch_log2}");
-            assert!(channels_with_runs(&with) > 0, "{what}: no runs used");
-            assert_eq!(channels_with_runs(&without), 0, "{what}");
+            let what = format!("{option}, {w}x{h} {color:?} {depth}-bit, patch 2^{patch_log2}");
+            assert!(used(&with) > 0, "{what}: not used");
+            assert_eq!(used(&without), 0, "{what}");
             assert!(
                 with.len() < without.len(),
-                "{what}: {} bytes with runs, {} without",
+                "{what}: {} bytes with it, {} without",
                 with.len(),
                 without.len()
             );
@@ -247,6 +250,12 @@ mod tests {
                 assert!(crate::decode::decode(file, &Default::default()).unwrap().1 == expect);
             }
         }
+    }
+
+    /// Flat images use run tokens, decode exactly, and come out smaller than without them.
+    #[test]
+    fn label_maps_use_run_tokens_and_round_trip() {
+        option_shrinks_label_maps("run tokens", |o, on| o.run_tokens = on, channels_with_runs);
     }
 
     /// An 8x8 gray file (one patch, 8 one-row segments, predictor none) whose only code is
@@ -317,53 +326,10 @@ mod tests {
             .count()
     }
 
-    /// Label maps take the palette (every channel count, both depths, odd sizes, small and
-    /// large patches), decode exactly, and come out smaller than without it.
+    /// Label maps take the palette, decode exactly, and come out smaller than without it.
     #[test]
     fn label_maps_use_palettes_and_round_trip() {
-        for (w, h, color, depth, patch_log2) in [
-            (75, 70, ColorType::Rgb, 8, 6),
-            (131, 97, ColorType::Rgba, 8, 7),
-            (77, 45, ColorType::GrayAlpha, 16, 4),
-            (90, 66, ColorType::Rgb, 16, 3),
-        ] {
-            let s16 = label_map(w, h, color.channels() as usize, depth);
-            let s8: Vec<u8> = if depth == 8 {
-                s16.iter().map(|&v| v as u8).collect()
-            } else {
-                Vec::new()
-            };
-            let image = raw_of(w, h, color, &s16, &s8);
-            let encode = |palette| {
-                let options = EncodeOptions {
-                    profile: ProfileOptions::Compact(CompactOptions {
-                        palette,
-                        ..CompactOptions::default()
-                    }),
-                    patch_log2,
-                    ..Default::default()
-                };
-                crate::encode::encode(&image, &options).unwrap()
-            };
-            let (with, without) = (encode(true), encode(false));
-            let what = format!("{w}x{h} {color:?} {depth}-bit, patch 2^{patch_log2}");
-            assert!(palette_patches(&with) > 0, "{what}: no palette used");
-            assert_eq!(palette_patches(&without), 0, "{what}");
-            assert!(
-                with.len() < without.len(),
-                "{what}: {} bytes with palettes, {} without",
-                with.len(),
-                without.len()
-            );
-            let expect = if depth == 8 {
-                s8.clone()
-            } else {
-                bytemuck::cast_slice(&s16).to_vec()
-            };
-            for file in [&with, &without] {
-                assert!(crate::decode::decode(file, &Default::default()).unwrap().1 == expect);
-            }
-        }
+        option_shrinks_label_maps("palette", |o, on| o.palette = on, palette_patches);
     }
 
     /// An 8x8 gray file (one patch, predictor none) with a palette of `count` entries
