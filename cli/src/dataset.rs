@@ -55,8 +55,14 @@ pub struct PackArgs {
     /// `ProgressiveOptions::max_overhead` for why 1.25).
     #[arg(long, default_value_t = 1.25)]
     pub max_overhead: f64,
+    /// Error bound of the records (an integer): 0 (default) is lossless; with E > 0 every
+    /// stored sample is within E of the source (at most 127 for 8-bit and 32767 for 16-bit
+    /// images), each record's payload header says so, every record is verified against the
+    /// bound, and records are stored flat (lower levels are read by subsampling).
+    #[arg(long, default_value_t = 0)]
+    pub max_error: u16,
     /// Rewrite every shard, also those a previous run completed (needed after changing
-    /// `--profile`, which a complete shard's index does not record).
+    /// `--profile` or `--max-error`, which a complete shard's index does not record).
     #[arg(long)]
     pub force: bool,
     /// Print only errors and the summary.
@@ -199,7 +205,10 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
         crate::ProfileArg::Fast => Profile::Fast,
         crate::ProfileArg::Compact => Profile::Compact,
     };
-    let options = EncodeOptions::for_profile(profile);
+    let options = EncodeOptions {
+        max_error: a.max_error,
+        ..EncodeOptions::for_profile(profile)
+    };
     let pb = crate::progress(jobs.len(), a.quiet);
     let mut shards = Vec::new();
     let (mut written, mut kept) = (0, 0);

@@ -155,6 +155,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             profile: ProfileArg::Compact,
             levels: 3,
             max_overhead: 1.25,
+            max_error: 0,
             force: false,
             quiet: true,
         })?;

@@ -105,6 +105,66 @@ fn round_trip(levels: &str) -> String {
     listing
 }
 
+/// `--max-error 2` with three levels: the dataset lists, verifies and unpacks; every
+/// unpacked sample is within 2 of its source (some differ), and the shards are smaller than
+/// the lossless ones.
+#[test]
+fn error_bounded_pack_stays_within_its_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, out) = (tmp.path().join("src"), tmp.path().join("out"));
+    let sources = class_tree(&src);
+    let pack = |ds: &Path, bound: &str| {
+        let o = l3(&[
+            "pack",
+            s(&src),
+            "-o",
+            s(ds),
+            "--levels",
+            "3",
+            "--max-error",
+            bound,
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::read_dir(ds)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum::<u64>()
+    };
+    let (lossy, exact) = (tmp.path().join("lossy"), tmp.path().join("exact"));
+    let (lossy_bytes, exact_bytes) = (pack(&lossy, "2"), pack(&exact, "0"));
+    assert!(lossy_bytes < exact_bytes, "{lossy_bytes} vs {exact_bytes}");
+    let o = l3(&["verify-dataset", s(&lossy)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = l3(&["unpack", s(&lossy), "-o", s(&out)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut differ = 0;
+    for source in &sources {
+        let rel = source.strip_prefix(&src).unwrap();
+        let back = image::open(out.join(rel).with_extension("png")).unwrap();
+        let original = image::open(source).unwrap();
+        assert_eq!(back.color(), original.color(), "{}", rel.display());
+        // Samples as integers: 16-bit ones compared as u16, not byte by byte.
+        let samples = |i: &image::DynamicImage| -> Vec<u16> {
+            if i.color().bytes_per_pixel() / i.color().channel_count() == 2 {
+                i.as_bytes()
+                    .chunks_exact(2)
+                    .map(|p| u16::from_ne_bytes([p[0], p[1]]))
+                    .collect()
+            } else {
+                i.as_bytes().iter().map(|&b| b as u16).collect()
+            }
+        };
+        let (a, b) = (samples(&back), samples(&original));
+        assert_eq!(a.len(), b.len());
+        for (&a, &b) in a.iter().zip(&b) {
+            assert!(a.abs_diff(b) <= 2, "{}: {a} vs {b}", rel.display());
+            differ += (a != b) as usize;
+        }
+    }
+    assert!(differ > 0, "no sample changed: the bound was not applied");
+}
+
 #[test]
 fn a_rerun_after_a_kill_writes_only_the_missing_shards_byte_identically() {
     let tmp = tempfile::tempdir().unwrap();

@@ -111,14 +111,16 @@ def pack(
     records_per_shard: int = 1024,
     max_overhead: float = 1.25,
     force: bool = False,
+    max_error: int = 0,
     map: Callable[..., Iterable[Any]] = map,
 ) -> Dataset:
     """Packs the image tree ``source`` into a dataset in ``output`` (as ``l3 pack`` does; see
     `plan_pack` for labels and order). Every record is verified through every level before
     its shard is written atomically; a rerun keeps the complete shards. ``map`` runs the
     shard jobs (default: one after the other, each encoding its records on all cores); pass
-    e.g. ``concurrent.futures.ProcessPoolExecutor().map`` to spread shards. Returns the opened
-    dataset.
+    e.g. ``concurrent.futures.ProcessPoolExecutor().map`` to spread shards. ``max_error`` > 0
+    stores every sample within that bound of the source (records are then flat; changing it
+    needs ``force``). Returns the opened dataset.
     """
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -128,7 +130,7 @@ def pack(
         name, records = job
         return write_shard(
             str(out / name), records, levels=levels, profile=profile,
-            max_overhead=max_overhead, force=force,
+            max_overhead=max_overhead, force=force, max_error=max_error,
         )
 
     infos = list(map(run, jobs))

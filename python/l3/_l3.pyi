@@ -49,6 +49,7 @@ def write_shard(
     profile: str = "compact",
     max_overhead: float = 1.25,
     force: bool = False,
+    max_error: int = 0,
 ) -> Dict[str, Any]:
     """Packs (key, source, label, meta) records into one shard, verified and atomic; keeps a
     complete shard with the same records. Returns {"file", "records", "bytes", "written"}."""

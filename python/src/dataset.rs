@@ -196,9 +196,12 @@ type RecordArg<'py> = (
 /// None. Every record is encoded with `levels` levels and decoded back through each against its
 /// pixels before the shard is written (atomically). A complete shard already at `path` with the
 /// same records is kept (unless `force`), so a rerun after a crash redoes only what is
-/// missing. Returns `{"file", "records", "bytes", "written"}`.
+/// missing. With `max_error` > 0 every stored sample is within it of the source (records are
+/// then flat, and verified against the bound). Returns `{"file", "records", "bytes",
+/// "written"}`.
 #[pyfunction]
-#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false))]
+#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false, max_error = 0))]
+#[allow(clippy::too_many_arguments)]
 fn write_shard<'py>(
     py: Python<'py>,
     path: PathBuf,
@@ -207,8 +210,9 @@ fn write_shard<'py>(
     profile: &str,
     max_overhead: f64,
     force: bool,
+    max_error: u16,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let options = encode_options(profile, 64, 0)?;
+    let options = encode_options(profile, 64, max_error)?;
     if !(1..=8).contains(&levels) {
         return Err(parameter_error(format!(
             "levels must be 1..=8, got {levels}"

@@ -80,6 +80,23 @@ def test_shards_from_arrays(tmp_path):
     assert not (tmp_path / "bad.l3s").exists()
 
 
+def test_error_bounded_pack(tmp_path, class_tree):
+    ds = l3.pack(class_tree, tmp_path / "ds", levels=3, max_error=2)
+    _, jobs = l3.plan_pack(class_tree)
+    records = [r for _, rs in jobs for r in rs]
+    changed = 0
+    for i, (key, path, _, _) in enumerate(records):
+        image, original = ds[i][0].astype(np.int64), l3.imread(path).astype(np.int64)
+        assert image.shape == original.shape, key
+        assert np.abs(image - original).max() <= 2, key
+        changed += int(np.count_nonzero(image != original))
+        # Lower levels: the bounded image's lattice.
+        assert np.array_equal(ds.read(i, level=0), ds[i][0][::4, ::4]), key
+    assert changed > 0
+    with pytest.raises(l3.L3Error, match="max_error"):
+        l3.write_shard(tmp_path / "bad.l3s", [records[0]], max_error=40000)
+
+
 def test_corrupt_datasets_raise_clear_errors(tmp_path, class_tree):
     out = tmp_path / "ds"
     l3.pack(class_tree, out, records_per_shard=4)

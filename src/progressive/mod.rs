@@ -124,7 +124,8 @@ impl EncodedLevels {
     }
 
     /// Decodes the top level (through every payload) and compares it with `image`: whether
-    /// the levels give back exactly its samples (the packer's verification).
+    /// the levels give back exactly its samples, or for an error-bounded record (its level-0
+    /// payload's header says so) every sample within the bound (the packer's verification).
     pub fn matches(&self, image: &RawImage, options: &DecodeOptions) -> Result<bool> {
         let payloads: Vec<&[u8]> = self.payloads.iter().map(|p| p.as_slice()).collect();
         let stored = StoredLevels {
@@ -137,9 +138,25 @@ impl EncodedLevels {
             payloads: &payloads,
         };
         let decoded = decode_level(&stored, stored.level_count - 1, options)?;
+        let bound = crate::decode::read_header(&self.payloads[0])?.max_error as u32;
         Ok(match image.samples {
-            Samples::U8(s) => decoded.data == s,
-            Samples::U16(s) => decoded.data == bytemuck::cast_slice::<u16, u8>(s),
+            Samples::U8(s) if bound == 0 => decoded.data == s,
+            Samples::U16(s) if bound == 0 => decoded.data == bytemuck::cast_slice::<u16, u8>(s),
+            Samples::U8(s) => {
+                decoded.data.len() == s.len()
+                    && decoded
+                        .data
+                        .iter()
+                        .zip(s)
+                        .all(|(&a, &b)| a.abs_diff(b) as u32 <= bound)
+            }
+            Samples::U16(s) => {
+                let d: Vec<u16> = bytemuck::pod_collect_to_vec(&decoded.data);
+                d.len() == s.len()
+                    && d.iter()
+                        .zip(s)
+                        .all(|(&a, &b)| a.abs_diff(b) as u32 <= bound)
+            }
         })
     }
 }
@@ -153,14 +170,6 @@ pub fn encode_levels(
     encode: &EncodeOptions,
 ) -> Result<EncodedLevels> {
     let levels = progressive.levels;
-    if encode.max_error > 0 {
-        return Err(ParameterError::InvalidOption {
-            name: "max_error",
-            value: encode.max_error as u64,
-            reason: "records (progressive levels) are lossless in this version",
-        }
-        .into());
-    }
     if levels == 0 || levels > crate::shard::format::MAX_LEVELS {
         return Err(ParameterError::InvalidOption {
             name: "levels",
@@ -178,7 +187,10 @@ pub fn encode_levels(
             payloads,
         }
     };
-    if levels == 1 {
+    // Error-bounded records are flat: the interlace bands are residuals against the exact
+    // coarser levels, which a bounded payload does not give back (each level read is the
+    // flat payload's decoded samples, subsampled, so within the bound too).
+    if levels == 1 || encode.max_error > 0 {
         return Ok(flat_levels(flat));
     }
     let payloads = match image.samples {
@@ -505,6 +517,58 @@ mod tests {
                 assert_eq!((got.width, got.height), level_dims(w, h, 4, level));
                 assert_eq!(got.data, interlace::subsample(&px, w, h, ch, stride));
             }
+        }
+    }
+
+    /// Error-bounded records are flat, pass the packer's check, and every level is within
+    /// the bound of the original's lattice (both profiles); a payload that breaks the bound
+    /// fails the check.
+    #[test]
+    fn error_bounded_records_are_flat_and_within_the_bound() {
+        let (w, h, ch) = (37u32, 22u32, 3u8);
+        let px = image_u8(w, h, ch);
+        let raw = RawImage {
+            width: w,
+            height: h,
+            color: ColorType::Rgb,
+            samples: Samples::U8(&px),
+        };
+        let opts = ProgressiveOptions {
+            levels: 3,
+            max_overhead: f64::INFINITY,
+        };
+        for profile in [Profile::Fast, Profile::Compact] {
+            let enc_opts = EncodeOptions {
+                max_error: 3,
+                ..EncodeOptions::for_profile(profile)
+            };
+            let enc = encode_levels(&raw, &opts, &enc_opts).unwrap();
+            assert_eq!(enc.scheme, LevelScheme::Flat);
+            assert!(enc.matches(&raw, &DecodeOptions::default()).unwrap());
+            let refs: Vec<&[u8]> = enc.payloads.iter().map(|p| p.as_slice()).collect();
+            let s = stored(&enc, w, h, ch, 8, &refs);
+            let mut changed = 0;
+            for level in 0..3 {
+                let got = decode_level(&s, level, &DecodeOptions::default()).unwrap();
+                let want = interlace::subsample(&px, w, h, ch, level_stride(3, level));
+                assert_eq!(got.data.len(), want.len());
+                for (&a, &b) in got.data.iter().zip(&want) {
+                    assert!(a.abs_diff(b) <= 3, "{profile:?} level {level}: {a} vs {b}");
+                    changed += (a != b) as usize;
+                }
+            }
+            assert!(changed > 0, "{profile:?}: no sample changed");
+            // The same payload checked against a source 4 away from it at one sample: not a
+            // match.
+            let decoded = decode_level(&s, 2, &DecodeOptions::default()).unwrap();
+            let mut far = px.clone();
+            let d = decoded.data[5];
+            far[5] = if d >= 4 { d - 4 } else { d + 4 };
+            let far_raw = RawImage {
+                samples: Samples::U8(&far),
+                ..raw
+            };
+            assert!(!enc.matches(&far_raw, &DecodeOptions::default()).unwrap());
         }
     }
 
