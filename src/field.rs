@@ -52,17 +52,22 @@ pub struct FieldOptions {
     pub bound: Bound,
     /// A fill value (missing data) stored exactly, like NaN (default none).
     pub fill_value: Option<f32>,
-    /// Encode options of the bin image (default: the compact profile, lossless).
+    /// Encode options of the bin image (default: the compact profile, lossless, 128-px
+    /// patches: on the shared fields 1.5-5 % smaller than 64-px ones, whose headers cost more
+    /// where the coarse bins of a loose bound leave little else to code).
     pub image: EncodeOptions,
 }
 
 impl FieldOptions {
-    /// `bound`, no fill value, the compact profile.
+    /// `bound`, no fill value, the compact profile with 128-px patches.
     pub fn new(bound: Bound) -> Self {
         FieldOptions {
             bound,
             fill_value: None,
-            image: EncodeOptions::for_profile(crate::Profile::Compact),
+            image: EncodeOptions {
+                patch_log2: 7,
+                ..EncodeOptions::for_profile(crate::Profile::Compact)
+            },
         }
     }
 }

@@ -496,7 +496,8 @@ fn encode_field<'py>(
     let values = a.readonly().as_slice()?.to_vec();
     let mut options = FieldOptions::new(bound);
     options.fill_value = fill_value;
-    options.image = encode_options(profile, 64, 0)?;
+    // The profile chosen, with the field default's patch size.
+    options.image = encode_options(profile, 1 << options.image.patch_log2, 0)?;
     let file = py
         .detach(|| l3::field::encode_field(&values, &shape, &options))
         .py_err()?;
