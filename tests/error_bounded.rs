@@ -180,14 +180,23 @@ fn hostile_bounds_are_refused() {
         .unwrap_err()
         .to_string()
         .contains("flags"));
-    // Progressive records are lossless in this version: refused, not silently lossy.
+    // Error-bounded records are stored flat (never interlaced against lossy coarse levels),
+    // and their payload says it is error-bounded.
     let levels = l3::progressive::encode_levels(
         &raw,
-        &l3::progressive::ProgressiveOptions::default(),
+        &l3::progressive::ProgressiveOptions {
+            levels: 3,
+            max_overhead: f64::INFINITY,
+        },
         &EncodeOptions {
             max_error: 1,
             ..Default::default()
         },
-    );
-    assert!(levels.is_err());
+    )
+    .unwrap();
+    assert_eq!(levels.scheme, l3::progressive::LevelScheme::Flat);
+    assert_eq!(l3::read_header(&levels.payloads[0]).unwrap().max_error, 1);
+    assert!(levels
+        .matches(&raw, &l3::decode::DecodeOptions::default())
+        .unwrap());
 }
