@@ -28,7 +28,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 /// Workgroups of the copy kernel (grid-stride over the buffer).
 const COPY_WORKGROUPS: u32 = 8192;
 
-/// Nanoseconds of one timed copy-kernel pass over `bytes` bytes.
+/// Nanoseconds of each of `reps` timed copy-kernel passes over `bytes` bytes (after one
+/// untimed warm-up pass).
 fn copy_kernel_ns(
     device: &wgpu::Device,
     queue: &wgpu::Queue,

@@ -91,6 +91,12 @@ fn cp_token_count(depth: u32) -> u32 {
     return TOKEN_DIRECT + (1u << TOKEN_MANTISSA_BITS) * (depth - TOKEN_DIRECT_LOG2);
 }
 
+// The first run token (the end-of-row token), after the `singles` single tokens and the pair
+// tokens (format::compact::run_token_first).
+fn cp_run_first(singles: u32) -> u32 {
+    return singles + PAIR_LIMIT * PAIR_LIMIT;
+}
+
 // Zigzag value to residual, mod 2^32 (format::compact::unzigzag).
 fn cp_unzigzag(z: u32) -> u32 {
     return (z >> 1u) ^ (0u - (z & 1u));
@@ -144,7 +150,7 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
         coded = 1u;
     }
     let singles = cp_token_count(depth);
-    let ntok_max = singles + PAIR_LIMIT * PAIR_LIMIT + RUN_TOKENS;
+    let ntok_max = cp_run_first(singles) + RUN_TOKENS;
     var any_left = false;
     for (var c = 0u; c < coded; c = c + 1u) {
         let predictor = cp_take(start, stream_bits, &pos, COMPACT_PREDICTOR_BITS);
@@ -320,7 +326,7 @@ fn cp_read_symbol(start: u32, p: u32, c: u32, singles: u32) -> CpSymbol {
             }
         }
     }
-    let run_first = singles + PAIR_LIMIT * PAIR_LIMIT;
+    let run_first = cp_run_first(singles);
     if (token >= run_first) {
         // format::compact::run_base: 2^j + j raw bits positions, j = 0 the end of the row.
         let j = token - run_first;
@@ -359,7 +365,7 @@ fn cp_decode_row(
 ) -> u32 {
     let word0 = (c * SEGMENT_ROW_SAMPLES_MAX + slot_base) / 2u;
     let positions = (pw + 1u) / 2u;
-    let run_first = singles + PAIR_LIMIT * PAIR_LIMIT;
+    let run_first = cp_run_first(singles);
     var p = *pos;
     var flags = 0u;
     var i = 0u;

@@ -5,6 +5,7 @@
 
 use super::huffman::{self, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
 
+use super::palette;
 use super::predict::prediction_from_above;
 use crate::codec::bits::{window, BitReader};
 use crate::codec::planes::check_padding;
@@ -102,18 +103,6 @@ pub(crate) struct PatchHeader {
     pub palette_start: u64,
 }
 
-/// Reads the `header.palette` entries of a stream into `palette`, planar: channel `c` of
-/// entry `i` at `c * PALETTE_MAX + i`.
-fn read_palette(h: &Header, header: &PatchHeader, stream: &[u8], palette: &mut [u16]) {
-    let mut r = BitReader::new(stream);
-    r.skip(header.palette_start);
-    for i in 0..header.palette as usize {
-        for c in 0..h.channels() as usize {
-            palette[c * PALETTE_MAX as usize + i] = r.read(h.depth as u32) as u16;
-        }
-    }
-}
-
 /// Parses and checks the header of a patch stream (`stream` is exactly its bytes).
 pub(crate) fn parse_patch_header(
     h: &Header,
@@ -141,7 +130,7 @@ pub(crate) fn parse_patch_header(
         Some(t) => t,
         None => return Err(field(0, "transform", transform_id, "must be 0, 1 or 2")),
     };
-    // The palette: its entries are read when the patch decodes (see `read_palette`).
+    // The palette: its entries are read when the patch decodes (`palette::read`).
     let (palette, palette_start) = if transform == Transform::Palette {
         let count = r.read(PALETTE_COUNT_BITS) + 1;
         let start = r.position();
@@ -285,7 +274,7 @@ pub(crate) struct Scratch {
     pending: Vec<u16>,
     /// A row of zeros (the "row above" of rows decoded as residuals only).
     zeros: [u16; ROW],
-    /// The patch's palette, planar (see `read_palette`).
+    /// The patch's palette, planar (see `palette::read`).
     palette: Vec<u16>,
 }
 
@@ -378,7 +367,8 @@ impl RowChannel<'_> {
         if e0 & LUT_PAIR != 0 {
             ((e0 >> 16) & 0xff, e0 >> 24, adv0)
         } else {
-            *bad |= e1 & LUT_PAIR;
+            // A run token as the second symbol is misplaced too (codes with runs only).
+            *bad |= e1 & (LUT_PAIR | LUT_RUN);
             (v0, v1, adv0 + len1 + nraw1)
         }
     }
@@ -396,9 +386,7 @@ impl RowChannel<'_> {
             .wrapping_add(unzigzag(v0) as u16)
             .wrapping_add(self.above[x]);
     }
-}
 
-impl RowChannel<'_> {
     /// Sample `x` from its zigzag value.
     #[inline(always)]
     fn put(&mut self, x: usize, z: u32) {
@@ -441,14 +429,7 @@ impl RowChannel<'_> {
                 self.run = n.min(left) as u32 - 1;
                 (0, 0, len0 + nraw0)
             } else {
-                let (z0, z1, adv) = self.symbols(bits, bad);
-                // A run token as the second symbol (symbols() reports misplaced pairs).
-                let adv0 = (e0 & 15) + ((e0 >> 4) & 15);
-                let e1 = self.tables.symbols[(bits >> adv0) as usize & (LUT_SIZE - 1)];
-                if e0 & LUT_PAIR == 0 {
-                    *bad |= e1 & LUT_RUN;
-                }
-                (z0, z1, adv)
+                self.symbols(bits, bad)
             }
         };
         self.pos += adv as u64;
@@ -618,21 +599,20 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     let stream = layout.stream(patch);
     let header = parse_patch_header(h, stream, ph).map_err(fail)?;
     let rect = (x0, pw, ph);
-    if header.palette > 0 {
-        read_palette(h, &header, stream, &mut scratch.palette);
-        return match h.channels() {
-            1 => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect),
-            2 => decode_patch_rows::<1, 2, S>(layout, patch, &header, sink, scratch, rect),
-            3 => decode_patch_rows::<1, 3, S>(layout, patch, &header, sink, scratch, rect),
-            _ => decode_patch_rows::<1, 4, S>(layout, patch, &header, sink, scratch, rect),
-        }
-        .map_err(|e| fail(e).into());
+    let palette = header.palette > 0;
+    if palette {
+        let (start, count) = (header.palette_start, header.palette);
+        palette::read(h, stream, start, count, &mut scratch.palette);
     }
-    match h.channels() {
-        1 => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect),
-        2 => decode_patch_rows::<2, 2, S>(layout, patch, &header, sink, scratch, rect),
-        3 => decode_patch_rows::<3, 3, S>(layout, patch, &header, sink, scratch, rect),
-        _ => decode_patch_rows::<4, 4, S>(layout, patch, &header, sink, scratch, rect),
+    // Coded planes x output channels: a palette patch codes one plane.
+    match (palette, h.channels()) {
+        (_, 1) => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect),
+        (true, 2) => decode_patch_rows::<1, 2, S>(layout, patch, &header, sink, scratch, rect),
+        (true, 3) => decode_patch_rows::<1, 3, S>(layout, patch, &header, sink, scratch, rect),
+        (true, _) => decode_patch_rows::<1, 4, S>(layout, patch, &header, sink, scratch, rect),
+        (false, 2) => decode_patch_rows::<2, 2, S>(layout, patch, &header, sink, scratch, rect),
+        (false, 3) => decode_patch_rows::<3, 3, S>(layout, patch, &header, sink, scratch, rect),
+        (false, _) => decode_patch_rows::<4, 4, S>(layout, patch, &header, sink, scratch, rect),
     }
     .map_err(|e| fail(e).into())
 }
@@ -810,25 +790,14 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
             }
         }
         let rows = if header.palette > 0 {
-            // Indices to pixels; an index past the palette is an error (the lookup is
-            // clamped meanwhile, so it stays in the table).
-            let (cur, out, pal) = (&scratch.current, &mut scratch.output, &scratch.palette);
-            let mut largest = 0u16;
-            for c in 0..OUT {
-                let table = &pal[c * PALETTE_MAX as usize..][..PALETTE_MAX as usize];
-                for (o, &i) in out[c * stride..c * stride + pw].iter_mut().zip(&cur[..pw]) {
-                    largest = largest.max(i);
-                    *o = table[(i as usize).min(PALETTE_MAX as usize - 1)];
-                }
-            }
-            if largest as u32 >= header.palette {
-                return Err(CompactError::Field {
+            let (cur, out) = (&scratch.current[..pw], &mut scratch.output);
+            palette::expand_row::<OUT>(cur, &scratch.palette, header.palette, out, stride)
+                .map_err(|largest| CompactError::Field {
                     channel: 0,
                     field: "palette index",
                     value: largest as u64,
                     reason: "is past the patch's palette",
-                });
-            }
+                })?;
             &scratch.output
         } else if header.transform == Transform::SubtractGreen {
             let (cur, out) = (&scratch.current, &mut scratch.output);

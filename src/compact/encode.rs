@@ -3,6 +3,7 @@
 //! segments (see [`crate::format::compact`]).
 
 use super::huffman::{self, MAX_TOKENS};
+use super::palette::PaletteBuilder;
 use super::predict::prediction_from_above;
 use super::{CompactOptions, RUN_MIN_GAIN};
 use crate::codec::bits::BitWriter;
@@ -12,7 +13,7 @@ use crate::encode::{RawImage, Samples};
 use crate::format::compact::{
     alphabet_size, pair_token, run_token, run_token_first, segments, token_base, token_count,
     token_of, zigzag, CompactPredictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS,
-    PALETTE_COUNT_BITS, PALETTE_MAX, PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS,
+    PALETTE_COUNT_BITS, PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS,
     SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::Header;
@@ -27,17 +28,12 @@ pub(crate) struct PatchScratch {
     symbols: Vec<u32>,
     /// The palette's index plane, `pw * ph`.
     index: Vec<u16>,
-    /// The palette: distinct pixels (samples packed 16 bits each, channel 0 highest), sorted.
-    palette: Vec<u64>,
-    /// Open-addressing set of the patch's pixels: key, and sorted index + 1 (0: empty).
-    slots: Box<[(u64, u16); PALETTE_SLOTS]>,
+    /// The patch's palette, when it has one.
+    palette: PaletteBuilder,
 }
 
 /// `choice`'s name of the palette's index plane.
 const PLANE_INDEX: usize = usize::MAX;
-
-/// Slots of the pixel set: four per palette entry at most, so probes stay short.
-const PALETTE_SLOTS: usize = 4 * PALETTE_MAX as usize;
 
 impl PatchScratch {
     pub(crate) fn new(header: &Header) -> Self {
@@ -47,8 +43,7 @@ impl PatchScratch {
             minus_green: [vec![0; n], vec![0; n]],
             symbols: Vec::with_capacity(n),
             index: vec![0; n],
-            palette: Vec::with_capacity(PALETTE_MAX as usize),
-            slots: Box::new([(0, 0); PALETTE_SLOTS]),
+            palette: PaletteBuilder::new(),
         }
     }
 }
@@ -320,10 +315,8 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
     }
     let mut choice = best;
     let candidates = [most_zeros.1, best.predictor];
-    for (k, &predictor) in candidates.iter().enumerate() {
-        if k == 1 && predictor == candidates[0] {
-            break;
-        }
+    let distinct = if best.predictor == most_zeros.1 { 1 } else { 2 };
+    for &predictor in &candidates[..distinct] {
         let bits = estimate_run_bits(plane, pw, depth, predictor);
         if bits < best.bits * (1.0 - RUN_MIN_GAIN) && bits < choice.bits {
             choice = ChannelChoice {
@@ -334,63 +327,6 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
         }
     }
     choice
-}
-
-/// The slot of pixel `key` in the set: where it is, or the empty slot where it goes.
-#[inline(always)]
-fn slot_of(slots: &[(u64, u16); PALETTE_SLOTS], key: u64) -> usize {
-    let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % PALETTE_SLOTS;
-    while slots[i].1 != 0 && slots[i].0 != key {
-        i = (i + 1) % PALETTE_SLOTS;
-    }
-    i
-}
-
-/// If the patch (`channels` planes of `n` samples) has at most [`PALETTE_MAX`] distinct
-/// pixels: its palette in `scratch.palette`, sorted by the sum of the samples (so similar
-/// colours get near indices, and a gray ramp stays a ramp), and the index plane in
-/// `scratch.index`. Stops at the first pixel past the limit (photos get there quickly).
-#[inline(always)]
-fn build_palette(scratch: &mut PatchScratch, channels: usize, n: usize) -> bool {
-    let key = |planes: &[Vec<u16>], i: usize| {
-        (0..channels).fold(0u64, |k, c| k << 16 | planes[c][i] as u64)
-    };
-    scratch.slots.fill((0, 0));
-    scratch.palette.clear();
-    for i in 0..n {
-        let k = key(&scratch.planes, i);
-        let at = slot_of(&scratch.slots, k);
-        if scratch.slots[at].1 == 0 {
-            if scratch.palette.len() == PALETTE_MAX as usize {
-                return false;
-            }
-            scratch.slots[at] = (k, 1);
-            scratch.palette.push(k);
-        }
-    }
-    let sum = |k: u64| (0..4).map(|c| (k >> (16 * c)) & 0xffff).sum::<u64>();
-    scratch.palette.sort_unstable_by_key(|&k| (sum(k), k));
-    for (index, &k) in scratch.palette.iter().enumerate() {
-        let at = slot_of(&scratch.slots, k);
-        scratch.slots[at].1 = index as u16 + 1;
-    }
-    for i in 0..n {
-        let k = key(&scratch.planes, i);
-        scratch.index[i] = scratch.slots[slot_of(&scratch.slots, k)].1 - 1;
-    }
-    true
-}
-
-/// Whether a one-channel palette's values are sparse in their range (at most half of it
-/// used): label maps are, photos' dense ranges are not, and every 8-bit gray patch has at
-/// most 256 values, so without this test every gray photo patch would pay for a second
-/// predictor search that the palette seldom wins.
-fn sparse(palette: &[u64]) -> bool {
-    let (lo, hi) = (palette.iter().min(), palette.iter().max());
-    match (lo, hi) {
-        (Some(&lo), Some(&hi)) => 2 * palette.len() as u64 <= hi - lo + 1,
-        _ => false,
-    }
 }
 
 /// Rough bits of a channel header beyond what [`estimate_bits`] counts: predictor, token
@@ -473,10 +409,12 @@ pub(crate) fn encode_patch_portable(
             .iter()
             .map(|c| c.0.bits + channel_header_estimate(segs))
             .sum();
-        if build_palette(scratch, channels, n) && (channels > 1 || sparse(&scratch.palette)) {
-            let entries = scratch.palette.len();
+        let palette = &mut scratch.palette;
+        if palette.find(&scratch.planes, channels, n) && (channels > 1 || palette.sparse()) {
+            let entries = palette.len();
             let table = (PALETTE_COUNT_BITS as usize + entries * channels * depth as usize) as f64;
             if table < channel_bits {
+                palette.index_plane(&scratch.planes, channels, &mut scratch.index[..n]);
                 let index_choice = best_choice(&scratch.index[..n], pw, depth, options);
                 if table + index_choice.bits + channel_header_estimate(segs) < channel_bits {
                     transform = Transform::Palette;
@@ -490,13 +428,7 @@ pub(crate) fn encode_patch_portable(
     let mut w = BitWriter::with_prefix(&[], n * channels);
     w.write(transform as u32, TRANSFORM_BITS);
     if transform == Transform::Palette {
-        w.write(scratch.palette.len() as u32 - 1, PALETTE_COUNT_BITS);
-        for &k in &scratch.palette {
-            for c in 0..channels {
-                let sample = (k >> (16 * (channels - 1 - c))) & 0xffff;
-                w.write(sample as u32, depth as u32);
-            }
-        }
+        scratch.palette.write(&mut w, channels, depth);
     }
     // Headers first (they hold the segment lengths), then the segments: keep each channel's
     // symbols and codes until its segments are written.

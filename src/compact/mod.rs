@@ -7,6 +7,7 @@
 pub(crate) mod decode;
 pub(crate) mod encode;
 pub(crate) mod huffman;
+pub(crate) mod palette;
 pub(crate) mod predict;
 
 use crate::format::compact::CompactPredictor;
@@ -258,15 +259,9 @@ mod tests {
         option_shrinks_label_maps("run tokens", |o, on| o.run_tokens = on, channels_with_runs);
     }
 
-    /// An 8x8 gray file (one patch, 8 one-row segments, predictor none) whose only code is
-    /// the run token of 4..=7 positions (zero bits long, 2 raw bits), with `raw[y]` as row
-    /// y's raw bits; a row has 4 positions, so only raw 0 fits.
-    fn forged_run_file(raw: [u32; 8]) -> Vec<u8> {
-        use crate::codec::bits::BitWriter;
-        use crate::format::compact::{
-            run_token_first, PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
-            TOKEN_COUNT_BITS, TRANSFORM_BITS,
-        };
+    /// An 8x8 gray compact file (one patch: 8 one-row segments) around the stream that
+    /// `write` makes.
+    fn forged_8x8_gray(write: impl FnOnce(&mut crate::codec::bits::BitWriter)) -> Vec<u8> {
         let zeros = vec![0u8; 64];
         let image = raw_of(8, 8, ColorType::Gray, &[], &zeros);
         let options = EncodeOptions {
@@ -275,9 +270,17 @@ mod tests {
             ..Default::default()
         };
         let header = crate::encode::validate(&image, &options).unwrap();
-        let token = run_token_first(8) + 2;
-        let mut w = BitWriter::with_prefix(&[], 16);
-        w.write(0, TRANSFORM_BITS);
+        let mut w = crate::codec::bits::BitWriter::with_prefix(&[], 16);
+        write(&mut w);
+        crate::encode::assemble(&header, [w.finish()].iter())
+    }
+
+    /// A channel header with predictor none whose code has the one token `token` (zero bits
+    /// long), and every segment `segment_bits` long.
+    fn single_token_channel(w: &mut crate::codec::bits::BitWriter, token: u32, segment_bits: u32) {
+        use crate::format::compact::{
+            PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS,
+        };
         w.write(0, PREDICTOR_BITS);
         w.write(token + 1, TOKEN_COUNT_BITS);
         for _ in 0..token {
@@ -286,12 +289,21 @@ mod tests {
         // Length 1 (previous + 1): the single used token, a zero-bit code.
         w.write(0b001, 3);
         w.write(0, SEGMENT_WIDTH_BITS);
-        w.write(2, SEGMENT_BASE_BITS);
-        for r in raw {
-            w.write(r, 2);
-        }
-        let stream = w.finish();
-        crate::encode::assemble(&header, [stream].iter())
+        w.write(segment_bits, SEGMENT_BASE_BITS);
+    }
+
+    /// An 8x8 gray file (predictor none) whose only code is the run token of 4..=7 positions
+    /// (zero bits long, 2 raw bits), with `raw[y]` as row y's raw bits; a row has 4
+    /// positions, so only raw 0 fits.
+    fn forged_run_file(raw: [u32; 8]) -> Vec<u8> {
+        use crate::format::compact::{run_token_first, TRANSFORM_BITS};
+        forged_8x8_gray(|w| {
+            w.write(0, TRANSFORM_BITS);
+            single_token_channel(w, run_token_first(8) + 2, 2);
+            for r in raw {
+                w.write(r, 2);
+            }
+        })
     }
 
     /// A run that fits its row decodes (to zeros); one past the row's end is an error that
@@ -332,45 +344,26 @@ mod tests {
         option_shrinks_label_maps("palette", |o, on| o.palette = on, palette_patches);
     }
 
-    /// An 8x8 gray file (one patch, predictor none) with a palette of `count` entries
-    /// 10, 20, 30, ... whose index plane is all 2 (a one-token code of zigzag value 4), cut
-    /// to `keep_bits` of palette entries when given.
+    /// An 8x8 gray file (predictor none) with a palette of `count` entries 10, 20, 30, ...
+    /// whose index plane is all 2 (a one-token code of zigzag value 4), cut to `keep_bits`
+    /// of palette entries when given.
     fn forged_palette_file(count: u32, keep_bits: Option<u32>) -> Vec<u8> {
-        use crate::codec::bits::BitWriter;
-        use crate::format::compact::{
-            Transform, PALETTE_COUNT_BITS, PREDICTOR_BITS, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS,
-            TOKEN_COUNT_BITS, TRANSFORM_BITS,
-        };
-        let zeros = vec![0u8; 64];
-        let image = raw_of(8, 8, ColorType::Gray, &[], &zeros);
-        let options = EncodeOptions {
-            profile: ProfileOptions::Compact(CompactOptions::default()),
-            patch_log2: 3,
-            ..Default::default()
-        };
-        let header = crate::encode::validate(&image, &options).unwrap();
-        let mut w = BitWriter::with_prefix(&[], 16);
-        w.write(Transform::Palette as u32, TRANSFORM_BITS);
-        w.write(count - 1, PALETTE_COUNT_BITS);
-        if let Some(bits) = keep_bits {
-            // A stream that ends inside the palette.
-            for _ in 0..bits / 8 {
-                w.write(0, 8);
+        use crate::format::compact::{Transform, PALETTE_COUNT_BITS, TRANSFORM_BITS};
+        forged_8x8_gray(|w| {
+            w.write(Transform::Palette as u32, TRANSFORM_BITS);
+            w.write(count - 1, PALETTE_COUNT_BITS);
+            if let Some(bits) = keep_bits {
+                // A stream that ends inside the palette.
+                for _ in 0..bits / 8 {
+                    w.write(0, 8);
+                }
+                return;
             }
-            return crate::encode::assemble(&header, [w.finish()].iter());
-        }
-        for i in 0..count {
-            w.write(10 * (i + 1), 8);
-        }
-        w.write(0, PREDICTOR_BITS);
-        w.write(5, TOKEN_COUNT_BITS);
-        for _ in 0..4 {
-            w.write(0, 1);
-        }
-        w.write(0b001, 3);
-        w.write(0, SEGMENT_WIDTH_BITS);
-        w.write(0, SEGMENT_BASE_BITS);
-        crate::encode::assemble(&header, [w.finish()].iter())
+            for i in 0..count {
+                w.write(10 * (i + 1), 8);
+            }
+            single_token_channel(w, 4, 0);
+        })
     }
 
     /// A palette index inside the palette decodes to its entry; one past it, and a palette

@@ -498,6 +498,11 @@ pub(crate) fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
     v
 }
 
+/// Twin of `cp_run_first`.
+fn cp_run_first(singles: u32) -> u32 {
+    singles + cf::PAIR_TOKENS
+}
+
 /// Twin of `cp_read_symbol`: (token, bits of code and raw bits, zigzag value of a single).
 fn cp_read_symbol(
     input_words: &[u32],
@@ -527,7 +532,7 @@ fn cp_read_symbol(
             }
         }
     }
-    let run_first = singles + cf::PAIR_TOKENS;
+    let run_first = cp_run_first(singles);
     if token >= run_first {
         // A run of 2^j + j raw bits positions; j = 0: the end of the row (value 0).
         let j = token - run_first;
@@ -566,7 +571,7 @@ fn cp_decode_row(
 ) -> u32 {
     let row0 = (c as u32 * cf::SEGMENT_ROW_SAMPLES_MAX + slot_base) as usize;
     let positions = pw.div_ceil(2);
-    let run_first = singles + cf::PAIR_TOKENS;
+    let run_first = cp_run_first(singles);
     let mut p = *pos;
     let mut flags = 0;
     let mut i = 0;

@@ -455,6 +455,24 @@ mod tests {
     use super::*;
     use crate::format::{ColorType, Profile};
 
+    /// `px` (8-bit, `w x h`) as a raw image.
+    fn raw_u8(px: &[u8], w: u32, h: u32, color: ColorType) -> RawImage<'_> {
+        RawImage {
+            width: w,
+            height: h,
+            color,
+            samples: Samples::U8(px),
+        }
+    }
+
+    /// `levels` levels, always interlaced (no flat fallback).
+    fn interlaced(levels: u8) -> ProgressiveOptions {
+        ProgressiveOptions {
+            levels,
+            max_overhead: f64::INFINITY,
+        }
+    }
+
     fn image_u8(w: u32, h: u32, ch: u8) -> Vec<u8> {
         (0..h)
             .flat_map(|y| {
@@ -490,12 +508,7 @@ mod tests {
     fn every_level_is_the_lattice_for_both_schemes() {
         let (w, h, ch) = (37u32, 22u32, 3u8);
         let px = image_u8(w, h, ch);
-        let raw = RawImage {
-            width: w,
-            height: h,
-            color: ColorType::Rgb,
-            samples: Samples::U8(&px),
-        };
+        let raw = raw_u8(&px, w, h, ColorType::Rgb);
         let enc_opts = EncodeOptions::for_profile(Profile::Compact);
         for max_overhead in [f64::INFINITY, 0.0] {
             let opts = ProgressiveOptions {
@@ -527,16 +540,8 @@ mod tests {
     fn error_bounded_records_are_flat_and_within_the_bound() {
         let (w, h, ch) = (37u32, 22u32, 3u8);
         let px = image_u8(w, h, ch);
-        let raw = RawImage {
-            width: w,
-            height: h,
-            color: ColorType::Rgb,
-            samples: Samples::U8(&px),
-        };
-        let opts = ProgressiveOptions {
-            levels: 3,
-            max_overhead: f64::INFINITY,
-        };
+        let raw = raw_u8(&px, w, h, ColorType::Rgb);
+        let opts = interlaced(3);
         for profile in [Profile::Fast, Profile::Compact] {
             let enc_opts = EncodeOptions {
                 max_error: 3,
@@ -582,10 +587,7 @@ mod tests {
             color: ColorType::Gray,
             samples: Samples::U16(&px),
         };
-        let opts = ProgressiveOptions {
-            levels: 3,
-            max_overhead: f64::INFINITY,
-        };
+        let opts = interlaced(3);
         let enc =
             encode_levels(&raw, &opts, &EncodeOptions::for_profile(Profile::Compact)).unwrap();
         let refs: Vec<&[u8]> = enc.payloads.iter().map(|p| p.as_slice()).collect();
@@ -600,12 +602,7 @@ mod tests {
     fn row_window_decodes_match_the_full_decode() {
         let (w, h, ch) = (70u32, 150u32, 3u8);
         let px = image_u8(w, h, ch);
-        let raw = RawImage {
-            width: w,
-            height: h,
-            color: ColorType::Rgb,
-            samples: Samples::U8(&px),
-        };
+        let raw = raw_u8(&px, w, h, ColorType::Rgb);
         let mut enc_opts = EncodeOptions::for_profile(Profile::Fast);
         enc_opts.patch_log2 = 5;
         for max_overhead in [0.0, f64::INFINITY] {
@@ -646,16 +643,8 @@ mod tests {
     fn swapped_payloads_are_rejected() {
         let (w, h, ch) = (40u32, 40u32, 1u8);
         let px = image_u8(w, h, ch);
-        let raw = RawImage {
-            width: w,
-            height: h,
-            color: ColorType::Gray,
-            samples: Samples::U8(&px),
-        };
-        let opts = ProgressiveOptions {
-            levels: 3,
-            max_overhead: f64::INFINITY,
-        };
+        let raw = raw_u8(&px, w, h, ColorType::Gray);
+        let opts = interlaced(3);
         let enc = encode_levels(&raw, &opts, &EncodeOptions::default()).unwrap();
         let refs: Vec<&[u8]> = vec![&enc.payloads[1], &enc.payloads[0], &enc.payloads[2]];
         let s = stored(&enc, w, h, ch, 8, &refs);
