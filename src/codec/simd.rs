@@ -14,7 +14,11 @@ impl Avx2 {
     #[inline]
     pub(crate) fn detect() -> Option<Avx2> {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("lzcnt")
+        {
             return Some(Avx2(()));
         }
         None
@@ -36,7 +40,7 @@ macro_rules! avx2_dispatch {
         $vis fn $name $(<$($g: $bound),*>)? ($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt")]
                 unsafe fn avx2_copy $(<$($g: $bound),*>)? (
                     $($arg: $ty,)*
                     avx2: $crate::codec::simd::Avx2,

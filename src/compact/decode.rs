@@ -3,7 +3,9 @@
 //! once (independent bit positions, so the CPU overlaps them), then undoes prediction and the
 //! colour transform and interleaves into the output band.
 
-use super::huffman::{self, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE};
+use super::huffman::{
+    self, position_residual, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE,
+};
 
 use super::palette;
 use super::predict::prediction_from_above;
@@ -333,26 +335,31 @@ impl RowChannel<'_> {
     fn pair(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
         let bits = window(bytes, self.pos);
         let whole = self.tables.positions[bits as usize & (LUT_SIZE - 1)];
-        let (z0, z1, adv) = if whole & POSITION_WHOLE != 0 {
-            ((whole >> 8) & 0xff, (whole >> 16) & 0xff, whole & 0xff)
+        let (r0, r1, adv) = if whole & POSITION_WHOLE != 0 {
+            (
+                position_residual(whole, 8),
+                position_residual(whole, 16),
+                whole & 0xff,
+            )
         } else {
             self.symbols(bits, bad)
         };
         self.pos += adv as u64;
         let a0 = (self.acc & self.keep)
-            .wrapping_add(unzigzag(z0) as u16)
+            .wrapping_add(r0)
             .wrapping_add(self.above[2 * x]);
         let a1 = (a0 & self.keep)
-            .wrapping_add(unzigzag(z1) as u16)
+            .wrapping_add(r1)
             .wrapping_add(self.above[2 * x + 1]);
         self.current[2 * x] = a0;
         self.current[2 * x + 1] = a1;
         self.acc = a1;
     }
 
-    /// A position symbol by symbol: `(z0, z1, bits taken)`.
+    /// A position symbol by symbol: both residuals (unzigzagged, mod 2^16) and the bits
+    /// taken.
     #[inline(always)]
-    fn symbols(&self, bits: u64, bad: &mut u32) -> (u32, u32, u32) {
+    fn symbols(&self, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
         let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
@@ -364,13 +371,14 @@ impl RowChannel<'_> {
         // A branch: pair and single positions come in runs (smooth vs textured areas), so
         // it predicts well (measured faster than selecting with masks), and a pair position
         // skips the second symbol's work.
-        if e0 & LUT_PAIR != 0 {
+        let (z0, z1, adv) = if e0 & LUT_PAIR != 0 {
             ((e0 >> 16) & 0xff, e0 >> 24, adv0)
         } else {
             // A run token as the second symbol is misplaced too (codes with runs only).
             *bad |= e1 & (LUT_PAIR | LUT_RUN);
             (v0, v1, adv0 + len1 + nraw1)
-        }
+        };
+        (unzigzag(z0) as u16, unzigzag(z1) as u16, adv)
     }
 
     /// Decodes the last sample of an odd row: a single token only.
@@ -387,11 +395,11 @@ impl RowChannel<'_> {
             .wrapping_add(self.above[x]);
     }
 
-    /// Sample `x` from its zigzag value.
+    /// Sample `x` from its residual.
     #[inline(always)]
-    fn put(&mut self, x: usize, z: u32) {
+    fn put(&mut self, x: usize, r: u16) {
         let v = (self.acc & self.keep)
-            .wrapping_add(unzigzag(z) as u16)
+            .wrapping_add(r)
             .wrapping_add(self.above[x]);
         self.current[x] = v;
         self.acc = v;
@@ -411,8 +419,12 @@ impl RowChannel<'_> {
         }
         let bits = window(bytes, self.pos);
         let whole = self.tables.positions[bits as usize & (LUT_SIZE - 1)];
-        let (z0, z1, adv) = if whole & POSITION_WHOLE != 0 {
-            ((whole >> 8) & 0xff, (whole >> 16) & 0xff, whole & 0xff)
+        let (r0, r1, adv) = if whole & POSITION_WHOLE != 0 {
+            (
+                position_residual(whole, 8),
+                position_residual(whole, 16),
+                whole & 0xff,
+            )
         } else {
             let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
             if e0 & LUT_RUN != 0 {
@@ -433,8 +445,8 @@ impl RowChannel<'_> {
             }
         };
         self.pos += adv as u64;
-        self.put(2 * x, z0);
-        self.put(2 * x + 1, z1);
+        self.put(2 * x, r0);
+        self.put(2 * x + 1, r1);
     }
 
     /// As [`RowChannel::last`] for a code with run tokens: the odd last sample, inside a

@@ -5,8 +5,8 @@
 //! indexes its table with the next `MAX_CODE_LEN` stream bits as they are.
 
 use crate::format::compact::{
-    alphabet_size, run_base, run_token_first, token_base, token_count, MAX_CODE_LEN, PAIR_LIMIT,
-    TOKEN_DIRECT,
+    alphabet_size, run_base, run_token_first, token_base, token_count, unzigzag, MAX_CODE_LEN,
+    PAIR_LIMIT, TOKEN_DIRECT,
 };
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
@@ -210,8 +210,23 @@ pub(crate) fn fill_lut(lengths: &[u8], codes: &[u32], depth: u8, lut: &mut [u32;
 /// Bit of a position-table entry that says it holds the whole position.
 pub(crate) const POSITION_WHOLE: u32 = 1 << 31;
 
-/// Fills a position table for validated `lengths` and their canonical codes: entry `i` holds a whole position, both
-/// zigzag values (bits 8..16 and 16..24) and the bits it takes (bits 0..8), when the next
+/// A whole position's entry: the bits it takes (bits 0..8) and both residuals, unzigzagged,
+/// as `i8` (bits 8..16 and 16..24; whole positions have zigzag values below 16, so residuals
+/// in -8..=7), so that the decoder only sign-extends them.
+#[inline(always)]
+const fn position_entry(bits: u32, z0: u32, z1: u32) -> u32 {
+    let (d0, d1) = (unzigzag(z0) as u8 as u32, unzigzag(z1) as u8 as u32);
+    POSITION_WHOLE | bits | d0 << 8 | d1 << 16
+}
+
+/// The residual in bits `shift..shift + 8` of a position entry, sign-extended (mod 2^16).
+#[inline(always)]
+pub(crate) const fn position_residual(entry: u32, shift: u32) -> u16 {
+    (entry >> shift) as u8 as i8 as u16
+}
+
+/// Fills a position table for validated `lengths` and their canonical codes: entry `i` holds
+/// a whole position (see [`position_entry`]) when the next
 /// [`MAX_CODE_LEN`] stream bits `i` determine it without raw bits: a pair token, or two single
 /// tokens below 16 whose codes fit together. Other entries are 0 and the decoder takes the
 /// symbol-by-symbol path. One lookup instead of two dependent ones for most positions of
@@ -256,12 +271,12 @@ pub(crate) fn fill_position_lut(
             continue;
         } else if t >= singles {
             let p = (t - singles) as u32;
-            let entry = POSITION_WHOLE | len0 | (p / PAIR_LIMIT) << 8 | (p % PAIR_LIMIT) << 16;
+            let entry = position_entry(len0, p / PAIR_LIMIT, p % PAIR_LIMIT);
             fill(positions, code0, len0, entry);
         } else if t < TOKEN_DIRECT as usize {
             for &(t1, code1, len1) in direct {
                 if len0 + len1 <= MAX_CODE_LEN {
-                    let entry = POSITION_WHOLE | (len0 + len1) | (t as u32) << 8 | t1 << 16;
+                    let entry = position_entry(len0 + len1, t as u32, t1);
                     fill(positions, code0 | code1 << len0, len0 + len1, entry);
                 }
             }
@@ -335,11 +350,14 @@ mod tests {
                     assert_eq!((e1 >> 4) & 15, 0, "raw bits in a whole position");
                     (e0 >> 16, e1 >> 16, (e0 & 15) + (e1 & 15))
                 };
-                assert_eq!(
-                    p,
-                    POSITION_WHOLE | len | z0 << 8 | z1 << 16,
-                    "depth {depth} index {i}"
-                );
+                assert_eq!(p & 0xff, len, "depth {depth} index {i}");
+                for (z, shift) in [(z0, 8), (z1, 16)] {
+                    assert_eq!(
+                        position_residual(p, shift),
+                        unzigzag(z) as u16,
+                        "depth {depth} index {i}"
+                    );
+                }
             }
             assert!(
                 whole > LUT_SIZE / 4,
