@@ -73,6 +73,47 @@ fn every_layout_matches_the_interleaved_decoder_on_the_corpus() {
     assert!(checked >= 6, "only {checked} images checked");
 }
 
+/// Palette patches take their own output path (an interleaved output writes whole packed
+/// pixels; other layouts look the samples up): label maps, which the encoder stores with
+/// palettes, decode to the source pixels and to the same f32 values as any other file, in
+/// every channel count and both depths.
+#[test]
+fn palette_patches_decode_alike_in_every_layout() {
+    let mut rng = gpu_support::Rng(0x9e37_79b9_7f4a_7c15);
+    let norm = Normalize::IMAGENET;
+    for c in 1..=4u8 {
+        for depth in [8u8, 16] {
+            let (w, h) = (131, 70);
+            let samples = gpu_support::label_samples(&mut rng, w, h, c, depth);
+            let options = EncodeOptions::for_profile(Profile::Compact);
+            let file = gpu_support::encode_raw(w, h, c, depth, &samples, &options);
+            let what = format!("{c} channels, {depth}-bit");
+            let inspection = l3::inspect::inspect(&file, &DecodeOptions::default()).unwrap();
+            let l3::inspect::Coding::Compact {
+                transform_counts, ..
+            } = inspection.coding
+            else {
+                panic!("{what}: not a compact file");
+            };
+            // Gray label maps with dense values go without a palette (see the encoder).
+            if c > 1 {
+                assert!(transform_counts[2] > 0, "{what}: no palette patch");
+            }
+            let (_, interleaved) = l3::decode::decode(&file, &DecodeOptions::default()).unwrap();
+            let source: Vec<u8> = if depth == 8 {
+                samples.iter().map(|&v| v as u8).collect()
+            } else {
+                samples.iter().flat_map(|&v| v.to_ne_bytes()).collect()
+            };
+            assert_eq!(interleaved, source, "{what}");
+            let expected = gpu_support::expected_f32_chw(&file, &norm);
+            let mut values = vec![0f32; expected.len()];
+            decode_into_f32_chw(&file, &mut values, norm, &DecodeOptions::default()).unwrap();
+            assert!(same_bits(&values, &expected), "{what}");
+        }
+    }
+}
+
 #[test]
 fn wrong_buffer_sizes_are_parameter_errors() {
     let path = common::samples_dir().join("skimage_coffee.png");

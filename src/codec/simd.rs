@@ -3,9 +3,10 @@
 //! point that runs them compiled for AVX2 when the CPU has it (the portable path otherwise),
 //! and holds the one safety argument for doing so.
 
-/// Proof that the CPU has AVX2, made only by [`Avx2::detect`]. Code that needs AVX2 (the
-/// hand-written bit unpacking of the fast decoder, the AVX2 copies of the hot loops) runs only
-/// when one is passed in, so no safe caller can reach it unchecked.
+/// Proof that the CPU has AVX2 (and BMI1, BMI2 and LZCNT, which every AVX2 CPU we know of
+/// has; the AVX2 copies use them for shifts and masks), made only by [`Avx2::detect`]. Code
+/// that needs AVX2 (the hand-written bit unpacking of the fast decoder, the AVX2 copies of
+/// the hot loops) runs only when one is passed in, so no safe caller can reach it unchecked.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Avx2(());
 
@@ -26,7 +27,8 @@ impl Avx2 {
 }
 
 /// Defines `fn $name(args..) -> R` that calls `$portable(args.., avx2: Option<Avx2>)`: on an
-/// x86-64 CPU with AVX2 through a copy compiled with `#[target_feature(enable = "avx2")]`
+/// x86-64 CPU with AVX2 through a copy compiled with
+/// `#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt")]`
 /// (so the whole inlined body is vectorised for AVX2) and with `Some(proof)`, elsewhere
 /// directly with `None`. `$portable` must be `#[inline(always)]` and must not use closures
 /// in its hot loops (a closure is not inlined into the AVX2 copy).

@@ -7,6 +7,7 @@
 //! `put_sample` in `shaders/output/` for the GPU).
 
 use super::planes::{interleave_u16, interleave_u8};
+use crate::compact::palette::PatchPalette;
 use crate::format::Header;
 use crate::layout::Normalize;
 
@@ -24,6 +25,24 @@ pub(crate) trait BandSink {
         x0: usize,
         pw: usize,
     );
+
+    /// Writes row `y` of a palette patch whose left edge is column `x0`: pixel `i` is entry
+    /// `indices[i]` of `palette` (every index already checked). The default looks the
+    /// samples up into `scratch` (`C` rows, `stride` apart) and calls [`BandSink::put_row`];
+    /// a sink that can write whole pixels overrides it.
+    #[inline(always)]
+    fn put_palette_row<const C: usize>(
+        &mut self,
+        indices: &[u16],
+        palette: &PatchPalette,
+        scratch: &mut [u16],
+        stride: usize,
+        y: usize,
+        x0: usize,
+    ) {
+        palette.expand_row::<C>(indices, scratch, stride);
+        self.put_row::<C>(scratch, stride, 0, y, x0, indices.len());
+    }
 }
 
 /// A band of interleaved (HWC) u8 or u16 output: `out` holds the band's whole rows.
@@ -64,6 +83,31 @@ impl BandSink for InterleavedBand<'_> {
             interleave_u8::<C>(rows, stride, offset, dst);
         } else {
             interleave_u16::<C>(rows, stride, offset, dst);
+        }
+    }
+
+    /// One load and one store per pixel (the palette's packed pixels are this output's
+    /// bytes), instead of a lookup per sample and an interleave.
+    #[inline(always)]
+    fn put_palette_row<const C: usize>(
+        &mut self,
+        indices: &[u16],
+        palette: &PatchPalette,
+        _scratch: &mut [u16],
+        _stride: usize,
+        y: usize,
+        x0: usize,
+    ) {
+        let pixel = C * self.bytes_per_sample;
+        let start = y * self.row_len + x0 * pixel;
+        let dst = &mut self.out[start..start + indices.len() * pixel];
+        match pixel {
+            1 => palette.write_pixels::<1>(indices, dst),
+            2 => palette.write_pixels::<2>(indices, dst),
+            3 => palette.write_pixels::<3>(indices, dst),
+            4 => palette.write_pixels::<4>(indices, dst),
+            6 => palette.write_pixels::<6>(indices, dst),
+            _ => palette.write_pixels::<8>(indices, dst),
         }
     }
 }

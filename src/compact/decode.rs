@@ -7,7 +7,7 @@ use super::huffman::{
     self, position_residual, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE,
 };
 
-use super::palette;
+use super::palette::PatchPalette;
 use super::predict::prediction_from_above;
 use crate::codec::bits::{window, BitReader};
 use crate::codec::planes::check_padding;
@@ -16,8 +16,8 @@ use crate::codec::sink::BandSink;
 use crate::error::FormatError;
 use crate::format::compact::{
     alphabet_size, run_token_first, segments, unzigzag, CompactPredictor, Transform,
-    CODE_LENGTH_BITS, PALETTE_COUNT_BITS, PALETTE_MAX, PREDICTOR_BITS, SEGMENTS_MAX,
-    SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    CODE_LENGTH_BITS, PALETTE_COUNT_BITS, PREDICTOR_BITS, SEGMENTS_MAX, SEGMENT_BASE_BITS,
+    SEGMENT_WIDTH_BITS, SEGMENT_WIDTH_MAX, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::{FileLayout, Header};
 
@@ -132,7 +132,7 @@ pub(crate) fn parse_patch_header(
         Some(t) => t,
         None => return Err(field(0, "transform", transform_id, "must be 0, 1 or 2")),
     };
-    // The palette: its entries are read when the patch decodes (`palette::read`).
+    // The palette: its entries are read when the patch decodes (`PatchPalette::read`).
     let (palette, palette_start) = if transform == Transform::Palette {
         let count = r.read(PALETTE_COUNT_BITS) + 1;
         let start = r.position();
@@ -259,25 +259,31 @@ pub(crate) struct Tables {
     lengths: [u8; MAX_TOKENS],
 }
 
+/// The first `C` channels' tables, as one array (see [`rows_mut`]).
+#[inline(always)]
+fn tables_of<const C: usize>(tables: &[Tables]) -> &[Tables; C] {
+    tables[..C].try_into().expect("C channels")
+}
+
 /// Row buffers are this wide whatever the patch size, so the decode loop indexes fixed-size
 /// arrays and needs no bounds checks.
 const ROW: usize = 1 << crate::format::PATCH_LOG2_MAX;
 
 /// Per-thread buffers: decode tables and rows (`channels x ROW` each).
 pub(crate) struct Scratch {
-    tables: Vec<Box<Tables>>,
+    tables: Vec<Tables>,
     current: Vec<u16>,
     previous: Vec<u16>,
     /// Rows after undoing the colour transform.
     output: Vec<u16>,
     /// The prediction's part from the row above.
     above: Vec<u16>,
+    /// Residuals of the row being decoded, one array per channel.
+    residuals: Vec<[u16; ROW]>,
     /// Residuals of the next row, decoded with the current one.
-    pending: Vec<u16>,
-    /// A row of zeros (the "row above" of rows decoded as residuals only).
-    zeros: [u16; ROW],
-    /// The patch's palette, planar (see `palette::read`).
-    palette: Vec<u16>,
+    pending: Vec<[u16; ROW]>,
+    /// The patch's palette.
+    palette: PatchPalette,
 }
 
 impl Scratch {
@@ -285,56 +291,54 @@ impl Scratch {
         let n = h.channels() as usize * ROW;
         Scratch {
             tables: (0..h.channels())
-                .map(|_| {
-                    Box::new(Tables {
-                        symbols: [0; LUT_SIZE],
-                        positions: [0; LUT_SIZE],
-                        lengths: [0; MAX_TOKENS],
-                    })
+                .map(|_| Tables {
+                    symbols: [0; LUT_SIZE],
+                    positions: [0; LUT_SIZE],
+                    lengths: [0; MAX_TOKENS],
                 })
                 .collect(),
             current: vec![0; n],
             previous: vec![0; n],
             output: vec![0; n],
             above: vec![0; n],
-            pending: vec![0; n],
-            zeros: [0; ROW],
-            palette: vec![0; 4 * PALETTE_MAX as usize],
+            residuals: vec![[0; ROW]; h.channels() as usize],
+            pending: vec![[0; ROW]; h.channels() as usize],
+            palette: PatchPalette::new(),
         }
     }
 }
 
-/// Channel `c`'s row of a `channels x ROW` buffer.
+/// The first `C` channels' rows, as one array: the decode loop then reaches every channel's
+/// row from one base pointer at a fixed offset.
 #[inline(always)]
-fn row_of(buf: &[u16], c: usize) -> &[u16; ROW] {
-    buf[c * ROW..(c + 1) * ROW].try_into().expect("ROW wide")
+fn rows_mut<const C: usize>(buf: &mut [[u16; ROW]]) -> &mut [[u16; ROW]; C] {
+    (&mut buf[..C]).try_into().expect("C rows")
 }
 
-/// One channel's state while a row decodes.
-struct RowChannel<'a> {
+/// The `C` channels' state while a row decodes: per channel only the bit position and the
+/// run counter; the tables and the output rows are arrays reached from one pointer each. The
+/// row's residuals are decoded first and the prediction undone in a second pass
+/// ([`undo_prediction`]): with the running sums and the rows above in the decode loop too,
+/// the state of three or four channels did not fit the registers, and the spilled running
+/// sums put a store and a reload on every position's dependency chain.
+struct RowState<'a, const C: usize> {
+    tables: &'a [Tables; C],
+    /// The row's residuals, unzigzagged (mod 2^16).
+    residuals: &'a mut [[u16; ROW]; C],
     /// Bit position in the stream.
-    pos: u64,
-    tables: &'a Tables,
-    /// The prediction's part from the row above (see `prediction_from_above`).
-    above: &'a [u16; ROW],
-    /// All ones for left-type predictors (the running sum carries along the row), 0 for
-    /// up-type ones.
-    keep: u16,
-    /// The running sum (the last sample, for left-type predictors).
-    acc: u16,
+    pos: [u64; C],
     /// Positions left in the current run (codes with run tokens only).
-    run: u32,
-    current: &'a mut [u16; ROW],
+    run: [u32; C],
 }
 
-impl RowChannel<'_> {
-    /// Decodes position `x` (< ROW / 2: samples 2x and 2x + 1): both symbols come from one
-    /// 57-bit window (a position takes at most 2 x 25 bits). `bad` collects misplaced pair
-    /// tokens (one accumulator for all channels: fewer registers in the loop).
+impl<const C: usize> RowState<'_, C> {
+    /// Decodes channel `c`'s position `x` (< ROW / 2: samples 2x and 2x + 1): both symbols
+    /// come from one 57-bit window (a position takes at most 2 x 25 bits). `bad` collects
+    /// misplaced pair tokens (one accumulator for all channels: fewer registers in the loop).
     #[inline(always)]
-    fn pair(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
-        let bits = window(bytes, self.pos);
-        let whole = self.tables.positions[bits as usize & (LUT_SIZE - 1)];
+    fn pair(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+        let bits = window(bytes, self.pos[c]);
+        let whole = self.tables[c].positions[bits as usize & (LUT_SIZE - 1)];
         let (r0, r1, adv) = if whole & POSITION_WHOLE != 0 {
             (
                 position_residual(whole, 8),
@@ -342,83 +346,39 @@ impl RowChannel<'_> {
                 whole & 0xff,
             )
         } else {
-            self.symbols(bits, bad)
+            symbols(&self.tables[c], bits, bad)
         };
-        self.pos += adv as u64;
-        let a0 = (self.acc & self.keep)
-            .wrapping_add(r0)
-            .wrapping_add(self.above[2 * x]);
-        let a1 = (a0 & self.keep)
-            .wrapping_add(r1)
-            .wrapping_add(self.above[2 * x + 1]);
-        self.current[2 * x] = a0;
-        self.current[2 * x + 1] = a1;
-        self.acc = a1;
+        self.pos[c] += adv as u64;
+        self.residuals[c][2 * x] = r0;
+        self.residuals[c][2 * x + 1] = r1;
     }
 
-    /// A position symbol by symbol: both residuals (unzigzagged, mod 2^16) and the bits
-    /// taken.
+    /// Decodes channel `c`'s last sample of an odd row: a single token only.
     #[inline(always)]
-    fn symbols(&self, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
-        let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
-        let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
-        let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
-        let adv0 = len0 + nraw0;
-        let rest = bits >> adv0;
-        let e1 = self.tables.symbols[rest as usize & (LUT_SIZE - 1)];
-        let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
-        let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
-        // A branch: pair and single positions come in runs (smooth vs textured areas), so
-        // it predicts well (measured faster than selecting with masks), and a pair position
-        // skips the second symbol's work.
-        let (z0, z1, adv) = if e0 & LUT_PAIR != 0 {
-            ((e0 >> 16) & 0xff, e0 >> 24, adv0)
-        } else {
-            // A run token as the second symbol is misplaced too (codes with runs only).
-            *bad |= e1 & (LUT_PAIR | LUT_RUN);
-            (v0, v1, adv0 + len1 + nraw1)
-        };
-        (unzigzag(z0) as u16, unzigzag(z1) as u16, adv)
-    }
-
-    /// Decodes the last sample of an odd row: a single token only.
-    #[inline(always)]
-    fn last(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
-        let bits = window(bytes, self.pos);
-        let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
+    fn last(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+        let bits = window(bytes, self.pos[c]);
+        let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
         *bad |= e0 & LUT_PAIR;
-        self.pos += (len0 + nraw0) as u64;
-        self.current[x] = (self.acc & self.keep)
-            .wrapping_add(unzigzag(v0) as u16)
-            .wrapping_add(self.above[x]);
+        self.pos[c] += (len0 + nraw0) as u64;
+        self.residuals[c][x] = unzigzag(v0) as u16;
     }
 
-    /// Sample `x` from its residual.
-    #[inline(always)]
-    fn put(&mut self, x: usize, r: u16) {
-        let v = (self.acc & self.keep)
-            .wrapping_add(r)
-            .wrapping_add(self.above[x]);
-        self.current[x] = v;
-        self.acc = v;
-    }
-
-    /// As [`RowChannel::pair`] for a code with run tokens: a position inside a run takes no
+    /// As [`RowState::pair`] for a code with run tokens: a position inside a run takes no
     /// bits; a run token starts a run of `n` positions, which must end in the row (`left`
     /// positions are left, this one included), else [`LUT_RUN`] goes to `bad`. One position
     /// per call, so the channels still advance in lockstep (their table lookups overlap).
     #[inline(always)]
-    fn pair_or_run(&mut self, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
-        if self.run > 0 {
-            self.run -= 1;
-            self.put(2 * x, 0);
-            self.put(2 * x + 1, 0);
+    fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
+        if self.run[c] > 0 {
+            self.run[c] -= 1;
+            self.residuals[c][2 * x] = 0;
+            self.residuals[c][2 * x + 1] = 0;
             return;
         }
-        let bits = window(bytes, self.pos);
-        let whole = self.tables.positions[bits as usize & (LUT_SIZE - 1)];
+        let bits = window(bytes, self.pos[c]);
+        let whole = self.tables[c].positions[bits as usize & (LUT_SIZE - 1)];
         let (r0, r1, adv) = if whole & POSITION_WHOLE != 0 {
             (
                 position_residual(whole, 8),
@@ -426,7 +386,7 @@ impl RowChannel<'_> {
                 whole & 0xff,
             )
         } else {
-            let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
+            let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
             if e0 & LUT_RUN != 0 {
                 let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
                 // Base 0: the end-of-row token.
@@ -438,40 +398,64 @@ impl RowChannel<'_> {
                 if n > left {
                     *bad |= LUT_RUN;
                 }
-                self.run = n.min(left) as u32 - 1;
+                self.run[c] = n.min(left) as u32 - 1;
                 (0, 0, len0 + nraw0)
             } else {
-                self.symbols(bits, bad)
+                symbols(&self.tables[c], bits, bad)
             }
         };
-        self.pos += adv as u64;
-        self.put(2 * x, r0);
-        self.put(2 * x + 1, r1);
+        self.pos[c] += adv as u64;
+        self.residuals[c][2 * x] = r0;
+        self.residuals[c][2 * x + 1] = r1;
     }
 
-    /// As [`RowChannel::last`] for a code with run tokens: the odd last sample, inside a
+    /// As [`RowState::last`] for a code with run tokens: the odd last sample, inside a
     /// run, or a single token, or a run token of one position.
     #[inline(always)]
-    fn last_or_run(&mut self, bytes: &[u8], x: usize, bad: &mut u32) {
-        if self.run > 0 {
-            self.run -= 1;
-            self.put(x, 0);
+    fn last_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+        if self.run[c] > 0 {
+            self.run[c] -= 1;
+            self.residuals[c][x] = 0;
             return;
         }
-        let bits = window(bytes, self.pos);
-        let e0 = self.tables.symbols[bits as usize & (LUT_SIZE - 1)];
+        let bits = window(bytes, self.pos[c]);
+        let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         if e0 & LUT_RUN != 0 {
             // Only the end-of-row token fits one position (runs are 2 or more).
             if e0 >> 16 != 0 {
                 *bad |= LUT_RUN;
             }
-            self.pos += (len0 + nraw0) as u64;
-            self.put(x, 0);
+            self.pos[c] += (len0 + nraw0) as u64;
+            self.residuals[c][x] = 0;
             return;
         }
-        self.last(bytes, x, bad);
+        self.last(c, bytes, x, bad);
     }
+}
+
+/// A position symbol by symbol: both residuals (unzigzagged, mod 2^16) and the bits taken.
+#[inline(always)]
+fn symbols(tables: &Tables, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
+    let e0 = tables.symbols[bits as usize & (LUT_SIZE - 1)];
+    let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+    let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
+    let adv0 = len0 + nraw0;
+    let rest = bits >> adv0;
+    let e1 = tables.symbols[rest as usize & (LUT_SIZE - 1)];
+    let (len1, nraw1) = (e1 & 15, (e1 >> 4) & 15);
+    let v1 = (e1 >> 16) + (((rest >> len1) as u32) & ((1u32 << nraw1) - 1));
+    // A branch: pair and single positions come in runs (smooth vs textured areas), so it
+    // predicts well (measured faster than selecting with masks), and a pair position skips
+    // the second symbol's work.
+    let (z0, z1, adv) = if e0 & LUT_PAIR != 0 {
+        ((e0 >> 16) & 0xff, e0 >> 24, adv0)
+    } else {
+        // A run token as the second symbol is misplaced too (codes with runs only).
+        *bad |= e1 & (LUT_PAIR | LUT_RUN);
+        (v0, v1, adv0 + len1 + nraw1)
+    };
+    (unzigzag(z0) as u16, unzigzag(z1) as u16, adv)
 }
 
 /// Decodes one row of every channel and undoes the prediction in the same pass: `C`
@@ -479,23 +463,23 @@ impl RowChannel<'_> {
 /// state stays in registers), so the CPU overlaps their table lookups. Returns non-zero when
 /// a pair token stood where only a single token may.
 #[inline(always)]
-fn decode_row<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize) -> u32 {
+fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
     let mut bad = 0;
     for x in 0..(pw / 2).min(ROW / 2) {
-        ch[0].pair(bytes, x, &mut bad);
+        ch.pair(0, bytes, x, &mut bad);
         if C > 1 {
-            ch[1].pair(bytes, x, &mut bad);
+            ch.pair(1, bytes, x, &mut bad);
         }
         if C > 2 {
-            ch[2].pair(bytes, x, &mut bad);
+            ch.pair(2, bytes, x, &mut bad);
         }
         if C > 3 {
-            ch[3].pair(bytes, x, &mut bad);
+            ch.pair(3, bytes, x, &mut bad);
         }
     }
     if pw % 2 == 1 {
-        for c in ch.iter_mut() {
-            c.last(bytes, pw - 1, &mut bad);
+        for c in 0..C {
+            ch.last(c, bytes, pw - 1, &mut bad);
         }
     }
     bad
@@ -504,25 +488,25 @@ fn decode_row<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize)
 /// As [`decode_row`] for a patch with run tokens in some channel's code (the others decode
 /// the same way: their codes have no run tokens, so they never start a run).
 #[inline(always)]
-fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: usize) -> u32 {
+fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
     let mut bad = 0;
     let positions = pw.div_ceil(2);
     for x in 0..(pw / 2).min(ROW / 2) {
         let left = positions - x;
-        ch[0].pair_or_run(bytes, x, left, &mut bad);
+        ch.pair_or_run(0, bytes, x, left, &mut bad);
         if C > 1 {
-            ch[1].pair_or_run(bytes, x, left, &mut bad);
+            ch.pair_or_run(1, bytes, x, left, &mut bad);
         }
         if C > 2 {
-            ch[2].pair_or_run(bytes, x, left, &mut bad);
+            ch.pair_or_run(2, bytes, x, left, &mut bad);
         }
         if C > 3 {
-            ch[3].pair_or_run(bytes, x, left, &mut bad);
+            ch.pair_or_run(3, bytes, x, left, &mut bad);
         }
     }
     if pw % 2 == 1 {
-        for c in ch.iter_mut() {
-            c.last_or_run(bytes, pw - 1, &mut bad);
+        for c in 0..C {
+            ch.last_or_run(c, bytes, pw - 1, &mut bad);
         }
     }
     bad
@@ -532,37 +516,55 @@ fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut [RowChannel; C], pw: u
 /// bit position per channel) in the same loop: twice the independent table-lookup chains.
 /// (A near-copy on purpose: one function generic over the row count measured 4-5 % slower
 /// on RGB photos.)
-/// `next` channels have `keep` 0 and a zero `above`, so they store plain residuals.
 #[inline(always)]
-fn decode_row_and_next<'a, const C: usize>(
+fn decode_row_and_next<const C: usize>(
     bytes: &[u8],
-    ch: &mut [RowChannel<'a>; C],
-    next: &mut [RowChannel<'a>; C],
+    ch: &mut RowState<C>,
+    next: &mut RowState<C>,
     pw: usize,
 ) -> u32 {
     let mut bad = 0;
     for x in 0..(pw / 2).min(ROW / 2) {
-        ch[0].pair(bytes, x, &mut bad);
-        next[0].pair(bytes, x, &mut bad);
+        ch.pair(0, bytes, x, &mut bad);
+        next.pair(0, bytes, x, &mut bad);
         if C > 1 {
-            ch[1].pair(bytes, x, &mut bad);
-            next[1].pair(bytes, x, &mut bad);
+            ch.pair(1, bytes, x, &mut bad);
+            next.pair(1, bytes, x, &mut bad);
         }
         if C > 2 {
-            ch[2].pair(bytes, x, &mut bad);
-            next[2].pair(bytes, x, &mut bad);
+            ch.pair(2, bytes, x, &mut bad);
+            next.pair(2, bytes, x, &mut bad);
         }
         if C > 3 {
-            ch[3].pair(bytes, x, &mut bad);
-            next[3].pair(bytes, x, &mut bad);
+            ch.pair(3, bytes, x, &mut bad);
+            next.pair(3, bytes, x, &mut bad);
         }
     }
     if pw % 2 == 1 {
-        for c in ch.iter_mut().chain(next.iter_mut()) {
-            c.last(bytes, pw - 1, &mut bad);
+        for c in 0..C {
+            ch.last(c, bytes, pw - 1, &mut bad);
+            next.last(c, bytes, pw - 1, &mut bad);
         }
     }
     bad
+}
+
+/// Undoes the prediction of one row: `current = residual + above`, plus the sample to the
+/// left for left-type predictors (a running sum; `above` holds the rest of the prediction,
+/// see `prediction_from_above`). All mod 2^16.
+#[inline(always)]
+fn undo_prediction(left_type: bool, residuals: &[u16], above: &[u16], current: &mut [u16]) {
+    if left_type {
+        let mut acc = 0u16;
+        for ((o, &r), &g) in current.iter_mut().zip(residuals).zip(above) {
+            acc = acc.wrapping_add(r.wrapping_add(g));
+            *o = acc;
+        }
+    } else {
+        for ((o, &r), &g) in current.iter_mut().zip(residuals).zip(above) {
+            *o = r.wrapping_add(g);
+        }
+    }
 }
 
 /// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
@@ -614,7 +616,7 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     let palette = header.palette > 0;
     if palette {
         let (start, count) = (header.palette_start, header.palette);
-        palette::read(h, stream, start, count, &mut scratch.palette);
+        scratch.palette.read(h, stream, start, count);
     }
     // Coded planes x output channels: a palette patch codes one plane.
     match (palette, h.channels()) {
@@ -699,67 +701,33 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         // many measured slower (gray 16-bit: +23 %; RGB photos: -14 %).
         let with_next = !runs && C <= 2 && !pending && y + 1 < ph && segs > 1;
         let bad = if pending {
-            // The residuals are there: undo the prediction only.
-            for (c, &keep) in keep.iter().enumerate() {
-                let range = c * stride..c * stride + pw;
-                let (res, above) = (
-                    &scratch.pending[range.clone()],
-                    &scratch.above[range.clone()],
-                );
-                let cur = &mut scratch.current[range];
-                if keep != 0 {
-                    let mut acc = 0u16;
-                    for ((o, &r), &g) in cur.iter_mut().zip(res).zip(above) {
-                        acc = acc.wrapping_add(r).wrapping_add(g);
-                        *o = acc;
-                    }
-                } else {
-                    for ((o, &r), &g) in cur.iter_mut().zip(res).zip(above) {
-                        *o = r.wrapping_add(g);
-                    }
-                }
-            }
+            // The residuals are there (decoded with the row above).
+            std::mem::swap(&mut scratch.residuals, &mut scratch.pending);
             0
         } else {
-            let mut rows = scratch.current.chunks_exact_mut(ROW);
-            let mut ch: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
-                pos: pos[s][c],
-                tables: &scratch.tables[c],
-                above: row_of(&scratch.above, c),
-                keep: keep[c],
-                acc: 0,
-                run: 0,
-                current: rows.next().expect("C rows").try_into().expect("ROW wide"),
-            });
+            let mut ch = RowState::<C> {
+                tables: tables_of(&scratch.tables),
+                residuals: rows_mut(&mut scratch.residuals),
+                pos: pos[s],
+                run: [0; C],
+            };
             let bad = if runs {
                 decode_row_runs::<C>(bytes, &mut ch, pw)
             } else if with_next {
                 let s1 = (y + 1) % segs;
-                let mut next_rows = scratch.pending.chunks_exact_mut(ROW);
-                let mut next: [RowChannel; C] = std::array::from_fn(|c| RowChannel {
-                    pos: pos[s1][c],
-                    tables: &scratch.tables[c],
-                    above: &scratch.zeros,
-                    keep: 0,
-                    acc: 0,
-                    run: 0,
-                    current: next_rows
-                        .next()
-                        .expect("C rows")
-                        .try_into()
-                        .expect("ROW wide"),
-                });
+                let mut next = RowState::<C> {
+                    tables: tables_of(&scratch.tables),
+                    residuals: rows_mut(&mut scratch.pending),
+                    pos: pos[s1],
+                    run: [0; C],
+                };
                 let bad = decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw);
-                for (p, c) in pos[s1].iter_mut().zip(&next) {
-                    *p = c.pos;
-                }
+                pos[s1] = next.pos;
                 bad
             } else {
                 decode_row::<C>(bytes, &mut ch, pw)
             };
-            for (p, c) in pos[s].iter_mut().zip(&ch) {
-                *p = c.pos;
-            }
+            pos[s] = ch.pos;
             bad
         };
         if bad != 0 {
@@ -793,6 +761,15 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
             }
         }
         pending = with_next;
+        for (c, &keep) in keep.iter().enumerate() {
+            let range = c * stride..c * stride + pw;
+            undo_prediction(
+                keep != 0,
+                &scratch.residuals.as_flattened()[range.clone()],
+                &scratch.above[range.clone()],
+                &mut scratch.current[range],
+            );
+        }
         // Reduce to the sample depth (the sums above ran mod 2^16).
         if depth != 16 {
             for c in 0..C {
@@ -801,17 +778,23 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                 }
             }
         }
-        let rows = if header.palette > 0 {
-            let (cur, out) = (&scratch.current[..pw], &mut scratch.output);
-            palette::expand_row::<OUT>(cur, &scratch.palette, header.palette, out, stride)
+        if header.palette > 0 {
+            let indices = &scratch.current[..pw];
+            scratch
+                .palette
+                .check_row(indices)
                 .map_err(|largest| CompactError::Field {
                     channel: 0,
                     field: "palette index",
                     value: largest as u64,
                     reason: "is past the patch's palette",
                 })?;
-            &scratch.output
-        } else if header.transform == Transform::SubtractGreen {
+            let out = &mut scratch.output;
+            sink.put_palette_row::<OUT>(indices, &scratch.palette, out, stride, y, x0);
+            std::mem::swap(&mut scratch.previous, &mut scratch.current);
+            continue;
+        }
+        let rows = if header.transform == Transform::SubtractGreen {
             let (cur, out) = (&scratch.current, &mut scratch.output);
             out[..C * stride].copy_from_slice(&cur[..C * stride]);
             for k in [0, 2] {

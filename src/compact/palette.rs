@@ -104,38 +104,79 @@ impl PaletteBuilder {
     }
 }
 
-/// Reads `count` palette entries starting at bit `start` of `stream` into `palette`,
-/// planar: channel `c` of entry `i` at `c * PALETTE_MAX + i`.
-pub(crate) fn read(h: &Header, stream: &[u8], start: u64, count: u32, palette: &mut [u16]) {
-    let mut r = BitReader::new(stream);
-    r.skip(start);
-    for i in 0..count as usize {
-        for c in 0..h.channels() as usize {
-            palette[c * PALETTE_MAX as usize + i] = r.read(h.depth as u32) as u16;
-        }
-    }
+/// A patch's palette as the decoder holds it, reused from patch to patch.
+pub(crate) struct PatchPalette {
+    /// Entries (0: the patch has no palette).
+    count: u32,
+    /// Planar: channel `c` of entry `i` at `c * PALETTE_MAX + i`.
+    planar: Vec<u16>,
+    /// Each entry as the bytes of one interleaved output pixel (its samples from byte 0, 1
+    /// or 2 bytes each in native byte order), so that an interleaved output takes a pixel
+    /// with one load and one store.
+    packed: Box<[u64; PALETTE_MAX as usize]>,
 }
 
-/// Looks one row of `pw` indices up in a planar `palette` of `count` entries, into `OUT`
-/// channel rows of `out` (`stride` apart). An index past the palette is an error: the
-/// largest index is returned and nothing is written.
-#[inline(always)]
-pub(crate) fn expand_row<const OUT: usize>(
-    indices: &[u16],
-    palette: &[u16],
-    count: u32,
-    out: &mut [u16],
-    stride: usize,
-) -> Result<(), u16> {
-    let largest = indices.iter().copied().max().unwrap_or(0);
-    if largest as u32 >= count {
-        return Err(largest);
-    }
-    for c in 0..OUT {
-        let table = &palette[c * PALETTE_MAX as usize..][..PALETTE_MAX as usize];
-        for (o, &i) in out[c * stride..][..indices.len()].iter_mut().zip(indices) {
-            *o = table[i as usize];
+impl PatchPalette {
+    pub(crate) fn new() -> Self {
+        PatchPalette {
+            count: 0,
+            planar: vec![0; 4 * PALETTE_MAX as usize],
+            packed: Box::new([0; PALETTE_MAX as usize]),
         }
     }
-    Ok(())
+
+    /// Reads `count` entries starting at bit `start` of `stream`.
+    pub(crate) fn read(&mut self, h: &Header, stream: &[u8], start: u64, count: u32) {
+        let mut r = BitReader::new(stream);
+        r.skip(start);
+        let bytes_per_sample = h.bytes_per_sample();
+        self.count = count;
+        for i in 0..count as usize {
+            let mut pixel = [0u8; 8];
+            for c in 0..h.channels() as usize {
+                let sample = r.read(h.depth as u32) as u16;
+                self.planar[c * PALETTE_MAX as usize + i] = sample;
+                let bytes = &mut pixel[c * bytes_per_sample..][..bytes_per_sample];
+                bytes.copy_from_slice(&sample.to_ne_bytes()[..bytes_per_sample]);
+            }
+            self.packed[i] = u64::from_ne_bytes(pixel);
+        }
+    }
+
+    /// Checks one row of indices: the largest one when it is past the palette.
+    #[inline(always)]
+    pub(crate) fn check_row(&self, indices: &[u16]) -> Result<(), u16> {
+        let largest = indices.iter().copied().max().unwrap_or(0);
+        if largest as u32 >= self.count {
+            return Err(largest);
+        }
+        Ok(())
+    }
+
+    /// Looks one row of checked indices up into `OUT` planar channel rows of `out`
+    /// (`stride` apart).
+    #[inline(always)]
+    pub(crate) fn expand_row<const OUT: usize>(
+        &self,
+        indices: &[u16],
+        out: &mut [u16],
+        stride: usize,
+    ) {
+        for c in 0..OUT {
+            let table = &self.planar[c * PALETTE_MAX as usize..][..PALETTE_MAX as usize];
+            for (o, &i) in out[c * stride..][..indices.len()].iter_mut().zip(indices) {
+                *o = table[i as usize & (PALETTE_MAX as usize - 1)];
+            }
+        }
+    }
+
+    /// Writes one row of checked indices as interleaved pixels of `N` bytes each (see
+    /// `packed`) into `dst` (`N x indices.len()` bytes).
+    #[inline(always)]
+    pub(crate) fn write_pixels<const N: usize>(&self, indices: &[u16], dst: &mut [u8]) {
+        for (o, &i) in dst.chunks_exact_mut(N).zip(indices) {
+            let pixel = self.packed[i as usize & (PALETTE_MAX as usize - 1)].to_ne_bytes();
+            o.copy_from_slice(&pixel[..N]);
+        }
+    }
 }
