@@ -174,10 +174,28 @@ pub(crate) fn decode_stream(
         if r.position() + row_bits > payload_bits {
             return Err(StreamError::Overrun { row: row_no });
         }
-        unpack_row(bytes, r.position(), nbit, deltas, avx2);
-        r.skip(row_bits);
         let (above, rest) = plane.split_at_mut(row_index * pw);
         let row = &mut rest[..pw];
+        if nbit == 0 {
+            // A flat row (every delta 0, the row is prediction + base): no unpacking, and
+            // no pass over a row of zero deltas. Flat images are mostly such rows.
+            if row_index == 0 || predictor == FastPredictor::None {
+                row.fill(base & mask);
+            } else if predictor == FastPredictor::Up {
+                let up = &above[(row_index - 1) * pw..];
+                for (o, &p) in row.iter_mut().zip(up) {
+                    *o = p.wrapping_add(base) & mask;
+                }
+            } else {
+                predict_row(predictor, &above[(row_index - 1) * pw..], prediction);
+                for (o, &p) in row.iter_mut().zip(prediction.iter()) {
+                    *o = p.wrapping_add(base) & mask;
+                }
+            }
+            continue;
+        }
+        unpack_row(bytes, r.position(), nbit, deltas, avx2);
+        r.skip(row_bits);
         if row_index == 0 || predictor == FastPredictor::None {
             for (o, &d) in row.iter_mut().zip(deltas.iter()) {
                 *o = base.wrapping_add(d) & mask;
