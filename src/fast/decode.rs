@@ -351,6 +351,63 @@ mod tests {
 
     /// The grouped fast path must read exactly what the plain bit reader reads, for every
     /// width, every starting bit shift and lengths with and without a remainder.
+    /// Rows of width 0 (flat rows, decoded without unpacking) under every predictor, in
+    /// patches whose later rows are not flat, at both depths.
+    #[test]
+    fn flat_rows_decode_under_every_predictor() {
+        use crate::fast::{FastOptions, PredictorChoice};
+        use crate::{ColorType, EncodeOptions, ProfileOptions, RawImage, Samples};
+        let (w, h) = (70u32, 70u32);
+        // Constant rows stepping by 3 per row (flat under Up, and under None only the first
+        // row), then a textured band at the bottom so rows of other widths mix in.
+        let value = |x: u32, y: u32| -> u16 {
+            if y < 50 {
+                (y * 3) as u16
+            } else {
+                ((x * 7919) ^ (y * 31)) as u16
+            }
+        };
+        for depth in [8u8, 16] {
+            let px16: Vec<u16> = (0..h)
+                .flat_map(|y| (0..w).flat_map(move |x| [value(x, y), value(x, y) ^ 5]))
+                .map(|v| if depth == 8 { v & 0xff } else { v })
+                .collect();
+            let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
+            let samples = if depth == 8 {
+                Samples::U8(&px8)
+            } else {
+                Samples::U16(&px16)
+            };
+            let raw = RawImage {
+                width: w,
+                height: h,
+                color: ColorType::GrayAlpha,
+                samples,
+            };
+            for predictor in FastPredictor::ALL {
+                let options = EncodeOptions {
+                    profile: ProfileOptions::Fast(FastOptions {
+                        predictor: PredictorChoice::Fixed(predictor),
+                    }),
+                    ..Default::default()
+                };
+                let file = crate::encode::encode(&raw, &options).unwrap();
+                let inspection = crate::inspect::inspect(&file, &DecodeOptions::default()).unwrap();
+                let crate::inspect::Coding::Fast { nbit_counts, .. } = inspection.coding else {
+                    panic!("not a fast file");
+                };
+                assert!(nbit_counts[0] > 0, "{predictor:?}: no flat row");
+                let (_, decoded) = crate::decode::decode(&file, &DecodeOptions::default()).unwrap();
+                let expected: Vec<u8> = if depth == 8 {
+                    px8.clone()
+                } else {
+                    px16.iter().flat_map(|v| v.to_ne_bytes()).collect()
+                };
+                assert!(decoded == expected, "{predictor:?} at {depth} bits");
+            }
+        }
+    }
+
     #[test]
     fn fast_unpack_matches_the_bit_reader() {
         for nbit in 0..=16u32 {
