@@ -491,7 +491,9 @@ fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> 
 fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
     let mut bad = 0;
     let positions = pw.div_ceil(2);
-    for x in 0..(pw / 2).min(ROW / 2) {
+    let end = (pw / 2).min(ROW / 2);
+    let mut x = 0;
+    while x < end {
         let left = positions - x;
         ch.pair_or_run(0, bytes, x, left, &mut bad);
         if C > 1 {
@@ -502,6 +504,21 @@ fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize
         }
         if C > 3 {
             ch.pair_or_run(3, bytes, x, left, &mut bad);
+        }
+        x += 1;
+        // Every channel inside a run: the positions they share are zero residuals, written
+        // at once (a flat patch's row is often one run token per channel).
+        // (Channel 0 is tested first: one predictable branch where runs are rare.)
+        if ch.run[0] > 0 {
+            let shared = ch.run.iter().copied().min().unwrap_or(0) as usize;
+            let skip = shared.min(end - x);
+            if skip > 0 {
+                for c in 0..C {
+                    ch.residuals[c][2 * x..2 * (x + skip)].fill(0);
+                    ch.run[c] -= skip as u32;
+                }
+                x += skip;
+            }
         }
     }
     if pw % 2 == 1 {
