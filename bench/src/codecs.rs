@@ -256,65 +256,54 @@ pub struct CodecResult {
     pub cells: Vec<Option<Cell>>, // one per image; None = unsupported
 }
 
-fn bench_codec(codec: Codec, images: &[Pixels], args: &Args) -> Result<CodecResult> {
-    let mut cells = Vec::new();
-    for p in images {
-        if !codec.supports(p) {
-            cells.push(None);
-            continue;
-        }
-        let (enc, file) = if codec.times_encode() {
-            let (s, f) = measure(args.reps, args.max_seconds, || codec.encode(p))
-                .with_context(|| format!("{} encoding {}", codec.name(), p.name))?;
-            (Some(s), f)
+/// One codec on one image: `None` when the codec does not take it.
+fn bench_cell(codec: Codec, p: &Pixels, args: &Args) -> Result<Option<Cell>> {
+    if !codec.supports(p) {
+        return Ok(None);
+    }
+    let (enc, file) = if codec.times_encode() {
+        let (s, f) = measure(args.reps, args.max_seconds, || codec.encode(p))
+            .with_context(|| format!("{} encoding {}", codec.name(), p.name))?;
+        (Some(s), f)
+    } else {
+        (None, codec.encode(p)?)
+    };
+    let mut out = Vec::new();
+    let (dec, ()) = measure(args.reps, args.max_seconds, || {
+        codec.decode(&file, &mut out)
+    })
+    .with_context(|| format!("{} decoding {}", codec.name(), p.name))?;
+    let lossless = codec.canonical(&out, p) == p.bytes;
+    if !lossless {
+        eprintln!("  NOT LOSSLESS: {} on {}", codec.name(), p.name);
+    }
+    Ok(Some(Cell {
+        size: file.len() as u64,
+        enc,
+        dec,
+        lossless,
+    }))
+}
+
+/// One-thread or all-thread memcpy of an image's raw size.
+fn bench_memcpy(p: &Pixels, args: &Args, parallel: bool) -> Result<Stats> {
+    let mut dst = vec![1u8; p.bytes.len()];
+    let (s, ()) = measure(args.reps, args.max_seconds, || {
+        if parallel {
+            let chunk = (p.bytes.len() / (rayon::current_num_threads() * 4)).max(1 << 16);
+            dst.par_chunks_mut(chunk)
+                .zip(p.bytes.par_chunks(chunk))
+                .for_each(|(d, s)| d.copy_from_slice(s));
         } else {
-            (None, codec.encode(p)?)
-        };
-        let mut out = Vec::new();
-        let (dec, ()) = measure(args.reps, args.max_seconds, || {
-            codec.decode(&file, &mut out)
-        })
-        .with_context(|| format!("{} decoding {}", codec.name(), p.name))?;
-        let lossless = codec.canonical(&out, p) == p.bytes;
-        if !lossless {
-            eprintln!("  NOT LOSSLESS: {} on {}", codec.name(), p.name);
+            dst.copy_from_slice(&p.bytes);
         }
-        cells.push(Some(Cell {
-            size: file.len() as u64,
-            enc,
-            dec,
-            lossless,
-        }));
-    }
-    Ok(CodecResult { codec, cells })
+        std::hint::black_box(&dst);
+        Ok(())
+    })?;
+    Ok(s)
 }
 
-/// Single-thread and all-thread memcpy of each image's raw size: the total and each
-/// image's.
-fn bench_memcpy(images: &[Pixels], args: &Args, parallel: bool) -> Result<(Stats, Vec<Stats>)> {
-    let mut total = Stats::default();
-    let mut each = Vec::with_capacity(images.len());
-    for p in images {
-        let mut dst = vec![1u8; p.bytes.len()];
-        let (s, ()) = measure(args.reps, args.max_seconds, || {
-            if parallel {
-                let chunk = (p.bytes.len() / (rayon::current_num_threads() * 4)).max(1 << 16);
-                dst.par_chunks_mut(chunk)
-                    .zip(p.bytes.par_chunks(chunk))
-                    .for_each(|(d, s)| d.copy_from_slice(s));
-            } else {
-                dst.copy_from_slice(&p.bytes);
-            }
-            std::hint::black_box(&dst);
-            Ok(())
-        })?;
-        total = total.add(s);
-        each.push(s);
-    }
-    Ok((total, each))
-}
-
-/// The codec section: every codec on every image, then the memcpy reference rows.
+/// The codec section: every codec and the memcpy reference rows on every image.
 pub struct CodecRun {
     pub results: Vec<CodecResult>,
     pub memcpy_1: Stats,
@@ -324,14 +313,30 @@ pub struct CodecRun {
 }
 
 pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
-    let mut results = Vec::new();
-    for codec in Codec::ALL.into_iter().filter(|_| !args.no_codecs) {
-        eprintln!("  {} ({} threads)...", codec.name(), codec.threads());
-        results.push(bench_codec(codec, images, args)?);
+    let codecs: Vec<Codec> = Codec::ALL.into_iter().filter(|_| !args.no_codecs).collect();
+    let mut results: Vec<CodecResult> = codecs
+        .iter()
+        .map(|&codec| CodecResult {
+            codec,
+            cells: Vec::with_capacity(images.len()),
+        })
+        .collect();
+    let (mut memcpy_1, mut memcpy_n) = (Stats::default(), Stats::default());
+    let mut memcpy_1_each = Vec::with_capacity(images.len());
+    // Image by image, every codec and the memcpy rows in turn: the ratios between codecs
+    // compare runs minutes apart at most, so a machine whose speed drifts (shared VMs) moves
+    // all of them together.
+    for (i, p) in images.iter().enumerate() {
+        eprintln!("  [{}/{}] {}...", i + 1, images.len(), p.name);
+        for result in results.iter_mut() {
+            let cell = bench_cell(result.codec, p, args)?;
+            result.cells.push(cell);
+        }
+        let one = bench_memcpy(p, args, false)?;
+        memcpy_1 = memcpy_1.add(one);
+        memcpy_1_each.push(one);
+        memcpy_n = memcpy_n.add(bench_memcpy(p, args, true)?);
     }
-    eprintln!("  memcpy...");
-    let (memcpy_1, memcpy_1_each) = bench_memcpy(images, args, false)?;
-    let (memcpy_n, _) = bench_memcpy(images, args, true)?;
     Ok(CodecRun {
         results,
         memcpy_1,
