@@ -247,8 +247,9 @@ pub(crate) fn parse_patch_header(
     })
 }
 
-/// A channel's decode tables, both indexed by the next 11 (`MAX_CODE_LEN`) stream bits: one
-/// allocation, so the decode loop holds one pointer per channel.
+/// A channel's decode tables, both indexed by the next 11 (`MAX_CODE_LEN`) stream bits. The
+/// channels' tables lie side by side in one vector, so the decode loop reaches all of them
+/// from one pointer.
 pub(crate) struct Tables {
     /// Symbol by symbol (see `huffman::fill_lut`).
     symbols: [u32; LUT_SIZE],
