@@ -4,7 +4,7 @@
 //! colour transform and interleaves into the output band.
 
 use super::huffman::{
-    self, position_residual, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, POSITION_WHOLE,
+    self, pack_pair, PositionTables, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, NOT_WHOLE,
 };
 
 use super::palette::PatchPalette;
@@ -254,7 +254,7 @@ pub(crate) struct Tables {
     /// Symbol by symbol (see `huffman::fill_lut`).
     symbols: [u32; LUT_SIZE],
     /// Whole positions (see `huffman::fill_position_lut`).
-    positions: [u32; LUT_SIZE],
+    positions: PositionTables,
     /// The code lengths the tables were built for (all 0: not built yet). Neighbouring
     /// patches often share a code (flat and smooth areas), and then the tables are reused.
     lengths: [u8; MAX_TOKENS],
@@ -265,6 +265,10 @@ pub(crate) struct Tables {
 fn tables_of<const C: usize>(tables: &[Tables]) -> &[Tables; C] {
     tables[..C].try_into().expect("C channels")
 }
+
+/// One channel's row of residuals as pairs (see `huffman::pack_pair`): a position is one
+/// store.
+type Pairs = [u32; ROW / 2];
 
 /// Row buffers are this wide whatever the patch size, so the decode loop indexes fixed-size
 /// arrays and needs no bounds checks.
@@ -280,9 +284,9 @@ pub(crate) struct Scratch {
     /// The prediction's part from the row above.
     above: Vec<u16>,
     /// Residuals of the row being decoded, one array per channel.
-    residuals: Vec<[u16; ROW]>,
+    residuals: Vec<Pairs>,
     /// Residuals of the next row, decoded with the current one.
-    pending: Vec<[u16; ROW]>,
+    pending: Vec<Pairs>,
     /// The patch's palette.
     palette: PatchPalette,
 }
@@ -294,7 +298,10 @@ impl Scratch {
             tables: (0..h.channels())
                 .map(|_| Tables {
                     symbols: [0; LUT_SIZE],
-                    positions: [0; LUT_SIZE],
+                    positions: PositionTables {
+                        pairs: [0; LUT_SIZE],
+                        bits: [0; LUT_SIZE],
+                    },
                     lengths: [0; MAX_TOKENS],
                 })
                 .collect(),
@@ -302,8 +309,8 @@ impl Scratch {
             previous: vec![0; n],
             output: vec![0; n],
             above: vec![0; n],
-            residuals: vec![[0; ROW]; h.channels() as usize],
-            pending: vec![[0; ROW]; h.channels() as usize],
+            residuals: vec![[0; ROW / 2]; h.channels() as usize],
+            pending: vec![[0; ROW / 2]; h.channels() as usize],
             palette: PatchPalette::new(),
         }
     }
@@ -312,7 +319,7 @@ impl Scratch {
 /// The first `C` channels' rows, as one array: the decode loop then reaches every channel's
 /// row from one base pointer at a fixed offset.
 #[inline(always)]
-fn rows_mut<const C: usize>(buf: &mut [[u16; ROW]]) -> &mut [[u16; ROW]; C] {
+fn rows_mut<const C: usize>(buf: &mut [Pairs]) -> &mut [Pairs; C] {
     (&mut buf[..C]).try_into().expect("C rows")
 }
 
@@ -325,7 +332,7 @@ fn rows_mut<const C: usize>(buf: &mut [[u16; ROW]]) -> &mut [[u16; ROW]; C] {
 struct RowState<'a, const C: usize> {
     tables: &'a [Tables; C],
     /// The row's residuals, unzigzagged (mod 2^16).
-    residuals: &'a mut [[u16; ROW]; C],
+    residuals: &'a mut [Pairs; C],
     /// Bit position in the stream.
     pos: [u64; C],
     /// Positions left in the current run (codes with run tokens only).
@@ -339,19 +346,16 @@ impl<const C: usize> RowState<'_, C> {
     #[inline(always)]
     fn pair(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
         let bits = window(bytes, self.pos[c]);
-        let whole = self.tables[c].positions[bits as usize & (LUT_SIZE - 1)];
-        let (r0, r1, adv) = if whole & POSITION_WHOLE != 0 {
-            (
-                position_residual(whole, 8),
-                position_residual(whole, 16),
-                whole & 0xff,
-            )
+        let i = bits as usize & (LUT_SIZE - 1);
+        let whole = self.tables[c].positions.bits[i];
+        let (pair, adv) = if whole & NOT_WHOLE == 0 {
+            (self.tables[c].positions.pairs[i], whole as u32)
         } else {
-            symbols(&self.tables[c], bits, bad)
+            let (r0, r1, adv) = symbols(&self.tables[c], bits, bad);
+            (pack_pair(r0, r1), adv)
         };
         self.pos[c] += adv as u64;
-        self.residuals[c][2 * x] = r0;
-        self.residuals[c][2 * x + 1] = r1;
+        self.residuals[c][x] = pair;
     }
 
     /// Decodes channel `c`'s last sample of an odd row: a single token only.
@@ -363,7 +367,13 @@ impl<const C: usize> RowState<'_, C> {
         let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
         *bad |= e0 & LUT_PAIR;
         self.pos[c] += (len0 + nraw0) as u64;
-        self.residuals[c][x] = unzigzag(v0) as u16;
+        self.set(c, x, unzigzag(v0) as u16);
+    }
+
+    /// Channel `c`'s residual `x` alone (the odd last sample of a row).
+    #[inline(always)]
+    fn set(&mut self, c: usize, x: usize, r: u16) {
+        bytemuck::cast_slice_mut::<u32, u16>(&mut self.residuals[c][..])[x] = r;
     }
 
     /// As [`RowState::pair`] for a code with run tokens: a position inside a run takes no
@@ -374,18 +384,14 @@ impl<const C: usize> RowState<'_, C> {
     fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
         if self.run[c] > 0 {
             self.run[c] -= 1;
-            self.residuals[c][2 * x] = 0;
-            self.residuals[c][2 * x + 1] = 0;
+            self.residuals[c][x] = 0;
             return;
         }
         let bits = window(bytes, self.pos[c]);
-        let whole = self.tables[c].positions[bits as usize & (LUT_SIZE - 1)];
-        let (r0, r1, adv) = if whole & POSITION_WHOLE != 0 {
-            (
-                position_residual(whole, 8),
-                position_residual(whole, 16),
-                whole & 0xff,
-            )
+        let i = bits as usize & (LUT_SIZE - 1);
+        let whole = self.tables[c].positions.bits[i];
+        let (pair, adv) = if whole & NOT_WHOLE == 0 {
+            (self.tables[c].positions.pairs[i], whole as u32)
         } else {
             let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
             if e0 & LUT_RUN != 0 {
@@ -400,14 +406,14 @@ impl<const C: usize> RowState<'_, C> {
                     *bad |= LUT_RUN;
                 }
                 self.run[c] = n.min(left) as u32 - 1;
-                (0, 0, len0 + nraw0)
+                (0, len0 + nraw0)
             } else {
-                symbols(&self.tables[c], bits, bad)
+                let (r0, r1, adv) = symbols(&self.tables[c], bits, bad);
+                (pack_pair(r0, r1), adv)
             }
         };
         self.pos[c] += adv as u64;
-        self.residuals[c][2 * x] = r0;
-        self.residuals[c][2 * x + 1] = r1;
+        self.residuals[c][x] = pair;
     }
 
     /// As [`RowState::last`] for a code with run tokens: the odd last sample, inside a
@@ -416,7 +422,7 @@ impl<const C: usize> RowState<'_, C> {
     fn last_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
         if self.run[c] > 0 {
             self.run[c] -= 1;
-            self.residuals[c][x] = 0;
+            self.set(c, x, 0);
             return;
         }
         let bits = window(bytes, self.pos[c]);
@@ -428,7 +434,7 @@ impl<const C: usize> RowState<'_, C> {
                 *bad |= LUT_RUN;
             }
             self.pos[c] += (len0 + nraw0) as u64;
-            self.residuals[c][x] = 0;
+            self.set(c, x, 0);
             return;
         }
         self.last(c, bytes, x, bad);
@@ -515,7 +521,7 @@ fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize
             let skip = shared.min(end - x);
             if skip > 0 {
                 for c in 0..C {
-                    ch.residuals[c][2 * x..2 * (x + skip)].fill(0);
+                    ch.residuals[c][x..x + skip].fill(0);
                     ch.run[c] -= skip as u32;
                 }
                 x += skip;
@@ -783,7 +789,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
             let range = c * stride..c * stride + pw;
             undo_prediction(
                 keep != 0,
-                &scratch.residuals.as_flattened()[range.clone()],
+                &bytemuck::cast_slice::<u32, u16>(&scratch.residuals[c][..])[..pw],
                 &scratch.above[range.clone()],
                 &mut scratch.current[range],
             );

@@ -207,45 +207,50 @@ pub(crate) fn fill_lut(lengths: &[u8], codes: &[u32], depth: u8, lut: &mut [u32;
     }
 }
 
-/// Bit of a position-table entry that says it holds the whole position.
-pub(crate) const POSITION_WHOLE: u32 = 1 << 31;
+/// A position-bits entry that says the position is not whole (the decoder then reads it
+/// symbol by symbol). Whole positions take at most [`MAX_CODE_LEN`] bits.
+pub(crate) const NOT_WHOLE: u8 = 0x80;
 
-/// A whole position's entry: the bits it takes (bits 0..8) and both residuals, unzigzagged,
-/// as `i8` (bits 8..16 and 16..24; whole positions have zigzag values below 16, so residuals
-/// in -8..=7), so that the decoder only sign-extends them.
+/// Both residuals of a position as one `u32` whose bytes are the two `u16` samples in
+/// order (native byte order), so that the decoder stores a position with one write.
 #[inline(always)]
-const fn position_entry(bits: u32, z0: u32, z1: u32) -> u32 {
-    let (d0, d1) = (unzigzag(z0) as u8 as u32, unzigzag(z1) as u8 as u32);
-    POSITION_WHOLE | bits | d0 << 8 | d1 << 16
+pub(crate) const fn pack_pair(r0: u16, r1: u16) -> u32 {
+    let (a, b) = (r0.to_ne_bytes(), r1.to_ne_bytes());
+    u32::from_ne_bytes([a[0], a[1], b[0], b[1]])
 }
 
-/// The residual in bits `shift..shift + 8` of a position entry, sign-extended (mod 2^16).
-#[inline(always)]
-pub(crate) const fn position_residual(entry: u32, shift: u32) -> u16 {
-    (entry >> shift) as u8 as i8 as u16
+/// The whole-position tables of one code, both indexed by the next [`MAX_CODE_LEN`] stream
+/// bits (see [`fill_position_lut`]).
+pub(crate) struct PositionTables {
+    /// Both residuals, unzigzagged, packed by [`pack_pair`] (valid where `bits` is whole).
+    pub pairs: [u32; LUT_SIZE],
+    /// The bits the whole position takes, or [`NOT_WHOLE`].
+    pub bits: [u8; LUT_SIZE],
 }
 
-/// Fills a position table for validated `lengths` and their canonical codes: entry `i` holds
-/// a whole position (see [`position_entry`]) when the next
-/// [`MAX_CODE_LEN`] stream bits `i` determine it without raw bits: a pair token, or two single
-/// tokens below 16 whose codes fit together. Other entries are 0 and the decoder takes the
-/// symbol-by-symbol path. One lookup instead of two dependent ones for most positions of
-/// smooth and moderately textured areas. Filled code by code (each entry is written at most
-/// once), not entry by entry.
+/// Fills the whole-position tables for validated `lengths` and their canonical codes: index
+/// `i` holds a whole position when the next [`MAX_CODE_LEN`] stream bits `i` determine it
+/// without raw bits: a pair token, or two single tokens below 16 whose codes fit together.
+/// Elsewhere `bits` is [`NOT_WHOLE`] and the decoder takes the symbol-by-symbol path. One
+/// lookup instead of two dependent ones for most positions of smooth and moderately
+/// textured areas, and one store of both residuals. Filled code by code (each entry is
+/// written at most once), not entry by entry.
 pub(crate) fn fill_position_lut(
     lengths: &[u8],
     codes_buf: &[u32],
     depth: u8,
-    positions: &mut [u32; LUT_SIZE],
+    tables: &mut PositionTables,
 ) {
-    positions.fill(0);
+    tables.bits.fill(NOT_WHOLE);
     let single = is_single(lengths);
     let singles = token_count(depth) as usize;
-    let fill = |positions: &mut [u32; LUT_SIZE], code: u32, len: u32, entry: u32| {
+    let fill = |tables: &mut PositionTables, code: u32, len: u32, z0: u32, z1: u32| {
+        let pair = pack_pair(unzigzag(z0) as u16, unzigzag(z1) as u16);
         let step = 1usize << len;
         let mut i = code as usize;
         while i < LUT_SIZE {
-            positions[i] = entry;
+            tables.pairs[i] = pair;
+            tables.bits[i] = len as u8;
             i += step;
         }
     };
@@ -271,13 +276,11 @@ pub(crate) fn fill_position_lut(
             continue;
         } else if t >= singles {
             let p = (t - singles) as u32;
-            let entry = position_entry(len0, p / PAIR_LIMIT, p % PAIR_LIMIT);
-            fill(positions, code0, len0, entry);
+            fill(tables, code0, len0, p / PAIR_LIMIT, p % PAIR_LIMIT);
         } else if t < TOKEN_DIRECT as usize {
             for &(t1, code1, len1) in direct {
                 if len0 + len1 <= MAX_CODE_LEN {
-                    let entry = position_entry(len0 + len1, t as u32, t1);
-                    fill(positions, code0 | code1 << len0, len0 + len1, entry);
+                    fill(tables, code0 | code1 << len0, len0 + len1, t as u32, t1);
                 }
             }
         }
@@ -332,12 +335,15 @@ mod tests {
             codes(&lengths, &mut c);
             let mut lut = Box::new([0u32; LUT_SIZE]);
             fill_lut(&lengths, &c, depth, &mut lut);
-            let mut positions = Box::new([0u32; LUT_SIZE]);
+            let mut positions = Box::new(PositionTables {
+                pairs: [0; LUT_SIZE],
+                bits: [0; LUT_SIZE],
+            });
             fill_position_lut(&lengths, &c, depth, &mut positions);
             let mask = LUT_SIZE - 1;
             let mut whole = 0;
-            for (i, &p) in positions.iter().enumerate() {
-                if p & POSITION_WHOLE == 0 {
+            for (i, (&pair, &bits)) in positions.pairs.iter().zip(&positions.bits).enumerate() {
+                if bits == NOT_WHOLE {
                     continue;
                 }
                 whole += 1;
@@ -350,14 +356,9 @@ mod tests {
                     assert_eq!((e1 >> 4) & 15, 0, "raw bits in a whole position");
                     (e0 >> 16, e1 >> 16, (e0 & 15) + (e1 & 15))
                 };
-                assert_eq!(p & 0xff, len, "depth {depth} index {i}");
-                for (z, shift) in [(z0, 8), (z1, 16)] {
-                    assert_eq!(
-                        position_residual(p, shift),
-                        unzigzag(z) as u16,
-                        "depth {depth} index {i}"
-                    );
-                }
+                assert_eq!(bits as u32, len, "depth {depth} index {i}");
+                let expected = pack_pair(unzigzag(z0) as u16, unzigzag(z1) as u16);
+                assert_eq!(pair, expected, "depth {depth} index {i}");
             }
             assert!(
                 whole > LUT_SIZE / 4,
