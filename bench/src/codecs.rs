@@ -328,14 +328,26 @@ pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
     // all of them together.
     for (i, p) in images.iter().enumerate() {
         eprintln!("  [{}/{}] {}...", i + 1, images.len(), p.name);
-        for result in results.iter_mut() {
-            let cell = bench_cell(result.codec, p, args)?;
-            result.cells.push(cell);
+        // One-thread measurements first (with the one-thread memcpy), then the parallel
+        // ones, with a pause after those so that the pool's workers are asleep before the
+        // next image's one-thread runs (on a 2-core machine a spinning worker takes half of
+        // it).
+        for parallel in [false, true] {
+            for result in results.iter_mut() {
+                if (result.codec.threads() != "1") == parallel {
+                    let cell = bench_cell(result.codec, p, args)?;
+                    result.cells.push(cell);
+                }
+            }
+            if parallel {
+                memcpy_n = memcpy_n.add(bench_memcpy(p, args, true)?);
+            } else {
+                let one = bench_memcpy(p, args, false)?;
+                memcpy_1 = memcpy_1.add(one);
+                memcpy_1_each.push(one);
+            }
         }
-        let one = bench_memcpy(p, args, false)?;
-        memcpy_1 = memcpy_1.add(one);
-        memcpy_1_each.push(one);
-        memcpy_n = memcpy_n.add(bench_memcpy(p, args, true)?);
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(CodecRun {
         results,

@@ -35,7 +35,7 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
     );
     let _ = writeln!(
         md,
-        "- method: image by image, every codec in turn (so a drift in the machine's speed moves all codecs together); one warm-up run, then up to {} timed runs per (codec, image), capped at {} s; per-image medians (and slowest / fastest runs) summed over the images a codec supports; throughput in megapixels and gigabytes of raw (decoded) pixels per second, shown as median [slowest-fastest]; `vs png` = size / png (default) size on the same images; lossless = bit-exact round trip on every image.\n",
+        "- method: image by image, every codec in turn, the one-thread runs before the parallel ones (so a drift in the machine's speed moves all codecs together); one warm-up run, then up to {} timed runs per (codec, image), capped at {} s; per-image medians (and slowest / fastest runs) summed over the images a codec supports; throughput in megapixels and gigabytes of raw (decoded) pixels per second, shown as median [slowest-fastest]; `vs png` = size / png (default) size on the same images; lossless = bit-exact round trip on every image.\n",
         args.reps, args.max_seconds
     );
     let _ = writeln!(md, "### Codecs\n");

@@ -29,7 +29,7 @@ pub fn text(r: &Report, t: &Tables) -> String {
     );
     let _ = writeln!(
         out,
-        "method:   image by image, every codec in turn; 1 warm-up + up to {} timed reps per (codec, image) (capped at {} s), times summed over images; median [slowest-fastest]\n",
+        "method:   image by image, every codec in turn (one-thread runs first); 1 warm-up + up to {} timed reps per (codec, image) (capped at {} s), times summed over images; median [slowest-fastest]\n",
         args.reps, args.max_seconds
     );
     out += &t.main.text();
