@@ -70,10 +70,16 @@ impl Codec {
         }
     }
 
+    /// Whether this codec decodes on the whole thread pool.
+    pub fn parallel(self) -> bool {
+        matches!(self, Codec::L3 { parallel: true, .. })
+    }
+
     pub fn threads(self) -> String {
-        match self {
-            Codec::L3 { parallel: true, .. } => format!("{}", rayon::current_num_threads()),
-            _ => "1".into(),
+        if self.parallel() {
+            format!("{}", rayon::current_num_threads())
+        } else {
+            "1".into()
         }
     }
 
@@ -334,7 +340,7 @@ pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
         // it).
         for parallel in [false, true] {
             for result in results.iter_mut() {
-                if (result.codec.threads() != "1") == parallel {
+                if result.codec.parallel() == parallel {
                     let cell = bench_cell(result.codec, p, args)?;
                     result.cells.push(cell);
                 }

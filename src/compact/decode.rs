@@ -8,7 +8,7 @@ use super::huffman::{
 };
 
 use super::palette::PatchPalette;
-use super::predict::prediction_from_above;
+use super::predict::{prediction_from_above, undo_prediction};
 use crate::codec::bits::{window, BitReader};
 use crate::codec::planes::check_padding;
 use crate::codec::simd::{avx2_dispatch, Avx2};
@@ -465,10 +465,10 @@ fn symbols(tables: &Tables, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
     (unzigzag(z0) as u16, unzigzag(z1) as u16, adv)
 }
 
-/// Decodes one row of every channel and undoes the prediction in the same pass: `C`
-/// independent bit positions advanced together (written out per channel, so each channel's
-/// state stays in registers), so the CPU overlaps their table lookups. Returns non-zero when
-/// a pair token stood where only a single token may.
+/// Decodes the residuals of one row of every channel (see [`RowState`]): `C` independent
+/// bit positions advanced together (written out per channel, so each channel's state stays
+/// in registers), so the CPU overlaps their table lookups. Returns non-zero when a pair
+/// token stood where only a single token may.
 #[inline(always)]
 fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
     let mut bad = 0;
@@ -571,24 +571,6 @@ fn decode_row_and_next<const C: usize>(
         }
     }
     bad
-}
-
-/// Undoes the prediction of one row: `current = residual + above`, plus the sample to the
-/// left for left-type predictors (a running sum; `above` holds the rest of the prediction,
-/// see `prediction_from_above`). All mod 2^16.
-#[inline(always)]
-fn undo_prediction(left_type: bool, residuals: &[u16], above: &[u16], current: &mut [u16]) {
-    if left_type {
-        let mut acc = 0u16;
-        for ((o, &r), &g) in current.iter_mut().zip(residuals).zip(above) {
-            acc = acc.wrapping_add(r.wrapping_add(g));
-            *o = acc;
-        }
-    } else {
-        for ((o, &r), &g) in current.iter_mut().zip(residuals).zip(above) {
-            *o = r.wrapping_add(g);
-        }
-    }
 }
 
 /// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
@@ -696,13 +678,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         }
     }
     scratch.previous.fill(0);
-    let keep: [u16; C] = std::array::from_fn(|c| {
-        if header.channels[c].predictor.is_left_type() {
-            u16::MAX
-        } else {
-            0
-        }
-    });
+    let left_type: [bool; C] = std::array::from_fn(|c| header.channels[c].predictor.is_left_type());
     let ph = ph as usize;
     // Some channel has run tokens: every channel decodes symbol by symbol (a patch is flat
     // in all its channels or in none, mostly; one path keeps the loop simple).
@@ -785,10 +761,10 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
             }
         }
         pending = with_next;
-        for (c, &keep) in keep.iter().enumerate() {
+        for (c, &left_type) in left_type.iter().enumerate() {
             let range = c * stride..c * stride + pw;
             undo_prediction(
-                keep != 0,
+                left_type,
                 &bytemuck::cast_slice::<u32, u16>(&scratch.residuals[c][..])[..pw],
                 &scratch.above[range.clone()],
                 &mut scratch.current[range],

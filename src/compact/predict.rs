@@ -39,3 +39,22 @@ pub fn prediction_from_above(predictor: CompactPredictor, up: &[u16], g: &mut [u
         }
     }
 }
+
+/// Undoes the prediction of one row: `current = residual + above`, plus the sample to the
+/// left for left-type predictors (a running sum; `above` holds the rest of the prediction,
+/// see [`prediction_from_above`]). All mod 2^16. The decoder's inverse of the encoder's
+/// prediction, after it has decoded the row's residuals.
+#[inline(always)]
+pub fn undo_prediction(left_type: bool, residuals: &[u16], above: &[u16], current: &mut [u16]) {
+    if left_type {
+        let mut acc = 0u16;
+        for ((o, &r), &g) in current.iter_mut().zip(residuals).zip(above) {
+            acc = acc.wrapping_add(r.wrapping_add(g));
+            *o = acc;
+        }
+    } else {
+        for ((o, &r), &g) in current.iter_mut().zip(residuals).zip(above) {
+            *o = r.wrapping_add(g);
+        }
+    }
+}
