@@ -52,6 +52,10 @@ pub struct Args {
     /// flat classes a photo folder lacks; class `generated` in the per-class table).
     #[arg(long)]
     pub no_synthetic: bool,
+    /// Write the generated images as PNG files into this folder and exit (to profile or
+    /// decode them outside the bench).
+    #[arg(long, value_name = "DIR")]
+    pub write_generated: Option<PathBuf>,
     /// Sizes of the scaling run in megapixels.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     pub scaling_mp: Vec<f64>,

@@ -58,6 +58,9 @@ fn main() -> Result<()> {
         print_adapters();
         return Ok(());
     }
+    if let Some(dir) = &args.write_generated {
+        return synthetic::write_png(dir);
+    }
     if args.inputs.is_empty() {
         args.inputs = vec![PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),

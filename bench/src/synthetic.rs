@@ -167,3 +167,21 @@ pub fn images() -> Vec<Pixels> {
         stars(2048, 2048),
     ]
 }
+
+/// Writes the generated images as 8-bit PNG files (`NAME.png`) into `dir`.
+pub fn write_png(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for image in images() {
+        let color = match image.channels() {
+            1 => image::ExtendedColorType::L8,
+            3 => image::ExtendedColorType::Rgb8,
+            _ => image::ExtendedColorType::Rgba8,
+        };
+        let path = dir.join(format!("{}.png", image.name));
+        image::save_buffer(&path, &image.bytes, image.width, image.height, color)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(())
+}

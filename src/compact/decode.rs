@@ -5,6 +5,7 @@
 
 use super::huffman::{
     self, pack_pair, PositionTables, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, NOT_WHOLE,
+    POSITION_SIZE,
 };
 
 use super::palette::PatchPalette;
@@ -247,7 +248,8 @@ pub(crate) fn parse_patch_header(
     })
 }
 
-/// A channel's decode tables, both indexed by the next 11 (`MAX_CODE_LEN`) stream bits. The
+/// A channel's decode tables, indexed by the next 11 (`MAX_CODE_LEN`) stream bits (symbols)
+/// and the next 10 (`POSITION_BITS`; whole positions). The
 /// channels' tables lie side by side in one vector, so the decode loop reaches all of them
 /// from one pointer.
 pub(crate) struct Tables {
@@ -299,8 +301,8 @@ impl Scratch {
                 .map(|_| Tables {
                     symbols: [0; LUT_SIZE],
                     positions: PositionTables {
-                        pairs: [0; LUT_SIZE],
-                        bits: [0; LUT_SIZE],
+                        pairs: [0; POSITION_SIZE],
+                        bits: [0; POSITION_SIZE],
                     },
                     lengths: [0; MAX_TOKENS],
                 })
@@ -346,7 +348,7 @@ impl<const C: usize> RowState<'_, C> {
     #[inline(always)]
     fn pair(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
         let bits = window(bytes, self.pos[c]);
-        let i = bits as usize & (LUT_SIZE - 1);
+        let i = bits as usize & (POSITION_SIZE - 1);
         let whole = self.tables[c].positions.bits[i];
         let (pair, adv) = if whole & NOT_WHOLE == 0 {
             (self.tables[c].positions.pairs[i], whole as u32)
@@ -388,7 +390,7 @@ impl<const C: usize> RowState<'_, C> {
             return;
         }
         let bits = window(bytes, self.pos[c]);
-        let i = bits as usize & (LUT_SIZE - 1);
+        let i = bits as usize & (POSITION_SIZE - 1);
         let whole = self.tables[c].positions.bits[i];
         let (pair, adv) = if whole & NOT_WHOLE == 0 {
             (self.tables[c].positions.pairs[i], whole as u32)

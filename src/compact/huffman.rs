@@ -13,6 +13,14 @@ use crate::format::compact::{
 pub(crate) const MAX_TOKENS: usize = alphabet_size(16) as usize;
 /// Entries of a decode table.
 pub(crate) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
+/// Stream bits that index the whole-position tables: one less than the symbol table's, so
+/// a position whose two codes take 11 bits goes symbol by symbol. Such positions are rare
+/// (their codes are long, so improbable), and the two tables then take half the building
+/// per patch and half the cache: 4 % fewer instructions on a JPEG-origin photo, 9 and 10
+/// bits measured alike on the others, 9 no faster than 10 (paired timings, BENCHMARKS.md).
+pub(crate) const POSITION_BITS: u32 = 10;
+/// Entries of the whole-position tables.
+pub(crate) const POSITION_SIZE: usize = 1 << POSITION_BITS;
 
 /// Code lengths per token, at most [`MAX_CODE_LEN`]. Tokens with count 0 get length 0. When
 /// only one token occurs it gets length 1 in the table and its code takes zero bits (see
@@ -219,17 +227,17 @@ pub(crate) const fn pack_pair(r0: u16, r1: u16) -> u32 {
     u32::from_ne_bytes([a[0], a[1], b[0], b[1]])
 }
 
-/// The whole-position tables of one code, both indexed by the next [`MAX_CODE_LEN`] stream
+/// The whole-position tables of one code, both indexed by the next [`POSITION_BITS`] stream
 /// bits (see [`fill_position_lut`]).
 pub(crate) struct PositionTables {
     /// Both residuals, unzigzagged, packed by [`pack_pair`] (valid where `bits` is whole).
-    pub pairs: [u32; LUT_SIZE],
+    pub pairs: [u32; POSITION_SIZE],
     /// The bits the whole position takes, or [`NOT_WHOLE`].
-    pub bits: [u8; LUT_SIZE],
+    pub bits: [u8; POSITION_SIZE],
 }
 
 /// Fills the whole-position tables for validated `lengths` and their canonical codes: index
-/// `i` holds a whole position when the next [`MAX_CODE_LEN`] stream bits `i` determine it
+/// `i` holds a whole position when the next [`POSITION_BITS`] stream bits `i` determine it
 /// without raw bits: a pair token, or two single tokens below 16 whose codes fit together.
 /// Elsewhere `bits` is [`NOT_WHOLE`] and the decoder takes the symbol-by-symbol path. One
 /// lookup instead of two dependent ones for most positions of smooth and moderately
@@ -248,7 +256,7 @@ pub(crate) fn fill_position_lut(
         let pair = pack_pair(unzigzag(z0) as u16, unzigzag(z1) as u16);
         let step = 1usize << len;
         let mut i = code as usize;
-        while i < LUT_SIZE {
+        while i < POSITION_SIZE {
             tables.pairs[i] = pair;
             tables.bits[i] = len as u8;
             i += step;
@@ -271,7 +279,9 @@ pub(crate) fn fill_position_lut(
         }
         let len0 = if single { 0 } else { l as u32 };
         let code0 = codes_buf[t];
-        if t >= run_token_first(depth) as usize {
+        if len0 > POSITION_BITS {
+            continue;
+        } else if t >= run_token_first(depth) as usize {
             // Runs span positions: the decoders that accept them read symbol by symbol.
             continue;
         } else if t >= singles {
@@ -279,7 +289,7 @@ pub(crate) fn fill_position_lut(
             fill(tables, code0, len0, p / PAIR_LIMIT, p % PAIR_LIMIT);
         } else if t < TOKEN_DIRECT as usize {
             for &(t1, code1, len1) in direct {
-                if len0 + len1 <= MAX_CODE_LEN {
+                if len0 + len1 <= POSITION_BITS {
                     fill(tables, code0 | code1 << len0, len0 + len1, t as u32, t1);
                 }
             }
@@ -336,8 +346,8 @@ mod tests {
             let mut lut = Box::new([0u32; LUT_SIZE]);
             fill_lut(&lengths, &c, depth, &mut lut);
             let mut positions = Box::new(PositionTables {
-                pairs: [0; LUT_SIZE],
-                bits: [0; LUT_SIZE],
+                pairs: [0; POSITION_SIZE],
+                bits: [0; POSITION_SIZE],
             });
             fill_position_lut(&lengths, &c, depth, &mut positions);
             let mask = LUT_SIZE - 1;
@@ -361,7 +371,7 @@ mod tests {
                 assert_eq!(pair, expected, "depth {depth} index {i}");
             }
             assert!(
-                whole > LUT_SIZE / 4,
+                whole > POSITION_SIZE / 4,
                 "depth {depth}: only {whole} whole entries"
             );
         }
