@@ -16,8 +16,8 @@ pub(crate) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
 /// Stream bits that index the whole-position tables: one less than the symbol table's, so
 /// a position whose two codes take 11 bits goes symbol by symbol. Such positions are rare
 /// (their codes are long, so improbable), and the two tables then take half the building
-/// per patch and half the cache: 4 % fewer instructions on a JPEG-origin photo, 9 and 10
-/// bits measured alike on the others, 9 no faster than 10 (paired timings, BENCHMARKS.md).
+/// per patch and half the cache: 1-4.5 % fewer instructions on 8-bit images (1.4 % more
+/// on a 16-bit photo); 9 bits was no better (BENCHMARKS.md, "Position tables").
 pub(crate) const POSITION_BITS: u32 = 10;
 /// Entries of the whole-position tables.
 pub(crate) const POSITION_SIZE: usize = 1 << POSITION_BITS;
