@@ -10,7 +10,7 @@ use l3::{ColorType, DecodeOptions, EncodeOptions, Profile};
 
 use crate::args::Args;
 use crate::images::Pixels;
-use crate::measure::{measure, Stats};
+use crate::measure::{measure, stats_of, timed_reps, Stats};
 
 /// How a codec is run; every codec encodes the reference pixels and decodes its own file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,8 +262,19 @@ pub struct CodecResult {
     pub cells: Vec<Option<Cell>>, // one per image; None = unsupported
 }
 
-/// One codec on one image: `None` when the codec does not take it.
-fn bench_cell(codec: Codec, p: &Pixels, args: &Args) -> Result<Option<Cell>> {
+/// One codec's encoded file of one image, its encode timing, and whether a decode of it
+/// gave back the image (the untimed warm-up decode).
+struct Prepared {
+    file: Vec<u8>,
+    enc: Option<Stats>,
+    lossless: bool,
+    /// The warm-up decode's seconds (how many timed decodes fit the time cap).
+    warm: f64,
+}
+
+/// Encodes `p` with `codec` (timed when the codec encodes) and decodes it once: `None` when
+/// the codec does not take the image.
+fn prepare(codec: Codec, p: &Pixels, args: &Args) -> Result<Option<Prepared>> {
     if !codec.supports(p) {
         return Ok(None);
     }
@@ -275,20 +286,67 @@ fn bench_cell(codec: Codec, p: &Pixels, args: &Args) -> Result<Option<Cell>> {
         (None, codec.encode(p)?)
     };
     let mut out = Vec::new();
-    let (dec, ()) = measure(args.reps, args.max_seconds, || {
-        codec.decode(&file, &mut out)
-    })
-    .with_context(|| format!("{} decoding {}", codec.name(), p.name))?;
+    let t = std::time::Instant::now();
+    codec
+        .decode(&file, &mut out)
+        .with_context(|| format!("{} decoding {}", codec.name(), p.name))?;
+    let warm = t.elapsed().as_secs_f64();
     let lossless = codec.canonical(&out, p) == p.bytes;
     if !lossless {
         eprintln!("  NOT LOSSLESS: {} on {}", codec.name(), p.name);
     }
-    Ok(Some(Cell {
-        size: file.len() as u64,
+    Ok(Some(Prepared {
+        file,
         enc,
-        dec,
         lossless,
+        warm,
     }))
+}
+
+/// Times the decoders of one image in alternation, one decode of each per round, so that a
+/// change in the machine's speed (a neighbour on a shared VM) falls on all of them alike
+/// instead of on whichever codec was being measured then. A codec takes part in up to
+/// `reps` rounds, fewer when its warm-up says they would exceed `max_seconds`.
+fn decode_in_rounds(
+    codecs: &[Codec],
+    prepared: &[Option<Prepared>],
+    p: &Pixels,
+    args: &Args,
+) -> Result<Vec<Option<Cell>>> {
+    let rounds: Vec<usize> = prepared
+        .iter()
+        .map(|c| {
+            c.as_ref()
+                .map_or(0, |c| timed_reps(args.reps, args.max_seconds, c.warm))
+        })
+        .collect();
+    let mut times: Vec<Vec<f64>> = rounds.iter().map(|&n| Vec::with_capacity(n)).collect();
+    let mut out = Vec::new();
+    for round in 0..rounds.iter().copied().max().unwrap_or(0) {
+        for (k, (codec, c)) in codecs.iter().zip(prepared).enumerate() {
+            let Some(c) = c.as_ref().filter(|_| round < rounds[k]) else {
+                continue;
+            };
+            let t = std::time::Instant::now();
+            codec
+                .decode(&c.file, &mut out)
+                .with_context(|| format!("{} decoding {}", codec.name(), p.name))?;
+            times[k].push(t.elapsed().as_secs_f64());
+            std::hint::black_box(&out);
+        }
+    }
+    Ok(prepared
+        .iter()
+        .zip(times)
+        .map(|(c, t)| {
+            c.as_ref().map(|c| Cell {
+                size: c.file.len() as u64,
+                enc: c.enc,
+                dec: stats_of(t),
+                lossless: c.lossless,
+            })
+        })
+        .collect())
 }
 
 /// One-thread or all-thread memcpy of an image's raw size.
@@ -339,11 +397,17 @@ pub fn bench_codecs(images: &[Pixels], args: &Args) -> Result<CodecRun> {
         // next image's one-thread runs (on a 2-core machine a spinning worker takes half of
         // it).
         for parallel in [false, true] {
-            for result in results.iter_mut() {
-                if result.codec.parallel() == parallel {
-                    let cell = bench_cell(result.codec, p, args)?;
-                    result.cells.push(cell);
-                }
+            let group: Vec<usize> = (0..results.len())
+                .filter(|&k| results[k].codec.parallel() == parallel)
+                .collect();
+            let codecs: Vec<Codec> = group.iter().map(|&k| results[k].codec).collect();
+            let prepared = codecs
+                .iter()
+                .map(|&codec| prepare(codec, p, args))
+                .collect::<Result<Vec<_>>>()?;
+            let cells = decode_in_rounds(&codecs, &prepared, p, args)?;
+            for (&k, cell) in group.iter().zip(cells) {
+                results[k].cells.push(cell);
             }
             if parallel {
                 memcpy_n = memcpy_n.add(bench_memcpy(p, args, true)?);

@@ -41,12 +41,7 @@ pub fn measure<T>(
 ) -> Result<(Stats, T)> {
     let t0 = Instant::now();
     let first = f()?;
-    let warm = t0.elapsed().as_secs_f64();
-    let n = if warm * reps as f64 > max_seconds {
-        ((max_seconds / warm.max(1e-9)) as usize).clamp(1, reps.max(1))
-    } else {
-        reps.max(1)
-    };
+    let n = timed_reps(reps, max_seconds, t0.elapsed().as_secs_f64());
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
@@ -56,6 +51,16 @@ pub fn measure<T>(
         drop(r);
     }
     Ok((stats_of(times), first))
+}
+
+/// Timed repetitions after a warm-up call that took `warm` seconds: `reps`, fewer (at least
+/// one) when they would exceed `max_seconds`.
+pub fn timed_reps(reps: usize, max_seconds: f64, warm: f64) -> usize {
+    if warm * reps as f64 > max_seconds {
+        ((max_seconds / warm.max(1e-9)) as usize).clamp(1, reps.max(1))
+    } else {
+        reps.max(1)
+    }
 }
 
 /// Median, min and max of `times` (seconds; at least one).

@@ -35,7 +35,7 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
     );
     let _ = writeln!(
         md,
-        "- method: image by image, every codec in turn, the one-thread runs before the parallel ones (so a drift in the machine's speed moves all codecs together); one warm-up run, then up to {} timed runs per (codec, image), capped at {} s; per-image medians (and slowest / fastest runs) summed over the images a codec supports; throughput in megapixels and gigabytes of raw (decoded) pixels per second, shown as median [slowest-fastest]; `vs png` = size / png (default) size on the same images; lossless = bit-exact round trip on every image.\n",
+        "- method: image by image, the one-thread runs before the parallel ones; per (codec, image) one warm-up run, then up to {} timed runs, capped at {} s; the decoders of an image run in alternation, one decode of each per round (so a change in the machine's speed falls on all of them alike); per-image medians (and slowest / fastest runs) summed over the images a codec supports; throughput in megapixels and gigabytes of raw (decoded) pixels per second, shown as median [slowest-fastest]; `vs png` = size / png (default) size on the same images; lossless = bit-exact round trip on every image.\n",
         args.reps, args.max_seconds
     );
     let _ = writeln!(md, "### Codecs\n");

@@ -29,7 +29,7 @@ pub fn text(r: &Report, t: &Tables) -> String {
     );
     let _ = writeln!(
         out,
-        "method:   image by image, every codec in turn (one-thread runs first); 1 warm-up + up to {} timed reps per (codec, image) (capped at {} s), times summed over images; median [slowest-fastest]\n",
+        "method:   image by image (one-thread runs first); per (codec, image) 1 warm-up + up to {} timed reps (capped at {} s), the decoders of an image in alternation, one decode each per round; times summed over images; median [slowest-fastest]\n",
         args.reps, args.max_seconds
     );
     out += &t.main.text();
