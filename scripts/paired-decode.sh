@@ -12,7 +12,10 @@ set -euo pipefail
 old=$1 new=$2 rounds=$3
 shift 3
 best() { # binary file -> best single-thread MP/s of one run of 5 decodes
-    taskset -c 0 "$1" "$2" 5 2>/dev/null | head -1 | sed -E 's/.*: ([0-9.]+) MP.*/\1/'
+    # The whole output first: builds before 47d184e panic when their stdout closes early.
+    local out
+    out=$(taskset -c 0 "$1" "$2" 5 2>/dev/null)
+    printf '%s\n' "$out" | sed -n -E '1s/.*: ([0-9.]+) MP.*/\1/p'
 }
 for f in "$@"; do
     bo=0 bn=0
