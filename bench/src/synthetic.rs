@@ -168,18 +168,15 @@ pub fn images() -> Vec<Pixels> {
     ]
 }
 
-/// Writes the generated images as 8-bit PNG files (`NAME.png`) into `dir`.
+/// Writes the generated images as PNG files (`NAME.png`, the bench's png encoder at its
+/// default compression) into `dir`, each atomically.
 pub fn write_png(dir: &std::path::Path) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for image in images() {
-        let color = match image.channels() {
-            1 => image::ExtendedColorType::L8,
-            3 => image::ExtendedColorType::Rgb8,
-            _ => image::ExtendedColorType::Rgba8,
-        };
+        let png = crate::codecs::png_encode(&image, png::Compression::Balanced)?;
         let path = dir.join(format!("{}.png", image.name));
-        image::save_buffer(&path, &image.bytes, image.width, image.height, color)
+        l3::shard::write_atomic(&path, &png)
             .with_context(|| format!("writing {}", path.display()))?;
         println!("{}", path.display());
     }

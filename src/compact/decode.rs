@@ -249,9 +249,8 @@ pub(crate) fn parse_patch_header(
 }
 
 /// A channel's decode tables, indexed by the next 11 (`MAX_CODE_LEN`) stream bits (symbols)
-/// and the next 10 (`POSITION_BITS`; whole positions). The
-/// channels' tables lie side by side in one vector, so the decode loop reaches all of them
-/// from one pointer.
+/// and the next 10 (`POSITION_BITS`; whole positions). The channels' tables lie side by
+/// side in one vector, so the decode loop reaches all of them from one pointer.
 pub(crate) struct Tables {
     /// Symbol by symbol (see `huffman::fill_lut`).
     symbols: [u32; LUT_SIZE],

@@ -216,7 +216,7 @@ pub(crate) fn fill_lut(lengths: &[u8], codes: &[u32], depth: u8, lut: &mut [u32;
 }
 
 /// A position-bits entry that says the position is not whole (the decoder then reads it
-/// symbol by symbol). Whole positions take at most [`MAX_CODE_LEN`] bits.
+/// symbol by symbol). Whole positions take at most [`POSITION_BITS`] bits.
 pub(crate) const NOT_WHOLE: u8 = 0x80;
 
 /// Both residuals of a position as one `u32` whose bytes are the two `u16` samples in
