@@ -166,16 +166,25 @@ struct ChannelChoice {
     bits: f64,
 }
 
+/// A plane's symbols under one predictor, without run tokens: the exact histograms with
+/// single tokens and with pair tokens, and the raw bits (the same for both).
+struct Histograms {
+    singles: [u32; MAX_TOKENS],
+    with_pairs: [u32; MAX_TOKENS],
+    raw_bits: u64,
+}
+
 /// Estimated bits to code `plane` with `predictor` with single tokens and with pair tokens
-/// (the order-0 entropy of its tokens plus their raw bits plus the code table), and how many
-/// zero positions it has. Ranks choices; the real code is a few % larger.
+/// (the order-0 entropy of its tokens plus their raw bits plus the code table), how many
+/// zero positions it has, and the histograms. Ranks choices; the real code is a few %
+/// larger.
 #[inline(always)]
 fn estimate_bits(
     plane: &[u16],
     pw: usize,
     depth: u8,
     predictor: CompactPredictor,
-) -> ([f64; 2], u32) {
+) -> ([f64; 2], u32, Histograms) {
     // Four interleaved histograms: runs of one token (e.g. zeros) would otherwise make each
     // increment wait for the previous one's store.
     let mut split = [[0u32; MAX_TOKENS]; 4];
@@ -219,27 +228,71 @@ fn estimate_bits(
             entropy_bits(&with_pairs) + raw_bits as f64,
         ],
         pairs[0],
+        Histograms {
+            singles,
+            with_pairs,
+            raw_bits,
+        },
     )
 }
 
-/// Estimated bits to code `plane` with `predictor` with run tokens (as [`estimate_bits`]):
-/// a pass over the exact symbols.
+/// The exact symbol histogram of `plane` coded with `predictor` and `coding`, and its raw
+/// bits: a pass over the symbols the encoder would write.
 #[inline(always)]
-fn estimate_run_bits(plane: &[u16], pw: usize, depth: u8, predictor: CompactPredictor) -> f64 {
+fn symbol_histogram(
+    plane: &[u16],
+    pw: usize,
+    depth: u8,
+    predictor: CompactPredictor,
+    coding: Coding,
+) -> ([u32; MAX_TOKENS], u64) {
     let mut hist = [0u32; MAX_TOKENS];
     let mut raw_bits = 0u64;
     for_each_row(plane, pw, depth as u32, predictor, 1, |z| {
-        row_symbols(z, depth, Coding::Runs, |t, nraw, _| {
+        row_symbols(z, depth, coding, |t, nraw, _| {
             hist[t as usize] += 1;
             raw_bits += nraw as u64;
         })
     });
-    // The code-length table grows by a bit per token up to the last run token used (the
-    // estimate of the others counts used tokens only): it matters in small patches.
-    let table_growth = hist.iter().rposition(|&n| n > 0).map_or(0, |last| {
-        (last + 1).saturating_sub(token_count(depth) as usize)
-    });
-    entropy_bits(&hist) + raw_bits as f64 + table_growth as f64
+    (hist, raw_bits)
+}
+
+/// The exact bits of a channel coded with the Huffman code of `hist` (as [`encode_patch`]
+/// builds it): its code-length table, its symbols' codes and `raw_bits`. Predictor, token
+/// count and segment fields aside, which every choice pays alike.
+fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
+    let mut lengths = [0u8; MAX_TOKENS];
+    let lengths = &mut lengths[..hist.len()];
+    huffman::code_lengths(hist, lengths);
+    let ntok = lengths.iter().rposition(|&l| l > 0).map_or(0, |t| t + 1);
+    let mut table = 0u64;
+    for_each_length_field(&lengths[..ntok], |_, bits| table += bits as u64);
+    let symbols: u64 = if huffman::is_single(lengths) {
+        0
+    } else {
+        hist.iter()
+            .zip(lengths.iter())
+            .map(|(&n, &l)| n as u64 * l as u64)
+            .sum()
+    };
+    table + symbols + raw_bits
+}
+
+/// Calls `field(value, bits)` for each field of the code-length table of `lengths` (token 0
+/// up to the last used one), in stream order: "0": same as the previous length; "01"/"11"
+/// (+1/-1, LSB first: bit 0 = 1 says "changed", bit 1 = 0 says "by one", bit 2 the sign);
+/// "x11": a literal.
+fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
+    let mut previous = 0u8;
+    for &l in lengths {
+        match l as i32 - previous as i32 {
+            0 => field(0, 1),
+            1 => field(0b001, 3),
+            -1 => field(0b101, 3),
+            _ => field(0b11 | (l as u32) << 2, 2 + CODE_LENGTH_BITS),
+        }
+        previous = l;
+    }
 }
 
 /// Single tokens of every 8-bit zigzag value, computed at compile time.
@@ -281,8 +334,10 @@ fn entropy_bits(hist: &[u32]) -> f64 {
 
 /// The best predictor and token set for a plane. Runs are tried only where a quarter of the
 /// positions or more are zero (photos seldom get there, so their encode time is unchanged),
-/// with the predictor that has the most zero positions and the best one without runs; they
-/// must beat the best choice without them by [`RUN_MIN_GAIN`], since they cost decode speed.
+/// with the predictor that has the most zero positions and the best one without runs. Run
+/// tokens cost decode speed (a channel with them sends its patch down the decoder's
+/// slower run path), so they are taken only where the exact coded sizes, runs against the
+/// best choice without them, say they save [`RUN_MIN_GAIN`] of the channel's bits.
 #[inline(always)]
 fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) -> ChannelChoice {
     let mut best = ChannelChoice {
@@ -290,12 +345,14 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
         coding: Coding::Singles,
         bits: f64::INFINITY,
     };
+    // The best choice's exact histogram and raw bits.
+    let mut best_hist = ([0u32; MAX_TOKENS], 0u64);
     let mut most_zeros = (0u32, CompactPredictor::Gradient);
     for predictor in CompactPredictor::ALL {
         if !options.predictors.contains(predictor) {
             continue;
         }
-        let (bits, zeros) = estimate_bits(plane, pw, depth, predictor);
+        let (bits, zeros, hist) = estimate_bits(plane, pw, depth, predictor);
         if zeros > most_zeros.0 {
             most_zeros = (zeros, predictor);
         }
@@ -306,6 +363,11 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
                     coding,
                     bits,
                 };
+                let tokens = match coding {
+                    Coding::Singles => &hist.singles,
+                    _ => &hist.with_pairs,
+                };
+                best_hist = (*tokens, hist.raw_bits);
             }
         }
     }
@@ -313,20 +375,32 @@ fn best_choice(plane: &[u16], pw: usize, depth: u8, options: &CompactOptions) ->
     if !(options.pair_tokens && options.run_tokens) || most_zeros.0 * 4 < positions {
         return best;
     }
-    let mut choice = best;
+    // The estimates rank predictors well but are off by a few % (more in small patches),
+    // as much as runs save at the margin: the run decision takes exact sizes.
+    let ntok = alphabet_size(depth) as usize;
+    let without = coded_bits(&best_hist.0[..ntok], best_hist.1) as f64;
+    let needed = without * RUN_MIN_GAIN;
+    let mut choice = (best, without);
     let candidates = [most_zeros.1, best.predictor];
     let distinct = if best.predictor == most_zeros.1 { 1 } else { 2 };
     for &predictor in &candidates[..distinct] {
-        let bits = estimate_run_bits(plane, pw, depth, predictor);
-        if bits < best.bits * (1.0 - RUN_MIN_GAIN) && bits < choice.bits {
-            choice = ChannelChoice {
-                predictor,
-                coding: Coding::Runs,
-                bits,
-            };
+        let (hist, raw_bits) = symbol_histogram(plane, pw, depth, predictor, Coding::Runs);
+        let with = coded_bits(&hist[..ntok], raw_bits) as f64;
+        if without - with > needed && with < choice.1 {
+            // Scaled to the estimates' measure, which the transform and palette decisions
+            // compare.
+            let bits = best.bits * with / without;
+            choice = (
+                ChannelChoice {
+                    predictor,
+                    coding: Coding::Runs,
+                    bits,
+                },
+                with,
+            );
         }
     }
-    choice
+    choice.0
 }
 
 /// Rough bits of a channel header beyond what [`estimate_bits`] counts: predictor, token
@@ -486,18 +560,7 @@ pub(crate) fn encode_patch_portable(
             + 1;
         w.write(predictor as u32, PREDICTOR_BITS);
         w.write(ntok as u32, TOKEN_COUNT_BITS);
-        let mut previous = 0u8;
-        for &l in &lengths[..ntok] {
-            // "0": same as the previous length; "01"/"11" (+1/-1, LSB first: bit 0 = 1 says
-            // "changed", bit 1 = 0 says "by one", bit 2 the sign); "x11": a literal.
-            match l as i32 - previous as i32 {
-                0 => w.write(0, 1),
-                1 => w.write(0b001, 3),
-                -1 => w.write(0b101, 3),
-                _ => w.write(0b11 | (l as u32) << 2, 2 + CODE_LENGTH_BITS),
-            }
-            previous = l;
-        }
+        for_each_length_field(&lengths[..ntok], |value, bits| w.write(value, bits));
         let lo = *seg_bits.iter().min().expect("a segment");
         let hi = *seg_bits.iter().max().expect("a segment");
         let width = 32 - (hi - lo).leading_zeros();

@@ -28,45 +28,59 @@ pub(crate) const POSITION_SIZE: usize = 1 << POSITION_BITS;
 pub(crate) fn code_lengths(hist: &[u32], lengths: &mut [u8]) {
     debug_assert!(hist.len() <= MAX_TOKENS && lengths.len() == hist.len());
     lengths.fill(0);
-    let mut used: Vec<(u32, usize)> = hist
-        .iter()
-        .enumerate()
-        .filter(|&(_, &n)| n > 0)
-        .map(|(t, &n)| (n, t))
-        .collect();
-    match used.len() {
+    // The used tokens as (count, token), lightest first.
+    let mut leaves = [(0u32, 0usize); MAX_TOKENS];
+    let mut n = 0;
+    for (t, &count) in hist.iter().enumerate() {
+        if count > 0 {
+            leaves[n] = (count, t);
+            n += 1;
+        }
+    }
+    match n {
         0 => return,
         1 => {
-            lengths[used[0].1] = 1;
+            lengths[leaves[0].1] = 1;
             return;
         }
         _ => {}
     }
-    // Huffman's algorithm on at most 40 leaves: repeatedly merge the two lightest nodes.
-    // `parent` links leaves (0..n) and internal nodes (n..2n-1) for the depth computation.
-    let n = used.len();
-    let mut weight: Vec<u64> = used.iter().map(|&(w, _)| w as u64).collect();
-    let mut parent = vec![usize::MAX; 2 * n - 1];
-    let mut alive: Vec<usize> = (0..n).collect();
-    while alive.len() > 1 {
-        alive.sort_by_key(|&i| std::cmp::Reverse((weight[i], i)));
-        let a = alive.pop().expect("two nodes");
-        let b = alive.pop().expect("two nodes");
-        let node = weight.len();
-        weight.push(weight[a] + weight[b]);
-        parent[a] = node;
-        parent[b] = node;
-        alive.push(node);
+    let leaves = &mut leaves[..n];
+    leaves.sort_unstable();
+    // Huffman's algorithm with two queues (van Leeuwen): the sorted leaves, and the merged
+    // nodes, which come out in order of weight. Each step merges the two lightest fronts
+    // (a leaf before a merged node of equal weight). Nodes 0..n are the leaves in sorted
+    // order, n.. the merged ones; `parent` links them for the depth computation.
+    let mut merged = [0u64; MAX_TOKENS];
+    let mut parent = [0usize; 2 * MAX_TOKENS];
+    let (mut next_leaf, mut next_merged) = (0, 0);
+    for m in 0..n - 1 {
+        let mut lightest = || {
+            if next_leaf < n
+                && (next_merged == m || leaves[next_leaf].0 as u64 <= merged[next_merged])
+            {
+                next_leaf += 1;
+                (next_leaf - 1, leaves[next_leaf - 1].0 as u64)
+            } else {
+                next_merged += 1;
+                (n + next_merged - 1, merged[next_merged - 1])
+            }
+        };
+        let (a, wa) = lightest();
+        let (b, wb) = lightest();
+        merged[m] = wa + wb;
+        parent[a] = n + m;
+        parent[b] = n + m;
+    }
+    // Depths from the root (the last merged node) down: parents come after their children.
+    let mut depth_of = [0u32; 2 * MAX_TOKENS];
+    let root = 2 * n - 2;
+    for node in (0..root).rev() {
+        depth_of[node] = depth_of[parent[node]] + 1;
     }
     let mut count = [0u32; 64];
-    let mut depth_of = vec![0u32; n];
-    for (leaf, d) in depth_of.iter_mut().enumerate() {
-        let mut node = leaf;
-        while parent[node] != usize::MAX {
-            node = parent[node];
-            *d += 1;
-        }
-        count[*d as usize] += 1;
+    for &d in &depth_of[..n] {
+        count[d as usize] += 1;
     }
     // Limit the lengths as JPEG does (ITU T.81 Annex K.3, Adjust_BITS): move pairs of the
     // longest codes up, splitting a shorter code, until none is longer than the limit.
@@ -84,8 +98,8 @@ pub(crate) fn code_lengths(hist: &[u32], lengths: &mut [u8]) {
         }
     }
     // The most frequent tokens get the shortest lengths.
-    used.sort_by_key(|&(w, t)| (std::cmp::Reverse(w), t));
-    let mut it = used.iter();
+    leaves.sort_unstable_by_key(|&(w, t)| (std::cmp::Reverse(w), t));
+    let mut it = leaves.iter();
     for (len, &c) in count.iter().enumerate().take(max + 1) {
         for _ in 0..c {
             let &(_, t) = it.next().expect("counts add up to the leaves");

@@ -48,7 +48,7 @@ pub struct CompactOptions {
     /// the estimate smaller; smooth and JPEG-originated images gain most.
     pub pair_tokens: bool,
     /// Allow run tokens (default true; only with `pair_tokens`): runs of zero positions
-    /// and the end-of-row token, used per channel where they make the estimate smaller by
+    /// and the end-of-row token, used per channel where they make it smaller by
     /// [`RUN_MIN_GAIN`] at least. Flat images (label maps, artwork, screenshots) gain most;
     /// a channel with runs decodes on a slower, symbol-by-symbol path, so photos keep the
     /// faster one unless runs clearly pay.
@@ -61,8 +61,8 @@ pub struct CompactOptions {
     pub palette: bool,
 }
 
-/// Fraction of a channel's estimated bits that run tokens must save before the encoder uses
-/// them (see [`CompactOptions::run_tokens`]).
+/// Fraction of a channel's bits that run tokens must save before the encoder uses them (see
+/// [`CompactOptions::run_tokens`]).
 pub const RUN_MIN_GAIN: f64 = 0.03;
 
 impl Default for CompactOptions {
