@@ -662,10 +662,9 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         }
         tables.lengths = ch.lengths;
         let lengths = &ch.lengths[..alphabet_size(depth) as usize];
-        let mut codes = [0u32; MAX_TOKENS];
-        huffman::codes(lengths, &mut codes[..lengths.len()]);
-        huffman::fill_lut(lengths, &codes, depth, &mut tables.symbols);
-        huffman::fill_position_lut(lengths, &codes, depth, &mut tables.positions);
+        let code = huffman::Canonical::new(lengths);
+        huffman::fill_lut(&code, depth, &mut tables.symbols);
+        huffman::fill_position_lut(&code, depth, &mut tables.positions);
     }
     // Positions are relative to the stream start; reads may look past the stream into the
     // rest of the file (memory-safe, and only bits inside a segment are used once the

@@ -538,8 +538,7 @@ pub(crate) fn encode_patch_portable(
         row_start.push(symbols.len());
         let mut lengths = [0u8; MAX_TOKENS];
         huffman::code_lengths(&hist[..ntok_max], &mut lengths[..ntok_max]);
-        let mut codes = [0u32; MAX_TOKENS];
-        huffman::codes(&lengths[..ntok_max], &mut codes[..ntok_max]);
+        let codes = huffman::Canonical::new(&lengths[..ntok_max]).codes;
         // Bits each token's code takes in the stream: none for a one-token code.
         let code_bits = if huffman::is_single(&lengths[..ntok_max]) {
             [0; MAX_TOKENS]

@@ -6,7 +6,7 @@
 
 use crate::format::compact::{
     alphabet_size, run_base, run_token_first, token_base, token_count, unzigzag, MAX_CODE_LEN,
-    PAIR_LIMIT, TOKEN_DIRECT,
+    PAIR_LIMIT, PAIR_TOKENS, TOKEN_DIRECT,
 };
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
@@ -143,30 +143,73 @@ pub(crate) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
     }
 }
 
-/// Canonical codes, bit-reversed for LSB-first writing (`codes[t]` holds `lengths[t]` bits).
-pub(crate) fn codes(lengths: &[u8], codes: &mut [u32]) {
-    let mut count = [0u32; MAX_CODE_LEN as usize + 1];
-    for &l in lengths {
-        count[l as usize] += 1;
+/// A canonical code (deflate's rule: shorter codes first, ties by token) of validated
+/// lengths: each token's code, and the used tokens in code order, which the decode tables
+/// are filled in (see [`fill_lut`]).
+pub(crate) struct Canonical {
+    /// Each token's code, bit-reversed for LSB-first writing (`codes[t]` holds `lengths[t]`
+    /// bits; 0 for unused tokens and for a one-token code, whose code takes zero bits).
+    pub codes: [u32; MAX_TOKENS],
+    /// The tokens, shorter codes first, ties by token (the unused ones first).
+    order: [u8; MAX_TOKENS],
+    /// `order[start[l]..start[l + 1]]` are the tokens of length `l`.
+    start: [u8; MAX_CODE_LEN as usize + 2],
+    /// Exactly one token is used (see [`is_single`]).
+    single: bool,
+}
+
+impl Canonical {
+    /// The canonical code of `lengths` (at most [`MAX_TOKENS`] of them).
+    pub(crate) fn new(lengths: &[u8]) -> Self {
+        debug_assert!(lengths.len() <= MAX_TOKENS);
+        // A counting sort by length (tokens in order within a length; the unused ones, of
+        // length 0, first), without a branch per token.
+        let mut start = [0u8; MAX_CODE_LEN as usize + 2];
+        for &l in lengths {
+            start[(l as usize + 1).min(MAX_CODE_LEN as usize + 1)] += 1;
+        }
+        for l in 1..start.len() {
+            start[l] += start[l - 1];
+        }
+        let mut next = start;
+        let mut order = [0u8; MAX_TOKENS];
+        for (t, &l) in lengths.iter().enumerate() {
+            let l = (l as usize).min(MAX_CODE_LEN as usize);
+            order[next[l] as usize] = t as u8;
+            next[l] += 1;
+        }
+        // Consecutive codes within a length; one bit longer, the next free code doubled.
+        let mut codes = [0u32; MAX_TOKENS];
+        let single = is_single(lengths);
+        if !single {
+            let mut code = 0u32;
+            for l in 1..=MAX_CODE_LEN as usize {
+                for &t in &order[start[l] as usize..start[l + 1] as usize] {
+                    codes[t as usize] = code.reverse_bits() >> (32 - l as u32);
+                    code += 1;
+                }
+                code <<= 1;
+            }
+        }
+        Canonical {
+            codes,
+            order,
+            start,
+            single,
+        }
     }
-    count[0] = 0;
-    let mut next = [0u32; MAX_CODE_LEN as usize + 2];
-    let mut code = 0;
-    for len in 1..=MAX_CODE_LEN as usize {
-        code = (code + count[len - 1]) << 1;
-        next[len] = code;
+
+    /// The tokens of code length `l`, in code order.
+    fn of_length(&self, l: usize) -> &[u8] {
+        &self.order[self.start[l] as usize..self.start[l + 1] as usize]
     }
-    for (t, &l) in lengths.iter().enumerate() {
-        codes[t] = if l == 0 {
-            0
-        } else {
-            let c = next[l as usize];
-            next[l as usize] += 1;
-            c.reverse_bits() >> (32 - l as u32)
-        };
-    }
-    if is_single(lengths) {
-        codes.fill(0);
+
+    /// The longest code's length.
+    fn longest(&self) -> usize {
+        (1..=MAX_CODE_LEN as usize)
+            .rev()
+            .find(|&l| self.start[l + 1] > self.start[l])
+            .unwrap_or(0)
     }
 }
 
@@ -196,36 +239,50 @@ pub(crate) const fn lut_entry(code_len: u32, token: u32, depth: u8) -> u32 {
     code_len | (nraw << 4) | (base << 16)
 }
 
-/// Fills a decode table for validated `lengths` and their canonical `codes` (see
-/// [`codes`]): entry `i` decodes a stream whose next [`MAX_CODE_LEN`] bits are `i`. Only the
-/// first 2^(longest code) entries are computed, code by code; the rest repeat them (the
-/// bits above the longest code do not matter), so short codes cost a small fill and the
-/// decoder indexes with one fixed mask.
-pub(crate) fn fill_lut(lengths: &[u8], codes: &[u32], depth: u8, lut: &mut [u32; LUT_SIZE]) {
-    let filled = if is_single(lengths) {
-        let t = lengths.iter().position(|&l| l > 0).expect("one token");
+/// Fills a decode table for the canonical code `code` of validated lengths: entry `i`
+/// decodes a stream whose next [`MAX_CODE_LEN`] bits are `i`. Filled by doubling, as
+/// libdeflate does: the table for codes up to `l` bits is the one for `l - 1` bits twice
+/// over (a shorter code does not depend on bit `l`), plus one entry per code of length `l`.
+/// Every code is written once, and the copies are block moves: no loop per code whose trip
+/// count depends on its length, which mispredicted once per code.
+pub(crate) fn fill_lut(code: &Canonical, depth: u8, lut: &mut [u32; LUT_SIZE]) {
+    let mut filled = 1;
+    if code.single {
+        let t = code.of_length(1)[0];
         lut[0] = lut_entry(0, t as u32, depth);
-        1
     } else {
-        let size = 1usize << lengths.iter().copied().max().unwrap_or(0);
-        for (t, &l) in lengths.iter().enumerate() {
-            if l == 0 {
-                continue;
-            }
-            let entry = lut_entry(l as u32, t as u32, depth);
-            let step = 1usize << l;
-            let mut i = codes[t] as usize;
-            while i < size {
-                lut[i] = entry;
-                i += step;
+        for l in 1..=code.longest() {
+            double(lut, filled);
+            filled *= 2;
+            for &t in code.of_length(l) {
+                lut[code.codes[t as usize] as usize] = lut_entry(l as u32, t as u32, depth);
             }
         }
-        size
-    };
-    let mut filled = filled;
+    }
+    // The bits above the longest code do not matter: the decoder indexes with one mask.
     while filled < LUT_SIZE {
-        lut.copy_within(0..filled, filled);
+        double(lut, filled);
         filled *= 2;
+    }
+}
+
+/// Copies `table[..filled]` to `table[filled..2 * filled]`, inline in blocks of 16 (a
+/// `memmove` call per doubling mispredicted its size dispatch about three times).
+#[inline(always)]
+fn double<T: Copy>(table: &mut [T], filled: usize) {
+    let (done, rest) = table.split_at_mut(filled);
+    if filled < 16 {
+        for (o, &v) in rest[..filled].iter_mut().zip(done.iter()) {
+            *o = v;
+        }
+    } else {
+        for (o, block) in rest[..filled]
+            .chunks_exact_mut(16)
+            .zip(done.chunks_exact(16))
+        {
+            let block: &[T; 16] = block.try_into().expect("16 entries");
+            o.copy_from_slice(block);
+        }
     }
 }
 
@@ -250,63 +307,80 @@ pub(crate) struct PositionTables {
     pub bits: [u8; POSITION_SIZE],
 }
 
-/// Fills the whole-position tables for validated `lengths` and their canonical codes: index
-/// `i` holds a whole position when the next [`POSITION_BITS`] stream bits `i` determine it
-/// without raw bits: a pair token, or two single tokens below 16 whose codes fit together.
-/// Elsewhere `bits` is [`NOT_WHOLE`] and the decoder takes the symbol-by-symbol path. One
-/// lookup instead of two dependent ones for most positions of smooth and moderately
-/// textured areas, and one store of both residuals. Filled code by code (each entry is
-/// written at most once), not entry by entry.
-pub(crate) fn fill_position_lut(
-    lengths: &[u8],
-    codes_buf: &[u32],
-    depth: u8,
-    tables: &mut PositionTables,
-) {
-    tables.bits.fill(NOT_WHOLE);
-    let single = is_single(lengths);
-    let singles = token_count(depth) as usize;
-    let fill = |tables: &mut PositionTables, code: u32, len: u32, z0: u32, z1: u32| {
-        let pair = pack_pair(unzigzag(z0) as u16, unzigzag(z1) as u16);
-        let step = 1usize << len;
-        let mut i = code as usize;
-        while i < POSITION_SIZE {
-            tables.pairs[i] = pair;
-            tables.bits[i] = len as u8;
-            i += step;
+/// Most whole positions a code has: two direct tokens, or one pair token.
+const MAX_WHOLE: usize = (TOKEN_DIRECT * TOKEN_DIRECT + PAIR_TOKENS) as usize;
+
+/// Fills the whole-position tables for the canonical code `code` of validated lengths:
+/// index `i` holds a whole position when the next [`POSITION_BITS`] stream bits `i`
+/// determine it without raw bits: a pair token, or two single tokens below 16 whose codes
+/// fit together. Elsewhere `bits` is [`NOT_WHOLE`] and the decoder takes the
+/// symbol-by-symbol path. One lookup instead of two dependent ones for most positions of
+/// smooth and moderately textured areas, and one store of both residuals. Filled by
+/// doubling as [`fill_lut`] is, the whole positions sorted by their bits first: no two
+/// share an entry (the code is prefix-free), so each is written once.
+pub(crate) fn fill_position_lut(code: &Canonical, depth: u8, tables: &mut PositionTables) {
+    let limit = POSITION_BITS as usize;
+    // A counting sort of the whole positions by their bits.
+    let mut start = [0usize; POSITION_BITS as usize + 2];
+    for_each_whole(code, depth, |_, bits, _| start[bits + 1] += 1);
+    for l in 1..start.len() {
+        start[l] += start[l - 1];
+    }
+    let mut next = start;
+    let mut sorted = [(0u16, 0u32); MAX_WHOLE];
+    for_each_whole(code, depth, |index, bits, pair| {
+        sorted[next[bits]] = (index as u16, pair);
+        next[bits] += 1;
+    });
+    tables.bits[0] = NOT_WHOLE;
+    let mut filled = 1;
+    for bits in 0..=limit {
+        if bits > 0 {
+            double(&mut tables.bits, filled);
+            double(&mut tables.pairs, filled);
+            filled *= 2;
         }
-    };
-    // Direct single tokens (value = token, no raw bits) with their codes.
-    let mut direct = [(0u32, 0u32, 0u32); TOKEN_DIRECT as usize];
+        for &(index, pair) in &sorted[start[bits]..start[bits + 1]] {
+            tables.bits[index as usize] = bits as u8;
+            tables.pairs[index as usize] = pair;
+        }
+    }
+}
+
+/// Calls `each(entry, bits, residual pair)` for every whole position of `code` (see
+/// [`fill_position_lut`]): pair tokens, then each direct token followed by each direct
+/// token that fits beside it.
+#[inline(always)]
+fn for_each_whole(code: &Canonical, depth: u8, mut each: impl FnMut(usize, usize, u32)) {
+    let singles = token_count(depth) as usize;
+    let limit = POSITION_BITS as usize;
+    // A one-token code takes zero bits.
+    let len_of = |l: usize| if code.single { 0 } else { l };
+    // The direct tokens that fit the index, in code order: (token, code, bits).
+    let mut direct = [(0u32, 0usize, 0usize); TOKEN_DIRECT as usize];
     let mut n_direct = 0;
-    for t in 0..singles.min(TOKEN_DIRECT as usize) {
-        if lengths[t] > 0 {
-            let len = if single { 0 } else { lengths[t] as u32 };
-            direct[n_direct] = (t as u32, codes_buf[t], len);
-            n_direct += 1;
+    for l in 1..=limit.min(code.longest()) {
+        for &t in code.of_length(l) {
+            let t = t as usize;
+            if t < singles.min(TOKEN_DIRECT as usize) {
+                direct[n_direct] = (t as u32, code.codes[t] as usize, len_of(l));
+                n_direct += 1;
+            } else if (singles..run_token_first(depth) as usize).contains(&t) {
+                let p = (t - singles) as u32;
+                let pair = pack_pair(
+                    unzigzag(p / PAIR_LIMIT) as u16,
+                    unzigzag(p % PAIR_LIMIT) as u16,
+                );
+                each(code.codes[t] as usize, len_of(l), pair);
+            }
         }
     }
     let direct = &direct[..n_direct];
-    for (t, &l) in lengths.iter().enumerate() {
-        if l == 0 {
-            continue;
-        }
-        let len0 = if single { 0 } else { l as u32 };
-        let code0 = codes_buf[t];
-        if len0 > POSITION_BITS {
-            continue;
-        } else if t >= run_token_first(depth) as usize {
-            // Runs span positions: the decoders that accept them read symbol by symbol.
-            continue;
-        } else if t >= singles {
-            let p = (t - singles) as u32;
-            fill(tables, code0, len0, p / PAIR_LIMIT, p % PAIR_LIMIT);
-        } else if t < TOKEN_DIRECT as usize {
-            for &(t1, code1, len1) in direct {
-                if len0 + len1 <= POSITION_BITS {
-                    fill(tables, code0 | code1 << len0, len0 + len1, t as u32, t1);
-                }
-            }
+    for &(t0, code0, len0) in direct {
+        // The second token in code order, until the two no longer fit.
+        for &(t1, code1, len1) in direct.iter().take_while(|d| len0 + d.2 <= limit) {
+            let pair = pack_pair(unzigzag(t0) as u16, unzigzag(t1) as u16);
+            each(code0 | code1 << len0, len0 + len1, pair);
         }
     }
 }
@@ -355,15 +429,14 @@ mod tests {
                 .collect();
             let mut lengths = vec![0u8; n];
             code_lengths(&hist, &mut lengths);
-            let mut c = vec![0u32; n];
-            codes(&lengths, &mut c);
+            let code = Canonical::new(&lengths);
             let mut lut = Box::new([0u32; LUT_SIZE]);
-            fill_lut(&lengths, &c, depth, &mut lut);
+            fill_lut(&code, depth, &mut lut);
             let mut positions = Box::new(PositionTables {
                 pairs: [0; POSITION_SIZE],
                 bits: [0; POSITION_SIZE],
             });
-            fill_position_lut(&lengths, &c, depth, &mut positions);
+            fill_position_lut(&code, depth, &mut positions);
             let mask = LUT_SIZE - 1;
             let mut whole = 0;
             for (i, (&pair, &bits)) in positions.pairs.iter().zip(&positions.bits).enumerate() {
@@ -391,6 +464,28 @@ mod tests {
         }
     }
 
+    /// The canonical codes are deflate's (RFC 1951, 3.2.2, its example), bit-reversed; the
+    /// GPU decoder derives them on its own, so both must follow the rule, not each other.
+    #[test]
+    fn canonical_codes_follow_deflate() {
+        let lengths = [3u8, 3, 3, 3, 3, 2, 4, 4];
+        let msb_first = [0b010u32, 0b011, 0b100, 0b101, 0b110, 0b00, 0b1110, 0b1111];
+        let code = Canonical::new(&lengths);
+        for (t, (&l, &c)) in lengths.iter().zip(&msb_first).enumerate() {
+            assert_eq!(
+                code.codes[t],
+                c.reverse_bits() >> (32 - l as u32),
+                "token {t}"
+            );
+        }
+        assert_eq!(code.of_length(2), &[5]);
+        assert_eq!(code.of_length(3), &[0, 1, 2, 3, 4]);
+        assert_eq!(code.longest(), 4);
+        // One used token: a zero-bit code.
+        let single = Canonical::new(&[0, 0, 1, 0]);
+        assert!(single.single && single.codes.iter().all(|&c| c == 0));
+    }
+
     #[test]
     fn bad_tables_are_named() {
         assert_eq!(
@@ -412,10 +507,10 @@ mod tests {
         let hist: Vec<u32> = (0..40).map(|i| 1 + (i * 37 % 11) * (40 - i)).collect();
         let mut lengths = [0u8; 40];
         code_lengths(&hist, &mut lengths);
-        let mut c = [0u32; 40];
-        codes(&lengths, &mut c);
+        let code = Canonical::new(&lengths);
+        let c = code.codes;
         let mut lut = Box::new([0u32; LUT_SIZE]);
-        fill_lut(&lengths, &c, 8, &mut lut);
+        fill_lut(&code, 8, &mut lut);
         for t in 0..40u32 {
             let l = lengths[t as usize] as u32;
             // Any bits may follow the code, up to the table's full 11-bit index.
