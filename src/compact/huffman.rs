@@ -180,7 +180,8 @@ impl Canonical {
         }
         // Consecutive codes within a length; one bit longer, the next free code doubled.
         let mut codes = [0u32; MAX_TOKENS];
-        let single = is_single(lengths);
+        // Exactly one token of non-zero length (what `is_single` says, from the counts).
+        let single = start[MAX_CODE_LEN as usize + 1] - start[1] == 1;
         if !single {
             let mut code = 0u32;
             for l in 1..=MAX_CODE_LEN as usize {
