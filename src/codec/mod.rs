@@ -3,6 +3,8 @@
 //! ([`sink`]). Nothing here knows a format version.
 
 pub(crate) mod bits;
+#[cfg(target_arch = "x86_64")]
+mod interleave_avx2;
 pub(crate) mod planes;
 pub(crate) mod simd;
 pub(crate) mod sink;

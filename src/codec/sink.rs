@@ -7,6 +7,7 @@
 //! `put_sample` in `shaders/output/` for the GPU).
 
 use super::planes::{interleave_u16, interleave_u8};
+use super::simd::Avx2;
 use crate::compact::palette::PatchPalette;
 use crate::format::Header;
 use crate::layout::Normalize;
@@ -51,6 +52,8 @@ pub(crate) struct InterleavedBand<'a> {
     row_len: usize,
     bytes_per_sample: usize,
     depth: u8,
+    /// Whether 8-bit pixels are interleaved with AVX2 (detected once per band).
+    avx2: Option<Avx2>,
 }
 
 impl<'a> InterleavedBand<'a> {
@@ -62,7 +65,15 @@ impl<'a> InterleavedBand<'a> {
             row_len: h.width as usize * h.channels() as usize * bytes_per_sample,
             bytes_per_sample,
             depth: h.depth,
+            avx2: Avx2::detect(),
         }
+    }
+
+    /// The same band written by the portable loops only (what CPUs without AVX2 run), for
+    /// tests that compare the two paths.
+    #[cfg(test)]
+    pub(crate) fn portable(self) -> Self {
+        InterleavedBand { avx2: None, ..self }
     }
 }
 
@@ -80,7 +91,7 @@ impl BandSink for InterleavedBand<'_> {
         let start = y * self.row_len + x0 * C * self.bytes_per_sample;
         let dst = &mut self.out[start..start + pw * C * self.bytes_per_sample];
         if self.depth == 8 {
-            interleave_u8::<C>(rows, stride, offset, dst);
+            interleave_u8::<C>(rows, stride, offset, dst, self.avx2);
         } else {
             interleave_u16::<C>(rows, stride, offset, dst);
         }

@@ -131,7 +131,7 @@ mod tests {
                 let (_, _, _, ph) = h.patch_rect(patch);
                 let used = ph as usize * band_bytes / h.patch_size() as usize;
                 let p = patch as usize;
-                let mut sink_a = InterleavedBand::new(&h, &mut band_a[..used]);
+                let mut sink_a = InterleavedBand::new(&h, &mut band_a[..used]).portable();
                 super::decode::decode_patch_portable(&layout, p, &mut sink_a, &mut dec_a, None)
                     .unwrap();
                 let mut sink_b = InterleavedBand::new(&h, &mut band_b[..used]);
