@@ -66,6 +66,24 @@ pub(crate) fn window(bytes: &[u8], pos: u64) -> u64 {
     w >> (pos & 7)
 }
 
+/// Bytes a [`window_unchecked`] load takes.
+pub(crate) const WINDOW_BYTES: usize = 8;
+
+/// As [`window`], without the check against the end of `bytes`: the compact decoder's loop,
+/// whose row-start check (`ROW_READ_BYTES` in `compact/decode.rs`) covers every read of the
+/// row. Measured: 4.5-5.5 % fewer instructions per compact decode than [`window`].
+///
+/// # Safety
+/// `pos / 8 + WINDOW_BYTES <= bytes.len()`.
+#[inline(always)]
+pub(crate) unsafe fn window_unchecked(bytes: &[u8], pos: u64) -> u64 {
+    let byte = (pos >> 3) as usize;
+    debug_assert!(byte + WINDOW_BYTES <= bytes.len());
+    // SAFETY: the caller's contract puts all eight bytes inside `bytes`.
+    let w = unsafe { bytes.as_ptr().add(byte).cast::<u64>().read_unaligned() };
+    u64::from_le(w) >> (pos & 7)
+}
+
 /// Reads bit fields from a byte slice. Reads past the end see zero bits; callers compare
 /// [`BitReader::position`] with the stream's length before reading, so a short stream becomes
 /// an error, never a panic.

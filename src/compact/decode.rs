@@ -10,7 +10,7 @@ use super::huffman::{
 
 use super::palette::PatchPalette;
 use super::predict::{prediction_from_above, undo_prediction};
-use crate::codec::bits::{window, BitReader};
+use crate::codec::bits::{window_unchecked, BitReader, WINDOW_BYTES};
 use crate::codec::planes::check_padding;
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::codec::sink::BandSink;
@@ -275,6 +275,21 @@ type Pairs = [u32; ROW / 2];
 /// arrays and needs no bounds checks.
 const ROW: usize = 1 << crate::format::PATCH_LOG2_MAX;
 
+/// Most bits one position can take, by the table entries' field widths alone (so it holds
+/// for any table): a whole position's bit count is a `u8` below [`NOT_WHOLE`]; a symbol's
+/// code length and raw bit count are 4-bit fields each, two symbols per position.
+const MAX_POSITION_BITS: usize = if (NOT_WHOLE as usize - 1) > 4 * 15 {
+    NOT_WHOLE as usize - 1
+} else {
+    4 * 15
+};
+
+/// Bytes past a row's starting bit position (per channel) that its decode may read: a row
+/// has at most `ROW / 2` positions and an odd last sample, then one [`WINDOW_BYTES`] load.
+/// The decoder checks every channel's position against this before each row
+/// ([`check_row_start`]), which is what makes the row's unchecked reads safe.
+const ROW_READ_BYTES: usize = ((ROW / 2 + 1) * MAX_POSITION_BITS).div_ceil(8) + WINDOW_BYTES;
+
 /// Per-thread buffers: decode tables and rows (`channels x ROW` each).
 pub(crate) struct Scratch {
     tables: Vec<Tables>,
@@ -344,9 +359,14 @@ impl<const C: usize> RowState<'_, C> {
     /// Decodes channel `c`'s position `x` (< ROW / 2: samples 2x and 2x + 1): both symbols
     /// come from one 57-bit window (a position takes at most 2 x 25 bits). `bad` collects
     /// misplaced pair tokens (one accumulator for all channels: fewer registers in the loop).
+    ///
+    /// # Safety
+    /// This is one of a row's positions (or its odd last sample) of channel `c`, whose bit
+    /// position passed [`check_row_start`] against `bytes` when the row began.
     #[inline(always)]
-    fn pair(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
-        let bits = window(bytes, self.pos[c]);
+    unsafe fn pair(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+        // SAFETY: the contract above; ROW_READ_BYTES covers the row's positions.
+        let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let i = bits as usize & (POSITION_SIZE - 1);
         let whole = self.tables[c].positions.bits[i];
         let (pair, adv) = if whole & NOT_WHOLE == 0 {
@@ -360,9 +380,13 @@ impl<const C: usize> RowState<'_, C> {
     }
 
     /// Decodes channel `c`'s last sample of an odd row: a single token only.
+    ///
+    /// # Safety
+    /// As [`RowState::pair`].
     #[inline(always)]
-    fn last(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
-        let bits = window(bytes, self.pos[c]);
+    unsafe fn last(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+        // SAFETY: as in `pair`.
+        let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         let v0 = (e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1));
@@ -381,14 +405,18 @@ impl<const C: usize> RowState<'_, C> {
     /// bits; a run token starts a run of `n` positions, which must end in the row (`left`
     /// positions are left, this one included), else [`LUT_RUN`] goes to `bad`. One position
     /// per call, so the channels still advance in lockstep (their table lookups overlap).
+    ///
+    /// # Safety
+    /// As [`RowState::pair`].
     #[inline(always)]
-    fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
+    unsafe fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
         if self.run[c] > 0 {
             self.run[c] -= 1;
             self.residuals[c][x] = 0;
             return;
         }
-        let bits = window(bytes, self.pos[c]);
+        // SAFETY: as in `pair`.
+        let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let i = bits as usize & (POSITION_SIZE - 1);
         let whole = self.tables[c].positions.bits[i];
         let (pair, adv) = if whole & NOT_WHOLE == 0 {
@@ -419,14 +447,18 @@ impl<const C: usize> RowState<'_, C> {
 
     /// As [`RowState::last`] for a code with run tokens: the odd last sample, inside a
     /// run, or a single token, or a run token of one position.
+    ///
+    /// # Safety
+    /// As [`RowState::pair`].
     #[inline(always)]
-    fn last_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+    unsafe fn last_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
         if self.run[c] > 0 {
             self.run[c] -= 1;
             self.set(c, x, 0);
             return;
         }
-        let bits = window(bytes, self.pos[c]);
+        // SAFETY: as in `pair`.
+        let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         if e0 & LUT_RUN != 0 {
@@ -438,7 +470,8 @@ impl<const C: usize> RowState<'_, C> {
             self.set(c, x, 0);
             return;
         }
-        self.last(c, bytes, x, bad);
+        // SAFETY: the same position, not yet advanced.
+        unsafe { self.last(c, bytes, x, bad) };
     }
 }
 
@@ -470,8 +503,13 @@ fn symbols(tables: &Tables, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
 /// bit positions advanced together (written out per channel, so each channel's state stays
 /// in registers), so the CPU overlaps their table lookups. Returns non-zero when a pair
 /// token stood where only a single token may.
+///
+/// # Safety
+/// Every channel's position in `ch` passed [`check_row_start`] against `bytes`, and `ch`
+/// decodes this one row.
 #[inline(always)]
-fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
+unsafe fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
+    // The calls below (unsafe) are this row's positions: the contract above.
     let mut bad = 0;
     for x in 0..(pw / 2).min(ROW / 2) {
         ch.pair(0, bytes, x, &mut bad);
@@ -495,8 +533,13 @@ fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> 
 
 /// As [`decode_row`] for a patch with run tokens in some channel's code (the others decode
 /// the same way: their codes have no run tokens, so they never start a run).
+///
+/// # Safety
+/// Every channel's position in `ch` passed [`check_row_start`] against `bytes`, and `ch`
+/// decodes this one row.
 #[inline(always)]
-fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
+unsafe fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
+    // The calls below (unsafe) are this row's positions: the contract above.
     let mut bad = 0;
     let positions = pw.div_ceil(2);
     let end = (pw / 2).min(ROW / 2);
@@ -541,13 +584,17 @@ fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize
 /// bit position per channel) in the same loop: twice the independent table-lookup chains.
 /// (A near-copy on purpose: one function generic over the row count measured 4-5 % slower
 /// on RGB photos.)
+///
+/// # Safety
+/// As [`decode_row`], for both `ch` and `next`.
 #[inline(always)]
-fn decode_row_and_next<const C: usize>(
+unsafe fn decode_row_and_next<const C: usize>(
     bytes: &[u8],
     ch: &mut RowState<C>,
     next: &mut RowState<C>,
     pw: usize,
 ) -> u32 {
+    // The calls below (unsafe) are this row's positions: the contract above.
     let mut bad = 0;
     for x in 0..(pw / 2).min(ROW / 2) {
         ch.pair(0, bytes, x, &mut bad);
@@ -572,6 +619,31 @@ fn decode_row_and_next<const C: usize>(
         }
     }
     bad
+}
+
+/// The check that makes a row's unchecked reads safe: every channel's bit position in
+/// segment `s` leaves [`ROW_READ_BYTES`] of `len` bytes after it. A valid stream always
+/// passes (positions never pass the segment's end, and the stream is padded); one that
+/// fails has overrun its segment, and gets the same error as the check after each row.
+#[inline(always)]
+fn check_row_start<const C: usize>(
+    pos: &[u64; C],
+    s: usize,
+    header: &PatchHeader,
+    len: usize,
+) -> Result<(), CompactError> {
+    for (c, (&p, ch)) in pos.iter().zip(&header.channels).enumerate() {
+        if (p >> 3) as usize + ROW_READ_BYTES > len {
+            let (begin, end) = (ch.segment_start[s], ch.segment_start[s + 1]);
+            return Err(CompactError::Segment {
+                channel: c as u8,
+                segment: s as u32,
+                used: p - begin,
+                stored: end - begin,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
@@ -667,9 +739,18 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         huffman::fill_position_lut(&code, depth, &mut tables.positions);
     }
     // Positions are relative to the stream start; reads may look past the stream into the
-    // rest of the file (memory-safe, and only bits inside a segment are used once the
-    // segment lengths check out).
-    let bytes = &layout.data[layout.offsets[patch] as usize..];
+    // rest of the file (only bits inside a segment are used once the segment lengths check
+    // out). The decode loop reads without bounds checks, which needs ROW_READ_BYTES bytes
+    // after the stream: a stream that ends closer to the end of the file (the last one) is
+    // copied and padded with zeros, which is what reads past the file's end saw before.
+    let rest = &layout.data[layout.offsets[patch] as usize..];
+    let padded: Vec<u8>;
+    let bytes = if rest.len() >= layout.stream_size(patch) as usize + ROW_READ_BYTES {
+        rest
+    } else {
+        padded = [rest, &[0; ROW_READ_BYTES]].concat();
+        &padded[..]
+    };
     let segs = header.segments as usize;
     let mut pos = [[0u64; C]; SEGMENTS_MAX as usize];
     for (s, p) in pos.iter_mut().enumerate().take(segs) {
@@ -705,6 +786,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
             std::mem::swap(&mut scratch.residuals, &mut scratch.pending);
             0
         } else {
+            check_row_start(&pos[s], s, header, bytes.len())?;
             let mut ch = RowState::<C> {
                 tables: tables_of(&scratch.tables),
                 residuals: rows_mut(&mut scratch.residuals),
@@ -712,20 +794,24 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                 run: [0; C],
             };
             let bad = if runs {
-                decode_row_runs::<C>(bytes, &mut ch, pw)
+                // SAFETY: `ch`'s positions passed check_row_start; it decodes one row.
+                unsafe { decode_row_runs::<C>(bytes, &mut ch, pw) }
             } else if with_next {
                 let s1 = (y + 1) % segs;
+                check_row_start(&pos[s1], s1, header, bytes.len())?;
                 let mut next = RowState::<C> {
                     tables: tables_of(&scratch.tables),
                     residuals: rows_mut(&mut scratch.pending),
                     pos: pos[s1],
                     run: [0; C],
                 };
-                let bad = decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw);
+                // SAFETY: both states' positions passed check_row_start; one row each.
+                let bad = unsafe { decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw) };
                 pos[s1] = next.pos;
                 bad
             } else {
-                decode_row::<C>(bytes, &mut ch, pw)
+                // SAFETY: as for decode_row_runs.
+                unsafe { decode_row::<C>(bytes, &mut ch, pw) }
             };
             pos[s] = ch.pos;
             bad
