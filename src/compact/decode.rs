@@ -276,12 +276,17 @@ type Pairs = [u32; ROW / 2];
 const ROW: usize = 1 << crate::format::PATCH_LOG2_MAX;
 
 /// Most bits one position can take, by the table entries' field widths alone (so it holds
-/// for any table): a whole position's bit count is a `u8` below [`NOT_WHOLE`]; a symbol's
-/// code length and raw bit count are 4-bit fields each, two symbols per position.
-const MAX_POSITION_BITS: usize = if (NOT_WHOLE as usize - 1) > 4 * 15 {
-    NOT_WHOLE as usize - 1
-} else {
-    4 * 15
+/// for any table): a whole position's bit count is a `u8` without the [`NOT_WHOLE`] bit (so
+/// at most `!NOT_WHOLE`); a symbol's code length and raw bit count are 4-bit fields each, two
+/// symbols per position.
+const MAX_POSITION_BITS: usize = {
+    let whole = (!NOT_WHOLE) as usize;
+    let symbols = 2 * (15 + 15);
+    if whole > symbols {
+        whole
+    } else {
+        symbols
+    }
 };
 
 /// Bytes past a row's starting bit position (per channel) that its decode may read: a row
@@ -632,8 +637,11 @@ fn check_row_start<const C: usize>(
     header: &PatchHeader,
     len: usize,
 ) -> Result<(), CompactError> {
-    for (c, (&p, ch)) in pos.iter().zip(&header.channels).enumerate() {
+    // Every one of the `C` positions, indexed (not zipped with the channel list, which
+    // would skip positions if the list were shorter).
+    for (c, &p) in pos.iter().enumerate() {
         if (p >> 3) as usize + ROW_READ_BYTES > len {
+            let ch = &header.channels[c];
             let (begin, end) = (ch.segment_start[s], ch.segment_start[s + 1]);
             return Err(CompactError::Segment {
                 channel: c as u8,
