@@ -6,6 +6,7 @@
 
 pub(crate) mod decode;
 pub(crate) mod encode;
+mod header;
 pub(crate) mod huffman;
 pub(crate) mod palette;
 pub(crate) mod predict;
