@@ -4,8 +4,8 @@
 //! colour transform and interleaves into the output band.
 
 use super::huffman::{
-    self, pack_pair, PositionTables, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS, NOT_WHOLE,
-    POSITION_SIZE,
+    self, pack_pair, PositionTables, END_OF_ROW_STEP, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS,
+    NOT_WHOLE, POSITION_SIZE,
 };
 
 pub(crate) use super::header::{parse_patch_header, CompactError, PatchHeader};
@@ -88,10 +88,7 @@ impl Scratch {
             tables: (0..h.channels())
                 .map(|_| Tables {
                     symbols: [0; LUT_SIZE],
-                    positions: PositionTables {
-                        pairs: [0; POSITION_SIZE],
-                        bits: [0; POSITION_SIZE],
-                    },
+                    positions: PositionTables::new(),
                     lengths: [0; MAX_TOKENS],
                 })
                 .collect(),
@@ -125,8 +122,6 @@ struct RowState<'a, const C: usize> {
     residuals: &'a mut [Pairs; C],
     /// Bit position in the stream.
     pos: [u64; C],
-    /// Positions left in the current run (codes with run tokens only).
-    run: [u32; C],
 }
 
 impl<const C: usize> RowState<'_, C> {
@@ -175,68 +170,55 @@ impl<const C: usize> RowState<'_, C> {
         bytemuck::cast_slice_mut::<u32, u16>(&mut self.residuals[c][..])[x] = r;
     }
 
-    /// As [`RowState::pair`] for a code with run tokens: a position inside a run takes no
-    /// bits; a run token starts a run of `n` positions, which must end in the row (`left`
-    /// positions are left, this one included), else [`LUT_RUN`] goes to `bad`. One position
-    /// per call, so the channels still advance in lockstep (their table lookups overlap).
+    /// As [`RowState::pair`] for a code with run tokens, from channel `c`'s own cursor `x`;
+    /// returns the positions the token covers: 1, a run's length (its residuals are the
+    /// row's zeros: [`decode_row_runs`] clears the row first), or [`END_OF_ROW_STEP`]. A run
+    /// token with its raw bits is a whole position too (see `huffman::fill_position_lut`),
+    /// so most runs take the same path as the positions around them.
     ///
     /// # Safety
     /// As [`RowState::pair`].
     #[inline(always)]
-    unsafe fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, left: usize, bad: &mut u32) {
-        if self.run[c] > 0 {
-            self.run[c] -= 1;
-            self.residuals[c][x] = 0;
-            return;
-        }
+    unsafe fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) -> usize {
         // SAFETY: as in `pair`.
         let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let i = bits as usize & (POSITION_SIZE - 1);
-        let whole = self.tables[c].positions.bits[i];
-        let (pair, adv) = if whole & NOT_WHOLE == 0 {
-            (self.tables[c].positions.pairs[i], whole as u32)
-        } else {
-            let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
-            if e0 & LUT_RUN != 0 {
-                let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
-                // Base 0: the end-of-row token.
-                let n = if e0 >> 16 == 0 {
-                    left
-                } else {
-                    ((e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1))) as usize
-                };
-                if n > left {
-                    *bad |= LUT_RUN;
-                }
-                self.run[c] = n.min(left) as u32 - 1;
-                (0, len0 + nraw0)
+        let tables = &self.tables[c];
+        let whole = tables.positions.bits[i];
+        if whole & NOT_WHOLE == 0 {
+            self.pos[c] += whole as u64;
+            self.residuals[c][x] = tables.positions.pairs[i];
+            return tables.positions.steps[i] as usize;
+        }
+        let e0 = tables.symbols[bits as usize & (LUT_SIZE - 1)];
+        if e0 & LUT_RUN != 0 {
+            let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+            self.pos[c] += (len0 + nraw0) as u64;
+            // Base 0: the end-of-row token.
+            return if e0 >> 16 == 0 {
+                END_OF_ROW_STEP as usize
             } else {
-                let (r0, r1, adv) = symbols(&self.tables[c], bits, bad);
-                (pack_pair(r0, r1), adv)
-            }
-        };
+                ((e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1))) as usize
+            };
+        }
+        let (r0, r1, adv) = symbols(tables, bits, bad);
         self.pos[c] += adv as u64;
-        self.residuals[c][x] = pair;
+        self.residuals[c][x] = pack_pair(r0, r1);
+        1
     }
 
-    /// As [`RowState::last`] for a code with run tokens: the odd last sample, inside a
-    /// run, or a single token, or a run token of one position.
+    /// As [`RowState::last`] for a code with run tokens: the odd last sample is a single
+    /// token, or the end-of-row token (runs are 2 positions or more, so no other run fits).
     ///
     /// # Safety
     /// As [`RowState::pair`].
     #[inline(always)]
     unsafe fn last_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
-        if self.run[c] > 0 {
-            self.run[c] -= 1;
-            self.set(c, x, 0);
-            return;
-        }
         // SAFETY: as in `pair`.
         let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let e0 = self.tables[c].symbols[bits as usize & (LUT_SIZE - 1)];
         let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
         if e0 & LUT_RUN != 0 {
-            // Only the end-of-row token fits one position (runs are 2 or more).
             if e0 >> 16 != 0 {
                 *bad |= LUT_RUN;
             }
@@ -317,38 +299,35 @@ unsafe fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw
     let mut bad = 0;
     let positions = pw.div_ceil(2);
     let end = (pw / 2).min(ROW / 2);
-    let mut x = 0;
-    while x < end {
-        let left = positions - x;
-        ch.pair_or_run(0, bytes, x, left, &mut bad);
-        if C > 1 {
-            ch.pair_or_run(1, bytes, x, left, &mut bad);
+    // Each channel has its own cursor: a run moves it past the run's positions at once, so
+    // positions inside runs cost nothing, and no test per position and channel asks whether
+    // a run goes on (a branch the CPU mispredicted at every run's end). The channels still
+    // take one token each per step, so their table lookups overlap. Runs leave the row's
+    // zeros in place.
+    for row in ch.residuals.iter_mut() {
+        row.fill(0);
+    }
+    let mut x = [0usize; C];
+    while x.iter().any(|&x| x < end) {
+        if x[0] < end {
+            x[0] += ch.pair_or_run(0, bytes, x[0], &mut bad);
         }
-        if C > 2 {
-            ch.pair_or_run(2, bytes, x, left, &mut bad);
+        if C > 1 && x[1] < end {
+            x[1] += ch.pair_or_run(1, bytes, x[1], &mut bad);
         }
-        if C > 3 {
-            ch.pair_or_run(3, bytes, x, left, &mut bad);
+        if C > 2 && x[2] < end {
+            x[2] += ch.pair_or_run(2, bytes, x[2], &mut bad);
         }
-        x += 1;
-        // Every channel inside a run: the positions they share are zero residuals, written
-        // at once (a flat patch's row is often one run token per channel).
-        // (Channel 0 is tested first: one predictable branch where runs are rare.)
-        if ch.run[0] > 0 {
-            let shared = ch.run.iter().copied().min().unwrap_or(0) as usize;
-            let skip = shared.min(end - x);
-            if skip > 0 {
-                for c in 0..C {
-                    ch.residuals[c][x..x + skip].fill(0);
-                    ch.run[c] -= skip as u32;
-                }
-                x += skip;
-            }
+        if C > 3 && x[3] < end {
+            x[3] += ch.pair_or_run(3, bytes, x[3], &mut bad);
         }
     }
-    if pw % 2 == 1 {
-        for c in 0..C {
+    for (c, &x) in x.iter().enumerate() {
+        if x == end && pw % 2 == 1 {
             ch.last_or_run(c, bytes, pw - 1, &mut bad);
+        } else if x != positions && x < END_OF_ROW_STEP as usize {
+            // A run past the row's end (the end-of-row token goes past on purpose).
+            bad |= LUT_RUN;
         }
     }
     bad
@@ -561,7 +540,6 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                 tables: tables_of(&scratch.tables),
                 residuals: rows_mut(&mut scratch.residuals),
                 pos: pos[s],
-                run: [0; C],
             };
             let bad = if runs {
                 // SAFETY: `ch`'s positions passed check_row_start; it decodes one row.
@@ -573,7 +551,6 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                     tables: tables_of(&scratch.tables),
                     residuals: rows_mut(&mut scratch.pending),
                     pos: pos[s1],
-                    run: [0; C],
                 };
                 // SAFETY: both states' positions passed check_row_start; one row each.
                 let bad = unsafe { decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw) };

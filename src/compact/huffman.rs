@@ -6,7 +6,7 @@
 
 use crate::format::compact::{
     alphabet_size, run_base, run_token_first, token_base, token_count, unzigzag, MAX_CODE_LEN,
-    PAIR_LIMIT, PAIR_TOKENS, TOKEN_DIRECT,
+    PAIR_LIMIT, PAIR_TOKENS, RUN_MAX, RUN_TOKENS, TOKEN_DIRECT,
 };
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
@@ -299,38 +299,62 @@ pub(crate) const fn pack_pair(r0: u16, r1: u16) -> u32 {
     u32::from_ne_bytes([a[0], a[1], b[0], b[1]])
 }
 
-/// The whole-position tables of one code, both indexed by the next [`POSITION_BITS`] stream
+/// The whole-position tables of one code, all indexed by the next [`POSITION_BITS`] stream
 /// bits (see [`fill_position_lut`]).
 pub(crate) struct PositionTables {
-    /// Both residuals, unzigzagged, packed by [`pack_pair`] (valid where `bits` is whole).
+    /// Both residuals, unzigzagged, packed by [`pack_pair`] (valid where `bits` is whole; 0
+    /// for a run).
     pub pairs: [u32; POSITION_SIZE],
     /// The bits the whole position takes, or [`NOT_WHOLE`].
     pub bits: [u8; POSITION_SIZE],
+    /// The positions it covers (valid where `bits` is whole): 1, a run's length, or
+    /// [`END_OF_ROW_STEP`].
+    pub steps: [u8; POSITION_SIZE],
 }
 
-/// Most whole positions a code has: two direct tokens, or one pair token.
-const MAX_WHOLE: usize = (TOKEN_DIRECT * TOKEN_DIRECT + PAIR_TOKENS) as usize;
+impl PositionTables {
+    pub(crate) const fn new() -> Self {
+        PositionTables {
+            pairs: [0; POSITION_SIZE],
+            bits: [0; POSITION_SIZE],
+            steps: [0; POSITION_SIZE],
+        }
+    }
+}
+
+/// The step of the end-of-row token: more than any row has positions plus the longest run
+/// ([`RUN_MAX`]), so a cursor past it can only have come from this token.
+pub(crate) const END_OF_ROW_STEP: u8 = 255;
+const _: () = assert!(RUN_MAX as usize + (1 << crate::format::PATCH_LOG2_MAX) / 2 < 255);
+
+/// Most whole-position entries a code has: two direct tokens, or one pair token, or one run
+/// token with its raw bits (the run tokens of `j` raw bits, `j = 1 ..`, have `2^j` entries
+/// each; the end-of-row token one).
+const MAX_WHOLE: usize =
+    (TOKEN_DIRECT * TOKEN_DIRECT + PAIR_TOKENS + (1 << RUN_TOKENS) - 1) as usize;
 
 /// Fills the whole-position tables for the canonical code `code` of validated lengths:
 /// index `i` holds a whole position when the next [`POSITION_BITS`] stream bits `i`
-/// determine it without raw bits: a pair token, or two single tokens below 16 whose codes
-/// fit together. Elsewhere `bits` is [`NOT_WHOLE`] and the decoder takes the
-/// symbol-by-symbol path. One lookup instead of two dependent ones for most positions of
-/// smooth and moderately textured areas, and one store of both residuals. Filled by
-/// doubling as [`fill_lut`] is, the whole positions sorted by their bits first: no two
-/// share an entry (the code is prefix-free), so each is written once.
+/// determine it: a pair token, or two single tokens below 16 whose codes fit together, or a
+/// run token with its raw bits (a run of zero positions, or the end-of-row token).
+/// Elsewhere `bits` is [`NOT_WHOLE`] and the decoder takes the symbol-by-symbol path. One
+/// lookup instead of two dependent ones for most positions of smooth and moderately
+/// textured areas, and one store of both residuals; and no branch of its own for the runs
+/// of flat areas. Filled by doubling as [`fill_lut`] is, the whole positions sorted by
+/// their bits first: no two share an entry (the code is prefix-free), so each is written
+/// once.
 pub(crate) fn fill_position_lut(code: &Canonical, depth: u8, tables: &mut PositionTables) {
     let limit = POSITION_BITS as usize;
     // A counting sort of the whole positions by their bits.
     let mut start = [0usize; POSITION_BITS as usize + 2];
-    for_each_whole(code, depth, |_, bits, _| start[bits + 1] += 1);
+    for_each_whole(code, depth, |_, bits, _, _| start[bits + 1] += 1);
     for l in 1..start.len() {
         start[l] += start[l - 1];
     }
     let mut next = start;
-    let mut sorted = [(0u16, 0u32); MAX_WHOLE];
-    for_each_whole(code, depth, |index, bits, pair| {
-        sorted[next[bits]] = (index as u16, pair);
+    let mut sorted = [(0u16, 0u32, 0u8); MAX_WHOLE];
+    for_each_whole(code, depth, |index, bits, pair, step| {
+        sorted[next[bits]] = (index as u16, pair, step);
         next[bits] += 1;
     });
     tables.bits[0] = NOT_WHOLE;
@@ -339,20 +363,22 @@ pub(crate) fn fill_position_lut(code: &Canonical, depth: u8, tables: &mut Positi
         if bits > 0 {
             double(&mut tables.bits, filled);
             double(&mut tables.pairs, filled);
+            double(&mut tables.steps, filled);
             filled *= 2;
         }
-        for &(index, pair) in &sorted[start[bits]..start[bits + 1]] {
+        for &(index, pair, step) in &sorted[start[bits]..start[bits + 1]] {
             tables.bits[index as usize] = bits as u8;
             tables.pairs[index as usize] = pair;
+            tables.steps[index as usize] = step;
         }
     }
 }
 
-/// Calls `each(entry, bits, residual pair)` for every whole position of `code` (see
-/// [`fill_position_lut`]): pair tokens, then each direct token followed by each direct
-/// token that fits beside it.
+/// Calls `each(entry, bits, residual pair, step)` for every whole position of `code` (see
+/// [`fill_position_lut`]): pair tokens and run tokens, then each direct token followed by
+/// each direct token that fits beside it.
 #[inline(always)]
-fn for_each_whole(code: &Canonical, depth: u8, mut each: impl FnMut(usize, usize, u32)) {
+fn for_each_whole(code: &Canonical, depth: u8, mut each: impl FnMut(usize, usize, u32, u8)) {
     let singles = token_count(depth) as usize;
     let limit = POSITION_BITS as usize;
     // A one-token code takes zero bits.
@@ -372,7 +398,21 @@ fn for_each_whole(code: &Canonical, depth: u8, mut each: impl FnMut(usize, usize
                     unzigzag(p / PAIR_LIMIT) as u16,
                     unzigzag(p % PAIR_LIMIT) as u16,
                 );
-                each(code.codes[t] as usize, len_of(l), pair);
+                each(code.codes[t] as usize, len_of(l), pair, 1);
+            } else if t >= run_token_first(depth) as usize {
+                let c = code.codes[t] as usize;
+                match run_base(depth, t as u32) {
+                    // The end-of-row token: its step says so (see END_OF_ROW_STEP).
+                    None => each(c, len_of(l), 0, END_OF_ROW_STEP),
+                    // A run of `base + raw` positions: one entry per raw value that fits.
+                    Some((base, nraw)) if len_of(l) + nraw as usize <= limit => {
+                        for raw in 0..1usize << nraw {
+                            let step = (base as usize + raw) as u8;
+                            each(c | raw << len_of(l), len_of(l) + nraw as usize, 0, step);
+                        }
+                    }
+                    Some(_) => {}
+                }
             }
         }
     }
@@ -381,7 +421,7 @@ fn for_each_whole(code: &Canonical, depth: u8, mut each: impl FnMut(usize, usize
         // The second token in code order, until the two no longer fit.
         for &(t1, code1, len1) in direct.iter().take_while(|d| len0 + d.2 <= limit) {
             let pair = pack_pair(unzigzag(t0) as u16, unzigzag(t1) as u16);
-            each(code0 | code1 << len0, len0 + len1, pair);
+            each(code0 | code1 << len0, len0 + len1, pair, 1);
         }
     }
 }
@@ -433,19 +473,30 @@ mod tests {
             let code = Canonical::new(&lengths);
             let mut lut = Box::new([0u32; LUT_SIZE]);
             fill_lut(&code, depth, &mut lut);
-            let mut positions = Box::new(PositionTables {
-                pairs: [0; POSITION_SIZE],
-                bits: [0; POSITION_SIZE],
-            });
+            let mut positions = Box::new(PositionTables::new());
             fill_position_lut(&code, depth, &mut positions);
             let mask = LUT_SIZE - 1;
-            let mut whole = 0;
+            let (mut whole, mut runs) = (0, 0);
             for (i, (&pair, &bits)) in positions.pairs.iter().zip(&positions.bits).enumerate() {
                 if bits == NOT_WHOLE {
                     continue;
                 }
                 whole += 1;
+                let step = positions.steps[i];
                 let e0 = lut[i & mask];
+                if e0 & LUT_RUN != 0 {
+                    // A run token and its raw bits: no residuals, the run's length as step.
+                    runs += 1;
+                    let (len, nraw) = (e0 & 15, (e0 >> 4) & 15);
+                    let n = if e0 >> 16 == 0 {
+                        END_OF_ROW_STEP as u32
+                    } else {
+                        (e0 >> 16) + ((i as u32 >> len) & ((1 << nraw) - 1))
+                    };
+                    assert_eq!((bits as u32, pair, step as u32), (len + nraw, 0, n));
+                    continue;
+                }
+                assert_eq!(step, 1, "depth {depth} index {i}");
                 let (z0, z1, len) = if e0 & LUT_PAIR != 0 {
                     ((e0 >> 16) & 0xff, e0 >> 24, e0 & 15)
                 } else {
@@ -462,6 +513,9 @@ mod tests {
                 whole > POSITION_SIZE / 4,
                 "depth {depth}: only {whole} whole entries"
             );
+            // Every run token's code is at most 10 bits here: the short ones fit with all
+            // their raw values (the end-of-row token and runs of 2-3, 4-7 positions).
+            assert!(runs >= 1 + 2 + 4, "depth {depth}: {runs} run entries");
         }
     }
 
