@@ -11,6 +11,8 @@ use super::huffman::{
 pub(crate) use super::header::{parse_patch_header, CompactError, PatchHeader};
 use super::palette::PatchPalette;
 use super::predict::{prediction_from_above, undo_prediction};
+#[cfg(target_arch = "x86_64")]
+use super::predict_avx2;
 use crate::codec::bits::{window_unchecked, WINDOW_BYTES};
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::codec::sink::BandSink;
@@ -431,7 +433,7 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     patch: usize,
     sink: &mut S,
     scratch: &mut Scratch,
-    _avx2: Option<Avx2>,
+    avx2: Option<Avx2>,
 ) -> crate::Result<()> {
     let h = &layout.header;
     let (x0, _, pw, ph) = h.patch_rect(patch as u64);
@@ -448,13 +450,25 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     }
     // Coded planes x output channels: a palette patch codes one plane.
     match (palette, h.channels()) {
-        (_, 1) => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect),
-        (true, 2) => decode_patch_rows::<1, 2, S>(layout, patch, &header, sink, scratch, rect),
-        (true, 3) => decode_patch_rows::<1, 3, S>(layout, patch, &header, sink, scratch, rect),
-        (true, _) => decode_patch_rows::<1, 4, S>(layout, patch, &header, sink, scratch, rect),
-        (false, 2) => decode_patch_rows::<2, 2, S>(layout, patch, &header, sink, scratch, rect),
-        (false, 3) => decode_patch_rows::<3, 3, S>(layout, patch, &header, sink, scratch, rect),
-        (false, _) => decode_patch_rows::<4, 4, S>(layout, patch, &header, sink, scratch, rect),
+        (_, 1) => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect, avx2),
+        (true, 2) => {
+            decode_patch_rows::<1, 2, S>(layout, patch, &header, sink, scratch, rect, avx2)
+        }
+        (true, 3) => {
+            decode_patch_rows::<1, 3, S>(layout, patch, &header, sink, scratch, rect, avx2)
+        }
+        (true, _) => {
+            decode_patch_rows::<1, 4, S>(layout, patch, &header, sink, scratch, rect, avx2)
+        }
+        (false, 2) => {
+            decode_patch_rows::<2, 2, S>(layout, patch, &header, sink, scratch, rect, avx2)
+        }
+        (false, 3) => {
+            decode_patch_rows::<3, 3, S>(layout, patch, &header, sink, scratch, rect, avx2)
+        }
+        (false, _) => {
+            decode_patch_rows::<4, 4, S>(layout, patch, &header, sink, scratch, rect, avx2)
+        }
     }
     .map_err(|e| fail(e).into())
 }
@@ -470,10 +484,13 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     sink: &mut S,
     scratch: &mut Scratch,
     (x0, pw, ph): (u32, u32, u32),
+    avx2: Option<Avx2>,
 ) -> Result<(), CompactError> {
     let h = &layout.header;
     let (x0, pw) = (x0 as usize, pw as usize);
     let stride = ROW;
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = avx2;
     let mask = ((1u32 << h.depth) - 1) as u16;
     let depth = h.depth;
     for (ch, tables) in header.channels.iter().zip(scratch.tables.iter_mut()) {
@@ -589,6 +606,22 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         }
         pending = with_next;
         for (c, &left_type) in left_type.iter().enumerate() {
+            #[cfg(target_arch = "x86_64")]
+            if left_type && avx2.is_some() {
+                // Whole steps of 16 past `pw` (the rows are ROW wide): the samples past `pw`
+                // are never read.
+                let range = c * stride..c * stride + pw.next_multiple_of(16);
+                let residuals = bytemuck::cast_slice::<u32, u16>(&scratch.residuals[c][..]);
+                // SAFETY: an `Avx2` exists only on a CPU with AVX2 (Avx2::detect).
+                unsafe {
+                    predict_avx2::undo_left_prediction(
+                        &residuals[..range.len()],
+                        &scratch.above[range.clone()],
+                        &mut scratch.current[range],
+                    )
+                };
+                continue;
+            }
             let range = c * stride..c * stride + pw;
             undo_prediction(
                 left_type,

@@ -10,6 +10,8 @@ mod header;
 pub(crate) mod huffman;
 pub(crate) mod palette;
 pub(crate) mod predict;
+#[cfg(target_arch = "x86_64")]
+mod predict_avx2;
 
 use crate::format::compact::CompactPredictor;
 
