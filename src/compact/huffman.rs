@@ -310,6 +310,9 @@ pub(crate) struct PositionTables {
     /// The positions it covers (valid where `bits` is whole): 1, a run's length, or
     /// [`END_OF_ROW_STEP`].
     pub steps: [u8; POSITION_SIZE],
+    /// [`fill_position_lut`]'s whole positions sorted by their bits: scratch, here so that
+    /// a build does not clear 3 KB first.
+    sorted: [(u16, u32, u8); MAX_WHOLE],
 }
 
 impl PositionTables {
@@ -318,6 +321,7 @@ impl PositionTables {
             pairs: [0; POSITION_SIZE],
             bits: [0; POSITION_SIZE],
             steps: [0; POSITION_SIZE],
+            sorted: [(0, 0, 0); MAX_WHOLE],
         }
     }
 }
@@ -352,7 +356,8 @@ pub(crate) fn fill_position_lut(code: &Canonical, depth: u8, tables: &mut Positi
         start[l] += start[l - 1];
     }
     let mut next = start;
-    let mut sorted = [(0u16, 0u32, 0u8); MAX_WHOLE];
+    // Kept between builds (not cleared: the sort writes every entry it reads back).
+    let sorted = &mut tables.sorted;
     for_each_whole(code, depth, |index, bits, pair, step| {
         sorted[next[bits]] = (index as u16, pair, step);
         next[bits] += 1;
@@ -366,7 +371,7 @@ pub(crate) fn fill_position_lut(code: &Canonical, depth: u8, tables: &mut Positi
             double(&mut tables.steps, filled);
             filled *= 2;
         }
-        for &(index, pair, step) in &sorted[start[bits]..start[bits + 1]] {
+        for &(index, pair, step) in &tables.sorted[start[bits]..start[bits + 1]] {
             tables.bits[index as usize] = bits as u8;
             tables.pairs[index as usize] = pair;
             tables.steps[index as usize] = step;

@@ -31,10 +31,17 @@ pub fn prediction_from_above(predictor: CompactPredictor, up: &[u16], g: &mut [u
             }
         }
         CompactPredictor::UpMean => {
-            for x in 0..n {
-                let a = up[x.saturating_sub(1)] as u32;
-                let c = up[(x + 1).min(n - 1)] as u32;
-                g[x] = ((a + c) >> 1) as u16;
+            // floor((a + c) / 2) as `(a & c) + ((a ^ c) >> 1)`, which never overflows 16
+            // bits: the interior is one loop without edge tests, on 16-bit lanes.
+            let mean = |a: u16, c: u16| (a & c) + ((a ^ c) >> 1);
+            if n == 1 {
+                g[0] = up[0];
+                return;
+            }
+            g[0] = mean(up[0], up[1]);
+            g[n - 1] = mean(up[n - 2], up[n - 1]);
+            for ((o, &a), &c) in g[1..n - 1].iter_mut().zip(&up[..n - 2]).zip(&up[2..]) {
+                *o = (a & c) + ((a ^ c) >> 1);
             }
         }
     }
