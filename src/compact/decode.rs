@@ -5,7 +5,7 @@
 
 use super::huffman::{
     self, pack_pair, PositionTables, END_OF_ROW_STEP, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS,
-    NOT_WHOLE, POSITION_SIZE,
+    NOT_WHOLE, POSITION_BITS, POSITION_SIZE,
 };
 
 pub(crate) use super::header::{parse_patch_header, CompactError, PatchHeader};
@@ -124,6 +124,10 @@ struct RowState<'a, const C: usize> {
     residuals: &'a mut [Pairs; C],
     /// Bit position in the stream.
     pos: [u64; C],
+    /// The stream's next bits from `pos` (see [`RowState::refill`]): the whole-position
+    /// lookups read them here, so a position's chain of dependent work is one table load and
+    /// a shift, not a load of the stream too.
+    buf: [u64; C],
 }
 
 impl<const C: usize> RowState<'_, C> {
@@ -150,6 +154,43 @@ impl<const C: usize> RowState<'_, C> {
         self.residuals[c][x] = pair;
     }
 
+    /// Loads channel `c`'s bit buffer from its position: at least 57 valid bits (a 64-bit
+    /// load shifted by at most 7), which [`REFILL_POSITIONS`] whole positions of at most
+    /// `POSITION_BITS` bits each leave enough of for the next lookup.
+    ///
+    /// # Safety
+    /// As [`RowState::pair`].
+    #[inline(always)]
+    unsafe fn refill(&mut self, c: usize, bytes: &[u8]) {
+        // SAFETY: as in `pair`.
+        self.buf[c] = unsafe { window_unchecked(bytes, self.pos[c]) };
+    }
+
+    /// As [`RowState::pair`], from the bit buffer, which must have been refilled at most
+    /// [`REFILL_POSITIONS`] positions ago; a position that is not whole reads the stream
+    /// itself and refills the buffer.
+    ///
+    /// # Safety
+    /// As [`RowState::pair`].
+    #[inline(always)]
+    unsafe fn pair_buffered(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) {
+        let bits = self.buf[c];
+        let i = bits as usize & (POSITION_SIZE - 1);
+        let whole = self.tables[c].positions.bits[i];
+        if whole & NOT_WHOLE == 0 {
+            self.buf[c] = bits >> whole;
+            self.pos[c] += whole as u64;
+            self.residuals[c][x] = self.tables[c].positions.pairs[i];
+        } else {
+            // SAFETY: as in `pair`.
+            let (pair, pos, buf) =
+                unsafe { slow_position(&self.tables[c], bytes, self.pos[c], bad) };
+            self.pos[c] = pos;
+            self.buf[c] = buf;
+            self.residuals[c][x] = pair;
+        }
+    }
+
     /// Decodes channel `c`'s last sample of an odd row: a single token only.
     ///
     /// # Safety
@@ -172,7 +213,8 @@ impl<const C: usize> RowState<'_, C> {
         bytemuck::cast_slice_mut::<u32, u16>(&mut self.residuals[c][..])[x] = r;
     }
 
-    /// As [`RowState::pair`] for a code with run tokens, from channel `c`'s own cursor `x`;
+    /// As [`RowState::pair_buffered`] for a code with run tokens, from channel `c`'s own
+    /// cursor `x`;
     /// returns the positions the token covers: 1, a run's length (its residuals are the
     /// row's zeros: [`decode_row_runs`] clears the row first), or [`END_OF_ROW_STEP`]. A run
     /// token with its raw bits is a whole position too (see `huffman::fill_position_lut`),
@@ -182,31 +224,37 @@ impl<const C: usize> RowState<'_, C> {
     /// As [`RowState::pair`].
     #[inline(always)]
     unsafe fn pair_or_run(&mut self, c: usize, bytes: &[u8], x: usize, bad: &mut u32) -> usize {
-        // SAFETY: as in `pair`.
-        let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
-        let i = bits as usize & (POSITION_SIZE - 1);
         let tables = &self.tables[c];
+        let bits = self.buf[c];
+        let i = bits as usize & (POSITION_SIZE - 1);
         let whole = tables.positions.bits[i];
         if whole & NOT_WHOLE == 0 {
+            self.buf[c] = bits >> whole;
             self.pos[c] += whole as u64;
             self.residuals[c][x] = tables.positions.pairs[i];
             return tables.positions.steps[i] as usize;
         }
+        // SAFETY: as in `pair`.
+        let bits = unsafe { window_unchecked(bytes, self.pos[c]) };
         let e0 = tables.symbols[bits as usize & (LUT_SIZE - 1)];
-        if e0 & LUT_RUN != 0 {
+        let step = if e0 & LUT_RUN != 0 {
             let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
             self.pos[c] += (len0 + nraw0) as u64;
             // Base 0: the end-of-row token.
-            return if e0 >> 16 == 0 {
+            if e0 >> 16 == 0 {
                 END_OF_ROW_STEP as usize
             } else {
                 ((e0 >> 16) + (((bits >> len0) as u32) & ((1u32 << nraw0) - 1))) as usize
-            };
-        }
-        let (r0, r1, adv) = symbols(tables, bits, bad);
-        self.pos[c] += adv as u64;
-        self.residuals[c][x] = pack_pair(r0, r1);
-        1
+            }
+        } else {
+            let (r0, r1, adv) = symbols(tables, bits, bad);
+            self.pos[c] += adv as u64;
+            self.residuals[c][x] = pack_pair(r0, r1);
+            1
+        };
+        // SAFETY: as in `pair` (ROW_READ_BYTES covers the window after every position).
+        unsafe { self.refill(c, bytes) };
+        step
     }
 
     /// As [`RowState::last`] for a code with run tokens: the odd last sample is a single
@@ -231,6 +279,35 @@ impl<const C: usize> RowState<'_, C> {
         // SAFETY: the same position, not yet advanced.
         unsafe { self.last(c, bytes, x, bad) };
     }
+}
+
+/// Whole positions between bit-buffer refills: at most 5 (5 x 10 bits of the 57 a refill
+/// gives leave 7, fewer than a lookup takes); 4 divides the usual 32 positions of a row.
+const REFILL_POSITIONS: usize = 4;
+const _: () = assert!(REFILL_POSITIONS * (POSITION_BITS as usize + 1) <= 57);
+
+/// The least mean share of whole positions (of `POSITION_SIZE`, by the codes' own
+/// statistics: `PositionTables::whole_share`) at which a patch without runs decodes from
+/// bit buffers: half.
+const BUFFERED_SHARE_MIN: u32 = POSITION_SIZE as u32 / 2;
+
+/// A position that is not whole, from the stream at bit `pos`: its residuals, the position
+/// after it, and the bit buffer there. Out of line: rare in most rows, and the decode loop
+/// inlines several copies of its caller.
+///
+/// # Safety
+/// `pos` is one of a row's positions whose start passed [`check_row_start`] (so this
+/// position's read and the refill after it lie inside `bytes`).
+#[inline(always)]
+unsafe fn slow_position(tables: &Tables, bytes: &[u8], pos: u64, bad: &mut u32) -> (u32, u64, u64) {
+    // SAFETY: the contract above.
+    let bits = unsafe { window_unchecked(bytes, pos) };
+    let (r0, r1, adv) = symbols(tables, bits, bad);
+    let pos = pos + adv as u64;
+    // SAFETY: the contract above: ROW_READ_BYTES covers the window after every position.
+    (pack_pair(r0, r1), pos, unsafe {
+        window_unchecked(bytes, pos)
+    })
 }
 
 /// A position symbol by symbol: both residuals (unzigzagged, mod 2^16) and the bits taken.
@@ -266,10 +343,39 @@ fn symbols(tables: &Tables, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
 /// Every channel's position in `ch` passed [`check_row_start`] against `bytes`, and `ch`
 /// decodes this one row.
 #[inline(always)]
-unsafe fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
+unsafe fn decode_row<const C: usize>(
+    bytes: &[u8],
+    ch: &mut RowState<C>,
+    pw: usize,
+    buffered: bool,
+) -> u32 {
     // The calls below (unsafe) are this row's positions: the contract above.
     let mut bad = 0;
-    for x in 0..(pw / 2).min(ROW / 2) {
+    let n = (pw / 2).min(ROW / 2);
+    let mut x = 0;
+    // Groups of REFILL_POSITIONS positions (unrolled) from the bit buffers, then the rest
+    // one by one; all one by one where few positions are whole ([`BUFFERED_SHARE_MIN`]).
+    if buffered {
+        while x + REFILL_POSITIONS <= n {
+            for c in 0..C {
+                ch.refill(c, bytes);
+            }
+            for k in 0..REFILL_POSITIONS {
+                ch.pair_buffered(0, bytes, x + k, &mut bad);
+                if C > 1 {
+                    ch.pair_buffered(1, bytes, x + k, &mut bad);
+                }
+                if C > 2 {
+                    ch.pair_buffered(2, bytes, x + k, &mut bad);
+                }
+                if C > 3 {
+                    ch.pair_buffered(3, bytes, x + k, &mut bad);
+                }
+            }
+            x += REFILL_POSITIONS;
+        }
+    }
+    while x < n {
         ch.pair(0, bytes, x, &mut bad);
         if C > 1 {
             ch.pair(1, bytes, x, &mut bad);
@@ -280,6 +386,7 @@ unsafe fn decode_row<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usi
         if C > 3 {
             ch.pair(3, bytes, x, &mut bad);
         }
+        x += 1;
     }
     if pw % 2 == 1 {
         for c in 0..C {
@@ -311,17 +418,23 @@ unsafe fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw
     }
     let mut x = [0usize; C];
     while x.iter().any(|&x| x < end) {
-        if x[0] < end {
-            x[0] += ch.pair_or_run(0, bytes, x[0], &mut bad);
+        // A channel takes at most REFILL_POSITIONS tokens between refills (one per step).
+        for c in 0..C {
+            ch.refill(c, bytes);
         }
-        if C > 1 && x[1] < end {
-            x[1] += ch.pair_or_run(1, bytes, x[1], &mut bad);
-        }
-        if C > 2 && x[2] < end {
-            x[2] += ch.pair_or_run(2, bytes, x[2], &mut bad);
-        }
-        if C > 3 && x[3] < end {
-            x[3] += ch.pair_or_run(3, bytes, x[3], &mut bad);
+        for _ in 0..REFILL_POSITIONS {
+            if x[0] < end {
+                x[0] += ch.pair_or_run(0, bytes, x[0], &mut bad);
+            }
+            if C > 1 && x[1] < end {
+                x[1] += ch.pair_or_run(1, bytes, x[1], &mut bad);
+            }
+            if C > 2 && x[2] < end {
+                x[2] += ch.pair_or_run(2, bytes, x[2], &mut bad);
+            }
+            if C > 3 && x[3] < end {
+                x[3] += ch.pair_or_run(3, bytes, x[3], &mut bad);
+            }
         }
     }
     for (c, &x) in x.iter().enumerate() {
@@ -348,24 +461,34 @@ unsafe fn decode_row_and_next<const C: usize>(
     ch: &mut RowState<C>,
     next: &mut RowState<C>,
     pw: usize,
+    buffered: bool,
 ) -> u32 {
     // The calls below (unsafe) are this row's positions: the contract above.
     let mut bad = 0;
-    for x in 0..(pw / 2).min(ROW / 2) {
-        ch.pair(0, bytes, x, &mut bad);
-        next.pair(0, bytes, x, &mut bad);
-        if C > 1 {
-            ch.pair(1, bytes, x, &mut bad);
-            next.pair(1, bytes, x, &mut bad);
+    let n = (pw / 2).min(ROW / 2);
+    let mut x = 0;
+    // As in decode_row: groups of REFILL_POSITIONS from the bit buffers, then the rest.
+    if buffered {
+        while x + REFILL_POSITIONS <= n {
+            for c in 0..C {
+                ch.refill(c, bytes);
+                next.refill(c, bytes);
+            }
+            for k in 0..REFILL_POSITIONS {
+                for c in 0..C {
+                    ch.pair_buffered(c, bytes, x + k, &mut bad);
+                    next.pair_buffered(c, bytes, x + k, &mut bad);
+                }
+            }
+            x += REFILL_POSITIONS;
         }
-        if C > 2 {
-            ch.pair(2, bytes, x, &mut bad);
-            next.pair(2, bytes, x, &mut bad);
+    }
+    while x < n {
+        for c in 0..C {
+            ch.pair(c, bytes, x, &mut bad);
+            next.pair(c, bytes, x, &mut bad);
         }
-        if C > 3 {
-            ch.pair(3, bytes, x, &mut bad);
-            next.pair(3, bytes, x, &mut bad);
-        }
+        x += 1;
     }
     if pw % 2 == 1 {
         for c in 0..C {
@@ -530,6 +653,12 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     // Some channel has run tokens: every channel decodes symbol by symbol (a patch is flat
     // in all its channels or in none, mostly; one path keeps the loop simple).
     let runs = header.channels.iter().any(|c| c.runs);
+    // The bit buffers pay where most positions are whole; where most are not (16-bit
+    // samples with raw bits), each such position refills its buffer for nothing.
+    let whole_share: u32 = (0..C)
+        .map(|c| scratch.tables[c].positions.whole_share)
+        .sum();
+    let buffered = whole_share >= BUFFERED_SHARE_MIN * C as u32;
     // Whether `scratch.pending` holds the residuals of row y (decoded with row y - 1).
     let mut pending = false;
     for y in 0..ph {
@@ -557,6 +686,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                 tables: tables_of(&scratch.tables),
                 residuals: rows_mut(&mut scratch.residuals),
                 pos: pos[s],
+                buf: [0; C],
             };
             let bad = if runs {
                 // SAFETY: `ch`'s positions passed check_row_start; it decodes one row.
@@ -568,14 +698,16 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                     tables: tables_of(&scratch.tables),
                     residuals: rows_mut(&mut scratch.pending),
                     pos: pos[s1],
+                    buf: [0; C],
                 };
                 // SAFETY: both states' positions passed check_row_start; one row each.
-                let bad = unsafe { decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw) };
+                let bad =
+                    unsafe { decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw, buffered) };
                 pos[s1] = next.pos;
                 bad
             } else {
                 // SAFETY: as for decode_row_runs.
-                unsafe { decode_row::<C>(bytes, &mut ch, pw) }
+                unsafe { decode_row::<C>(bytes, &mut ch, pw, buffered) }
             };
             pos[s] = ch.pos;
             bad

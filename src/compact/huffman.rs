@@ -310,6 +310,9 @@ pub(crate) struct PositionTables {
     /// The positions it covers (valid where `bits` is whole): 1, a run's length, or
     /// [`END_OF_ROW_STEP`].
     pub steps: [u8; POSITION_SIZE],
+    /// The share of stream bit patterns (out of [`POSITION_SIZE`]) that start a whole
+    /// position: how often the code's own statistics say a position is whole.
+    pub whole_share: u32,
     /// [`fill_position_lut`]'s whole positions sorted by their bits: scratch, here so that
     /// a build does not clear 3 KB first.
     sorted: [(u16, u32, u8); MAX_WHOLE],
@@ -321,6 +324,7 @@ impl PositionTables {
             pairs: [0; POSITION_SIZE],
             bits: [0; POSITION_SIZE],
             steps: [0; POSITION_SIZE],
+            whole_share: 0,
             sorted: [(0, 0, 0); MAX_WHOLE],
         }
     }
@@ -362,6 +366,9 @@ pub(crate) fn fill_position_lut(code: &Canonical, depth: u8, tables: &mut Positi
         sorted[next[bits]] = (index as u16, pair, step);
         next[bits] += 1;
     });
+    tables.whole_share = (0..=limit)
+        .map(|bits| ((start[bits + 1] - start[bits]) << (limit - bits)) as u32)
+        .sum();
     tables.bits[0] = NOT_WHOLE;
     let mut filled = 1;
     for bits in 0..=limit {
@@ -518,6 +525,8 @@ mod tests {
                 whole > POSITION_SIZE / 4,
                 "depth {depth}: only {whole} whole entries"
             );
+            // A whole position of b bits fills 2^(10 - b) entries: the share is the count.
+            assert_eq!(positions.whole_share as usize, whole, "depth {depth}");
             // Every run token's code is at most 10 bits here: the short ones fit with all
             // their raw values (the end-of-row token and runs of 2-3, 4-7 positions).
             assert!(runs >= 1 + 2 + 4, "depth {depth}: {runs} run entries");
