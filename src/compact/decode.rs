@@ -750,6 +750,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                         &residuals[..range.len()],
                         &scratch.above[range.clone()],
                         &mut scratch.current[range],
+                        mask,
                     )
                 };
                 continue;
@@ -762,9 +763,14 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
                 &mut scratch.current[range],
             );
         }
-        // Reduce to the sample depth (the sums above ran mod 2^16).
+        // Reduce to the sample depth (the sums above ran mod 2^16; the AVX2 running sums
+        // reduce as they store).
         if depth != 16 {
             for c in 0..C {
+                #[cfg(target_arch = "x86_64")]
+                if left_type[c] && avx2.is_some() {
+                    continue;
+                }
                 for v in &mut scratch.current[c * stride..c * stride + pw] {
                     *v &= mask;
                 }
@@ -787,15 +793,21 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
             continue;
         }
         let rows = if header.transform == Transform::SubtractGreen {
+            // Channels 0 and 2 plus green; green (and alpha) as they are, whole ROW-wide rows
+            // (a fixed-size copy, not a `memcpy` call).
             let (cur, out) = (&scratch.current, &mut scratch.output);
-            out[..C * stride].copy_from_slice(&cur[..C * stride]);
-            for k in [0, 2] {
-                let (g, dst) = (
-                    &cur[stride..stride + pw],
-                    &mut out[k * stride..k * stride + pw],
+            let green = &cur[stride..stride + pw];
+            for c in 0..C {
+                let (src, dst) = (
+                    &cur[c * stride..(c + 1) * stride],
+                    &mut out[c * stride..(c + 1) * stride],
                 );
-                for (o, &g) in dst.iter_mut().zip(g) {
-                    *o = o.wrapping_add(g) & mask;
+                if c == 0 || c == 2 {
+                    for ((o, &v), &g) in dst[..pw].iter_mut().zip(&src[..pw]).zip(green) {
+                        *o = v.wrapping_add(g) & mask;
+                    }
+                } else {
+                    dst.copy_from_slice(src);
                 }
             }
             &scratch.output

@@ -13,9 +13,11 @@ unsafe fn load16(row: &[u16], x: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(samples.as_ptr() as *const __m256i) }
 }
 
-/// `current[x] = sum over i <= x of (residuals[i] + above[i])`, mod 2^16, for `x` below the
-/// shortest slice's length rounded down to 16; returns that many (the caller finishes any
-/// rest with the scalar loop, `predict::undo_prediction`).
+/// `current[x] = (sum over i <= x of (residuals[i] + above[i])) & mask`, the sum mod 2^16,
+/// for `x` below the shortest slice's length rounded down to 16; returns that many (the
+/// caller finishes any rest with the scalar loop, `predict::undo_prediction`, and its
+/// reduction to the sample depth). With `mask = 2^depth - 1` the stored samples are the
+/// sums mod 2^depth, as the scalar loop and a separate reduction give.
 ///
 /// Inlined into its caller for the same reason as `codec::interleave_avx2::interleave`.
 ///
@@ -26,6 +28,7 @@ pub(crate) unsafe fn undo_left_prediction(
     residuals: &[u16],
     above: &[u16],
     current: &mut [u16],
+    mask: u16,
 ) -> usize {
     let n = current.len().min(residuals.len()).min(above.len()) / 16 * 16;
     // SAFETY (whole function): AVX2 per the contract; every load and store goes through a
@@ -33,6 +36,7 @@ pub(crate) unsafe fn undo_left_prediction(
     unsafe {
         // Byte shuffle that copies each half's last sample (bytes 14 and 15) to all eight.
         let last_of_half = _mm256_set1_epi16(0x0f0e);
+        let mask = _mm256_set1_epi16(mask as i16);
         let mut carry = _mm256_setzero_si256();
         for x in (0..n).step_by(16) {
             let mut v = _mm256_add_epi16(load16(residuals, x), load16(above, x));
@@ -48,7 +52,7 @@ pub(crate) unsafe fn undo_left_prediction(
             // Sample 15, the sum so far, in all sixteen lanes.
             carry = _mm256_permute4x64_epi64::<0xff>(_mm256_shuffle_epi8(v, last_of_half));
             let out: &mut [u16; 16] = (&mut current[x..x + 16]).try_into().expect("16 samples");
-            _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, v);
+            _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, _mm256_and_si256(v, mask));
         }
     }
     n
@@ -77,11 +81,14 @@ mod tests {
             let above: Vec<u16> = (0..len).map(|_| next()).collect();
             let mut expected = vec![0u16; len];
             crate::compact::predict::undo_prediction(true, &residuals, &above, &mut expected);
-            let mut got = vec![0u16; len];
-            // SAFETY: AVX2 detected above.
-            let done = unsafe { undo_left_prediction(&residuals, &above, &mut got) };
-            assert_eq!(done, len / 16 * 16);
-            assert_eq!(got[..done], expected[..done], "length {len}");
+            for mask in [0xffff, 0xff, 0x3ff] {
+                let mut got = vec![0u16; len];
+                // SAFETY: AVX2 detected above.
+                let done = unsafe { undo_left_prediction(&residuals, &above, &mut got, mask) };
+                assert_eq!(done, len / 16 * 16);
+                let reduced: Vec<u16> = expected[..done].iter().map(|v| v & mask).collect();
+                assert_eq!(got[..done], reduced, "length {len}, mask {mask:#x}");
+            }
         }
     }
 }
