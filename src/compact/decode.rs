@@ -766,11 +766,13 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         // Reduce to the sample depth (the sums above ran mod 2^16; the AVX2 running sums
         // reduce as they store).
         if depth != 16 {
-            for c in 0..C {
+            for (c, &left_type) in left_type.iter().enumerate() {
                 #[cfg(target_arch = "x86_64")]
-                if left_type[c] && avx2.is_some() {
+                if left_type && avx2.is_some() {
                     continue;
                 }
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = left_type;
                 for v in &mut scratch.current[c * stride..c * stride + pw] {
                     *v &= mask;
                 }
