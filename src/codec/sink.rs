@@ -113,12 +113,12 @@ impl BandSink for InterleavedBand<'_> {
         let start = y * self.row_len + x0 * pixel;
         let dst = &mut self.out[start..start + indices.len() * pixel];
         match pixel {
-            1 => palette.write_pixels::<1>(indices, dst),
-            2 => palette.write_pixels::<2>(indices, dst),
-            3 => palette.write_pixels::<3>(indices, dst),
-            4 => palette.write_pixels::<4>(indices, dst),
-            6 => palette.write_pixels::<6>(indices, dst),
-            _ => palette.write_pixels::<8>(indices, dst),
+            1 => palette.write_pixels::<1>(indices, dst, self.avx2),
+            2 => palette.write_pixels::<2>(indices, dst, self.avx2),
+            3 => palette.write_pixels::<3>(indices, dst, self.avx2),
+            4 => palette.write_pixels::<4>(indices, dst, self.avx2),
+            6 => palette.write_pixels::<6>(indices, dst, self.avx2),
+            _ => palette.write_pixels::<8>(indices, dst, self.avx2),
         }
     }
 }

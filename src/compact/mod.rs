@@ -9,6 +9,8 @@ pub(crate) mod encode;
 mod header;
 pub(crate) mod huffman;
 pub(crate) mod palette;
+#[cfg(target_arch = "x86_64")]
+mod palette_avx2;
 pub(crate) mod predict;
 #[cfg(target_arch = "x86_64")]
 mod predict_avx2;
