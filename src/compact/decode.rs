@@ -4,47 +4,21 @@
 //! colour transform and interleaves into the output band.
 
 use super::huffman::{
-    self, pack_pair, PositionTables, END_OF_ROW_STEP, LUT_PAIR, LUT_RUN, LUT_SIZE, MAX_TOKENS,
-    NOT_WHOLE, POSITION_BITS, POSITION_SIZE,
+    self, pack_pair, END_OF_ROW_STEP, LUT_PAIR, LUT_RUN, LUT_SIZE, NOT_WHOLE, POSITION_BITS,
+    POSITION_SIZE,
 };
 
 pub(crate) use super::header::{parse_patch_header, CompactError, PatchHeader};
-use super::palette::PatchPalette;
 use super::predict::{prediction_from_above, undo_prediction};
 #[cfg(target_arch = "x86_64")]
 use super::predict_avx2;
+pub(crate) use super::scratch::Scratch;
+use super::scratch::{rows_mut, tables_of, Pairs, Tables, ROW};
 use crate::codec::bits::{window_unchecked, WINDOW_BYTES};
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::codec::sink::BandSink;
 use crate::format::compact::{alphabet_size, unzigzag, Transform, SEGMENTS_MAX};
-use crate::format::{FileLayout, Header};
-
-/// A channel's decode tables, indexed by the next 11 (`MAX_CODE_LEN`) stream bits (symbols)
-/// and the next 10 (`POSITION_BITS`; whole positions). The channels' tables lie side by
-/// side in one vector, so the decode loop reaches all of them from one pointer.
-pub(crate) struct Tables {
-    /// Symbol by symbol (see `huffman::fill_lut`).
-    symbols: [u32; LUT_SIZE],
-    /// Whole positions (see `huffman::fill_position_lut`).
-    positions: PositionTables,
-    /// The code lengths the tables were built for (all 0: not built yet). Neighbouring
-    /// patches often share a code (flat and smooth areas), and then the tables are reused.
-    lengths: [u8; MAX_TOKENS],
-}
-
-/// The first `C` channels' tables, as one array (see [`rows_mut`]).
-#[inline(always)]
-fn tables_of<const C: usize>(tables: &[Tables]) -> &[Tables; C] {
-    tables[..C].try_into().expect("C channels")
-}
-
-/// One channel's row of residuals as pairs (see `huffman::pack_pair`): a position is one
-/// store.
-type Pairs = [u32; ROW / 2];
-
-/// Row buffers are this wide whatever the patch size, so the decode loop indexes fixed-size
-/// arrays and needs no bounds checks.
-const ROW: usize = 1 << crate::format::PATCH_LOG2_MAX;
+use crate::format::FileLayout;
 
 /// Most bits one position can take, by the table entries' field widths alone (so it holds
 /// for any table): a whole position's bit count is a `u8` without the [`NOT_WHOLE`] bit (so
@@ -66,54 +40,8 @@ const MAX_POSITION_BITS: usize = {
 /// ([`check_row_start`]), which is what makes the row's unchecked reads safe.
 const ROW_READ_BYTES: usize = ((ROW / 2 + 1) * MAX_POSITION_BITS).div_ceil(8) + WINDOW_BYTES;
 
-/// Per-thread buffers: decode tables and rows (`channels x ROW` each).
-pub(crate) struct Scratch {
-    tables: Vec<Tables>,
-    current: Vec<u16>,
-    previous: Vec<u16>,
-    /// Rows after undoing the colour transform.
-    output: Vec<u16>,
-    /// The prediction's part from the row above.
-    above: Vec<u16>,
-    /// Residuals of the row being decoded, one array per channel.
-    residuals: Vec<Pairs>,
-    /// Residuals of the next row, decoded with the current one.
-    pending: Vec<Pairs>,
-    /// The patch's palette.
-    palette: PatchPalette,
-}
-
-impl Scratch {
-    pub(crate) fn new(h: &Header) -> Self {
-        let n = h.channels() as usize * ROW;
-        Scratch {
-            tables: (0..h.channels())
-                .map(|_| Tables {
-                    symbols: [0; LUT_SIZE],
-                    positions: PositionTables::new(),
-                    lengths: [0; MAX_TOKENS],
-                })
-                .collect(),
-            current: vec![0; n],
-            previous: vec![0; n],
-            output: vec![0; n],
-            above: vec![0; n],
-            residuals: vec![[0; ROW / 2]; h.channels() as usize],
-            pending: vec![[0; ROW / 2]; h.channels() as usize],
-            palette: PatchPalette::new(),
-        }
-    }
-}
-
-/// The first `C` channels' rows, as one array: the decode loop then reaches every channel's
-/// row from one base pointer at a fixed offset.
-#[inline(always)]
-fn rows_mut<const C: usize>(buf: &mut [Pairs]) -> &mut [Pairs; C] {
-    (&mut buf[..C]).try_into().expect("C rows")
-}
-
 /// The `C` channels' state while a row decodes: per channel only the bit position and the
-/// run counter; the tables and the output rows are arrays reached from one pointer each. The
+/// bit buffer; the tables and the output rows are arrays reached from one pointer each. The
 /// row's residuals are decoded first and the prediction undone in a second pass
 /// ([`undo_prediction`]): with the running sums and the rows above in the decode loop too,
 /// the state of three or four channels did not fit the registers, and the spilled running

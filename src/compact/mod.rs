@@ -14,6 +14,7 @@ mod palette_avx2;
 pub(crate) mod predict;
 #[cfg(target_arch = "x86_64")]
 mod predict_avx2;
+mod scratch;
 
 use crate::format::compact::CompactPredictor;
 
