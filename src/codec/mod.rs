@@ -8,3 +8,4 @@ mod interleave_avx2;
 pub(crate) mod planes;
 pub(crate) mod simd;
 pub(crate) mod sink;
+pub(crate) mod up_mean;

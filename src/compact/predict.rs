@@ -1,6 +1,7 @@
 //! The compact profile's prediction arithmetic, shared by its encoder and CPU decoder (and
 //! mirrored by `shaders/shared/decode_compact.wgsl`).
 
+use crate::codec::up_mean::up_mean_row;
 use crate::format::compact::CompactPredictor;
 
 /// The part of the prediction that depends on the row above only, for each column:
@@ -30,20 +31,7 @@ pub fn prediction_from_above(predictor: CompactPredictor, up: &[u16], g: &mut [u
                 *o = ((b as i32 - a as i32) >> 1) as u16;
             }
         }
-        CompactPredictor::UpMean => {
-            // floor((a + c) / 2) as `(a & c) + ((a ^ c) >> 1)`, which never overflows 16
-            // bits: the interior is one loop without edge tests, on 16-bit lanes.
-            let mean = |a: u16, c: u16| (a & c) + ((a ^ c) >> 1);
-            if n == 1 {
-                g[0] = up[0];
-                return;
-            }
-            g[0] = mean(up[0], up[1]);
-            g[n - 1] = mean(up[n - 2], up[n - 1]);
-            for ((o, &a), &c) in g[1..n - 1].iter_mut().zip(&up[..n - 2]).zip(&up[2..]) {
-                *o = (a & c) + ((a ^ c) >> 1);
-            }
-        }
+        CompactPredictor::UpMean => up_mean_row(up, g),
     }
 }
 

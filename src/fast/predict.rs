@@ -2,6 +2,7 @@
 //! `shaders/shared/predict.wgsl`). Every sample of a row depends only on the previous row, so a
 //! whole row decodes in parallel.
 
+use crate::codec::up_mean::up_mean_row;
 use crate::format::fast::FastPredictor;
 
 /// Prediction for one sample from its upper-left `a`, upper `b` and upper-right `c` neighbours.
@@ -38,23 +39,6 @@ pub fn predict_row(predictor: FastPredictor, up: &[u16], out: &mut [u16]) {
         FastPredictor::Up => out.copy_from_slice(up),
         FastPredictor::L3Paeth => predict_row_with::<{ FastPredictor::L3Paeth as u8 }>(up, out),
         FastPredictor::UpMean => up_mean_row(up, out),
-    }
-}
-
-/// `floor((a + c) / 2)` computed as `(a & c) + ((a ^ c) >> 1)`, which never overflows 16 bits,
-/// so the loop runs on 16-bit lanes (twice the lanes of the u32 form, same results).
-#[inline(always)]
-fn up_mean_row(up: &[u16], out: &mut [u16]) {
-    let w = up.len();
-    let mean = |a: u16, c: u16| (a & c) + ((a ^ c) >> 1);
-    if w == 1 {
-        out[0] = up[0];
-        return;
-    }
-    out[0] = mean(up[0], up[1]);
-    out[w - 1] = mean(up[w - 2], up[w - 1]);
-    for ((o, &a), &c) in out[1..w - 1].iter_mut().zip(&up[..w - 2]).zip(&up[2..]) {
-        *o = (a & c) + ((a ^ c) >> 1);
     }
 }
 
