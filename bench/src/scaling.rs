@@ -57,34 +57,81 @@ fn decode_peak_added(file: &[u8]) -> Result<Option<u64>> {
     Ok(peak.map(|p| p.saturating_sub(before)))
 }
 
-fn tile(src: &Pixels, width: u32, height: u32) -> Pixels {
+/// Width and height of an image of `mp` megapixels at 4:3.
+fn size_of(mp: f64) -> (u32, u32) {
+    let side = (mp * 1e6).sqrt();
+    (
+        ((side * 4.0 / 3.0).round() as u32).max(1),
+        ((side * 3.0 / 4.0).round() as u32).max(1),
+    )
+}
+
+/// The centre `width` x `height` of `src` (all of it along a side it is shorter on).
+///
+/// Every size of the scaling run is tiled from this one block, so every size holds the same
+/// pixels in the same proportions and a change in cost per pixel is the size's, not the
+/// content's. (Cropping the source to the small sizes and tiling it whole for the large ones,
+/// as this section did before, gave the 1 MP point a blurred corner of the photo: 0.9 bits
+/// per pixel against 1.9 for the whole, and 15 % fewer compact decode instructions per pixel.)
+fn centre_block(src: &Pixels, width: u32, height: u32) -> Pixels {
+    let (w, h) = (
+        width.min(src.width) as usize,
+        height.min(src.height) as usize,
+    );
+    let (x0, y0) = ((src.width as usize - w) / 2, (src.height as usize - h) / 2);
     let bpp = src.channels() * src.depth as usize / 8;
     let row = src.width as usize * bpp;
+    let mut bytes = Vec::with_capacity(w * h * bpp);
+    for y in y0..y0 + h {
+        bytes.extend_from_slice(&src.bytes[y * row + x0 * bpp..y * row + (x0 + w) * bpp]);
+    }
+    Pixels {
+        name: format!("{} centre {}x{}", src.name, w, h),
+        class: src.class.clone(),
+        width: w as u32,
+        height: h as u32,
+        color: src.color,
+        depth: src.depth,
+        bytes,
+    }
+}
+
+/// `block` repeated to `width` x `height`, alternate tiles mirrored (left-right and
+/// top-bottom) so that there are no seams.
+fn tile(block: &Pixels, width: u32, height: u32) -> Pixels {
+    let bpp = block.channels() * block.depth as usize / 8;
+    let (bw, bh) = (block.width as usize, block.height as usize);
+    let row = bw * bpp;
+    // One source row and its mirror image, built once per block row.
+    let mirrored = |sy: usize| -> Vec<u8> {
+        let srow = &block.bytes[sy * row..(sy + 1) * row];
+        srow.chunks_exact(bpp).rev().flatten().copied().collect()
+    };
     let mut bytes = Vec::with_capacity(width as usize * height as usize * bpp);
     for y in 0..height as usize {
-        // Mirror alternate tiles so that there are no seams.
-        let ty = y / src.height as usize;
-        let sy = y % src.height as usize;
-        let sy = if ty % 2 == 1 {
-            src.height as usize - 1 - sy
-        } else {
-            sy
-        };
-        let srow = &src.bytes[sy * row..(sy + 1) * row];
+        let sy = y % bh;
+        let sy = if (y / bh) % 2 == 1 { bh - 1 - sy } else { sy };
+        let forward = &block.bytes[sy * row..(sy + 1) * row];
+        let backward = mirrored(sy);
         let mut x = 0usize;
         while x < width as usize {
-            let n = (width as usize - x).min(src.width as usize);
-            bytes.extend_from_slice(&srow[..n * bpp]);
+            let n = (width as usize - x).min(bw);
+            let tile_row = if (x / bw) % 2 == 1 {
+                &backward
+            } else {
+                forward
+            };
+            bytes.extend_from_slice(&tile_row[..n * bpp]);
             x += n;
         }
     }
     Pixels {
         name: format!("{}x{}", width, height),
-        class: src.class.clone(),
+        class: block.class.clone(),
         width,
         height,
-        color: src.color,
-        depth: src.depth,
+        color: block.color,
+        depth: block.depth,
         bytes,
     }
 }
@@ -96,14 +143,17 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
         .max_by_key(|p| p.pixels())
         .or_else(|| images.iter().max_by_key(|p| p.pixels()))
         .ok_or_else(|| anyhow!("no image"))?;
+    let smallest = args
+        .scaling_mp
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    let (bw, bh) = size_of(if smallest.is_finite() { smallest } else { 1.0 });
+    let block = centre_block(src, bw, bh);
     let mut rows = Vec::new();
     for &mp in &args.scaling_mp {
-        let side = (mp * 1e6).sqrt();
-        let (w, h) = (
-            (side * 4.0 / 3.0).round() as u32,
-            (side * 3.0 / 4.0).round() as u32,
-        );
-        let p = tile(src, w.max(1), h.max(1));
+        let (w, h) = size_of(mp);
+        let p = tile(&block, w, h);
         let mut out = Vec::new();
         let png_file = Codec::PngDefault.encode(&p)?;
         let (png_dec, ()) = measure(args.reps, args.max_seconds, || {
@@ -149,11 +199,13 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
     }
     Ok((
         format!(
-            "{} ({}, {}x{})",
+            "{} ({}, {}x{}), its centre {}x{}",
             src.name,
             src.kind(),
             src.width,
-            src.height
+            src.height,
+            block.width,
+            block.height
         ),
         rows,
     ))

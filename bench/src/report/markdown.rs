@@ -86,7 +86,7 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
         let _ = writeln!(md, "\n### Scaling\n");
         let _ = writeln!(
             md,
-            "{src}, tiled (alternate tiles mirrored) to each size.\n"
+            "{src} tiled to each size (alternate tiles mirrored, so every size holds the same pixels in the same proportions).\n"
         );
         md += &t.scaling.markdown();
     }
