@@ -457,14 +457,15 @@ pub(crate) fn decode_band<S: BandSink>(
     sink: &mut S,
 ) -> crate::Result<()> {
     let h = &layout.header;
-    let mut scratch = Scratch::new(h);
     let first = band * h.patches_x() as usize;
     let columns =
         columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
-    for patch in first + columns.start..first + columns.end {
-        decode_patch(layout, patch, sink, &mut scratch)?;
-    }
-    Ok(())
+    Scratch::with(h, |scratch| {
+        for patch in first + columns.start..first + columns.end {
+            decode_patch(layout, patch, sink, scratch)?;
+        }
+        Ok(())
+    })
 }
 
 avx2_dispatch! {

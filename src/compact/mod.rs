@@ -391,4 +391,39 @@ mod tests {
             .to_string();
         assert!(err.contains("palette"), "{err}");
     }
+
+    /// The decoder keeps each thread's scratch between files (`Scratch::with`): files of
+    /// other channel counts and depths, decoded one after the other on one thread, each
+    /// decode to their own pixels, and the first again after the others.
+    #[test]
+    fn scratch_kept_between_files_decodes_each_exactly() {
+        let images: Vec<TestImage> = [
+            (ColorType::Rgb, 8),
+            (ColorType::Rgb, 16),
+            (ColorType::Gray, 8),
+            (ColorType::Rgba, 16),
+            (ColorType::Rgb, 8),
+        ]
+        .into_iter()
+        .map(|(color, depth)| TestImage::new(150, 140, color, depth))
+        .collect();
+        let options = EncodeOptions {
+            profile: ProfileOptions::Compact(CompactOptions::default()),
+            ..Default::default()
+        };
+        let files: Vec<Vec<u8>> = images
+            .iter()
+            .map(|i| crate::encode::encode(&i.raw(), &options).unwrap())
+            .collect();
+        let one_thread = crate::DecodeOptions {
+            parallel: false,
+            ..Default::default()
+        };
+        for round in 0..2 {
+            for (i, (file, image)) in files.iter().zip(&images).enumerate() {
+                let (_, pixels) = crate::decode::decode(file, &one_thread).unwrap();
+                assert!(pixels == image.bytes(), "round {round}, file {i}");
+            }
+        }
+    }
 }
