@@ -102,25 +102,22 @@ fn tile(block: &Pixels, width: u32, height: u32) -> Pixels {
     let bpp = block.channels() * block.depth as usize / 8;
     let (bw, bh) = (block.width as usize, block.height as usize);
     let row = bw * bpp;
-    // One source row and its mirror image, built once per block row.
-    let mirrored = |sy: usize| -> Vec<u8> {
-        let srow = &block.bytes[sy * row..(sy + 1) * row];
-        srow.chunks_exact(bpp).rev().flatten().copied().collect()
-    };
+    // The block mirrored left-right, built once: the odd tile columns' rows.
+    let mirrored: Vec<u8> = block
+        .bytes
+        .chunks_exact(row)
+        .flat_map(|r| r.chunks_exact(bpp).rev().flatten().copied())
+        .collect();
     let mut bytes = Vec::with_capacity(width as usize * height as usize * bpp);
     for y in 0..height as usize {
         let sy = y % bh;
         let sy = if (y / bh) % 2 == 1 { bh - 1 - sy } else { sy };
-        let forward = &block.bytes[sy * row..(sy + 1) * row];
-        let backward = mirrored(sy);
+        let rows = sy * row..(sy + 1) * row;
+        let (forward, backward) = (&block.bytes[rows.clone()], &mirrored[rows]);
         let mut x = 0usize;
         while x < width as usize {
             let n = (width as usize - x).min(bw);
-            let tile_row = if (x / bw) % 2 == 1 {
-                &backward
-            } else {
-                forward
-            };
+            let tile_row = if (x / bw) % 2 == 1 { backward } else { forward };
             bytes.extend_from_slice(&tile_row[..n * bpp]);
             x += n;
         }
