@@ -1,6 +1,10 @@
 //! Decodes one image repeatedly on the CPU and prints the throughput, single-threaded and
 //! multi-threaded: `cargo run --release --example cpu_decode -- IMAGE [REPS]` (an .l3 file,
-//! or any image the `image` crate reads, which is encoded first).
+//! or any image the `image` crate reads, which is encoded first). The file's checksum is not
+//! verified (the decoders' own speed), unless `L3_VERIFY_CHECKSUM=1` is set (what
+//! `DecodeOptions::default()` does). With `L3_COLD=1` a 64 MB buffer is written between timed
+//! decodes (untimed), so the file and the output start outside the caches, as they do in
+//! `l3-bench`'s rounds.
 use std::io::Write;
 use std::time::Instant;
 
@@ -24,11 +28,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for parallel in [false, true] {
         let options = l3::DecodeOptions {
             parallel,
-            verify_checksum: false,
+            verify_checksum: std::env::var("L3_VERIFY_CHECKSUM").is_ok_and(|v| v == "1"),
             ..Default::default()
         };
         let mut best = f64::MAX;
-        for _ in 0..reps {
+        let mut evict = if std::env::var("L3_COLD").is_ok_and(|v| v == "1") {
+            vec![0u8; 64 << 20]
+        } else {
+            Vec::new()
+        };
+        for rep in 0..reps {
+            evict.fill(rep as u8);
+            std::hint::black_box(&evict);
             let t = Instant::now();
             l3::decode_into(&file, &mut out, &options)?;
             best = best.min(t.elapsed().as_secs_f64());

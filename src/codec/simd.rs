@@ -61,3 +61,22 @@ macro_rules! avx2_dispatch {
     };
 }
 pub(crate) use avx2_dispatch;
+
+/// Asks the CPU to bring the cache line holding `bytes[at]` into its caches ahead of a
+/// write (a hint: no effect on results, none on CPUs without one). `at` past the end is
+/// ignored.
+#[inline(always)]
+pub(crate) fn prefetch_line(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(byte) = bytes.get(at) {
+        // SAFETY: SSE is part of x86-64, and a prefetch reads nothing the program sees (it
+        // cannot fault); the address is inside `bytes` anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                byte as *const u8 as *const i8,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}

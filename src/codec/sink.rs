@@ -7,7 +7,11 @@
 //! `put_sample` in `shaders/output/` for the GPU).
 
 use super::planes::{interleave_u16, interleave_u8};
-use super::simd::Avx2;
+use super::simd::{prefetch_line, Avx2};
+
+/// The cache line size the prefetch hints step by (64 bytes on every x86-64 and most ARM
+/// CPUs; a wrong guess costs only hints).
+const CACHE_LINE: usize = 64;
 use crate::compact::palette::PatchPalette;
 use crate::format::Header;
 use crate::layout::Normalize;
@@ -44,6 +48,24 @@ pub(crate) trait BandSink {
         palette.expand_row::<C>(indices, scratch, stride);
         self.put_row::<C>(scratch, stride, 0, y, x0, indices.len());
     }
+
+    /// Hints that rows `0..rows` of the patch at columns `x0..x0 + pw` are written next: a
+    /// sink whose writes go to memory the caches may not hold starts loading it, so the
+    /// patch's scattered row pieces (too many streams for the hardware prefetcher) do not
+    /// each wait for memory. The default does nothing.
+    #[inline(always)]
+    fn prefetch_patch(&self, _x0: usize, _pw: usize, _rows: usize) {}
+}
+
+/// Before decoding patch `patch` of a band whose patches end at `end`: hints the sink to
+/// fetch the next patch's output, so it arrives while this one is decoded (see
+/// [`BandSink::prefetch_patch`]).
+#[inline(always)]
+pub(crate) fn prefetch_next_patch<S: BandSink>(sink: &S, h: &Header, patch: usize, end: usize) {
+    if patch + 1 < end {
+        let (x0, _, pw, ph) = h.patch_rect(patch as u64 + 1);
+        sink.prefetch_patch(x0 as usize, pw as usize, ph as usize);
+    }
 }
 
 /// A band of interleaved (HWC) u8 or u16 output: `out` holds the band's whole rows.
@@ -51,6 +73,7 @@ pub(crate) struct InterleavedBand<'a> {
     out: &'a mut [u8],
     row_len: usize,
     bytes_per_sample: usize,
+    pixel_bytes: usize,
     depth: u8,
     /// Whether 8-bit pixels are interleaved with AVX2 (detected once per band).
     avx2: Option<Avx2>,
@@ -64,6 +87,7 @@ impl<'a> InterleavedBand<'a> {
             out,
             row_len: h.width as usize * h.channels() as usize * bytes_per_sample,
             bytes_per_sample,
+            pixel_bytes: bytes_per_sample * h.channels() as usize,
             depth: h.depth,
             avx2: Avx2::detect(),
         }
@@ -78,6 +102,17 @@ impl<'a> InterleavedBand<'a> {
 }
 
 impl BandSink for InterleavedBand<'_> {
+    #[inline(always)]
+    fn prefetch_patch(&self, x0: usize, pw: usize, rows: usize) {
+        for y in 0..rows {
+            let start = y * self.row_len + x0 * self.pixel_bytes;
+            let end = start + pw * self.pixel_bytes;
+            for line in (start & !(CACHE_LINE - 1)..end).step_by(CACHE_LINE) {
+                prefetch_line(self.out, line);
+            }
+        }
+    }
+
     #[inline(always)]
     fn put_row<const C: usize>(
         &mut self,

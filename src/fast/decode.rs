@@ -6,7 +6,7 @@ use super::predict::predict_row;
 use crate::codec::bits::BitReader;
 use crate::codec::planes::check_padding;
 use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::codec::sink::BandSink;
+use crate::codec::sink::{prefetch_next_patch, BandSink};
 use crate::error::{FormatError, Result};
 use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
 use crate::format::{FileLayout, Header};
@@ -24,7 +24,9 @@ pub(crate) fn decode_band<S: BandSink>(
     let first = band * h.patches_x() as usize;
     let columns =
         columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
-    for patch in first + columns.start..first + columns.end {
+    let end = first + columns.end;
+    for patch in first + columns.start..end {
+        prefetch_next_patch(sink, h, patch, end);
         decode_patch(layout, patch, sink, &mut scratch)?;
     }
     Ok(())
