@@ -1,10 +1,11 @@
-//! AVX2 interleaving of three or four 8-bit channels (held as `u16` planes, every value
-//! below 256) into pixels, sixteen pixels per step. The compiler's own vectorisation of the
+//! AVX2 interleaving of three or four 8-bit channels (held as byte planes, or as `u16` planes
+//! with every value below 256) into pixels, sixteen pixels per step. The compiler's own vectorisation of the
 //! scalar loops in `planes.rs` masks every sample to a byte and assembles the three-channel
 //! pixels with a chain of byte rotations; here a saturating pack narrows the samples (they
 //! fit a byte, so it is exact) and byte shuffles place them. `planes.rs` is the reference: a
 //! unit test checks both agree for every width.
 
+use super::sample::Sample;
 use std::arch::x86_64::*;
 
 /// A byte-shuffle mask that gathers pixel bytes from one of the two packed sources of a
@@ -63,6 +64,32 @@ unsafe fn load16(row: &[u16], x: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(samples.as_ptr() as *const __m256i) }
 }
 
+#[inline(always)]
+unsafe fn load16_bytes(row: &[u8], x: usize) -> __m128i {
+    let samples: &[u8; 16] = row[x..x + 16].try_into().expect("16 samples");
+    // SAFETY: 16 readable bytes; AVX2 per the callers' contract.
+    unsafe { _mm_loadu_si128(samples.as_ptr() as *const __m128i) }
+}
+
+/// Samples `x..x + 16` of rows `a` and `b` (`b` absent: zeros) as bytes, in the order a
+/// saturating pack of their `u16` forms gives: per 128-bit half `h`, `a`'s samples
+/// `8h..8h + 8`, then `b`'s.
+#[inline(always)]
+unsafe fn pack_pair<T: Sample>(a: &[T], b: Option<&[T]>, x: usize) -> __m256i {
+    // SAFETY (whole function): AVX2 per the callers' contract; the loads check their slices.
+    unsafe {
+        if T::DEPTH == 8 {
+            let bytes = |row: &[T]| load16_bytes(bytemuck::cast_slice(row), x);
+            let a = bytes(a);
+            let b = b.map_or(_mm_setzero_si128(), bytes);
+            _mm256_set_m128i(_mm_unpackhi_epi64(a, b), _mm_unpacklo_epi64(a, b))
+        } else {
+            let words = |row: &[T]| load16(bytemuck::cast_slice(row), x);
+            _mm256_packus_epi16(words(a), b.map_or(_mm256_setzero_si256(), words))
+        }
+    }
+}
+
 /// Interleaves `dst.len() / (16 C) * 16` pixels of `C` (3 or 4) channels whose rows are
 /// `rows[c]` (samples below 256) into `dst`; returns how many pixels it wrote.
 ///
@@ -74,7 +101,10 @@ unsafe fn load16(row: &[u16], x: usize) -> __m256i {
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-pub(crate) unsafe fn interleave<const C: usize>(rows: [&[u16]; C], dst: &mut [u8]) -> usize {
+pub(crate) unsafe fn interleave<const C: usize, T: Sample>(
+    rows: [&[T]; C],
+    dst: &mut [u8],
+) -> usize {
     debug_assert!(C == 3 || C == 4);
     let masks = if C == 3 { &MASKS3 } else { &MASKS4 };
     let pixels = (dst.len() / C).min(rows.iter().map(|r| r.len()).min().unwrap_or(0)) / 16 * 16;
@@ -87,13 +117,8 @@ pub(crate) unsafe fn interleave<const C: usize>(rows: [&[u16]; C], dst: &mut [u8
         ];
         for x in (0..pixels).step_by(16) {
             // Per 128-bit half (pixels 0-7, then 8-15): channels 0 and 1, then channel 2 (and 3).
-            let first = _mm256_packus_epi16(load16(rows[0], x), load16(rows[1], x));
-            let third = if C == 4 {
-                load16(rows[3], x)
-            } else {
-                _mm256_setzero_si256()
-            };
-            let second = _mm256_packus_epi16(load16(rows[2], x), third);
+            let first = pack_pair(rows[0], Some(rows[1]), x);
+            let second = pack_pair(rows[2], if C == 4 { Some(rows[3]) } else { None }, x);
             let a = _mm256_or_si256(
                 _mm256_shuffle_epi8(first, m[0][0]),
                 _mm256_shuffle_epi8(second, m[0][1]),

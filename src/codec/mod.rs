@@ -6,6 +6,7 @@ pub(crate) mod bits;
 #[cfg(target_arch = "x86_64")]
 mod interleave_avx2;
 pub(crate) mod planes;
+pub(crate) mod sample;
 pub(crate) mod simd;
 pub(crate) mod sink;
 pub(crate) mod up_mean;

@@ -1,6 +1,7 @@
 //! Moving samples between interleaved pixels and per-channel planes (`u16`, whatever the
 //! depth), which is how both codecs work on a patch.
 
+use super::sample::Sample;
 use super::simd::Avx2;
 use crate::format::Header;
 
@@ -25,13 +26,13 @@ pub(crate) fn extract_plane<T: Copy + Into<u16>>(
 }
 
 /// Writes one patch row of `C` planes (each `plane_len` long, the row at `offset`; samples
-/// below 256) as interleaved 8-bit pixels. Three and four channels go through the AVX2
+/// below 256, as bytes or as `u16`) as interleaved 8-bit pixels. Three and four channels go through the AVX2
 /// shuffles where `avx2` is given (the rest of the row, and every other case, through the
 /// loops below). Written with zipped iterators so there is no bounds check per sample and the
 /// compiler can vectorise the shuffle.
 #[inline(always)]
-pub(crate) fn interleave_u8<const C: usize>(
-    planes: &[u16],
+pub(crate) fn interleave_u8<const C: usize, T: Sample>(
+    planes: &[T],
     plane_len: usize,
     offset: usize,
     dst: &mut [u8],
@@ -39,7 +40,7 @@ pub(crate) fn interleave_u8<const C: usize>(
 ) {
     // The rows as one array (built by a loop: closures are not inlined into the AVX2 copies).
     let mut w = dst.len() / C;
-    let mut rows: [&[u16]; C] = [&[]; C];
+    let mut rows: [&[T]; C] = [&[]; C];
     for (c, row) in rows.iter_mut().enumerate() {
         *row = &planes[c * plane_len + offset..c * plane_len + offset + w];
     }
@@ -47,7 +48,7 @@ pub(crate) fn interleave_u8<const C: usize>(
     #[cfg(target_arch = "x86_64")]
     if (C == 3 || C == 4) && avx2.is_some() {
         // SAFETY: an `Avx2` exists only on a CPU with AVX2 (Avx2::detect).
-        let done = unsafe { super::interleave_avx2::interleave::<C>(rows, dst) };
+        let done = unsafe { super::interleave_avx2::interleave::<C, T>(rows, dst) };
         for row in &mut rows {
             *row = &row[done..];
         }
@@ -60,12 +61,12 @@ pub(crate) fn interleave_u8<const C: usize>(
     match C {
         1 => {
             for (o, &v) in dst.iter_mut().zip(rows[0]) {
-                *o = v as u8;
+                *o = v.wide() as u8;
             }
         }
         2 => {
             for ((o, &a), &b) in dst.chunks_exact_mut(2).zip(rows[0]).zip(rows[1]) {
-                o.copy_from_slice(&[a as u8, b as u8]);
+                o.copy_from_slice(&[a.wide() as u8, b.wide() as u8]);
             }
         }
         3 => {
@@ -75,7 +76,7 @@ pub(crate) fn interleave_u8<const C: usize>(
                 .zip(rows[1])
                 .zip(rows[2])
             {
-                o.copy_from_slice(&[a as u8, b as u8, c as u8]);
+                o.copy_from_slice(&[a.wide() as u8, b.wide() as u8, c.wide() as u8]);
             }
         }
         _ => {
@@ -86,7 +87,12 @@ pub(crate) fn interleave_u8<const C: usize>(
                 .zip(rows[2])
                 .zip(rows[3])
             {
-                o.copy_from_slice(&[a as u8, b as u8, c as u8, d as u8]);
+                o.copy_from_slice(&[
+                    a.wide() as u8,
+                    b.wide() as u8,
+                    c.wide() as u8,
+                    d.wide() as u8,
+                ]);
             }
         }
     }
@@ -94,18 +100,18 @@ pub(crate) fn interleave_u8<const C: usize>(
 
 /// As [`interleave_u8`], for 16-bit samples in native byte order.
 #[inline(always)]
-pub(crate) fn interleave_u16<const C: usize>(
-    planes: &[u16],
+pub(crate) fn interleave_u16<const C: usize, T: Sample>(
+    planes: &[T],
     plane_len: usize,
     offset: usize,
     dst: &mut [u8],
 ) {
     let w = dst.len() / (2 * C);
-    let rows: [&[u16]; C] =
+    let rows: [&[T]; C] =
         std::array::from_fn(|c| &planes[c * plane_len + offset..c * plane_len + offset + w]);
     for (x, px) in dst.chunks_exact_mut(2 * C).enumerate() {
         for (c, row) in rows.iter().enumerate() {
-            px[2 * c..2 * c + 2].copy_from_slice(&row[x].to_ne_bytes());
+            px[2 * c..2 * c + 2].copy_from_slice(&row[x].wide().to_ne_bytes());
         }
     }
 }
@@ -130,35 +136,39 @@ mod tests {
     use super::*;
 
     /// The AVX2 interleave writes exactly what the portable loops write, for three and four
-    /// channels, at every row width around its 16-pixel steps and at an offset into the
-    /// planes, every sample value included.
+    /// channels held as `u16` or byte planes, at every row width around its 16-pixel steps and
+    /// at an offset into the planes, every sample value included.
     #[test]
     fn avx2_and_portable_interleave_agree() {
         let Some(avx2) = Avx2::detect() else {
             return; // Nothing to compare on this CPU: the portable path is the only one.
         };
-        fn check<const C: usize>(avx2: Avx2) {
+        fn check<const C: usize, T: Sample>(avx2: Avx2) {
             let plane_len = 160;
-            let planes: Vec<u16> = (0..C * plane_len)
-                .map(|i| ((i * 37 + i / 7) % 256) as u16)
+            let planes: Vec<T> = (0..C * plane_len)
+                .map(|i| T::put(((i * 37 + i / 7) % 256) as u32))
                 .collect();
             for w in 0..=70 {
                 for offset in [0, 3] {
-                    let mut a = vec![0xA5u8; w * C + 5];
+                    let mut a = vec![0xA5u8; w * C];
                     let mut b = a.clone();
-                    interleave_u8::<C>(&planes, plane_len, offset, &mut a[..w * C], None);
-                    interleave_u8::<C>(&planes, plane_len, offset, &mut b[..w * C], Some(avx2));
-                    assert_eq!(a, b, "{C} channels, width {w}, offset {offset}");
+                    interleave_u8::<C, T>(&planes, plane_len, offset, &mut a, None);
+                    interleave_u8::<C, T>(&planes, plane_len, offset, &mut b, Some(avx2));
+                    let what = format!("{C} channels of {}-bit planes", T::DEPTH);
+                    assert_eq!(a, b, "{what}, width {w}, offset {offset}");
                     // The portable result itself: pixel x is channel c's sample x.
                     for x in 0..w {
                         for c in 0..C {
-                            assert_eq!(a[x * C + c] as u16, planes[c * plane_len + offset + x]);
+                            let sample = planes[c * plane_len + offset + x].get();
+                            assert_eq!(a[x * C + c] as u32, sample, "{what}");
                         }
                     }
                 }
             }
         }
-        check::<3>(avx2);
-        check::<4>(avx2);
+        check::<3, u16>(avx2);
+        check::<4, u16>(avx2);
+        check::<3, u8>(avx2);
+        check::<4, u8>(avx2);
     }
 }

@@ -7,6 +7,7 @@
 //! `put_sample` in `shaders/output/` for the GPU).
 
 use super::planes::{interleave_u16, interleave_u8};
+use super::sample::Sample;
 use super::simd::{prefetch_line, Avx2};
 
 /// The cache line size the prefetch hints step by (64 bytes on every x86-64 and most ARM
@@ -20,10 +21,10 @@ use crate::layout::Normalize;
 pub(crate) trait BandSink {
     /// Writes row `y` (counted from the band's top) of a patch whose left edge is column
     /// `x0`: channel `c`'s `pw` samples are `rows[c * stride + offset..][..pw]`, already
-    /// reduced to the sample depth.
-    fn put_row<const C: usize>(
+    /// reduced to the sample depth (`u8` rows only for 8-bit images).
+    fn put_row<const C: usize, T: Sample>(
         &mut self,
-        rows: &[u16],
+        rows: &[T],
         stride: usize,
         offset: usize,
         y: usize,
@@ -46,7 +47,7 @@ pub(crate) trait BandSink {
         x0: usize,
     ) {
         palette.expand_row::<C>(indices, scratch, stride);
-        self.put_row::<C>(scratch, stride, 0, y, x0, indices.len());
+        self.put_row::<C, u16>(scratch, stride, 0, y, x0, indices.len());
     }
 
     /// Hints that rows `0..rows` of the patch at columns `x0..x0 + pw` are written next: a
@@ -114,9 +115,9 @@ impl BandSink for InterleavedBand<'_> {
     }
 
     #[inline(always)]
-    fn put_row<const C: usize>(
+    fn put_row<const C: usize, T: Sample>(
         &mut self,
-        rows: &[u16],
+        rows: &[T],
         stride: usize,
         offset: usize,
         y: usize,
@@ -126,9 +127,9 @@ impl BandSink for InterleavedBand<'_> {
         let start = y * self.row_len + x0 * C * self.bytes_per_sample;
         let dst = &mut self.out[start..start + pw * C * self.bytes_per_sample];
         if self.depth == 8 {
-            interleave_u8::<C>(rows, stride, offset, dst, self.avx2);
+            interleave_u8::<C, _>(rows, stride, offset, dst, self.avx2);
         } else {
-            interleave_u16::<C>(rows, stride, offset, dst);
+            interleave_u16::<C, _>(rows, stride, offset, dst);
         }
     }
 
@@ -218,9 +219,9 @@ impl<'a> F32ChwBand<'a> {
 
 impl BandSink for F32ChwBand<'_> {
     #[inline(always)]
-    fn put_row<const C: usize>(
+    fn put_row<const C: usize, T: Sample>(
         &mut self,
-        rows: &[u16],
+        rows: &[T],
         stride: usize,
         offset: usize,
         y: usize,
@@ -234,13 +235,13 @@ impl BandSink for F32ChwBand<'_> {
             if self.depth == 8 {
                 let table = &self.table[c];
                 for (o, &v) in dst.iter_mut().zip(src) {
-                    *o = table[(v & 0xff) as usize];
+                    *o = table[(v.wide() & 0xff) as usize];
                 }
             } else {
                 for (o, &v) in dst.iter_mut().zip(src) {
                     *o = self
                         .norm
-                        .apply(dequantize(v as u32, self.max_error, 16), 16, c);
+                        .apply(dequantize(v.get(), self.max_error, 16), 16, c);
                 }
             }
         }

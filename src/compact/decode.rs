@@ -745,7 +745,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         } else {
             &scratch.current
         };
-        sink.put_row::<OUT>(rows, stride, 0, y, x0, pw);
+        sink.put_row::<OUT, u16>(rows, stride, 0, y, x0, pw);
         std::mem::swap(&mut scratch.previous, &mut scratch.current);
     }
     for (s, p) in pos.iter().enumerate().take(segs) {

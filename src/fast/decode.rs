@@ -5,6 +5,7 @@
 use super::predict::predict_row;
 use crate::codec::bits::BitReader;
 use crate::codec::planes::check_padding;
+use crate::codec::sample::Sample;
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::codec::sink::{prefetch_next_patch, BandSink};
 use crate::error::{FormatError, Result};
@@ -20,7 +21,7 @@ pub(crate) fn decode_band<S: BandSink>(
     sink: &mut S,
 ) -> Result<()> {
     let h = &layout.header;
-    let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize);
+    let mut scratch = Scratch::new(h.patch_size() as usize, h.channels() as usize, h.depth);
     let first = band * h.patches_x() as usize;
     let columns =
         columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
@@ -32,17 +33,27 @@ pub(crate) fn decode_band<S: BandSink>(
     Ok(())
 }
 
-/// Per-thread buffers: one plane per channel and two row buffers of the patch size.
+/// Per-thread buffers: one plane per channel (bytes for 8-bit images, so the planes and the
+/// interleave move half the bytes of `u16` planes; only the one the depth uses is allocated)
+/// and two row buffers of the patch size.
 struct Scratch {
-    planes: Vec<u16>,
+    planes8: Vec<u8>,
+    planes16: Vec<u16>,
     deltas: Vec<u16>,
     prediction: Vec<u16>,
 }
 
 impl Scratch {
-    fn new(patch_size: usize, channels: usize) -> Self {
+    fn new(patch_size: usize, channels: usize, depth: u8) -> Self {
+        let plane_samples = patch_size * patch_size * channels;
+        let (len8, len16) = if depth == 8 {
+            (plane_samples, 0)
+        } else {
+            (0, plane_samples)
+        };
         Scratch {
-            planes: vec![0; patch_size * patch_size * channels],
+            planes8: vec![0; len8],
+            planes16: vec![0; len16],
             deltas: vec![0; patch_size],
             prediction: vec![0; patch_size],
         }
@@ -73,33 +84,30 @@ fn decode_patch_portable<S: BandSink>(
 ) -> Result<()> {
     let (x0, _, pw, ph) = layout.header.patch_rect(patch as u64);
     let (x0, pw, ph) = (x0 as usize, pw as usize, ph as usize);
+    let rows = (&mut scratch.deltas[..], &mut scratch.prediction[..]);
     // A whole patch of the default size is decoded by a copy of the code with its size a
     // constant: fixed-length loops without remainder paths, fewer live registers per row.
-    const DEFAULT_SIDE: usize = 1 << crate::format::PATCH_LOG2_DEFAULT;
-    if (pw, ph) == (DEFAULT_SIDE, DEFAULT_SIDE) {
-        decode_patch_sized(
-            layout,
-            patch,
-            sink,
-            scratch,
-            avx2,
-            x0,
-            DEFAULT_SIDE,
-            DEFAULT_SIDE,
-        )
-    } else {
-        decode_patch_sized(layout, patch, sink, scratch, avx2, x0, pw, ph)
+    const SIDE: usize = 1 << crate::format::PATCH_LOG2_DEFAULT;
+    let whole = (pw, ph) == (SIDE, SIDE);
+    let (p8, p16) = (&mut scratch.planes8, &mut scratch.planes16);
+    match (layout.header.depth == 8, whole) {
+        (true, true) => decode_patch_planes(layout, patch, sink, p8, rows, avx2, x0, SIDE, SIDE),
+        (true, false) => decode_patch_planes(layout, patch, sink, p8, rows, avx2, x0, pw, ph),
+        (false, true) => decode_patch_planes(layout, patch, sink, p16, rows, avx2, x0, SIDE, SIDE),
+        (false, false) => decode_patch_planes(layout, patch, sink, p16, rows, avx2, x0, pw, ph),
     }
 }
 
-/// [`decode_patch_portable`] for the patch at column `x0`, `pw` x `ph` pixels.
+/// [`decode_patch_portable`] for the patch at column `x0`, `pw` x `ph` pixels, with planes
+/// of sample type `T`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn decode_patch_sized<S: BandSink>(
+fn decode_patch_planes<S: BandSink, T: Sample>(
     layout: &FileLayout,
     patch: usize,
     sink: &mut S,
-    scratch: &mut Scratch,
+    planes: &mut [T],
+    (deltas, prediction): (&mut [u16], &mut [u16]),
     avx2: Option<Avx2>,
     x0: usize,
     pw: usize,
@@ -116,8 +124,8 @@ fn decode_patch_sized<S: BandSink>(
             layout.data,
             start..start + layout.stream_size(index) as usize,
             pw,
-            &mut scratch.planes[c * plane_len..(c + 1) * plane_len],
-            (&mut scratch.deltas[..pw], &mut scratch.prediction[..pw]),
+            &mut planes[c * plane_len..(c + 1) * plane_len],
+            (&mut deltas[..pw], &mut prediction[..pw]),
             avx2,
         )
         .map_err(|e| {
@@ -128,13 +136,13 @@ fn decode_patch_sized<S: BandSink>(
             )
         })?;
     }
-    let planes = &scratch.planes[..channels * plane_len];
+    let planes = &planes[..channels * plane_len];
     for y in 0..ph {
         match channels {
-            1 => sink.put_row::<1>(planes, plane_len, y * pw, y, x0, pw),
-            2 => sink.put_row::<2>(planes, plane_len, y * pw, y, x0, pw),
-            3 => sink.put_row::<3>(planes, plane_len, y * pw, y, x0, pw),
-            _ => sink.put_row::<4>(planes, plane_len, y * pw, y, x0, pw),
+            1 => sink.put_row::<1, T>(planes, plane_len, y * pw, y, x0, pw),
+            2 => sink.put_row::<2, T>(planes, plane_len, y * pw, y, x0, pw),
+            3 => sink.put_row::<3, T>(planes, plane_len, y * pw, y, x0, pw),
+            _ => sink.put_row::<4, T>(planes, plane_len, y * pw, y, x0, pw),
         }
     }
     Ok(())
@@ -166,17 +174,17 @@ impl StreamError {
 }
 
 /// Decodes one (patch, channel) stream, bytes `stream` of `file`, into `plane`
-/// (`pw` wide, `plane.len() / pw` rows). The CPU twin of `shaders/decode.wgsl`: same field
+/// (`pw` wide, `plane.len() / pw` rows; `T` is `u8` only for 8-bit files). The CPU twin of `shaders/decode.wgsl`: same field
 /// order, same checks. Bit fields are read with 8-byte loads that may extend past the stream
 /// into the rest of the file (never past the file: rows near its end take the slow path); only
 /// bits inside the stream are used, since each row's length is checked against it first.
 #[inline(always)]
-pub(crate) fn decode_stream(
+pub(crate) fn decode_stream<T: Sample>(
     h: &Header,
     file: &[u8],
     stream: std::ops::Range<usize>,
     pw: usize,
-    plane: &mut [u16],
+    plane: &mut [T],
     (deltas, prediction): (&mut [u16], &mut [u16]),
     avx2: Option<Avx2>,
 ) -> Result<(), StreamError> {
@@ -214,16 +222,17 @@ pub(crate) fn decode_stream(
             // A flat row (every delta 0, the row is prediction + base): no unpacking, and
             // no pass over a row of zero deltas. Flat images are mostly such rows.
             if row_index == 0 || predictor == FastPredictor::None {
-                row.fill(base & mask);
+                row.fill(T::wrap(base, mask));
             } else if predictor == FastPredictor::Up {
                 let up = &above[(row_index - 1) * pw..];
                 for (o, &p) in row.iter_mut().zip(up) {
-                    *o = p.wrapping_add(base) & mask;
+                    *o = T::wrap(p.wide().wrapping_add(base), mask);
                 }
             } else {
-                predict_row(predictor, &above[(row_index - 1) * pw..], prediction);
+                let up = &above[(row_index - 1) * pw..row_index * pw];
+                predict_row(predictor, up, prediction);
                 for (o, &p) in row.iter_mut().zip(prediction.iter()) {
-                    *o = p.wrapping_add(base) & mask;
+                    *o = T::wrap(p.wrapping_add(base), mask);
                 }
             }
             continue;
@@ -232,18 +241,19 @@ pub(crate) fn decode_stream(
         r.skip(row_bits);
         if row_index == 0 || predictor == FastPredictor::None {
             for (o, &d) in row.iter_mut().zip(deltas.iter()) {
-                *o = base.wrapping_add(d) & mask;
+                *o = T::wrap(base.wrapping_add(d), mask);
             }
         } else if predictor == FastPredictor::Up {
             // The most common predictor, fused with the addition: no prediction buffer.
             let up = &above[(row_index - 1) * pw..];
             for ((o, &d), &p) in row.iter_mut().zip(deltas.iter()).zip(up) {
-                *o = p.wrapping_add(base).wrapping_add(d) & mask;
+                *o = T::wrap(p.wide().wrapping_add(base).wrapping_add(d), mask);
             }
         } else {
-            predict_row(predictor, &above[(row_index - 1) * pw..], prediction);
+            let up = &above[(row_index - 1) * pw..row_index * pw];
+            predict_row(predictor, up, prediction);
             for ((o, &d), &p) in row.iter_mut().zip(deltas.iter()).zip(prediction.iter()) {
-                *o = p.wrapping_add(base).wrapping_add(d) & mask;
+                *o = T::wrap(p.wrapping_add(base).wrapping_add(d), mask);
             }
         }
     }
@@ -386,8 +396,8 @@ mod tests {
                 .zip(b.chunks_mut(band_bytes))
                 .enumerate()
             {
-                let mut sa = Scratch::new(hd.patch_size() as usize, hd.channels() as usize);
-                let mut sb = Scratch::new(hd.patch_size() as usize, hd.channels() as usize);
+                let mut sa = Scratch::new(hd.patch_size() as usize, hd.channels() as usize, depth);
+                let mut sb = Scratch::new(hd.patch_size() as usize, hd.channels() as usize, depth);
                 for px in 0..hd.patches_x() as usize {
                     let patch = band * hd.patches_x() as usize + px;
                     let mut sink_a = InterleavedBand::new(&hd, ca).portable();

@@ -2,6 +2,7 @@
 //! `shaders/shared/predict.wgsl`). Every sample of a row depends only on the previous row, so a
 //! whole row decodes in parallel.
 
+use crate::codec::sample::Sample;
 use crate::codec::up_mean::up_mean_row;
 use crate::format::fast::FastPredictor;
 
@@ -29,27 +30,32 @@ pub fn predict_one(predictor: FastPredictor, a: u32, b: u32, c: u32) -> u32 {
 }
 
 /// Predictions for a whole row from the row above. `up` and `out` have the row's width;
-/// the neighbours missing at the patch edges are replaced by the sample above.
+/// the neighbours missing at the patch edges are replaced by the sample above. `up` holds
+/// either sample type (the decoder's 8-bit planes are bytes).
 #[inline(always)]
-pub fn predict_row(predictor: FastPredictor, up: &[u16], out: &mut [u16]) {
+pub(crate) fn predict_row<T: Sample>(predictor: FastPredictor, up: &[T], out: &mut [u16]) {
     debug_assert_eq!(up.len(), out.len());
     // One loop per predictor (the predictor a constant inside it), so each vectorises.
     match predictor {
         FastPredictor::None => out.fill(0),
-        FastPredictor::Up => out.copy_from_slice(up),
-        FastPredictor::L3Paeth => predict_row_with::<{ FastPredictor::L3Paeth as u8 }>(up, out),
+        FastPredictor::Up => {
+            for (o, &u) in out.iter_mut().zip(up) {
+                *o = u.wide();
+            }
+        }
+        FastPredictor::L3Paeth => predict_row_with::<{ FastPredictor::L3Paeth as u8 }, T>(up, out),
         FastPredictor::UpMean => up_mean_row(up, out),
     }
 }
 
 #[inline(always)]
-fn predict_row_with<const P: u8>(up: &[u16], out: &mut [u16]) {
+fn predict_row_with<const P: u8, T: Sample>(up: &[T], out: &mut [u16]) {
     let predictor = match FastPredictor::from_id(P) {
         Some(p) => p,
         None => unreachable!("P is a predictor id"),
     };
     let w = up.len();
-    let f = |a: u16, b: u16, c: u16| predict_one(predictor, a as u32, b as u32, c as u32) as u16;
+    let f = |a: T, b: T, c: T| predict_one(predictor, a.get(), b.get(), c.get()) as u16;
     if w == 1 {
         out[0] = f(up[0], up[0], up[0]);
         return;
@@ -58,7 +64,7 @@ fn predict_row_with<const P: u8>(up: &[u16], out: &mut [u16]) {
     out[w - 1] = f(up[w - 2], up[w - 1], up[w - 1]);
     // The interior: no branches on x, no bounds checks.
     for (o, n) in out[1..w - 1].iter_mut().zip(up.windows(3)) {
-        *o = predict_one(predictor, n[0] as u32, n[1] as u32, n[2] as u32) as u16;
+        *o = predict_one(predictor, n[0].get(), n[1].get(), n[2].get()) as u16;
     }
 }
 

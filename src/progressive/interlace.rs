@@ -23,41 +23,7 @@
 //! fine pixels `(2i+1, 2j)`, `(2i, 2j+1)`, `(2i+1, 2j+1)`. Entries whose fine pixel lies past
 //! the edge (odd widths or heights) are 0 and never read.
 
-/// A sample type: 8- or 16-bit.
-pub trait Sample:
-    Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + bytemuck::Pod + 'static
-{
-    /// Bits per sample.
-    const DEPTH: u8;
-    /// The sample as a `u32`.
-    fn get(self) -> u32;
-    /// A sample from the low bits of `v` (the caller masks).
-    fn put(v: u32) -> Self;
-}
-
-impl Sample for u8 {
-    const DEPTH: u8 = 8;
-    #[inline(always)]
-    fn get(self) -> u32 {
-        self as u32
-    }
-    #[inline(always)]
-    fn put(v: u32) -> Self {
-        v as u8
-    }
-}
-
-impl Sample for u16 {
-    const DEPTH: u8 = 16;
-    #[inline(always)]
-    fn get(self) -> u32 {
-        self as u32
-    }
-    #[inline(always)]
-    fn put(v: u32) -> Self {
-        v as u16
-    }
-}
+pub use crate::codec::sample::Sample;
 
 /// Dimensions of the residual image of a refinement to a `fine_w x fine_h` lattice.
 pub const fn residual_dims(fine_w: u32, fine_h: u32) -> (u32, u32) {
