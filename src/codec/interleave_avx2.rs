@@ -51,6 +51,123 @@ static MASKS4: [[[u8; 32]; 2]; 2] = [
     [shuffle_mask::<4>(B4, 0), shuffle_mask::<4>(B4, 1)],
 ];
 
+/// Three channels from byte rows, per 128-bit half (16 pixels, 48 output bytes): output
+/// register `k` (bytes `16k..16k + 16` of the half's pixels) is the OR of one shuffle of each
+/// channel; `MASKS3_BYTES[k][c]` takes channel `c`'s bytes (both halves alike).
+static MASKS3_BYTES: [[[u8; 32]; 3]; 3] = {
+    let mut m = [[[0x80u8; 32]; 3]; 3];
+    let mut k = 0;
+    while k < 3 {
+        let mut i = 0;
+        while i < 32 {
+            let byte = 16 * k + i % 16;
+            m[k][byte % 3][i] = (byte / 3) as u8;
+            i += 1;
+        }
+        k += 1;
+    }
+    m
+};
+
+/// The OR of channel `c`'s bytes shuffled by `masks[c]`, for the three channels.
+#[inline(always)]
+unsafe fn shuffle3(ch: [__m256i; 3], masks: [__m256i; 3]) -> __m256i {
+    // SAFETY: AVX2 per the callers' contract; register operations only.
+    unsafe {
+        _mm256_or_si256(
+            _mm256_or_si256(
+                _mm256_shuffle_epi8(ch[0], masks[0]),
+                _mm256_shuffle_epi8(ch[1], masks[1]),
+            ),
+            _mm256_shuffle_epi8(ch[2], masks[2]),
+        )
+    }
+}
+
+#[inline(always)]
+unsafe fn load32_bytes(row: &[u8], x: usize) -> __m256i {
+    let samples: &[u8; 32] = row[x..x + 32].try_into().expect("32 samples");
+    // SAFETY: 32 readable bytes; AVX2 per the callers' contract.
+    unsafe { _mm256_loadu_si256(samples.as_ptr() as *const __m256i) }
+}
+
+#[inline(always)]
+unsafe fn store32(dst: &mut [u8], at: usize, v: __m256i) {
+    let out: &mut [u8; 32] = (&mut dst[at..at + 32]).try_into().expect("32 bytes");
+    // SAFETY: 32 writable bytes; AVX2 per the callers' contract.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, v) }
+}
+
+/// Interleaves the first `pixels` (a multiple of 32) pixels of `C` (3 or 4) byte rows into
+/// `dst`, 32 per step; returns `pixels`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn interleave_bytes32<const C: usize>(
+    rows: [&[u8]; C],
+    dst: &mut [u8],
+    pixels: usize,
+) -> usize {
+    // SAFETY (whole function): AVX2 per the contract; every load and store goes through a
+    // slice whose length was checked to cover it.
+    unsafe {
+        if C == 4 {
+            for x in (0..pixels).step_by(32) {
+                let (r, g) = (load32_bytes(rows[0], x), load32_bytes(rows[1], x));
+                let (b, a) = (load32_bytes(rows[2], x), load32_bytes(rows[3], x));
+                // In each half: pixels 0-7 and 8-15 as (r, g) and (b, a) pairs, then as
+                // whole pixels in four groups of four.
+                let (rg_lo, rg_hi) = (_mm256_unpacklo_epi8(r, g), _mm256_unpackhi_epi8(r, g));
+                let (ba_lo, ba_hi) = (_mm256_unpacklo_epi8(b, a), _mm256_unpackhi_epi8(b, a));
+                let p0 = _mm256_unpacklo_epi16(rg_lo, ba_lo); // pixels 0-3 | 16-19
+                let p1 = _mm256_unpackhi_epi16(rg_lo, ba_lo); // 4-7 | 20-23
+                let p2 = _mm256_unpacklo_epi16(rg_hi, ba_hi); // 8-11 | 24-27
+                let p3 = _mm256_unpackhi_epi16(rg_hi, ba_hi); // 12-15 | 28-31
+                let at = x * 4;
+                store32(dst, at, _mm256_permute2x128_si256::<0x20>(p0, p1));
+                store32(dst, at + 32, _mm256_permute2x128_si256::<0x20>(p2, p3));
+                store32(dst, at + 64, _mm256_permute2x128_si256::<0x31>(p0, p1));
+                store32(dst, at + 96, _mm256_permute2x128_si256::<0x31>(p2, p3));
+            }
+        } else {
+            let mut masks = [[_mm256_setzero_si256(); 3]; 3];
+            for (k, row) in masks.iter_mut().enumerate() {
+                for (c, mask) in row.iter_mut().enumerate() {
+                    *mask = load_mask(&MASKS3_BYTES[k][c]);
+                }
+            }
+            for x in (0..pixels).step_by(32) {
+                let ch = [
+                    load32_bytes(rows[0], x),
+                    load32_bytes(rows[1], x),
+                    load32_bytes(rows[2], x),
+                ];
+                // out[k]: bytes 16k..16k + 16 of each half's 48 (low half: pixels 0-15,
+                // high half: 16-31).
+                let out = [
+                    shuffle3(ch, masks[0]),
+                    shuffle3(ch, masks[1]),
+                    shuffle3(ch, masks[2]),
+                ];
+                let at = x * 3;
+                store32(dst, at, _mm256_permute2x128_si256::<0x20>(out[0], out[1]));
+                store32(
+                    dst,
+                    at + 32,
+                    _mm256_permute2x128_si256::<0x30>(out[2], out[0]),
+                );
+                store32(
+                    dst,
+                    at + 64,
+                    _mm256_permute2x128_si256::<0x31>(out[1], out[2]),
+                );
+            }
+        }
+    }
+    pixels
+}
+
 #[inline(always)]
 unsafe fn load_mask(mask: &[u8; 32]) -> __m256i {
     // SAFETY: 32 readable bytes; AVX2 per the callers' contract.
@@ -77,15 +194,21 @@ unsafe fn load16_bytes(row: &[u8], x: usize) -> __m128i {
 #[inline(always)]
 unsafe fn pack_pair<T: Sample>(a: &[T], b: Option<&[T]>, x: usize) -> __m256i {
     // SAFETY (whole function): AVX2 per the callers' contract; the loads check their slices.
+    // (No closures here: a closure is compiled without the caller's AVX2.)
     unsafe {
         if T::DEPTH == 8 {
-            let bytes = |row: &[T]| load16_bytes(bytemuck::cast_slice(row), x);
-            let a = bytes(a);
-            let b = b.map_or(_mm_setzero_si128(), bytes);
+            let a = load16_bytes(bytemuck::cast_slice(a), x);
+            let b = match b {
+                Some(b) => load16_bytes(bytemuck::cast_slice(b), x),
+                None => _mm_setzero_si128(),
+            };
             _mm256_set_m128i(_mm_unpackhi_epi64(a, b), _mm_unpacklo_epi64(a, b))
         } else {
-            let words = |row: &[T]| load16(bytemuck::cast_slice(row), x);
-            _mm256_packus_epi16(words(a), b.map_or(_mm256_setzero_si256(), words))
+            let b = match b {
+                Some(b) => load16(bytemuck::cast_slice(b), x),
+                None => _mm256_setzero_si256(),
+            };
+            _mm256_packus_epi16(load16(bytemuck::cast_slice(a), x), b)
         }
     }
 }
@@ -115,7 +238,18 @@ pub(crate) unsafe fn interleave<const C: usize, T: Sample>(
             [load_mask(&masks[0][0]), load_mask(&masks[0][1])],
             [load_mask(&masks[1][0]), load_mask(&masks[1][1])],
         ];
-        for x in (0..pixels).step_by(16) {
+        // Byte rows: 32 pixels per step by unpacking (four channels) or three shuffles per
+        // output register (three), then the 16-pixel step below for the rest.
+        let start = if T::DEPTH == 8 {
+            let mut bytes: [&[u8]; C] = [&[]; C];
+            for (b, row) in bytes.iter_mut().zip(rows) {
+                *b = bytemuck::cast_slice(row);
+            }
+            interleave_bytes32::<C>(bytes, dst, pixels / 32 * 32)
+        } else {
+            0
+        };
+        for x in (start..pixels).step_by(16) {
             // Per 128-bit half (pixels 0-7, then 8-15): channels 0 and 1, then channel 2 (and 3).
             let first = pack_pair(rows[0], Some(rows[1]), x);
             let second = pack_pair(rows[2], if C == 4 { Some(rows[3]) } else { None }, x);
