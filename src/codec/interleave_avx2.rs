@@ -1,9 +1,10 @@
 //! AVX2 interleaving of three or four 8-bit channels (held as byte planes, or as `u16` planes
-//! with every value below 256) into pixels, sixteen pixels per step. The compiler's own vectorisation of the
-//! scalar loops in `planes.rs` masks every sample to a byte and assembles the three-channel
-//! pixels with a chain of byte rotations; here a saturating pack narrows the samples (they
-//! fit a byte, so it is exact) and byte shuffles place them. `planes.rs` is the reference: a
-//! unit test checks both agree for every width.
+//! with every value below 256) into pixels. The compiler's own vectorisation of the scalar
+//! loops in `planes.rs` masks every sample to a byte and assembles the three-channel pixels
+//! with a chain of byte rotations; here `u16` rows go sixteen pixels per step, narrowed by a
+//! saturating pack (they fit a byte, so it is exact) and placed by byte shuffles, and byte
+//! rows thirty-two per step, by unpacking (four channels) or shuffles (three). `planes.rs` is
+//! the reference: a unit test checks both agree for every width and both row types.
 
 use super::sample::Sample;
 use std::arch::x86_64::*;

@@ -9,13 +9,13 @@
 use super::planes::{interleave_u16, interleave_u8};
 use super::sample::Sample;
 use super::simd::{prefetch_line, Avx2};
+use crate::compact::palette::PatchPalette;
+use crate::format::Header;
+use crate::layout::Normalize;
 
 /// The cache line size the prefetch hints step by (64 bytes on every x86-64 and most ARM
 /// CPUs; a wrong guess costs only hints).
 const CACHE_LINE: usize = 64;
-use crate::compact::palette::PatchPalette;
-use crate::format::Header;
-use crate::layout::Normalize;
 
 /// Receives the decoded rows of the patches of one band.
 pub(crate) trait BandSink {

@@ -173,11 +173,12 @@ impl StreamError {
     }
 }
 
-/// Decodes one (patch, channel) stream, bytes `stream` of `file`, into `plane`
-/// (`pw` wide, `plane.len() / pw` rows; `T` is `u8` only for 8-bit files). The CPU twin of `shaders/decode.wgsl`: same field
-/// order, same checks. Bit fields are read with 8-byte loads that may extend past the stream
-/// into the rest of the file (never past the file: rows near its end take the slow path); only
-/// bits inside the stream are used, since each row's length is checked against it first.
+/// Decodes one (patch, channel) stream, bytes `stream` of `file`, into `plane` (`pw` wide,
+/// `plane.len() / pw` rows; `T` is `u8` only for 8-bit files). The CPU twin of
+/// `shaders/decode.wgsl`: same field order, same checks. Bit fields are read with 8-byte loads
+/// that may extend past the stream into the rest of the file (never past the file: rows near
+/// its end take the slow path); only bits inside the stream are used, since each row's length
+/// is checked against it first.
 #[inline(always)]
 pub(crate) fn decode_stream<T: Sample>(
     h: &Header,
