@@ -1,0 +1,84 @@
+//! Writes seed files for the `decode` fuzz target (`fuzz/`) into a folder:
+//! `cargo run --release --example fuzz_seeds -- fuzz/corpus/decode`.
+//!
+//! Small generated images at the default 64-pixel patch size, in both profiles, each behind
+//! the target's mode byte (CRC check, threading, the f32 layout, a window decode). They hold
+//! whole 64x64 patches, which the fast decoder decodes with their own copy of the code (the
+//! size a constant), next to edge patches, at both depths and with one, three and four
+//! channels; rows mix gradients, smooth ramps (narrow rows), flat bands (flat rows) and
+//! noise (full-width rows). The PNG-suite seeds of `fuzz/README.md` (32x32, 8-pixel patches)
+//! have no whole 64x64 patch.
+use l3::{ColorType, EncodeOptions, Profile, ProfileOptions, RawImage, Samples};
+
+/// Sample `c` of pixel (`x`, `y`) in an image `h` rows high with samples up to `max`.
+fn sample(x: u32, y: u32, c: u32, h: u32, max: u32, noise: &mut u32) -> u32 {
+    *noise = noise.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+    let v = if y < h / 4 {
+        x * 3 + c * 40
+    } else if y < h / 2 {
+        (x + y) / 3 + (x * y) % 3 + c
+    } else if y < 3 * h / 4 {
+        c * 50 + (y / 8) * 20
+    } else if (x + y) % 7 == 0 {
+        *noise >> 8
+    } else {
+        x * y
+    };
+    v % (max + 1)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::args()
+        .nth(1)
+        .ok_or("usage: fuzz_seeds OUTPUT_DIR")?;
+    std::fs::create_dir_all(&dir)?;
+    let shapes = [
+        (64, 64, ColorType::Rgb, 8),
+        (128, 64, ColorType::Rgb, 8),
+        (70, 130, ColorType::Rgb, 8),
+        (96, 64, ColorType::Rgba, 8),
+        (64, 64, ColorType::Gray, 8),
+        (64, 128, ColorType::Gray, 16),
+    ];
+    let mut written = 0;
+    for (width, height, color, depth) in shapes {
+        let channels = color.channels() as u32;
+        let max = (1u32 << depth) - 1;
+        let mut noise = 7;
+        let values: Vec<u32> = (0..height)
+            .flat_map(|y| (0..width).flat_map(move |x| (0..channels).map(move |c| (x, y, c))))
+            .map(|(x, y, c)| sample(x, y, c, height, max, &mut noise))
+            .collect();
+        let bytes: Vec<u8> = values.iter().map(|&v| v as u8).collect();
+        let words: Vec<u16> = values.iter().map(|&v| v as u16).collect();
+        let image = RawImage {
+            width,
+            height,
+            color,
+            samples: if depth == 8 {
+                Samples::U8(&bytes)
+            } else {
+                Samples::U16(&words)
+            },
+        };
+        for profile in [Profile::Fast, Profile::Compact] {
+            let options = EncodeOptions {
+                profile: ProfileOptions::default_for(profile),
+                ..Default::default()
+            };
+            let file = l3::encode::encode(&image, &options)?;
+            // Mode bits (fuzz_targets/decode.rs): 1 CRC, 2 threads, 4 f32 layout, 8 window.
+            for mode in [0x00u8, 0x06, 0x0d] {
+                let name = format!(
+                    "{dir}/seed-{width}x{height}-{color:?}{depth}-{profile:?}-m{mode:02x}.l3"
+                );
+                let mut seed = vec![mode];
+                seed.extend_from_slice(&file);
+                std::fs::write(name, seed)?;
+                written += 1;
+            }
+        }
+    }
+    println!("wrote {written} seeds to {dir}");
+    Ok(())
+}
