@@ -1,5 +1,6 @@
-//! Moving samples between interleaved pixels and per-channel planes (`u16`, whatever the
-//! depth), which is how both codecs work on a patch.
+//! Moving samples between interleaved pixels and per-channel planes, which is how both codecs
+//! work on a patch: `u16` planes whatever the depth, except the fast decoder's byte planes
+//! for 8-bit images.
 
 use super::sample::Sample;
 use super::simd::Avx2;
@@ -26,10 +27,10 @@ pub(crate) fn extract_plane<T: Copy + Into<u16>>(
 }
 
 /// Writes one patch row of `C` planes (each `plane_len` long, the row at `offset`; samples
-/// below 256, as bytes or as `u16`) as interleaved 8-bit pixels. Three and four channels go through the AVX2
-/// shuffles where `avx2` is given (the rest of the row, and every other case, through the
-/// loops below). Written with zipped iterators so there is no bounds check per sample and the
-/// compiler can vectorise the shuffle.
+/// below 256, as bytes or as `u16`) as interleaved 8-bit pixels. Three and four channels go
+/// through the AVX2 shuffles where `avx2` is given (the rest of the row, and every other
+/// case, through the loops below). Written with zipped iterators so there is no bounds check
+/// per sample and the compiler can vectorise the shuffle.
 #[inline(always)]
 pub(crate) fn interleave_u8<const C: usize, T: Sample>(
     planes: &[T],
