@@ -100,16 +100,12 @@ unsafe fn store32(dst: &mut [u8], at: usize, v: __m256i) {
 }
 
 /// Interleaves the first `pixels` (a multiple of 32) pixels of `C` (3 or 4) byte rows into
-/// `dst`, 32 per step; returns `pixels`.
+/// `dst`, 32 per step.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-unsafe fn interleave_bytes32<const C: usize>(
-    rows: [&[u8]; C],
-    dst: &mut [u8],
-    pixels: usize,
-) -> usize {
+unsafe fn interleave_bytes32<const C: usize>(rows: [&[u8]; C], dst: &mut [u8], pixels: usize) {
     // SAFETY (whole function): AVX2 per the contract; every load and store goes through a
     // slice whose length was checked to cover it.
     unsafe {
@@ -166,7 +162,6 @@ unsafe fn interleave_bytes32<const C: usize>(
             }
         }
     }
-    pixels
 }
 
 #[inline(always)]
@@ -246,7 +241,9 @@ pub(crate) unsafe fn interleave<const C: usize, T: Sample>(
             for (b, row) in bytes.iter_mut().zip(rows) {
                 *b = bytemuck::cast_slice(row);
             }
-            interleave_bytes32::<C>(bytes, dst, pixels / 32 * 32)
+            let whole_steps = pixels / 32 * 32;
+            interleave_bytes32::<C>(bytes, dst, whole_steps);
+            whole_steps
         } else {
             0
         };

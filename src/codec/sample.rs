@@ -13,7 +13,10 @@ pub trait Sample:
     /// A sample from the low bits of `v` (the caller masks).
     fn put(v: u32) -> Self;
     /// The sample as a `u16`.
-    fn wide(self) -> u16;
+    #[inline(always)]
+    fn wide(self) -> u16 {
+        self.get() as u16
+    }
     /// `v & mask` as a sample, where `mask` is `2^DEPTH - 1` (or smaller, for `u16`): for
     /// `u8` the truncation is the mask, which lets the compiler do the arithmetic in byte
     /// lanes.
@@ -31,10 +34,6 @@ impl Sample for u8 {
         v as u8
     }
     #[inline(always)]
-    fn wide(self) -> u16 {
-        self as u16
-    }
-    #[inline(always)]
     fn wrap(v: u16, mask: u16) -> Self {
         debug_assert_eq!(mask, 0xff);
         v as u8
@@ -50,10 +49,6 @@ impl Sample for u16 {
     #[inline(always)]
     fn put(v: u32) -> Self {
         v as u16
-    }
-    #[inline(always)]
-    fn wide(self) -> u16 {
-        self
     }
     #[inline(always)]
     fn wrap(v: u16, mask: u16) -> Self {

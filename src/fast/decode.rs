@@ -33,27 +33,29 @@ pub(crate) fn decode_band<S: BandSink>(
     Ok(())
 }
 
-/// Per-thread buffers: one plane per channel (bytes for 8-bit images, so the planes and the
-/// interleave move half the bytes of `u16` planes; only the one the depth uses is allocated)
-/// and two row buffers of the patch size.
+/// Per-thread buffers: one plane per channel and two row buffers of the patch size.
 struct Scratch {
-    planes8: Vec<u8>,
-    planes16: Vec<u16>,
+    planes: Planes,
     deltas: Vec<u16>,
     prediction: Vec<u16>,
+}
+
+/// A patch's planes, in the file's sample type: bytes for 8-bit images, so the planes and
+/// the interleave move half the bytes of `u16` planes.
+enum Planes {
+    Bytes(Vec<u8>),
+    Words(Vec<u16>),
 }
 
 impl Scratch {
     fn new(patch_size: usize, channels: usize, depth: u8) -> Self {
         let plane_samples = patch_size * patch_size * channels;
-        let (len8, len16) = if depth == 8 {
-            (plane_samples, 0)
-        } else {
-            (0, plane_samples)
-        };
         Scratch {
-            planes8: vec![0; len8],
-            planes16: vec![0; len16],
+            planes: if depth == 8 {
+                Planes::Bytes(vec![0; plane_samples])
+            } else {
+                Planes::Words(vec![0; plane_samples])
+            },
             deltas: vec![0; patch_size],
             prediction: vec![0; patch_size],
         }
@@ -89,12 +91,19 @@ fn decode_patch_portable<S: BandSink>(
     // constant: fixed-length loops without remainder paths, fewer live registers per row.
     const SIDE: usize = 1 << crate::format::PATCH_LOG2_DEFAULT;
     let whole = (pw, ph) == (SIDE, SIDE);
-    let (p8, p16) = (&mut scratch.planes8, &mut scratch.planes16);
-    match (layout.header.depth == 8, whole) {
-        (true, true) => decode_patch_planes(layout, patch, sink, p8, rows, avx2, x0, SIDE, SIDE),
-        (true, false) => decode_patch_planes(layout, patch, sink, p8, rows, avx2, x0, pw, ph),
-        (false, true) => decode_patch_planes(layout, patch, sink, p16, rows, avx2, x0, SIDE, SIDE),
-        (false, false) => decode_patch_planes(layout, patch, sink, p16, rows, avx2, x0, pw, ph),
+    match (&mut scratch.planes, whole) {
+        (Planes::Bytes(p), true) => {
+            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, SIDE, SIDE)
+        }
+        (Planes::Bytes(p), false) => {
+            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, pw, ph)
+        }
+        (Planes::Words(p), true) => {
+            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, SIDE, SIDE)
+        }
+        (Planes::Words(p), false) => {
+            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, pw, ph)
+        }
     }
 }
 

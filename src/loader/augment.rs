@@ -9,8 +9,8 @@
 //! bilinear with half-pixel centres (`align_corners = false`, no antialiasing).
 
 use super::plan::{epoch_seed, splitmix64, SplitMix64};
+use crate::codec::sample::Sample;
 use crate::layout::Normalize;
-use crate::progressive::interlace::Sample;
 use crate::progressive::LevelImage;
 
 /// Salt of the augmentation generator (different from the permutation's).

@@ -24,7 +24,7 @@
 
 pub mod interlace;
 
-use interlace::Sample;
+use crate::codec::sample::Sample;
 
 use crate::decode::{self, DecodeOptions};
 use crate::encode::{self, EncodeOptions, RawImage, Samples};
