@@ -329,6 +329,75 @@ fn forged_streams_with_a_valid_checksum_give_stream_errors() {
     ));
 }
 
+/// Streams at their patch's smallest size (every row flat, the size a decoder could take as a
+/// promise that every row is flat): forged ones give stream errors.
+#[test]
+fn forged_flat_streams_give_stream_errors() {
+    // A constant gray image, 8x8 patches: every stream is flat; the bottom patches are 8x5,
+    // so their streams end in 4 padding bits (5 rows of 12 bits).
+    let (width, height) = (16u32, 13u32);
+    let pixels = vec![77u8; (width * height) as usize];
+    let raw = RawImage {
+        width,
+        height,
+        color: ColorType::Gray,
+        samples: Samples::U8(&pixels),
+    };
+    let options = EncodeOptions {
+        patch_log2: 3,
+        ..Default::default()
+    };
+    let file = l3::encode::encode(&raw, &options).unwrap();
+    assert_eq!(decode(&file, &DecodeOptions::default()).unwrap(), pixels);
+    let s = first_stream(&file);
+    let entry = |i: usize| {
+        u32::from_le_bytes(
+            file[HEADER_LEN + 4 * i..HEADER_LEN + 4 * i + 4]
+                .try_into()
+                .unwrap(),
+        ) as usize
+    };
+    // 1 predictor byte + 8 rows of 12 bits; 1 + 5 rows of 12 bits rounded up.
+    assert_eq!((entry(0), entry(2)), (13, 9));
+
+    let mut bad = file.clone();
+    bad[s] = 7; // predictor id
+    fix_crc(&mut bad);
+    let err = decode(&bad, &DecodeOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Format(FormatError::UnknownPredictor { id: 7, .. })
+        ),
+        "{err:?}"
+    );
+
+    let mut bad = file.clone();
+    // The first row's nbit = 1: its deltas shift the later rows' fields, so the decoder
+    // meets a width above the depth or runs out of stream.
+    bad[s + 1] |= 0x01;
+    fix_crc(&mut bad);
+    let err = decode(&bad, &DecodeOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Format(FormatError::StreamOverrun { .. } | FormatError::BadBitWidth { .. })
+        ),
+        "{err:?}"
+    );
+
+    let mut bad = file.clone();
+    let last_byte = s + entry(0) + entry(1) + entry(2) - 1; // stream 2's last byte
+    bad[last_byte] |= 0x80; // a padding bit
+    fix_crc(&mut bad);
+    let err = decode(&bad, &DecodeOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, Error::Format(FormatError::StreamTrailingData { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("patch 2"), "{err}");
+}
+
 #[test]
 fn stream_with_trailing_bytes_is_rejected() {
     // Move one byte from stream 1 to stream 0 in the size table: totals still add up, but

@@ -379,6 +379,7 @@ mod tests {
     use crate::codec::bits::BitWriter;
     use crate::codec::sink::InterleavedBand;
     use crate::decode::{parse, DecodeOptions};
+    use crate::format::fast::stream_size_bounds;
 
     /// The portable path (what CPUs without AVX2 run) decodes exactly what the dispatched one
     /// does.
@@ -421,8 +422,6 @@ mod tests {
         }
     }
 
-    /// The grouped fast path must read exactly what the plain bit reader reads, for every
-    /// width, every starting bit shift and lengths with and without a remainder.
     /// Rows of width 0 (flat rows, decoded without unpacking) under every predictor, in
     /// patches whose later rows are not flat, at both depths.
     #[test]
@@ -480,6 +479,102 @@ mod tests {
         }
     }
 
+    /// Patches whose every channel has one value per row (every stream at its smallest size)
+    /// decode exactly, to interleaved bytes and to f32 planes: under every predictor, at both
+    /// depths, for every channel count, in whole and edge patches, and next to a patch where
+    /// only some channels are flat.
+    #[test]
+    fn flat_patches_fill_rows_under_every_predictor() {
+        use crate::fast::{FastOptions, PredictorChoice};
+        use crate::layout::{Normalize, OutputLayout};
+        use crate::{ColorType, EncodeOptions, ProfileOptions, RawImage, Samples};
+        let (w, h) = (70u32, 70u32);
+        for depth in [8u8, 16] {
+            for color in [
+                ColorType::Gray,
+                ColorType::GrayAlpha,
+                ColorType::Rgb,
+                ColorType::Rgba,
+            ] {
+                let channels = color.channels() as u32;
+                // One value per row within each patch column, different per channel; the
+                // last channel is textured in the bottom-right patch only.
+                let value = |x: u32, y: u32, c: u32| -> u16 {
+                    let v = if c == channels - 1 && x >= 64 && y >= 64 {
+                        (x * 7919) ^ (y * 31)
+                    } else {
+                        y * 3 + c * 50 + (x / 64) * 17 + 200
+                    };
+                    (if depth == 8 { v & 0xff } else { v * 257 }) as u16
+                };
+                let px16: Vec<u16> = (0..h)
+                    .flat_map(|y| (0..w).flat_map(move |x| (0..channels).map(move |c| (x, y, c))))
+                    .map(|(x, y, c)| value(x, y, c))
+                    .collect();
+                let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
+                let raw = RawImage {
+                    width: w,
+                    height: h,
+                    color,
+                    samples: if depth == 8 {
+                        Samples::U8(&px8)
+                    } else {
+                        Samples::U16(&px16)
+                    },
+                };
+                let expected: Vec<u8> = if depth == 8 {
+                    px8.clone()
+                } else {
+                    px16.iter().flat_map(|v| v.to_ne_bytes()).collect()
+                };
+                let norm = Normalize::IMAGENET;
+                let expected_f32: Vec<f32> = (0..channels)
+                    .flat_map(|c| (0..h * w).map(move |i| (c, i)))
+                    .map(|(c, i)| {
+                        let v = px16[(i * channels + c) as usize] as u32;
+                        norm.apply(v, depth, c as usize)
+                    })
+                    .collect();
+                for predictor in FastPredictor::ALL {
+                    let what = format!("{color:?} {depth}-bit under {predictor:?}");
+                    let options = EncodeOptions {
+                        profile: ProfileOptions::Fast(FastOptions {
+                            predictor: PredictorChoice::Fixed(predictor),
+                        }),
+                        ..Default::default()
+                    };
+                    let file = crate::encode::encode(&raw, &options).unwrap();
+                    // Patches 0-2 have every stream at its smallest size.
+                    let layout = parse(&file, &DecodeOptions::default()).unwrap();
+                    let hd = layout.header;
+                    for patch in 0..3u64 {
+                        let (_, _, pw, ph) = hd.patch_rect(patch);
+                        let smallest = stream_size_bounds(&hd, pw, ph).0;
+                        for c in 0..channels as usize {
+                            let index = patch as usize * channels as usize + c;
+                            assert_eq!(layout.stream_size(index) as u64, smallest, "{what}");
+                        }
+                    }
+                    let (_, decoded) =
+                        crate::decode::decode(&file, &DecodeOptions::default()).unwrap();
+                    assert!(decoded == expected, "{what}");
+                    let mut f32_out = vec![0u8; expected_f32.len() * 4];
+                    crate::decode::decode_to_layout(
+                        &file,
+                        &mut f32_out,
+                        OutputLayout::F32Chw(norm),
+                        &DecodeOptions::default(),
+                    )
+                    .unwrap();
+                    let got: &[f32] = bytemuck::cast_slice(&f32_out);
+                    assert!(got == expected_f32.as_slice(), "{what}, f32 planes");
+                }
+            }
+        }
+    }
+
+    /// The grouped fast path must read exactly what the plain bit reader reads, for every
+    /// width, every starting bit shift and lengths with and without a remainder.
     #[test]
     fn fast_unpack_matches_the_bit_reader() {
         for nbit in 0..=16u32 {
