@@ -148,7 +148,9 @@ impl Codec {
         }
     }
 
-    /// Decodes into `out` (resized as needed) in the decoder's natural layout.
+    /// Decodes into `out` (resized as needed) in the decoder's natural layout. Every decoder
+    /// writes into the caller's buffer through its own API for that (no decoder pays for
+    /// allocating and first touching a fresh output that the others do not).
     pub fn decode(self, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
         match self {
             // The file's header says which profile it is.
@@ -179,14 +181,24 @@ impl Codec {
                 let opts =
                     DecoderOptions::default().set_byte_endian(zune_core::bit_depth::ByteEndian::LE);
                 let mut dec = zune_png::PngDecoder::new_with_options(ZCursor::new(data), opts);
-                *out = dec.decode_raw().map_err(|e| anyhow!("zune-png: {e:?}"))?;
+                dec.decode_headers()
+                    .map_err(|e| anyhow!("zune-png: {e:?}"))?;
+                let n = dec
+                    .output_buffer_size()
+                    .ok_or_else(|| anyhow!("zune-png output too large"))?;
+                out.resize(n, 0);
+                dec.decode_into(out)
+                    .map_err(|e| anyhow!("zune-png: {e:?}"))?;
             }
             Codec::Qoi => {
-                *out = qoi::decode_to_vec(data)?.1;
+                out.resize(qoi::decode_header(data)?.n_bytes(), 0);
+                qoi::decode_to_buf(&mut out[..], data)?;
             }
             Codec::WebpLossless => {
+                use image::ImageDecoder;
                 let dec = image::codecs::webp::WebPDecoder::new(Cursor::new(data))?;
-                *out = image::DynamicImage::from_decoder(dec)?.into_bytes();
+                out.resize(dec.total_bytes() as usize, 0);
+                dec.read_image(out)?;
             }
         }
         Ok(())
