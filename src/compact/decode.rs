@@ -16,7 +16,7 @@ pub(crate) use super::scratch::Scratch;
 use super::scratch::{rows_mut, tables_of, Pairs, Tables, ROW};
 use crate::codec::bits::{window_unchecked, WINDOW_BYTES};
 use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::codec::sink::BandSink;
+use crate::codec::sink::{prefetch_next_patch, BandSink};
 use crate::format::compact::{alphabet_size, unzigzag, Transform, SEGMENTS_MAX};
 use crate::format::FileLayout;
 
@@ -460,8 +460,10 @@ pub(crate) fn decode_band<S: BandSink>(
     let first = band * h.patches_x() as usize;
     let columns =
         columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
+    let end = first + columns.end;
     Scratch::with(h, |scratch| {
-        for patch in first + columns.start..first + columns.end {
+        for patch in first + columns.start..end {
+            prefetch_next_patch(sink, h, patch, end);
             decode_patch(layout, patch, sink, scratch)?;
         }
         Ok(())
