@@ -53,6 +53,56 @@ pub fn measure<T>(
     Ok((stats_of(times), first))
 }
 
+/// As [`measure`], but before every call (the warm-up too) `evict` is written, untimed, so
+/// that each timed call finds its input and output out of the caches: at every size the same
+/// cache state, which a decode repeated into one buffer has only for outputs larger than the
+/// caches.
+pub fn measure_cold<T>(
+    reps: usize,
+    max_seconds: f64,
+    evict: &mut [u8],
+    mut f: impl FnMut() -> Result<T>,
+) -> Result<(Stats, T)> {
+    evict.fill(1);
+    std::hint::black_box(&*evict);
+    let t0 = Instant::now();
+    let first = f()?;
+    let n = timed_reps(reps, max_seconds, t0.elapsed().as_secs_f64());
+    let mut times = Vec::with_capacity(n);
+    for rep in 0..n {
+        evict.fill(rep as u8);
+        std::hint::black_box(&*evict);
+        let t = Instant::now();
+        let r = f()?;
+        times.push(t.elapsed().as_secs_f64());
+        std::hint::black_box(&r);
+        drop(r);
+    }
+    Ok((stats_of(times), first))
+}
+
+/// Bytes written between cold calls ([`measure_cold`]): twice the last-level cache the
+/// kernel reports for CPU 0, at least 64 MiB and at most 1 GiB (64 MiB where it reports
+/// none).
+pub fn eviction_bytes() -> usize {
+    let llc = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+        .ok()
+        .and_then(|s| {
+            let s = s.trim();
+            let (digits, unit) =
+                s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+            let n: usize = digits.parse().ok()?;
+            Some(match unit {
+                "K" => n << 10,
+                "M" => n << 20,
+                "G" => n << 30,
+                _ => n,
+            })
+        })
+        .unwrap_or(0);
+    (2 * llc).clamp(64 << 20, 1 << 30)
+}
+
 /// Timed repetitions after a warm-up call that took `warm` seconds: `reps`, fewer (at least
 /// one) when they would exceed `max_seconds`.
 pub fn timed_reps(reps: usize, max_seconds: f64, warm: f64) -> usize {

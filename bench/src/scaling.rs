@@ -8,7 +8,7 @@ use l3::{ColorType, Profile};
 use crate::args::Args;
 use crate::codecs::Codec;
 use crate::images::Pixels;
-use crate::measure::{measure, Stats};
+use crate::measure::{eviction_bytes, measure, measure_cold, Stats};
 
 /// One l3 profile at one size (the png figures are shared by the size's rows).
 #[derive(Serialize)]
@@ -28,6 +28,12 @@ pub struct ScalingRow {
     pub l3_dec_n: Stats,
     #[serde(rename = "png_decode")]
     pub png_dec: Stats,
+    /// One-thread decodes that each start with the file and the output out of the caches
+    /// (`measure_cold`): the same cache state at every size.
+    #[serde(rename = "l3_decode_1_cold")]
+    pub l3_dec_1_cold: Stats,
+    #[serde(rename = "png_decode_cold")]
+    pub png_dec_cold: Stats,
     /// Peak resident memory a parallel `l3::decode::decode` added over what was resident
     /// before it (the encoded file included), in bytes: the output plus the decoder's own
     /// buffers. None where the kernel does not offer a peak reset (`/proc/self/clear_refs`).
@@ -148,12 +154,16 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
     let (bw, bh) = size_of(if smallest.is_finite() { smallest } else { 1.0 });
     let block = centre_block(src, bw, bh);
     let mut rows = Vec::new();
+    let mut evict = vec![0u8; eviction_bytes()];
     for &mp in &args.scaling_mp {
         let (w, h) = size_of(mp);
         let p = tile(&block, w, h);
         let mut out = Vec::new();
         let png_file = Codec::PngDefault.encode(&p)?;
         let (png_dec, ()) = measure(args.reps, args.max_seconds, || {
+            Codec::PngDefault.decode(&png_file, &mut out)
+        })?;
+        let (png_dec_cold, ()) = measure_cold(args.reps, args.max_seconds, &mut evict, || {
             Codec::PngDefault.decode(&png_file, &mut out)
         })?;
         for profile in [Profile::Fast, Profile::Compact] {
@@ -171,6 +181,10 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
             let (l3_dec_n, ()) = measure(args.reps, args.max_seconds, || {
                 l3_mt.decode(&file, &mut out)
             })?;
+            let (l3_dec_1_cold, ()) =
+                measure_cold(args.reps, args.max_seconds, &mut evict, || {
+                    l3_1.decode(&file, &mut out)
+                })?;
             let decode_peak_added_bytes = decode_peak_added(&file)?;
             if out != p.bytes {
                 eprintln!(
@@ -190,6 +204,8 @@ pub fn bench_scaling(images: &[Pixels], args: &Args) -> Result<(String, Vec<Scal
                 l3_dec_1,
                 l3_dec_n,
                 png_dec,
+                l3_dec_1_cold,
+                png_dec_cold,
                 decode_peak_added_bytes,
             });
         }

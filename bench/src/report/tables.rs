@@ -528,6 +528,8 @@ fn scaling_table(scaling: Option<&[ScalingRow]>) -> Table {
         "png dec ms (1T)",
         "dec ns/px (1T)",
         "png dec ns/px",
+        "cold dec ns/px (1T)",
+        "cold png dec ns/px",
         "dec peak added / output",
     ]);
     if let Some(rows) = scaling {
@@ -544,6 +546,8 @@ fn scaling_table(scaling: Option<&[ScalingRow]>) -> Table {
                 format!("{:.1}", r.png_dec.median * 1e3),
                 format!("{:.2}", r.l3_dec_1.median * 1e9 / px as f64),
                 format!("{:.2}", r.png_dec.median * 1e9 / px as f64),
+                format!("{:.2}", r.l3_dec_1_cold.median * 1e9 / px as f64),
+                format!("{:.2}", r.png_dec_cold.median * 1e9 / px as f64),
                 r.decode_peak_added_bytes.map_or("-".into(), |b| {
                     let ratio = b as f64 / r.raw_bytes as f64;
                     // Below the output's size, the output landed in memory the process
