@@ -115,7 +115,13 @@ pub(crate) struct PatchPalette {
     /// or 2 bytes each in native byte order), so that an interleaved output takes a pixel
     /// with one load and one store.
     packed: Box<[u64; PALETTE_MAX as usize]>,
+    /// The first [`SMALL_PALETTE`] entries' low bytes: for 1-byte pixels from a palette that
+    /// small, two byte shuffles look up 32 pixels (`palette_avx2::write_bytes`).
+    small: [u8; SMALL_PALETTE],
 }
+
+/// Palettes of at most this many entries are looked up by a byte shuffle (1-byte pixels).
+const SMALL_PALETTE: usize = 32;
 
 impl PatchPalette {
     pub(crate) fn new() -> Self {
@@ -123,6 +129,7 @@ impl PatchPalette {
             count: 0,
             planar: vec![0; 4 * PALETTE_MAX as usize],
             packed: Box::new([0; PALETTE_MAX as usize]),
+            small: [0; SMALL_PALETTE],
         }
     }
 
@@ -141,6 +148,9 @@ impl PatchPalette {
                 bytes.copy_from_slice(&sample.to_ne_bytes()[..bytes_per_sample]);
             }
             self.packed[i] = u64::from_ne_bytes(pixel);
+        }
+        for (b, &p) in self.small.iter_mut().zip(self.packed.iter()) {
+            *b = p as u8;
         }
     }
 
@@ -173,7 +183,8 @@ impl PatchPalette {
 
     /// Writes one row of checked indices as interleaved pixels of `N` bytes each (see
     /// `packed`) into `dst` (`N x indices.len()` bytes).
-    /// With `avx2`, 3- and 4-byte pixels go eight at a time (`palette_avx2`).
+    /// With `avx2`, 3- and 4-byte pixels go eight at a time, and 1-byte pixels from a palette
+    /// of at most [`SMALL_PALETTE`] entries 32 at a time (`palette_avx2`).
     #[inline(always)]
     pub(crate) fn write_pixels<const N: usize>(
         &self,
@@ -191,6 +202,13 @@ impl PatchPalette {
             indices = &indices[done..];
             dst = &mut dst[done * N..];
         }
+        #[cfg(target_arch = "x86_64")]
+        if N == 1 && avx2.is_some() && self.count as usize <= SMALL_PALETTE {
+            // SAFETY: as above.
+            let done = unsafe { super::palette_avx2::write_bytes(&self.small, indices, dst) };
+            indices = &indices[done..];
+            dst = &mut dst[done..];
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = avx2;
         for (o, &i) in dst.chunks_exact_mut(N).zip(indices) {
@@ -205,7 +223,8 @@ mod tests {
     use super::*;
 
     /// The AVX2 lookup writes the same pixels as the scalar loop, for every row length to
-    /// 70 and 3- and 4-byte pixels, and nothing past the row.
+    /// 70, 3- and 4-byte pixels from a full palette and 1-byte pixels from palettes of 1 to
+    /// 32 entries, and nothing past the row.
     #[test]
     fn avx2_and_scalar_pixel_writes_agree() {
         let Some(avx2) = Avx2::detect() else {
@@ -235,6 +254,30 @@ mod tests {
                     }
                 }
                 assert_eq!(got, expected, "{len} pixels of {n} bytes");
+            }
+        }
+        for count in 1..=SMALL_PALETTE as u32 {
+            let mut small = PatchPalette::new();
+            small.count = count;
+            for (i, p) in small.packed.iter_mut().take(count as usize).enumerate() {
+                *p = (i as u64 * 37 + 200) & 0xff;
+            }
+            for (b, &p) in small.small.iter_mut().zip(small.packed.iter()) {
+                *b = p as u8;
+            }
+            let indices: Vec<u16> = (0..70u32)
+                .map(|i| ((i * 7 + i / 5) % count) as u16)
+                .collect();
+            for len in 0..=70 {
+                let mut expected = vec![0xa5u8; len + 1];
+                let mut got = expected.clone();
+                let row = &indices[..len];
+                small.write_pixels::<1>(row, &mut expected[..len], None);
+                small.write_pixels::<1>(row, &mut got[..len], Some(avx2));
+                assert_eq!(got, expected, "{len} 1-byte pixels, {count} entries");
+                for (&o, &i) in expected.iter().zip(row) {
+                    assert_eq!(o as u64, small.packed[i as usize], "the scalar lookup");
+                }
             }
         }
     }
