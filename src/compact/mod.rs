@@ -313,7 +313,8 @@ mod tests {
     }
 
     /// A run that fits its row decodes (to zeros); one past the row's end is an error that
-    /// says so.
+    /// says so, in every row (rows are decoded two at a time in one-channel images: the
+    /// first and the second of a pair alike).
     #[test]
     fn forged_runs_decode_or_are_named() {
         let good = forged_run_file([0; 8]);
@@ -321,12 +322,17 @@ mod tests {
             crate::decode::decode(&good, &Default::default()).unwrap().1,
             vec![0u8; 64]
         );
-        let mut raw = [0; 8];
-        raw[5] = 1;
-        let err = crate::decode::decode(&forged_run_file(raw), &Default::default())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("run token past the row's end"), "{err}");
+        for row in 0..8 {
+            let mut raw = [0; 8];
+            raw[row] = 1;
+            let err = crate::decode::decode(&forged_run_file(raw), &Default::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("run token past the row's end"),
+                "row {row}: {err}"
+            );
+        }
     }
 
     /// How many of the file's patches have a palette.
