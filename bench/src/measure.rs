@@ -37,20 +37,9 @@ impl Stats {
 pub fn measure<T>(
     reps: usize,
     max_seconds: f64,
-    mut f: impl FnMut() -> Result<T>,
+    f: impl FnMut() -> Result<T>,
 ) -> Result<(Stats, T)> {
-    let t0 = Instant::now();
-    let first = f()?;
-    let n = timed_reps(reps, max_seconds, t0.elapsed().as_secs_f64());
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        let r = f()?;
-        times.push(t.elapsed().as_secs_f64());
-        std::hint::black_box(&r);
-        drop(r);
-    }
-    Ok((stats_of(times), first))
+    measure_each(reps, max_seconds, |_| {}, f)
 }
 
 /// As [`measure`], but before every call (the warm-up too) `evict` is written, untimed, so
@@ -61,17 +50,29 @@ pub fn measure_cold<T>(
     reps: usize,
     max_seconds: f64,
     evict: &mut [u8],
+    f: impl FnMut() -> Result<T>,
+) -> Result<(Stats, T)> {
+    let before = |call: usize| {
+        evict.fill(call as u8);
+        std::hint::black_box(&*evict);
+    };
+    measure_each(reps, max_seconds, before, f)
+}
+
+/// [`measure`] with `before(call)` run, untimed, before each call (0 for the warm-up).
+fn measure_each<T>(
+    reps: usize,
+    max_seconds: f64,
+    mut before: impl FnMut(usize),
     mut f: impl FnMut() -> Result<T>,
 ) -> Result<(Stats, T)> {
-    evict.fill(1);
-    std::hint::black_box(&*evict);
+    before(0);
     let t0 = Instant::now();
     let first = f()?;
     let n = timed_reps(reps, max_seconds, t0.elapsed().as_secs_f64());
     let mut times = Vec::with_capacity(n);
-    for rep in 0..n {
-        evict.fill(rep as u8);
-        std::hint::black_box(&*evict);
+    for call in 1..=n {
+        before(call);
         let t = Instant::now();
         let r = f()?;
         times.push(t.elapsed().as_secs_f64());

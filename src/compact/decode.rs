@@ -366,12 +366,7 @@ unsafe fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw
         }
     }
     for (c, &x) in x.iter().enumerate() {
-        if x == end && pw % 2 == 1 {
-            ch.last_or_run(c, bytes, pw - 1, &mut bad);
-        } else if x != positions && x < END_OF_ROW_STEP as usize {
-            // A run past the row's end (the end-of-row token goes past on purpose).
-            bad |= LUT_RUN;
-        }
+        row_end_or_run(ch, c, x, (end, positions), bytes, pw, &mut bad);
     }
     bad
 }
@@ -391,6 +386,7 @@ unsafe fn decode_row_runs_and_next<const C: usize>(
     pw: usize,
 ) -> u32 {
     // The calls below (unsafe) are these two rows' positions: the contract above.
+    debug_assert!(C <= 2, "the loop below steps channels 0 and 1");
     let mut bad = 0;
     let positions = pw.div_ceil(2);
     let end = (pw / 2).min(ROW / 2);
@@ -419,18 +415,15 @@ unsafe fn decode_row_runs_and_next<const C: usize>(
         }
     }
     for c in 0..C {
-        // SAFETY: as above.
-        unsafe {
-            row_end_or_run(ch, c, x[c], (end, positions), bytes, pw, &mut bad);
-            row_end_or_run(next, c, xn[c], (end, positions), bytes, pw, &mut bad);
-        }
+        row_end_or_run(ch, c, x[c], (end, positions), bytes, pw, &mut bad);
+        row_end_or_run(next, c, xn[c], (end, positions), bytes, pw, &mut bad);
     }
     bad
 }
 
-/// The end of channel `c`'s row for [`decode_row_runs_and_next`] (its cursor at `x`): the
-/// odd last sample, or a check that no run went past the row's end (the end-of-row token
-/// goes past on purpose).
+/// The end of channel `c`'s row in [`decode_row_runs`] and [`decode_row_runs_and_next`]
+/// (its cursor at `x`): the odd last sample, or a check that no run went past the row's end
+/// (the end-of-row token goes past on purpose).
 ///
 /// # Safety
 /// As [`RowState::last_or_run`].

@@ -149,6 +149,11 @@ impl PatchPalette {
             }
             self.packed[i] = u64::from_ne_bytes(pixel);
         }
+        self.copy_small();
+    }
+
+    /// Copies the first entries' low bytes into `small` (after `packed` changed).
+    fn copy_small(&mut self) {
         for (b, &p) in self.small.iter_mut().zip(self.packed.iter()) {
             *b = p as u8;
         }
@@ -262,9 +267,7 @@ mod tests {
             for (i, p) in small.packed.iter_mut().take(count as usize).enumerate() {
                 *p = (i as u64 * 37 + 200) & 0xff;
             }
-            for (b, &p) in small.small.iter_mut().zip(small.packed.iter()) {
-                *b = p as u8;
-            }
+            small.copy_small();
             let indices: Vec<u16> = (0..70u32)
                 .map(|i| ((i * 7 + i / 5) % count) as u16)
                 .collect();

@@ -2,8 +2,9 @@
 //! gather of the packed pixels' low 32 bits, then one 32-byte store (4 bytes per pixel), or
 //! a byte shuffle that drops each pixel's fourth byte and two 16-byte stores (3 bytes per
 //! pixel); and into 1-byte pixels from a palette of at most 32 entries, 32 per step, by two
-//! byte shuffles of the palette itself. The scalar loop in `palette.rs` is the reference (a unit test checks both agree).
-//! The compiler's loop copied an odd-sized pixel with two or three stores each.
+//! byte shuffles of the palette itself. The scalar loop in `palette.rs` is the reference (a
+//! unit test checks both agree). The compiler's loop copied an odd-sized pixel with two or
+//! three stores each.
 
 use std::arch::x86_64::*;
 

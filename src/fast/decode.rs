@@ -484,7 +484,7 @@ mod tests {
     /// depths, for every channel count, in whole and edge patches, and next to a patch where
     /// only some channels are flat.
     #[test]
-    fn flat_patches_fill_rows_under_every_predictor() {
+    fn flat_patches_decode_under_every_predictor() {
         use crate::fast::{FastOptions, PredictorChoice};
         use crate::layout::{Normalize, OutputLayout};
         use crate::{ColorType, EncodeOptions, ProfileOptions, RawImage, Samples};
