@@ -47,6 +47,7 @@ fn variants() -> Vec<Variant> {
             pair_tokens,
             run_tokens: pair_tokens,
             palette: pair_tokens,
+            shared_codes: pair_tokens,
         }),
         patch_log2,
         ..EncodeOptions::default()

@@ -141,17 +141,32 @@ pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
             }
         }
         ProfileOptions::Compact(compact) => {
+            // Runs of consecutive patches of a row, each in order: neighbours may share
+            // codes (the decoder goes along a row too).
+            let (per_row, at_once) = (header.patches_x() as u64, compact::encode::PATCHES_AT_ONCE);
+            let runs: Vec<std::ops::Range<u64>> = (0..header.patches_y() as u64)
+                .flat_map(|row| {
+                    (0..per_row)
+                        .step_by(at_once as usize)
+                        .map(move |x| row * per_row + x..row * per_row + (x + at_once).min(per_row))
+                })
+                .collect();
             let scratch = || compact::encode::PatchScratch::new(&header);
-            let encode = |scratch: &mut _, patch| {
-                vec![compact::encode::encode_patch(
-                    image, &header, &compact, patch, scratch,
-                )]
+            let encode = |scratch: &mut _, run| {
+                compact::encode::encode_patches(image, &header, &compact, run, scratch)
+                    .into_iter()
+                    .map(|stream| vec![stream])
             };
             if options.parallel {
-                patches.into_par_iter().map_init(scratch, encode).collect()
+                runs.into_par_iter()
+                    .map_init(scratch, encode)
+                    .flatten_iter()
+                    .collect()
             } else {
                 let mut scratch = scratch();
-                patches.map(|patch| encode(&mut scratch, patch)).collect()
+                runs.into_iter()
+                    .flat_map(|run| encode(&mut scratch, run))
+                    .collect()
             }
         }
     };

@@ -208,14 +208,18 @@ fn compact_options() -> impl Strategy<Value = CompactOptions> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(predictors, subtract_green, pair_tokens, run_tokens, palette)| CompactOptions {
-                predictors,
-                subtract_green,
-                pair_tokens,
-                run_tokens,
-                palette,
+            |(predictors, subtract_green, pair_tokens, run_tokens, palette, shared_codes)| {
+                CompactOptions {
+                    predictors,
+                    subtract_green,
+                    pair_tokens,
+                    run_tokens,
+                    palette,
+                    shared_codes,
+                }
             },
         )
 }

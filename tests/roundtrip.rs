@@ -83,6 +83,7 @@ fn every_readable_corpus_image_round_trips() {
                         pair_tokens: p as u8 % 3 != 0,
                         run_tokens: p as u8 % 2 == 1,
                         palette: p as u8 % 3 != 1,
+                        shared_codes: p as u8 % 2 == 0,
                     })
                     .into_iter()
                     .chain([CompactOptions::default()])

@@ -23,13 +23,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let n = (width * height) as usize * per_pixel;
-    // Bit 6 picks the compact profile; bits 4-6 of params[2] its encoder options.
+    // Bit 6 of params[3] picks the compact profile; bits 4-6 of params[2], bit 5 of
+    // params[3] and bit 7 of params[0] its encoder options.
     let compact = l3::CompactOptions {
         predictors: l3::PredictorSet::all(),
         subtract_green: params[2] & 0x10 != 0,
         pair_tokens: params[2] & 0x20 != 0,
         run_tokens: params[2] & 0x40 != 0,
         palette: params[3] & 0x20 != 0,
+        shared_codes: params[0] & 0x80 != 0,
     };
     let profile = if params[3] & 0x40 != 0 {
         l3::ProfileOptions::Compact(compact)

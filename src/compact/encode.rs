@@ -5,6 +5,7 @@
 use super::huffman::{self, MAX_TOKENS};
 use super::palette::PaletteBuilder;
 use super::predict::prediction_from_above;
+use super::shared_codes::choose_codes;
 use super::{CompactOptions, RUN_MIN_GAIN};
 use crate::codec::bits::BitWriter;
 use crate::codec::planes::extract_plane;
@@ -24,8 +25,6 @@ pub(crate) struct PatchScratch {
     planes: Vec<Vec<u16>>,
     /// `R - G` and `B - G` planes.
     minus_green: [Vec<u16>; 2],
-    /// Symbols of the channel being written: token | raw bit count << 8 | raw << 16.
-    symbols: Vec<u32>,
     /// The palette's index plane, `pw * ph`.
     index: Vec<u16>,
     /// The patch's palette, when it has one.
@@ -41,7 +40,6 @@ impl PatchScratch {
         PatchScratch {
             planes: vec![vec![0; n]; header.channels() as usize],
             minus_green: [vec![0; n], vec![0; n]],
-            symbols: Vec::with_capacity(n),
             index: vec![0; n],
             palette: PaletteBuilder::new(),
         }
@@ -282,7 +280,7 @@ fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
 /// up to the last used one), in stream order: "0": same as the previous length; "01"/"11"
 /// (+1/-1, LSB first: bit 0 = 1 says "changed", bit 1 = 0 says "by one", bit 2 the sign);
 /// "x11": a literal.
-fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
+pub(super) fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
     let mut previous = 0u8;
     for &l in lengths {
         match l as i32 - previous as i32 {
@@ -411,27 +409,85 @@ const fn channel_header_estimate(segments: usize) -> f64 {
 }
 
 avx2_dispatch! {
-    /// Encodes one patch as a compact stream; with AVX2 code generation where the CPU has it.
-    pub(crate) fn encode_patch(
+    /// Analyses one patch (see [`PatchPlan`]); with AVX2 code generation where the CPU has
+    /// it.
+    pub(crate) fn analyse_patch(
         image: &RawImage,
         header: &Header,
         options: &CompactOptions,
         patch: u64,
         scratch: &mut PatchScratch,
-    ) -> Vec<u8> => encode_patch_portable;
+    ) -> PatchPlan => analyse_patch_portable;
 }
 
-/// The encoder's work for one patch; inlined into the AVX2 copy above so the residual
+/// One patch analysed, waiting for its channels' codes: the transform (and palette) already
+/// in the stream, and per coded channel its predictor and symbols. The codes are chosen for
+/// a run of patches at once ([`encode_patches`]) because a patch may take its left neighbour's.
+pub(crate) struct PatchPlan {
+    writer: BitWriter,
+    rows: usize,
+    segments: usize,
+    channels: Vec<ChannelPlan>,
+}
+
+impl PatchPlan {
+    /// Each coded channel's token counts, over the alphabet of `depth`.
+    pub(crate) fn histograms(&self, depth: u8) -> Vec<&[u32]> {
+        let tokens = alphabet_size(depth) as usize;
+        self.channels.iter().map(|c| &c.hist[..tokens]).collect()
+    }
+}
+
+/// One coded channel of a [`PatchPlan`].
+struct ChannelPlan {
+    predictor: CompactPredictor,
+    /// Token counts of `symbols`.
+    hist: [u32; MAX_TOKENS],
+    /// token | raw bit count << 8 | raw << 16, row after row.
+    symbols: Vec<u32>,
+    /// Symbols of row y are `symbols[row_start[y]..row_start[y + 1]]`.
+    row_start: Vec<usize>,
+}
+
+/// Most patches [`encode_patches`] takes at once: their symbols are held until their codes
+/// are chosen (4 bytes per sample: at most 16 MiB for 128-px RGBA patches).
+pub(crate) const PATCHES_AT_ONCE: u64 = 64;
+
+/// Encodes `patches`, consecutive patches of one patch row (at most [`PATCHES_AT_ONCE`]),
+/// as compact streams, one per patch. Each channel's code is its own optimum or, with
+/// [`CompactOptions::shared_codes`], one code for a run of neighbouring patches (see
+/// [`super::shared_codes`]).
+pub(crate) fn encode_patches(
+    image: &RawImage,
+    header: &Header,
+    options: &CompactOptions,
+    patches: std::ops::Range<u64>,
+    scratch: &mut PatchScratch,
+) -> Vec<Vec<u8>> {
+    debug_assert!(patches.end - patches.start <= PATCHES_AT_ONCE);
+    let plans: Vec<PatchPlan> = patches
+        .map(|patch| analyse_patch(image, header, options, patch, scratch))
+        .collect();
+    let histograms: Vec<Vec<&[u32]>> = plans.iter().map(|p| p.histograms(header.depth)).collect();
+    let codes = choose_codes(&histograms, options.shared_codes);
+    plans
+        .into_iter()
+        .zip(&codes)
+        .map(|(plan, lengths)| write_patch(plan, lengths, header.depth))
+        .collect()
+}
+
+/// The encoder's analysis of one patch; inlined into the AVX2 copy above so the residual
 /// loops vectorise.
 #[inline(always)]
-pub(crate) fn encode_patch_portable(
+pub(crate) fn analyse_patch_portable(
     image: &RawImage,
     header: &Header,
     options: &CompactOptions,
     patch: u64,
     scratch: &mut PatchScratch,
     _avx2: Option<Avx2>,
-) -> Vec<u8> {
+) -> PatchPlan {
     let (x0, y0, pw, ph) = header.patch_rect(patch);
     let rect = (x0 as usize, y0 as usize, pw as usize, ph as usize);
     let (pw, ph) = (pw as usize, ph as usize);
@@ -499,56 +555,91 @@ pub(crate) fn encode_patch_portable(
         }
     }
     let ntok_max = alphabet_size(depth) as usize;
-    let mut w = BitWriter::with_prefix(&[], n * channels);
-    w.write(transform as u32, TRANSFORM_BITS);
+    let mut writer = BitWriter::with_prefix(&[], n * channels);
+    writer.write(transform as u32, TRANSFORM_BITS);
     if transform == Transform::Palette {
-        scratch.palette.write(&mut w, channels, depth);
+        scratch.palette.write(&mut writer, channels, depth);
     }
-    // Headers first (they hold the segment lengths), then the segments: keep each channel's
-    // symbols and codes until its segments are written.
-    type Coded = (Vec<u32>, Vec<usize>, [u32; MAX_TOKENS], [u8; MAX_TOKENS]);
-    let mut coded: Vec<Coded> = Vec::new();
-    for (
-        c,
-        &(
-            ChannelChoice {
-                predictor, coding, ..
+    let channels = choice
+        .iter()
+        .enumerate()
+        .map(
+            |(
+                c,
+                &(
+                    ChannelChoice {
+                        predictor, coding, ..
+                    },
+                    plane_ix,
+                ),
+            )| {
+                let plane = match plane_ix {
+                    None => &scratch.planes[c][..n],
+                    Some(PLANE_INDEX) => &scratch.index[..n],
+                    Some(k) => &scratch.minus_green[k][..n],
+                };
+                let mut hist = [0u32; MAX_TOKENS];
+                let mut symbols = Vec::with_capacity(n);
+                let mut row_start = Vec::with_capacity(ph + 1);
+                for_each_row(plane, pw, depth as u32, predictor, 1, |z| {
+                    row_start.push(symbols.len());
+                    row_symbols(z, depth, coding, |t, nraw, raw| {
+                        hist[t as usize] += 1;
+                        symbols.push(t | nraw << 8 | raw << 16);
+                    })
+                });
+                row_start.push(symbols.len());
+                debug_assert!(hist[ntok_max..].iter().all(|&h| h == 0));
+                ChannelPlan {
+                    predictor,
+                    hist,
+                    symbols,
+                    row_start,
+                }
             },
-            plane_ix,
-        ),
-    ) in choice.iter().enumerate()
-    {
-        let plane = match plane_ix {
-            None => &scratch.planes[c][..n],
-            Some(PLANE_INDEX) => &scratch.index[..n],
-            Some(k) => &scratch.minus_green[k][..n],
-        };
-        let mut hist = [0u32; MAX_TOKENS];
-        let symbols = &mut scratch.symbols;
-        symbols.clear();
-        // Symbols of row y are symbols[row_start[y]..row_start[y + 1]].
-        let mut row_start = Vec::with_capacity(ph + 1);
-        for_each_row(plane, pw, depth as u32, predictor, 1, |z| {
-            row_start.push(symbols.len());
-            row_symbols(z, depth, coding, |t, nraw, raw| {
-                hist[t as usize] += 1;
-                symbols.push(t | nraw << 8 | raw << 16);
-            })
-        });
-        row_start.push(symbols.len());
-        let mut lengths = [0u8; MAX_TOKENS];
-        huffman::code_lengths(&hist[..ntok_max], &mut lengths[..ntok_max]);
+        )
+        .collect();
+    PatchPlan {
+        writer,
+        rows: ph,
+        segments: segs,
+        channels,
+    }
+}
+
+/// Writes an analysed patch with code lengths `lengths` per coded channel (each gives every
+/// token the channel uses a code): the channel headers, then the segments.
+pub(crate) fn write_patch(plan: PatchPlan, lengths: &[[u8; MAX_TOKENS]], depth: u8) -> Vec<u8> {
+    let PatchPlan {
+        mut writer,
+        rows,
+        segments: segs,
+        channels,
+    } = plan;
+    let w = &mut writer;
+    let ntok_max = alphabet_size(depth) as usize;
+    // Headers first (they hold the segment lengths), then the segments.
+    let mut coded = Vec::with_capacity(channels.len());
+    for (channel, lengths) in channels.iter().zip(lengths) {
+        assert!(
+            channel
+                .hist
+                .iter()
+                .zip(lengths)
+                .all(|(&n, &l)| n == 0 || l > 0),
+            "every token a channel uses has a code"
+        );
         let codes = huffman::Canonical::new(&lengths[..ntok_max]).codes;
         // Bits each token's code takes in the stream: none for a one-token code.
         let code_bits = if huffman::is_single(&lengths[..ntok_max]) {
             [0; MAX_TOKENS]
         } else {
-            lengths
+            *lengths
         };
         let bits_of = |s: u32| code_bits[(s & 0xff) as usize] as u32 + ((s >> 8) & 0xff);
         let mut seg_bits = [0u32; SEGMENTS_MAX as usize];
-        for y in 0..ph {
-            let row = &symbols[row_start[y]..row_start[y + 1]];
+        for y in 0..rows {
+            let row = &channel.symbols[channel.row_start[y]..channel.row_start[y + 1]];
             seg_bits[y % segs] += row.iter().map(|&s| bits_of(s)).sum::<u32>();
         }
         let seg_bits = &seg_bits[..segs];
@@ -557,7 +648,7 @@ pub(crate) fn encode_patch_portable(
             .rposition(|&l| l > 0)
             .expect("a token")
             + 1;
-        w.write(predictor as u32, PREDICTOR_BITS);
+        w.write(channel.predictor as u32, PREDICTOR_BITS);
         w.write(ntok as u32, TOKEN_COUNT_BITS);
         for_each_length_field(&lengths[..ntok], |value, bits| w.write(value, bits));
         let lo = *seg_bits.iter().min().expect("a segment");
@@ -569,12 +660,12 @@ pub(crate) fn encode_patch_portable(
         for &b in seg_bits {
             w.write(b - lo, width);
         }
-        coded.push((std::mem::take(symbols), row_start, codes, code_bits));
+        coded.push((codes, code_bits));
     }
-    for (symbols, row_start, codes, code_bits) in &coded {
+    for (channel, (codes, code_bits)) in channels.iter().zip(&coded) {
         for s in 0..segs {
-            for y in (s..ph).step_by(segs) {
-                for &sym in &symbols[row_start[y]..row_start[y + 1]] {
+            for y in (s..rows).step_by(segs) {
+                for &sym in &channel.symbols[channel.row_start[y]..channel.row_start[y + 1]] {
                     let t = (sym & 0xff) as usize;
                     let len = code_bits[t] as u32;
                     let nraw = (sym >> 8) & 0xff;
@@ -583,6 +674,5 @@ pub(crate) fn encode_patch_portable(
             }
         }
     }
-    scratch.symbols = coded.pop().map(|c| c.0).unwrap_or_default();
-    w.finish()
+    writer.finish()
 }

@@ -15,6 +15,7 @@ pub(crate) mod predict;
 #[cfg(target_arch = "x86_64")]
 mod predict_avx2;
 mod scratch;
+pub(crate) mod shared_codes;
 
 use crate::format::compact::CompactPredictor;
 
@@ -65,6 +66,11 @@ pub struct CompactOptions {
     /// (photos leave it after a few hundred pixels) and, where it is tried, the index
     /// plane's predictor search.
     pub palette: bool,
+    /// Let neighbouring patches of a row share a channel's code (default true) where that
+    /// costs at most 64 bits per decoder table build it saves (`shared_codes.rs`): the
+    /// decoder then builds that channel's tables once for all of them, which is much of the
+    /// decode of label maps and other smooth images.
+    pub shared_codes: bool,
 }
 
 /// Fraction of a channel's bits that run tokens must save before the encoder uses them (see
@@ -79,6 +85,7 @@ impl Default for CompactOptions {
             pair_tokens: true,
             run_tokens: true,
             palette: true,
+            shared_codes: true,
         }
     }
 }
@@ -118,18 +125,29 @@ mod tests {
             let mut band_b = vec![0u8; band_bytes];
             let mut dec_a = super::decode::Scratch::new(&h);
             let mut dec_b = super::decode::Scratch::new(&h);
+            // Each patch with its own codes, so that it can be written alone.
+            let write = |plan: super::encode::PatchPlan| {
+                let codes = super::shared_codes::choose_codes(&[plan.histograms(depth)], false);
+                super::encode::write_patch(plan, &codes[0], depth)
+            };
             for patch in 0..h.patch_count() {
                 let opts = CompactOptions::default();
                 assert_eq!(
-                    super::encode::encode_patch_portable(
+                    write(super::encode::analyse_patch_portable(
                         &image,
                         &h,
                         &opts,
                         patch,
                         &mut scratch,
                         None
-                    ),
-                    super::encode::encode_patch(&image, &h, &opts, patch, &mut scratch),
+                    )),
+                    write(super::encode::analyse_patch(
+                        &image,
+                        &h,
+                        &opts,
+                        patch,
+                        &mut scratch
+                    )),
                     "{color:?} {depth}-bit patch {patch}"
                 );
                 // Only the patch's own rows of the band are compared (the band is sized
@@ -263,6 +281,84 @@ mod tests {
     #[test]
     fn label_maps_use_run_tokens_and_round_trip() {
         option_shrinks_label_maps("run tokens", |o, on| o.run_tokens = on, channels_with_runs);
+    }
+
+    /// Table builds a one-thread decode of `file` makes: a channel's tables are built
+    /// unless the patch before it in the row had the same code lengths for that channel.
+    fn table_builds(file: &[u8]) -> usize {
+        let layout = crate::decode::parse(file, &Default::default()).unwrap();
+        let h = &layout.header;
+        let mut builds = 0;
+        let mut held = vec![None; h.channels() as usize];
+        for p in 0..h.patch_count() as usize {
+            if p as u64 % h.patches_x() as u64 == 0 {
+                held.fill(None);
+            }
+            let (_, _, _, ph) = h.patch_rect(p as u64);
+            let header = super::decode::parse_patch_header(h, layout.stream(p), ph).unwrap();
+            for (c, channel) in header.channels.iter().enumerate() {
+                if held[c] != Some(channel.lengths) {
+                    builds += 1;
+                    held[c] = Some(channel.lengths);
+                }
+            }
+        }
+        builds
+    }
+
+    /// A smooth, slightly noisy image (ramps with steps, like a disparity map) encoded with
+    /// shared codes and without: with them fewer table builds, a file at most
+    /// SHARED_CODE_BITS larger per build saved (plus a byte per patch of stream padding),
+    /// and both decode exactly.
+    #[test]
+    fn shared_codes_cut_table_builds_and_round_trip() {
+        for (color, patch_log2) in [(ColorType::Gray, 6), (ColorType::Rgb, 5)] {
+            let (w, h) = (300u32, 200u32);
+            let channels = color.channels() as u32;
+            let mut seed = 3u64;
+            let samples: Vec<u8> = (0..w * h * channels)
+                .map(|i| {
+                    let (x, y) = ((i / channels) % w, (i / channels) / w);
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    let noise = ((seed >> 61) as u32).min(2);
+                    ((x / 7 + y / 5 + (x / 90) * 20 + noise + i % channels * 30) % 256) as u8
+                })
+                .collect();
+            let image = raw_of(w, h, color, &[], &samples);
+            let encode = |shared_codes| {
+                let options = EncodeOptions {
+                    profile: ProfileOptions::Compact(CompactOptions {
+                        shared_codes,
+                        ..Default::default()
+                    }),
+                    patch_log2,
+                    ..Default::default()
+                };
+                crate::encode::encode(&image, &options).unwrap()
+            };
+            let (with, without) = (encode(true), encode(false));
+            let (builds_with, builds_without) = (table_builds(&with), table_builds(&without));
+            assert!(
+                builds_with * 2 < builds_without,
+                "{color:?}: {builds_with} table builds with shared codes, {builds_without} without"
+            );
+            let patches = crate::decode::parse(&with, &Default::default())
+                .unwrap()
+                .header
+                .patch_count() as usize;
+            let saved = builds_without - builds_with;
+            let bound = without.len()
+                + saved * super::shared_codes::SHARED_CODE_BITS as usize / 8
+                + patches;
+            assert!(
+                with.len() <= bound,
+                "{color:?}: {} bytes, bound {bound}",
+                with.len()
+            );
+            for file in [&with, &without] {
+                assert!(crate::decode::decode(file, &Default::default()).unwrap().1 == samples);
+            }
+        }
     }
 
     /// An 8x8 gray compact file (one patch: 8 one-row segments) around the stream that

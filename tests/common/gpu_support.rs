@@ -322,6 +322,7 @@ pub fn random_compact_files(seed: u64, count: usize) -> Vec<Vec<u8>> {
                     pair_tokens: rng.below(3) != 0,
                     run_tokens: rng.below(4) != 0,
                     palette: rng.below(4) != 0,
+                    shared_codes: rng.below(4) != 0,
                 }),
                 patch_log2: 3 + (i % 5) as u8,
                 // Every fourth file error-bounded, as for version 1.
