@@ -8,7 +8,8 @@
 //!
 //! Variants, each a cumulative step towards the compact default:
 //! a. fast profile (v1) as shipped; b. compact with predictors {up, gradient} only, no
-//! subtract-green, no pair tokens; c. b + subtract-green; d. c + pair tokens; e. d + all six
+//! subtract-green, no pair tokens; c. b + subtract-green; d. c + pair tokens, with run tokens,
+//! palettes and shared codes, which came later and are switched with them; e. d + all six
 //! predictors (= the compact default, 64-px patches); f. e with 128-px patches; g. e with
 //! 32-px patches.
 //!
@@ -72,7 +73,7 @@ fn variants() -> Vec<Variant> {
         },
         Variant {
             key: "d",
-            name: "c + pairs",
+            name: "c + pairs, runs, palette, shared codes",
             options: compact(two, true, true, 6),
         },
         Variant {

@@ -141,33 +141,10 @@ pub fn encode(image: &RawImage, options: &EncodeOptions) -> Result<Vec<u8>> {
             }
         }
         ProfileOptions::Compact(compact) => {
-            // Runs of consecutive patches of a row, each in order: neighbours may share
-            // codes (the decoder goes along a row too).
-            let (per_row, at_once) = (header.patches_x() as u64, compact::encode::PATCHES_AT_ONCE);
-            let runs: Vec<std::ops::Range<u64>> = (0..header.patches_y() as u64)
-                .flat_map(|row| {
-                    (0..per_row)
-                        .step_by(at_once as usize)
-                        .map(move |x| row * per_row + x..row * per_row + (x + at_once).min(per_row))
-                })
-                .collect();
-            let scratch = || compact::encode::PatchScratch::new(&header);
-            let encode = |scratch: &mut _, run| {
-                compact::encode::encode_patches(image, &header, &compact, run, scratch)
-                    .into_iter()
-                    .map(|stream| vec![stream])
-            };
-            if options.parallel {
-                runs.into_par_iter()
-                    .map_init(scratch, encode)
-                    .flatten_iter()
-                    .collect()
-            } else {
-                let mut scratch = scratch();
-                runs.into_iter()
-                    .flat_map(|run| encode(&mut scratch, run))
-                    .collect()
-            }
+            compact::encode::encode_patches(image, &header, &compact, options.parallel)
+                .into_iter()
+                .map(|stream| vec![stream])
+                .collect()
         }
     };
     debug_assert_eq!(

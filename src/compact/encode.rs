@@ -1,6 +1,8 @@
-//! Compact-profile encoder for one patch: chooses the colour transform and each channel's
-//! predictor by estimated coded size, builds a Huffman code per channel and writes the
-//! segments (see [`crate::format::compact`]).
+//! Compact-profile encoder. Per patch, [`analyse_patch`] chooses the colour transform (or
+//! palette) and each channel's predictor by estimated coded size and collects the symbols;
+//! [`choose_codes`] then gives each channel of a run of patches its Huffman code, and
+//! [`write_patch`] writes the channel headers and segments (see [`crate::format::compact`]).
+//! [`encode_patches`] runs the three over the image.
 
 use super::huffman::{self, MAX_TOKENS};
 use super::palette::PaletteBuilder;
@@ -18,6 +20,8 @@ use crate::format::compact::{
     SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
 };
 use crate::format::Header;
+use rayon::prelude::*;
+use std::ops::Range;
 
 /// Per-thread buffers for one patch.
 pub(crate) struct PatchScratch {
@@ -255,32 +259,43 @@ fn symbol_histogram(
     (hist, raw_bits)
 }
 
-/// The exact bits of a channel coded with the Huffman code of `hist` (as [`encode_patch`]
-/// builds it): its code-length table, its symbols' codes and `raw_bits`. Predictor, token
-/// count and segment fields aside, which every choice pays alike.
+/// The exact bits of a channel coded with its own Huffman code (as [`choose_codes`] builds
+/// it without sharing): its code-length table, its symbols' codes and `raw_bits`. Predictor,
+/// token count and segment fields aside, which every choice pays alike.
 fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
     let mut lengths = [0u8; MAX_TOKENS];
-    let lengths = &mut lengths[..hist.len()];
-    huffman::code_lengths(hist, lengths);
-    let ntok = lengths.iter().rposition(|&l| l > 0).map_or(0, |t| t + 1);
-    let mut table = 0u64;
-    for_each_length_field(&lengths[..ntok], |_, bits| table += bits as u64);
-    let symbols: u64 = if huffman::is_single(lengths) {
+    huffman::code_lengths(hist, &mut lengths[..hist.len()]);
+    code_cost(hist, &lengths) + raw_bits
+}
+
+/// Bits of the code-length table of `lengths` plus those of the symbols of `hist` coded with
+/// it (every token of `hist` has a code in `lengths`); raw bits aside.
+pub(super) fn code_cost(hist: &[u32], lengths: &[u8]) -> u64 {
+    let lengths = &lengths[..hist.len()];
+    let symbols = if huffman::is_single(lengths) {
         0
     } else {
         hist.iter()
-            .zip(lengths.iter())
+            .zip(lengths)
             .map(|(&n, &l)| n as u64 * l as u64)
             .sum()
     };
-    table + symbols + raw_bits
+    table_bits(lengths) + symbols
+}
+
+/// Bits of the code-length table of `lengths` (token 0 up to the last used one).
+pub(super) fn table_bits(lengths: &[u8]) -> u64 {
+    let ntok = lengths.iter().rposition(|&l| l > 0).map_or(0, |t| t + 1);
+    let mut bits = 0u64;
+    for_each_length_field(&lengths[..ntok], |_, b| bits += b as u64);
+    bits
 }
 
 /// Calls `field(value, bits)` for each field of the code-length table of `lengths` (token 0
 /// up to the last used one), in stream order: "0": same as the previous length; "01"/"11"
 /// (+1/-1, LSB first: bit 0 = 1 says "changed", bit 1 = 0 says "by one", bit 2 the sign);
 /// "x11": a literal.
-pub(super) fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
+fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
     let mut previous = 0u8;
     for &l in lengths {
         match l as i32 - previous as i32 {
@@ -449,32 +464,92 @@ struct ChannelPlan {
     row_start: Vec<usize>,
 }
 
-/// Most patches [`encode_patches`] takes at once: their symbols are held until their codes
-/// are chosen (4 bytes per sample: at most 16 MiB for 128-px RGBA patches).
-pub(crate) const PATCHES_AT_ONCE: u64 = 64;
+/// Most patches that share codes are chosen for together: a run of at most this many
+/// consecutive patches of one patch row (a row of 64-px patches 4096 px wide is one run).
+/// Sharing starts afresh at each run's first patch.
+pub(crate) const RUN_PATCHES: u64 = 64;
 
-/// Encodes `patches`, consecutive patches of one patch row (at most [`PATCHES_AT_ONCE`]),
-/// as compact streams, one per patch. Each channel's code is its own optimum or, with
-/// [`CompactOptions::shared_codes`], one code for a run of neighbouring patches (see
-/// [`super::shared_codes`]).
+/// Samples whose patches [`encode_patches`] analyses before it writes them (or one run, if
+/// that is more): their symbols wait for their codes, 4 bytes per sample, and their streams'
+/// bit writers reserve one more, so about 10 MiB.
+pub(crate) const WINDOW_SAMPLES: u64 = 1 << 21;
+
+/// Encodes every patch of the image as a compact stream, in patch order. Each channel's
+/// code is its own optimum or, with [`CompactOptions::shared_codes`], one code for a run of
+/// neighbouring patches (see [`super::shared_codes`]). The patches go window by window
+/// (whole runs, [`WINDOW_SAMPLES`]): analysed in parallel, each run's codes chosen, then
+/// written in parallel, so there is work for every thread however few patch rows there are.
 pub(crate) fn encode_patches(
     image: &RawImage,
     header: &Header,
     options: &CompactOptions,
-    patches: std::ops::Range<u64>,
-    scratch: &mut PatchScratch,
+    parallel: bool,
 ) -> Vec<Vec<u8>> {
-    debug_assert!(patches.end - patches.start <= PATCHES_AT_ONCE);
-    let plans: Vec<PatchPlan> = patches
-        .map(|patch| analyse_patch(image, header, options, patch, scratch))
+    encode_windows(image, header, options, parallel, WINDOW_SAMPLES)
+}
+
+/// [`encode_patches`] with windows of `window_samples` (tests use small ones).
+pub(crate) fn encode_windows(
+    image: &RawImage,
+    header: &Header,
+    options: &CompactOptions,
+    parallel: bool,
+    window_samples: u64,
+) -> Vec<Vec<u8>> {
+    let per_row = header.patches_x() as u64;
+    let runs: Vec<Range<u64>> = (0..header.patches_y() as u64)
+        .flat_map(|row| {
+            (0..per_row)
+                .step_by(RUN_PATCHES as usize)
+                .map(move |x| row * per_row + x..row * per_row + (x + RUN_PATCHES).min(per_row))
+        })
         .collect();
-    let histograms: Vec<Vec<&[u32]>> = plans.iter().map(|p| p.histograms(header.depth)).collect();
-    let codes = choose_codes(&histograms, options.shared_codes);
-    plans
-        .into_iter()
-        .zip(&codes)
-        .map(|(plan, lengths)| write_patch(plan, lengths, header.depth))
-        .collect()
+    let patch_samples = (header.patch_size() as u64).pow(2) * header.channels() as u64;
+    let depth = header.depth;
+    let mut streams = Vec::with_capacity(header.patch_count() as usize);
+    let mut rest = &runs[..];
+    while !rest.is_empty() {
+        // Whole runs, at least one, up to window_samples.
+        let mut take = 1;
+        let mut patches = rest[0].end - rest[0].start;
+        while take < rest.len()
+            && (patches + rest[take].end - rest[take].start) * patch_samples <= window_samples
+        {
+            patches += rest[take].end - rest[take].start;
+            take += 1;
+        }
+        let (window, after) = rest.split_at(take);
+        rest = after;
+        let first = window[0].start;
+        let all = first..window[take - 1].end;
+        let scratch = || PatchScratch::new(header);
+        let analyse = |scratch: &mut PatchScratch, patch| {
+            analyse_patch(image, header, options, patch, scratch)
+        };
+        let choose = |run: &Range<u64>, plans: &[PatchPlan]| {
+            let plans = &plans[(run.start - first) as usize..(run.end - first) as usize];
+            let histograms: Vec<Vec<&[u32]>> = plans.iter().map(|p| p.histograms(depth)).collect();
+            choose_codes(&histograms, options.shared_codes)
+        };
+        let write = |(plan, lengths): (PatchPlan, Vec<[u8; MAX_TOKENS]>)| {
+            write_patch(plan, &lengths, depth)
+        };
+        if parallel {
+            let plans: Vec<PatchPlan> = all.into_par_iter().map_init(scratch, analyse).collect();
+            let codes: Vec<_> = window
+                .par_iter()
+                .flat_map_iter(|run| choose(run, &plans))
+                .collect();
+            let written: Vec<Vec<u8>> = plans.into_par_iter().zip(codes).map(write).collect();
+            streams.extend(written);
+        } else {
+            let mut scratch = scratch();
+            let plans: Vec<PatchPlan> = all.map(|patch| analyse(&mut scratch, patch)).collect();
+            let codes: Vec<_> = window.iter().flat_map(|run| choose(run, &plans)).collect();
+            streams.extend(plans.into_iter().zip(codes).map(write));
+        }
+    }
+    streams
 }
 
 /// The encoder's analysis of one patch; inlined into the AVX2 copy above so the residual
