@@ -6,8 +6,6 @@
 
 use anyhow::{anyhow, Result};
 
-use l3::Profile;
-
 use crate::gpu::{gpu_wait, GpuRow};
 use crate::measure::{stats_of, Stats};
 
@@ -135,12 +133,12 @@ fn copy_kernel_ns(
     Ok(times)
 }
 
-/// The steady-state rows: per profile, the repeated batch's kernels, then the copy kernel of
-/// the same output size. `files` are each profile's l3 files of the inputs and `raw` their
-/// decoded sizes.
+/// The steady-state rows: per batch, the repeated batch's kernels, then the copy kernel of
+/// the same output size. `batches` are (label, the inputs' l3 files in one encoding) and
+/// `raw` the inputs' decoded sizes.
 pub fn steady_rows(
     decoder: &l3::gpu::GpuDecoder,
-    batches: &[(Profile, Vec<Vec<u8>>)],
+    batches: &[(String, Vec<Vec<u8>>)],
     raw: &[u64],
     target_bytes: u64,
     reps: usize,
@@ -166,7 +164,7 @@ pub fn steady_rows(
             .map(|ns| ns * 1e-9)
             .collect(),
     );
-    for (profile, files) in batches {
+    for (label, files) in batches {
         // The same files `copies` times over: one batch of `output` decoded bytes.
         let refs: Vec<&[u8]> = (0..copies)
             .flat_map(|_| files.iter().map(Vec::as_slice))
@@ -185,8 +183,7 @@ pub fn steady_rows(
         let k: Stats = stats_of(kernels);
         rows.push(GpuRow {
             name: format!(
-                "steady state: l3 {}, {} files ({copies}x the inputs), kernels",
-                profile.name(),
+                "steady state: {label}, {} files ({copies}x the inputs), kernels",
                 refs.len()
             ),
             bytes: output,

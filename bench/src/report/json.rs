@@ -160,6 +160,7 @@ pub fn json(r: &Report) -> Result<String> {
                 codec: res.codec.name(),
                 profile: match res.codec {
                     Codec::L3 { profile, .. } => Some(profile.name()),
+                    Codec::L3Compact128 => Some(Profile::Compact.name()),
                     _ => None,
                 },
                 threads: res.codec.threads(),

@@ -213,6 +213,8 @@ fn class_table(report: &Report) -> Table {
         "compact dec of memcpy",
         "fast dec of memcpy",
         "qoi dec of memcpy",
+        "compact 128px size / png",
+        "compact 128px dec / png",
     ]);
     let find = |c: Codec| results.iter().find(|r| r.codec == c);
     let (Some(fast), Some(compact)) = (find(Codec::L3_FAST_1), find(Codec::L3_COMPACT_1)) else {
@@ -274,6 +276,8 @@ fn class_table(report: &Report) -> Table {
             of_memcpy(compact),
             of_memcpy(fast),
             find(Codec::Qoi).map_or("-".into(), of_memcpy),
+            find(Codec::L3Compact128).map_or("-".into(), |c| ratio(pair(c, png, size))),
+            find(Codec::L3Compact128).map_or("-".into(), |c| speed(pair(c, png, time))),
         ]);
     }
     table
