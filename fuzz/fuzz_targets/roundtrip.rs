@@ -46,7 +46,8 @@ fuzz_target!(|data: &[u8]| {
     let options = l3::EncodeOptions {
         profile,
         patch_log2,
-        parallel: false,
+        // Bit 7 of params[1]: on rayon's pool (the compact encoder's windows and runs).
+        parallel: params[1] & 0x80 != 0,
         max_error,
     };
     let samples16: Vec<u16> = if sixteen {
