@@ -106,6 +106,13 @@ if [ -n "$L3" ]; then
         timeout 90 "$L3" bench-loader "$DS" --epochs 3 --batch-size 32 $mode \
             2>&1 | tee -a "$OUTDIR/loader.txt" || true
     done
+    # The same records with 128-px patches: faster on CPUs; what do the GPU's crops say?
+    "$L3" pack samples -o "$DS" --levels 3 --patch-size 128 --force -q
+    for mode in "" "--gpu"; do
+        log "l3 bench-loader $mode, 128-px patches"
+        timeout 60 "$L3" bench-loader "$DS" --epochs 3 --batch-size 32 $mode \
+            2>&1 | tee -a "$OUTDIR/loader.txt" || true
+    done
     rm -rf "$DS"
 else
     log "no l3 binary: loader rows skipped"

@@ -43,6 +43,11 @@ pub struct PackArgs {
     /// Profile of the stored records.
     #[arg(long, value_enum, default_value_t = crate::ProfileArg::Compact)]
     pub profile: crate::ProfileArg,
+    /// Patch side in pixels of the stored records (every level). 128 decodes faster on CPUs
+    /// and is smaller on large images; 64 suits GPU decoding and makes the loader's crop
+    /// windows tighter (BENCHMARKS.md).
+    #[arg(long, default_value_t = 64, value_parser = crate::parse_patch_size)]
+    pub patch_size: u32,
     /// Levels per record (1..=8). With more than 1, each image is stored progressively: level
     /// 0 at 1/2^(levels-1) per side, each further level doubling the resolution, the last one
     /// the exact image, laid out level-major so a prefix of each shard holds every image at a
@@ -62,7 +67,8 @@ pub struct PackArgs {
     #[arg(long, default_value_t = 0)]
     pub max_error: u16,
     /// Rewrite every shard, also those a previous run completed (needed after changing
-    /// `--profile` or `--max-error`, which a complete shard's index does not record).
+    /// `--profile`, `--patch-size` or `--max-error`, which a complete shard's index does not
+    /// record).
     #[arg(long)]
     pub force: bool,
     /// Print only errors and the summary.
@@ -207,6 +213,7 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     };
     let options = EncodeOptions {
         max_error: a.max_error,
+        patch_log2: a.patch_size.trailing_zeros() as u8,
         ..EncodeOptions::for_profile(profile)
     };
     let pb = crate::progress(jobs.len(), a.quiet);

@@ -153,6 +153,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             records_per_shard: 4,
             labels: None,
             profile: ProfileArg::Compact,
+            patch_size: 64,
             levels: 3,
             max_overhead: 1.25,
             max_error: 0,

@@ -195,7 +195,7 @@ enum OutFormat {
     Pnm,
 }
 
-fn parse_patch_size(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_patch_size(s: &str) -> Result<u32, String> {
     let v: u32 = s.parse().map_err(|e| format!("{e}"))?;
     if v.is_power_of_two() && (8..=128).contains(&v) {
         Ok(v)

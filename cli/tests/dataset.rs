@@ -44,20 +44,36 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn pack_ls_verify_unpack_round_trip() {
-    round_trip("1");
+    round_trip("1", &[]);
 }
 
 #[test]
 fn progressive_pack_ls_verify_unpack_round_trip() {
-    let listing = round_trip("3");
+    let (listing, _) = round_trip("3", &[]);
     assert!(listing.contains("level 0 (1/4 per side)"), "{listing}");
     assert!(listing.contains("level 2 (1/1 per side)"), "{listing}");
     assert!(listing.contains("progressive (interlace)"), "{listing}");
 }
 
-/// Packs the class tree with `levels` levels, lists, verifies and unpacks it, and checks the
-/// unpacked pixels; returns the listing.
-fn round_trip(levels: &str) -> String {
+/// `--patch-size 128`: the records are written with it (other shards than with 64-px
+/// patches) and still list, verify and unpack to the source pixels.
+#[test]
+fn pack_with_128_px_patches_round_trips() {
+    let (_, shards_128) = round_trip("3", &["--patch-size", "128"]);
+    let (_, shards_64) = round_trip("3", &["--patch-size", "64"]);
+    assert_eq!(
+        shards_128.keys().collect::<Vec<_>>(),
+        shards_64.keys().collect::<Vec<_>>()
+    );
+    assert!(shards_128
+        .iter()
+        .filter(|(name, _)| name.ends_with(".l3s"))
+        .all(|(name, bytes)| *bytes != shards_64[name]));
+}
+
+/// Packs the class tree with `levels` levels (and `extra` arguments), lists, verifies and
+/// unpacks it, and checks the unpacked pixels; returns the listing and the dataset's files.
+fn round_trip(levels: &str, extra: &[&str]) -> (String, BTreeMap<String, Vec<u8>>) {
     let tmp = tempfile::tempdir().unwrap();
     let (src, ds, out) = (
         tmp.path().join("src"),
@@ -75,7 +91,11 @@ fn round_trip(levels: &str) -> String {
         "--levels",
         levels,
         "-q",
-    ]);
+    ]
+    .iter()
+    .chain(extra)
+    .copied()
+    .collect::<Vec<_>>());
     assert!(o.status.success(), "{}", text(&o));
     assert!(ds.join("shard-00000.l3s").is_file() && ds.join("shard-00001.l3s").is_file());
     assert!(!ds.join("shard-00002.l3s").exists());
@@ -102,7 +122,7 @@ fn round_trip(levels: &str) -> String {
         assert_eq!(back.color(), original.color(), "{}", rel.display());
         assert_eq!(back.as_bytes(), original.as_bytes(), "{}", rel.display());
     }
-    listing
+    (listing, snapshot(&ds))
 }
 
 /// `--max-error 2` with three levels: the dataset lists, verifies and unpacks; every
