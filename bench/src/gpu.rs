@@ -286,11 +286,15 @@ pub fn bench_gpu(
             patch_log2: 7,
             ..EncodeOptions::default()
         };
-        let compact_128: Vec<Vec<u8>> = images
+        // (Not checked against the CPU decoder here: tests/gpu.rs covers 128-px patches.)
+        match images
             .iter()
             .map(|p| l3::encode::encode(&p.raw(), &options))
-            .collect::<std::result::Result<_, _>>()?;
-        files.push(("l3 compact 128px".into(), compact_128));
+            .collect::<std::result::Result<Vec<_>, _>>()
+        {
+            Ok(compact_128) => files.push(("l3 compact 128px".into(), compact_128)),
+            Err(e) => eprintln!("  gpu steady state: no 128-px compact files: {e}"),
+        }
         let raw: Vec<u64> = images.iter().map(|p| p.bytes.len() as u64).collect();
         match guard(|| steady::steady_rows(decoder, &files, &raw, steady_mb << 20, args.reps)) {
             Ok(mut r) => rows.append(&mut r),

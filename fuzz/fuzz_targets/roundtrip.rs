@@ -10,7 +10,9 @@ fuzz_target!(|data: &[u8]| {
     let (params, pixels) = data.split_at(4);
     let channels = params[0] % 4 + 1;
     let color = l3::ColorType::from_channels(channels).unwrap();
-    let width = params[1] as u32 % 200 + 1;
+    // Bit 5 of params[0]: four times as wide, so that rows of 8-px patches hold more than
+    // one run of shared codes (64 patches).
+    let width = (params[1] as u32 % 200 + 1) * if params[0] & 0x20 != 0 { 4 } else { 1 };
     let patch_log2 = params[2] % 5 + 3;
     let predictor = match params[3] % 5 {
         0 => l3::PredictorChoice::Best,
@@ -46,8 +48,8 @@ fuzz_target!(|data: &[u8]| {
     let options = l3::EncodeOptions {
         profile,
         patch_log2,
-        // Bit 7 of params[1]: on rayon's pool (the compact encoder's windows and runs).
-        parallel: params[1] & 0x80 != 0,
+        // Bit 6 of params[0]: on rayon's pool (the compact encoder's windows and runs).
+        parallel: params[0] & 0x40 != 0,
         max_error,
     };
     let samples16: Vec<u16> = if sixteen {

@@ -471,7 +471,8 @@ pub(crate) const RUN_PATCHES: u64 = 64;
 
 /// Samples whose patches [`encode_patches`] analyses before it writes them (or one run, if
 /// that is more): their symbols wait for their codes, 4 bytes per sample, and their streams'
-/// bit writers reserve one more, so about 10 MiB.
+/// bit writers reserve one more, so about 10 MiB for 64-px patches; a run of 64 128-px RGBA
+/// patches is 4 M samples (about 20 MiB), and 8-px patches add per-patch tables (about 22 MiB).
 pub(crate) const WINDOW_SAMPLES: u64 = 1 << 21;
 
 /// Encodes every patch of the image as a compact stream, in patch order. Each channel's
@@ -749,5 +750,9 @@ pub(crate) fn write_patch(plan: PatchPlan, lengths: &[[u8; MAX_TOKENS]], depth: 
             }
         }
     }
-    writer.finish()
+    // The writer reserved a byte per sample; the stream waits for the whole image's, so
+    // keep only what it holds.
+    let mut stream = writer.finish();
+    stream.shrink_to_fit();
+    stream
 }
