@@ -78,6 +78,18 @@ impl Codec {
         }
     }
 
+    /// The l3 patch side in pixels; `None` for the other codecs.
+    pub fn patch_size(self) -> Option<u32> {
+        match self {
+            Codec::L3 { .. } => Some(1 << l3::format::PATCH_LOG2_DEFAULT),
+            Codec::L3Compact128 => Some(1 << Self::COMPACT_128_LOG2),
+            _ => None,
+        }
+    }
+
+    /// Patch side (log2) of [`Codec::L3Compact128`].
+    pub const COMPACT_128_LOG2: u8 = 7;
+
     /// Whether this codec decodes on the whole thread pool.
     pub fn parallel(self) -> bool {
         matches!(self, Codec::L3 { parallel: true, .. })
@@ -142,7 +154,7 @@ impl Codec {
                 &p.raw(),
                 &EncodeOptions {
                     profile: l3::ProfileOptions::default_for(Profile::Compact),
-                    patch_log2: 7,
+                    patch_log2: Self::COMPACT_128_LOG2,
                     parallel: false,
                     ..EncodeOptions::default()
                 },

@@ -283,7 +283,7 @@ pub fn bench_gpu(
         // whether it could be the default).
         let options = EncodeOptions {
             profile: l3::ProfileOptions::default_for(Profile::Compact),
-            patch_log2: 7,
+            patch_log2: crate::codecs::Codec::COMPACT_128_LOG2,
             ..EncodeOptions::default()
         };
         // (Not checked against the CPU decoder here: tests/gpu.rs covers 128-px patches.)

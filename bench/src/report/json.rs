@@ -53,6 +53,8 @@ struct CodecResults<'a> {
     codec: &'static str,
     /// The l3 profile; null for the other codecs.
     profile: Option<&'static str>,
+    /// The l3 patch side in pixels (64, or 128 for "l3 compact 128px"); null for the others.
+    patch_size: Option<u32>,
     threads: String,
     /// One per image; null where the codec does not take the image.
     results: Vec<Option<CodecCell<'a>>>,
@@ -163,6 +165,7 @@ pub fn json(r: &Report) -> Result<String> {
                     Codec::L3Compact128 => Some(Profile::Compact.name()),
                     _ => None,
                 },
+                patch_size: res.codec.patch_size(),
                 threads: res.codec.threads(),
                 results: res
                     .cells
