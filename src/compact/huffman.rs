@@ -533,6 +533,81 @@ mod tests {
         }
     }
 
+    /// For many codes (one token, a few, many; with and without runs; long ones), every
+    /// entry of the position tables is whole exactly when decoding its bits symbol by symbol
+    /// finds a whole position inside the index (a pair or run token with its raw bits, or two
+    /// direct tokens), and then holds that position.
+    #[test]
+    fn position_table_holds_exactly_the_whole_positions() {
+        let mut seed = 7u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            seed >> 8
+        };
+        let mask = LUT_SIZE - 1;
+        let mut lut = Box::new([0u32; LUT_SIZE]);
+        let mut positions = Box::new(PositionTables::new());
+        let mut kinds = [0usize; 3];
+        for round in 0..600 {
+            let depth = if round % 3 == 2 { 16u8 } else { 8 };
+            let n = crate::format::compact::alphabet_size(depth) as usize;
+            // 1 to n used tokens, with skewed counts (so some codes are long).
+            let used = 1 + next() as usize % n.min(1 + round % 50);
+            let mut hist = vec![0u32; n];
+            for _ in 0..used {
+                let t = next() as usize % n;
+                hist[t] += 1 + (next() % 1000) * (next() % 3) * (next() % 50);
+            }
+            let mut lengths = vec![0u8; n];
+            code_lengths(&hist, &mut lengths);
+            let code = Canonical::new(&lengths);
+            fill_lut(&code, depth, &mut lut);
+            fill_position_lut(&code, depth, &mut positions);
+            let limit = POSITION_BITS;
+            let mut whole = 0;
+            for i in 0..POSITION_SIZE {
+                let e0 = lut[i & mask];
+                let (len0, nraw0) = (e0 & 15, (e0 >> 4) & 15);
+                let expected = if e0 & LUT_RUN != 0 {
+                    let step = if e0 >> 16 == 0 {
+                        END_OF_ROW_STEP as u32
+                    } else {
+                        (e0 >> 16) + ((i as u32 >> len0) & ((1 << nraw0) - 1))
+                    };
+                    (len0 + nraw0 <= limit).then_some((len0 + nraw0, 0, step))
+                } else if e0 & LUT_PAIR != 0 {
+                    let pair = pack_pair(
+                        unzigzag((e0 >> 16) & 0xff) as u16,
+                        unzigzag(e0 >> 24) as u16,
+                    );
+                    (len0 <= limit).then_some((len0, pair, 1))
+                } else {
+                    let e1 = lut[(i >> len0) & mask];
+                    let len1 = e1 & 15;
+                    let direct = |e: u32| e & (LUT_PAIR | LUT_RUN) == 0 && (e >> 4) & 15 == 0;
+                    (direct(e0) && direct(e1) && len0 + len1 <= limit).then(|| {
+                        let pair = pack_pair(unzigzag(e0 >> 16) as u16, unzigzag(e1 >> 16) as u16);
+                        (len0 + len1, pair, 1)
+                    })
+                };
+                let got = positions.bits[i];
+                match expected {
+                    Some((bits, pair, step)) => {
+                        whole += 1;
+                        kinds[(e0 & LUT_RUN != 0) as usize + (e0 & LUT_PAIR != 0) as usize * 2] +=
+                            1;
+                        let got = (got as u32, positions.pairs[i], positions.steps[i] as u32);
+                        assert_eq!(got, (bits, pair, step), "round {round} index {i}");
+                    }
+                    None => assert_eq!(got, NOT_WHOLE, "round {round} index {i}"),
+                }
+            }
+            assert_eq!(positions.whole_share, whole, "round {round}");
+        }
+        // Two direct tokens, run tokens and pair tokens all met.
+        assert!(kinds.iter().all(|&k| k > 1000), "{kinds:?}");
+    }
+
     /// The canonical codes are deflate's (RFC 1951, 3.2.2, its example), bit-reversed; the
     /// GPU decoder derives them on its own, so both must follow the rule, not each other.
     #[test]
