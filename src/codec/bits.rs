@@ -23,6 +23,12 @@ impl BitWriter {
         }
     }
 
+    /// Makes room for `bits` more bits, so that writing them does not reallocate.
+    pub fn reserve_bits(&mut self, bits: u64) {
+        // The accumulator's bits, and the whole words it flushes, past `bits / 8`.
+        self.bytes.reserve((bits / 8) as usize + 8);
+    }
+
     /// Writes the low `nbits` bits of `value` (`nbits` <= 32; higher bits of `value` must be 0).
     #[inline(always)]
     pub fn write(&mut self, value: u32, nbits: u32) {

@@ -262,7 +262,7 @@ fn symbol_histogram(
 /// The exact bits of a channel coded with its own Huffman code (as [`choose_codes`] builds
 /// it without sharing): its code-length table, its symbols' codes and `raw_bits`. Predictor,
 /// token count and segment fields aside, which every choice pays alike.
-fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
+pub(super) fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
     let mut lengths = [0u8; MAX_TOKENS];
     huffman::code_lengths(hist, &mut lengths[..hist.len()]);
     code_cost(hist, &lengths) + raw_bits
@@ -470,9 +470,9 @@ struct ChannelPlan {
 pub(crate) const RUN_PATCHES: u64 = 64;
 
 /// Samples whose patches [`encode_patches`] analyses before it writes them (or one run, if
-/// that is more): their symbols wait for their codes, 4 bytes per sample, and their streams'
-/// bit writers reserve one more, so about 10 MiB for 64-px patches; a run of 64 128-px RGBA
-/// patches is 4 M samples (about 20 MiB), and 8-px patches add per-patch tables (about 22 MiB).
+/// that is more): their symbols wait for their codes, 4 bytes per sample, so about 8 MiB for
+/// 64-px patches; a run of 64 128-px RGBA patches is 4 M samples (about 16 MiB), and 8-px
+/// patches add per-patch tables (about 20 MiB).
 pub(crate) const WINDOW_SAMPLES: u64 = 1 << 21;
 
 /// Encodes every patch of the image as a compact stream, in patch order. Each channel's
@@ -511,12 +511,10 @@ pub(crate) fn encode_windows(
     let mut rest = &runs[..];
     while !rest.is_empty() {
         // Whole runs, at least one, up to window_samples.
-        let mut take = 1;
-        let mut patches = rest[0].end - rest[0].start;
-        while take < rest.len()
-            && (patches + rest[take].end - rest[take].start) * patch_samples <= window_samples
-        {
-            patches += rest[take].end - rest[take].start;
+        let len = |run: &Range<u64>| run.end - run.start;
+        let (mut take, mut patches) = (1, len(&rest[0]));
+        while take < rest.len() && (patches + len(&rest[take])) * patch_samples <= window_samples {
+            patches += len(&rest[take]);
             take += 1;
         }
         let (window, after) = rest.split_at(take);
@@ -631,7 +629,8 @@ pub(crate) fn analyse_patch_portable(
         }
     }
     let ntok_max = alphabet_size(depth) as usize;
-    let mut writer = BitWriter::with_prefix(&[], n * channels);
+    // The stream's bits so far; `write_patch` reserves the rest once it knows them.
+    let mut writer = BitWriter::default();
     writer.write(transform as u32, TRANSFORM_BITS);
     if transform == Transform::Palette {
         scratch.palette.write(&mut writer, channels, depth);
@@ -696,6 +695,7 @@ pub(crate) fn write_patch(plan: PatchPlan, lengths: &[[u8; MAX_TOKENS]], depth: 
     let ntok_max = alphabet_size(depth) as usize;
     // Headers first (they hold the segment lengths), then the segments.
     let mut coded = Vec::with_capacity(channels.len());
+    let mut segment_bits = 0u64;
     for (channel, lengths) in channels.iter().zip(lengths) {
         assert!(
             channel
@@ -736,8 +736,11 @@ pub(crate) fn write_patch(plan: PatchPlan, lengths: &[[u8; MAX_TOKENS]], depth: 
         for &b in seg_bits {
             w.write(b - lo, width);
         }
+        segment_bits += seg_bits.iter().map(|&b| b as u64).sum::<u64>();
         coded.push((codes, code_bits));
     }
+    // The stream waits for the rest of its window: room for exactly its segments.
+    w.reserve_bits(segment_bits);
     for (channel, (codes, code_bits)) in channels.iter().zip(&coded) {
         for s in 0..segs {
             for y in (s..rows).step_by(segs) {
@@ -750,9 +753,5 @@ pub(crate) fn write_patch(plan: PatchPlan, lengths: &[[u8; MAX_TOKENS]], depth: 
             }
         }
     }
-    // The writer reserved a byte per sample; the stream waits for the whole image's, so
-    // keep only what it holds.
-    let mut stream = writer.finish();
-    stream.shrink_to_fit();
-    stream
+    writer.finish()
 }

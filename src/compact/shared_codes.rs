@@ -246,11 +246,7 @@ mod tests {
     #[test]
     fn a_long_group_does_not_spend_its_slack_on_one_join() {
         let smooth = bases()[0];
-        let own = |h: &[u32]| {
-            let mut l = [0u8; MAX_TOKENS];
-            huffman::code_lengths(h, &mut l[..TOKENS]);
-            code_cost(h, &l)
-        };
+        let own = |h: &[u32]| super::super::encode::coded_bits(h, 0);
         // Patches like `smooth` with `m` more tokens in use, until joining ten copies of
         // `smooth` costs more than one build's allowance but less than ten.
         let (unlike, marginal) = (1..40)
