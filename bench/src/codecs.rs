@@ -78,17 +78,33 @@ impl Codec {
         }
     }
 
-    /// The l3 patch side in pixels; `None` for the other codecs.
-    pub fn patch_size(self) -> Option<u32> {
+    /// The options an l3 codec encodes with; `None` for the other codecs.
+    pub fn l3_options(self) -> Option<EncodeOptions> {
         match self {
-            Codec::L3 { .. } => Some(1 << l3::format::PATCH_LOG2_DEFAULT),
-            Codec::L3Compact128 => Some(1 << Self::COMPACT_128_LOG2),
+            Codec::L3 { profile, parallel } => Some(EncodeOptions {
+                profile: l3::ProfileOptions::default_for(profile),
+                parallel,
+                ..EncodeOptions::default()
+            }),
+            Codec::L3Compact128 => Some(EncodeOptions {
+                profile: l3::ProfileOptions::default_for(Profile::Compact),
+                patch_log2: 7,
+                parallel: false,
+                ..EncodeOptions::default()
+            }),
             _ => None,
         }
     }
 
-    /// Patch side (log2) of [`Codec::L3Compact128`].
-    pub const COMPACT_128_LOG2: u8 = 7;
+    /// The l3 profile; `None` for the other codecs.
+    pub fn profile(self) -> Option<Profile> {
+        self.l3_options().map(|o| o.profile.profile())
+    }
+
+    /// The l3 patch side in pixels; `None` for the other codecs.
+    pub fn patch_size(self) -> Option<u32> {
+        self.l3_options().map(|o| 1 << o.patch_log2)
+    }
 
     /// Whether this codec decodes on the whole thread pool.
     pub fn parallel(self) -> bool {
@@ -142,23 +158,10 @@ impl Codec {
 
     pub fn encode(self, p: &Pixels) -> Result<Vec<u8>> {
         match self {
-            Codec::L3 { profile, parallel } => Ok(l3::encode::encode(
-                &p.raw(),
-                &EncodeOptions {
-                    profile: l3::ProfileOptions::default_for(profile),
-                    parallel,
-                    ..EncodeOptions::default()
-                },
-            )?),
-            Codec::L3Compact128 => Ok(l3::encode::encode(
-                &p.raw(),
-                &EncodeOptions {
-                    profile: l3::ProfileOptions::default_for(Profile::Compact),
-                    patch_log2: Self::COMPACT_128_LOG2,
-                    parallel: false,
-                    ..EncodeOptions::default()
-                },
-            )?),
+            Codec::L3 { .. } | Codec::L3Compact128 => {
+                let options = self.l3_options().expect("an l3 codec");
+                Ok(l3::encode::encode(&p.raw(), &options)?)
+            }
             Codec::PngDefault | Codec::ZunePng => png_encode(p, png::Compression::Balanced),
             Codec::PngBest => png_encode(p, png::Compression::High),
             Codec::Qoi => Ok(qoi::encode_to_vec(&p.bytes, p.width, p.height)?),

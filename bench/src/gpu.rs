@@ -282,9 +282,10 @@ pub fn bench_gpu(
         // segment 16 rows of 128 px instead of 4 of 64 (faster on the CPU; the GPU decides
         // whether it could be the default).
         let options = EncodeOptions {
-            profile: l3::ProfileOptions::default_for(Profile::Compact),
-            patch_log2: crate::codecs::Codec::COMPACT_128_LOG2,
-            ..EncodeOptions::default()
+            parallel: true,
+            ..crate::codecs::Codec::L3Compact128
+                .l3_options()
+                .expect("an l3 codec")
         };
         // (Not checked against the CPU decoder here: tests/gpu.rs covers 128-px patches.)
         match images

@@ -12,7 +12,7 @@ use serde::{Serialize, Serializer};
 use l3::Profile;
 
 use super::Report;
-use crate::codecs::{Cell, Codec};
+use crate::codecs::Cell;
 use crate::dataset::DatasetReport;
 use crate::gpu::GpuReport;
 use crate::measure::Stats;
@@ -160,11 +160,7 @@ pub fn json(r: &Report) -> Result<String> {
             .iter()
             .map(|res| CodecResults {
                 codec: res.codec.name(),
-                profile: match res.codec {
-                    Codec::L3 { profile, .. } => Some(profile.name()),
-                    Codec::L3Compact128 => Some(Profile::Compact.name()),
-                    _ => None,
-                },
+                profile: res.codec.profile().map(Profile::name),
                 patch_size: res.codec.patch_size(),
                 threads: res.codec.threads(),
                 results: res
