@@ -136,3 +136,46 @@ fn every_field_decodes_within_its_bound_on_cpu_and_gpu() {
         }
     }
 }
+
+/// A field with exact runs (NaNs) followed in one batch by fields without any: each field's
+/// runs binding must lie inside the runs buffer (the last field's used to start at its end,
+/// a wgpu validation panic on lavapipe), and every field decodes as on the CPU.
+#[cfg(feature = "gpu")]
+#[test]
+fn gpu_batch_of_fields_with_and_without_exact_runs() {
+    let Some(gpu) = gpu_support::gpu() else {
+        return;
+    };
+    let (ny, nx) = (24u32, 40u32);
+    let smooth: Vec<f32> = (0..ny * nx)
+        .map(|i| ((i / nx) as f32 * 0.2).sin() + (i % nx) as f32 * 0.01)
+        .collect();
+    let mut holes = smooth.clone();
+    for i in (0..holes.len()).step_by(37) {
+        holes[i] = f32::NAN;
+    }
+    let o = FieldOptions::new(Bound::Absolute(1e-3));
+    let with_runs = encode_field(&holes, &[ny, nx], &o).unwrap();
+    let without = encode_field(&smooth, &[ny, nx], &o).unwrap();
+    for order in [
+        vec![&with_runs, &without],
+        vec![&without, &with_runs, &without],
+        vec![&without, &without],
+    ] {
+        let refs: Vec<&[u8]> = order.iter().map(|f| f.as_slice()).collect();
+        let batch = gpu.decode_fields(&refs).unwrap();
+        for (k, f) in order.iter().enumerate() {
+            let (_, cpu) = decode_field(f, &DecodeOptions::default()).unwrap();
+            let got = batch.read_back_field(k).unwrap();
+            assert!(
+                got.len() == cpu.len()
+                    && got
+                        .iter()
+                        .zip(&cpu)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "GPU field {k} of {} differs from the CPU's",
+                order.len()
+            );
+        }
+    }
+}

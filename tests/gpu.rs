@@ -811,14 +811,41 @@ fn exported_batches_reimport_with_equal_contents() {
     assert!(exported.allocation_size >= batch.buffer.size());
     assert_ne!(exported.device_uuid, [0u8; 16]);
     let size = batch.buffer.size();
-    let imported = import_buffer(
-        gpu.device(),
-        exported.fd.try_clone().unwrap(),
-        size,
-        exported.allocation_size,
-        exported.memory_type,
-        exported.dedicated,
-    )
+    // Values no export can have are refused before Vulkan sees them (1 << 32 used to wrap).
+    for (memory_type, allocation) in [
+        (32, exported.allocation_size),
+        (u32::MAX, exported.allocation_size),
+        (exported.memory_type, 0),
+        (exported.memory_type, size - 1),
+    ] {
+        // SAFETY: refused before the fd reaches Vulkan (the error is what is tested).
+        let r = unsafe {
+            import_buffer(
+                gpu.device(),
+                exported.fd.try_clone().unwrap(),
+                size,
+                allocation,
+                memory_type,
+                exported.dedicated,
+            )
+        };
+        assert!(
+            matches!(r, Err(l3::Error::Gpu(_))),
+            "type {memory_type}, allocation {allocation}: {r:?}"
+        );
+    }
+    // SAFETY: the fd, size, type and dedication are the export's, on the same device; the
+    // batch is not written while the imported buffer is read.
+    let imported = unsafe {
+        import_buffer(
+            gpu.device(),
+            exported.fd.try_clone().unwrap(),
+            size,
+            exported.allocation_size,
+            exported.memory_type,
+            exported.dedicated,
+        )
+    }
     .unwrap();
     let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
         label: None,
@@ -843,5 +870,52 @@ fn exported_batches_reimport_with_equal_contents() {
     for (i, l) in batch.images.iter().enumerate() {
         let (_, pixels) = l3::decode::decode(&files[i], &DecodeOptions::default()).unwrap();
         assert!(got[l.offset as usize..(l.offset + l.len) as usize] == pixels[..]);
+    }
+}
+
+/// On a device whose storage bindings are smaller than a decoded image (the decoder cuts
+/// the image into bands), augmenting that image is a clear limits error, not a wgpu
+/// validation panic; images that fit still augment.
+#[test]
+fn augment_reports_images_larger_than_a_binding() {
+    use l3::loader::Augment;
+    let Some(_) = gpu() else { return };
+    let adapter = l3::gpu::select_adapter().unwrap();
+    let mut limits = l3::gpu::required_limits(&adapter);
+    limits.max_storage_buffer_binding_size = 1 << 20;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("1 MiB bindings"),
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .unwrap();
+    let small_gpu = GpuDecoder::new(&device, &queue).unwrap();
+    let mut rng = Rng(7);
+    let encode = |w: u32, h: u32, rng: &mut Rng| {
+        let s = random_samples(rng, w, h, 4, 8);
+        encode_raw(w, h, 4, 8, &s, &EncodeOptions::default())
+    };
+    // 2 MiB of RGBA output: twice the binding limit.
+    let big = encode(1024, 512, &mut rng);
+    let small = encode(64, 48, &mut rng);
+    let aug = Augment::with_size(32, 32);
+    for (files, fits) in [(vec![&small], true), (vec![&small, &big], false)] {
+        let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+        let batch = small_gpu
+            .decode_batch(&refs, OutputLayout::Interleaved)
+            .unwrap();
+        let params: Vec<_> = batch
+            .images
+            .iter()
+            .enumerate()
+            .map(|(i, l)| aug.params(1, 0, i as u64, l.width, l.height))
+            .collect();
+        match small_gpu.augment(&batch, &params, &aug) {
+            Ok(t) if fits => assert_eq!(t.read_back().unwrap().to_f32().len(), 32 * 32 * 3),
+            Err(l3::Error::Limits(e)) if !fits => {
+                assert!(e.to_string().contains("binding"), "{e}")
+            }
+            other => panic!("fits {fits}: unexpected {other:?}"),
+        }
     }
 }

@@ -138,6 +138,35 @@ impl GpuDecoder {
             }
             .into());
         }
+        // Each image is bound whole: the decoder cuts large images into bands to respect the
+        // binding limit, so a decoded image can be larger than one binding may be.
+        if let Some(l) = batch
+            .images
+            .iter()
+            .find(|l| l.len.next_multiple_of(4) > max_binding)
+        {
+            return Err(LimitsError::GpuBuffer {
+                what: "decoded image binding (augment reads each image whole)",
+                needed: l.len.next_multiple_of(4),
+                max: max_binding,
+            }
+            .into());
+        }
+        self.with_error_scopes(|| self.submit_augment(batch, params, augment, shape, bytes))
+    }
+
+    /// Uploads the jobs and dispatches `augment.wgsl` once per image; the caller has checked
+    /// the parameters and every binding against the device's limits.
+    fn submit_augment(
+        &self,
+        batch: &GpuBatch,
+        params: &[AugmentParams],
+        augment: &Augment,
+        shape: [usize; 4],
+        bytes: u64,
+    ) -> Result<GpuTensor> {
+        let per = augment.output_len() as u64;
+        let half = augment.output == TensorType::F16;
         let out = storage_buffer(&self.device, "l3 augmented batch", bytes);
         let slot = self.uniform_align;
         let jobs_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {

@@ -2,7 +2,7 @@
 //! API (blocking, with flags, timed, async).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::abi::{scan_levels, OUT_ALIGN};
 use super::device::{max_chunk_limit, request_device, select_adapter, Pipelines};
@@ -27,6 +27,9 @@ pub struct GpuDecoder {
     last_timings: Mutex<Option<StageTimings>>,
     /// GPU buffers (re)allocated for scratch so far (see [`GpuDecoder::count_allocation`]).
     allocations: AtomicU64,
+    /// The first GPU error no error scope caught, on a device this decoder created (wgpu's
+    /// default handler panics): [`GpuDecoder::with_error_scopes`] reports it as [`Error::Gpu`].
+    pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for GpuDecoder {
@@ -55,6 +58,7 @@ impl GpuDecoder {
             timing: false,
             last_timings: Mutex::new(None),
             allocations: AtomicU64::new(0),
+            uncaptured: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -65,6 +69,13 @@ impl GpuDecoder {
         let (device, queue) = request_device(adapter)?;
         let mut d = GpuDecoder::new(&device, &queue)?;
         d.adapter_info = Some(adapter.get_info());
+        // The device is ours: an error outside every scope is kept for the next operation
+        // to report, instead of wgpu's default handler panicking on whichever thread hit it.
+        let slot = Arc::clone(&d.uncaptured);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut first = slot.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+        }));
         Ok(d)
     }
 

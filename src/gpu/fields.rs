@@ -79,11 +79,17 @@ impl GpuDecoder {
                 let words: [u32; FIELD_RUN_WORDS as usize] = [r.start, r.len, r.bits];
                 run_words.extend(words);
             }
+            // A field without runs still binds one word (bindings are never empty), and that
+            // word must lie inside the buffer even when the field is the last one.
+            if l.runs.is_empty() {
+                run_words.push(0);
+            }
             // Each field's runs start on a storage-offset boundary.
             let align = (self.device.limits().min_storage_buffer_offset_alignment / 4) as usize;
             run_words.resize(run_words.len().next_multiple_of(align.max(1)), 0);
         }
-        let max_binding = self.device.limits().max_storage_buffer_binding_size;
+        let limits = self.device.limits();
+        let max_binding = limits.max_storage_buffer_binding_size;
         if let Some(l) = layouts.iter().find(|l| l.header.len() * 4 > max_binding) {
             return Err(LimitsError::GpuBuffer {
                 what: "field values binding",
@@ -92,11 +98,36 @@ impl GpuDecoder {
             }
             .into());
         }
+        let run_bytes = run_words.len() as u64 * 4;
+        for (what, needed, max) in [
+            ("field values buffer", total, limits.max_buffer_size),
+            ("field runs buffer", run_bytes, limits.max_buffer_size),
+            ("field runs binding", run_bytes, max_binding),
+        ] {
+            if needed > max {
+                return Err(LimitsError::GpuBuffer { what, needed, max }.into());
+            }
+        }
+        self.with_error_scopes(|| {
+            self.submit_fields(&layouts, &bins, &offsets, &run_words, &run_base, total)
+        })
+    }
+
+    /// Uploads the runs and jobs and dispatches `fields.wgsl` once per field; the caller has
+    /// checked every buffer and binding against the device's limits.
+    fn submit_fields(
+        &self,
+        layouts: &[crate::field::FieldLayout<'_>],
+        bins: &super::GpuBatch,
+        offsets: &[u64],
+        run_words: &[u32],
+        run_base: &[u64],
+        total: u64,
+    ) -> Result<GpuFieldBatch> {
         let out = storage_buffer(&self.device, "l3 field values", total.max(OUT_ALIGN));
-        run_words.resize(run_words.len().max(4), 0);
         let runs = storage_buffer(&self.device, "l3 field runs", run_words.len() as u64 * 4);
         self.queue
-            .write_buffer(&runs, 0, bytemuck::cast_slice(&run_words));
+            .write_buffer(&runs, 0, bytemuck::cast_slice(run_words));
         let slot = self.uniform_align;
         let jobs = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("l3 field jobs"),
@@ -162,7 +193,7 @@ impl GpuDecoder {
         self.queue.submit([encoder.finish()]);
         Ok(GpuFieldBatch {
             buffer: out,
-            offsets,
+            offsets: offsets.to_vec(),
             headers: layouts.iter().map(|l| l.header).collect(),
             device: self.device.clone(),
             queue: self.queue.clone(),

@@ -202,7 +202,20 @@ pub fn exportable_buffer(device: &wgpu::Device, size: u64) -> Result<ExportedBuf
 /// Imports memory exported by [`exportable_buffer`] (on the same physical device) as a wgpu
 /// buffer of `size` bytes on `device`: `fd` is consumed (Vulkan owns it once the import
 /// succeeds; on failure it is closed here).
-pub fn import_buffer(
+///
+/// What can be checked is checked (a memory type index below 32 that the buffer accepts, a
+/// non-zero allocation at least `size` bytes long, the buffer's requirements); a bad value
+/// there is an [`Error::Gpu`].
+///
+/// # Safety
+/// Vulkan cannot validate an imported fd, so the caller guarantees what the driver trusts:
+/// `fd` is an opaque fd (`VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT`) exported from memory
+/// on the physical device and driver of `device`; `allocation_size`, `memory_type` and
+/// `dedicated` are those of that export (as [`ExportedBuffer`] reports them); and whoever
+/// else holds the memory does not write it while this buffer is read, nor read it while this
+/// buffer is written, without synchronising. Otherwise the driver may read or write outside
+/// the memory, or crash.
+pub unsafe fn import_buffer(
     device: &wgpu::Device,
     fd: OwnedFd,
     size: u64,
@@ -210,14 +223,26 @@ pub fn import_buffer(
     memory_type: u32,
     dedicated: bool,
 ) -> Result<wgpu::Buffer> {
-    // SAFETY: as in `exportable_buffer`.
+    let type_bit = 1u32.checked_shl(memory_type).ok_or_else(|| {
+        Error::Gpu(format!(
+            "memory type {memory_type} does not exist (Vulkan has at most 32)"
+        ))
+    })?;
+    if allocation_size == 0 || size > allocation_size {
+        return Err(Error::Gpu(format!(
+            "a buffer of {size} bytes cannot be imported from an allocation of \
+             {allocation_size} bytes"
+        )));
+    }
+    // SAFETY: the handles come from wgpu's live Vulkan device; the fd's contract is the
+    // caller's (see # Safety).
     unsafe {
         let hal = device
             .as_hal::<Vulkan>()
             .ok_or_else(|| Error::Gpu("memory import needs the Vulkan backend".into()))?;
         let raw = hal.raw_device();
         let (buffer, reqs, _) = external_buffer(raw, size.max(4))?;
-        if reqs.size > allocation_size || reqs.memory_type_bits & (1 << memory_type) == 0 {
+        if reqs.size > allocation_size || reqs.memory_type_bits & type_bit == 0 {
             raw.destroy_buffer(buffer, None);
             return Err(Error::Gpu(format!(
                 "the imported memory ({allocation_size} bytes, type {memory_type}) cannot back \

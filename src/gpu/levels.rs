@@ -258,109 +258,127 @@ impl GpuDecoder {
             .into());
         }
 
-        let out = storage_buffer(&self.device, "l3 levels out", out_len.max(OUT_ALIGN));
-        let ping = (ping_len > 0).then(|| storage_buffer(&self.device, "l3 levels ping", ping_len));
-        let pong = (pong_len > 0).then(|| storage_buffer(&self.device, "l3 levels pong", pong_len));
-        let buffer = |b: Buf| -> &wgpu::Buffer {
-            match b {
-                Buf::Batch => &batch.buffer,
-                Buf::Ping => ping.as_ref().expect("ping allocated for its slots"),
-                Buf::Pong => pong.as_ref().expect("pong allocated for its slots"),
-                Buf::Out => &out,
+        let max_buffer = self.device.limits().max_buffer_size;
+        for (what, needed) in [
+            ("progressive levels output buffer", out_len),
+            ("progressive levels scratch buffer", ping_len.max(pong_len)),
+        ] {
+            if needed > max_buffer {
+                return Err(LimitsError::GpuBuffer {
+                    what,
+                    needed,
+                    max: max_buffer,
+                }
+                .into());
             }
-        };
-
-        // One 256-byte uniform slot per dispatch.
-        let jobs: Vec<LevelJob> = steps
-            .iter()
-            .flatten()
-            .filter_map(|op| match op {
-                Op::Copy { .. } => None,
-                Op::Subsample { job, .. } | Op::Refine { job, .. } => Some(*job),
-            })
-            .collect();
-        let slot_len = self.uniform_align;
-        let job_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("l3 level jobs"),
-            size: (jobs.len() as u64 * slot_len).max(slot_len),
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        for (n, job) in jobs.iter().enumerate() {
-            self.queue
-                .write_buffer(&job_buffer, n as u64 * slot_len, bytemuck::bytes_of(job));
         }
+        self.with_error_scopes(|| {
+            let out = storage_buffer(&self.device, "l3 levels out", out_len.max(OUT_ALIGN));
+            let ping =
+                (ping_len > 0).then(|| storage_buffer(&self.device, "l3 levels ping", ping_len));
+            let pong =
+                (pong_len > 0).then(|| storage_buffer(&self.device, "l3 levels pong", pong_len));
+            let buffer = |b: Buf| -> &wgpu::Buffer {
+                match b {
+                    Buf::Batch => &batch.buffer,
+                    Buf::Ping => ping.as_ref().expect("ping allocated for its slots"),
+                    Buf::Pong => pong.as_ref().expect("pong allocated for its slots"),
+                    Buf::Out => &out,
+                }
+            };
 
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("l3 levels"),
+            // One 256-byte uniform slot per dispatch.
+            let jobs: Vec<LevelJob> = steps
+                .iter()
+                .flatten()
+                .filter_map(|op| match op {
+                    Op::Copy { .. } => None,
+                    Op::Subsample { job, .. } | Op::Refine { job, .. } => Some(*job),
+                })
+                .collect();
+            let slot_len = self.uniform_align;
+            let job_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3 level jobs"),
+                size: (jobs.len() as u64 * slot_len).max(slot_len),
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
             });
-        let mut job_index = 0u64;
-        let job_size = size_of::<LevelJob>() as u64;
-        for step in &steps {
-            // Copies first (outside any pass), then one pass for the step's dispatches.
-            for op in step {
-                if let Op::Copy { src, dst } = op {
-                    encoder.copy_buffer_to_buffer(
-                        buffer(src.buf),
-                        src.offset,
-                        buffer(dst.buf),
-                        dst.offset,
-                        src.len.next_multiple_of(4),
-                    );
+            for (n, job) in jobs.iter().enumerate() {
+                self.queue
+                    .write_buffer(&job_buffer, n as u64 * slot_len, bytemuck::bytes_of(job));
+            }
+
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("l3 levels"),
+                });
+            let mut job_index = 0u64;
+            let job_size = size_of::<LevelJob>() as u64;
+            for step in &steps {
+                // Copies first (outside any pass), then one pass for the step's dispatches.
+                for op in step {
+                    if let Op::Copy { src, dst } = op {
+                        encoder.copy_buffer_to_buffer(
+                            buffer(src.buf),
+                            src.offset,
+                            buffer(dst.buf),
+                            dst.offset,
+                            src.len.next_multiple_of(4),
+                        );
+                    }
+                }
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("l3 levels"),
+                    timestamp_writes: None,
+                });
+                for op in step {
+                    let (pipeline, job, src, residual, dst) = match op {
+                        Op::Copy { .. } => continue,
+                        Op::Subsample { job, src, dst } => {
+                            (&self.pipelines.subsample, job, src, src, dst)
+                        }
+                        Op::Refine {
+                            job,
+                            coarse,
+                            residual,
+                            dst,
+                        } => (&self.pipelines.refine, job, coarse, residual, dst),
+                    };
+                    let bind = |binding, s: &Slot| wgpu::BindGroupEntry {
+                        binding,
+                        resource: range(buffer(s.buf), s.offset, s.bound()),
+                    };
+                    let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some("l3 levels"),
+                        layout: &self.pipelines.levels_bgl,
+                        entries: &[
+                            wgpu::BindGroupEntry {
+                                binding: 0,
+                                resource: range(&job_buffer, job_index * slot_len, job_size),
+                            },
+                            bind(1, src),
+                            bind(2, residual),
+                            bind(3, dst),
+                        ],
+                    });
+                    job_index += 1;
+                    let per_word = 32 / job.depth as u64;
+                    let words = (job.width as u64 * job.height as u64 * job.channels as u64)
+                        .div_ceil(per_word);
+                    let groups = strided_workgroups(words, LEVELS_WORKGROUP_SIZE);
+                    pass.set_pipeline(pipeline);
+                    pass.set_bind_group(0, &group, &[]);
+                    pass.dispatch_workgroups(groups, 1, 1);
                 }
             }
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("l3 levels"),
-                timestamp_writes: None,
-            });
-            for op in step {
-                let (pipeline, job, src, residual, dst) = match op {
-                    Op::Copy { .. } => continue,
-                    Op::Subsample { job, src, dst } => {
-                        (&self.pipelines.subsample, job, src, src, dst)
-                    }
-                    Op::Refine {
-                        job,
-                        coarse,
-                        residual,
-                        dst,
-                    } => (&self.pipelines.refine, job, coarse, residual, dst),
-                };
-                let bind = |binding, s: &Slot| wgpu::BindGroupEntry {
-                    binding,
-                    resource: range(buffer(s.buf), s.offset, s.bound()),
-                };
-                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("l3 levels"),
-                    layout: &self.pipelines.levels_bgl,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: range(&job_buffer, job_index * slot_len, job_size),
-                        },
-                        bind(1, src),
-                        bind(2, residual),
-                        bind(3, dst),
-                    ],
-                });
-                job_index += 1;
-                let per_word = 32 / job.depth as u64;
-                let words =
-                    (job.width as u64 * job.height as u64 * job.channels as u64).div_ceil(per_word);
-                let groups = strided_workgroups(words, LEVELS_WORKGROUP_SIZE);
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(groups, 1, 1);
-            }
-        }
-        self.queue.submit([encoder.finish()]);
-        Ok(GpuBatch {
-            buffer: out,
-            images,
-            device: self.device.clone(),
-            queue: self.queue.clone(),
+            self.queue.submit([encoder.finish()]);
+            Ok(GpuBatch {
+                buffer: out,
+                images,
+                device: self.device.clone(),
+                queue: self.queue.clone(),
+            })
         })
     }
 }

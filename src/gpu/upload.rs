@@ -205,6 +205,14 @@ impl GpuDecoder {
                 return Err(Error::Gpu(format!("GPU decode failed: {e}")));
             }
         }
+        let escaped = self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(e) = escaped {
+            return Err(Error::Gpu(format!("GPU error outside a decode: {e}")));
+        }
         r
     }
 
