@@ -3,8 +3,9 @@
 //! the twin of [`crate::loader::Augment::apply`].
 
 use super::abi::{strided_workgroups, AUGMENT_WORKGROUP_SIZE};
+use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::range;
-use super::readback::{read_buffer, GpuBatch};
+use super::readback::{read_buffer, GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
 use crate::error::{LimitsError, ParameterError, Result};
@@ -96,131 +97,37 @@ impl GpuDecoder {
         params: &[AugmentParams],
         augment: &Augment,
     ) -> Result<GpuTensor> {
-        if params.len() != batch.images.len() {
-            return Err(ParameterError::InvalidOption {
-                name: "params",
-                value: params.len() as u64,
-                reason: "one per image of the batch",
-            }
-            .into());
-        }
-        if batch.images.iter().any(|l| l.planar) {
-            return Err(ParameterError::InvalidOption {
-                name: "batch layout",
-                value: 0,
-                reason: "augment reads interleaved batches",
-            }
-            .into());
-        }
-        let per = augment.output_len() as u64;
-        let half = augment.output == TensorType::F16;
-        if half && per % 2 == 1 {
-            return Err(ParameterError::InvalidOption {
-                name: "augment output",
-                value: per,
-                reason: "f16 output needs an even number of values per image",
-            }
-            .into());
-        }
-        let shape = [
-            params.len(),
-            augment.channels as usize,
-            augment.size.1 as usize,
-            augment.size.0 as usize,
-        ];
-        let bytes = (per * params.len() as u64 * if half { 2 } else { 4 }).max(4);
-        let max_binding = self.device.limits().max_storage_buffer_binding_size;
-        if bytes > max_binding || per * params.len() as u64 > u32::MAX as u64 {
-            return Err(LimitsError::GpuBuffer {
-                what: "augmented batch tensor",
-                needed: bytes,
-                max: max_binding,
-            }
-            .into());
-        }
-        // Each image is bound whole: the decoder cuts large images into bands to respect the
-        // binding limit, so a decoded image can be larger than one binding may be.
-        if let Some(l) = batch
-            .images
-            .iter()
-            .find(|l| l.len.next_multiple_of(4) > max_binding)
-        {
-            return Err(LimitsError::GpuBuffer {
-                what: "decoded image binding (augment reads each image whole)",
-                needed: l.len.next_multiple_of(4),
-                max: max_binding,
-            }
-            .into());
-        }
-        self.with_error_scopes(|| self.submit_augment(batch, params, augment, shape, bytes))
+        let plan = plan_augment(
+            &batch.images,
+            params,
+            augment,
+            &BindLimits::of(&self.device),
+        )?;
+        check_bindings(
+            plan.bindings(&batch.images, batch.buffer.size()),
+            &plan.limits,
+        )?;
+        self.with_error_scopes(|| self.submit_augment(batch, &plan, augment.output))
     }
 
-    /// Uploads the jobs and dispatches `augment.wgsl` once per image; the caller has checked
-    /// the parameters and every binding against the device's limits.
+    /// Uploads the jobs and dispatches `augment.wgsl` once per image of a checked plan.
     fn submit_augment(
         &self,
         batch: &GpuBatch,
-        params: &[AugmentParams],
-        augment: &Augment,
-        shape: [usize; 4],
-        bytes: u64,
+        plan: &AugmentPlan,
+        element: TensorType,
     ) -> Result<GpuTensor> {
-        let per = augment.output_len() as u64;
-        let half = augment.output == TensorType::F16;
-        let out = storage_buffer(&self.device, "l3 augmented batch", bytes);
+        let out = storage_buffer(&self.device, "l3 augmented batch", plan.bytes);
         let slot = self.uniform_align;
         let jobs_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("l3 augment jobs"),
-            size: (params.len() as u64 * slot).max(slot),
+            size: (plan.jobs.len() as u64 * slot).max(slot),
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        for (i, (l, p)) in batch.images.iter().zip(params).enumerate() {
-            let (x, y, w, h) = p.crop;
-            let pad = augment.padding;
-            if w == 0 || h == 0 || x + w > l.width + 2 * pad || y + h > l.height + 2 * pad {
-                return Err(ParameterError::InvalidOption {
-                    name: "crop",
-                    value: i as u64,
-                    reason: "the crop must lie inside its image",
-                }
-                .into());
-            }
-            let sources = source_channels(l.channels, augment.channels)?;
-            let packed = sources
-                .iter()
-                .enumerate()
-                .fold(0u32, |acc, (c, &s)| acc | (s as u32) << (8 * c));
-            let job = AugmentJob {
-                width: l.width,
-                height: l.height,
-                channels: l.channels as u32,
-                depth: l.depth as u32,
-                crop_x: x,
-                crop_y: y,
-                crop_w: w,
-                crop_h: h,
-                out_w: augment.size.0,
-                out_h: augment.size.1,
-                out_c: augment.channels as u32,
-                flip: p.flip as u32,
-                dst_offset: (i as u64 * if half { per / 2 } else { per }) as u32,
-                source_channels: packed,
-                rot90: p.rot90 as u32,
-                padding: pad,
-                noise_seed: p.noise_seed,
-                general: p.is_general(pad) as u32,
-                half: half as u32,
-                cos_a: p.rotation.0,
-                sin_a: p.rotation.1,
-                fill: augment.fill,
-                noise_std: augment.noise_std,
-                mean: augment.normalize.mean,
-                std_dev: augment.normalize.std,
-                ..Default::default()
-            };
+        for (i, job) in plan.jobs.iter().enumerate() {
             self.queue
-                .write_buffer(&jobs_buffer, i as u64 * slot, bytemuck::bytes_of(&job));
+                .write_buffer(&jobs_buffer, i as u64 * slot, bytemuck::bytes_of(job));
         }
         let mut encoder = self
             .device
@@ -256,7 +163,7 @@ impl GpuDecoder {
                         },
                     ],
                 });
-                let groups = strided_workgroups(per, AUGMENT_WORKGROUP_SIZE);
+                let groups = strided_workgroups(plan.per, AUGMENT_WORKGROUP_SIZE);
                 pass.set_bind_group(0, &group, &[]);
                 pass.dispatch_workgroups(groups, 1, 1);
             }
@@ -264,10 +171,160 @@ impl GpuDecoder {
         self.queue.submit([encoder.finish()]);
         Ok(GpuTensor {
             buffer: out,
-            shape,
-            element: augment.output,
+            shape: plan.shape,
+            element,
             device: self.device.clone(),
             queue: self.queue.clone(),
         })
     }
+}
+
+/// The augment stage of one batch: a job per image and the output tensor's size (a pure
+/// function of the decoded images, the parameters and the device's limits).
+#[derive(Debug, Clone)]
+pub struct AugmentPlan {
+    jobs: Vec<AugmentJob>,
+    /// Values per image.
+    per: u64,
+    /// Bytes of the output tensor.
+    pub bytes: u64,
+    /// `[images, channels, height, width]`.
+    pub shape: [usize; 4],
+    /// The limits it was planned for.
+    pub limits: BindLimits,
+}
+
+impl AugmentPlan {
+    /// Every storage range the stage binds, for [`check_bindings`]: each decoded image of
+    /// `images` (in a buffer of `batch_len` bytes) and the whole output.
+    pub fn bindings<'a>(
+        &'a self,
+        images: &'a [ImageLayout],
+        batch_len: u64,
+    ) -> impl Iterator<Item = Binding> + 'a {
+        let out = Binding {
+            what: "augmented batch tensor",
+            buffer_len: self.bytes,
+            offset: 0,
+            size: self.bytes,
+            copy: false,
+        };
+        images
+            .iter()
+            .map(move |l| Binding {
+                what: "decoded image binding (augment reads each image whole)",
+                buffer_len: batch_len,
+                offset: l.offset,
+                size: l.len.next_multiple_of(4).max(4),
+                copy: false,
+            })
+            .chain(std::iter::once(out))
+    }
+}
+
+/// Plans the augment stage (see [`AugmentPlan`]): checks the parameters (one per image, each
+/// crop inside its padded image, channels the augment can take) and the tensor's size.
+pub fn plan_augment(
+    images: &[ImageLayout],
+    params: &[AugmentParams],
+    augment: &Augment,
+    limits: &BindLimits,
+) -> Result<AugmentPlan> {
+    if params.len() != images.len() {
+        return Err(ParameterError::InvalidOption {
+            name: "params",
+            value: params.len() as u64,
+            reason: "one per image of the batch",
+        }
+        .into());
+    }
+    if images.iter().any(|l| l.planar) {
+        return Err(ParameterError::InvalidOption {
+            name: "batch layout",
+            value: 0,
+            reason: "augment reads interleaved batches",
+        }
+        .into());
+    }
+    let per = augment.output_len() as u64;
+    let half = augment.output == TensorType::F16;
+    if half && per % 2 == 1 {
+        return Err(ParameterError::InvalidOption {
+            name: "augment output",
+            value: per,
+            reason: "f16 output needs an even number of values per image",
+        }
+        .into());
+    }
+    let shape = [
+        params.len(),
+        augment.channels as usize,
+        augment.size.1 as usize,
+        augment.size.0 as usize,
+    ];
+    let values = per.checked_mul(params.len() as u64).unwrap_or(u64::MAX);
+    let bytes = values.saturating_mul(if half { 2 } else { 4 }).max(4);
+    if bytes > limits.max_binding || values > u32::MAX as u64 {
+        return Err(LimitsError::GpuBuffer {
+            what: "augmented batch tensor",
+            needed: bytes,
+            max: limits.max_binding,
+        }
+        .into());
+    }
+    let mut jobs = Vec::with_capacity(images.len());
+    for (i, (l, p)) in images.iter().zip(params).enumerate() {
+        let (x, y, w, h) = p.crop;
+        let pad = augment.padding as u64;
+        let fits =
+            |start: u32, len: u32, size: u32| start as u64 + len as u64 <= size as u64 + 2 * pad;
+        if w == 0 || h == 0 || !fits(x, w, l.width) || !fits(y, h, l.height) {
+            return Err(ParameterError::InvalidOption {
+                name: "crop",
+                value: i as u64,
+                reason: "the crop must lie inside its image",
+            }
+            .into());
+        }
+        let sources = source_channels(l.channels, augment.channels)?;
+        let packed = sources
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (c, &s)| acc | (s as u32) << (8 * c));
+        jobs.push(AugmentJob {
+            width: l.width,
+            height: l.height,
+            channels: l.channels as u32,
+            depth: l.depth as u32,
+            crop_x: x,
+            crop_y: y,
+            crop_w: w,
+            crop_h: h,
+            out_w: augment.size.0,
+            out_h: augment.size.1,
+            out_c: augment.channels as u32,
+            flip: p.flip as u32,
+            dst_offset: (i as u64 * if half { per / 2 } else { per }) as u32,
+            source_channels: packed,
+            rot90: p.rot90 as u32,
+            padding: augment.padding,
+            noise_seed: p.noise_seed,
+            general: p.is_general(augment.padding) as u32,
+            half: half as u32,
+            cos_a: p.rotation.0,
+            sin_a: p.rotation.1,
+            fill: augment.fill,
+            noise_std: augment.noise_std,
+            mean: augment.normalize.mean,
+            std_dev: augment.normalize.std,
+            ..Default::default()
+        });
+    }
+    Ok(AugmentPlan {
+        jobs,
+        per,
+        bytes,
+        shape,
+        limits: *limits,
+    })
 }

@@ -4,12 +4,14 @@
 //! gives on the CPU.
 
 use super::abi::{strided_workgroups, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
+use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::range;
 use super::readback::read_buffer;
+use super::readback::ImageLayout;
 use super::upload::storage_buffer;
 use super::GpuDecoder;
-use crate::error::{Error, LimitsError, Result};
-use crate::field::{parse_field, FieldHeader};
+use crate::error::{Error, Result};
+use crate::field::{parse_field, FieldHeader, FieldLayout};
 use crate::layout::OutputLayout;
 
 /// The uniform of one dispatch: `FieldJob` in `fields.wgsl`.
@@ -65,66 +67,32 @@ impl GpuDecoder {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let plan = plan_fields(&layouts, &BindLimits::of(&self.device))?;
         let images: Vec<&[u8]> = layouts.iter().map(|l| l.image).collect();
         let bins = self.decode_batch(&images, OutputLayout::Interleaved)?;
-        let mut offsets = Vec::with_capacity(files.len());
-        let mut total = 0u64;
-        let mut run_words: Vec<u32> = Vec::new();
-        let mut run_base = Vec::with_capacity(files.len());
-        for l in &layouts {
-            offsets.push(total);
-            total = (total + l.header.len() * 4).next_multiple_of(OUT_ALIGN);
-            run_base.push(run_words.len() as u64 * 4);
-            for r in &l.runs {
-                let words: [u32; FIELD_RUN_WORDS as usize] = [r.start, r.len, r.bits];
-                run_words.extend(words);
-            }
-            // A field without runs still binds one word (bindings are never empty), and that
-            // word must lie inside the buffer even when the field is the last one.
-            if l.runs.is_empty() {
-                run_words.push(0);
-            }
-            // Each field's runs start on a storage-offset boundary.
-            let align = (self.device.limits().min_storage_buffer_offset_alignment / 4) as usize;
-            run_words.resize(run_words.len().next_multiple_of(align.max(1)), 0);
-        }
-        let limits = self.device.limits();
-        let max_binding = limits.max_storage_buffer_binding_size;
-        if let Some(l) = layouts.iter().find(|l| l.header.len() * 4 > max_binding) {
-            return Err(LimitsError::GpuBuffer {
-                what: "field values binding",
-                needed: l.header.len() * 4,
-                max: max_binding,
-            }
-            .into());
-        }
-        let run_bytes = run_words.len() as u64 * 4;
-        for (what, needed, max) in [
-            ("field values buffer", total, limits.max_buffer_size),
-            ("field runs buffer", run_bytes, limits.max_buffer_size),
-            ("field runs binding", run_bytes, max_binding),
-        ] {
-            if needed > max {
-                return Err(LimitsError::GpuBuffer { what, needed, max }.into());
-            }
-        }
-        self.with_error_scopes(|| {
-            self.submit_fields(&layouts, &bins, &offsets, &run_words, &run_base, total)
-        })
+        check_bindings(
+            plan.bindings(&layouts, &bins.images, bins.buffer.size()),
+            &plan.limits,
+        )?;
+        self.with_error_scopes(|| self.submit_fields(&layouts, &bins, &plan))
     }
 
     /// Uploads the runs and jobs and dispatches `fields.wgsl` once per field; the caller has
     /// checked every buffer and binding against the device's limits.
     fn submit_fields(
         &self,
-        layouts: &[crate::field::FieldLayout<'_>],
+        layouts: &[FieldLayout<'_>],
         bins: &super::GpuBatch,
-        offsets: &[u64],
-        run_words: &[u32],
-        run_base: &[u64],
-        total: u64,
+        plan: &FieldPlan,
     ) -> Result<GpuFieldBatch> {
-        let out = storage_buffer(&self.device, "l3 field values", total.max(OUT_ALIGN));
+        let FieldPlan {
+            offsets,
+            total,
+            run_words,
+            run_base,
+            ..
+        } = plan;
+        let out = storage_buffer(&self.device, "l3 field values", (*total).max(OUT_ALIGN));
         let runs = storage_buffer(&self.device, "l3 field runs", run_words.len() as u64 * 4);
         self.queue
             .write_buffer(&runs, 0, bytemuck::cast_slice(run_words));
@@ -159,7 +127,6 @@ impl GpuDecoder {
             for (k, l) in layouts.iter().enumerate() {
                 let n = l.header.len();
                 let image = bins.images[k];
-                let run_len = (l.runs.len() as u64 * FIELD_RUN_WORDS as u64 * 4).max(4);
                 let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                     label: Some("l3 fields"),
                     layout: &self.pipelines.fields_bgl,
@@ -178,7 +145,7 @@ impl GpuDecoder {
                         },
                         wgpu::BindGroupEntry {
                             binding: 2,
-                            resource: range(&runs, run_base[k], run_len),
+                            resource: range(&runs, run_base[k], run_binding_len(l)),
                         },
                         wgpu::BindGroupEntry {
                             binding: 3,
@@ -197,6 +164,116 @@ impl GpuDecoder {
             headers: layouts.iter().map(|l| l.header).collect(),
             device: self.device.clone(),
             queue: self.queue.clone(),
+        })
+    }
+}
+
+/// Where a batch of fields goes: each field's values in the output, its runs in the runs
+/// buffer (a pure function of the fields and the device's limits, checked by
+/// [`FieldPlan::bindings`] before anything is bound).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldPlan {
+    /// Byte offset of each field's values (multiples of [`OUT_ALIGN`]).
+    pub offsets: Vec<u64>,
+    /// Bytes of the values buffer.
+    pub total: u64,
+    /// The runs buffer: each field's `[start, len, bits]` words.
+    pub run_words: Vec<u32>,
+    /// Byte offset of each field's runs (multiples of the storage alignment).
+    pub run_base: Vec<u64>,
+    /// The limits it was planned for.
+    pub limits: BindLimits,
+}
+
+/// Bytes of field `l`'s runs binding (one word when it has none: bindings are never empty).
+fn run_binding_len(l: &FieldLayout<'_>) -> u64 {
+    (l.runs.len() as u64 * FIELD_RUN_WORDS as u64 * 4).max(4)
+}
+
+/// Plans a batch of parsed fields (see [`FieldPlan`]).
+pub fn plan_fields(layouts: &[FieldLayout<'_>], limits: &BindLimits) -> Result<FieldPlan> {
+    let align = (limits.storage_align / 4).max(1) as usize;
+    let mut offsets = Vec::with_capacity(layouts.len());
+    let mut total = 0u64;
+    let mut run_words: Vec<u32> = Vec::new();
+    let mut run_base = Vec::with_capacity(layouts.len());
+    for l in layouts {
+        let values = l.header.len().saturating_mul(4);
+        if values > limits.max_binding {
+            return Err(crate::error::LimitsError::GpuBuffer {
+                what: "field values binding",
+                needed: values,
+                max: limits.max_binding,
+            }
+            .into());
+        }
+        offsets.push(total);
+        total = (total + values).next_multiple_of(OUT_ALIGN);
+        if total > limits.max_buffer {
+            return Err(crate::error::LimitsError::GpuBuffer {
+                what: "field values buffer",
+                needed: total,
+                max: limits.max_buffer,
+            }
+            .into());
+        }
+        run_base.push(run_words.len() as u64 * 4);
+        for r in &l.runs {
+            let words: [u32; FIELD_RUN_WORDS as usize] = [r.start, r.len, r.bits];
+            run_words.extend(words);
+        }
+        // A field without runs still binds one word, which must lie inside the buffer even
+        // when the field is the last one (it used to start at the buffer's end).
+        if l.runs.is_empty() {
+            run_words.push(0);
+        }
+        // Each field's runs start on a storage-offset boundary.
+        run_words.resize(run_words.len().next_multiple_of(align), 0);
+    }
+    Ok(FieldPlan {
+        offsets,
+        total,
+        run_words,
+        run_base,
+        limits: *limits,
+    })
+}
+
+impl FieldPlan {
+    /// Every storage range the fields stage binds, for [`check_bindings`]: each field's bin
+    /// image in the decoded batch (`images`, in a buffer of `batch_len` bytes), its runs and
+    /// its values.
+    pub fn bindings<'a>(
+        &'a self,
+        layouts: &'a [FieldLayout<'_>],
+        images: &'a [ImageLayout],
+        batch_len: u64,
+    ) -> impl Iterator<Item = Binding> + 'a {
+        layouts.iter().enumerate().flat_map(move |(k, l)| {
+            let image = images.get(k).copied();
+            [
+                Binding {
+                    what: "field bin image",
+                    buffer_len: if image.is_some() { batch_len } else { 0 },
+                    offset: image.map_or(0, |i| i.offset),
+                    size: image.map_or(0, |i| i.len.next_multiple_of(4)),
+                    copy: false,
+                },
+                Binding {
+                    what: "field runs",
+                    buffer_len: self.run_words.len() as u64 * 4,
+                    offset: self.run_base[k],
+                    size: run_binding_len(l),
+                    copy: false,
+                },
+                Binding {
+                    what: "field values",
+                    buffer_len: self.total.max(OUT_ALIGN),
+                    offset: self.offsets[k],
+                    size: (l.header.len() * 4).max(4),
+                    copy: false,
+                },
+            ]
         })
     }
 }

@@ -7,11 +7,12 @@
 //! [`crate::progressive::interlace`].
 
 use super::abi::{strided_workgroups, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
+use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::range;
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
-use crate::error::{Error, LimitsError, ParameterError, Result};
+use crate::error::{Error, ParameterError, Result};
 use crate::layout::{OutputLayout, Window};
 use crate::progressive::{level_dims, level_stride, LevelScheme, StoredLevels};
 
@@ -143,135 +144,18 @@ impl GpuDecoder {
                 e => e,
             })?;
 
-        // Where each result goes, and the operations that produce it.
-        let mut images = Vec::with_capacity(records.len());
-        let mut out_len = 0u64;
-        let (mut ping_len, mut pong_len) = (0u64, 0u64);
-        let mut steps: Vec<Vec<Op>> = vec![Vec::new(); level as usize + 1];
-        for (i, r) in records.iter().enumerate() {
-            let bytes = (r.depth / 8) as u64;
-            let image_len = |(w, h): (u32, u32)| w as u64 * h as u64 * r.channels as u64 * bytes;
-            let dims = level_dims(r.width, r.height, r.level_count, level);
-            let offset = out_len;
-            let len = image_len(dims);
-            out_len = (offset + len).next_multiple_of(OUT_ALIGN);
-            let decoded = batch.images[first[i]];
-            images.push(ImageLayout {
-                offset,
-                len,
-                width: dims.0,
-                height: dims.1,
-                ..decoded
-            });
-            let out = Slot {
-                buf: Buf::Out,
-                offset,
-                len,
-            };
-            let in_batch = |k: usize| {
-                let l = batch.images[first[i] + k];
-                Slot {
-                    buf: Buf::Batch,
-                    offset: l.offset,
-                    len: l.len,
-                }
-            };
-            let job = |(w, h): (u32, u32)| LevelJob {
-                width: w,
-                height: h,
-                channels: r.channels as u32,
-                depth: r.depth as u32,
-                stride: level_stride(r.level_count, level),
-                src_width: r.width,
-                ..Default::default()
-            };
-            let top = level == r.level_count - 1;
-            match r.scheme {
-                LevelScheme::Flat if top => steps[0].push(Op::Copy {
-                    src: in_batch(0),
-                    dst: out,
-                }),
-                LevelScheme::Flat => steps[0].push(Op::Subsample {
-                    job: job(dims),
-                    src: in_batch(0),
-                    dst: out,
-                }),
-                LevelScheme::Interlace if level == 0 => steps[0].push(Op::Copy {
-                    src: in_batch(0),
-                    dst: out,
-                }),
-                LevelScheme::Interlace => {
-                    let mut coarse = in_batch(0);
-                    for k in 1..=level {
-                        let fine = level_dims(r.width, r.height, r.level_count, k);
-                        let dst = if k == level {
-                            out
-                        } else {
-                            let (buf, used) = if k % 2 == 1 {
-                                (Buf::Ping, &mut ping_len)
-                            } else {
-                                (Buf::Pong, &mut pong_len)
-                            };
-                            let slot = Slot {
-                                buf,
-                                offset: *used,
-                                len: image_len(fine),
-                            };
-                            *used = (slot.offset + slot.len).next_multiple_of(OUT_ALIGN);
-                            slot
-                        };
-                        steps[k as usize].push(Op::Refine {
-                            job: job(fine),
-                            coarse,
-                            residual: in_batch(k as usize),
-                            dst,
-                        });
-                        coarse = dst;
-                    }
-                }
-            }
-        }
-
-        let max_binding = self.device.limits().max_storage_buffer_binding_size;
-        let too_big = steps.iter().flatten().find_map(|op| {
-            let slots = match op {
-                Op::Copy { .. } => return None,
-                Op::Subsample { src, dst, .. } => vec![*src, *dst],
-                Op::Refine {
-                    coarse,
-                    residual,
-                    dst,
-                    ..
-                } => vec![*coarse, *residual, *dst],
-            };
-            slots
-                .into_iter()
-                .map(|s| s.bound())
-                .find(|&b| b > max_binding)
-        });
-        if let Some(needed) = too_big {
-            return Err(LimitsError::GpuBuffer {
-                what: "progressive level binding",
-                needed,
-                max: max_binding,
-            }
-            .into());
-        }
-
-        let max_buffer = self.device.limits().max_buffer_size;
-        for (what, needed) in [
-            ("progressive levels output buffer", out_len),
-            ("progressive levels scratch buffer", ping_len.max(pong_len)),
-        ] {
-            if needed > max_buffer {
-                return Err(LimitsError::GpuBuffer {
-                    what,
-                    needed,
-                    max: max_buffer,
-                }
-                .into());
-            }
-        }
+        let plan = plan_levels(records, level, &first, &batch.images)?;
+        check_bindings(
+            plan.bindings(batch.buffer.size()),
+            &BindLimits::of(&self.device),
+        )?;
+        let LevelPlan {
+            images,
+            steps,
+            out_len,
+            ping_len,
+            pong_len,
+        } = plan;
         self.with_error_scopes(|| {
             let out = storage_buffer(&self.device, "l3 levels out", out_len.max(OUT_ALIGN));
             let ping =
@@ -379,6 +263,181 @@ impl GpuDecoder {
                 device: self.device.clone(),
                 queue: self.queue.clone(),
             })
+        })
+    }
+}
+
+/// Where each record's level goes and the operations that produce it, step by step (a pure
+/// function of the records, the level and where their payloads were decoded).
+#[derive(Debug, Clone)]
+pub struct LevelPlan {
+    /// Each record's level in the output buffer.
+    pub images: Vec<ImageLayout>,
+    steps: Vec<Vec<Op>>,
+    /// Bytes of the output buffer (before the one-slot minimum).
+    pub out_len: u64,
+    /// Bytes of the ping scratch buffer (0: none).
+    pub ping_len: u64,
+    /// Bytes of the pong scratch buffer (0: none).
+    pub pong_len: u64,
+}
+
+/// Plans level `level` of `records` (see [`LevelPlan`]): `first[i]` is the index in `decoded`
+/// of record `i`'s first payload, and its payloads for the level follow it, decoded as the
+/// records' `plan(level)` lists them (their headers checked against their shapes).
+pub fn plan_levels(
+    records: &[StoredLevels],
+    level: u8,
+    first: &[usize],
+    decoded: &[ImageLayout],
+) -> Result<LevelPlan> {
+    let needed = records
+        .iter()
+        .zip(first)
+        .map(|(r, &f)| Ok(f + r.plan(level)?.len()))
+        .collect::<Result<Vec<_>>>()?;
+    if first.len() != records.len() || needed.iter().any(|&n| n > decoded.len()) {
+        return Err(ParameterError::InvalidOption {
+            name: "decoded payloads",
+            value: decoded.len() as u64,
+            reason: "one per payload of every record's plan",
+        }
+        .into());
+    }
+    let mut images = Vec::with_capacity(records.len());
+    let mut out_len = 0u64;
+    let (mut ping_len, mut pong_len) = (0u64, 0u64);
+    let mut steps: Vec<Vec<Op>> = vec![Vec::new(); level as usize + 1];
+    for (i, r) in records.iter().enumerate() {
+        let bytes = (r.depth / 8) as u64;
+        let image_len = |(w, h): (u32, u32)| w as u64 * h as u64 * r.channels as u64 * bytes;
+        let dims = level_dims(r.width, r.height, r.level_count, level);
+        let offset = out_len;
+        let len = image_len(dims);
+        out_len = (offset + len).next_multiple_of(OUT_ALIGN);
+        let payload0 = decoded[first[i]];
+        images.push(ImageLayout {
+            offset,
+            len,
+            width: dims.0,
+            height: dims.1,
+            ..payload0
+        });
+        let out = Slot {
+            buf: Buf::Out,
+            offset,
+            len,
+        };
+        let in_batch = |k: usize| {
+            let l = decoded[first[i] + k];
+            Slot {
+                buf: Buf::Batch,
+                offset: l.offset,
+                len: l.len,
+            }
+        };
+        let job = |(w, h): (u32, u32)| LevelJob {
+            width: w,
+            height: h,
+            channels: r.channels as u32,
+            depth: r.depth as u32,
+            stride: level_stride(r.level_count, level),
+            src_width: r.width,
+            ..Default::default()
+        };
+        let top = level == r.level_count - 1;
+        match r.scheme {
+            LevelScheme::Flat if top => steps[0].push(Op::Copy {
+                src: in_batch(0),
+                dst: out,
+            }),
+            LevelScheme::Flat => steps[0].push(Op::Subsample {
+                job: job(dims),
+                src: in_batch(0),
+                dst: out,
+            }),
+            LevelScheme::Interlace if level == 0 => steps[0].push(Op::Copy {
+                src: in_batch(0),
+                dst: out,
+            }),
+            LevelScheme::Interlace => {
+                let mut coarse = in_batch(0);
+                for k in 1..=level {
+                    let fine = level_dims(r.width, r.height, r.level_count, k);
+                    let dst = if k == level {
+                        out
+                    } else {
+                        let (buf, used) = if k % 2 == 1 {
+                            (Buf::Ping, &mut ping_len)
+                        } else {
+                            (Buf::Pong, &mut pong_len)
+                        };
+                        let slot = Slot {
+                            buf,
+                            offset: *used,
+                            len: image_len(fine),
+                        };
+                        *used = (slot.offset + slot.len).next_multiple_of(OUT_ALIGN);
+                        slot
+                    };
+                    steps[k as usize].push(Op::Refine {
+                        job: job(fine),
+                        coarse,
+                        residual: in_batch(k as usize),
+                        dst,
+                    });
+                    coarse = dst;
+                }
+            }
+        }
+    }
+
+    Ok(LevelPlan {
+        images,
+        steps,
+        out_len,
+        ping_len,
+        pong_len,
+    })
+}
+
+impl LevelPlan {
+    /// Every range the stage binds or copies, for [`check_bindings`]: the decoded payloads
+    /// (in a buffer of `batch_len` bytes), the scratch buffers and the output.
+    pub fn bindings(&self, batch_len: u64) -> impl Iterator<Item = Binding> + '_ {
+        let len = move |b: Buf| match b {
+            Buf::Batch => batch_len,
+            Buf::Ping => self.ping_len,
+            Buf::Pong => self.pong_len,
+            Buf::Out => self.out_len.max(OUT_ALIGN),
+        };
+        let range = move |what, s: Slot, copy| Binding {
+            what,
+            buffer_len: len(s.buf),
+            offset: s.offset,
+            size: s.bound(),
+            copy,
+        };
+        let binding = move |what, s: Slot| range(what, s, false);
+        self.steps.iter().flatten().flat_map(move |op| match *op {
+            Op::Copy { src, dst } => vec![
+                range("progressive level copy source", src, true),
+                range("progressive level copy target", dst, true),
+            ],
+            Op::Subsample { src, dst, .. } => vec![
+                binding("progressive level subsample source", src),
+                binding("progressive level subsample target", dst),
+            ],
+            Op::Refine {
+                coarse,
+                residual,
+                dst,
+                ..
+            } => vec![
+                binding("progressive level coarse image", coarse),
+                binding("progressive level residual", residual),
+                binding("progressive level refine target", dst),
+            ],
         })
     }
 }

@@ -83,6 +83,8 @@ mod shaders;
 #[cfg(feature = "gpu")]
 mod batcher;
 #[cfg(feature = "gpu")]
+mod bindings;
+#[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
@@ -121,3 +123,14 @@ pub use fields::GpuFieldBatch;
 pub use readback::{GpuBatch, ImageLayout};
 #[cfg(feature = "gpu")]
 pub use timing::StageTimings;
+
+/// The stages' planners and the binding check, as pure functions for the fuzz targets
+/// (`fuzz/fuzz_targets/gpu_plan.rs`); not a stable API.
+#[cfg(feature = "gpu")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::augment::plan_augment;
+    pub use super::bindings::{check_bindings, BindLimits, Binding};
+    pub use super::fields::{plan_fields, FieldPlan};
+    pub use super::levels::{plan_levels, LevelPlan};
+}
