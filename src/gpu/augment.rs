@@ -262,7 +262,7 @@ pub fn plan_augment(
         augment.size.1 as usize,
         augment.size.0 as usize,
     ];
-    let values = per.checked_mul(params.len() as u64).unwrap_or(u64::MAX);
+    let values = per.saturating_mul(params.len() as u64);
     let bytes = values.saturating_mul(if half { 2 } else { 4 }).max(4);
     if bytes > limits.max_binding || values > u32::MAX as u64 {
         return Err(LimitsError::GpuBuffer {
