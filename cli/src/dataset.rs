@@ -113,7 +113,7 @@ type LabelFile = std::collections::HashMap<String, (String, Vec<u8>)>;
 /// Reads `--labels` (see [`PackArgs::labels`]). Every line must parse and every listed path
 /// must be among `keys`; a path listed twice is an error.
 fn read_labels(path: &Path, keys: &BTreeSet<String>) -> Result<LabelFile> {
-    let text = std::fs::read_to_string(path)
+    let text = read_text_limited(path, crate::limits().max_input_bytes)
         .with_context(|| format!("reading labels {}", path.display()))?;
     let jsonl = path
         .extension()
@@ -156,6 +156,23 @@ fn read_labels(path: &Path, keys: &BTreeSet<String>) -> Result<LabelFile> {
         }
     }
     Ok(labels)
+}
+
+/// The UTF-8 text of `path`, refused if it is larger than `max` bytes (checked while reading,
+/// so a file that grows is caught too; nothing larger is allocated).
+fn read_text_limited(path: &Path, max: u64) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        bail!(l3::Error::from(l3::LimitsError::InputBytes {
+            len: std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len()),
+            max
+        }));
+    }
+    Ok(String::from_utf8(bytes)?)
 }
 
 /// The class of an image: the first folder under the source root, if any.

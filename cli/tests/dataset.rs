@@ -629,3 +629,31 @@ fn verify_dataset_cross_checks_every_manifest_field() {
     let o = l3(&["verify-dataset", s(&ds)]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// A labels file larger than `--max-input-bytes` is refused before it is read whole.
+#[test]
+fn a_labels_file_above_the_input_limit_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
+    class_tree(&src);
+    let csv = tmp.path().join("labels.csv");
+    std::fs::write(&csv, "path,label\n".repeat(100)).unwrap();
+    let o = l3(&[
+        "--max-input-bytes",
+        "1000",
+        "pack",
+        s(&src),
+        "-o",
+        s(&ds),
+        "--labels",
+        s(&csv),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("above the limit of 1000 bytes"),
+        "{}",
+        text(&o)
+    );
+    assert!(!ds.join("manifest.json").exists());
+}
