@@ -300,25 +300,30 @@ fn damaged_shards_are_reported_by_shard_and_key() {
     });
     check(&d, named, named, Some(by_loader));
 
-    // A forged key that leaves the output folder (the manifest made to match the shard, as a
-    // hostile dataset's would), and a class outside the class list.
-    let d = damaged(&ds, "forged-key", |d| {
-        let b = forge(&shard1, |r| r[1].key = "../../evil.png".into());
-        write1(d, &b).unwrap();
-        let path = d.join("manifest.json");
-        let mut m: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        m["shards"][1]["bytes"] = b.len().into();
-        m["shards"][1]["crc32"] = crc32fast::hash(&b).into();
-        std::fs::write(&path, m.to_string()).unwrap();
-    });
-    check(
-        &d,
-        &["shard-00001.l3s", "evil.png", "key"],
-        &["unsafe key", "evil.png"],
-        None,
-    );
-    assert!(!tmp.path().join("evil.png").exists());
+    // Forged keys that leave the output folder or name no file (an empty key wrote
+    // `<output>.png` beside the folder), the manifest made to match the shard, as a hostile
+    // dataset's would; and a class outside the class list.
+    for (name, key) in [("forged-key", "../../evil.png"), ("empty-key", "")] {
+        let d = damaged(&ds, name, |d| {
+            let b = forge(&shard1, |r| r[1].key = key.into());
+            write1(d, &b).unwrap();
+            let path = d.join("manifest.json");
+            let mut m: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            m["shards"][1]["bytes"] = b.len().into();
+            m["shards"][1]["crc32"] = crc32fast::hash(&b).into();
+            std::fs::write(&path, m.to_string()).unwrap();
+        });
+        let quoted = format!("{key:?}");
+        check(
+            &d,
+            &["shard-00001.l3s", &quoted, "key"],
+            &["unsafe key", &quoted],
+            None,
+        );
+        assert!(!tmp.path().join("evil.png").exists());
+        assert!(!d.with_extension("out.png").exists() && !d.with_extension("png").exists());
+    }
     let d = damaged(&ds, "forged-class", |d| {
         write1(d, &forge(&shard1, |r| r[1].class = Some(99))).unwrap()
     });
