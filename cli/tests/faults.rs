@@ -334,6 +334,25 @@ fn damaged_shards_are_reported_by_shard_and_key() {
         shard_only,
     );
 
+    // --max-input-bytes reaches the loader: payloads above it are refused by name.
+    let o = l3(&[
+        "--max-input-bytes",
+        "4096",
+        "bench-loader",
+        s(&ds),
+        "--epochs",
+        "1",
+        "--size",
+        "16",
+        "--batch-size",
+        "2",
+    ]);
+    assert!(
+        text(&o).contains("above the input limit of 4096 bytes") && text(&o).contains(plain1),
+        "{}",
+        text(&o)
+    );
+
     // Two shards swapped.
     let d = damaged(&ds, "swapped", |d| {
         let a = std::fs::read(d.join("shard-00000.l3s")).unwrap();
