@@ -315,6 +315,19 @@ pub enum LimitsError {
         /// Allowed bytes.
         max: u64,
     },
+    /// A read from a record shard (an index, a payload, a prefix) above the input limit,
+    /// refused before anything is allocated for it.
+    #[error("{shard}: {what} is {len} bytes, above the input limit of {max} bytes")]
+    ShardRead {
+        /// The shard file.
+        shard: String,
+        /// What was to be read (e.g. `record 3 (key "a.png") level 0`).
+        what: String,
+        /// Bytes it would take.
+        len: u64,
+        /// Allowed bytes.
+        max: u64,
+    },
     /// A GPU buffer the decoder needs is larger than the device allows (e.g. a single image
     /// whose f32 output, for planar f32 output, or one of whose patch rows, for interleaved
     /// output, exceeds `max_storage_buffer_binding_size`).

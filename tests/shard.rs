@@ -190,6 +190,31 @@ fn writer_refuses_bad_records() {
     let mut long_key = good.clone();
     long_key.key = "k".repeat(1025);
     assert!(w.add(long_key).is_err());
+    // Keys that are not relative paths under a folder: refused by name before anything is
+    // written (`l3 unpack` would write them outside its output folder, or two onto one file).
+    for key in [
+        "",
+        "/etc/passwd",
+        "../up.png",
+        "a/../../b.png",
+        "a//b.png",
+        "./a.png",
+        "a/",
+        "a\\b.png",
+        "nul\0.png",
+        "line\nbreak.png",
+        "C:\\x.png",
+    ] {
+        let mut bad = good.clone();
+        bad.key = key.into();
+        let e = w.add(bad).expect_err(key);
+        assert!(matches!(e, Error::Parameter(_)), "{key:?}: {e}");
+        assert!(e.to_string().contains("key"), "{key:?}: {e}");
+        assert!(l3::shard::format::check_key(key).is_err(), "{key:?}");
+    }
+    for key in ["a.png", "cats/a b.png", "x/y/z.tiff", "12:00.png", "é.png"] {
+        assert_eq!(l3::shard::format::check_key(key), Ok(()), "{key:?}");
+    }
     assert!(ShardWriter::new(0).is_err() && ShardWriter::new(9).is_err());
     assert!(w.is_empty());
 }
@@ -370,15 +395,9 @@ fn a_dataset_numbers_records_across_its_shards() {
         let file = format!("shard-{i:05}.l3s");
         w.write_to(&dir.path().join(&file)).unwrap();
         let bytes = std::fs::read(dir.path().join(&file)).unwrap();
-        infos.push(ShardInfo {
-            file,
-            records: chunk.len() as u64,
-            bytes: bytes.len() as u64,
-            crc32: crc32fast::hash(&bytes),
-            level_bytes: vec![0, 0],
-        });
+        infos.push(ShardInfo::of_shard(file, &bytes).unwrap());
     }
-    let mut manifest = Manifest {
+    let manifest = Manifest {
         version: l3::shard::MANIFEST_VERSION,
         levels: 2,
         classes: vec!["a".into(), "b".into(), "c".into()],
@@ -398,16 +417,51 @@ fn a_dataset_numbers_records_across_its_shards() {
         Err(Error::Shard(ShardError::NoSuchRecord { .. }))
     ));
     assert_eq!(ds.class_name(1), Some("b"));
-    // A manifest that disagrees with a shard, or names a path outside the folder, is refused.
-    manifest.shards[0].records += 1;
-    manifest.records += 1;
-    manifest.write(dir.path()).unwrap();
-    assert!(matches!(Dataset::open(dir.path()), Err(Error::Manifest(_))));
-    manifest.shards[0].records -= 1;
-    manifest.records -= 1;
-    manifest.shards[1].file = "../shard-00001.l3s".into();
-    manifest.write(dir.path()).unwrap();
-    assert!(matches!(Dataset::open(dir.path()), Err(Error::Manifest(_))));
+    // A manifest that disagrees with a shard, or names a path outside the folder, is refused
+    // by the writer (the good manifest stays, byte for byte) and by every reader.
+    let good = std::fs::read(dir.path().join("manifest.json")).unwrap();
+    let lie = |edit: &dyn Fn(&mut Manifest)| {
+        let mut m = manifest.clone();
+        edit(&mut m);
+        let e = m
+            .write(dir.path())
+            .expect_err("a lying manifest was written");
+        assert!(matches!(e, Error::Manifest(_)), "{e}");
+        assert_eq!(
+            std::fs::read(dir.path().join("manifest.json")).unwrap(),
+            good
+        );
+        std::fs::write(
+            dir.path().join("manifest.json"),
+            serde_json::to_vec(&m).unwrap(),
+        )
+        .unwrap();
+        let e = Dataset::open(dir.path()).expect_err("a lying manifest was opened");
+        std::fs::write(dir.path().join("manifest.json"), &good).unwrap();
+        assert!(matches!(e, Error::Manifest(_)), "{e}");
+        e.to_string()
+    };
+    let text = lie(&|m| {
+        m.shards[0].records += 1;
+        m.records += 1;
+    });
+    assert!(text.contains("shard-00000.l3s: records"), "{text}");
+    lie(&|m| m.shards[1].file = "../shard-00001.l3s".into());
+    // Bytes per level, the file size, an emptied class list, a shard listed twice.
+    let text = lie(&|m| m.shards[1].level_bytes[0] += 1);
+    assert!(text.contains("shard-00001.l3s: level_bytes"), "{text}");
+    let text = lie(&|m| m.shards[0].bytes -= 1);
+    assert!(text.contains("shard-00000.l3s: bytes"), "{text}");
+    let text = lie(&|m| m.classes.clear());
+    assert!(text.contains("classes") && text.contains("key"), "{text}");
+    lie(&|m| {
+        m.shards[1] = m.shards[0].clone();
+        m.records = 2 * m.shards[0].records;
+    });
+    assert_eq!(
+        Dataset::open(dir.path()).unwrap().len(),
+        records.len() as u64
+    );
 }
 
 mod mutations {
@@ -487,4 +541,84 @@ fn coalesced_reads_match_single_reads() {
         }))
     ));
     assert!(got[0].is_ok() && got[2].is_ok() && got[4].is_ok());
+}
+
+/// A shard of one record whose level 0 the index declares `len` bytes long, written sparse
+/// (header, a hole, index, trailer): what a hostile or damaged shard can claim.
+fn sparse_shard(path: &std::path::Path, key: &str, len: u64) {
+    use std::io::{Seek, SeekFrom, Write};
+    let entry = l3::shard::RecordEntry {
+        key: key.into(),
+        class: None,
+        meta: Vec::new(),
+        width: 1,
+        height: 1,
+        channels: 1,
+        depth: 8,
+        scheme: LevelScheme::Flat,
+        levels: vec![l3::shard::LevelEntry {
+            offset: HEADER_LEN,
+            len,
+            crc32: 0,
+        }],
+    };
+    let mut index = Vec::new();
+    entry.write(&mut index);
+    let trailer = l3::shard::format::Trailer {
+        index_offset: HEADER_LEN + len,
+        index_len: index.len() as u64,
+        record_count: 1,
+        index_crc32: crc32fast::hash(&index),
+    };
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&l3::shard::format::ShardHeader { level_count: 1 }.to_bytes())
+        .unwrap();
+    f.seek(SeekFrom::Start(HEADER_LEN + len)).unwrap();
+    f.write_all(&index).unwrap();
+    f.write_all(&trailer.to_bytes()).unwrap();
+}
+
+/// A payload, coalesced read or prefix the index declares larger than the input limit is
+/// refused before anything is allocated or read (a 1 TiB sparse level would otherwise abort
+/// the process on allocation), naming the shard and the key.
+#[test]
+fn huge_declared_levels_are_refused_before_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sparse.l3s");
+    sparse_shard(&path, "huge.png", 1 << 40);
+    let started = std::time::Instant::now();
+    let named = |e: Error| {
+        let text = e.to_string();
+        assert!(matches!(e, Error::Limits(_)), "{text}");
+        assert!(text.contains("sparse.l3s"), "{text}");
+        text
+    };
+    // The default limits (4 GiB), and a caller's smaller ones.
+    for limits in [
+        l3::Limits::default(),
+        l3::Limits {
+            max_input_bytes: 1 << 20,
+            ..l3::Limits::default()
+        },
+    ] {
+        let shard = ShardReader::open_with_limits(&path, 1 << 20, &limits).unwrap();
+        let text = named(shard.read_level(0, 0).unwrap_err());
+        assert!(text.contains("\"huge.png\""), "{text}");
+        let (got, reads) = shard.read_levels_coalesced(&[(0, 0)], 1 << 20, u64::MAX);
+        assert_eq!(reads, 0);
+        let text = named(got.into_iter().next().unwrap().unwrap_err());
+        assert!(text.contains("\"huge.png\""), "{text}");
+        named(shard.read_prefix(0).unwrap_err());
+        assert!(shard
+            .decode_record(0, 0, &l3::DecodeOptions::default())
+            .is_err());
+    }
+    // An index above the limit: refused by name too.
+    let tiny = l3::Limits {
+        max_input_bytes: 8,
+        ..l3::Limits::default()
+    };
+    let text = named(ShardReader::open_with_limits(&path, 1 << 20, &tiny).unwrap_err());
+    assert!(text.contains("index"), "{text}");
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
 }

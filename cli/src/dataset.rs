@@ -4,10 +4,13 @@
 //! Packing is deterministic: the images are sorted by path, shard `i` holds images
 //! `i * records_per_shard ..`, records are encoded with fixed options, so a rerun writes the
 //! same bytes. Each shard is verified by decoding every record and comparing it with the source
-//! pixels before it is written (atomically); a rerun after a kill keeps the shards that are
-//! complete and match the plan, writes only the missing ones, and writes the manifest last.
+//! pixels before it is written (atomically), then its sidecar `<shard>.pack.json` (the options
+//! and each source's size, time and CRC-32); a rerun keeps a shard only when its sidecar
+//! matches the new run's options and sources, rebuilds the others, and writes the manifest
+//! last. Every read of a shard is bounded by `--max-input-bytes`; `unpack` writes nothing
+//! until every output path is known to be safe, distinct and (without `--force`) new.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -15,9 +18,11 @@ use clap::Args;
 
 use crate::fsio::{self, Job};
 use l3::progressive::{decode_level, LevelScheme, ProgressiveOptions};
-use l3::shard::format::parse_shard;
-use l3::shard::pack::{encode_record, pack_shard, PlannedRecord, ShardOutcome};
-use l3::shard::{Manifest, ShardReader, MANIFEST_VERSION};
+use l3::shard::format::check_key;
+use l3::shard::pack::{
+    encode_record, pack_shard_recorded, PackInputs, PackRecord, PlannedRecord, ShardOutcome,
+};
+use l3::shard::{file_crc32, Manifest, ShardInfo, ShardReader, MANIFEST_VERSION};
 use l3::{EncodeOptions, Profile};
 
 /// Largest index a shard may carry when opened by the tool (far above any real shard's).
@@ -66,9 +71,8 @@ pub struct PackArgs {
     /// bound, and records are stored flat (lower levels are read by subsampling).
     #[arg(long, default_value_t = 0)]
     pub max_error: u16,
-    /// Rewrite every shard, also those a previous run completed (needed after changing
-    /// `--profile`, `--patch-size` or `--max-error`, which a complete shard's index does not
-    /// record).
+    /// Rewrite every shard, also those a previous run completed from the same sources with
+    /// the same options (without it, such shards are kept and the others rebuilt).
     #[arg(long)]
     pub force: bool,
     /// Print only errors and the summary.
@@ -98,6 +102,9 @@ pub struct UnpackArgs {
     /// Folder for the PNG files (keys become relative paths, with a .png extension).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Overwrite files that already exist (without it, nothing is written if any exists).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A label and metadata per image key, from `--labels`.
@@ -106,7 +113,7 @@ type LabelFile = std::collections::HashMap<String, (String, Vec<u8>)>;
 /// Reads `--labels` (see [`PackArgs::labels`]). Every line must parse and every listed path
 /// must be among `keys`; a path listed twice is an error.
 fn read_labels(path: &Path, keys: &BTreeSet<String>) -> Result<LabelFile> {
-    let text = std::fs::read_to_string(path)
+    let text = read_text_limited(path, crate::limits().max_input_bytes)
         .with_context(|| format!("reading labels {}", path.display()))?;
     let jsonl = path
         .extension()
@@ -151,6 +158,23 @@ fn read_labels(path: &Path, keys: &BTreeSet<String>) -> Result<LabelFile> {
     Ok(labels)
 }
 
+/// The UTF-8 text of `path`, refused if it is larger than `max` bytes (checked while reading,
+/// so a file that grows is caught too; nothing larger is allocated).
+fn read_text_limited(path: &Path, max: u64) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        bail!(l3::Error::from(l3::LimitsError::InputBytes {
+            len: std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len()),
+            max
+        }));
+    }
+    Ok(String::from_utf8(bytes)?)
+}
+
 /// The class of an image: the first folder under the source root, if any.
 fn class_name(job: &Job) -> Option<String> {
     let mut parts = job.relative.components();
@@ -185,6 +209,12 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     if jobs.is_empty() {
         bail!("no images under {}", a.source.display());
     }
+    // Every key is checked before any shard is written.
+    for job in &jobs {
+        if let Err(reason) = check_key(&key_of(job)) {
+            bail!("{}: cannot be a record key: {reason}", job.input.display());
+        }
+    }
     let labels = match &a.labels {
         Some(path) => Some(read_labels(path, &jobs.iter().map(key_of).collect())?),
         None => None,
@@ -216,34 +246,51 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
         patch_log2: a.patch_size.trailing_zeros() as u8,
         ..EncodeOptions::for_profile(profile)
     };
+    // Everything that changes a shard's bytes besides its sources, for the sidecars.
+    let recorded_options = format!("levels {}; {progressive:?}; {options:?}", a.levels);
     let pb = crate::progress(jobs.len(), a.quiet);
     let mut shards = Vec::new();
     let (mut written, mut kept) = (0, 0);
     for (i, chunk) in jobs.chunks(a.records_per_shard).enumerate() {
         let path = a.output.join(shard_name(i));
-        let planned: Vec<PlannedRecord> = chunk
-            .iter()
-            .map(|job| {
-                let (label, meta) = label_of(job);
-                let class = label.map(|c| classes.binary_search(&c).expect("collected") as u32);
-                PlannedRecord {
-                    key: key_of(job),
-                    class,
-                    meta,
-                }
-            })
-            .collect();
+        let mut planned = Vec::with_capacity(chunk.len());
+        let mut class_names = Vec::with_capacity(chunk.len());
+        for job in chunk {
+            let (label, meta) = label_of(job);
+            let class = match &label {
+                Some(c) => Some(
+                    classes
+                        .binary_search(c)
+                        .map_err(|_| anyhow::anyhow!("label {c:?} is not among the classes"))?
+                        as u32,
+                ),
+                None => None,
+            };
+            planned.push(PlannedRecord {
+                key: key_of(job),
+                class,
+                meta,
+            });
+            class_names.push(label);
+        }
+        let sources: Vec<PathBuf> = chunk.iter().map(|j| j.input.clone()).collect();
+        let inputs = PackInputs {
+            options: recorded_options.clone(),
+            sources: &sources,
+            class_names: &class_names,
+        };
         // Each record is read, encoded and verified through every level; a shard a previous
-        // run completed with the same records is kept.
-        let (info, outcome) = pack_shard(&path, &planned, a.levels, a.force, |k| {
-            let image = l3::image_support::read_image_limited(
-                &chunk[k].input,
-                crate::limits().max_output_bytes,
-            )?;
-            let raw = l3::image_support::raw_image(&image)?;
-            encode_record(&planned[k], &raw, &progressive, &options)
-        })
-        .with_context(|| format!("packing {}", shard_name(i)))?;
+        // run built from the same sources with the same options is kept.
+        let (info, outcome) =
+            pack_shard_recorded(&path, &planned, a.levels, a.force, &inputs, |k| {
+                let image = l3::image_support::read_image_limited(
+                    &chunk[k].input,
+                    crate::limits().max_output_bytes,
+                )?;
+                let raw = l3::image_support::raw_image(&image)?;
+                encode_record(&planned[k], &raw, &progressive, &options)
+            })
+            .with_context(|| format!("packing {}", shard_name(i)))?;
         match outcome {
             ShardOutcome::Written => written += 1,
             ShardOutcome::Kept => kept += 1,
@@ -287,8 +334,7 @@ pub fn cmd_ls(a: LsArgs) -> Result<u64> {
     let mut level_bytes = vec![0u64; m.levels as usize];
     let mut flat_records = 0u64;
     for s in &m.shards {
-        let shard = ShardReader::open(&a.dataset.join(&s.file), MAX_INDEX_BYTES)
-            .with_context(|| format!("opening {}", s.file))?;
+        let shard = open_checked(&a.dataset, s, &m)?;
         for (i, r) in shard.records().iter().enumerate() {
             if a.records {
                 let levels: Vec<String> = r.levels.iter().map(|l| l.len.to_string()).collect();
@@ -344,44 +390,42 @@ pub fn cmd_ls(a: LsArgs) -> Result<u64> {
     Ok(0)
 }
 
-/// Checks every shard against the manifest (size, CRC-32, record count) and decodes every
-/// level of every record. Returns the number of failed shards.
+/// Opens shard `s` of the dataset in `dir` (index only, reads bounded by `--max-input-bytes`)
+/// and checks it against the manifest `m` ([`ShardInfo::mismatches`]).
+fn open_checked(dir: &Path, s: &ShardInfo, m: &Manifest) -> Result<ShardReader> {
+    let limits = crate::limits();
+    let shard = ShardReader::open_with_limits(&dir.join(&s.file), MAX_INDEX_BYTES, &limits)
+        .with_context(|| format!("opening {}", s.file))?;
+    let problems = s.mismatches(&shard, m.levels, m.classes.len());
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(shard)
+}
+
+/// Most problems reported per shard (the rest are counted).
+const MAX_REPORTED: usize = 20;
+
+/// Checks every shard against the manifest (every field: size, CRC-32, records, levels, bytes
+/// per level, class ids) and against its pack sidecar if it has one (keys, class names, size,
+/// CRC-32), then reads every level of every record (CRC-checked) and decodes the top level.
+/// Every problem is reported on its own line naming the shard (and the record and key). No
+/// read is larger than `--max-input-bytes`. Returns the number of failed shards.
 pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
     let m = Manifest::read(&a.dataset)?;
     let mut failed = 0;
     let mut records = 0u64;
     for s in &m.shards {
-        let r = (|| -> Result<()> {
-            let path = a.dataset.join(&s.file);
-            let bytes = std::fs::read(&path)?;
-            if bytes.len() as u64 != s.bytes || crc32fast::hash(&bytes) != s.crc32 {
-                bail!("size or CRC-32 differs from the manifest");
-            }
-            // The bytes read once: parsed, then each level checked by its CRC and decoded.
-            let (header, _, entries) = parse_shard(&bytes)?;
-            if entries.len() as u64 != s.records || header.level_count != m.levels {
-                bail!("record or level count differs from the manifest");
-            }
-            for (i, r) in entries.iter().enumerate() {
-                let mut payloads = Vec::with_capacity(r.levels.len());
-                for (k, l) in r.levels.iter().enumerate() {
-                    let file = &bytes[l.offset as usize..(l.offset + l.len) as usize];
-                    if crc32fast::hash(file) != l.crc32 {
-                        bail!("record {i} ({}) level {k}: CRC-32 mismatch", r.key);
-                    }
-                    payloads.push(file);
-                }
-                // The top level goes through every payload the record has.
-                let stored = r.stored(header.level_count, &payloads);
-                decode_level(&stored, header.level_count - 1, &crate::decode_options())
-                    .with_context(|| format!("record {i} ({})", r.key))?;
-            }
-            records += entries.len() as u64;
-            Ok(())
-        })();
-        if let Err(e) = r {
+        let problems = verify_shard(&a.dataset, s, &m, &mut records);
+        if !problems.is_empty() {
             failed += 1;
-            eprintln!("error: {}: {e:#}", s.file);
+            for p in problems.iter().take(MAX_REPORTED) {
+                eprintln!("error: {p}");
+            }
+            if problems.len() > MAX_REPORTED {
+                let more = problems.len() - MAX_REPORTED;
+                eprintln!("error: {}: {more} more problem(s)", s.file);
+            }
         }
     }
     println!(
@@ -392,36 +436,212 @@ pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
     Ok(failed)
 }
 
+/// Every problem of shard `s` (see [`cmd_verify_dataset`]); counts the records decoded.
+fn verify_shard(dir: &Path, s: &ShardInfo, m: &Manifest, decoded: &mut u64) -> Vec<String> {
+    let limits = crate::limits();
+    let path = dir.join(&s.file);
+    let mut problems = Vec::new();
+    // The size first: nothing is read from a shard larger than the limit.
+    let len = match std::fs::metadata(&path) {
+        Ok(md) => md.len(),
+        Err(e) => return vec![format!("{}: {e}", s.file)],
+    };
+    if len != s.bytes {
+        problems.push(format!(
+            "{}: bytes: the shard has {len}, the manifest says {}",
+            s.file, s.bytes
+        ));
+    }
+    if len > limits.max_input_bytes {
+        problems.push(format!(
+            "{}: {len} bytes, above the input limit of {} bytes (--max-input-bytes)",
+            s.file, limits.max_input_bytes
+        ));
+        return problems;
+    }
+    let shard = match ShardReader::open_with_limits(&path, MAX_INDEX_BYTES, &limits) {
+        Ok(shard) => shard,
+        Err(e) => {
+            problems.push(format!("{}: {e}", s.file));
+            return problems;
+        }
+    };
+    // The size was reported above.
+    problems.extend(
+        s.mismatches(&shard, m.levels, m.classes.len())
+            .into_iter()
+            .filter(|p| !p.starts_with(&format!("{}: bytes:", s.file))),
+    );
+    let crc = file_crc32(&path);
+    match &crc {
+        Ok(c) if *c != s.crc32 => problems.push(format!(
+            "{}: crc32: the shard has {c:#010x}, the manifest says {:#010x}",
+            s.file, s.crc32
+        )),
+        Ok(_) => {}
+        Err(e) => problems.push(format!("{}: {e}", s.file)),
+    }
+    match PackRecord::read(&path) {
+        Ok(Some(p)) => problems.extend(check_sidecar(&p, &shard, s, m, len, crc.ok())),
+        Ok(None) => {}
+        Err(e) => problems.push(format!("{}: {e}", s.file)),
+    }
+    let top = shard.level_count() - 1;
+    for (i, r) in shard.records().iter().enumerate() {
+        let at = format!("{}: record {i} (key {:?})", s.file, r.key);
+        if let Err(reason) = check_key(&r.key) {
+            problems.push(format!("{at}: key: {reason}"));
+        }
+        let result = (|| -> l3::Result<()> {
+            let payloads: Vec<Vec<u8>> = (0..shard.level_count())
+                .map(|k| shard.read_level(i, k))
+                .collect::<l3::Result<_>>()?;
+            let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+            decode_level(
+                &shard.stored_levels(i, &refs)?,
+                top,
+                &crate::decode_options(),
+            )?;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => *decoded += 1,
+            Err(e) => problems.push(format!("{at}: {e}")),
+        }
+    }
+    problems
+}
+
+/// What a shard's pack sidecar `p` says that disagrees with the shard (`len` bytes, CRC-32
+/// `crc`) or with the manifest's class names.
+fn check_sidecar(
+    p: &PackRecord,
+    shard: &ShardReader,
+    s: &ShardInfo,
+    m: &Manifest,
+    len: u64,
+    crc: Option<u32>,
+) -> Vec<String> {
+    let name = format!("{}.pack.json", s.file);
+    let mut problems = Vec::new();
+    if p.shard_bytes != len || crc.is_some_and(|c| c != p.shard_crc32) {
+        problems.push(format!(
+            "{name}: records a shard of {} bytes with CRC-32 {:#010x}, {} is another",
+            p.shard_bytes, p.shard_crc32, s.file
+        ));
+    }
+    if p.records.len() != shard.len() {
+        problems.push(format!(
+            "{name}: records: {} in the pack record, {} in the shard",
+            p.records.len(),
+            shard.len()
+        ));
+    }
+    for (i, (r, packed)) in shard.records().iter().zip(&p.records).enumerate() {
+        let at = format!("{}: record {i} (key {:?})", s.file, r.key);
+        if packed.key != r.key {
+            problems.push(format!("{at}: key: the pack record says {:?}", packed.key));
+        }
+        let named = r.class.and_then(|c| m.classes.get(c as usize));
+        if named != packed.class_name.as_ref() {
+            problems.push(format!(
+                "{at}: class: the manifest names it {named:?}, the pack record {:?}",
+                packed.class_name
+            ));
+        }
+    }
+    problems
+}
+
+/// Where record `r` of shard `file` goes under `out`: its key as a relative path with a `.png`
+/// extension. A key that is not a plain relative path is refused (a hostile shard).
+fn unpack_path(out: &Path, file: &str, i: usize, key: &str) -> Result<PathBuf> {
+    let rel = Path::new(key);
+    let normal = rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if let Err(reason) = check_key(key) {
+        bail!("{file}: record {i} has an unsafe key {key:?}: {reason}");
+    }
+    if !normal || rel.is_absolute() {
+        bail!("{file}: record {i} has an unsafe key {key:?}: not a relative path here");
+    }
+    Ok(out.join(rel).with_extension("png"))
+}
+
+/// Decodes every record at its top level to a PNG file under `--output`. Every output path is
+/// planned first: an unsafe key, two records on one path (keys that differ only by their
+/// extension), a record whose path is another's folder, or (without `--force`) a file that
+/// exists stops the command before anything is written.
 pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
     let m = Manifest::read(&a.dataset)?;
-    let mut written = 0u64;
-    for s in &m.shards {
-        let shard = ShardReader::open(&a.dataset.join(&s.file), MAX_INDEX_BYTES)
-            .with_context(|| format!("opening {}", s.file))?;
-        let last = shard.level_count() - 1;
+    let shards: Vec<ShardReader> = m
+        .shards
+        .iter()
+        .map(|s| open_checked(&a.dataset, s, &m))
+        .collect::<Result<_>>()?;
+    let mut planned: Vec<(usize, usize, PathBuf)> = Vec::new();
+    let mut owner: HashMap<PathBuf, (String, usize, String)> = HashMap::new();
+    for (si, (s, shard)) in m.shards.iter().zip(&shards).enumerate() {
         for (i, r) in shard.records().iter().enumerate() {
-            // Keys are relative paths written by `l3 pack`; anything else is refused rather
-            // than written outside the output folder.
-            let rel = Path::new(&r.key);
-            if rel.is_absolute()
-                || rel
-                    .components()
-                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
-            {
-                bail!("{}: record {i} has an unsafe key {:?}", s.file, r.key);
+            let out = unpack_path(&a.output, &s.file, i, &r.key)?;
+            if let Some((f, j, k)) = owner.insert(out.clone(), (s.file.clone(), i, r.key.clone())) {
+                bail!(
+                    "{f}: record {j} (key {k:?}) and {}: record {i} (key {:?}) would both be \
+                     written to {}; nothing was written",
+                    s.file,
+                    r.key,
+                    out.display()
+                );
             }
-            let level = shard
-                .decode_record(i, last, &crate::decode_options())
-                .with_context(|| format!("{}: record {i} ({})", s.file, r.key))?;
-            let image = l3::image_support::image_from_level(level)?;
-            let out = a.output.join(rel).with_extension("png");
-            let mut png = Vec::new();
-            image
-                .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-                .with_context(|| format!("encoding {}", out.display()))?;
-            fsio::write_atomic(&out, &png)?;
-            written += 1;
+            planned.push((si, i, out));
         }
+    }
+    for (_, _, out) in &planned {
+        for folder in out.ancestors().skip(1) {
+            if folder == a.output {
+                break;
+            }
+            if let Some((f, j, k)) = owner.get(folder) {
+                bail!(
+                    "{f}: record {j} (key {k:?}) would be written to {}, which another record \
+                     needs as a folder ({}); nothing was written",
+                    folder.display(),
+                    out.display()
+                );
+            }
+        }
+    }
+    if !a.force {
+        let existing: Vec<&PathBuf> = planned
+            .iter()
+            .map(|(.., out)| out)
+            .filter(|out| out.symlink_metadata().is_ok())
+            .collect();
+        if let Some(first) = existing.first() {
+            bail!(
+                "{} exists ({} of the {} outputs exist); use --force to overwrite; nothing \
+                 was written",
+                first.display(),
+                existing.len(),
+                planned.len()
+            );
+        }
+    }
+    let mut written = 0u64;
+    for (si, i, out) in &planned {
+        let (s, shard) = (&m.shards[*si], &shards[*si]);
+        let key = &shard.records()[*i].key;
+        let level = shard
+            .decode_record(*i, shard.level_count() - 1, &crate::decode_options())
+            .with_context(|| format!("{}: record {i} (key {key:?})", s.file))?;
+        let image = l3::image_support::image_from_level(level)?;
+        let mut png = Vec::new();
+        image
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .with_context(|| format!("encoding {}", out.display()))?;
+        fsio::write_atomic(out, &png)?;
+        written += 1;
     }
     println!("unpacked {written} images to {}", a.output.display());
     Ok(0)

@@ -65,7 +65,9 @@ struct EpochTotals {
 
 pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     let ds = Arc::new(
-        Dataset::open(&a.dataset).with_context(|| format!("opening {}", a.dataset.display()))?,
+        // Every read of a shard within --max-input-bytes.
+        Dataset::open_with_limits(&a.dataset, &crate::limits())
+            .with_context(|| format!("opening {}", a.dataset.display()))?,
     );
     let mut o = LoaderOptions::new(Partition {
         batch_size: a.batch_size,

@@ -209,8 +209,8 @@ fn a_rerun_after_a_kill_writes_only_the_missing_shards_byte_identically() {
     let complete = snapshot(&ds);
     assert_eq!(
         complete.len(),
-        4,
-        "3 shards and the manifest: {:?}",
+        7,
+        "3 shards, their pack records and the manifest: {:?}",
         complete.keys()
     );
 
@@ -428,4 +428,232 @@ fn shared_images_pack_verify_unpack_with_three_levels() {
         };
         assert_eq!(back.as_bytes(), original.as_bytes(), "{}", rel.display());
     }
+}
+
+/// Packs `src` into `ds` with `args` (quiet) and returns stdout; panics on failure.
+fn pack(src: &Path, ds: &Path, args: &[&str]) -> String {
+    let mut all = vec!["pack", s(src), "-o", s(ds), "-q"];
+    all.extend_from_slice(args);
+    let o = l3(&all);
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The shards of a dataset folder (name -> bytes).
+fn shards(ds: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut s = snapshot(ds);
+    s.retain(|name, _| name.ends_with(".l3s"));
+    s
+}
+
+/// A rerun keeps a complete shard only when its sources and every output-affecting option are
+/// those it was built from: changed options or sources rebuild it, a touched but unchanged
+/// source does not, and the result is byte-identical to a fresh pack of the new inputs.
+#[test]
+fn resume_rebuilds_shards_whose_sources_or_options_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
+    let sources = class_tree(&src);
+    let base = ["--records-per-shard", "2", "--levels", "3"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |extra: &[&str]| {
+        let args = with(extra);
+        pack(
+            &src,
+            &ds,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    };
+    // A fresh pack of the same inputs, elsewhere.
+    let fresh = |extra: &[&str], name: &str| {
+        let out = tmp.path().join(name);
+        let args = with(extra);
+        pack(
+            &src,
+            &out,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        shards(&out)
+    };
+    assert!(run(&[]).contains("(3 written, 0 already complete)"));
+    assert!(run(&[]).contains("(0 written, 3 already complete)"));
+    for (i, changed) in [
+        &["--max-overhead", "0.5"][..],
+        &["--max-error", "3"],
+        &["--profile", "fast"],
+        &["--patch-size", "128"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = run(changed);
+        assert!(
+            out.contains("(3 written, 0 already complete)"),
+            "{changed:?}: {out}"
+        );
+        assert_eq!(
+            shards(&ds),
+            fresh(changed, &format!("fresh{i}")),
+            "{changed:?}"
+        );
+    }
+    assert!(run(&[]).contains("(3 written, 0 already complete)"));
+    // A source copied over with other pixels (same name): only its shard is rebuilt.
+    std::fs::copy(&sources[1], &sources[0]).unwrap();
+    let out = run(&[]);
+    assert!(out.contains("(1 written, 2 already complete)"), "{out}");
+    assert_eq!(shards(&ds), fresh(&[], "fresh-after-edit"));
+    // Touched (a new time, the same bytes): kept, by its CRC-32.
+    let f = std::fs::File::options()
+        .append(true)
+        .open(&sources[2])
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    drop(f);
+    assert!(run(&[]).contains("(0 written, 3 already complete)"));
+    // A shard whose bytes were altered in place (same size) is rebuilt too.
+    let shard = ds.join("shard-00002.l3s");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes[40] ^= 1;
+    std::fs::write(&shard, &bytes).unwrap();
+    assert!(run(&[]).contains("(1 written, 2 already complete)"));
+    assert_eq!(shards(&ds), fresh(&[], "fresh-after-edit2"));
+}
+
+/// `l3 unpack` refuses to overwrite without `--force`, and refuses keys that would land on one
+/// file (they differ only by extension), before writing anything.
+#[test]
+fn unpack_refuses_overwrites_and_collisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds, out) = (
+        tmp.path().join("src"),
+        tmp.path().join("ds"),
+        tmp.path().join("out"),
+    );
+    class_tree(&src);
+    pack(&src, &ds, &[]);
+    let o = l3(&["unpack", s(&ds), "-o", s(&out)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let first = snapshot(&out);
+    // Mark one output: a second unpack must not replace it without --force.
+    let (name, _) = first.iter().next().unwrap();
+    std::fs::write(out.join(name), b"mine").unwrap();
+    let o = l3(&["unpack", s(&ds), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--force"), "{}", text(&o));
+    assert_eq!(std::fs::read(out.join(name)).unwrap(), b"mine");
+    let o = l3(&["unpack", s(&ds), "-o", s(&out), "--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(snapshot(&out), first);
+
+    // a.png and a.tiff both unpack to a.png: refused, nothing written.
+    let (src2, ds2, out2) = (
+        tmp.path().join("src2"),
+        tmp.path().join("ds2"),
+        tmp.path().join("out2"),
+    );
+    std::fs::create_dir_all(&src2).unwrap();
+    let png = &common::files_under(&common::samples_dir())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "png"))
+        .unwrap();
+    std::fs::copy(png, src2.join("a.png")).unwrap();
+    std::fs::copy(png, src2.join("a.tiff")).unwrap();
+    std::fs::copy(png, src2.join("b.png")).unwrap();
+    pack(&src2, &ds2, &[]);
+    let o = l3(&["unpack", s(&ds2), "-o", s(&out2)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("\"a.png\"") && err.contains("\"a.tiff\""),
+        "{err}"
+    );
+    assert!(
+        !out2.exists() || snapshot(&out2).is_empty(),
+        "something was written"
+    );
+}
+
+/// `verify-dataset` checks every manifest field against the shards (and the pack records):
+/// an emptied or renamed class list, per-level byte counts, record counts and sizes that
+/// differ are each reported, naming the shard and the field.
+#[test]
+fn verify_dataset_cross_checks_every_manifest_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
+    class_tree(&src);
+    pack(&src, &ds, &["--records-per-shard", "3", "--levels", "2"]);
+    let good = std::fs::read_to_string(ds.join("manifest.json")).unwrap();
+    let check = |edit: &dyn Fn(&mut serde_json::Value), expect: &[&str]| {
+        let mut m: serde_json::Value = serde_json::from_str(&good).unwrap();
+        edit(&mut m);
+        std::fs::write(ds.join("manifest.json"), m.to_string()).unwrap();
+        let o = l3(&["verify-dataset", s(&ds)]);
+        std::fs::write(ds.join("manifest.json"), &good).unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        for e in expect {
+            assert!(err.contains(e), "{e:?} not in {err}");
+        }
+    };
+    check(
+        &|m| m["classes"] = serde_json::json!([]),
+        &["shard-00000.l3s: classes", "key"],
+    );
+    check(
+        &|m| m["classes"][0] = serde_json::json!("renamed"),
+        &["class: the manifest names it Some(\"renamed\")", "key"],
+    );
+    check(
+        &|m| m["shards"][1]["level_bytes"][0] = serde_json::json!(1),
+        &["shard-00001.l3s: level_bytes"],
+    );
+    check(
+        &|m| {
+            m["shards"][0]["records"] = serde_json::json!(2);
+            m["records"] = serde_json::json!(5);
+        },
+        &["shard-00000.l3s: records"],
+    );
+    check(
+        &|m| m["shards"][1]["bytes"] = serde_json::json!(5),
+        &["shard-00001.l3s: bytes"],
+    );
+    check(
+        &|m| m["shards"][0]["crc32"] = serde_json::json!(7),
+        &["shard-00000.l3s: crc32"],
+    );
+    let o = l3(&["verify-dataset", s(&ds)]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// A labels file larger than `--max-input-bytes` is refused before it is read whole.
+#[test]
+fn a_labels_file_above_the_input_limit_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, ds) = (tmp.path().join("src"), tmp.path().join("ds"));
+    class_tree(&src);
+    let csv = tmp.path().join("labels.csv");
+    std::fs::write(&csv, "path,label\n".repeat(100)).unwrap();
+    let o = l3(&[
+        "--max-input-bytes",
+        "1000",
+        "pack",
+        s(&src),
+        "-o",
+        s(&ds),
+        "--labels",
+        s(&csv),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("above the limit of 1000 bytes"),
+        "{}",
+        text(&o)
+    );
+    assert!(!ds.join("manifest.json").exists());
 }

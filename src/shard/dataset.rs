@@ -1,11 +1,13 @@
 //! A packed dataset (feature `dataset`): the shards a [`Manifest`] lists, opened once, with
 //! records numbered across shards. Opening checks every shard's index against the manifest
-//! (record count, level count); records are then read with positional reads.
+//! ([`super::ShardInfo::mismatches`]: record count, levels, bytes per level, file size, class
+//! ids); records are then read with positional reads, each bounded by the caller's limits.
 
 use std::path::{Path, PathBuf};
 
 use super::{Manifest, RecordEntry, ShardReader};
 use crate::error::{Error, Result};
+use crate::Limits;
 
 /// Largest index of one shard accepted when opening a dataset.
 pub const MAX_SHARD_INDEX_BYTES: u64 = 1 << 30;
@@ -21,22 +23,24 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Opens `dir/manifest.json` and every shard it lists.
+    /// Opens `dir/manifest.json` and every shard it lists, every read bounded by the default
+    /// [`Limits`] (see [`Dataset::open_with_limits`]).
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with_limits(dir, &Limits::default())
+    }
+
+    /// Opens `dir/manifest.json` and every shard it lists; every read of a shard (index,
+    /// payload, prefix) is at most `limits.max_input_bytes` ([`ShardReader::open_with_limits`]).
+    pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
         let manifest = Manifest::read(dir)?;
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = vec![0u64];
         for info in &manifest.shards {
-            let shard = ShardReader::open(&dir.join(&info.file), MAX_SHARD_INDEX_BYTES)?;
-            if shard.len() as u64 != info.records || shard.level_count() != manifest.levels {
-                return Err(Error::Manifest(format!(
-                    "{}: {} records and {} levels, the manifest says {} and {}",
-                    info.file,
-                    shard.len(),
-                    shard.level_count(),
-                    info.records,
-                    manifest.levels
-                )));
+            let path = dir.join(&info.file);
+            let shard = ShardReader::open_with_limits(&path, MAX_SHARD_INDEX_BYTES, limits)?;
+            let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
+            if !problems.is_empty() {
+                return Err(Error::Manifest(problems.join("; ")));
             }
             starts.push(starts.last().expect("non-empty") + info.records);
             shards.push(shard);

@@ -48,6 +48,35 @@ pub const LEVEL_ENTRY_LEN: usize = 8 + 8 + 4;
 /// Bytes of an index entry without its key, metadata and level entries.
 pub const ENTRY_FIXED_LEN: usize = 2 + 4 + 4 + 4 + 4 + 1 + 1 + 2;
 
+/// Why `key` cannot be a record key, or `Ok`. A key is a relative path with `/` separators
+/// that `l3 unpack` can write under its output folder: 1..=[`MAX_KEY_LEN`] bytes, no NUL,
+/// backslash or other control character, not absolute, and no empty, `.` or `..` component.
+/// Writers refuse other keys; readers that turn keys into paths check them again.
+pub fn check_key(key: &str) -> Result<(), &'static str> {
+    if key.is_empty() {
+        return Err("a key must not be empty");
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err("a key is at most 1024 bytes");
+    }
+    if key.contains('\\') {
+        return Err("a key uses `/` as its separator, not a backslash");
+    }
+    if key.chars().any(char::is_control) {
+        return Err("a key must not contain NUL or other control characters");
+    }
+    if key.starts_with('/') {
+        return Err("a key is a relative path, not an absolute one");
+    }
+    if key
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err("a key must not have an empty, `.` or `..` component");
+    }
+    Ok(())
+}
+
 /// The fixed header at the start of a shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShardHeader {

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::ShardReader;
 use crate::error::{Error, Result};
+use crate::Limits;
 
 /// File name of the manifest in a dataset folder.
 pub const MANIFEST_NAME: &str = "manifest.json";
@@ -36,19 +38,111 @@ impl ShardInfo {
     /// here: a shard that does not parse is an error).
     pub fn of_shard(file: String, bytes: &[u8]) -> Result<Self> {
         let (header, _, records) = super::format::parse_shard(bytes)?;
-        let mut level_bytes = vec![0u64; header.level_count as usize];
-        for r in &records {
-            for (sum, l) in level_bytes.iter_mut().zip(&r.levels) {
-                *sum += l.len;
-            }
-        }
         Ok(ShardInfo {
             file,
             records: records.len() as u64,
             bytes: bytes.len() as u64,
             crc32: crc32fast::hash(bytes),
-            level_bytes,
+            level_bytes: level_bytes(header.level_count, &records),
         })
+    }
+
+    /// The manifest's entry for the shard `dir/file`, without holding it in memory: its index
+    /// opened with `limits` ([`ShardReader::open_with_limits`]), its CRC-32 computed over
+    /// bounded reads.
+    pub fn of_file(dir: &Path, file: &str, limits: &Limits) -> Result<Self> {
+        let path = dir.join(file);
+        let shard = ShardReader::open_with_limits(&path, limits.max_input_bytes, limits)?;
+        Ok(ShardInfo {
+            file: file.to_owned(),
+            records: shard.len() as u64,
+            bytes: shard.file_len(),
+            crc32: file_crc32(&path)?,
+            level_bytes: level_bytes(shard.level_count(), shard.records()),
+        })
+    }
+
+    /// Every field of this entry that disagrees with `shard` (its file opened) in a manifest
+    /// of `levels` levels and `classes` class names, one line each naming the shard and the
+    /// field: records, levels, level_bytes, bytes, and the class id of every record (which
+    /// must index the class list). The CRC-32 needs the whole file: `l3 verify-dataset`
+    /// checks it.
+    pub fn mismatches(&self, shard: &ShardReader, levels: u8, classes: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut differ = |field: &str, shard_has: String, manifest: String| {
+            out.push(format!(
+                "{}: {field}: the shard has {shard_has}, the manifest says {manifest}",
+                self.file
+            ))
+        };
+        if shard.len() as u64 != self.records {
+            differ("records", shard.len().to_string(), self.records.to_string());
+        }
+        if shard.level_count() != levels {
+            differ(
+                "levels",
+                shard.level_count().to_string(),
+                levels.to_string(),
+            );
+        }
+        let sums = level_bytes(shard.level_count(), shard.records());
+        if sums != self.level_bytes {
+            differ(
+                "level_bytes",
+                format!("{sums:?}"),
+                format!("{:?}", self.level_bytes),
+            );
+        }
+        if shard.file_len() != self.bytes {
+            differ(
+                "bytes",
+                shard.file_len().to_string(),
+                self.bytes.to_string(),
+            );
+        }
+        let mut outside = shard
+            .records()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.class.is_some_and(|c| c as usize >= classes));
+        if let Some((i, r)) = outside.next() {
+            out.push(format!(
+                "{}: classes: record {i} (key {:?}) has class {}, the manifest lists {classes} \
+                 class name(s) ({} more record(s) outside the list)",
+                self.file,
+                r.key,
+                r.class.unwrap_or_default(),
+                outside.count()
+            ));
+        }
+        out
+    }
+}
+
+/// Payload bytes per level of `records`.
+fn level_bytes(level_count: u8, records: &[super::RecordEntry]) -> Vec<u64> {
+    let mut sums = vec![0u64; level_count as usize];
+    for r in records {
+        for (sum, l) in sums.iter_mut().zip(&r.levels) {
+            // The levels lie in the file (parse_index), so the sums fit.
+            *sum = sum.saturating_add(l.len);
+        }
+    }
+    sums
+}
+
+/// CRC-32 of the whole file at `path`, read in 1 MiB pieces.
+pub fn file_crc32(path: &Path) -> std::io::Result<u32> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hasher.finalize());
+        }
+        hasher.update(&buf[..n]);
     }
 }
 
@@ -68,51 +162,105 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Reads and validates `DIR/manifest.json`: a known version, 1..=8 levels, shard file
-    /// names without path components, and a record total equal to the shards' sum.
+    /// Reads and validates `DIR/manifest.json` ([`Manifest::check_fields`]); at most
+    /// [`MAX_MANIFEST_BYTES`] are read.
     pub fn read(dir: &Path) -> Result<Self> {
+        use std::io::Read;
         let path = dir.join(MANIFEST_NAME);
-        let len = std::fs::metadata(&path)?.len();
-        if len > MAX_MANIFEST_BYTES {
+        let mut bytes = Vec::new();
+        // One byte more than the limit tells a file at the limit from a larger one (also when
+        // it grows while it is read).
+        std::fs::File::open(&path)?
+            .take(MAX_MANIFEST_BYTES + 1)
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
             return Err(crate::LimitsError::InputBytes {
-                len,
+                len: std::fs::metadata(&path).map_or(bytes.len() as u64, |m| m.len()),
                 max: MAX_MANIFEST_BYTES,
             }
             .into());
         }
-        let bytes = std::fs::read(&path)?;
         let m: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Manifest(format!("{}: {e}", path.display())))?;
-        let bad = |what: String| Err(Error::Manifest(format!("{}: {what}", path.display())));
-        if m.version != MANIFEST_VERSION {
-            return bad(format!("unsupported manifest version {}", m.version));
+        m.check_fields()
+            .map_err(|what| Error::Manifest(format!("{}: {what}", path.display())))?;
+        Ok(m)
+    }
+
+    /// The checks that need no shard: a known version, 1..=8 levels, shard file names that
+    /// are plain and distinct, a level count per shard, a record total equal to the shards'
+    /// sum, and distinct class names. Returns what is wrong.
+    pub fn check_fields(&self) -> std::result::Result<(), String> {
+        if self.version != MANIFEST_VERSION {
+            return Err(format!("unsupported manifest version {}", self.version));
         }
-        if m.levels == 0 || m.levels > super::format::MAX_LEVELS {
-            return bad(format!("levels {} (must be 1..=8)", m.levels));
+        if self.levels == 0 || self.levels > super::format::MAX_LEVELS {
+            return Err(format!("levels {} (must be 1..=8)", self.levels));
         }
-        for s in &m.shards {
+        let mut names = std::collections::HashSet::new();
+        for s in &self.shards {
             let plain = Path::new(&s.file)
                 .file_name()
                 .is_some_and(|n| n == s.file.as_str());
-            if !plain || s.file.starts_with('.') {
-                return bad(format!(
+            if !plain || s.file.starts_with('.') || s.file == MANIFEST_NAME {
+                return Err(format!(
                     "shard file name {:?} is not a plain file name",
                     s.file
                 ));
             }
+            if !names.insert(s.file.as_str()) {
+                return Err(format!("shard {:?} is listed twice", s.file));
+            }
+            if s.level_bytes.len() != self.levels as usize {
+                return Err(format!(
+                    "{}: level_bytes has {} entries, the dataset has {} levels",
+                    s.file,
+                    s.level_bytes.len(),
+                    self.levels
+                ));
+            }
         }
-        let total = m
+        let total = self
             .shards
             .iter()
             .try_fold(0u64, |a, s| a.checked_add(s.records));
-        if total != Some(m.records) {
-            return bad(format!("records {} is not the shards' sum", m.records));
+        if total != Some(self.records) {
+            return Err(format!("records {} is not the shards' sum", self.records));
         }
-        Ok(m)
+        let mut classes = std::collections::HashSet::new();
+        if let Some(c) = self.classes.iter().find(|c| !classes.insert(c.as_str())) {
+            return Err(format!("class name {c:?} is listed twice"));
+        }
+        Ok(())
     }
 
-    /// Writes `DIR/manifest.json` atomically (temporary file, fsync, rename).
+    /// Opens every shard in `dir` (indexes only, reads bounded by `limits`) and checks each
+    /// entry against it ([`ShardInfo::mismatches`]): every mismatch, one line each.
+    pub fn check_shards(&self, dir: &Path, limits: &Limits) -> Result<()> {
+        let mut problems = Vec::new();
+        for s in &self.shards {
+            let path = dir.join(&s.file);
+            match ShardReader::open_with_limits(&path, limits.max_input_bytes, limits) {
+                Ok(shard) => problems.extend(s.mismatches(&shard, self.levels, self.classes.len())),
+                Err(e) => problems.push(format!("{}: {e}", s.file)),
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Manifest(problems.join("; ")))
+        }
+    }
+
+    /// Checks the manifest ([`Manifest::check_fields`], and against the shards in `dir`:
+    /// [`Manifest::check_shards`] with the default limits), then writes `DIR/manifest.json`
+    /// atomically ([`super::write_atomic`]). A manifest that fails a check is not written, so
+    /// a good one already there stays.
     pub fn write(&self, dir: &Path) -> Result<()> {
+        self.check_fields().map_err(|what| {
+            Error::Manifest(format!("{}: {what}", dir.join(MANIFEST_NAME).display()))
+        })?;
+        self.check_shards(dir, &Limits::default())?;
         let mut json = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::Manifest(format!("serialising the manifest: {e}")))?;
         json.push(b'\n');

@@ -26,7 +26,7 @@ pub use atomic::{write_atomic, write_atomic_with, TEMP_MARKER};
 pub use dataset::Dataset;
 pub use format::{LevelEntry, RecordEntry};
 #[cfg(feature = "dataset")]
-pub use manifest::{Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
+pub use manifest::{file_crc32, Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
 pub use reader::{ShardPrefix, ShardReader};
 pub use writer::{RecordInput, ShardWriter};
 
@@ -126,6 +126,14 @@ pub enum ShardError {
         records: u64,
         /// Levels per record.
         levels: u8,
+    },
+    /// An error of the shard file `file` (what opening it found).
+    #[error("{file}: {error}")]
+    File {
+        /// The shard's file name.
+        file: String,
+        /// The error.
+        error: Box<ShardError>,
     },
     /// The shard is shorter than a header and a trailer.
     #[error("shard truncated: {len} bytes, at least {min} needed")]

@@ -8,16 +8,25 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::format::{parse_index, RecordEntry, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN};
+use super::format::{
+    parse_index, LevelEntry, RecordEntry, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN,
+};
 use super::ShardError;
 use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
 use crate::progressive::{decode_level, LevelImage, LevelScheme, StoredLevels};
+use crate::Limits;
 
 /// An open shard: its validated index, and the file for positional reads.
 #[derive(Debug)]
 pub struct ShardReader {
     file: File,
+    /// The shard's file name, for errors.
+    name: String,
+    /// Most bytes one read may take ([`Limits::max_input_bytes`]).
+    max_read: u64,
+    /// Bytes of the file when it was opened.
+    file_len: u64,
     level_count: u8,
     records: Vec<RecordEntry>,
     index_offset: u64,
@@ -25,38 +34,85 @@ pub struct ShardReader {
 
 impl ShardReader {
     /// Opens a shard and validates its header, trailer and index; the index may take at most
-    /// `max_index_bytes` (what opening allocates, besides the parsed entries).
+    /// `max_index_bytes` (what opening allocates, besides the parsed entries). Later reads are
+    /// bounded by the default [`Limits::max_input_bytes`] (see [`ShardReader::open_with_limits`]).
     pub fn open(path: &Path, max_index_bytes: u64) -> Result<Self> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        if len < HEADER_LEN + TRAILER_LEN {
-            return Err(ShardError::Truncated {
+        Self::open_with_limits(path, max_index_bytes, &Limits::default())
+    }
+
+    /// Like [`ShardReader::open`], with every read (the index, a payload, a coalesced read, a
+    /// prefix) at most `limits.max_input_bytes`: a larger one is a [`LimitsError::ShardRead`]
+    /// naming the shard (and the record and key), returned before anything is allocated for it.
+    pub fn open_with_limits(path: &Path, max_index_bytes: u64, limits: &Limits) -> Result<Self> {
+        let name = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy()
+            .into_owned();
+        let max_read = limits.max_input_bytes;
+        // Errors of the file or its structure name the shard.
+        let named = |e: crate::Error| match e {
+            crate::Error::Shard(e) => ShardError::File {
+                file: name.clone(),
+                error: Box::new(e),
+            }
+            .into(),
+            crate::Error::Io(e) => {
+                std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
+            }
+            e => e,
+        };
+        type Opened = (File, u64, ShardHeader, Trailer, Vec<RecordEntry>);
+        let (file, len, header, trailer, records) = (|| -> Result<Opened> {
+            let file = File::open(path)?;
+            let len = file.metadata()?.len();
+            if len < HEADER_LEN + TRAILER_LEN {
+                return Err(ShardError::Truncated {
+                    len,
+                    min: HEADER_LEN + TRAILER_LEN,
+                }
+                .into());
+            }
+            let header = ShardHeader::parse(&read_at(&file, 0, HEADER_LEN as usize)?)?;
+            let trailer = Trailer::parse(
+                &read_at(&file, len - TRAILER_LEN, TRAILER_LEN as usize)?,
                 len,
-                min: HEADER_LEN + TRAILER_LEN,
+                header.level_count,
+            )?;
+            let max_index = max_index_bytes.min(max_read);
+            if trailer.index_len > max_index {
+                return Err(LimitsError::ShardRead {
+                    shard: name.clone(),
+                    what: "the index".into(),
+                    len: trailer.index_len,
+                    max: max_index,
+                }
+                .into());
             }
-            .into());
-        }
-        let header = ShardHeader::parse(&read_at(&file, 0, HEADER_LEN as usize)?)?;
-        let trailer = Trailer::parse(
-            &read_at(&file, len - TRAILER_LEN, TRAILER_LEN as usize)?,
-            len,
-            header.level_count,
-        )?;
-        if trailer.index_len > max_index_bytes {
-            return Err(LimitsError::InputBytes {
-                len: trailer.index_len,
-                max: max_index_bytes,
-            }
-            .into());
-        }
-        let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
-        let records = parse_index(&index, &trailer, header.level_count)?;
+            let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
+            let records = parse_index(&index, &trailer, header.level_count)?;
+            Ok((file, len, header, trailer, records))
+        })()
+        .map_err(named)?;
         Ok(ShardReader {
             file,
+            name,
+            max_read,
+            file_len: len,
             level_count: header.level_count,
             records,
             index_offset: trailer.index_offset,
         })
+    }
+
+    /// The shard's file name (as errors name it).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bytes of the shard file (when it was opened).
+    pub fn file_len(&self) -> u64 {
+        self.file_len
     }
 
     /// Records in the shard.
@@ -94,14 +150,35 @@ impl ShardReader {
         .into()
     }
 
-    /// The bytes of level `level` of record `i` (an L3 file), checked against their CRC-32.
-    pub fn read_level(&self, i: usize, level: u8) -> Result<Vec<u8>> {
-        let entry = self
+    /// The error for a read of `len` bytes above the limit; `what` says what it was.
+    fn too_large(&self, what: String, len: u64) -> crate::Error {
+        LimitsError::ShardRead {
+            shard: self.name.clone(),
+            what,
+            len,
+            max: self.max_read,
+        }
+        .into()
+    }
+
+    /// Level `level` of record `i`, checked against the read limit.
+    fn level_entry(&self, i: usize, level: u8) -> Result<LevelEntry> {
+        let (record, entry) = self
             .records
             .get(i)
-            .and_then(|r| r.levels.get(level as usize))
+            .and_then(|r| Some((r, *r.levels.get(level as usize)?)))
             .ok_or_else(|| self.no_such(i, level))?;
-        // In the data area: checked by parse_index.
+        if entry.len > self.max_read {
+            let what = format!("record {i} (key {:?}) level {level}", record.key);
+            return Err(self.too_large(what, entry.len));
+        }
+        Ok(entry)
+    }
+
+    /// The bytes of level `level` of record `i` (an L3 file), checked against their CRC-32.
+    pub fn read_level(&self, i: usize, level: u8) -> Result<Vec<u8>> {
+        let entry = self.level_entry(i, level)?;
+        // In the data area: checked by parse_index; at most max_read bytes: checked above.
         let bytes = read_at(&self.file, entry.offset, entry.len as usize)?;
         check_crc(&bytes, entry.crc32, i, level)?;
         Ok(bytes)
@@ -110,7 +187,8 @@ impl ShardReader {
     /// Reads the payloads `wanted` (`(record, level)` pairs) with few positional reads:
     /// payloads at most `max_gap` bytes apart are read together, up to `max_read` bytes per read
     /// (a payload larger than that is read alone), the reads run on rayon's pool, and every
-    /// payload is checked against its CRC-32. Returns one result per wanted payload, in order
+    /// payload is checked against its CRC-32. No read is larger than the reader's limit
+    /// ([`ShardReader::open_with_limits`]): a payload above it is an error of its own. Returns one result per wanted payload, in order
     /// (an I/O error fails every payload of its read; a checksum error only its payload), and
     /// the number of reads made.
     pub fn read_levels_coalesced(
@@ -123,15 +201,13 @@ impl ShardReader {
         // (offset, len, crc, index in wanted), for the payloads that exist.
         let mut spans = Vec::with_capacity(wanted.len());
         for (w, &(i, level)) in wanted.iter().enumerate() {
-            match self
-                .records
-                .get(i)
-                .and_then(|r| r.levels.get(level as usize))
-            {
-                Some(l) => spans.push((l.offset, l.len, l.crc32, w)),
-                None => results[w] = Some(Err(self.no_such(i, level))),
+            match self.level_entry(i, level) {
+                Ok(l) => spans.push((l.offset, l.len, l.crc32, w)),
+                Err(e) => results[w] = Some(Err(e)),
             }
         }
+        // A run of several payloads stays within the limit too.
+        let max_read = max_read.min(self.max_read);
         spans.sort_unstable();
         // Runs of spans read together.
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
@@ -204,9 +280,14 @@ impl ShardReader {
     }
 
     /// Levels `0..=level` of every record in one contiguous read (in 4 MiB chunks on rayon's
-    /// pool), every payload in it checked against its CRC-32.
+    /// pool), every payload in it checked against its CRC-32. A prefix above the reader's limit
+    /// is an error, returned before anything is allocated.
     pub fn read_prefix(&self, level: u8) -> Result<ShardPrefix> {
         let range = self.prefix_range(level)?;
+        if range.end - range.start > self.max_read {
+            let what = format!("the prefix of levels 0..={level}");
+            return Err(self.too_large(what, range.end - range.start));
+        }
         let mut bytes = vec![0u8; (range.end - range.start) as usize];
         bytes
             .par_chunks_mut(PREFIX_CHUNK)

@@ -6,8 +6,7 @@
 use std::path::Path;
 
 use super::format::{
-    LevelEntry, RecordEntry, ShardHeader, Trailer, HEADER_LEN, MAX_KEY_LEN, MAX_LEVELS,
-    MAX_META_LEN,
+    check_key, LevelEntry, RecordEntry, ShardHeader, Trailer, HEADER_LEN, MAX_LEVELS, MAX_META_LEN,
 };
 use crate::error::{ParameterError, Result};
 use crate::progressive::{EncodedLevels, LevelScheme, StoredLevels};
@@ -15,7 +14,8 @@ use crate::progressive::{EncodedLevels, LevelScheme, StoredLevels};
 /// One record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordInput {
-    /// Key (e.g. the source path relative to the dataset root), at most 1024 bytes of UTF-8.
+    /// Key (e.g. the source path relative to the dataset root): a relative path with `/`
+    /// separators, at most 1024 bytes of UTF-8 ([`super::format::check_key`]).
     pub key: String,
     /// Class id (`u32::MAX` is reserved for "none").
     pub class: Option<u32>,
@@ -117,8 +117,8 @@ impl ShardWriter {
                 "a record needs exactly the shard's level count",
             ));
         }
-        if record.key.len() > MAX_KEY_LEN {
-            return Err(bad("key", record.key.len(), "keys are at most 1024 bytes"));
+        if let Err(reason) = check_key(&record.key) {
+            return Err(bad("key", record.key.len(), reason));
         }
         if record.meta.len() > MAX_META_LEN {
             return Err(bad("meta", record.meta.len(), "metadata is at most 1 MiB"));
