@@ -134,7 +134,9 @@ pub fn remove_stale_temps(dir: &Path) -> usize {
         };
         // `<pid>-<random>`, or `<pid>` as versions before the random part wrote it.
         let pid = rest.split('-').next().unwrap_or_default();
-        if name.starts_with('.') && is_stale(&e.path(), pid) && std::fs::remove_file(e.path()).is_ok()
+        if name.starts_with('.')
+            && is_stale(&e.path(), pid)
+            && std::fs::remove_file(e.path()).is_ok()
         {
             removed += 1;
         }
@@ -188,7 +190,10 @@ mod tests {
             }
         });
         let got = std::fs::read(&target).unwrap();
-        assert!(contents.contains(&got), "target is no writer's complete bytes");
+        assert!(
+            contents.contains(&got),
+            "target is no writer's complete bytes"
+        );
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
