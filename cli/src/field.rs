@@ -253,6 +253,13 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         (None, Some(r)) => l3::field::Bound::Relative(r),
         (None, None) => bail!("give --max-error or --relative"),
     };
+    if let Some(e) = a
+        .max_error
+        .or(a.relative)
+        .filter(|e| !(e.is_finite() && *e > 0.0))
+    {
+        bail!("the bound (--max-error or --relative) must be a finite number above 0, got {e}");
+    }
     let ext = a.input.extension().and_then(|e| e.to_str()).unwrap_or("");
     let sources: Vec<PathBuf> = match ext {
         "npy" => vec![a.input.clone()],

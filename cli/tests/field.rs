@@ -352,3 +352,21 @@ fn encode_field_resume_compares_options_and_input() {
     assert_fails_with(&o, "not an L3 file");
     assert_eq!(std::fs::read(&field).unwrap(), b"not a field");
 }
+
+/// A bound that is not a finite number above 0 is refused with a message that says so and
+/// gives the number as written (not its bits).
+#[test]
+fn field_bounds_must_be_finite_and_positive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("f.npy");
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (20, 30), }";
+    std::fs::write(&input, npy(header, &values(600))).unwrap();
+    for (flag, value, shown) in [
+        ("--relative", "nan", "NaN"),
+        ("--max-error", "inf", "inf"),
+        ("--relative", "0", "0"),
+    ] {
+        let o = l3(&["encode-field", s(&input), flag, value]);
+        assert_fails_with(&o, &format!("must be a finite number above 0, got {shown}"));
+    }
+}
