@@ -145,7 +145,13 @@ pub(crate) fn cmd_demo(a: DemoArgs) -> Result<u64> {
 /// then each shard's level-0 prefix read in one read and decoded on the CPU and (if there is
 /// an adapter) on the GPU, compared bit for bit.
 fn demo_dataset(dir: &Path) -> Result<()> {
-    let tmp = std::env::temp_dir().join(format!("l3-demo-dataset-{}", std::process::id()));
+    // A fresh private folder (created exclusively, mode 0700): never a guessable path that
+    // another user could have planted in the shared temp folder.
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("l3-demo-dataset-")
+        .tempdir()
+        .context("creating the demo's temporary folder")?;
+    let tmp = tmp_dir.path().to_path_buf();
     let result = (|| -> Result<()> {
         dataset::cmd_pack(dataset::PackArgs {
             source: dir.to_path_buf(),
@@ -169,7 +175,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
         demo_prefix_reads(&tmp)?;
         demo_loader(&tmp)
     })();
-    let _ = std::fs::remove_dir_all(&tmp);
+    drop(tmp_dir);
     result
 }
 

@@ -3,13 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use serde::{Deserialize, Serialize};
 
 use crate::fsio;
 
-/// Largest `.npy` header accepted.
+/// Largest `.npy` header accepted (NumPy writes well under a kilobyte).
 const MAX_NPY_HEADER: usize = 1 << 16;
+
+/// Largest `.json` sidecar accepted.
+const MAX_SIDECAR_BYTES: u64 = 1 << 16;
 
 #[derive(Args)]
 pub struct EncodeFieldArgs {
@@ -35,6 +39,12 @@ pub struct EncodeFieldArgs {
     /// Profile of the bin image.
     #[arg(long, value_enum, default_value_t = crate::ProfileArg::Compact)]
     pub profile: crate::ProfileArg,
+    /// Encode even if the output is up to date, and replace an existing output that is not a
+    /// field file. Without it an output is skipped when its resume record (a hidden
+    /// `.NAME.l3f.l3-resume` beside it) shows the same l3 version, options and input files
+    /// (name, length, modification time); otherwise it is encoded again and replaced.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]
@@ -44,6 +54,9 @@ pub struct DecodeFieldArgs {
     /// Output: `.npy`, or `.f32` (raw, with a `.json` sidecar giving the shape).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Replace existing output files (by default an existing output, or sidecar, is an error).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A float32 array read from disk: values (C order), shape, the sidecar's fill value.
@@ -53,11 +66,28 @@ struct Array {
     fill: Option<f32>,
 }
 
+/// The number of values of a field's shape: 2 or 3 non-zero dimensions, the product checked.
 fn shape_len(shape: &[u32]) -> Result<usize> {
     if !(2..=3).contains(&shape.len()) || shape.contains(&0) {
         bail!("a field has 2 or 3 non-zero dimensions, got shape {shape:?}");
     }
-    Ok(shape.iter().map(|&d| d as u64).product::<u64>() as usize)
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+        .with_context(|| format!("shape {shape:?} has more values than memory can address"))
+}
+
+/// The data bytes a shape needs (4 per value), checked against the bytes present.
+fn check_data_len(shape: &[u32], present: u64, what: &str) -> Result<usize> {
+    let n = shape_len(shape)?;
+    let need = (n as u64).checked_mul(4);
+    if need != Some(present) {
+        bail!(
+            "{what} is {present} bytes, the shape {shape:?} needs {}",
+            need.map_or("more than 2^64".into(), |b| b.to_string())
+        );
+    }
+    Ok(n)
 }
 
 fn floats(bytes: &[u8]) -> Vec<f32> {
@@ -67,112 +97,194 @@ fn floats(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Reads a `.npy` file: version 1-3 header, `'<f4'`, C order, 2 or 3 dimensions.
+/// Reads a `.npy` file within `limit` bytes: the header by `ndarray-npy` (version 1-3,
+/// `'<f4'`, C order, 2 or 3 dimensions), the data checked against the shape before any
+/// value is converted.
 fn read_npy(path: &Path, limit: u64) -> Result<Array> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+    use ndarray_npy::npy::header::{Header, Layout};
+    let bytes = fsio::read_limited(path, limit)?;
+    // The preamble (magic, version, header length) is checked here so that the parser never
+    // sizes a buffer from a header length the file does not hold.
+    if !bytes.starts_with(b"\x93NUMPY") {
         bail!("not a .npy file (bad magic)");
     }
-    let (header_len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
+    let (start, header_len) = match (bytes.get(6), bytes.get(8..12)) {
+        (Some(1), Some(n)) => (10, u16::from_le_bytes([n[0], n[1]]) as usize),
+        (Some(2 | 3), Some(n)) => (12, u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize),
+        (Some(v @ 4..), _) | (Some(v @ 0), _) => bail!(".npy version {v} is not supported"),
+        _ => bail!(
+            ".npy file of {} bytes ends inside its preamble",
+            bytes.len()
         ),
-        v => bail!(".npy version {v} is not supported"),
     };
-    if header_len > MAX_NPY_HEADER || start + header_len > bytes.len() {
-        bail!(".npy header of {header_len} bytes does not fit the file");
-    }
-    let header = std::str::from_utf8(&bytes[start..start + header_len])
-        .context(".npy header is not text")?;
-    let field = |key: &str| -> Result<&str> {
-        let at = header
-            .find(&format!("'{key}'"))
-            .with_context(|| format!(".npy header has no '{key}'"))?;
-        Ok(header[at + key.len() + 2..].trim_start_matches([':', ' ']))
-    };
-    if !field("descr")?.starts_with("'<f4'") {
-        bail!(".npy dtype must be '<f4' (little-endian float32)");
-    }
-    if !field("fortran_order")?.starts_with("False") {
-        bail!(".npy array must be in C order");
-    }
-    let shape_text = field("shape")?;
-    let close = shape_text.find(')').context(".npy shape is not a tuple")?;
-    let shape: Vec<u32> = shape_text[1..close]
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u32>().context(".npy shape entry is not a number"))
-        .collect::<Result<_>>()?;
-    let n = shape_len(&shape)?;
-    let data = &bytes[start + header_len..];
-    if (n as u64) * 4 > limit || data.len() != n * 4 {
+    if header_len > MAX_NPY_HEADER || header_len > bytes.len() - start {
         bail!(
-            ".npy data is {} bytes, the shape {shape:?} needs {}",
-            data.len(),
-            n * 4
+            ".npy header of {header_len} bytes does not fit the file ({} bytes)",
+            bytes.len()
         );
     }
+    let mut rest = &bytes[..];
+    let header = Header::from_reader(&mut rest).map_err(|e| {
+        // The parser's message quotes the whole header line; keep its first and last lines.
+        let text = e.to_string();
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        let first = lines.next().unwrap_or_default().to_string();
+        match lines.next_back() {
+            Some(last) => anyhow!(".npy header: {first} {}", last.trim_start_matches("= ")),
+            None => anyhow!(".npy header: {first}"),
+        }
+    })?;
+    if header.type_descriptor.as_string().map(|d| d.as_str()) != Some("<f4") {
+        bail!(
+            ".npy dtype must be '<f4' (little-endian float32), got {}",
+            header.type_descriptor
+        );
+    }
+    if header.layout != Layout::Standard {
+        bail!(".npy array must be in C order");
+    }
+    let shape: Vec<u32> = header
+        .shape
+        .iter()
+        .map(|&d| u32::try_from(d).map_err(|_| anyhow!(".npy shape entry {d} is 2^32 or more")))
+        .collect::<Result<_>>()?;
+    check_data_len(&shape, rest.len() as u64, ".npy data")?;
     Ok(Array {
-        values: floats(data),
+        values: floats(rest),
         shape,
         fill: None,
     })
 }
 
-/// Reads a raw `.f32` file and its `.json` sidecar.
+/// The `.json` sidecar of a raw `.f32` array (`l3 decode-field` writes every field; a user's
+/// needs only `shape`). Unknown fields are refused, so a misspelt one is never ignored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sidecar {
+    /// Dimensions, outermost first.
+    shape: Vec<u32>,
+    /// The value kept exactly, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fill_value: Option<f32>,
+    /// `"float32"` if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dtype: Option<String>,
+    /// `"little"` if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    byte_order: Option<String>,
+    /// `"C"` if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    order: Option<String>,
+    /// The bound the data was decoded within (information only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_error: Option<f64>,
+    /// The data file's length, checked if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    /// The data file's CRC-32, checked if given: a sidecar left from other data is caught.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crc32: Option<u32>,
+}
+
+/// Reads a raw `.f32` file and its `.json` sidecar, within `limit` bytes.
 fn read_raw(path: &Path, limit: u64) -> Result<Array> {
     let sidecar = path.with_extension("json");
-    let meta: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&sidecar).with_context(|| format!("reading {}", sidecar.display()))?,
-    )
-    .with_context(|| format!("{}: not JSON", sidecar.display()))?;
-    let shape: Vec<u32> = meta["shape"]
-        .as_array()
-        .with_context(|| format!("{}: no \"shape\" list", sidecar.display()))?
-        .iter()
-        .map(|d| {
-            d.as_u64()
-                .and_then(|d| u32::try_from(d).ok())
-                .context("shape entries must be integers below 2^32")
-        })
-        .collect::<Result<_>>()?;
-    let n = shape_len(&shape)?;
-    let len = std::fs::metadata(path)?.len();
-    if len > limit || len != n as u64 * 4 {
+    let text = fsio::read_limited(&sidecar, MAX_SIDECAR_BYTES)
+        .with_context(|| format!("the sidecar {} (shape)", sidecar.display()))?;
+    let meta: Sidecar = serde_json::from_slice(&text)
+        .with_context(|| format!("{}: not a valid sidecar", sidecar.display()))?;
+    let bad =
+        |field: &str, want: &str| anyhow!("{}: \"{field}\" must be {want}", sidecar.display());
+    if meta.dtype.as_deref().is_some_and(|d| d != "float32") {
+        return Err(bad("dtype", "\"float32\""));
+    }
+    if meta.byte_order.as_deref().is_some_and(|d| d != "little") {
+        return Err(bad("byte_order", "\"little\""));
+    }
+    if meta.order.as_deref().is_some_and(|d| d != "C") {
+        return Err(bad("order", "\"C\""));
+    }
+    shape_len(&meta.shape).with_context(|| format!("{}: \"shape\"", sidecar.display()))?;
+    let bytes = fsio::read_limited(path, limit)?;
+    let len = bytes.len() as u64;
+    if meta.bytes.is_some_and(|b| b != len) {
         bail!(
-            "{} is {len} bytes, the shape {shape:?} needs {}",
+            "{} is {len} bytes, its sidecar {} says {} (a sidecar of other data?)",
             path.display(),
-            n * 4
+            sidecar.display(),
+            meta.bytes.unwrap_or_default()
         );
     }
-    let bytes = std::fs::read(path)?;
+    if meta.crc32.is_some_and(|c| c != crc32fast::hash(&bytes)) {
+        bail!(
+            "{}: CRC-32 differs from its sidecar {} (a sidecar of other data?)",
+            path.display(),
+            sidecar.display()
+        );
+    }
+    check_data_len(&meta.shape, len, &path.display().to_string())?;
     Ok(Array {
         values: floats(&bytes),
-        shape,
-        fill: meta["fill_value"].as_f64().map(|f| f as f32),
+        shape: meta.shape,
+        fill: meta.fill_value,
     })
 }
 
+/// The limit on an array file: its values are the field's decoded size (`--max-output-bytes`)
+/// and the file is an input (`--max-input-bytes`).
+fn array_limit() -> u64 {
+    let l = crate::limits();
+    l.max_input_bytes.min(l.max_output_bytes)
+}
+
+/// `l3 encode-field`; every error names the input.
 pub fn cmd_encode_field(a: EncodeFieldArgs) -> Result<u64> {
-    let limit = crate::limits().max_output_bytes;
-    let ext = a.input.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let array = match ext {
-        "npy" => read_npy(&a.input, limit),
-        "f32" | "raw" => read_raw(&a.input, limit),
-        _ => bail!(
-            "{}: expected a .f32 (+ .json) or .npy file",
-            a.input.display()
-        ),
-    }
-    .with_context(|| a.input.display().to_string())?;
+    let input = a.input.clone();
+    encode_field(a).with_context(|| input.display().to_string())
+}
+
+fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
+    let out = a
+        .output
+        .clone()
+        .unwrap_or_else(|| a.input.with_extension("l3f"));
     let bound = match (a.max_error, a.relative) {
         (Some(e), _) => l3::field::Bound::Absolute(e),
         (None, Some(r)) => l3::field::Bound::Relative(r),
         (None, None) => bail!("give --max-error or --relative"),
     };
+    if let Some(e) = a
+        .max_error
+        .or(a.relative)
+        .filter(|e| !(e.is_finite() && *e > 0.0))
+    {
+        bail!("the bound (--max-error or --relative) must be a finite number above 0, got {e}");
+    }
+    let ext = a.input.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let sources: Vec<PathBuf> = match ext {
+        "npy" => vec![a.input.clone()],
+        "f32" | "raw" => vec![a.input.clone(), a.input.with_extension("json")],
+        _ => bail!("expected a .f32 (+ .json) or .npy file"),
+    };
+    // Everything that changes the output's bytes (the sidecar's fill value is in its stamp).
+    let key = format!(
+        "field bound={bound:?} fill={:?} profile={}",
+        a.fill_value.map(f32::to_bits),
+        a.profile.name()
+    );
+    let stamps = sources
+        .iter()
+        .map(|p| fsio::Stamp::of(p))
+        .collect::<Result<Vec<_>>>()?;
+    if !a.force && fsio::is_up_to_date(&stamps, &out, &key) {
+        println!("{}: up to date, skipped", a.input.display());
+        return Ok(0);
+    }
+    fsio::check_replace(&out, &l3::field::FIELD_MAGIC, a.force)?;
+    let array = match ext {
+        "npy" => read_npy(&a.input, array_limit()),
+        _ => read_raw(&a.input, array_limit()),
+    }?;
     let mut options = l3::field::FieldOptions::new(bound);
     options.fill_value = a.fill_value.or(array.fill);
     options.image = l3::EncodeOptions::for_profile(match a.profile {
@@ -199,11 +311,14 @@ pub fn cmd_encode_field(a: EncodeFieldArgs) -> Result<u64> {
             h.bound
         );
     }
-    let out = a
-        .output
-        .clone()
-        .unwrap_or_else(|| a.input.with_extension("l3f"));
+    fsio::forget_output(&out)?;
     fsio::write_atomic(&out, &file)?;
+    if let Err(e) = fsio::record_output(stamps, &out, &key) {
+        eprintln!(
+            "warning: {}: no resume record ({e:#}); a rerun encodes it again",
+            out.display()
+        );
+    }
     println!(
         "{} -> {}: {} values, {} -> {} bytes ({:.2}x), bound {:.4e}, max error {:.4e}, {} exact runs",
         a.input.display(),
@@ -219,51 +334,96 @@ pub fn cmd_encode_field(a: EncodeFieldArgs) -> Result<u64> {
     Ok(0)
 }
 
+/// Fails unless `path` is free or `force` (a folder is never replaced).
+fn check_free(path: &Path, force: bool) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Ok(m) if m.is_dir() => bail!("{} is a directory", path.display()),
+        Ok(_) if force => Ok(()),
+        Ok(_) => bail!(
+            "{} already exists (use --force to overwrite)",
+            path.display()
+        ),
+    }
+}
+
+/// Renames a pending write into place: replacing only with `force`, else refusing an existing
+/// file atomically (one created since [`check_free`] looked).
+fn commit(p: l3::shard::PendingWrite, force: bool) -> Result<()> {
+    let target = p.target().to_path_buf();
+    match if force { p.commit() } else { p.commit_new() } {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} already exists (use --force to overwrite)",
+            target.display()
+        ),
+        r => r.with_context(|| format!("writing {}", target.display())),
+    }
+}
+
 pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
-    let data = std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
+    let data = fsio::read_limited(&a.input, crate::limits().max_input_bytes)
+        .with_context(|| a.input.display().to_string())?;
     let (h, values) = l3::field::decode_field(&data, &crate::decode_options())
         .with_context(|| a.input.display().to_string())?;
-    let shape = h.dims();
-    let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let shape = h.dims().to_vec();
+    let pending =
+        |path: &Path,
+         write: &dyn Fn(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>| {
+            fsio::create_parent(path)?;
+            l3::shard::PendingWrite::new(path, write)
+                .with_context(|| format!("writing {}", path.display()))
+        };
     match a.output.extension().and_then(|e| e.to_str()) {
         Some("npy") => {
-            let dims: Vec<String> = shape.iter().map(u32::to_string).collect();
-            let mut header = format!(
-                "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
-                dims.join(", ")
-            );
-            // Pad so the data starts on a 64-byte boundary, ending with a newline.
-            while (10 + header.len() + 1) % 64 != 0 {
-                header.push(' ');
-            }
-            header.push('\n');
-            let mut out = b"\x93NUMPY\x01\x00".to_vec();
-            out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-            out.extend_from_slice(header.as_bytes());
-            out.extend_from_slice(&body);
-            fsio::write_atomic(&a.output, &out)?;
+            check_free(&a.output, a.force)?;
+            let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+            let view = ndarray::ArrayView::from_shape(ndarray::IxDyn(&dims), &values)
+                .context("field shape does not match its values (decoder bug)")?;
+            let p = pending(&a.output, &|f| {
+                ndarray_npy::WriteNpyExt::write_npy(&view, f).map_err(std::io::Error::other)
+            })?;
+            commit(p, a.force)?;
         }
         Some("f32") | Some("raw") => {
-            let meta = serde_json::json!({
-                "shape": shape,
-                "dtype": "float32",
-                "byte_order": "little",
-                "order": "C",
-                "fill_value": h.fill_value,
-                "max_error": h.bound,
-            });
-            fsio::write_atomic(&a.output, &body)?;
-            fsio::write_atomic(
-                &a.output.with_extension("json"),
-                serde_json::to_string_pretty(&meta)?.as_bytes(),
-            )?;
+            let sidecar = a.output.with_extension("json");
+            check_free(&a.output, a.force)?;
+            check_free(&sidecar, a.force)?;
+            let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let meta = Sidecar {
+                shape,
+                fill_value: h.fill_value,
+                dtype: Some("float32".into()),
+                byte_order: Some("little".into()),
+                order: Some("C".into()),
+                max_error: Some(h.bound),
+                bytes: Some(body.len() as u64),
+                crc32: Some(crc32fast::hash(&body)),
+            };
+            let json = serde_json::to_vec_pretty(&meta)?;
+            // Both files complete on disk first; then the old sidecar goes, the data takes its
+            // place, and the new sidecar last: a crash in between leaves data without a
+            // sidecar (an error on reading), never data with a sidecar that is not its own.
+            let data_write = pending(&a.output, &|f| std::io::Write::write_all(f, &body))?;
+            let sidecar_write = pending(&sidecar, &|f| std::io::Write::write_all(f, &json))?;
+            if a.force {
+                match std::fs::remove_file(&sidecar) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(e).with_context(|| format!("removing {}", sidecar.display()))
+                    }
+                    _ => {}
+                }
+            }
+            commit(data_write, a.force)?;
+            commit(sidecar_write, a.force)?;
         }
         _ => bail!("{}: the output must be .npy or .f32", a.output.display()),
     }
     println!(
-        "{} -> {}: shape {shape:?}, within {:.4e} of the original",
+        "{} -> {}: shape {:?}, within {:.4e} of the original",
         a.input.display(),
         a.output.display(),
+        h.dims(),
         h.bound
     );
     Ok(0)

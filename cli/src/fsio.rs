@@ -7,68 +7,53 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 
-/// Marker in the names of temp files, so a rerun can remove what a crash left behind (the
-/// library's: the shard writer and manifest name their temp files the same way).
-pub use l3::shard::TEMP_MARKER;
-
-/// Writes `bytes` to `path` atomically ([`l3::shard::write_atomic`]: a hidden temp file in the
-/// same directory, fsync, rename), creating the directory first.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let dir = dir.unwrap_or_else(|| Path::new("."));
-    fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
+/// Creates the folder `path` is in, if missing.
+pub fn create_parent(path: &Path) -> Result<()> {
     if path.file_name().is_none() {
         bail!("{} has no file name", path.display());
     }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let dir = dir.unwrap_or_else(|| Path::new("."));
+    fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))
+}
+
+/// Writes `bytes` to `path` atomically ([`l3::shard::write_atomic`]: a unique hidden temp file
+/// in the same directory, fsync, rename, fsync of the directory), creating the directory first.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    create_parent(path)?;
     l3::shard::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Like [`write_atomic`], streaming: `write` fills the temporary file (buffered, seekable), so
-/// a large output is never held in memory whole.
-pub fn write_atomic_with<F>(path: &Path, write: F) -> Result<()>
+/// a large output is never held in memory whole. Unless `replace`, an existing `path` is left
+/// as it is and the write fails (checked atomically by the rename).
+pub fn write_atomic_with<F>(path: &Path, replace: bool, write: F) -> Result<()>
 where
     F: FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let dir = dir.unwrap_or_else(|| Path::new("."));
-    fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
-    if path.file_name().is_none() {
-        bail!("{} has no file name", path.display());
+    create_parent(path)?;
+    let pending = l3::shard::PendingWrite::new(path, write)
+        .with_context(|| format!("writing {}", path.display()))?;
+    match if replace {
+        pending.commit()
+    } else {
+        pending.commit_new()
+    } {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} already exists (use --force to overwrite)",
+            path.display()
+        ),
+        r => r.with_context(|| format!("writing {}", path.display())),
     }
-    l3::shard::write_atomic_with(path, write).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Removes temp files that an interrupted run left in `dir` (not recursive). A temp file whose
-/// writer process is still alive (another `l3` run into the same tree) is left alone.
+/// Removes temp files that an interrupted run left in `dir` (not recursive): the library's
+/// [`l3::shard::remove_stale_temps`]. A temp file whose writer process is still alive (another
+/// `l3` run into the same tree) is left alone.
 pub fn remove_stale_temps(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        let Some((_, pid)) = name.split_once(TEMP_MARKER) else {
-            continue;
-        };
-        if name.starts_with('.') && is_stale(&e.path(), pid) {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-}
-
-/// Whether a temp file was left by a process that is gone. Where that cannot be told (no
-/// /proc), a temp file counts as stale once it is an hour old.
-fn is_stale(path: &Path, pid: &str) -> bool {
-    if Path::new("/proc/self").exists() {
-        let ours = pid.parse::<u32>().is_ok_and(|p| p == std::process::id());
-        return ours || !Path::new("/proc").join(pid).exists();
-    }
-    fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age.as_secs() > 3600)
+    l3::shard::remove_stale_temps(dir);
 }
 
 /// Whether `path` has one of `extensions` (case-insensitive).
@@ -164,13 +149,164 @@ pub fn check_collisions(outputs: &[(PathBuf, &Path)]) -> Result<()> {
     Ok(())
 }
 
-/// True if `output` exists and is at least as new as `input`: a previous run finished it
-/// (outputs only appear, by rename, once complete and verified).
-pub fn is_up_to_date(input: &Path, output: &Path) -> bool {
-    match (fs::metadata(input), fs::metadata(output)) {
-        (Ok(i), Ok(o)) => {
-            o.len() > 0 && matches!((i.modified(), o.modified()), (Ok(i), Ok(o)) if o >= i)
-        }
-        _ => false,
+/// Reads a whole file of at most `max` bytes: the size is checked before anything is read, and
+/// the read stops one byte past `max`, so a file that grows meanwhile, or a device or pipe that
+/// never ends, fails with a limits error instead of filling memory.
+pub fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let len = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    let too_long = |len| l3::Error::from(l3::LimitsError::InputBytes { len, max });
+    if len > max {
+        bail!(too_long(len));
     }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > max {
+        bail!(too_long(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Refuses to replace an existing `output` unless `force`, or it starts with `signature` (an
+/// earlier output of the same kind, which re-encoding may replace). Nothing else (an original
+/// image named as the output, a folder) is ever overwritten without `--force`.
+pub fn check_replace(output: &Path, signature: &[u8], force: bool) -> Result<()> {
+    use std::io::Read;
+    let meta = match fs::metadata(output) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r.with_context(|| format!("cannot read {}", output.display()))?,
+    };
+    if meta.is_dir() {
+        bail!("{} is a directory", output.display());
+    }
+    if force {
+        return Ok(());
+    }
+    let mut head = Vec::with_capacity(signature.len());
+    fs::File::open(output)
+        .and_then(|f| f.take(signature.len() as u64).read_to_end(&mut head))
+        .with_context(|| format!("cannot read {}", output.display()))?;
+    if head != signature {
+        bail!(
+            "{} exists and is not an L3 file of this kind (use --force to replace it)",
+            output.display()
+        );
+    }
+    Ok(())
+}
+
+/// Suffix of the resume record kept beside each output of `l3 encode` / `l3 encode-field`:
+/// `.<output name>.l3-resume` (hidden, so never taken as an input).
+const RESUME_SUFFIX: &str = ".l3-resume";
+
+/// Version of the resume record's layout.
+const RESUME_VERSION: u32 = 1;
+
+/// The identity of a file as a resume record keeps it: its name, length and modification time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stamp {
+    /// File name (without folder: a moved tree stays up to date, a renamed input does not).
+    name: String,
+    /// Length in bytes.
+    len: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
+    mtime_ns: u64,
+}
+
+impl Stamp {
+    /// The stamp of `path` now (following symlinks, like the read that follows).
+    pub fn of(path: &Path) -> Result<Self> {
+        let meta = fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .with_context(|| format!("{}: no modification time", path.display()))?;
+        Ok(Self {
+            name: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            len: meta.len(),
+            mtime_ns: u64::try_from(mtime.as_nanos()).unwrap_or(u64::MAX),
+        })
+    }
+}
+
+/// What an output was made from, stored beside it after it is written.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeRecord {
+    version: u32,
+    /// The `l3` version that wrote the output (another encoder may write other bytes).
+    encoder: String,
+    /// Every option that changes the output's bytes, as the command spells them.
+    options: String,
+    /// The inputs' stamps, taken before they were read.
+    inputs: Vec<Stamp>,
+    /// The output's stamp, taken after it was renamed into place.
+    output: Stamp,
+}
+
+/// `.<name>.l3-resume` beside `output`.
+fn resume_path(output: &Path) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(output.file_name().unwrap_or_default());
+    name.push(RESUME_SUFFIX);
+    output.with_file_name(name)
+}
+
+/// Whether `output` is an up-to-date result of `inputs` (stamped before reading them) under
+/// `options`: its resume record exists, was written by this `l3` version, and names the same
+/// options, the same inputs (name, length, modification time) and the output as it is now.
+/// Anything else (no record, an unreadable one, any difference) means "encode again".
+pub fn is_up_to_date(inputs: &[Stamp], output: &Path, options: &str) -> bool {
+    let Ok(output_stamp) = Stamp::of(output) else {
+        return false;
+    };
+    let Ok(bytes) = read_limited(&resume_path(output), 1 << 16) else {
+        return false;
+    };
+    let Ok(record) = serde_json::from_slice::<ResumeRecord>(&bytes) else {
+        return false;
+    };
+    record
+        == ResumeRecord {
+            version: RESUME_VERSION,
+            encoder: env!("CARGO_PKG_VERSION").to_string(),
+            options: options.to_string(),
+            inputs: inputs.to_vec(),
+            output: output_stamp,
+        }
+}
+
+/// Removes `output`'s resume record, before the output is replaced: a crash between the new
+/// output and its record then leaves no record, so the next run encodes again.
+pub fn forget_output(output: &Path) -> Result<()> {
+    match fs::remove_file(resume_path(output)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", resume_path(output).display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes `output`'s resume record (atomically, after the output itself is in place): what
+/// [`is_up_to_date`] compares on the next run.
+pub fn record_output(inputs: Vec<Stamp>, output: &Path, options: &str) -> Result<()> {
+    let record = ResumeRecord {
+        version: RESUME_VERSION,
+        encoder: env!("CARGO_PKG_VERSION").to_string(),
+        options: options.to_string(),
+        inputs,
+        output: Stamp::of(output)?,
+    };
+    write_atomic(&resume_path(output), &serde_json::to_vec_pretty(&record)?)
 }

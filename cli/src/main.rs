@@ -9,6 +9,7 @@ mod field;
 mod fsio;
 mod info;
 mod loader;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -73,7 +74,7 @@ enum Command {
     /// Show a file's header, patch table statistics and bits per pixel.
     Info(info::InfoArgs),
     /// Fully decode L3 files (checksum and every stream); optionally compare with originals.
-    Verify(VerifyArgs),
+    Verify(verify::VerifyArgs),
     /// Encode and decode the bundled sample images, printing sizes and speed.
     Demo(demo::DemoArgs),
     /// Pack an image tree into record shards with an index and a manifest (a dataset).
@@ -125,7 +126,14 @@ struct EncodeArgs {
     /// Skip decoding each output and comparing it with the input pixels before it is kept.
     #[arg(long)]
     no_verify: bool,
-    /// Re-encode files whose output already exists and is newer than the input.
+    /// Encode every file again, and replace existing outputs that are not L3 files. Without
+    /// it a file is skipped when its output is up to date: the output's resume record (a
+    /// hidden `.NAME.l3.l3-resume` beside it, written after the output) shows the same l3
+    /// version, the same options that change the output's bytes (profile, patch size,
+    /// predictor, --max-error) and the same input (name, length, modification time), and the
+    /// output has not changed since. Any difference, or no record (outputs of older versions),
+    /// encodes the file again and replaces the output; an existing output that is not an L3
+    /// file is never replaced without --force.
     #[arg(long)]
     force: bool,
     /// Worker threads (default: all cores).
@@ -163,17 +171,6 @@ struct DecodeArgs {
     quiet: bool,
 }
 
-#[derive(Args)]
-struct VerifyArgs {
-    /// L3 files or directories.
-    #[arg(required = true)]
-    inputs: Vec<PathBuf>,
-    /// The original image (for one file) or the original tree (for a directory), compared
-    /// pixel for pixel with the decoded L3 files.
-    #[arg(long)]
-    against: Option<PathBuf>,
-}
-
 #[derive(Clone, Copy, ValueEnum)]
 enum PredictorArg {
     Best,
@@ -187,6 +184,16 @@ enum PredictorArg {
 enum ProfileArg {
     Fast,
     Compact,
+}
+
+impl ProfileArg {
+    /// The name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            ProfileArg::Fast => "fast",
+            ProfileArg::Compact => "compact",
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,7 +222,7 @@ fn main() -> ExitCode {
         Command::Encode(a) => cmd_encode(a),
         Command::Decode(a) => cmd_decode(a),
         Command::Info(a) => info::cmd_info(a),
-        Command::Verify(a) => cmd_verify(a),
+        Command::Verify(a) => verify::cmd_verify(a),
         Command::Demo(a) => demo::cmd_demo(a),
         Command::Pack(a) => dataset::cmd_pack(a),
         Command::Ls(a) => dataset::cmd_ls(a),
@@ -379,13 +386,15 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
                 relative: a.relative,
                 fill_value: None,
                 profile: a.profile,
+                force: a.force,
             };
             if args.max_error.is_none() && args.relative.is_none() {
                 bail!("float32 arrays are stored within a bound: give --max-error or --relative");
             }
+            // Every error of cmd_encode_field names its input.
             if let Err(e) = field::cmd_encode_field(args) {
                 failed += 1;
-                eprintln!("error: {}: {e:#}", input.display());
+                eprintln!("error: {e:#}");
             }
         }
         return Ok(failed);
@@ -423,21 +432,39 @@ fn cmd_encode(a: EncodeArgs) -> Result<u64> {
     for d in dirs {
         fsio::remove_stale_temps(d);
     }
+    // What the resume record compares: every option that changes the output's bytes.
+    let key = format!("image {options:?}");
     let pb = progress(plan.len(), a.quiet);
     let totals = Totals::default();
     let encode_time = Mutex::new(0f64);
     let start = Instant::now();
     thread_pool(a.jobs)?.install(|| {
         plan.par_iter().for_each(|(job, out)| {
-            if !a.force && fsio::is_up_to_date(&job.input, out) {
-                totals.skipped.fetch_add(1, Ordering::Relaxed);
-                if !a.quiet {
-                    pb.suspend(|| println!("{}: up to date, skipped", job.input.display()));
+            let stamp = fsio::Stamp::of(&job.input);
+            if let Ok(stamp) = &stamp {
+                if !a.force && fsio::is_up_to_date(std::slice::from_ref(stamp), out, &key) {
+                    totals.skipped.fetch_add(1, Ordering::Relaxed);
+                    if !a.quiet {
+                        pb.suspend(|| println!("{}: up to date, skipped", job.input.display()));
+                    }
+                    pb.inc(1);
+                    return;
                 }
-                pb.inc(1);
-                return;
             }
-            match encode_one(&job.input, out, &options, !a.no_verify) {
+            let result = stamp.and_then(|stamp| {
+                fsio::check_replace(out, &l3::format::MAGIC, a.force)?;
+                let r = encode_one(&job.input, out, &options, !a.no_verify)?;
+                if let Err(e) = fsio::record_output(vec![stamp], out, &key) {
+                    pb.suspend(|| {
+                        eprintln!(
+                            "warning: {}: no resume record ({e:#}); a rerun encodes it again",
+                            out.display()
+                        )
+                    });
+                }
+                Ok(r)
+            });
+            match result {
                 Ok(r) => {
                     totals.files.fetch_add(1, Ordering::Relaxed);
                     totals
@@ -525,6 +552,7 @@ fn encode_one(
             None => bail!("verification failed: decoded shape differs from the input (encoder bug; nothing written)"),
         }
     }
+    fsio::forget_output(output)?;
     fsio::write_atomic(output, &encoded)?;
     Ok(EncodeReport {
         input_bytes,
@@ -543,18 +571,9 @@ fn read_source(path: &Path) -> Result<image::DynamicImage> {
     )?)
 }
 
+/// Reads an L3 file within `--max-input-bytes` ([`fsio::read_limited`]).
 fn read_l3(path: &Path) -> Result<Vec<u8>> {
-    let limits = limits();
-    let len = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .len();
-    if len > limits.max_input_bytes {
-        bail!(l3::Error::from(l3::LimitsError::InputBytes {
-            len,
-            max: limits.max_input_bytes
-        }));
-    }
-    Ok(std::fs::read(path)?)
+    fsio::read_limited(path, limits().max_input_bytes)
 }
 
 fn cmd_decode(a: DecodeArgs) -> Result<u64> {
@@ -570,12 +589,10 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
                 .output
                 .clone()
                 .unwrap_or_else(|| input.with_extension("npy"));
-            if output.exists() && !a.force {
-                bail!("{} exists (use --force to replace it)", output.display());
-            }
             field::cmd_decode_field(field::DecodeFieldArgs {
                 input: input.clone(),
                 output,
+                force: a.force,
             })?;
         }
         return Ok(0);
@@ -619,8 +636,9 @@ fn cmd_decode(a: DecodeArgs) -> Result<u64> {
             );
         }
         // Encoded straight into the temporary file: no second copy of the pixels in memory.
+        // Without --force the rename itself refuses a file created since the check above.
         let format = format_of(out)?;
-        fsio::write_atomic_with(out, |f| {
+        fsio::write_atomic_with(out, a.force, |f| {
             image
                 .write_to(f, format)
                 .map_err(|e| std::io::Error::other(e.to_string()))
@@ -716,80 +734,4 @@ fn decode_on_gpu(
     }
     finish(batcher.finish());
     Ok(())
-}
-
-fn cmd_verify(a: VerifyArgs) -> Result<u64> {
-    let roots = fsio::collect_jobs(&a.inputs, &[L3_EXTENSION])?;
-    // Originals of a tree: index the tree by relative path without extension.
-    let originals: Option<std::collections::HashMap<PathBuf, Option<PathBuf>>> = match &a.against {
-        Some(dir) if dir.is_dir() => {
-            let jobs = fsio::collect_jobs(std::slice::from_ref(dir), IMAGE_EXTENSIONS)?;
-            // Two originals with the same stem (a.png, a.jpg) would both match a.l3: such a
-            // name maps to None and is reported as ambiguous, never compared with a guess.
-            let mut map = std::collections::HashMap::new();
-            for j in jobs.into_iter().flat_map(|(_, j)| j) {
-                map.entry(j.relative.with_extension(L3_EXTENSION))
-                    .and_modify(|e: &mut Option<PathBuf>| *e = None)
-                    .or_insert(Some(j.input));
-            }
-            Some(map)
-        }
-        _ => None,
-    };
-    let failed = AtomicU64::new(0);
-    let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
-    jobs.par_iter().for_each(|job| {
-        let original = match (&a.against, &originals) {
-            (_, Some(map)) => match map.get(&job.relative) {
-                Some(Some(o)) => Some(o.clone()),
-                Some(None) => {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "error: {}: several originals share its name; compare them one by one",
-                        job.input.display()
-                    );
-                    return;
-                }
-                None => None,
-            },
-            (Some(file), None) => Some(file.clone()),
-            (None, None) => None,
-        };
-        let r = (|| -> Result<String> {
-            let data = read_l3(&job.input)?;
-            let bound = l3::read_header(&data)?.max_error as u32;
-            let decoded = l3::decode_image(&data, &decode_options())?;
-            match original {
-                Some(o) => {
-                    let orig = read_source(&o)?;
-                    match max_difference(&orig, &decoded) {
-                        None => bail!("shape differs from {}", o.display()),
-                        Some(0) => Ok(format!("ok, identical to {}", o.display())),
-                        Some(d) if d <= bound => Ok(format!(
-                            "ok, within its bound {bound} of {} (largest difference {d})",
-                            o.display()
-                        )),
-                        Some(d) if bound == 0 => bail!(
-                            "pixels differ from {} (largest difference {d}; the file is lossless)",
-                            o.display()
-                        ),
-                        Some(d) => bail!(
-                            "pixels differ from {} by up to {d}, past the file's bound {bound}",
-                            o.display()
-                        ),
-                    }
-                }
-                None if a.against.is_some() => bail!("no original found for it"),
-                None => Ok("ok".into()),
-            }
-        })();
-        match r {
-            Ok(msg) => println!("{}: {msg}", job.input.display()),
-            Err(e) => {
-                failed.fetch_add(1, Ordering::Relaxed);
-                eprintln!("error: {}: {e:#}", job.input.display());
-            }
-        }
-    });
-    Ok(failed.into_inner())
 }

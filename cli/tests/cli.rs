@@ -437,3 +437,80 @@ fn fields_encode_and_decode() {
         text(&o)
     );
 }
+
+/// Resume compares what makes the output: `encode --max-error 4` then a lossless `encode`
+/// encodes again (the lossy file is not "up to date"); a changed input or profile too; the
+/// same input and options are skipped; an output replaced by other bytes is encoded again,
+/// and an existing file that is not an L3 file is never overwritten without `--force`.
+#[test]
+fn resume_compares_options_and_input_not_only_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let samples = common::samples_dir();
+    let input = tmp.path().join("a.png");
+    let out = tmp.path().join("a.l3");
+    std::fs::copy(samples.join("skimage_camera_gray.png"), &input).unwrap();
+    let encode = |extra: &[&str]| {
+        let mut args = vec!["encode", s(&input)];
+        args.extend_from_slice(extra);
+        let o = l3(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let bound_of = |p: &Path| {
+        l3::read_header(&std::fs::read(p).unwrap())
+            .unwrap()
+            .max_error
+    };
+    assert!(encode(&["--max-error", "4"]).contains("encoded 1 file(s)"));
+    assert_eq!(bound_of(&out), 4);
+    let o = encode(&[]);
+    assert!(o.contains("encoded 1 file(s), skipped 0"), "{o}");
+    assert_eq!(bound_of(&out), 0, "the lossy output was kept as up to date");
+    assert!(encode(&[]).contains("encoded 0 file(s), skipped 1"));
+    // Another option that changes the bytes.
+    assert!(encode(&["--profile", "compact"]).contains("encoded 1 file(s)"));
+    assert!(encode(&["--profile", "compact"]).contains("skipped 1"));
+    // Another input under the same name (its length differs).
+    std::fs::copy(samples.join("skimage_coffee.png"), &input).unwrap();
+    assert!(encode(&["--profile", "compact"]).contains("encoded 1 file(s)"));
+    let decoded = l3::decode_image(&std::fs::read(&out).unwrap(), &Default::default()).unwrap();
+    assert_eq!(
+        decoded.as_bytes(),
+        image::open(&input).unwrap().as_bytes(),
+        "the output is not the new input's"
+    );
+    // The output replaced by another L3 file: encoded again.
+    let other = tmp.path().join("b.l3");
+    let o = l3(&[
+        "encode",
+        s(&samples.join("skimage_camera_gray.png")),
+        "-o",
+        s(&other),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::copy(&other, &out).unwrap();
+    assert!(encode(&["--profile", "compact"]).contains("encoded 1 file(s)"));
+    // A file that is not an L3 file is never overwritten without --force.
+    std::fs::write(&out, b"my notes").unwrap();
+    let o = l3(&["encode", s(&input)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("not an L3 file"), "{}", text(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), b"my notes");
+    assert!(encode(&["--force"]).contains("encoded 1 file(s)"));
+    // Nothing but the input, the outputs and their hidden resume records.
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ".a.l3.l3-resume",
+            ".b.l3.l3-resume",
+            "a.l3",
+            "a.png",
+            "b.l3"
+        ]
+    );
+}

@@ -21,7 +21,7 @@ pub mod pack;
 mod reader;
 mod writer;
 
-pub use atomic::{write_atomic, write_atomic_with, TEMP_MARKER};
+pub use atomic::{remove_stale_temps, write_atomic, write_atomic_with, PendingWrite, TEMP_MARKER};
 #[cfg(feature = "dataset")]
 pub use dataset::Dataset;
 pub use format::{LevelEntry, RecordEntry};
