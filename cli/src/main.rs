@@ -8,6 +8,7 @@ mod demo;
 mod field;
 mod fsio;
 mod info;
+mod inputs;
 mod loader;
 mod verify;
 
