@@ -10,7 +10,10 @@ pub mod tensor;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
-pub use batches::{Batch, Loader, LoaderOptions, OnError, SkippedRecord, StageTimes};
+pub use batches::{Batch, Loader, LoaderOptions, OnError, Received, SkippedRecord, StageTimes};
 pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
-pub use plan::{permutation, rank_steps, DropLast, LoaderState, Partition, SplitMix64, StepSlice};
+pub use plan::{
+    permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
+    SplitMix64, StepSlice,
+};
 pub use tensor::{Tensor, TensorType};
