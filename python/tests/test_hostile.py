@@ -149,3 +149,41 @@ def test_state_survives_close(dataset3):
     after = next(loader)["state"]
     loader.close()
     assert loader.state() == after == (3, 1, 4)
+
+
+def test_waiting_for_a_batch_is_interruptible(dataset3):
+    # A slow first batch (large outputs, one thread); SIGALRM's handler raises
+    # KeyboardInterrupt shortly after the wait starts: next() must raise it then, not after
+    # the batch is done.
+    rc, out = child(
+        f"""
+        import signal, time, l3
+        def slow():
+            return l3.Loader({str(dataset3)!r}, 6, size=1500, threads=1, crop=False)
+        t = time.monotonic()
+        with slow() as loader:
+            next(loader)
+        full = time.monotonic() - t
+        def interrupt(*_):
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGALRM, interrupt)
+        loader = slow()
+        t = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        try:
+            next(loader)
+            print("no interrupt")
+        except KeyboardInterrupt:
+            print("interrupted", time.monotonic() - t, "of", full)
+        t = time.monotonic()
+        loader.close()
+        print("closed", time.monotonic() - t)
+        """,
+        timeout=300,
+    )
+    assert rc == 0 and "interrupted" in out, out
+    words = out.split()
+    waited, full = float(words[words.index("interrupted") + 1]), float(words[words.index("of") + 1])
+    assert full > 0.5, f"the batch was too fast to tell: {out}"
+    assert waited < full / 2, out
+    assert float(words[words.index("closed") + 1]) < full, out
