@@ -159,7 +159,7 @@ def test_waiting_for_a_batch_is_interruptible(dataset3):
         f"""
         import signal, time, l3
         def slow():
-            return l3.Loader({str(dataset3)!r}, 6, size=1500, threads=1, crop=False)
+            return l3.Loader({str(dataset3)!r}, 6, size=2000, threads=1, crop=False)
         t = time.monotonic()
         with slow() as loader:
             next(loader)
@@ -184,6 +184,6 @@ def test_waiting_for_a_batch_is_interruptible(dataset3):
     assert rc == 0 and "interrupted" in out, out
     words = out.split()
     waited, full = float(words[words.index("interrupted") + 1]), float(words[words.index("of") + 1])
-    assert full > 0.5, f"the batch was too fast to tell: {out}"
-    assert waited < full / 2, out
+    assert full > 1.0, f"the batch was too fast to tell: {out}"
+    assert waited < full / 4, out
     assert float(words[words.index("closed") + 1]) < full, out
