@@ -74,6 +74,8 @@ def write_shard(
     max_overhead: float = 1.25,
     force: bool = False,
     max_error: int = 0,
+    *,
+    limits: Optional[Limits] = None,
 ) -> Dict[str, Any]:
     """Packs (key, source, label, meta) records into one shard, verified and atomic; keeps a
     complete shard with the same records. Returns {"file", "records", "bytes", "written"}."""

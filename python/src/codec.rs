@@ -216,16 +216,7 @@ fn imread<'py>(
     }
     let (w, h, c, depth, data) = py
         .detach(|| -> l3::Result<_> {
-            let image = l3::image_support::read_image_limited(&path, limits.max_output_bytes)?;
-            let (iw, ih) = (image.width(), image.height());
-            if iw > limits.max_dimension || ih > limits.max_dimension {
-                return Err(l3::LimitsError::Dimensions {
-                    width: iw,
-                    height: ih,
-                    max: limits.max_dimension,
-                }
-                .into());
-            }
+            let image = read_image_within(&path, &limits)?;
             let raw = l3::image_support::raw_image(&image)?;
             let (depth, data) = match raw.samples {
                 l3::Samples::U8(s) => (8, s.to_vec()),
@@ -235,6 +226,51 @@ fn imread<'py>(
         })
         .py_err()?;
     array_from_samples(py, w, h, c, depth, data)
+}
+
+/// Reads any image file the `image` crate reads, after checking its dimensions and decoded
+/// size (from its header) against `limits`: a `LimitsError` before any pixel is allocated.
+pub(crate) fn read_image_within(
+    path: &std::path::Path,
+    limits: &l3::Limits,
+) -> l3::Result<image::DynamicImage> {
+    use image::ImageDecoder;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > limits.max_input_bytes {
+        return Err(l3::LimitsError::InputBytes {
+            len,
+            max: limits.max_input_bytes,
+        }
+        .into());
+    }
+    // The header first (no pixels yet): its dimensions and size are checked here, so a
+    // refusal is a LimitsError; then the decoder's own allocations are held to the limit.
+    let mut reader =
+        image::ImageReader::new(std::io::BufReader::new(file)).with_guessed_format()?;
+    reader.no_limits();
+    let mut decoder = reader.into_decoder()?;
+    let (width, height) = decoder.dimensions();
+    if width > limits.max_dimension || height > limits.max_dimension {
+        return Err(l3::LimitsError::Dimensions {
+            width,
+            height,
+            max: limits.max_dimension,
+        }
+        .into());
+    }
+    let needed = decoder.total_bytes();
+    if needed > limits.max_output_bytes {
+        return Err(l3::LimitsError::OutputBytes {
+            needed,
+            max: limits.max_output_bytes,
+        }
+        .into());
+    }
+    let mut image_limits = image::Limits::default();
+    image_limits.max_alloc = Some(limits.max_output_bytes);
+    decoder.set_limits(image_limits)?;
+    Ok(image::DynamicImage::from_decoder(decoder)?)
 }
 
 /// Encodes `array` and writes it to `path` (an `.l3` file) atomically: a temp file beside it,

@@ -17,7 +17,7 @@ use l3::shard::pack::{encode_record, pack_shard, PlannedRecord, ShardOutcome};
 use l3::shard::{Manifest, ShardInfo, MANIFEST_VERSION};
 
 use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
-use crate::codec::encode_options;
+use crate::codec::{encode_options, read_image_within};
 use crate::{limits_of, parameter_error, read_limited, to_py_err, OrPyErr, PyLimits};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -208,10 +208,11 @@ type RecordArg<'py> = (
 /// pixels before the shard is written (atomically). A complete shard already at `path` with the
 /// same records is kept (unless `force`), so a rerun after a crash redoes only what is
 /// missing. With `max_error` > 0 every stored sample is within it of the source (records are
-/// then flat, and verified against the bound). Returns `{"file", "records", "bytes",
-/// "written"}`.
+/// then flat, and verified against the bound). Image files are read within `limits` (default
+/// `l3.Limits()`: decoded size and dimensions checked before the pixels are allocated).
+/// Returns `{"file", "records", "bytes", "written"}`.
 #[pyfunction]
-#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false, max_error = 0))]
+#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false, max_error = 0, *, limits = None))]
 #[allow(clippy::too_many_arguments)]
 fn write_shard<'py>(
     py: Python<'py>,
@@ -222,7 +223,9 @@ fn write_shard<'py>(
     max_overhead: f64,
     force: bool,
     max_error: u16,
+    limits: Option<PyRef<'_, PyLimits>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let limits = limits_of(limits.as_deref());
     let options = encode_options(profile, 64, max_error)?;
     if !(1..=8).contains(&levels) {
         return Err(parameter_error(format!(
@@ -266,7 +269,7 @@ fn write_shard<'py>(
                 let loaded;
                 let raw = match &sources[k] {
                     Source::Path(p) => {
-                        loaded = l3::read_image(p)?;
+                        loaded = read_image_within(p, &limits)?;
                         l3::image_support::raw_image(&loaded)?
                     }
                     Source::Array(a) => a.raw(),

@@ -187,3 +187,20 @@ def test_waiting_for_a_batch_is_interruptible(dataset3):
     assert full > 1.0, f"the batch was too fast to tell: {out}"
     assert waited < full / 4, out
     assert float(words[words.index("closed") + 1]) < full, out
+
+
+def test_write_shard_reads_images_within_limits(tmp_path, sample_paths):
+    records = [("a", str(sample_paths[0]), 0, None)]
+    with pytest.raises(l3.LimitsError):
+        l3.write_shard(tmp_path / "s.l3s", records, limits=l3.Limits(max_dimension=4))
+    with pytest.raises(l3.LimitsError):
+        l3.write_shard(tmp_path / "s.l3s", records, limits=l3.Limits(max_output_bytes=64))
+    assert not (tmp_path / "s.l3s").exists()
+    assert l3.write_shard(tmp_path / "s.l3s", records)["written"]
+
+
+def test_imread_checks_the_decoded_size_first(sample_paths):
+    with pytest.raises(l3.LimitsError, match="decoded image needs"):
+        l3.imread(sample_paths[0], limits=l3.Limits(max_output_bytes=64))
+    with pytest.raises(l3.LimitsError, match="input is"):
+        l3.imread(sample_paths[0], limits=l3.Limits(max_input_bytes=64))
