@@ -594,14 +594,26 @@ fn hostile_options_and_states_are_refused() {
     let fresh = LoaderState::default();
     let limits = |e: Option<l3::Error>| matches!(e, Some(l3::Error::Limits(_)));
     let parameter = |e: Option<l3::Error>| matches!(e, Some(l3::Error::Parameter(_)));
-    assert!(limits(try_new(&|o| o.augment.size = (16_777_215, 16_777_215), fresh)));
+    assert!(limits(try_new(
+        &|o| o.augment.size = (16_777_215, 16_777_215),
+        fresh
+    )));
     assert!(parameter(try_new(&|o| o.augment.size = (0, 8), fresh)));
     assert!(parameter(try_new(&|o| o.augment.channels = 2, fresh)));
-    assert!(parameter(try_new(&|o| o.augment.flip_probability = f32::NAN, fresh)));
+    assert!(parameter(try_new(
+        &|o| o.augment.flip_probability = f32::NAN,
+        fresh
+    )));
     assert!(parameter(try_new(&|o| o.augment.padding = u32::MAX, fresh)));
-    assert!(parameter(try_new(&|o| o.augment.normalize.std[0] = 0.0, fresh)));
+    assert!(parameter(try_new(
+        &|o| o.augment.normalize.std[0] = 0.0,
+        fresh
+    )));
     assert!(parameter(try_new(&|o| o.threads = 1 << 20, fresh)));
-    assert!(parameter(try_new(&|o| o.prefetch_batches = usize::MAX, fresh)));
+    assert!(parameter(try_new(
+        &|o| o.prefetch_batches = usize::MAX,
+        fresh
+    )));
     let past = LoaderState {
         consumed: n + 1,
         ..fresh
@@ -612,5 +624,12 @@ fn hostile_options_and_states_are_refused() {
         ..fresh
     };
     assert!(parameter(try_new(&|_| {}, last)));
-    assert!(try_new(&|_| {}, LoaderState { consumed: n, ..fresh }).is_none());
+    assert!(try_new(
+        &|_| {},
+        LoaderState {
+            consumed: n,
+            ..fresh
+        }
+    )
+    .is_none());
 }

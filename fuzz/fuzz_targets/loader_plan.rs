@@ -5,11 +5,11 @@
 //! grows), and the augmentation's random crops lie inside the padded image and apply to a
 //! small image without a panic.
 #![no_main]
-use libfuzzer_sys::fuzz_target;
 use l3::loader::{
     permutation, rank_steps, steps_per_epoch, worker_share, Augment, DropLast, LoaderState,
     Partition, RandomResizedCrop,
 };
+use libfuzzer_sys::fuzz_target;
 
 /// Reads little-endian fields off the input (zeros once it runs out).
 struct Bytes<'a>(&'a [u8]);
@@ -43,7 +43,11 @@ fuzz_target!(|input: &[u8]| {
     let mut b = Bytes(input);
     let mode = b.u8();
     // Small epochs most of the time, any u32 otherwise.
-    let n = if mode & 1 == 0 { b.u32() % 512 } else { b.u32() } as u64;
+    let n = if mode & 1 == 0 {
+        b.u32() % 512
+    } else {
+        b.u32()
+    } as u64;
     let partition = Partition {
         batch_size: b.u32(),
         world_size: b.u32(),
@@ -62,7 +66,11 @@ fuzz_target!(|input: &[u8]| {
             let steps = rank_steps(n, 0, &partition);
             assert_eq!(steps.len() as u64, per_epoch);
             if workers > 0 && worker < workers {
-                let kept = steps.iter().skip(worker as usize).step_by(workers as usize).count();
+                let kept = steps
+                    .iter()
+                    .skip(worker as usize)
+                    .step_by(workers as usize)
+                    .count();
                 assert_eq!(kept as u64, worker_share(per_epoch, worker, workers));
             }
         }
@@ -113,9 +121,15 @@ fuzz_target!(|input: &[u8]| {
     let depth = if flags & 128 == 128 { 16 } else { 8 };
     let params = a.params(state.seed, state.epoch, b.u64(), w, h);
     let (x, y, cw, ch) = params.crop;
-    let (pw, ph) = (w as u64 + 2 * a.padding as u64, h as u64 + 2 * a.padding as u64);
+    let (pw, ph) = (
+        w as u64 + 2 * a.padding as u64,
+        h as u64 + 2 * a.padding as u64,
+    );
     assert!(cw > 0 && ch > 0, "{params:?}");
-    assert!(x as u64 + cw as u64 <= pw && y as u64 + ch as u64 <= ph, "{params:?} in {pw}x{ph}");
+    assert!(
+        x as u64 + cw as u64 <= pw && y as u64 + ch as u64 <= ph,
+        "{params:?} in {pw}x{ph}"
+    );
     if a.output_len() > 1 << 16 {
         return;
     }

@@ -170,7 +170,9 @@ impl Loader {
         )?;
         o.augment = a;
         o.cache_bytes = cache_mb.checked_mul(1 << 20).ok_or_else(|| {
-            parameter_error(format!("cache_mb {cache_mb} is too large (the bytes overflow)"))
+            parameter_error(format!(
+                "cache_mb {cache_mb} is too large (the bytes overflow)"
+            ))
         })?;
         o.cache_policy = choose(
             "cache_policy",

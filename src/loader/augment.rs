@@ -144,18 +144,31 @@ impl Augment {
         let (w, h) = self.size;
         if w == 0 || h == 0 || w > max_dimension || h > max_dimension {
             let v = if w == 0 || w > max_dimension { w } else { h };
-            return bad("augment size", v as u64, "width and height must be 1..=max_dimension");
+            return bad(
+                "augment size",
+                v as u64,
+                "width and height must be 1..=max_dimension",
+            );
         }
         if self.channels != 1 && self.channels != 3 {
             return bad("augment channels", self.channels as u64, "must be 3 or 1");
         }
         if let Some(c) = &self.crop {
-            let ordered = |(lo, hi): (f32, f32)| lo.is_finite() && hi.is_finite() && 0.0 < lo && lo <= hi;
+            let ordered =
+                |(lo, hi): (f32, f32)| lo.is_finite() && hi.is_finite() && 0.0 < lo && lo <= hi;
             if !ordered(c.scale) {
-                return bad("crop scale", 0, "must be (low, high) with 0 < low <= high, finite");
+                return bad(
+                    "crop scale",
+                    0,
+                    "must be (low, high) with 0 < low <= high, finite",
+                );
             }
             if !ordered(c.ratio) {
-                return bad("crop ratio", 0, "must be (low, high) with 0 < low <= high, finite");
+                return bad(
+                    "crop ratio",
+                    0,
+                    "must be (low, high) with 0 < low <= high, finite",
+                );
             }
         }
         if !(0.0..=1.0).contains(&self.flip_probability) {
@@ -165,7 +178,11 @@ impl Augment {
             return bad("max angle", 0, "must be 0..=360 degrees");
         }
         if self.padding > max_dimension {
-            return bad("padding", self.padding as u64, "at most max_dimension pixels");
+            return bad(
+                "padding",
+                self.padding as u64,
+                "at most max_dimension pixels",
+            );
         }
         if !self.fill.is_finite() {
             return bad("fill", 0, "must be a finite number");

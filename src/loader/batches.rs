@@ -93,6 +93,8 @@ pub struct Batch {
 
 /// What [`Loader::next_timeout`] found.
 #[derive(Debug)]
+// Returned by value once per call, like the iterator's `Result<Batch>`: boxing gains nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Received {
     /// The next batch, or the error that replaced it (a failed batch, or the loader's thread
     /// dying: [`Error::LoaderThread`] with its panic message).
@@ -306,8 +308,7 @@ impl Producer {
         // current one does either, and the run ends after it.
         let later_epochs = worker_share(steps_per_epoch(n, &p), worker, workers) > 0;
         while state.epoch < self.options.end_epoch {
-            if self.stop.load(Ordering::Relaxed) || (state.epoch > start.epoch && !later_epochs)
-            {
+            if self.stop.load(Ordering::Relaxed) || (state.epoch > start.epoch && !later_epochs) {
                 return;
             }
             let epoch = state.epoch;

@@ -4,18 +4,18 @@
 pub mod augment;
 #[cfg(feature = "dataset")]
 mod batches;
+pub mod cache;
 #[cfg(feature = "dataset")]
 mod options;
-pub mod cache;
 pub mod plan;
 pub mod tensor;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
 pub use batches::{Batch, Loader, Received, SkippedRecord, StageTimes};
+pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
 #[cfg(feature = "dataset")]
 pub use options::{LoaderOptions, OnError, MAX_LOADER_THREADS};
-pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
 pub use plan::{
     permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
     SplitMix64, StepSlice,

@@ -420,7 +420,10 @@ mod tests {
                                     .skip(w as usize)
                                     .step_by(workers as usize)
                                     .count();
-                                assert_eq!(kept as u64, worker_share(steps.len() as u64, w, workers));
+                                assert_eq!(
+                                    kept as u64,
+                                    worker_share(steps.len() as u64, w, workers)
+                                );
                             }
                         }
                     }
@@ -431,9 +434,19 @@ mod tests {
 
     #[test]
     fn a_state_past_the_dataset_is_refused() {
-        let s = LoaderState { seed: 1, epoch: 0, consumed: 11 };
+        let s = LoaderState {
+            seed: 1,
+            epoch: 0,
+            consumed: 11,
+        };
         assert!(s.validate(10).is_err());
         assert!(LoaderState { consumed: 10, ..s }.validate(10).is_ok());
-        assert!(LoaderState { epoch: u64::MAX, consumed: 0, ..s }.validate(10).is_err());
+        assert!(LoaderState {
+            epoch: u64::MAX,
+            consumed: 0,
+            ..s
+        }
+        .validate(10)
+        .is_err());
     }
 }
