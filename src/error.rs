@@ -68,6 +68,10 @@ pub enum Error {
     /// The GPU decoder could not get an adapter or device, or a GPU operation failed.
     #[error("GPU error: {0}")]
     Gpu(String),
+    /// The loader's background thread stopped abnormally (a panic, with its message): the
+    /// run cannot go on; resume from the last state.
+    #[error("loader failed: {0}")]
+    LoaderThread(String),
 }
 
 macro_rules! wrap_errors {

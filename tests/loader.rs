@@ -553,3 +553,83 @@ fn f16_batches_are_the_f32_batches_rounded() {
         assert_eq!(b.data.as_f16_bits().unwrap(), &rounded[..]);
     }
 }
+
+/// A partition that gives this rank no step in any epoch (drop_last = Drop with fewer records
+/// than a global batch, which looped over epochs forever) is refused when the loader is made;
+/// a worker without steps ends instead of looping, and drops promptly.
+#[test]
+fn loaders_without_steps_are_refused_or_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = pack(dir.path(), 1, 1) as u32;
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let mut o = options(n + 1, 1, 0);
+    o.partition.drop_last = DropLast::Drop;
+    o.end_epoch = u64::MAX;
+    let err = Loader::new(ds.clone(), o, LoaderState::default())
+        .err()
+        .expect("no step in any epoch");
+    assert!(matches!(err, l3::Error::Parameter(_)), "{err}");
+    assert!(err.to_string().contains("drop_last"), "{err}");
+    // Batches of 1: n steps per epoch, worker n of n + 1 has none in any epoch.
+    let mut o = options(1, 1, 0);
+    o.end_epoch = u64::MAX;
+    o.workers = (n, n + 1);
+    let mut loader = Loader::new(ds.clone(), o.clone(), LoaderState::default()).unwrap();
+    assert!(loader.next().is_none());
+    drop(Loader::new(ds, o, LoaderState::default()).unwrap());
+}
+
+/// Hostile options and states are parameter or limits errors, before anything starts
+/// (a huge output size used to abort on the batch tensor's allocation).
+#[test]
+fn hostile_options_and_states_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = pack(dir.path(), 1, 1) as u64;
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let try_new = |edit: &dyn Fn(&mut LoaderOptions), state: LoaderState| {
+        let mut o = options(2, 1, 0);
+        edit(&mut o);
+        Loader::new(ds.clone(), o, state).err()
+    };
+    let fresh = LoaderState::default();
+    let limits = |e: Option<l3::Error>| matches!(e, Some(l3::Error::Limits(_)));
+    let parameter = |e: Option<l3::Error>| matches!(e, Some(l3::Error::Parameter(_)));
+    assert!(limits(try_new(
+        &|o| o.augment.size = (16_777_215, 16_777_215),
+        fresh
+    )));
+    assert!(parameter(try_new(&|o| o.augment.size = (0, 8), fresh)));
+    assert!(parameter(try_new(&|o| o.augment.channels = 2, fresh)));
+    assert!(parameter(try_new(
+        &|o| o.augment.flip_probability = f32::NAN,
+        fresh
+    )));
+    assert!(parameter(try_new(&|o| o.augment.padding = u32::MAX, fresh)));
+    assert!(parameter(try_new(
+        &|o| o.augment.normalize.std[0] = 0.0,
+        fresh
+    )));
+    assert!(parameter(try_new(&|o| o.threads = 1 << 20, fresh)));
+    assert!(parameter(try_new(
+        &|o| o.prefetch_batches = usize::MAX,
+        fresh
+    )));
+    let past = LoaderState {
+        consumed: n + 1,
+        ..fresh
+    };
+    assert!(parameter(try_new(&|_| {}, past)));
+    let last = LoaderState {
+        epoch: u64::MAX,
+        ..fresh
+    };
+    assert!(parameter(try_new(&|_| {}, last)));
+    assert!(try_new(
+        &|_| {},
+        LoaderState {
+            consumed: n,
+            ..fresh
+        }
+    )
+    .is_none());
+}

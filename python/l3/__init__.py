@@ -21,7 +21,13 @@ Loading (see ``l3.torch`` for PyTorch)::
         batch["images"]  # (N, 3, 224, 224) float32, augmented and normalised
 
 Errors are ``l3.L3Error`` subclasses: ``FormatError``, ``LimitsError``, ``ParameterError``
-(all also ``ValueError``), ``L3IOError`` (also ``OSError``) and ``GpuError``.
+(all also ``ValueError``), ``L3IOError`` (also ``OSError``), ``GpuError`` and ``LoaderError``
+(also ``RuntimeError``).
+
+Limits: every function that decodes or reads (``decode``, ``decode_batch``, ``decode_field``,
+``imread``, ``Dataset.read``, ``write_manifest``, ``Loader``) checks sizes, dimensions and
+decoded bytes against ``limits=l3.Limits(...)`` (default: l3's) before it allocates, and
+raises ``LimitsError`` beyond them.
 """
 
 from __future__ import annotations
@@ -33,9 +39,19 @@ from typing import Any, Callable, Iterable, Iterator, List, Tuple
 import numpy as np
 
 from . import _l3
-from ._errors import FormatError, GpuError, L3Error, L3IOError, LimitsError, ParameterError
+from ._options import check_options
+from ._errors import (
+    FormatError,
+    GpuError,
+    L3Error,
+    L3IOError,
+    LimitsError,
+    LoaderError,
+    ParameterError,
+)
 from ._l3 import (
     Dataset,
+    Limits,
     decode,
     decode_batch,
     decode_field,
@@ -159,14 +175,21 @@ class Loader:
     ``device`` ("cpu"), ``end_epoch`` (None: run until closed), ``worker`` / ``num_workers``
     (0 / 1: this loader takes every num_workers-th step of the rank, for data-loading
     workers), ``on_error`` ("skip" | "fail"), ``crop_window`` (True: decode only the patches a
-    crop needs).
+    crop needs), ``limits`` (`Limits`: the batch tensor and each decode).
+
+    Options are checked before anything starts: a wrong type is a ``TypeError``, a value out
+    of range a ``ParameterError``, a batch tensor beyond ``limits`` a ``LimitsError``, and
+    ``drop_last="drop"`` with fewer records than ``batch_size x world_size`` (no step in any
+    epoch) a ``ParameterError``. Waiting for a batch can be interrupted (Ctrl-C); ``close()``
+    returns promptly from any state. A failure of the loader's thread raises ``LoaderError``
+    (not the end of the iteration).
     """
 
     def __init__(self, dataset: str | os.PathLike | Dataset, batch_size: int, **options: Any):
         if isinstance(dataset, os.PathLike):
             dataset = os.fspath(dataset)
-        if "size" in options and isinstance(options["size"], int):
-            options["size"] = (options["size"], options["size"])
+        options = check_options(dict(options, batch_size=batch_size))
+        batch_size = options.pop("batch_size")
         self._inner = _l3.Loader(dataset, batch_size, **options)
 
     def __iter__(self) -> Iterator[dict]:
@@ -179,7 +202,8 @@ class Loader:
         return batch
 
     def state(self) -> Tuple[int, int, int]:
-        """``(seed, epoch, consumed)`` after the last batch returned."""
+        """``(seed, epoch, consumed)`` after the last batch returned (the starting state
+        before the first; kept after ``close()``)."""
         return self._inner.state()
 
     def close(self) -> None:
@@ -195,7 +219,7 @@ class Loader:
 
 __all__ = [
     "Dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
-    "LimitsError", "Loader", "ParameterError", "decode", "decode_batch", "decode_field",
+    "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_field",
     "encode", "encode_field", "field_info",
     "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "pack", "plan_pack",
     "write_manifest", "write_shard",

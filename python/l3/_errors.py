@@ -30,4 +30,12 @@ class GpuError(L3Error, RuntimeError):
     """The GPU path failed (no adapter, out of device memory, a driver error)."""
 
 
-__all__ = ["L3Error", "FormatError", "LimitsError", "ParameterError", "L3IOError", "GpuError"]
+class LoaderError(L3Error, RuntimeError):
+    """The loader's background thread died (a panic; the message says where): the run
+    cannot go on. Resume from the last ``state()``."""
+
+
+__all__ = [
+    "L3Error", "FormatError", "LimitsError", "ParameterError", "L3IOError", "GpuError",
+    "LoaderError",
+]

@@ -12,6 +12,25 @@ _Image = npt.NDArray[Union[np.uint8, np.uint16]]
 
 __version__: str
 
+class Limits:
+    """Resource limits of a call: inputs, dimensions and decoded bytes are checked against
+    them before anything is allocated (LimitsError beyond them). Unset fields keep l3's
+    defaults (16777215 pixels each way, 4 GiB decoded, 4 GiB read)."""
+
+    def __init__(
+        self,
+        *,
+        max_dimension: Optional[int] = None,
+        max_output_bytes: Optional[int] = None,
+        max_input_bytes: Optional[int] = None,
+    ) -> None: ...
+    @property
+    def max_dimension(self) -> int: ...
+    @property
+    def max_output_bytes(self) -> int: ...
+    @property
+    def max_input_bytes(self) -> int: ...
+
 def encode(
     array: _Image, profile: str = "compact", patch_size: int = 64, max_error: int = 0
 ) -> bytes:
@@ -19,7 +38,9 @@ def encode(
     (profile "compact": smaller; "fast": faster to decode). Non-contiguous arrays are copied.
     max_error > 0: error-bounded, every decoded sample within max_error of the original."""
 
-def decode(data: _Bytes, out: Optional[_Image] = None) -> _Image:
+def decode(
+    data: _Bytes, out: Optional[_Image] = None, *, limits: Optional[Limits] = None
+) -> _Image:
     """Decodes an L3 file into a new array, or into `out` (C-contiguous, writable, of the
     file's dtype and shape), which is returned."""
 
@@ -27,7 +48,7 @@ def info(data: _Bytes) -> Dict[str, Any]:
     """The header as a dict: width, height, channels, depth, dtype, shape, color, profile,
     version, patch_size, max_error (0: lossless), output_bytes."""
 
-def imread(path: _Path) -> _Image:
+def imread(path: _Path, *, limits: Optional[Limits] = None) -> _Image:
     """Reads an .l3 file, or any image the `image` crate reads (PNG, TIFF, JPEG, ...)."""
 
 def imwrite(
@@ -35,9 +56,12 @@ def imwrite(
 ) -> None:
     """Encodes `array` and writes it to an .l3 file atomically."""
 
-def decode_batch(files: Sequence[_Bytes], device: str = "auto") -> _Image:
+def decode_batch(
+    files: Sequence[_Bytes], device: str = "auto", *, limits: Optional[Limits] = None
+) -> _Image:
     """Decodes files of one shape and dtype into one (N, H, W[, C]) array, on the GPU
-    ("gpu"; "auto": a hardware GPU if present) or the CPU ("cpu")."""
+    ("gpu"; "auto": a hardware GPU if present) or the CPU ("cpu"). Each file and the whole
+    array are held to `limits`."""
 
 def gpu_adapter() -> Optional[str]:
     """The GPU adapter the GPU paths use, or None."""
@@ -50,12 +74,19 @@ def write_shard(
     max_overhead: float = 1.25,
     force: bool = False,
     max_error: int = 0,
+    *,
+    limits: Optional[Limits] = None,
 ) -> Dict[str, Any]:
     """Packs (key, source, label, meta) records into one shard, verified and atomic; keeps a
     complete shard with the same records. Returns {"file", "records", "bytes", "written"}."""
 
 def write_manifest(
-    output: _Path, shards: Sequence[str], classes: Sequence[str] = ..., levels: int = 1
+    output: _Path,
+    shards: Sequence[str],
+    classes: Sequence[str] = ...,
+    levels: int = 1,
+    *,
+    limits: Optional[Limits] = None,
 ) -> None:
     """Writes output/manifest.json over the shard files (each read and checked)."""
 
@@ -74,7 +105,9 @@ class Dataset:
     def classes(self) -> List[str]: ...
     @property
     def labels(self) -> npt.NDArray[np.int64]: ...
-    def read(self, i: int, level: Optional[int] = None) -> _Image:
+    def read(
+        self, i: int, level: Optional[int] = None, *, limits: Optional[Limits] = None
+    ) -> _Image:
         """Record i decoded at `level` (default: full resolution)."""
     def record(self, i: int) -> Dict[str, Any]:
         """key, label, class_name, meta, width, height, channels, dtype, scheme, shard,
@@ -106,7 +139,9 @@ class ExportedBatch:
     def take_fd(self) -> int:
         """A new fd of the memory, owned by the caller (an importer takes it over)."""
 
-def decode_batch_export(files: Sequence[_Bytes]) -> ExportedBatch:
+def decode_batch_export(
+    files: Sequence[_Bytes], *, limits: Optional[Limits] = None
+) -> ExportedBatch:
     """Decodes files as one GPU batch and exports it (needs VK_KHR_external_memory_fd)."""
 
 def encode_field(
@@ -120,7 +155,9 @@ def encode_field(
     """Encodes a 2D/3D float32 array within an absolute or range-relative bound (exactly one);
     NaN, infinities and fill_value are kept exactly."""
 
-def decode_field(data: _Bytes) -> npt.NDArray[np.float32]:
+def decode_field(
+    data: _Bytes, *, limits: Optional[Limits] = None
+) -> npt.NDArray[np.float32]:
     """Decodes a field file into a float32 array of its shape."""
 
 def field_info(data: _Bytes) -> Dict[str, Any]:

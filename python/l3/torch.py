@@ -34,12 +34,14 @@ augments on the GPU through wgpu and reads the batch back into host memory; use 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 import torch.utils.data
 
-from . import Dataset, Loader
+from . import Dataset, Loader, ParameterError
+from ._options import INT_OPTIONS, check_int, check_options, check_state
 
 
 def _distributed() -> Tuple[int, int]:
@@ -51,8 +53,13 @@ def _distributed() -> Tuple[int, int]:
 class L3IterableDataset(torch.utils.data.IterableDataset):
     """Batches of augmented images from an l3 dataset, as torch tensors: each item is a dict
     ``{"images": (N, C, H, W) float tensor, "labels": (N,) int64, "samples": (N,) int64
-    (dataset indices), "epoch": int, "state": (seed, epoch, consumed)}``. One iteration is one
-    epoch (from the current state to the end of its epoch).
+    (dataset indices), "epoch": int, "state": (seed, epoch, consumed), "skipped": int}``. One
+    iteration is one epoch (from the current state to the end of its epoch).
+
+    ``skipped`` counts the batch's records left out because they could not be read or decoded
+    (``on_error="skip"``, the default; such a batch is smaller than ``batch_size``); the first
+    one is also reported once by ``warnings.warn`` with its shard, key and error. Pass
+    ``on_error="fail"`` to raise instead.
 
     ``rank`` / ``world_size`` default to ``torch.distributed``'s when it is initialised, else
     0 / 1. ``threads`` is the loader's thread count in each process (default: the cores
@@ -77,10 +84,18 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                 raise TypeError(
                     f"{reserved!r} is set by the dataset (use set_epoch / load_state_dict)"
                 )
+        check_options(dict(options, batch_size=batch_size, seed=seed))
+        for name, value in (("rank", rank), ("world_size", world_size), ("threads", threads)):
+            if value is not None:
+                check_int(name, value, *INT_OPTIONS[name][:2])
         # A path, not the opened Dataset: the dataset object is pickled into spawned workers.
         self.path = os.fspath(dataset.path if isinstance(dataset, Dataset) else dataset)
         self.batch_size = batch_size
         self.seed = seed
+        # Records of the dataset (read when a state is loaded, to check it).
+        self._records: Optional[int] = len(dataset) if isinstance(dataset, Dataset) else None
+        # Whether a skipped record was reported by a warning (once per dataset object).
+        self._warned_skip = False
         dist_rank, dist_world = _distributed()
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
@@ -92,6 +107,7 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at ``epoch`` (at its beginning, unless a loaded state is
         in that epoch: then from there)."""
+        epoch = check_int("epoch", epoch, *INT_OPTIONS["epoch"][:2])  # type: ignore[assignment]
         seed, at_epoch, consumed = self.start
         self.start = (seed, epoch, consumed if at_epoch == epoch else 0)
 
@@ -100,8 +116,19 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         return {"seed": seed, "epoch": epoch, "consumed": consumed}
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
-        self.start = (int(state["seed"]), int(state["epoch"]), int(state["consumed"]))
-        self.seed = self.start[0]
+        """Resumes from ``state`` (a `state_dict`): exactly the keys ``seed``, ``epoch`` and
+        ``consumed``, ints in range, ``consumed`` within the dataset, ``seed`` the dataset's.
+        Anything else is a ``TypeError`` or a ``ParameterError`` (a ``ValueError``), and the
+        current state is kept."""
+        if self._records is None:
+            self._records = len(Dataset(self.path))
+        seed, epoch, consumed = check_state(state, self._records)
+        if seed != self.seed:
+            raise ParameterError(
+                f"the state's seed {seed} is not this dataset's seed {self.seed}: create the "
+                f"dataset with seed={seed} to resume that run"
+            )
+        self.start = (seed, epoch, consumed)
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
@@ -117,12 +144,25 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         )
         try:
             for b in loader:
+                skipped = b["skipped"]
+                if skipped and not self._warned_skip:
+                    self._warned_skip = True
+                    first = skipped[0]
+                    warnings.warn(
+                        f"l3: {len(skipped)} record(s) skipped in a batch of epoch {b['epoch']} "
+                        f"(first: {first['shard']}, key {first['key']!r}: {first['error']}); "
+                        "batches with skipped records are smaller, each batch's 'skipped' "
+                        "counts them; pass on_error='fail' to raise instead",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                 yield {
                     "images": torch.from_numpy(b["images"]),
                     "labels": torch.from_numpy(b["labels"]),
                     "samples": torch.from_numpy(b["samples"]),
                     "epoch": b["epoch"],
                     "state": tuple(b["state"]),
+                    "skipped": len(skipped),
                 }
         finally:
             loader.close()

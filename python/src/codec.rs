@@ -15,7 +15,7 @@ use l3::gpu::{GpuDecoder, OutputLayout};
 use l3::{EncodeOptions, Header, Profile};
 
 use crate::arrays::{array_from_samples, image_from_array, image_shape, shaped_array, SendSlice};
-use crate::{choose, parameter_error, to_py_err, OrPyErr};
+use crate::{choose, limits_of, parameter_error, read_limited, to_py_err, OrPyErr, PyLimits};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode, m)?)?;
@@ -129,8 +129,12 @@ fn decode_bytes<'py>(
     py: Python<'py>,
     bytes: &[u8],
     out: Option<&Bound<'py, PyAny>>,
+    limits: l3::Limits,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let options = DecodeOptions::default();
+    let options = DecodeOptions {
+        limits,
+        ..DecodeOptions::default()
+    };
     let header = l3::read_header(bytes).py_err()?;
     let shape = image_shape(header.width, header.height, header.channels());
     let Some(out) = out else {
@@ -179,34 +183,40 @@ fn decode_bytes<'py>(
 }
 
 /// Decodes an L3 file into an array (`uint8` or `uint16`, `(H, W)` or `(H, W, C)`), or into
-/// `out`.
+/// `out`, within `limits` (default `l3.Limits()`).
 #[pyfunction]
-#[pyo3(signature = (data, out = None))]
+#[pyo3(signature = (data, out = None, *, limits = None))]
 fn decode<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
     out: Option<&Bound<'py, PyAny>>,
+    limits: Option<PyRef<'_, PyLimits>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = bytes_of(data)?;
-    decode_bytes(py, &bytes, out)
+    decode_bytes(py, &bytes, out, limits_of(limits.as_deref()))
 }
 
 /// Reads an image file into an array: an `.l3` file with l3's decoder, anything else (PNG,
-/// TIFF, JPEG, ...) with the `image` crate.
+/// TIFF, JPEG, ...) with the `image` crate; within `limits` (default `l3.Limits()`: the file's
+/// size, then the decoded size, checked before either is allocated).
 #[pyfunction]
-fn imread<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (path, *, limits = None))]
+fn imread<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    limits: Option<PyRef<'_, PyLimits>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let limits = limits_of(limits.as_deref());
     if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("l3"))
     {
-        let bytes = py
-            .detach(|| std::fs::read(&path))
-            .map_err(|e| to_py_err(l3::Error::Io(e)))?;
-        return decode_bytes(py, &bytes, None);
+        let bytes = py.detach(|| read_limited(&path, &limits)).py_err()?;
+        return decode_bytes(py, &bytes, None, limits);
     }
     let (w, h, c, depth, data) = py
         .detach(|| -> l3::Result<_> {
-            let image = l3::read_image(&path)?;
+            let image = read_image_within(&path, &limits)?;
             let raw = l3::image_support::raw_image(&image)?;
             let (depth, data) = match raw.samples {
                 l3::Samples::U8(s) => (8, s.to_vec()),
@@ -216,6 +226,51 @@ fn imread<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
         })
         .py_err()?;
     array_from_samples(py, w, h, c, depth, data)
+}
+
+/// Reads any image file the `image` crate reads, after checking its dimensions and decoded
+/// size (from its header) against `limits`: a `LimitsError` before any pixel is allocated.
+pub(crate) fn read_image_within(
+    path: &std::path::Path,
+    limits: &l3::Limits,
+) -> l3::Result<image::DynamicImage> {
+    use image::ImageDecoder;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > limits.max_input_bytes {
+        return Err(l3::LimitsError::InputBytes {
+            len,
+            max: limits.max_input_bytes,
+        }
+        .into());
+    }
+    // The header first (no pixels yet): its dimensions and size are checked here, so a
+    // refusal is a LimitsError; then the decoder's own allocations are held to the limit.
+    let mut reader =
+        image::ImageReader::new(std::io::BufReader::new(file)).with_guessed_format()?;
+    reader.no_limits();
+    let mut decoder = reader.into_decoder()?;
+    let (width, height) = decoder.dimensions();
+    if width > limits.max_dimension || height > limits.max_dimension {
+        return Err(l3::LimitsError::Dimensions {
+            width,
+            height,
+            max: limits.max_dimension,
+        }
+        .into());
+    }
+    let needed = decoder.total_bytes();
+    if needed > limits.max_output_bytes {
+        return Err(l3::LimitsError::OutputBytes {
+            needed,
+            max: limits.max_output_bytes,
+        }
+        .into());
+    }
+    let mut image_limits = image::Limits::default();
+    image_limits.max_alloc = Some(limits.max_output_bytes);
+    decoder.set_limits(image_limits)?;
+    Ok(image::DynamicImage::from_decoder(decoder)?)
 }
 
 /// Encodes `array` and writes it to `path` (an `.l3` file) atomically: a temp file beside it,
@@ -287,32 +342,66 @@ fn gpu_adapter() -> Option<String> {
     })
 }
 
+/// Each file's header, checked against `limits` (input size, dimensions, decoded size) before
+/// anything is decoded; an error names the file's index.
+fn checked_headers(bytes: &[PyBackedBytes], limits: &l3::Limits) -> l3::Result<Vec<Header>> {
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let header = (|| -> l3::Result<Header> {
+                if b.len() as u64 > limits.max_input_bytes {
+                    return Err(l3::LimitsError::InputBytes {
+                        len: b.len() as u64,
+                        max: limits.max_input_bytes,
+                    }
+                    .into());
+                }
+                let h = l3::read_header(b)?;
+                h.check_limits(limits)?;
+                Ok(h)
+            })();
+            header.map_err(|e| l3::Error::InBatch {
+                image: i,
+                error: Box::new(e),
+            })
+        })
+        .collect()
+}
+
+/// Bytes of a batch of `n` images of `per` bytes each, if within `limits.max_output_bytes`
+/// (the batch is one array, held to the limit of one output).
+fn batch_bytes(per: u64, n: usize, limits: &l3::Limits) -> l3::Result<usize> {
+    let max = limits.max_output_bytes.min(isize::MAX as u64);
+    match per.checked_mul(n as u64) {
+        Some(total) if total <= max => Ok(total as usize),
+        total => Err(l3::LimitsError::OutputBytes {
+            needed: total.unwrap_or(u64::MAX),
+            max,
+        }
+        .into()),
+    }
+}
+
 /// Decodes L3 files of one shape and dtype into one array of shape `(N, H, W[, C])`: on the
 /// GPU as one batch (`device="gpu"`, or `"auto"` when a hardware adapter exists), else on
-/// the CPU, files in parallel.
+/// the CPU, files in parallel. Each file, and the whole array, is held to `limits` (default
+/// `l3.Limits()`) before anything is allocated.
 #[pyfunction]
-#[pyo3(signature = (files, device = "auto"))]
+#[pyo3(signature = (files, device = "auto", *, limits = None))]
 fn decode_batch<'py>(
     py: Python<'py>,
     files: Vec<Bound<'py, PyAny>>,
     device: &str,
+    limits: Option<PyRef<'_, PyLimits>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let limits = limits_of(limits.as_deref());
     let gpu = device_gpu(device)?;
     let bytes: Vec<PyBackedBytes> = files.iter().map(bytes_of).collect::<PyResult<_>>()?;
     if bytes.is_empty() {
         return Err(parameter_error("decode_batch needs at least one file"));
     }
-    let headers: Vec<Header> = bytes
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            l3::read_header(b).map_err(|e| l3::Error::InBatch {
-                image: i,
-                error: Box::new(e),
-            })
-        })
-        .collect::<l3::Result<_>>()
-        .py_err()?;
+    let headers = checked_headers(&bytes, &limits).py_err()?;
     let first = headers[0];
     let same = |h: &Header| {
         (h.width, h.height, h.channels(), h.depth)
@@ -332,11 +421,12 @@ fn decode_batch<'py>(
             first.depth
         )));
     }
-    let per = first.output_bytes() as usize;
     let n = bytes.len();
+    let total = batch_bytes(first.output_bytes(), n, &limits).py_err()?;
+    let per = total / n;
     let data = py
         .detach(|| -> l3::Result<Vec<u8>> {
-            let mut all = vec![0u8; per * n];
+            let mut all = vec![0u8; total];
             match gpu {
                 Some(g) => {
                     let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
@@ -348,6 +438,7 @@ fn decode_batch<'py>(
                 None => {
                     let options = DecodeOptions {
                         parallel: false,
+                        limits,
                         ..DecodeOptions::default()
                     };
                     all.par_chunks_mut(per)
@@ -438,16 +529,31 @@ impl ExportedBatch {
 }
 
 /// Decodes L3 files as one GPU batch (interleaved u8/u16) and exports it (see
-/// `ExportedBatch`). Needs a Vulkan device with `VK_KHR_external_memory_fd`.
+/// `ExportedBatch`). Needs a Vulkan device with `VK_KHR_external_memory_fd`. Each file and
+/// the whole batch are held to `limits` (default `l3.Limits()`).
 #[pyfunction]
-fn decode_batch_export(py: Python<'_>, files: Vec<Bound<'_, PyAny>>) -> PyResult<ExportedBatch> {
-    let gpu = device_gpu("gpu")?.expect("device \"gpu\" gives a decoder or an error");
+#[pyo3(signature = (files, *, limits = None))]
+fn decode_batch_export(
+    py: Python<'_>,
+    files: Vec<Bound<'_, PyAny>>,
+    limits: Option<PyRef<'_, PyLimits>>,
+) -> PyResult<ExportedBatch> {
+    let limits = limits_of(limits.as_deref());
     let bytes: Vec<PyBackedBytes> = files.iter().map(bytes_of).collect::<PyResult<_>>()?;
     if bytes.is_empty() {
         return Err(parameter_error(
             "decode_batch_export needs at least one file",
         ));
     }
+    let headers = checked_headers(&bytes, &limits).py_err()?;
+    let sum = headers
+        .iter()
+        .try_fold(0u64, |acc, h| acc.checked_add(h.output_bytes()))
+        .unwrap_or(u64::MAX);
+    batch_bytes(sum, 1, &limits).py_err()?;
+    let Some(gpu) = device_gpu("gpu")? else {
+        return Err(to_py_err(l3::Error::Gpu("no GPU decoder".into())));
+    };
     py.detach(|| -> l3::Result<ExportedBatch> {
         let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
         let batch = gpu.decode_batch(&refs, OutputLayout::Interleaved)?;
@@ -504,12 +610,22 @@ fn encode_field<'py>(
     Ok(PyBytes::new(py, &file))
 }
 
-/// Decodes a field file into a float32 array of its shape.
+/// Decodes a field file into a float32 array of its shape, within `limits` (default
+/// `l3.Limits()`).
 #[pyfunction]
-fn decode_field<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (data, *, limits = None))]
+fn decode_field<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    limits: Option<PyRef<'_, PyLimits>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let bytes = bytes_of(data)?;
+    let options = DecodeOptions {
+        limits: limits_of(limits.as_deref()),
+        ..DecodeOptions::default()
+    };
     let (h, values) = py
-        .detach(|| l3::field::decode_field(&bytes, &DecodeOptions::default()))
+        .detach(|| l3::field::decode_field(&bytes, &options))
         .py_err()?;
     let shape: Vec<usize> = h.dims().iter().map(|&d| d as usize).collect();
     Ok(numpy::PyArray1::from_vec(py, values)

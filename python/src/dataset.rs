@@ -17,8 +17,8 @@ use l3::shard::pack::{encode_record, pack_shard, PlannedRecord, ShardOutcome};
 use l3::shard::{Manifest, ShardInfo, MANIFEST_VERSION};
 
 use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
-use crate::codec::encode_options;
-use crate::{parameter_error, to_py_err, OrPyErr};
+use crate::codec::{encode_options, read_image_within};
+use crate::{limits_of, parameter_error, read_limited, to_py_err, OrPyErr, PyLimits};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dataset>()?;
@@ -76,7 +76,7 @@ impl Dataset {
 
     /// `(image, label)` of record `i` at full resolution (label -1 when it has none).
     fn __getitem__<'py>(&self, py: Python<'py>, i: i64) -> PyResult<(Bound<'py, PyAny>, i64)> {
-        let image = self.read(py, i, None)?;
+        let image = self.read(py, i, None, None)?;
         let j = self.index(i)?;
         let class = self.inner.record(j).py_err()?.class;
         Ok((image, class.map_or(-1, i64::from)))
@@ -112,16 +112,27 @@ impl Dataset {
         Ok(PyArray1::from_vec(py, labels))
     }
 
-    /// Record `i` decoded at `level` (default: full resolution) as an array.
-    #[pyo3(signature = (i, level = None))]
-    fn read<'py>(&self, py: Python<'py>, i: i64, level: Option<u8>) -> PyResult<Bound<'py, PyAny>> {
+    /// Record `i` decoded at `level` (default: full resolution) as an array, within `limits`
+    /// (default `l3.Limits()`).
+    #[pyo3(signature = (i, level = None, *, limits = None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        i: i64,
+        level: Option<u8>,
+        limits: Option<PyRef<'_, PyLimits>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let j = self.index(i)?;
         let level = self.level_of(level)?;
         let inner = self.inner.clone();
+        let options = DecodeOptions {
+            limits: limits_of(limits.as_deref()),
+            ..DecodeOptions::default()
+        };
         let image = py
             .detach(|| {
                 let (s, r) = inner.locate(j)?;
-                inner.shards()[s].decode_record(r, level, &DecodeOptions::default())
+                inner.shards()[s].decode_record(r, level, &options)
             })
             .py_err()?;
         array_from_samples(
@@ -197,10 +208,11 @@ type RecordArg<'py> = (
 /// pixels before the shard is written (atomically). A complete shard already at `path` with the
 /// same records is kept (unless `force`), so a rerun after a crash redoes only what is
 /// missing. With `max_error` > 0 every stored sample is within it of the source (records are
-/// then flat, and verified against the bound). Returns `{"file", "records", "bytes",
-/// "written"}`.
+/// then flat, and verified against the bound). Image files are read within `limits` (default
+/// `l3.Limits()`: decoded size and dimensions checked before the pixels are allocated).
+/// Returns `{"file", "records", "bytes", "written"}`.
 #[pyfunction]
-#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false, max_error = 0))]
+#[pyo3(signature = (path, records, levels = 1, profile = "compact", max_overhead = 1.25, force = false, max_error = 0, *, limits = None))]
 #[allow(clippy::too_many_arguments)]
 fn write_shard<'py>(
     py: Python<'py>,
@@ -211,7 +223,9 @@ fn write_shard<'py>(
     max_overhead: f64,
     force: bool,
     max_error: u16,
+    limits: Option<PyRef<'_, PyLimits>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let limits = limits_of(limits.as_deref());
     let options = encode_options(profile, 64, max_error)?;
     if !(1..=8).contains(&levels) {
         return Err(parameter_error(format!(
@@ -255,7 +269,7 @@ fn write_shard<'py>(
                 let loaded;
                 let raw = match &sources[k] {
                     Source::Path(p) => {
-                        loaded = l3::read_image(p)?;
+                        loaded = read_image_within(p, &limits)?;
                         l3::image_support::raw_image(&loaded)?
                     }
                     Source::Array(a) => a.raw(),
@@ -275,20 +289,23 @@ fn write_shard<'py>(
 /// Writes `manifest.json` in `output` over the shard files `shards` (names in `output`, in
 /// dataset order), each read and checked (index, levels, record count, CRC recomputed), with
 /// `classes` as the class names. The manifest is written last and atomically: a dataset is
-/// complete when it exists.
+/// complete when it exists. Each shard is read only if it is within `limits.max_input_bytes`
+/// (default `l3.Limits()`: 4 GiB).
 #[pyfunction]
-#[pyo3(signature = (output, shards, classes = Vec::new(), levels = 1))]
+#[pyo3(signature = (output, shards, classes = Vec::new(), levels = 1, *, limits = None))]
 fn write_manifest(
     py: Python<'_>,
     output: PathBuf,
     shards: Vec<String>,
     classes: Vec<String>,
     levels: u8,
+    limits: Option<PyRef<'_, PyLimits>>,
 ) -> PyResult<()> {
+    let limits = limits_of(limits.as_deref());
     py.detach(|| -> l3::Result<()> {
         let mut infos = Vec::with_capacity(shards.len());
         for name in &shards {
-            let bytes = std::fs::read(output.join(name))?;
+            let bytes = read_limited(&output.join(name), &limits)?;
             let info = ShardInfo::of_shard(name.clone(), &bytes)?;
             if info.level_bytes.len() != levels as usize {
                 return Err(l3::Error::Manifest(format!(

@@ -25,6 +25,7 @@ fn error_class(e: &l3::Error) -> &'static str {
         E::Parameter(_) => "ParameterError",
         E::Io(_) => "L3IOError",
         E::Gpu(_) => "GpuError",
+        E::LoaderThread(_) => "LoaderError",
         E::InBatch { error, .. } | E::Record { error, .. } => error_class(error),
         _ => "L3Error",
     }
@@ -71,6 +72,98 @@ pub(crate) fn choose<T: Copy>(name: &str, value: &str, options: &[(&str, T)]) ->
         })
 }
 
+/// Resource limits of a call (`l3.Limits`): every function that decodes or reads checks its
+/// input against them before it allocates, and raises `LimitsError` beyond them. Unset fields
+/// keep l3's defaults (dimensions up to the format's 16777215, 4 GiB decoded, 4 GiB read).
+#[pyclass(module = "l3._l3", name = "Limits", frozen)]
+#[derive(Clone, Copy)]
+pub(crate) struct PyLimits {
+    pub(crate) inner: l3::Limits,
+}
+
+#[pymethods]
+impl PyLimits {
+    #[new]
+    #[pyo3(signature = (*, max_dimension = None, max_output_bytes = None, max_input_bytes = None))]
+    fn new(
+        max_dimension: Option<u32>,
+        max_output_bytes: Option<u64>,
+        max_input_bytes: Option<u64>,
+    ) -> PyResult<Self> {
+        let mut inner = l3::Limits::default();
+        if let Some(d) = max_dimension {
+            if d == 0 || d > inner.max_dimension {
+                return Err(parameter_error(format!(
+                    "max_dimension must be 1..={}, got {d}",
+                    inner.max_dimension
+                )));
+            }
+            inner.max_dimension = d;
+        }
+        if let Some(b) = max_output_bytes {
+            inner.max_output_bytes = b;
+        }
+        if let Some(b) = max_input_bytes {
+            inner.max_input_bytes = b;
+        }
+        Ok(PyLimits { inner })
+    }
+
+    /// Largest width and height.
+    #[getter]
+    fn max_dimension(&self) -> u32 {
+        self.inner.max_dimension
+    }
+
+    /// Largest decoded output of one call (an image, a batch array, a field), bytes.
+    #[getter]
+    fn max_output_bytes(&self) -> u64 {
+        self.inner.max_output_bytes
+    }
+
+    /// Largest input (a file's bytes, a shard read), bytes.
+    #[getter]
+    fn max_input_bytes(&self) -> u64 {
+        self.inner.max_input_bytes
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "l3.Limits(max_dimension={}, max_output_bytes={}, max_input_bytes={})",
+            self.inner.max_dimension, self.inner.max_output_bytes, self.inner.max_input_bytes
+        )
+    }
+}
+
+/// The limits a call was given, or l3's defaults.
+pub(crate) fn limits_of(limits: Option<&PyLimits>) -> l3::Limits {
+    limits.map_or_else(l3::Limits::default, |l| l.inner)
+}
+
+/// The whole file at `path`, read only after its size is checked against `max_input_bytes`
+/// (and never more than that many bytes, should it grow meanwhile).
+pub(crate) fn read_limited(path: &std::path::Path, limits: &l3::Limits) -> l3::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let too_long = |len| {
+        l3::Error::Limits(l3::LimitsError::InputBytes {
+            len,
+            max: limits.max_input_bytes,
+        })
+    };
+    if len > limits.max_input_bytes {
+        return Err(too_long(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(limits.max_input_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limits.max_input_bytes {
+        return Err(too_long(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
 /// Converts an l3 result.
 pub(crate) trait OrPyErr<T> {
     fn py_err(self) -> PyResult<T>;
@@ -85,6 +178,7 @@ impl<T> OrPyErr<T> for l3::Result<T> {
 #[pymodule]
 fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<PyLimits>()?;
     codec::register(m)?;
     dataset::register(m)?;
     loader::register(m)?;

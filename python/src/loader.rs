@@ -3,6 +3,7 @@
 //! PyTorch dataset on it.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
@@ -10,13 +11,16 @@ use pyo3::types::{PyDict, PyList};
 
 use l3::loader::{
     Augment, DropLast, LoaderOptions, LoaderState, OnError, Partition, Policy, RandomResizedCrop,
-    Tensor, TensorType,
+    Received, Tensor, TensorType,
 };
 use l3::Normalize;
 
 use crate::codec::device_gpu;
 use crate::dataset::Dataset;
-use crate::{choose, parameter_error, OrPyErr};
+use crate::{choose, limits_of, parameter_error, OrPyErr, PyLimits};
+
+/// How long `__next__` waits without the GIL before it checks for signals.
+const WAIT_SLICE: Duration = Duration::from_millis(50);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
@@ -32,6 +36,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyclass(module = "l3._l3", frozen)]
 struct Loader {
     inner: Mutex<Option<l3::loader::Loader>>,
+    /// The state after the last batch returned (kept after `close`, for checkpoints).
+    state: Mutex<LoaderState>,
     /// `(channels, height, width)` of each output image.
     chw: (usize, usize, usize),
     f16: bool,
@@ -70,7 +76,7 @@ impl Loader {
         rotate90 = false, max_angle = 0.0, padding = 0, fill = 0.0, noise_std = 0.0,
         dtype = "float32", cache_mb = 0, cache_policy = "planned", threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
-        crop_window = true
+        crop_window = true, limits = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -108,6 +114,7 @@ impl Loader {
         num_workers: u32,
         on_error: &str,
         crop_window: bool,
+        limits: Option<PyRef<'_, PyLimits>>,
     ) -> PyResult<Self> {
         let dataset = match dataset.cast::<Dataset>() {
             Ok(d) => d.get().inner.clone(),
@@ -162,14 +169,21 @@ impl Loader {
             &[("float32", TensorType::F32), ("float16", TensorType::F16)],
         )?;
         o.augment = a;
-        o.cache_bytes = cache_mb << 20;
+        o.cache_bytes = cache_mb.checked_mul(1 << 20).ok_or_else(|| {
+            parameter_error(format!(
+                "cache_mb {cache_mb} is too large (the bytes overflow)"
+            ))
+        })?;
         o.cache_policy = choose(
             "cache_policy",
             cache_policy,
             &[("planned", Policy::Planned), ("lru", Policy::Lru)],
         )?;
         o.threads = threads;
-        o.prefetch_batches = prefetch.max(1);
+        if prefetch == 0 {
+            return Err(parameter_error("prefetch must be at least 1"));
+        }
+        o.prefetch_batches = prefetch;
         o.end_epoch = end_epoch.unwrap_or(u64::MAX);
         o.workers = (worker, num_workers);
         o.on_error = choose(
@@ -178,6 +192,7 @@ impl Loader {
             &[("skip", OnError::Skip), ("fail", OnError::Fail)],
         )?;
         o.crop_window_decode = crop_window;
+        o.decode.limits = limits_of(limits.as_deref());
         o.gpu = device_gpu(device)?;
         let state = LoaderState {
             seed,
@@ -189,6 +204,7 @@ impl Loader {
             .py_err()?;
         Ok(Loader {
             inner: Mutex::new(Some(inner)),
+            state: Mutex::new(state),
             chw: (channels as usize, size.1 as usize, size.0 as usize),
             f16: dtype == "float16",
         })
@@ -198,15 +214,29 @@ impl Loader {
         slf
     }
 
+    /// The next batch. Waits in slices of [`WAIT_SLICE`] without the GIL and checks for
+    /// signals between them, so Ctrl-C interrupts a wait and `close()` from another thread
+    /// gets the loader within one slice.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let next = py.detach(|| {
-            let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            guard.as_mut().and_then(|l| l.next())
-        });
-        let Some(batch) = next else {
-            return Ok(None);
+        let batch = loop {
+            let received = py.detach(|| {
+                let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                match guard.as_mut() {
+                    Some(l) => l.next_timeout(WAIT_SLICE),
+                    None => Received::Finished,
+                }
+            });
+            match received {
+                Received::Batch(b) => break b,
+                Received::Finished => return Ok(None),
+                Received::TimedOut => py.check_signals()?,
+            }
         };
         let b = batch.py_err()?;
+        {
+            let s = b.state_after;
+            *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        }
         let (c, h, w) = self.chw;
         let shape = [b.samples.len(), c, h, w];
         let images = match b.data {
@@ -238,18 +268,19 @@ impl Loader {
         Ok(Some(d))
     }
 
-    /// `(seed, epoch, consumed)` after the last batch returned: resume from it exactly.
+    /// `(seed, epoch, consumed)` after the last batch returned (the starting state before
+    /// the first; still after `close()`): resume from it exactly.
     fn state(&self) -> (u64, u64, u64) {
-        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        guard
-            .as_ref()
-            .map(|l| l.state())
-            .map_or((0, 0, 0), |s| (s.seed, s.epoch, s.consumed))
+        let s = *self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (s.seed, s.epoch, s.consumed)
     }
 
-    /// Stops the loader's threads now (also done when it is garbage-collected).
+    /// Stops the loader's threads now (also done when it is garbage-collected). Returns within
+    /// about one sample's decode, whatever the loader is doing.
     fn close(&self, py: Python<'_>) {
-        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        py.detach(move || drop(taken));
+        py.detach(|| {
+            let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(taken)
+        });
     }
 }

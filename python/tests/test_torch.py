@@ -102,3 +102,30 @@ def test_spawned_workers_and_an_opened_dataset(dataset3):
     loader = L3DataLoader(ds, num_workers=2, multiprocessing_context="spawn")
     _, seen = epoch_samples(loader)
     assert sorted(seen) == list(range(n))
+
+
+def test_skipped_records_are_counted_and_warned_once(tmp_path, dataset3):
+    """With on_error="skip", a corrupt record shrinks its batch: each batch says by how many,
+    and the first one is reported once as a warning naming the shard and key."""
+    import shutil
+    import warnings
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset3, copy)
+    shard = copy / "shard-00000.l3s"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF  # inside the first records' level payloads: a checksum error on read
+    shard.write_bytes(bytes(data))
+    n = len(l3.open_dataset(copy))
+    ds = L3IterableDataset(copy, 2, seed=2, size=(24, 24), threads=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batches = list(L3DataLoader(ds, num_workers=0))
+        batches += list(L3DataLoader(ds, num_workers=0))  # a second epoch: no second warning
+    skipped = sum(b["skipped"] for b in batches)
+    seen = sum(len(b["samples"]) for b in batches)
+    assert skipped >= 2 and seen + skipped == 2 * n, (skipped, seen, n)
+    assert all(isinstance(b["skipped"], int) for b in batches)
+    mine = [w for w in caught if "skipped" in str(w.message)]
+    assert len(mine) == 1, [str(w.message) for w in caught]
+    assert "shard-00000.l3s" in str(mine[0].message)

@@ -128,6 +128,78 @@ impl Augment {
         self
     }
 
+    /// Checks every field (a hostile option is a parameter error, never a panic or a
+    /// meaningless output): size 1..=`max_dimension` each way, channels 1 or 3, the crop's
+    /// scale and ratio positive and ordered, probabilities in 0..=1, angles, fill, noise and
+    /// normalisation finite (std not zero), padding at most `max_dimension`.
+    pub fn validate(&self, max_dimension: u32) -> crate::Result<()> {
+        let bad = |name, value: u64, reason| {
+            Err(crate::ParameterError::InvalidOption {
+                name,
+                value,
+                reason,
+            }
+            .into())
+        };
+        let (w, h) = self.size;
+        if w == 0 || h == 0 || w > max_dimension || h > max_dimension {
+            let v = if w == 0 || w > max_dimension { w } else { h };
+            return bad(
+                "augment size",
+                v as u64,
+                "width and height must be 1..=max_dimension",
+            );
+        }
+        if self.channels != 1 && self.channels != 3 {
+            return bad("augment channels", self.channels as u64, "must be 3 or 1");
+        }
+        if let Some(c) = &self.crop {
+            let ordered =
+                |(lo, hi): (f32, f32)| lo.is_finite() && hi.is_finite() && 0.0 < lo && lo <= hi;
+            if !ordered(c.scale) {
+                return bad(
+                    "crop scale",
+                    0,
+                    "must be (low, high) with 0 < low <= high, finite",
+                );
+            }
+            if !ordered(c.ratio) {
+                return bad(
+                    "crop ratio",
+                    0,
+                    "must be (low, high) with 0 < low <= high, finite",
+                );
+            }
+        }
+        if !(0.0..=1.0).contains(&self.flip_probability) {
+            return bad("flip probability", 0, "must be in 0..=1");
+        }
+        if !(0.0..=360.0).contains(&self.max_angle_degrees) {
+            return bad("max angle", 0, "must be 0..=360 degrees");
+        }
+        if self.padding > max_dimension {
+            return bad(
+                "padding",
+                self.padding as u64,
+                "at most max_dimension pixels",
+            );
+        }
+        if !self.fill.is_finite() {
+            return bad("fill", 0, "must be a finite number");
+        }
+        if !(self.noise_std.is_finite() && self.noise_std >= 0.0) {
+            return bad("noise std", 0, "must be finite and at least 0");
+        }
+        let n = &self.normalize;
+        if n.mean.iter().any(|m| !m.is_finite()) {
+            return bad("normalize mean", 0, "must be finite");
+        }
+        if n.std.iter().any(|s| !s.is_finite() || *s == 0.0) {
+            return bad("normalize std", 0, "must be finite and not zero");
+        }
+        Ok(())
+    }
+
     /// Floats per output image.
     pub fn output_len(&self) -> usize {
         self.channels as usize * self.size.0 as usize * self.size.1 as usize

@@ -11,7 +11,7 @@
 //! loader.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,98 +19,14 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use super::augment::{Augment, AugmentParams};
-use super::cache::{first_and_next_uses, CacheStats, PlannedCache, Policy};
-use super::plan::{permutation, rank_steps, LoaderState, Partition};
+use super::cache::{first_and_next_uses, CacheStats, PlannedCache};
+use super::options::{LoaderOptions, OnError};
+use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, LoaderState};
 use super::tensor::Tensor;
-use crate::decode::DecodeOptions;
 use crate::error::{Error, ParameterError, Result};
 use crate::layout::Window;
 use crate::progressive::{decode_level_window, level_dims, LevelScheme, StoredLevels};
 use crate::shard::Dataset;
-
-/// What to do with a record that cannot be read or decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnError {
-    /// Leave it out of its batch and report it in [`Batch::skipped`] (default).
-    #[default]
-    Skip,
-    /// Fail the batch with the record's error (shard and key named).
-    Fail,
-}
-
-/// Loader options. `LoaderOptions::new(partition)` gives the documented defaults.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct LoaderOptions {
-    /// The run's seed (default 0).
-    pub seed: u64,
-    /// Batch size, world size, rank, last-batch policy.
-    pub partition: Partition,
-    /// Level to read (default: the full resolution, the dataset's last level).
-    pub level: Option<u8>,
-    /// The augmentation pipeline (default: [`Augment::default`], 224 x 224 ImageNet).
-    pub augment: Augment,
-    /// Host memory for compressed records, bytes (default 0: no cache).
-    pub cache_bytes: u64,
-    /// Eviction policy (default [`Policy::Planned`]).
-    pub cache_policy: Policy,
-    /// Finished batches kept ready ahead of the consumer (default 2).
-    pub prefetch_batches: usize,
-    /// Threads of the loader's pool (default 0: one per core).
-    pub threads: usize,
-    /// Bad records (default [`OnError::Skip`]).
-    pub on_error: OnError,
-    /// Stop before this epoch (default `u64::MAX`: run until dropped).
-    pub end_epoch: u64,
-    /// Decoder options (default: checksums verified, one thread per image).
-    pub decode: DecodeOptions,
-    /// Payloads of one shard at most this many bytes apart are read with one positional read
-    /// (default 64 KiB; reads stay below 8 MiB). 0 still merges adjacent payloads.
-    pub coalesce_gap: u64,
-    /// Which of this rank's steps this loader produces (default: all): with `workers = (w,
-    /// count)`, the steps `w, w + count, w + 2 count, ...` of each epoch (counted from the
-    /// state the loader starts at). For loaders running side by side in a rank's data-loading
-    /// workers whose batches are taken round-robin (PyTorch's `DataLoader` does so): then the
-    /// k-th batch the rank's consumer gets is the rank's k-th step, and its `state_after` is
-    /// exact for resuming.
-    pub workers: (u32, u32),
-    /// Decode only the patches each random crop reads, where the level is stored as is
-    /// (default true; the output is the same either way, this is for measuring the saving).
-    pub crop_window_decode: bool,
-    /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
-    /// payloads as one GPU batch (`GpuDecoder::decode_levels`), then `augment.wgsl`; the
-    /// tensor is read back into [`Batch::data`]. Equal to the CPU path within float
-    /// tolerance (the GPU tests state it).
-    #[cfg(feature = "gpu")]
-    pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
-}
-
-impl LoaderOptions {
-    /// The defaults with this partition.
-    pub fn new(partition: Partition) -> Self {
-        LoaderOptions {
-            seed: 0,
-            partition,
-            level: None,
-            augment: Augment::default(),
-            cache_bytes: 0,
-            cache_policy: Policy::Planned,
-            prefetch_batches: 2,
-            threads: 0,
-            on_error: OnError::Skip,
-            end_epoch: u64::MAX,
-            decode: DecodeOptions {
-                parallel: false,
-                ..DecodeOptions::default()
-            },
-            crop_window_decode: true,
-            workers: (0, 1),
-            coalesce_gap: 64 << 10,
-            #[cfg(feature = "gpu")]
-            gpu: None,
-        }
-    }
-}
 
 /// A record left out of its batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +91,20 @@ pub struct Batch {
     pub read_calls: usize,
 }
 
+/// What [`Loader::next_timeout`] found.
+#[derive(Debug)]
+// Returned by value once per call, like the iterator's `Result<Batch>`: boxing gains nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Received {
+    /// The next batch, or the error that replaced it (a failed batch, or the loader's thread
+    /// dying: [`Error::LoaderThread`] with its panic message).
+    Batch(Result<Batch>),
+    /// The run ended (`end_epoch` reached, or no step is left for this loader).
+    Finished,
+    /// Nothing arrived in time; ask again.
+    TimedOut,
+}
+
 /// The loader: iterate it for batches ([`Iterator`] of `Result<Batch>`); [`Loader::state`] is
 /// what to save for an exact resume.
 pub struct Loader {
@@ -188,6 +118,9 @@ impl Loader {
     /// Starts loading `dataset` from `state` (a fresh run: `LoaderState { seed, ..Default }`;
     /// `options.seed` is ignored in favour of `state.seed` when resuming, so pass the saved
     /// state as is).
+    ///
+    /// The state ([`LoaderState::validate`]) and the options ([`LoaderOptions::validate`])
+    /// are checked first, before anything is allocated or started.
     pub fn new(dataset: Arc<Dataset>, options: LoaderOptions, state: LoaderState) -> Result<Self> {
         options.partition.validate()?;
         let (worker, workers) = options.workers;
@@ -208,6 +141,8 @@ impl Loader {
             }
             .into());
         }
+        state.validate(n)?;
+        options.validate(n)?;
         let levels = dataset.manifest().levels;
         if options.level.is_some_and(|l| l >= levels) {
             return Err(ParameterError::InvalidOption {
@@ -222,22 +157,33 @@ impl Loader {
             .thread_name(|i| format!("l3-loader-{i}"))
             .build()
             .map_err(|e| Error::Io(std::io::Error::other(e)))?;
-        let (tx, rx) = sync_channel(options.prefetch_batches.max(1));
+        Loader::spawn(state, options.prefetch_batches, move |tx, stop| {
+            let mut producer = Producer {
+                dataset,
+                options,
+                pool,
+                stop,
+                tx,
+            };
+            producer.run(state);
+        })
+    }
+
+    /// A loader at `state` whose batches come from `produce` on its own thread, through a
+    /// channel of `prefetch` batches (at least 1); `produce` stops when the flag is set or a
+    /// send fails.
+    fn spawn(
+        state: LoaderState,
+        prefetch: usize,
+        produce: impl FnOnce(SyncSender<Result<Batch>>, Arc<AtomicBool>) + Send + 'static,
+    ) -> Result<Self> {
+        let (tx, rx) = sync_channel(prefetch.max(1));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("l3-loader".into())
-                .spawn(move || {
-                    let mut producer = Producer {
-                        dataset,
-                        options,
-                        pool,
-                        stop,
-                        tx,
-                    };
-                    producer.run(state);
-                })
+                .spawn(move || produce(tx, stop))
                 .map_err(Error::Io)?
         };
         Ok(Loader {
@@ -252,6 +198,50 @@ impl Loader {
     pub fn state(&self) -> LoaderState {
         self.state
     }
+
+    /// Waits at most `timeout` for the next batch (for a caller that must stay responsive,
+    /// e.g. to signals, while the loader works). A loader whose thread died gives its panic
+    /// message once as [`Error::LoaderThread`], then [`Received::Finished`].
+    pub fn next_timeout(&mut self, timeout: Duration) -> Received {
+        let t = Instant::now();
+        let Some(rx) = self.rx.as_ref() else {
+            return Received::Finished;
+        };
+        match rx.recv_timeout(timeout) {
+            Ok(batch) => Received::Batch(self.received(batch, t)),
+            Err(RecvTimeoutError::Timeout) => Received::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => self.finished(),
+        }
+    }
+
+    fn received(&mut self, mut batch: Result<Batch>, t: Instant) -> Result<Batch> {
+        if let Ok(b) = &mut batch {
+            b.times.waited = t.elapsed();
+            self.state = b.state_after;
+        }
+        batch
+    }
+
+    /// The producer hung up: it finished, or it died (then its panic message, once).
+    fn finished(&mut self) -> Received {
+        self.rx = None;
+        let Some(worker) = self.worker.take() else {
+            return Received::Finished;
+        };
+        match worker.join() {
+            Ok(()) => Received::Finished,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                Received::Batch(Err(Error::LoaderThread(format!(
+                    "the loader's thread panicked: {message}"
+                ))))
+            }
+        }
+    }
 }
 
 impl Iterator for Loader {
@@ -259,12 +249,14 @@ impl Iterator for Loader {
 
     fn next(&mut self) -> Option<Result<Batch>> {
         let t = Instant::now();
-        let mut batch = self.rx.as_ref()?.recv().ok()?;
-        if let Ok(b) = &mut batch {
-            b.times.waited = t.elapsed();
-            self.state = b.state_after;
+        let received = match self.rx.as_ref()?.recv() {
+            Ok(batch) => Received::Batch(self.received(batch, t)),
+            Err(_) => self.finished(),
+        };
+        match received {
+            Received::Batch(b) => Some(b),
+            Received::Finished | Received::TimedOut => None,
         }
-        Some(batch)
     }
 }
 
@@ -311,10 +303,16 @@ impl Producer {
         let mut cache: PlannedCache<Payloads> =
             PlannedCache::new(self.options.cache_policy, self.options.cache_bytes);
         let mut state = start;
+        let (worker, workers) = self.options.workers;
+        // Whether a whole epoch gives this loader any step; if not, no epoch after the
+        // current one does either, and the run ends after it.
+        let later_epochs = worker_share(steps_per_epoch(n, &p), worker, workers) > 0;
         while state.epoch < self.options.end_epoch {
+            if self.stop.load(Ordering::Relaxed) || (state.epoch > start.epoch && !later_epochs) {
+                return;
+            }
             let epoch = state.epoch;
             let perm = permutation(state.seed, state.epoch, n as u32);
-            let (worker, workers) = self.options.workers;
             let mine = |steps: Vec<super::plan::StepSlice>| -> Vec<super::plan::StepSlice> {
                 steps
                     .into_iter()
@@ -454,6 +452,9 @@ impl Producer {
                 .map(|(k, (p, err))| {
                     if let Some(e) = err.take() {
                         return Err(e);
+                    }
+                    if self.stop.load(Ordering::Relaxed) {
+                        return Err(Error::LoaderThread("the loader is stopping".into()));
                     }
                     let p = p.as_ref().expect("read or cached");
                     self.decode_augment(ids[k] as u64, p, level, state.seed, state.epoch, per)
@@ -694,4 +695,76 @@ fn crop_window(params: &AugmentParams, aug: &Augment) -> Option<Window> {
         columns: x.saturating_sub(1)..x + cw + 1,
         rows: y.saturating_sub(1)..y + ch + 1,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty_batch(consumed: u64) -> Batch {
+        Batch {
+            epoch: 0,
+            consumed_before: consumed,
+            samples: Vec::new(),
+            classes: Vec::new(),
+            data: Tensor::with_capacity(super::super::TensorType::F32, 0),
+            shape: [0, 3, 1, 1],
+            skipped: Vec::new(),
+            state_after: LoaderState {
+                seed: 0,
+                epoch: 0,
+                consumed: consumed + 1,
+            },
+            times: StageTimes::default(),
+            cache: CacheStats::default(),
+            bytes_read: 0,
+            read_calls: 0,
+        }
+    }
+
+    /// A producer that panics after one batch: the consumer gets the batch, then the panic's
+    /// message as an error (not the end of the run), then the end.
+    #[test]
+    fn a_dead_producer_is_an_error_with_its_message() {
+        let mut loader = Loader::spawn(LoaderState::default(), 1, |tx, _| {
+            tx.send(Ok(empty_batch(0))).unwrap();
+            panic!("injected failure {}", 42);
+        })
+        .unwrap();
+        assert!(loader.next().unwrap().is_ok());
+        let err = loader.next().expect("the panic, not the end").unwrap_err();
+        assert!(matches!(err, Error::LoaderThread(_)), "{err}");
+        assert!(err.to_string().contains("injected failure 42"), "{err}");
+        assert!(loader.next().is_none());
+        assert_eq!(loader.state().consumed, 1);
+    }
+
+    /// The same through `next_timeout`, and a producer that ends normally is `Finished`.
+    #[test]
+    fn next_timeout_waits_in_slices_and_reports_the_end() {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let mut loader = Loader::spawn(LoaderState::default(), 1, move |_tx, _| {
+            wait.recv().unwrap();
+            panic!("static message");
+        })
+        .unwrap();
+        assert!(matches!(
+            loader.next_timeout(Duration::from_millis(10)),
+            Received::TimedOut
+        ));
+        go.send(()).unwrap();
+        match loader.next_timeout(Duration::from_secs(60)) {
+            Received::Batch(Err(e)) => assert!(e.to_string().contains("static message"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            loader.next_timeout(Duration::from_millis(1)),
+            Received::Finished
+        ));
+        let mut done = Loader::spawn(LoaderState::default(), 1, |_, _| {}).unwrap();
+        assert!(matches!(
+            done.next_timeout(Duration::from_secs(60)),
+            Received::Finished
+        ));
+    }
 }

@@ -5,12 +5,19 @@ pub mod augment;
 #[cfg(feature = "dataset")]
 mod batches;
 pub mod cache;
+#[cfg(feature = "dataset")]
+mod options;
 pub mod plan;
 pub mod tensor;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
-pub use batches::{Batch, Loader, LoaderOptions, OnError, SkippedRecord, StageTimes};
+pub use batches::{Batch, Loader, Received, SkippedRecord, StageTimes};
 pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
-pub use plan::{permutation, rank_steps, DropLast, LoaderState, Partition, SplitMix64, StepSlice};
+#[cfg(feature = "dataset")]
+pub use options::{LoaderOptions, OnError, MAX_LOADER_THREADS};
+pub use plan::{
+    permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
+    SplitMix64, StepSlice,
+};
 pub use tensor::{Tensor, TensorType};

@@ -252,6 +252,51 @@ pub fn rank_steps(n: u64, consumed: u64, partition: &Partition) -> Vec<StepSlice
     steps
 }
 
+/// Steps each rank takes in a whole epoch of `n` samples under `partition`: the full global
+/// batches, plus the last short one unless [`DropLast::Drop`] drops it. The count of
+/// [`rank_steps`]`(n, 0, partition)`, without building them.
+pub fn steps_per_epoch(n: u64, partition: &Partition) -> u64 {
+    let g = partition.global_batch().max(1);
+    let short = n % g > 0 && partition.drop_last != DropLast::Drop;
+    n / g + short as u64
+}
+
+/// Of `steps` steps, how many worker `worker` of `workers` takes (steps `worker`, `worker +
+/// workers`, ...; `workers` >= 1).
+pub fn worker_share(steps: u64, worker: u32, workers: u32) -> u64 {
+    let (w, count) = (worker as u64, workers.max(1) as u64);
+    if steps > w {
+        (steps - w).div_ceil(count)
+    } else {
+        0
+    }
+}
+
+impl LoaderState {
+    /// Checks a state to resume from against an epoch of `records` samples: `consumed` at
+    /// most `records` (more means the state belongs to another dataset), and `epoch` below
+    /// `u64::MAX` (the epoch after it must exist).
+    pub fn validate(&self, records: u64) -> crate::Result<()> {
+        if self.consumed > records {
+            return Err(crate::ParameterError::InvalidOption {
+                name: "consumed",
+                value: self.consumed,
+                reason: "more samples than the dataset has: the state is from another dataset",
+            }
+            .into());
+        }
+        if self.epoch == u64::MAX {
+            return Err(crate::ParameterError::InvalidOption {
+                name: "epoch",
+                value: self.epoch,
+                reason: "must be below 2^64 - 1",
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,5 +395,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `steps_per_epoch` and `worker_share` count what `rank_steps` builds and what the
+    /// producer's `skip(worker).step_by(workers)` keeps.
+    #[test]
+    fn step_counts_match_the_plan() {
+        for n in [0u64, 1, 2, 7, 64, 100] {
+            for world in 1..=3u32 {
+                for batch in [1u32, 3, 8, 64] {
+                    for drop_last in [DropLast::Partial, DropLast::Drop, DropLast::Pad] {
+                        let p = Partition {
+                            batch_size: batch,
+                            world_size: world,
+                            rank: world - 1,
+                            drop_last,
+                        };
+                        let steps = rank_steps(n, 0, &p);
+                        assert_eq!(steps.len() as u64, steps_per_epoch(n, &p));
+                        for workers in 1..=4u32 {
+                            for w in 0..workers {
+                                let kept = steps
+                                    .iter()
+                                    .skip(w as usize)
+                                    .step_by(workers as usize)
+                                    .count();
+                                assert_eq!(
+                                    kept as u64,
+                                    worker_share(steps.len() as u64, w, workers)
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_state_past_the_dataset_is_refused() {
+        let s = LoaderState {
+            seed: 1,
+            epoch: 0,
+            consumed: 11,
+        };
+        assert!(s.validate(10).is_err());
+        assert!(LoaderState { consumed: 10, ..s }.validate(10).is_ok());
+        assert!(LoaderState {
+            epoch: u64::MAX,
+            consumed: 0,
+            ..s
+        }
+        .validate(10)
+        .is_err());
     }
 }

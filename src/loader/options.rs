@@ -1,0 +1,156 @@
+//! Loader options ([`LoaderOptions`], [`OnError`]) and their checks: every value a caller
+//! (or a hostile Python call) can pass is validated before the loader starts.
+
+#[cfg(feature = "gpu")]
+use std::sync::Arc;
+
+use super::augment::Augment;
+use super::cache::Policy;
+use super::plan::{steps_per_epoch, DropLast, Partition};
+use super::tensor::TensorType;
+use crate::decode::DecodeOptions;
+use crate::error::{LimitsError, ParameterError, Result};
+
+/// Most threads of the loader's pool, and most batches kept ready ahead (each option's upper
+/// bound: a larger value is a parameter error, not an attempt to spawn or reserve that many).
+pub const MAX_LOADER_THREADS: usize = 1024;
+
+/// What to do with a record that cannot be read or decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Leave it out of its batch and report it in [`super::Batch::skipped`] (default).
+    #[default]
+    Skip,
+    /// Fail the batch with the record's error (shard and key named).
+    Fail,
+}
+
+/// Loader options. `LoaderOptions::new(partition)` gives the documented defaults.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LoaderOptions {
+    /// The run's seed (default 0).
+    pub seed: u64,
+    /// Batch size, world size, rank, last-batch policy.
+    pub partition: Partition,
+    /// Level to read (default: the full resolution, the dataset's last level).
+    pub level: Option<u8>,
+    /// The augmentation pipeline (default: [`Augment::default`], 224 x 224 ImageNet).
+    pub augment: Augment,
+    /// Host memory for compressed records, bytes (default 0: no cache).
+    pub cache_bytes: u64,
+    /// Eviction policy (default [`Policy::Planned`]).
+    pub cache_policy: Policy,
+    /// Finished batches kept ready ahead of the consumer (default 2).
+    pub prefetch_batches: usize,
+    /// Threads of the loader's pool (default 0: one per core).
+    pub threads: usize,
+    /// Bad records (default [`OnError::Skip`]).
+    pub on_error: OnError,
+    /// Stop before this epoch (default `u64::MAX`: run until dropped).
+    pub end_epoch: u64,
+    /// Decoder options (default: checksums verified, one thread per image).
+    pub decode: DecodeOptions,
+    /// Payloads of one shard at most this many bytes apart are read with one positional read
+    /// (default 64 KiB; reads stay below 8 MiB). 0 still merges adjacent payloads.
+    pub coalesce_gap: u64,
+    /// Which of this rank's steps this loader produces (default: all): with `workers = (w,
+    /// count)`, the steps `w, w + count, w + 2 count, ...` of each epoch (counted from the
+    /// state the loader starts at). For loaders running side by side in a rank's data-loading
+    /// workers whose batches are taken round-robin (PyTorch's `DataLoader` does so): then the
+    /// k-th batch the rank's consumer gets is the rank's k-th step, and its `state_after` is
+    /// exact for resuming.
+    pub workers: (u32, u32),
+    /// Decode only the patches each random crop reads, where the level is stored as is
+    /// (default true; the output is the same either way, this is for measuring the saving).
+    pub crop_window_decode: bool,
+    /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
+    /// payloads as one GPU batch (`GpuDecoder::decode_levels`), then `augment.wgsl`; the
+    /// tensor is read back into [`super::Batch::data`]. Equal to the CPU path within float
+    /// tolerance (the GPU tests state it).
+    #[cfg(feature = "gpu")]
+    pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
+}
+
+impl LoaderOptions {
+    /// The defaults with this partition.
+    pub fn new(partition: Partition) -> Self {
+        LoaderOptions {
+            seed: 0,
+            partition,
+            level: None,
+            augment: Augment::default(),
+            cache_bytes: 0,
+            cache_policy: Policy::Planned,
+            prefetch_batches: 2,
+            threads: 0,
+            on_error: OnError::Skip,
+            end_epoch: u64::MAX,
+            decode: DecodeOptions {
+                parallel: false,
+                ..DecodeOptions::default()
+            },
+            crop_window_decode: true,
+            workers: (0, 1),
+            coalesce_gap: 64 << 10,
+            #[cfg(feature = "gpu")]
+            gpu: None,
+        }
+    }
+
+    /// Checks the options against a dataset of `n` records: a partition that gives this rank
+    /// no step in any epoch (no records, or [`DropLast::Drop`] with fewer records than a
+    /// global batch), augmentation values out of range ([`Augment::validate`]), more than
+    /// [`MAX_LOADER_THREADS`] threads or prefetched batches, and a batch tensor above
+    /// `decode.limits.max_output_bytes` are errors.
+    pub fn validate(&self, n: u64) -> Result<()> {
+        if steps_per_epoch(n, &self.partition) == 0 {
+            return Err(ParameterError::InvalidOption {
+                name: "batch_size",
+                value: self.partition.batch_size as u64,
+                reason: "no epoch gives this rank a step: the dataset has no records, or \
+                         drop_last drops every batch (fewer records than batch_size x world_size)",
+            }
+            .into());
+        }
+        if self.threads > MAX_LOADER_THREADS {
+            return Err(ParameterError::InvalidOption {
+                name: "threads",
+                value: self.threads as u64,
+                reason: "at most 1024",
+            }
+            .into());
+        }
+        if self.prefetch_batches > MAX_LOADER_THREADS {
+            return Err(ParameterError::InvalidOption {
+                name: "prefetch_batches",
+                value: self.prefetch_batches as u64,
+                reason: "at most 1024",
+            }
+            .into());
+        }
+        let limits = self.decode.limits;
+        self.augment.validate(limits.max_dimension)?;
+        // The largest batch tensor: batch_size samples (with Pad) or at most the dataset.
+        let samples = match self.partition.drop_last {
+            DropLast::Pad => self.partition.batch_size as u64,
+            _ => (self.partition.batch_size as u64).min(n),
+        };
+        let element = match self.augment.output {
+            TensorType::F32 => 4,
+            TensorType::F16 => 2,
+        };
+        let batch_bytes = (self.augment.output_len() as u64)
+            .checked_mul(samples)
+            .and_then(|v| v.checked_mul(element))
+            .unwrap_or(u64::MAX);
+        if batch_bytes > limits.max_output_bytes.min(isize::MAX as u64) {
+            return Err(LimitsError::OutputBytes {
+                needed: batch_bytes,
+                max: limits.max_output_bytes,
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
