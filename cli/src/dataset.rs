@@ -17,6 +17,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::fsio::{self, Job};
+use crate::inputs::{self, LabelFile};
 use l3::progressive::{decode_level, LevelScheme, ProgressiveOptions};
 use l3::shard::format::check_key;
 use l3::shard::pack::{
@@ -107,55 +108,14 @@ pub struct UnpackArgs {
     pub force: bool,
 }
 
-/// A label and metadata per image key, from `--labels`.
-type LabelFile = std::collections::HashMap<String, (String, Vec<u8>)>;
-
-/// Reads `--labels` (see [`PackArgs::labels`]). Every line must parse and every listed path
-/// must be among `keys`; a path listed twice is an error.
+/// Reads `--labels` within the input limit ([`inputs::parse_labels`]).
 fn read_labels(path: &Path, keys: &BTreeSet<String>) -> Result<LabelFile> {
     let text = read_text_limited(path, crate::limits().max_input_bytes)
         .with_context(|| format!("reading labels {}", path.display()))?;
     let jsonl = path
         .extension()
         .is_some_and(|e| e == "jsonl" || e == "ndjson");
-    let mut labels = LabelFile::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        let at = || format!("{}:{}", path.display(), n + 1);
-        if line.is_empty() || (!jsonl && n == 0 && line == "path,label") {
-            continue;
-        }
-        let (key, label, meta) = if jsonl {
-            let v: serde_json::Value =
-                serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
-            let key = v["path"]
-                .as_str()
-                .with_context(|| format!("{}: no string \"path\"", at()))?
-                .to_owned();
-            let label = match &v["label"] {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Number(x) => x.to_string(),
-                _ => bail!("{}: \"label\" must be a string or a number", at()),
-            };
-            let meta = match v.get("meta") {
-                Some(m) => serde_json::to_vec(m)?,
-                None => Vec::new(),
-            };
-            (key, label, meta)
-        } else {
-            let (key, label) = line
-                .rsplit_once(',')
-                .with_context(|| format!("{}: expected path,label", at()))?;
-            (key.trim().to_owned(), label.trim().to_owned(), Vec::new())
-        };
-        if !keys.contains(&key) {
-            bail!("{}: {key:?} is not an image under the source folder", at());
-        }
-        if labels.insert(key.clone(), (label, meta)).is_some() {
-            bail!("{}: {key:?} is listed twice", at());
-        }
-    }
-    Ok(labels)
+    inputs::parse_labels(&text, jsonl, keys, path)
 }
 
 /// The UTF-8 text of `path`, refused if it is larger than `max` bytes (checked while reading,

@@ -1,5 +1,5 @@
 //! The array inputs of `l3 encode-field` as bytes in, checked values out: `.npy` files and
-//! the `.json` sidecars of raw `.f32` files. No file access here, so the fuzz target
+//! the `.json` sidecars of raw `.f32` files, and `l3 pack --labels`. No file access here, so the fuzz target
 //! `cli_inputs` runs exactly this code.
 
 use std::path::Path;
@@ -186,4 +186,57 @@ pub fn raw_array(bytes: &[u8], path: &Path, meta: Sidecar, sidecar: &Path) -> Re
         shape: meta.shape,
         fill: meta.fill_value,
     })
+}
+
+/// A label and metadata per image key, from `--labels`.
+pub type LabelFile = std::collections::HashMap<String, (String, Vec<u8>)>;
+
+/// Parses a `--labels` file's text (`path` in errors): CSV `path,label` lines (an optional
+/// `path,label` header) or, with `jsonl`, one `{"path", "label", "meta"}` object per line.
+/// Every line must parse and every listed path must be among `keys`; a path listed twice is
+/// an error.
+pub fn parse_labels(
+    text: &str,
+    jsonl: bool,
+    keys: &std::collections::BTreeSet<String>,
+    path: &Path,
+) -> Result<LabelFile> {
+    let mut labels = LabelFile::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let at = || format!("{}:{}", path.display(), n + 1);
+        if line.is_empty() || (!jsonl && n == 0 && line == "path,label") {
+            continue;
+        }
+        let (key, label, meta) = if jsonl {
+            let v: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
+            let key = v["path"]
+                .as_str()
+                .with_context(|| format!("{}: no string \"path\"", at()))?
+                .to_owned();
+            let label = match &v["label"] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(x) => x.to_string(),
+                _ => bail!("{}: \"label\" must be a string or a number", at()),
+            };
+            let meta = match v.get("meta") {
+                Some(m) => serde_json::to_vec(m)?,
+                None => Vec::new(),
+            };
+            (key, label, meta)
+        } else {
+            let (key, label) = line
+                .rsplit_once(',')
+                .with_context(|| format!("{}: expected path,label", at()))?;
+            (key.trim().to_owned(), label.trim().to_owned(), Vec::new())
+        };
+        if !keys.contains(&key) {
+            bail!("{}: {key:?} is not an image under the source folder", at());
+        }
+        if labels.insert(key.clone(), (label, meta)).is_some() {
+            bail!("{}: {key:?} is listed twice", at());
+        }
+    }
+    Ok(labels)
 }
