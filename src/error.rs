@@ -385,6 +385,16 @@ pub enum ParameterError {
         /// What is allowed.
         reason: &'static str,
     },
+    /// A floating-point option is out of range.
+    #[error("invalid option `{name}`: {:e} ({reason})", f64::from_bits(*value_bits))]
+    InvalidFloat {
+        /// Option name.
+        name: &'static str,
+        /// The value given, as `f64::to_bits` (so that the error stays `Eq`).
+        value_bits: u64,
+        /// What is allowed.
+        reason: &'static str,
+    },
     /// The buffer holds 16-bit samples but was asked for 8-bit ones or the reverse.
     #[error("the image has {depth}-bit samples; use the matching decode function")]
     DepthMismatch {

@@ -513,9 +513,9 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
         Bound::Absolute(e) => e,
         Bound::Relative(r) => r * range,
     };
-    let bad_bound = |reason| ParameterError::InvalidOption {
+    let bad_bound = |reason| ParameterError::InvalidFloat {
         name: "bound",
-        value: bound.to_bits(),
+        value_bits: bound.to_bits(),
         reason,
     };
     if !(bound.is_finite() && bound > 0.0) {
@@ -762,6 +762,24 @@ mod tests {
             assert!(
                 decode_field(&bad, &DecodeOptions::default()).is_err(),
                 "flip at {pos}"
+            );
+        }
+    }
+
+    #[test]
+    fn unusable_bounds_are_named_by_their_value() {
+        let values = [1.0f32, 2.0, 3.0, 4.0];
+        for (bound, shown) in [
+            (Bound::Absolute(f64::NAN), "NaN"),
+            (Bound::Absolute(f64::INFINITY), "inf"),
+            (Bound::Absolute(-1.0), "-1e0"),
+            (Bound::Absolute(0.0), "0e0"),
+        ] {
+            let e = encode_field(&values, &[2, 2], &FieldOptions::new(bound)).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("`bound`: {shown} (")),
+                "{bound:?}: {text}"
             );
         }
     }

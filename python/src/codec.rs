@@ -431,8 +431,15 @@ fn decode_batch<'py>(
                 Some(g) => {
                     let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
                     let batch = g.decode_batch(&refs, OutputLayout::Interleaved)?;
-                    for (i, image) in batch.read_back()?.into_iter().enumerate() {
-                        all[i * per..(i + 1) * per].copy_from_slice(&image);
+                    let images = batch.read_back()?;
+                    if images.len() != n || images.iter().any(|im| im.len() != per) {
+                        return Err(l3::Error::Gpu(format!(
+                            "the GPU returned {} images, expected {n} of {per} bytes",
+                            images.len()
+                        )));
+                    }
+                    for (out, image) in all.chunks_exact_mut(per.max(1)).zip(&images) {
+                        out.copy_from_slice(image);
                     }
                 }
                 None => {
