@@ -13,7 +13,9 @@ use pyo3::types::{PyBytes, PyDict};
 
 use l3::decode::DecodeOptions;
 use l3::progressive::{LevelScheme, ProgressiveOptions};
-use l3::shard::pack::{encode_record, pack_shard, PlannedRecord, ShardOutcome};
+use l3::shard::pack::{
+    encode_record, pack_shard, pack_shard_recorded, PackInputs, PlannedRecord, ShardOutcome,
+};
 use l3::shard::{Manifest, ShardInfo, MANIFEST_VERSION};
 
 use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
@@ -206,8 +208,10 @@ type RecordArg<'py> = (
 /// `source` is an image file path or an image array, `label` an int or None, `meta` bytes or
 /// None. Every record is encoded with `levels` levels and decoded back through each against its
 /// pixels before the shard is written (atomically). A complete shard already at `path` with the
-/// same records is kept (unless `force`), so a rerun after a crash redoes only what is
-/// missing. With `max_error` > 0 every stored sample is within it of the source (records are
+/// same records, built from image files whose size, time and contents and whose options are
+/// unchanged (recorded in a `.pack.json` sidecar beside the shard), is kept (unless `force`),
+/// so a rerun after a crash redoes only what is missing; a shard with an array among its
+/// sources is always rebuilt (an array has no identity to compare). With `max_error` > 0 every stored sample is within it of the source (records are
 /// then flat, and verified against the bound). Image files are read within `limits` (default
 /// `l3.Limits()`: decoded size and dimensions checked before the pixels are allocated).
 /// Returns `{"file", "records", "bytes", "written"}`.
@@ -263,19 +267,43 @@ fn write_shard<'py>(
             Err(_) => Source::Array(image_from_array(source)?),
         });
     }
+    // Files have an identity (size, time, CRC) the shard's sidecar records, so a rerun keeps
+    // a shard only when its files and options are unchanged; arrays have none, so a shard
+    // with an array among its sources is rebuilt on every call.
+    let files: Option<Vec<PathBuf>> = sources
+        .iter()
+        .map(|s| match s {
+            Source::Path(p) => Some(p.clone()),
+            Source::Array(_) => None,
+        })
+        .collect();
+    let class_names: Vec<Option<String>> = records
+        .iter()
+        .map(|(_, _, label, _)| label.map(|l| l.to_string()))
+        .collect();
+    let recorded_options = format!("levels {levels}; {progressive:?}; {options:?}");
+    let build = |k: usize| {
+        let loaded;
+        let raw = match &sources[k] {
+            Source::Path(p) => {
+                loaded = read_image_within(p, &limits)?;
+                l3::image_support::raw_image(&loaded)?
+            }
+            Source::Array(a) => a.raw(),
+        };
+        encode_record(&planned[k], &raw, &progressive, &options)
+    };
     let (info, outcome) = py
-        .detach(|| {
-            pack_shard(&path, &planned, levels, force, |k| {
-                let loaded;
-                let raw = match &sources[k] {
-                    Source::Path(p) => {
-                        loaded = read_image_within(p, &limits)?;
-                        l3::image_support::raw_image(&loaded)?
-                    }
-                    Source::Array(a) => a.raw(),
+        .detach(|| match &files {
+            Some(files) => {
+                let inputs = PackInputs {
+                    options: recorded_options,
+                    sources: files,
+                    class_names: &class_names,
                 };
-                encode_record(&planned[k], &raw, &progressive, &options)
-            })
+                pack_shard_recorded(&path, &planned, levels, force, &inputs, build)
+            }
+            None => pack_shard(&path, &planned, levels, true, build),
         })
         .py_err()?;
     let d = PyDict::new(py);

@@ -118,3 +118,69 @@ def test_corrupt_datasets_raise_clear_errors(tmp_path, class_tree):
         l3.open_dataset(out)
     with pytest.raises(l3.L3IOError):
         l3.open_dataset(tmp_path / "nowhere")
+
+
+def test_rerun_rebuilds_shards_whose_files_or_options_changed(tmp_path, class_tree):
+    import shutil
+
+    from PIL import Image
+
+    tree = tmp_path / "tree"
+    shutil.copytree(class_tree, tree)
+    _, jobs = l3.plan_pack(tree, records_per_shard=100)
+    name, records = jobs[0]
+    path = tmp_path / "out" / name
+    assert l3.write_shard(path, records)["written"]
+    assert not l3.write_shard(path, records)["written"]
+    # Another option that changes the bytes: rebuilt, then kept.
+    assert l3.write_shard(path, records, max_overhead=2.0)["written"]
+    assert not l3.write_shard(path, records, max_overhead=2.0)["written"]
+    # A source rewritten with other pixels under the same name: rebuilt, and the shard holds
+    # the new pixels.
+    src = records[0][1]
+    pixels = np.asarray(Image.open(src))
+    Image.fromarray(255 - pixels if pixels.dtype == np.uint8 else pixels // 2).save(src)
+    assert l3.write_shard(path, records, max_overhead=2.0)["written"]
+    l3.write_manifest(path.parent, [name], classes=["a", "b"])
+    assert np.array_equal(l3.open_dataset(path.parent).read(0), np.asarray(Image.open(src)))
+    # Arrays have no identity to compare: a shard with one is rebuilt on every call.
+    arrays = [(k, np.asarray(Image.open(s)), label, meta) for k, s, label, meta in records]
+    assert l3.write_shard(path, arrays)["written"]
+    assert l3.write_shard(path, arrays)["written"]
+
+
+def test_pack_killed_at_any_point_resumes_to_the_same_bytes(tmp_path, class_tree):
+    import random
+    import subprocess
+    import sys
+    import time
+
+    def pack_cmd(out):
+        code = f"import l3; l3.pack({str(class_tree)!r}, {str(out)!r}, levels=2, records_per_shard=1)"
+        return [sys.executable, "-c", code]
+
+    clean = tmp_path / "clean"
+    subprocess.run(pack_cmd(clean), check=True, timeout=300)
+    def dataset_files(folder):
+        return {
+            p.name: p.read_bytes()
+            for p in folder.iterdir()
+            if p.suffix == ".l3s" or p.name == "manifest.json"
+        }
+
+    want = dataset_files(clean)
+    assert len(want) > 2 and "manifest.json" in want
+    rng = random.Random(7)
+    for attempt in range(5):
+        out = tmp_path / f"killed{attempt}"
+        # Killed once or twice, at random points, then run to the end.
+        for _ in range(1 + attempt % 2):
+            proc = subprocess.Popen(pack_cmd(out))
+            time.sleep(rng.uniform(0.05, 1.5))
+            proc.kill()
+            proc.wait(timeout=60)
+        subprocess.run(pack_cmd(out), check=True, timeout=300)
+        got = dataset_files(out)
+        assert got.keys() == want.keys(), attempt
+        for name, data in want.items():
+            assert got[name] == data, f"attempt {attempt}: {name} differs"
