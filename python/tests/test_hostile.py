@@ -184,8 +184,10 @@ def test_waiting_for_a_batch_is_interruptible(dataset3):
     assert rc == 0 and "interrupted" in out, out
     words = out.split()
     waited, full = float(words[words.index("interrupted") + 1]), float(words[words.index("of") + 1])
-    assert full > 1.0, f"the batch was too fast to tell: {out}"
-    assert waited < full / 4, out
+    # The interrupt lands 0.05 s into the wait and is seen within one 0.05 s slice: well
+    # under a third of a batch that takes 0.4 s or more (0.7-1.4 s on 2-core CI machines).
+    assert full > 0.4, f"the batch was too fast to tell: {out}"
+    assert waited < full / 3, out
     assert float(words[words.index("closed") + 1]) < full, out
 
 
