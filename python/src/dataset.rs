@@ -20,7 +20,7 @@ use l3::shard::{Manifest, ShardInfo, MANIFEST_VERSION};
 
 use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
 use crate::codec::{encode_options, read_image_within};
-use crate::{limits_of, parameter_error, read_limited, to_py_err, OrPyErr, PyLimits};
+use crate::{limits_of, parameter_error, to_py_err, OrPyErr, PyLimits};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dataset>()?;
@@ -333,8 +333,14 @@ fn write_manifest(
     py.detach(|| -> l3::Result<()> {
         let mut infos = Vec::with_capacity(shards.len());
         for name in &shards {
-            let bytes = read_limited(&output.join(name), &limits)?;
-            let info = ShardInfo::of_shard(name.clone(), &bytes)?;
+            // A plain file name in `output`, checked before anything is read.
+            if std::path::Path::new(name).file_name() != Some(std::ffi::OsStr::new(name)) {
+                return Err(l3::Error::Manifest(format!(
+                    "shard file name {name:?} is not a plain file name in the output folder"
+                )));
+            }
+            // The index and a streamed CRC-32: the shard is never held whole.
+            let info = ShardInfo::of_file(&output, name, &limits)?;
             if info.level_bytes.len() != levels as usize {
                 return Err(l3::Error::Manifest(format!(
                     "{name}: {} levels, the manifest is for {levels}",
@@ -352,7 +358,7 @@ fn write_manifest(
         };
         manifest.write(&output)?;
         // Read back through the same checks as every reader.
-        l3::shard::Dataset::open(&output).map(|_| ())
+        l3::shard::Dataset::open_with_limits(&output, &limits).map(|_| ())
     })
     .map_err(to_py_err)
 }
