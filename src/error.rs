@@ -94,8 +94,13 @@ wrap_errors!(
 
 #[cfg(feature = "image")]
 impl From<image::ImageError> for Error {
+    /// The `image` crate's limit errors are [`LimitsError::ImageReader`]; the rest
+    /// [`Error::Image`].
     fn from(e: image::ImageError) -> Self {
-        Error::Image(Box::new(e))
+        match e {
+            image::ImageError::Limits(l) => LimitsError::ImageReader(l.to_string()).into(),
+            e => Error::Image(Box::new(e)),
+        }
     }
 }
 
@@ -311,6 +316,10 @@ pub enum LimitsError {
         /// Allowed bytes.
         max: u64,
     },
+    /// The `image` crate refused to read an image file within the limits it was given
+    /// (its allocation limit is the caller's output limit).
+    #[error("image reader: {0}")]
+    ImageReader(String),
     /// Input file above the limit.
     #[error("input is {len} bytes, above the limit of {max} bytes")]
     InputBytes {

@@ -268,3 +268,20 @@ pub fn register_image_hooks() -> bool {
     }
     registered
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_above_the_reader_limit_is_a_limits_error() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("samples")
+            .join("skimage_camera_gray.png");
+        assert!(read_image_limited(&path, 1 << 20).is_ok());
+        match read_image_limited(&path, 1000) {
+            Err(crate::Error::Limits(e)) => assert!(e.to_string().contains("image reader")),
+            other => panic!("expected a limits error, got {other:?}"),
+        }
+    }
+}
