@@ -7,6 +7,10 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+/// Deepest bracket nesting accepted in a `.npy` header (a float32 array's is 2: the dict
+/// and its shape tuple).
+pub const MAX_NPY_NESTING: usize = 3;
+
 /// Largest `.npy` header accepted (NumPy writes well under a kilobyte).
 pub const MAX_NPY_HEADER: usize = 1 << 16;
 
@@ -78,6 +82,20 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Array> {
             ".npy header of {header_len} bytes does not fit the file ({} bytes)",
             bytes.len()
         );
+    }
+    // The header parser backtracks: each level of nested brackets multiplies its work, so
+    // 30 levels in a 118-byte header never finish (found by fuzzing). A float32 array's
+    // header is a dict holding one tuple; deeper nesting is refused before parsing.
+    let mut depth = 0usize;
+    for &b in &bytes[start..start + header_len] {
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_NPY_NESTING {
+            bail!(".npy header nests brackets more than {MAX_NPY_NESTING} deep");
+        }
     }
     let mut rest = bytes;
     let header = Header::from_reader(&mut rest).map_err(|e| {
@@ -239,4 +257,42 @@ pub fn parse_labels(
         }
     }
     Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.npy` file: the version 1 preamble, then `dict` padded as NumPy pads it.
+    fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
+        let mut header = dict.to_string();
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut v = b"\x93NUMPY\x01\x00".to_vec();
+        v.extend((header.len() as u16).to_le_bytes());
+        v.extend(header.as_bytes());
+        v.extend(data);
+        v
+    }
+
+    #[test]
+    fn deeply_nested_npy_headers_are_refused_before_parsing() {
+        let good = npy(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }",
+            &[0; 8],
+        );
+        assert_eq!(parse_npy(&good).unwrap().shape, vec![1, 2]);
+        // The fuzzer's input: 30 brackets deep, which the header parser never finished.
+        let nested = format!(
+            "{{'descr': '<f4', 'fortran_order': False, 'shape': {}(1, 2){}}}",
+            "[".repeat(30),
+            "]".repeat(30)
+        );
+        match parse_npy(&npy(&nested, &[0; 8])) {
+            Err(e) => assert!(e.to_string().contains("nests"), "{e}"),
+            Ok(a) => panic!("accepted shape {:?}", a.shape),
+        }
+    }
 }
