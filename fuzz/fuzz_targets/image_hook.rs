@@ -1,7 +1,7 @@
-//! Any bytes through the `image` crate's L3 hook (`register_image_hooks`), as
-//! `image::load_from_memory` users reach it: format detection by the magic, then
-//! `L3ImageDecoder` under image's limits; an image or an error, never a panic. An accepted
-//! image equals l3's own decode of the same bytes.
+//! Any bytes that start with l3's magic through the `image` crate's L3 hook
+//! (`register_image_hooks`), as `image::load_from_memory` users reach it: format detection
+//! by the magic, then `L3ImageDecoder` under image's limits; an image or an error, never a
+//! panic. An accepted image equals l3's own decode of the same bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -17,8 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(reader) = reader.with_guessed_format() else {
         return;
     };
-    // Only what the hook's magic detection claims (other formats are image's to fuzz).
-    if reader.format().is_none() {
+    // Only L3 files: image's other formats (PNM, ...) are image's to fuzz.
+    if !data.starts_with(&l3::format::MAGIC) {
         return;
     }
     if let Ok(img) = reader.decode() {
