@@ -14,29 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{s, text};
+use support::{l3_within, s, text};
 
 /// Most seconds one run of the tool may take here.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `l3 args`, killed (and the test failed) if it runs past [`LIMIT`].
+/// Runs `l3 args`, killed (and the test failed) if it runs past [`LIMIT`] or panics.
 fn l3(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_l3"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run l3");
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > LIMIT {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("wait");
-            panic!("l3 {args:?} hung: {}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let o = child.wait_with_output().expect("wait");
+    let o = l3_within(args, LIMIT);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.code().is_some() && !err.contains("panicked"),

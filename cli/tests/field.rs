@@ -5,10 +5,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
-use support::{l3, s, text};
+use support::{l3, l3_within, s, text};
 
 /// A `.npy` file: version 1 preamble, `header` padded to 64 bytes with its newline, `data`.
 fn npy(header: &str, data: &[u8]) -> Vec<u8> {
@@ -36,26 +36,6 @@ fn values(n: usize) -> Vec<u8> {
         })
         .flat_map(f32::to_le_bytes)
         .collect()
-}
-
-/// Runs `l3` with `args`, failing the test if it has not ended within 60 s (a hang).
-fn l3_within_a_minute(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_l3"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run l3");
-    let start = Instant::now();
-    while child.try_wait().expect("wait for l3").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("l3 {args:?} still running after 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// The run failed with exit status 1 (not a panic's 101), and its message has `needle`.
@@ -305,7 +285,7 @@ fn endless_inputs_stop_at_the_input_limit() {
     for args in runs {
         let mut args = args.to_vec();
         args.extend(["--max-input-bytes", "4096"]);
-        let o = l3_within_a_minute(&args);
+        let o = l3_within(&args, Duration::from_secs(60));
         assert_fails_with(&o, "above the limit of 4096 bytes");
     }
 }

@@ -8,6 +8,10 @@ use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
 
+#[path = "shard_crc.rs"]
+mod shard_crc;
+use shard_crc::fix_index_crc;
+
 fuzz_target!(|input: &[u8]| {
     if input.len() < 3 {
         return;
@@ -64,17 +68,3 @@ fuzz_target!(|input: &[u8]| {
         }
     }
 });
-
-/// Recomputes the trailer's index CRC, if the trailer's offsets point inside the input.
-fn fix_index_crc(b: &mut [u8]) {
-    let len = b.len();
-    if len < 48 {
-        return;
-    }
-    let t = len - 32;
-    let offset = u64::from_le_bytes(b[t..t + 8].try_into().unwrap()) as usize;
-    if offset >= 16 && offset <= t {
-        let crc = crc32fast::hash(&b[offset..t]);
-        b[t + 24..t + 28].copy_from_slice(&crc.to_le_bytes());
-    }
-}
