@@ -12,7 +12,7 @@ use crate::codec::sink::{normalize_table, BandSink, F32ChwBand, InterleavedBand}
 use crate::error::{ParameterError, Result};
 use crate::format::{self, FileLayout, Header, ParseOptions, Profile};
 use crate::layout::{Normalize, OutputLayout};
-use crate::{compact, fast, Limits};
+use crate::{compact, fast, limits::Limits};
 
 /// Decoder options.
 #[derive(Debug, Clone, Copy)]

@@ -8,7 +8,8 @@ use rayon::prelude::*;
 use crate::compact::{self, CompactOptions};
 use crate::error::{ParameterError, Result};
 use crate::fast::{self, FastOptions};
-use crate::format::{self, ColorType, Header, Profile};
+use crate::format::{self, Header, Profile};
+use crate::raw::RawImage;
 
 /// Which profile to write, with that profile's encoder options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,43 +78,6 @@ impl EncodeOptions {
         EncodeOptions {
             profile: ProfileOptions::default_for(profile),
             ..Default::default()
-        }
-    }
-}
-
-/// Interleaved samples, row-major, no row padding.
-#[derive(Debug, Clone, Copy)]
-pub enum Samples<'a> {
-    /// 8-bit samples.
-    U8(&'a [u8]),
-    /// 16-bit samples.
-    U16(&'a [u16]),
-}
-
-/// Pixels to encode.
-#[derive(Debug, Clone, Copy)]
-pub struct RawImage<'a> {
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in pixels.
-    pub height: u32,
-    /// Channel layout.
-    pub color: ColorType,
-    /// Interleaved samples (width x height x channels of them).
-    pub samples: Samples<'a>,
-}
-
-impl RawImage<'_> {
-    pub(crate) fn depth(&self) -> u8 {
-        match self.samples {
-            Samples::U8(_) => 8,
-            Samples::U16(_) => 16,
-        }
-    }
-    fn len(&self) -> usize {
-        match self.samples {
-            Samples::U8(s) => s.len(),
-            Samples::U16(s) => s.len(),
         }
     }
 }
@@ -224,55 +188,4 @@ pub(crate) fn validate(image: &RawImage, options: &EncodeOptions) -> Result<Head
         .into());
     }
     Ok(header)
-}
-
-#[cfg(test)]
-pub(crate) struct TestImage {
-    width: u32,
-    height: u32,
-    color: ColorType,
-    depth: u8,
-    px16: Vec<u16>,
-    px8: Vec<u8>,
-}
-
-#[cfg(test)]
-impl TestImage {
-    pub(crate) fn new(width: u32, height: u32, color: ColorType, depth: u8) -> Self {
-        let n = (width * height) as usize * color.channels() as usize;
-        let px16: Vec<u16> = (0..n)
-            .map(|i| ((i * 7919) ^ (i / 13 * 31)) as u16)
-            .collect();
-        let px8 = px16.iter().map(|&v| v as u8).collect();
-        TestImage {
-            width,
-            height,
-            color,
-            depth,
-            px16,
-            px8,
-        }
-    }
-
-    pub(crate) fn raw(&self) -> RawImage<'_> {
-        RawImage {
-            width: self.width,
-            height: self.height,
-            color: self.color,
-            samples: if self.depth == 8 {
-                Samples::U8(&self.px8)
-            } else {
-                Samples::U16(&self.px16)
-            },
-        }
-    }
-
-    /// The samples as the decoder's byte output lays them out.
-    pub(crate) fn bytes(&self) -> Vec<u8> {
-        if self.depth == 8 {
-            self.px8.clone()
-        } else {
-            bytemuck::cast_slice(&self.px16).to_vec()
-        }
-    }
 }

@@ -21,7 +21,7 @@ pub enum Error {
     /// The input is not a valid L3 file (corrupt, truncated, wrong magic, ...).
     #[error("format error: {0}")]
     Format(FormatError),
-    /// The file is valid but decoding it would exceed the caller's [`crate::Limits`].
+    /// The file is valid but decoding it would exceed the caller's [`crate::limits::Limits`].
     #[error("limit exceeded: {0}")]
     Limits(LimitsError),
     /// The caller passed an unusable argument (buffer size, unsupported pixel type, ...).
@@ -294,7 +294,7 @@ pub enum FormatError {
     },
 }
 
-/// Decoding would exceed the caller's [`crate::Limits`].
+/// Decoding would exceed the caller's [`crate::limits::Limits`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LimitsError {

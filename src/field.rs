@@ -15,9 +15,10 @@
 //! exactly, as runs of equal f32 bits. So the bound holds for every value by construction.
 
 use crate::decode::DecodeOptions;
-use crate::encode::{EncodeOptions, RawImage, Samples};
+use crate::encode::EncodeOptions;
 use crate::error::{FormatError, ParameterError, Result};
 use crate::format::ColorType;
+use crate::raw::{RawImage, Samples};
 
 /// Magic bytes of a field file: "\x89L3F\r\n\x1a\n".
 pub const FIELD_MAGIC: [u8; 8] = [0x89, b'L', b'3', b'F', 0x0D, 0x0A, 0x1A, 0x0A];
@@ -66,7 +67,7 @@ impl FieldOptions {
             fill_value: None,
             image: EncodeOptions {
                 patch_log2: 7,
-                ..EncodeOptions::for_profile(crate::Profile::Compact)
+                ..EncodeOptions::for_profile(crate::format::Profile::Compact)
             },
         }
     }
@@ -738,14 +739,14 @@ mod tests {
         let v = vec![1.0f32; 64 * 64];
         let file = encode_field(&v, &[64, 64], &FieldOptions::new(Bound::Absolute(0.1))).unwrap();
         let options = DecodeOptions {
-            limits: crate::Limits {
+            limits: crate::limits::Limits {
                 max_output_bytes: 1000,
                 ..Default::default()
             },
             ..Default::default()
         };
         let e = decode_field(&file, &options).unwrap_err();
-        assert!(matches!(e, crate::Error::Limits(_)), "{e}");
+        assert!(matches!(e, crate::error::Error::Limits(_)), "{e}");
     }
 
     #[test]

@@ -18,10 +18,11 @@
 use std::io::Read;
 
 use crate::decode::{self, DecodeOptions};
-use crate::encode::{encode, EncodeOptions, RawImage, Samples};
+use crate::encode::{encode, EncodeOptions};
 use crate::error::{ParameterError, Result};
 use crate::format::{ColorType, Header, MAGIC};
 use crate::progressive::LevelImage;
+use crate::raw::{RawImage, Samples};
 
 /// The pixels of an image decoded by the `image` crate, as the encoder's input (borrowed).
 /// Palette images arrive expanded to RGB(A) and tRNS to alpha (the `image` crate's PNG reader
@@ -88,10 +89,10 @@ pub fn image_from_level(level: LevelImage) -> Result<image::DynamicImage> {
 }
 
 /// Reads any image file the `image` crate understands (format guessed from its content).
-/// The reader may allocate up to [`crate::Limits`]' default output size (4 GiB), not the
+/// The reader may allocate up to [`crate::limits::Limits`]' default output size (4 GiB), not the
 /// `image` crate's 512 MiB default, so large satellite or medical images convert.
 pub fn read_image(path: &std::path::Path) -> Result<image::DynamicImage> {
-    read_image_limited(path, crate::Limits::default().max_output_bytes)
+    read_image_limited(path, crate::limits::Limits::default().max_output_bytes)
 }
 
 /// [`read_image`] with the `image` crate's allocation limit set to `max_bytes`.
@@ -183,7 +184,7 @@ impl L3ImageDecoder {
         let mut data = Vec::new();
         reader.take(max.saturating_add(1)).read_to_end(&mut data)?;
         if data.len() as u64 > max {
-            return Err(crate::LimitsError::InputBytes {
+            return Err(crate::error::LimitsError::InputBytes {
                 len: data.len() as u64,
                 max,
             }
@@ -200,7 +201,7 @@ impl L3ImageDecoder {
 }
 
 /// An l3 error as the `image` crate's decoding error.
-fn to_image_error(e: crate::Error) -> image::ImageError {
+fn to_image_error(e: crate::error::Error) -> image::ImageError {
     image::ImageError::Decoding(image::error::DecodingError::new(
         image::error::ImageFormatHint::Name("L3".into()),
         e,
@@ -280,7 +281,7 @@ mod tests {
             .join("skimage_camera_gray.png");
         assert!(read_image_limited(&path, 1 << 20).is_ok());
         match read_image_limited(&path, 1000) {
-            Err(crate::Error::Limits(e)) => assert!(e.to_string().contains("image reader")),
+            Err(crate::error::Error::Limits(e)) => assert!(e.to_string().contains("image reader")),
             other => panic!("expected a limits error, got {other:?}"),
         }
     }

@@ -4,10 +4,10 @@ use crate::codec::bits::BitReader;
 use crate::codec::sink::InterleavedBand;
 use crate::compact;
 use crate::decode::{self, DecodeOptions};
+use crate::error::Result;
 use crate::fast::decode::{check_stream_end, StreamError};
 use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
 use crate::format::{self, FileLayout, Header, Profile};
-use crate::Result;
 
 /// What a file is made of.
 #[derive(Debug, Clone)]

@@ -46,16 +46,18 @@ pub mod gpu;
 pub mod image_support;
 pub mod inspect;
 pub mod layout;
+pub mod limits;
 pub mod loader;
 pub mod progressive;
 pub mod quantize;
+pub mod raw;
 pub mod shard;
 
 pub use compact::{CompactOptions, PredictorSet};
 pub use decode::{
     decode_into, decode_into_f32_chw, decode_into_u16, decode_to_layout, read_header, DecodeOptions,
 };
-pub use encode::{EncodeOptions, ProfileOptions, RawImage, Samples};
+pub use encode::{EncodeOptions, ProfileOptions};
 pub use error::{Error, FormatError, LimitsError, ParameterError, Result};
 pub use fast::{FastOptions, PredictorChoice};
 pub use format::compact::CompactPredictor;
@@ -64,35 +66,5 @@ pub use format::{ColorType, Header, Profile};
 #[cfg(feature = "image")]
 pub use image_support::{decode_image, encode_image, read_image, register_image_hooks};
 pub use layout::{Normalize, OutputLayout, SampleType, Window};
-
-/// Resource limits a decoder checks before allocating anything, like image-png's `Limits`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest width and height accepted (default: the format's maximum, 16777215).
-    pub max_dimension: u32,
-    /// Largest decoded image in bytes (default 4 GiB).
-    pub max_output_bytes: u64,
-    /// Largest input file in bytes (default 4 GiB).
-    pub max_input_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_dimension: format::MAX_DIMENSION,
-            max_output_bytes: 4 << 30,
-            max_input_bytes: 4 << 30,
-        }
-    }
-}
-
-impl Limits {
-    /// No limits beyond what the format itself allows.
-    pub fn none() -> Self {
-        Limits {
-            max_dimension: format::MAX_DIMENSION,
-            max_output_bytes: u64::MAX,
-            max_input_bytes: u64::MAX,
-        }
-    }
-}
+pub use limits::Limits;
+pub use raw::{RawImage, Samples};

@@ -15,7 +15,7 @@
 //! at output, with no serial error feedback, and predicts from exactly what the decoder
 //! reconstructs (the bins), so it is closed-loop in the bin domain.
 
-use crate::encode::{RawImage, Samples};
+use crate::raw::{RawImage, Samples};
 
 /// The largest error bound a file of `depth` bits may state: half the sample range, less one
 /// (beyond it every sample would fall in one or two bins).

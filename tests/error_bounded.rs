@@ -10,7 +10,7 @@ mod common;
 mod gpu_support;
 
 use l3::decode::DecodeOptions;
-use l3::encode::RawImage;
+use l3::raw::RawImage;
 use l3::{EncodeOptions, Profile};
 
 /// The images: the bundled samples and the shared photos/scans (PNG, 8 and 16 bits).

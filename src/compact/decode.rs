@@ -524,7 +524,7 @@ pub(crate) fn decode_band<S: BandSink>(
     band: usize,
     columns: std::ops::Range<usize>,
     sink: &mut S,
-) -> crate::Result<()> {
+) -> crate::error::Result<()> {
     let h = &layout.header;
     let first = band * h.patches_x() as usize;
     let columns =
@@ -547,7 +547,7 @@ avx2_dispatch! {
         patch: usize,
         sink: &mut S,
         scratch: &mut Scratch,
-    ) -> crate::Result<()> => decode_patch_portable;
+    ) -> crate::error::Result<()> => decode_patch_portable;
 }
 
 #[inline(always)]
@@ -557,7 +557,7 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     sink: &mut S,
     scratch: &mut Scratch,
     avx2: Option<Avx2>,
-) -> crate::Result<()> {
+) -> crate::error::Result<()> {
     let h = &layout.header;
     let (x0, _, pw, ph) = h.patch_rect(patch as u64);
     let start = layout.offsets[patch];

@@ -4,7 +4,7 @@
 //! [`write_patch`] writes the channel headers and segments (see [`crate::format::compact`]).
 //! [`encode_patches`] runs the three over the image.
 
-use super::huffman::{self, MAX_TOKENS};
+use super::huffman::{self, coded_bits, for_each_length_field, MAX_TOKENS};
 use super::palette::PaletteBuilder;
 use super::predict::prediction_from_above;
 use super::shared_codes::choose_codes;
@@ -12,14 +12,14 @@ use super::{CompactOptions, RUN_MIN_GAIN};
 use crate::codec::bits::BitWriter;
 use crate::codec::planes::extract_plane;
 use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::encode::{RawImage, Samples};
 use crate::format::compact::{
     alphabet_size, pair_token, run_token, run_token_first, segments, token_base, token_count,
-    token_of, zigzag, CompactPredictor, Transform, CODE_LENGTH_BITS, PAIR_LIMIT, PAIR_TOKENS,
-    PALETTE_COUNT_BITS, PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS,
-    SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS, TRANSFORM_BITS,
+    token_of, zigzag, CompactPredictor, Transform, PAIR_LIMIT, PAIR_TOKENS, PALETTE_COUNT_BITS,
+    PREDICTOR_BITS, RUN_MAX, SEGMENTS_MAX, SEGMENT_BASE_BITS, SEGMENT_WIDTH_BITS, TOKEN_COUNT_BITS,
+    TRANSFORM_BITS,
 };
 use crate::format::Header;
+use crate::raw::{RawImage, Samples};
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -257,55 +257,6 @@ fn symbol_histogram(
         })
     });
     (hist, raw_bits)
-}
-
-/// The exact bits of a channel coded with its own Huffman code (as [`choose_codes`] builds
-/// it without sharing): its code-length table, its symbols' codes and `raw_bits`. Predictor,
-/// token count and segment fields aside, which every choice pays alike.
-pub(super) fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
-    let mut lengths = [0u8; MAX_TOKENS];
-    huffman::code_lengths(hist, &mut lengths[..hist.len()]);
-    code_cost(hist, &lengths) + raw_bits
-}
-
-/// Bits of the code-length table of `lengths` plus those of the symbols of `hist` coded with
-/// it (every token of `hist` has a code in `lengths`); raw bits aside.
-pub(super) fn code_cost(hist: &[u32], lengths: &[u8]) -> u64 {
-    let lengths = &lengths[..hist.len()];
-    let symbols = if huffman::is_single(lengths) {
-        0
-    } else {
-        hist.iter()
-            .zip(lengths)
-            .map(|(&n, &l)| n as u64 * l as u64)
-            .sum()
-    };
-    table_bits(lengths) + symbols
-}
-
-/// Bits of the code-length table of `lengths` (token 0 up to the last used one).
-pub(super) fn table_bits(lengths: &[u8]) -> u64 {
-    let ntok = lengths.iter().rposition(|&l| l > 0).map_or(0, |t| t + 1);
-    let mut bits = 0u64;
-    for_each_length_field(&lengths[..ntok], |_, b| bits += b as u64);
-    bits
-}
-
-/// Calls `field(value, bits)` for each field of the code-length table of `lengths` (token 0
-/// up to the last used one), in stream order: "0": same as the previous length; "01"/"11"
-/// (+1/-1, LSB first: bit 0 = 1 says "changed", bit 1 = 0 says "by one", bit 2 the sign);
-/// "x11": a literal.
-fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
-    let mut previous = 0u8;
-    for &l in lengths {
-        match l as i32 - previous as i32 {
-            0 => field(0, 1),
-            1 => field(0b001, 3),
-            -1 => field(0b101, 3),
-            _ => field(0b11 | (l as u32) << 2, 2 + CODE_LENGTH_BITS),
-        }
-        previous = l;
-    }
 }
 
 /// Single tokens of every 8-bit zigzag value, computed at compile time.

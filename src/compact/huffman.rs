@@ -1,12 +1,12 @@
 //! Canonical Huffman codes over the compact profile's token alphabet (at most 40 tokens):
-//! length-limited code construction for the encoder, validation and a lookup table for the
-//! decoder. Codes are canonical (deflate's rule: shorter codes first, ties by token), written
+//! length-limited code construction and the exact cost of a code-length table and its symbols
+//! for the encoder, validation and a lookup table for the decoder. Codes are canonical (deflate's rule: shorter codes first, ties by token), written
 //! most significant bit first into the LSB-first stream, i.e. bit-reversed, so a decoder
 //! indexes its table with the next `MAX_CODE_LEN` stream bits as they are.
 
 use crate::format::compact::{
-    alphabet_size, run_base, run_token_first, token_base, token_count, unzigzag, MAX_CODE_LEN,
-    PAIR_LIMIT, PAIR_TOKENS, RUN_MAX, RUN_TOKENS, TOKEN_DIRECT,
+    alphabet_size, run_base, run_token_first, token_base, token_count, unzigzag, CODE_LENGTH_BITS,
+    MAX_CODE_LEN, PAIR_LIMIT, PAIR_TOKENS, RUN_MAX, RUN_TOKENS, TOKEN_DIRECT,
 };
 
 /// Most tokens of any depth (16-bit samples: 40 single and 16 pair tokens).
@@ -435,6 +435,55 @@ fn for_each_whole(code: &Canonical, depth: u8, mut each: impl FnMut(usize, usize
             let pair = pack_pair(unzigzag(t0) as u16, unzigzag(t1) as u16);
             each(code0 | code1 << len0, len0 + len1, pair, 1);
         }
+    }
+}
+
+/// The exact bits of a channel coded with its own Huffman code (as [`choose_codes`] builds
+/// it without sharing): its code-length table, its symbols' codes and `raw_bits`. Predictor,
+/// token count and segment fields aside, which every choice pays alike.
+pub(crate) fn coded_bits(hist: &[u32], raw_bits: u64) -> u64 {
+    let mut lengths = [0u8; MAX_TOKENS];
+    code_lengths(hist, &mut lengths[..hist.len()]);
+    code_cost(hist, &lengths) + raw_bits
+}
+
+/// Bits of the code-length table of `lengths` plus those of the symbols of `hist` coded with
+/// it (every token of `hist` has a code in `lengths`); raw bits aside.
+pub(crate) fn code_cost(hist: &[u32], lengths: &[u8]) -> u64 {
+    let lengths = &lengths[..hist.len()];
+    let symbols = if is_single(lengths) {
+        0
+    } else {
+        hist.iter()
+            .zip(lengths)
+            .map(|(&n, &l)| n as u64 * l as u64)
+            .sum()
+    };
+    table_bits(lengths) + symbols
+}
+
+/// Bits of the code-length table of `lengths` (token 0 up to the last used one).
+pub(crate) fn table_bits(lengths: &[u8]) -> u64 {
+    let ntok = lengths.iter().rposition(|&l| l > 0).map_or(0, |t| t + 1);
+    let mut bits = 0u64;
+    for_each_length_field(&lengths[..ntok], |_, b| bits += b as u64);
+    bits
+}
+
+/// Calls `field(value, bits)` for each field of the code-length table of `lengths` (token 0
+/// up to the last used one), in stream order: "0": same as the previous length; "01"/"11"
+/// (+1/-1, LSB first: bit 0 = 1 says "changed", bit 1 = 0 says "by one", bit 2 the sign);
+/// "x11": a literal.
+pub(crate) fn for_each_length_field(lengths: &[u8], mut field: impl FnMut(u32, u32)) {
+    let mut previous = 0u8;
+    for &l in lengths {
+        match l as i32 - previous as i32 {
+            0 => field(0, 1),
+            1 => field(0b001, 3),
+            -1 => field(0b101, 3),
+            _ => field(0b11 | (l as u32) << 2, 2 + CODE_LENGTH_BITS),
+        }
+        previous = l;
     }
 }
 

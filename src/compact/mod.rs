@@ -96,8 +96,9 @@ impl Default for CompactOptions {
 mod tests {
     use super::CompactOptions;
     use crate::codec::sink::InterleavedBand;
-    use crate::encode::{EncodeOptions, ProfileOptions, RawImage, Samples, TestImage};
+    use crate::encode::{EncodeOptions, ProfileOptions};
     use crate::format::ColorType;
+    use crate::raw::{RawImage, Samples, TestImage};
 
     /// The portable paths (what CPUs without AVX2 run) write and read exactly what the
     /// dispatched ones do.
@@ -587,7 +588,7 @@ mod tests {
             .iter()
             .map(|i| crate::encode::encode(&i.raw(), &options).unwrap())
             .collect();
-        let one_thread = crate::DecodeOptions {
+        let one_thread = crate::decode::DecodeOptions {
             parallel: false,
             ..Default::default()
         };

@@ -8,8 +8,7 @@
 //! Nothing in the format changes: each patch still writes its code lengths and decodes
 //! alone, on the CPU and the GPU.
 
-use super::encode::{code_cost, table_bits};
-use super::huffman::{self, MAX_TOKENS};
+use super::huffman::{self, code_cost, table_bits, MAX_TOKENS};
 
 /// Most bits (code tables and symbols) a patch may add to a row's stream by joining a
 /// shared code, for the one table build that saves the decoder: 96. A build costs about as
@@ -246,7 +245,7 @@ mod tests {
     #[test]
     fn a_long_group_does_not_spend_its_slack_on_one_join() {
         let smooth = bases()[0];
-        let own = |h: &[u32]| super::super::encode::coded_bits(h, 0);
+        let own = |h: &[u32]| super::super::huffman::coded_bits(h, 0);
         // Patches like `smooth` with `m` more tokens in use, until joining ten copies of
         // `smooth` costs more than one build's allowance but less than ten.
         let (unlike, marginal) = (1..40)

@@ -385,8 +385,8 @@ mod tests {
     /// does.
     #[test]
     fn portable_and_dispatched_decoders_agree() {
-        use crate::encode::TestImage;
-        use crate::{ColorType, EncodeOptions};
+        use crate::raw::TestImage;
+        use crate::{encode::EncodeOptions, format::ColorType};
         for (color, depth) in [
             (ColorType::Gray, 8),
             (ColorType::Rgb, 8),
@@ -427,7 +427,10 @@ mod tests {
     #[test]
     fn flat_rows_decode_under_every_predictor() {
         use crate::fast::{FastOptions, PredictorChoice};
-        use crate::{ColorType, EncodeOptions, ProfileOptions, RawImage, Samples};
+        use crate::{
+            encode::EncodeOptions, encode::ProfileOptions, format::ColorType, raw::RawImage,
+            raw::Samples,
+        };
         let (w, h) = (70u32, 70u32);
         // Constant rows stepping by 3 per row (flat under Up, and under None only the first
         // row), then a textured band at the bottom so rows of other widths mix in.
@@ -487,7 +490,10 @@ mod tests {
     fn flat_patches_decode_under_every_predictor() {
         use crate::fast::{FastOptions, PredictorChoice};
         use crate::layout::{Normalize, OutputLayout};
-        use crate::{ColorType, EncodeOptions, ProfileOptions, RawImage, Samples};
+        use crate::{
+            encode::EncodeOptions, encode::ProfileOptions, format::ColorType, raw::RawImage,
+            raw::Samples,
+        };
         let (w, h) = (70u32, 70u32);
         for depth in [8u8, 16] {
             for color in [

@@ -6,9 +6,9 @@ use super::{FastOptions, PredictorChoice};
 use crate::codec::bits::BitWriter;
 use crate::codec::planes::extract_plane;
 use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::encode::{RawImage, Samples};
 use crate::format::fast::{nbit_field_bits, row_bits, FastPredictor};
 use crate::format::Header;
+use crate::raw::{RawImage, Samples};
 
 /// Chooses `(base, nbit)` for a row of residuals so every `(r - base) mod 2^depth` fits in
 /// `nbit` bits. Two candidates: the plain min..max range, and the range of residuals read as
@@ -208,8 +208,8 @@ mod tests {
 #[cfg(test)]
 mod portable_tests {
     use super::*;
-    use crate::encode::TestImage;
-    use crate::{ColorType, EncodeOptions};
+    use crate::raw::TestImage;
+    use crate::{encode::EncodeOptions, format::ColorType};
 
     /// The portable path (what CPUs without AVX2 run) writes the same streams as the
     /// dispatched one, for every predictor choice, depth and channel count.

@@ -6,7 +6,7 @@
 //! ```
 
 use crate::error::{FormatError, LimitsError, Result, StreamPos};
-use crate::Limits;
+use crate::limits::Limits;
 
 /// File signature: like PNG's, it catches 7-bit transfers and CRLF/LF conversions.
 pub const MAGIC: [u8; 8] = [0x89, b'L', b'3', b'I', 0x0D, 0x0A, 0x1A, 0x0A];

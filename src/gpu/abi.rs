@@ -8,8 +8,8 @@
 #![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code))]
 
 use crate::format::Header;
+use crate::format::Profile;
 use crate::layout::OutputLayout;
-use crate::Profile;
 
 /// [`ImageInfo::version`] of a version-2 file.
 pub(crate) const VERSION_COMPACT: u32 = crate::format::VERSION_COMPACT as u32;
@@ -33,7 +33,7 @@ pub(crate) fn strided_workgroups(items: u64, workgroup: u32) -> u32 {
 }
 
 /// Error flag bits the decode shader ORs into an image's slot
-/// ([`crate::FormatError::GpuReported`]).
+/// ([`crate::error::FormatError::GpuReported`]).
 pub mod flags {
     /// A stream names an unknown predictor.
     pub const PREDICTOR: u32 = 1;

@@ -12,7 +12,8 @@
 
 use std::collections::VecDeque;
 
-use super::readback::{map_read, read_flags, ImageLayout};
+use super::map::map_read;
+use super::readback::{read_flags, ImageLayout};
 use super::upload::{flags_bytes, readback_buffer, storage_buffer, Submitted, Targets};
 use super::GpuDecoder;
 use crate::decode::DecodeOptions;

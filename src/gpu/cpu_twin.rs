@@ -10,8 +10,8 @@ use super::abi::{flags, ImageInfo, Params, FAST_BITS};
 use super::plan::ChunkInputs;
 use crate::fast::predict::predict_one;
 use crate::format::compact::{self as cf, token_count, unzigzag};
+use crate::format::fast::FastPredictor;
 use crate::layout::{Normalize, OutputLayout};
-use crate::FastPredictor;
 
 const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
 

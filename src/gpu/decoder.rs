@@ -216,11 +216,11 @@ impl GpuDecoder {
     /// Decodes a batch of L3 files into one GPU buffer (blocking until the GPU is done).
     ///
     /// Errors:
-    /// - headers, size tables, checksums and [`crate::Limits`] are checked on the CPU for
+    /// - headers, size tables, checksums and [`crate::limits::Limits`] are checked on the CPU for
     ///   every file before anything is submitted; the first bad file fails the whole batch
-    ///   with [`crate::Error::InBatch`]: its index in `files` and the CPU decoder's error for
+    ///   with [`crate::error::Error::InBatch`]: its index in `files` and the CPU decoder's error for
     ///   it (to decode the good files of a batch anyway, see [`super::Batcher`]);
-    /// - [`crate::FormatError::GpuReported`] (first image with flags) for corrupt streams;
+    /// - [`crate::error::FormatError::GpuReported`] (first image with flags) for corrupt streams;
     /// - [`LimitsError::GpuBuffer`] if one image does not fit the device's buffer limits even
     ///   split into bands of patch rows (see the module documentation).
     pub fn decode_batch(&self, files: &[&[u8]], output: OutputLayout) -> Result<GpuBatch> {

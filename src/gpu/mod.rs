@@ -37,13 +37,13 @@
 //! the CPU decoder's errors, for the first bad file, prefixed with its index in the batch:
 //! see [`GpuDecoder::decode_batch`]); the shaders check the streams themselves and report
 //! inconsistencies as flag bits per image ([`flags`]), returned as
-//! [`crate::FormatError::GpuReported`].
+//! [`crate::error::FormatError::GpuReported`].
 //!
 //! Batches whose buffers would exceed the device's `max_storage_buffer_binding_size` are split
 //! into chunks (one submission each) transparently. A single image whose own buffers exceed
 //! it is split into bands of whole patch rows for [`OutputLayout::Interleaved`] output; for
 //! [`OutputLayout::F32Chw`] output (whose bands would not be contiguous), and when even one
-//! patch row does not fit, it is refused with [`crate::LimitsError::GpuBuffer`]. There is no
+//! patch row does not fit, it is refused with [`crate::error::LimitsError::GpuBuffer`]. There is no
 //! intermediate buffer: a chunk's largest buffers are its output binding (1, 2 or 4 bytes
 //! per sample plus the alignment padding) and its stream data.
 //!
@@ -94,6 +94,8 @@ mod fields;
 pub mod interop;
 #[cfg(feature = "gpu")]
 mod levels;
+#[cfg(feature = "gpu")]
+mod map;
 #[cfg(feature = "gpu")]
 mod readback;
 #[cfg(feature = "gpu")]

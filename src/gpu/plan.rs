@@ -420,11 +420,12 @@ pub(crate) fn build_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::{encode, EncodeOptions, RawImage, Samples};
+    use crate::encode::{encode, EncodeOptions};
     use crate::error::Error;
     use crate::format::{parse_file, ParseOptions};
     use crate::gpu::cpu_twin;
-    use crate::{ColorType, Limits};
+    use crate::raw::{RawImage, Samples};
+    use crate::{format::ColorType, limits::Limits};
 
     /// Plans a batch of version-1 and version-2 files with a small chunk limit (so images are
     /// split into bands and chunks), runs every chunk through the CPU twins, assembles the batch buffer as the GPU path
@@ -460,10 +461,10 @@ mod tests {
             // Both format versions: version 2 has one stream per patch.
             let opts = EncodeOptions {
                 patch_log2: 3 + (i % 4) as u8,
-                profile: crate::ProfileOptions::default_for(if i % 2 == 0 {
-                    crate::Profile::Compact
+                profile: crate::encode::ProfileOptions::default_for(if i % 2 == 0 {
+                    crate::format::Profile::Compact
                 } else {
-                    crate::Profile::Fast
+                    crate::format::Profile::Fast
                 }),
                 ..Default::default()
             };

@@ -1,7 +1,6 @@
-//! Getting results off the GPU: the decoded batch ([`GpuBatch`]) and its read-back, the error
-//! flags and timestamps of a submitted batch ([`Pending`]), and buffer mapping as a real
-//! future ([`MapRequest`]: a `futures-intrusive` oneshot channel completed by wgpu's
-//! `map_async` callback, no busy polling).
+//! Getting results off the GPU: the decoded batch ([`GpuBatch`]) and its read-back, and the
+//! error flags and timestamps of a submitted batch ([`Pending`]), each mapped as a future
+//! ([`super::map`]).
 //!
 //! Native wgpu (30) runs `map_async` callbacks only inside `Device::poll`; nothing else wakes
 //! a map future. So whoever waits on a map must make sure the device gets polled: the
@@ -10,10 +9,7 @@
 //! thread ([`Poller::Thread`]), which sleeps in the driver until the GPU is done and then
 //! runs the callbacks that wake the future.
 
-use std::ops::Range;
-
-use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
-
+use super::map::map_read;
 use super::timing::{StageTimings, TimingReadback};
 use crate::error::{Error, FormatError, Result};
 use crate::layout::SampleType;
@@ -95,33 +91,6 @@ impl GpuBatch {
         )?;
         v.truncate(l.len as usize);
         Ok(v)
-    }
-}
-
-/// A pending `map_async` (read mode): resolves when wgpu runs the map callback, which it
-/// does inside a later `Device::poll` (see the module documentation).
-pub(crate) struct MapRequest {
-    rx: OneshotReceiver<std::result::Result<(), wgpu::BufferAsyncError>>,
-}
-
-/// Asks wgpu to map `range` of `buffer` for reading.
-pub(crate) fn map_read(buffer: &wgpu::Buffer, range: Range<u64>) -> MapRequest {
-    let (tx, rx) = oneshot_channel();
-    buffer.map_async(wgpu::MapMode::Read, range, move |r| {
-        // The receiver is gone only when the waiting future was dropped.
-        let _ = tx.send(r);
-    });
-    MapRequest { rx }
-}
-
-impl MapRequest {
-    /// Waits (asynchronously, without polling the device) for the map to complete.
-    pub async fn wait(self) -> Result<()> {
-        match self.rx.receive().await {
-            Some(Ok(())) => Ok(()),
-            Some(Err(e)) => Err(Error::Gpu(format!("buffer map failed: {e}"))),
-            None => Err(Error::Gpu("buffer map callback dropped".into())),
-        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! over the chunks ([`StageTimings`]). Recorded only for timed batches on a device with
 //! [`wgpu::Features::TIMESTAMP_QUERY`].
 
-use super::readback::{map_read, MapRequest};
+use super::map::{map_read, MapRequest};
 use crate::error::{Error, Result};
 
 /// GPU time of each compute stage of one batch, measured with timestamp queries written at

@@ -132,9 +132,9 @@ impl Augment {
     /// meaningless output): size 1..=`max_dimension` each way, channels 1 or 3, the crop's
     /// scale and ratio positive and ordered, probabilities in 0..=1, angles, fill, noise and
     /// normalisation finite (std not zero), padding at most `max_dimension`.
-    pub fn validate(&self, max_dimension: u32) -> crate::Result<()> {
+    pub fn validate(&self, max_dimension: u32) -> crate::error::Result<()> {
         let bad = |name, value: u64, reason| {
-            Err(crate::ParameterError::InvalidOption {
+            Err(crate::error::ParameterError::InvalidOption {
                 name,
                 value,
                 reason,
@@ -253,9 +253,9 @@ impl Augment {
         image: &LevelImage,
         p: &AugmentParams,
         out: &mut [f32],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         if out.len() != self.output_len() {
-            return Err(crate::ParameterError::BufferSize {
+            return Err(crate::error::ParameterError::BufferSize {
                 got: out.len() * 4,
                 needed: self.output_len() * 4,
             }
@@ -268,7 +268,7 @@ impl Augment {
             image.height + 2 * self.padding,
         );
         if w == 0 || h == 0 || x + w > pw || y + h > ph {
-            return Err(crate::ParameterError::InvalidOption {
+            return Err(crate::error::ParameterError::InvalidOption {
                 name: "crop",
                 value: x as u64,
                 reason: "the crop must lie inside the (padded) image",
@@ -460,12 +460,15 @@ pub(crate) fn gaussian(seed: u32, i: u32) -> f32 {
 }
 
 /// Which source channel feeds each output channel.
-pub(crate) fn source_channels(image_channels: u8, out_channels: u8) -> crate::Result<Vec<usize>> {
+pub(crate) fn source_channels(
+    image_channels: u8,
+    out_channels: u8,
+) -> crate::error::Result<Vec<usize>> {
     match (image_channels, out_channels) {
         (1 | 2, 3) => Ok(vec![0, 0, 0]),
         (3 | 4, 3) => Ok(vec![0, 1, 2]),
         (1 | 2, 1) => Ok(vec![0]),
-        _ => Err(crate::ParameterError::InvalidOption {
+        _ => Err(crate::error::ParameterError::InvalidOption {
             name: "augment channels",
             value: out_channels as u64,
             reason: "3 (any image) or 1 (gray images only)",

@@ -146,9 +146,9 @@ impl Partition {
     }
 
     /// Checks the fields.
-    pub fn validate(&self) -> crate::Result<()> {
+    pub fn validate(&self) -> crate::error::Result<()> {
         let bad = |name, value: u64, reason| {
-            Err(crate::ParameterError::InvalidOption {
+            Err(crate::error::ParameterError::InvalidOption {
                 name,
                 value,
                 reason,
@@ -276,9 +276,9 @@ impl LoaderState {
     /// Checks a state to resume from against an epoch of `records` samples: `consumed` at
     /// most `records` (more means the state belongs to another dataset), and `epoch` below
     /// `u64::MAX` (the epoch after it must exist).
-    pub fn validate(&self, records: u64) -> crate::Result<()> {
+    pub fn validate(&self, records: u64) -> crate::error::Result<()> {
         if self.consumed > records {
-            return Err(crate::ParameterError::InvalidOption {
+            return Err(crate::error::ParameterError::InvalidOption {
                 name: "consumed",
                 value: self.consumed,
                 reason: "more samples than the dataset has: the state is from another dataset",
@@ -286,7 +286,7 @@ impl LoaderState {
             .into());
         }
         if self.epoch == u64::MAX {
-            return Err(crate::ParameterError::InvalidOption {
+            return Err(crate::error::ParameterError::InvalidOption {
                 name: "epoch",
                 value: self.epoch,
                 reason: "must be below 2^64 - 1",

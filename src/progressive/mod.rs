@@ -27,9 +27,10 @@ pub mod interlace;
 use crate::codec::sample::Sample;
 
 use crate::decode::{self, DecodeOptions};
-use crate::encode::{self, EncodeOptions, RawImage, Samples};
+use crate::encode::{self, EncodeOptions};
 use crate::error::{FormatError, ParameterError, Result};
 use crate::format::Header;
+use crate::raw::{RawImage, Samples};
 
 /// How a record's levels are stored (the index's `scheme` byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,6 +162,10 @@ impl EncodedLevels {
     }
 }
 
+/// Most levels an image may be stored as (level 0 the full image, each next level half the
+/// resolution of the one before).
+pub const MAX_LEVELS: u8 = 8;
+
 /// Encodes `image` as `progressive.levels` levels with `encode`'s profile and options:
 /// interlaced, or flat if that is smaller than `progressive.max_overhead` of it (see the module
 /// documentation). With one level the record is flat.
@@ -170,7 +175,7 @@ pub fn encode_levels(
     encode: &EncodeOptions,
 ) -> Result<EncodedLevels> {
     let levels = progressive.levels;
-    if levels == 0 || levels > crate::shard::format::MAX_LEVELS {
+    if levels == 0 || levels > MAX_LEVELS {
         return Err(ParameterError::InvalidOption {
             name: "levels",
             value: levels as u64,
@@ -652,7 +657,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                crate::Error::Format(FormatError::LevelShape { level: 0, .. })
+                crate::error::Error::Format(FormatError::LevelShape { level: 0, .. })
             ),
             "{err}"
         );

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Manifest, RecordEntry, ShardReader};
 use crate::error::{Error, Result};
-use crate::Limits;
+use crate::limits::Limits;
 
 /// Largest index of one shard accepted when opening a dataset.
 pub const MAX_SHARD_INDEX_BYTES: u64 = 1 << 30;

@@ -35,8 +35,9 @@ pub const HEADER_LEN: u64 = 16;
 pub const TRAILER_LEN: u64 = 32;
 /// The last four bytes of every shard.
 pub const TRAILER_MAGIC: [u8; 4] = *b"L3SX";
-/// Most levels a record may have.
-pub const MAX_LEVELS: u8 = 8;
+/// Most levels a record may have (the progressive model's limit, named here as the shard
+/// format stores it).
+pub use crate::progressive::MAX_LEVELS;
 /// Longest key in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 /// Longest metadata in bytes.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ShardReader;
 use crate::error::{Error, Result};
-use crate::Limits;
+use crate::limits::Limits;
 
 /// File name of the manifest in a dataset folder.
 pub const MANIFEST_NAME: &str = "manifest.json";
@@ -174,7 +174,7 @@ impl Manifest {
             .take(MAX_MANIFEST_BYTES + 1)
             .read_to_end(&mut bytes)?;
         if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(crate::LimitsError::InputBytes {
+            return Err(crate::error::LimitsError::InputBytes {
                 len: std::fs::metadata(&path).map_or(bytes.len() as u64, |m| m.len()),
                 max: MAX_MANIFEST_BYTES,
             }

@@ -19,10 +19,11 @@ use serde::{Deserialize, Serialize};
 use super::manifest::file_crc32;
 use super::{write_atomic, RecordInput, ShardInfo, ShardReader, ShardWriter};
 use crate::decode::DecodeOptions;
-use crate::encode::{EncodeOptions, RawImage};
+use crate::encode::EncodeOptions;
 use crate::error::{Error, ParameterError, Result};
+use crate::limits::Limits;
 use crate::progressive::{encode_levels, ProgressiveOptions};
-use crate::Limits;
+use crate::raw::RawImage;
 
 /// What a shard's index will hold for a record besides its levels.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -200,7 +201,7 @@ impl PackRecord {
         file.take(MAX_PACK_RECORD_BYTES + 1)
             .read_to_end(&mut bytes)?;
         if bytes.len() as u64 > MAX_PACK_RECORD_BYTES {
-            return Err(crate::LimitsError::InputBytes {
+            return Err(crate::error::LimitsError::InputBytes {
                 len: bytes.len() as u64,
                 max: MAX_PACK_RECORD_BYTES,
             }

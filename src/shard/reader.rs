@@ -14,8 +14,8 @@ use super::format::{
 use super::ShardError;
 use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
+use crate::limits::Limits;
 use crate::progressive::{decode_level, LevelImage, LevelScheme, StoredLevels};
-use crate::Limits;
 
 /// An open shard: its validated index, and the file for positional reads.
 #[derive(Debug)]
@@ -51,13 +51,13 @@ impl ShardReader {
             .into_owned();
         let max_read = limits.max_input_bytes;
         // Errors of the file or its structure name the shard.
-        let named = |e: crate::Error| match e {
-            crate::Error::Shard(e) => ShardError::File {
+        let named = |e: crate::error::Error| match e {
+            crate::error::Error::Shard(e) => ShardError::File {
                 file: name.clone(),
                 error: Box::new(e),
             }
             .into(),
-            crate::Error::Io(e) => {
+            crate::error::Error::Io(e) => {
                 std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
             }
             e => e,
@@ -140,7 +140,7 @@ impl ShardReader {
         self.records.get(i).ok_or_else(|| self.no_such(i, 0))
     }
 
-    fn no_such(&self, record: usize, level: u8) -> crate::Error {
+    fn no_such(&self, record: usize, level: u8) -> crate::error::Error {
         ShardError::NoSuchRecord {
             record: record as u64,
             level,
@@ -151,7 +151,7 @@ impl ShardReader {
     }
 
     /// The error for a read of `len` bytes above the limit; `what` says what it was.
-    fn too_large(&self, what: String, len: u64) -> crate::Error {
+    fn too_large(&self, what: String, len: u64) -> crate::error::Error {
         LimitsError::ShardRead {
             shard: self.name.clone(),
             what,

@@ -101,7 +101,7 @@ impl ShardWriter {
     /// Adds a record. Its last level's L3 header gives the shape stored in the index; every
     /// level must be an L3 file whose header parses.
     pub fn add(&mut self, record: RecordInput) -> Result<()> {
-        let bad = |name, value: usize, reason| -> crate::Error {
+        let bad = |name, value: usize, reason| -> crate::error::Error {
             ParameterError::InvalidOption {
                 name,
                 value: value as u64,

@@ -7,11 +7,12 @@
 use std::sync::OnceLock;
 
 use l3::decode::DecodeOptions;
-use l3::encode::{encode, EncodeOptions, RawImage, Samples};
+use l3::encode::{encode, EncodeOptions};
 use l3::format::{parse_file, ParseOptions};
 use l3::gpu::Normalize;
 #[cfg(feature = "gpu")]
 use l3::gpu::{GpuDecoder, OutputLayout};
+use l3::raw::{RawImage, Samples};
 use l3::{format, ColorType};
 use l3::{CompactOptions, PredictorChoice, PredictorSet};
 
