@@ -1,5 +1,6 @@
 //! The data the host and the shaders share: the `repr(C)` tables bound to the kernels
-//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`), the error flags the shaders
+//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, and the uniforms of the augment,
+//! fields and levels kernels), the error flags the shaders
 //! report ([`flags`]), and the workgroup constants. Each type's WGSL twin is named in its
 //! documentation; `gpu::shaders::prelude` generates the shaders' constants from these. No
 //! wgpu here: this module builds (and is tested) without the `gpu` feature.
@@ -215,6 +216,62 @@ impl LayoutKind {
             OutputLayout::F32Chw(_) => LayoutKind::F32Chw,
         }
     }
+}
+
+/// The uniform of one dispatch: `AugmentJob` in `augment.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct AugmentJob {
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) channels: u32,
+    pub(crate) depth: u32,
+    pub(crate) crop_x: u32,
+    pub(crate) crop_y: u32,
+    pub(crate) crop_w: u32,
+    pub(crate) crop_h: u32,
+    pub(crate) out_w: u32,
+    pub(crate) out_h: u32,
+    pub(crate) out_c: u32,
+    pub(crate) flip: u32,
+    pub(crate) dst_offset: u32,
+    pub(crate) source_channels: u32,
+    pub(crate) rot90: u32,
+    pub(crate) padding: u32,
+    pub(crate) noise_seed: u32,
+    pub(crate) general: u32,
+    pub(crate) half: u32,
+    pub(crate) pad1: u32,
+    pub(crate) cos_a: f32,
+    pub(crate) sin_a: f32,
+    pub(crate) fill: f32,
+    pub(crate) noise_std: f32,
+    pub(crate) mean: [f32; 4],
+    pub(crate) std_dev: [f32; 4],
+}
+
+/// The uniform of one dispatch: `FieldJob` in `fields.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct FieldJob {
+    pub(crate) count: u32,
+    pub(crate) run_count: u32,
+    pub(crate) offset_bits: u32,
+    pub(crate) bin_bits: u32,
+}
+
+/// The uniform of one dispatch: `LevelJob` in `levels.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct LevelJob {
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) channels: u32,
+    pub(crate) depth: u32,
+    pub(crate) stride: u32,
+    pub(crate) src_width: u32,
+    pub(crate) pad0: u32,
+    pub(crate) pad1: u32,
 }
 
 #[cfg(test)]

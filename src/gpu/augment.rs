@@ -2,7 +2,7 @@
 //! resized, flipped and normalised into one f32 NCHW tensor buffer by `shaders/augment.wgsl`,
 //! the twin of [`crate::loader::Augment::apply`].
 
-use super::abi::{strided_workgroups, AUGMENT_WORKGROUP_SIZE};
+use super::abi::{strided_workgroups, AugmentJob, AUGMENT_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::range;
 use super::readback::{read_buffer, GpuBatch, ImageLayout};
@@ -11,38 +11,6 @@ use super::GpuDecoder;
 use crate::error::{LimitsError, ParameterError, Result};
 use crate::loader::augment::source_channels;
 use crate::loader::{Augment, AugmentParams, Tensor, TensorType};
-
-/// The uniform of one dispatch: `AugmentJob` in `augment.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct AugmentJob {
-    width: u32,
-    height: u32,
-    channels: u32,
-    depth: u32,
-    crop_x: u32,
-    crop_y: u32,
-    crop_w: u32,
-    crop_h: u32,
-    out_w: u32,
-    out_h: u32,
-    out_c: u32,
-    flip: u32,
-    dst_offset: u32,
-    source_channels: u32,
-    rot90: u32,
-    padding: u32,
-    noise_seed: u32,
-    general: u32,
-    half: u32,
-    pad1: u32,
-    cos_a: f32,
-    sin_a: f32,
-    fill: f32,
-    noise_std: f32,
-    mean: [f32; 4],
-    std_dev: [f32; 4],
-}
 
 /// A batch tensor on the GPU: `images x channels x height x width` f32 or f16 values.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! into f32 values (one dispatch per field), bit for bit what [`crate::field::decode_field`]
 //! gives on the CPU.
 
-use super::abi::{strided_workgroups, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
+use super::abi::{strided_workgroups, FieldJob, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::range;
 use super::readback::read_buffer;
@@ -13,16 +13,6 @@ use super::GpuDecoder;
 use crate::error::{Error, Result};
 use crate::field::{parse_field, FieldHeader, FieldLayout};
 use crate::layout::OutputLayout;
-
-/// The uniform of one dispatch: `FieldJob` in `fields.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct FieldJob {
-    count: u32,
-    run_count: u32,
-    offset_bits: u32,
-    bin_bits: u32,
-}
 
 /// Decoded fields in one GPU buffer of f32 values.
 #[derive(Debug)]

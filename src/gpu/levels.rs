@@ -6,7 +6,7 @@
 //! payload already is the level. Everything is integer work, bit-exact with the CPU twins in
 //! [`crate::progressive::interlace`].
 
-use super::abi::{strided_workgroups, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
+use super::abi::{strided_workgroups, LevelJob, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::range;
 use super::readback::{GpuBatch, ImageLayout};
@@ -15,20 +15,6 @@ use super::GpuDecoder;
 use crate::error::{Error, ParameterError, Result};
 use crate::layout::{OutputLayout, Window};
 use crate::progressive::{level_dims, level_stride, LevelScheme, StoredLevels};
-
-/// The uniform of one dispatch: `LevelJob` in `levels.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct LevelJob {
-    width: u32,
-    height: u32,
-    channels: u32,
-    depth: u32,
-    stride: u32,
-    src_width: u32,
-    pad0: u32,
-    pad1: u32,
-}
 
 /// The buffers an operation reads or writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
