@@ -1,7 +1,7 @@
 //! [`Limits`]: the resource limits every reader checks before it allocates, like image-png's.
 //! A base type: the decoders, the data model, the loader and the front ends all take one.
 
-use crate::format;
+use crate::format::consts::MAX_DIMENSION;
 
 /// Resource limits a decoder checks before allocating anything, like image-png's `Limits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_dimension: format::MAX_DIMENSION,
+            max_dimension: MAX_DIMENSION,
             max_output_bytes: 4 << 30,
             max_input_bytes: 4 << 30,
         }
@@ -28,7 +28,7 @@ impl Limits {
     /// No limits beyond what the format itself allows.
     pub fn none() -> Self {
         Limits {
-            max_dimension: format::MAX_DIMENSION,
+            max_dimension: MAX_DIMENSION,
             max_output_bytes: u64::MAX,
             max_input_bytes: u64::MAX,
         }

@@ -17,11 +17,8 @@
 
 use crate::raw::{RawImage, Samples};
 
-/// The largest error bound a file of `depth` bits may state: half the sample range, less one
-/// (beyond it every sample would fall in one or two bins).
-pub const fn max_error_limit(depth: u8) -> u16 {
-    ((1u32 << (depth - 1)) - 1) as u16
-}
+/// The largest error bound a file of `depth` bits may state (a rule of the format).
+pub use crate::format::max_error_limit;
 
 /// Width of a bin: `2e + 1` sample values.
 #[inline(always)]

@@ -9,13 +9,25 @@
 use super::planes::{interleave_u16, interleave_u8};
 use super::sample::Sample;
 use super::simd::{prefetch_line, Avx2};
-use crate::compact::palette::PatchPalette;
 use crate::format::Header;
 use crate::layout::Normalize;
 
 /// The cache line size the prefetch hints step by (64 bytes on every x86-64 and most ARM
 /// CPUs; a wrong guess costs only hints).
 const CACHE_LINE: usize = 64;
+
+/// A palette as the sinks read it: entries looked up by index, either into planar channel
+/// rows or straight into interleaved output pixels. The compact profile's decoder palette
+/// implements it (`compact::palette::PatchPalette`); this layer knows no palette format.
+pub(crate) trait PaletteLookup {
+    /// Looks one row of checked indices up into `OUT` planar channel rows of `out`
+    /// (`stride` apart).
+    fn expand_row<const OUT: usize>(&self, indices: &[u16], out: &mut [u16], stride: usize);
+
+    /// Writes one row of checked indices as interleaved pixels of `N` bytes each into `dst`
+    /// (`N x indices.len()` bytes), with AVX2 where given.
+    fn write_pixels<const N: usize>(&self, indices: &[u16], dst: &mut [u8], avx2: Option<Avx2>);
+}
 
 /// Receives the decoded rows of the patches of one band.
 pub(crate) trait BandSink {
@@ -40,7 +52,7 @@ pub(crate) trait BandSink {
     fn put_palette_row<const C: usize>(
         &mut self,
         indices: &[u16],
-        palette: &PatchPalette,
+        palette: &impl PaletteLookup,
         scratch: &mut [u16],
         stride: usize,
         y: usize,
@@ -139,7 +151,7 @@ impl BandSink for InterleavedBand<'_> {
     fn put_palette_row<const C: usize>(
         &mut self,
         indices: &[u16],
-        palette: &PatchPalette,
+        palette: &impl PaletteLookup,
         _scratch: &mut [u16],
         _stride: usize,
         y: usize,

@@ -5,6 +5,7 @@
 
 use crate::codec::bits::{BitReader, BitWriter};
 use crate::codec::simd::Avx2;
+use crate::codec::sink::PaletteLookup;
 use crate::format::compact::{PALETTE_COUNT_BITS, PALETTE_MAX};
 use crate::format::Header;
 
@@ -220,6 +221,18 @@ impl PatchPalette {
             let pixel = self.packed[i as usize & (PALETTE_MAX as usize - 1)].to_ne_bytes();
             o.copy_from_slice(&pixel[..N]);
         }
+    }
+}
+
+impl PaletteLookup for PatchPalette {
+    #[inline(always)]
+    fn expand_row<const OUT: usize>(&self, indices: &[u16], out: &mut [u16], stride: usize) {
+        PatchPalette::expand_row::<OUT>(self, indices, out, stride)
+    }
+
+    #[inline(always)]
+    fn write_pixels<const N: usize>(&self, indices: &[u16], dst: &mut [u8], avx2: Option<Avx2>) {
+        PatchPalette::write_pixels::<N>(self, indices, dst, avx2)
     }
 }
 

@@ -12,12 +12,13 @@
 //! stream = transform | channel header x channels | segments | zero padding to a byte
 //! ```
 //!
-//! [`container`] (re-exported here) is what every version shares; [`fast`] and [`compact`]
+//! [`container`] (re-exported here, with its constants) is what every version shares; [`fast`] and [`compact`]
 //! hold each version's stream syntax and constants, nothing else. A new format version is a
 //! new module beside them, a [`Profile`] variant, and an arm in
 //! [`Header::stream_size_bounds`].
 
 pub mod compact;
+pub(crate) mod consts;
 pub mod container;
 pub mod fast;
 
