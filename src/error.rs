@@ -56,9 +56,9 @@ pub enum Error {
         /// The error.
         error: Box<Error>,
     },
-    /// A record shard is malformed (see [`crate::shard::ShardError`]).
+    /// A record shard is malformed (see [`ShardError`]).
     #[error("shard error: {0}")]
-    Shard(crate::shard::ShardError),
+    Shard(ShardError),
     /// A record's encoded form did not decode to its source pixels (the write was abandoned).
     #[error("verification failed: {0}")]
     Verification(String),
@@ -89,7 +89,7 @@ wrap_errors!(
     Limits(LimitsError),
     Parameter(ParameterError),
     Io(std::io::Error),
-    Shard(crate::shard::ShardError)
+    Shard(ShardError)
 );
 
 #[cfg(feature = "image")]
@@ -409,5 +409,120 @@ pub enum ParameterError {
     DepthMismatch {
         /// Image depth.
         depth: u8,
+    },
+}
+
+/// What is wrong with a shard. Every field named is the one at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShardError {
+    /// The header or trailer does not carry the shard signature.
+    #[error("not an l3 shard: bad {what} signature {found:02x?}")]
+    BadMagic {
+        /// "header" or "trailer".
+        what: &'static str,
+        /// The bytes found.
+        found: Vec<u8>,
+    },
+    /// A shard format version this code does not know.
+    #[error("unsupported shard version {version} (this reader knows version 1)")]
+    UnsupportedVersion {
+        /// The version byte.
+        version: u8,
+    },
+    /// A header, trailer or index field has an impossible value.
+    #[error("invalid shard {field} ({value}): {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        reason: &'static str,
+    },
+    /// A record's index entry has an impossible value.
+    #[error("record {record}: invalid {field} ({value}): {reason}")]
+    InvalidRecord {
+        /// Index of the record.
+        record: u64,
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        reason: &'static str,
+    },
+    /// The index ends inside a record's entry.
+    #[error("index truncated in record {record} at field {field}")]
+    IndexTruncated {
+        /// Index of the record.
+        record: u64,
+        /// The field that does not fit.
+        field: &'static str,
+    },
+    /// The index bytes do not match their CRC-32.
+    #[error("index checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    IndexChecksum {
+        /// Stored CRC.
+        stored: u32,
+        /// Computed CRC.
+        computed: u32,
+    },
+    /// A level is not where the level-major layout puts it (overlapping records, a gap, a
+    /// level table out of order, or bytes past the data area).
+    #[error(
+        "record {record} level {level}: {len} bytes at offset {offset}, expected to start at {expected} (level-major layout)"
+    )]
+    LevelOutOfPlace {
+        /// Index of the record.
+        record: u64,
+        /// The level.
+        level: u8,
+        /// Its stored offset.
+        offset: u64,
+        /// Its stored length.
+        len: u64,
+        /// Where it should start.
+        expected: u64,
+    },
+    /// A level's bytes do not match their CRC-32.
+    #[error("record {record} level {level}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    LevelChecksum {
+        /// Index of the record.
+        record: u64,
+        /// The level.
+        level: u8,
+        /// Stored CRC.
+        stored: u32,
+        /// Computed CRC.
+        computed: u32,
+    },
+    /// A record or level index past the end.
+    #[error("record {record} level {level} does not exist (shard has {records} records, {levels} levels)")]
+    NoSuchRecord {
+        /// Requested record.
+        record: u64,
+        /// Requested level.
+        level: u8,
+        /// Records in the shard.
+        records: u64,
+        /// Levels per record.
+        levels: u8,
+    },
+    /// An error of the shard file `file` (what opening it found).
+    #[error("{file}: {error}")]
+    File {
+        /// The shard's file name.
+        file: String,
+        /// The error.
+        error: Box<ShardError>,
+    },
+    /// The shard is shorter than a header and a trailer.
+    #[error("shard truncated: {len} bytes, at least {min} needed")]
+    Truncated {
+        /// Bytes present.
+        len: u64,
+        /// Bytes needed.
+        min: u64,
     },
 }
