@@ -8,13 +8,24 @@
 //! decoder here, CPU and GPU, reads both. The format is specified in `SPEC.md` and in code in
 //! [`mod@format`].
 //!
-//! Layout (see `ARCHITECTURE.md`): [`mod@format`] is the file syntax (the container, then one
-//! module per version); [`fast`] and [`compact`] are the two codecs, peers that each own an
-//! encoder, a CPU decoder and their options ([`FastOptions`], [`CompactOptions`], chosen with
-//! [`ProfileOptions`]); [`encode`] and [`decode`] are the facades over both; [`layout`] names
-//! the output layouts ([`OutputLayout`]: interleaved u8/u16, or normalised f32 CHW) that the
-//! CPU decoder ([`decode_to_layout`]) and the GPU decoder (`gpu`, feature `gpu`) both write;
-//! `image_support` (feature `image`) connects the `image` crate.
+//! Beside the codec, a dataset side: error-bounded float fields ([`field`]), images stored as
+//! levels of increasing resolution ([`progressive`]), record shards with an index at the end
+//! ([`shard`]) and a training loader with a planned shuffle, a planned cache and exact resume
+//! ([`loader`]).
+//!
+//! Layers, each module importing only its own layer and those below (see `ARCHITECTURE.md`;
+//! `tests/layers.rs` checks it):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | base | [`error`], [`limits`] ([`Limits`]), [`mod@format`] (the file syntax, `SPEC.md` in code), [`raw`] ([`RawImage`]), [`layout`] ([`OutputLayout`]), [`quantize`] |
+//! | codecs | `codec` (bit I/O, SIMD, sinks), [`fast`] and [`compact`]: peers, each an encoder, a CPU decoder and options |
+//! | engines | [`encode`] and [`decode`] (the CPU facades over both codecs), `gpu` (feature `gpu`: devices, kernels, their ABI), [`inspect`] |
+//! | data model | [`progressive`], [`field`], `image_support` (feature `image`), then [`shard`] |
+//! | loader | [`loader`] |
+//!
+//! A data-side module that runs on the GPU keeps that stage in its own `gpu.rs`, on top of
+//! the engine's API; the engine knows no dataset.
 //!
 //! ```
 //! use l3::{encode, decode, ColorType, EncodeOptions, DecodeOptions, RawImage, Samples};

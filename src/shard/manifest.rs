@@ -163,7 +163,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// Reads and validates `DIR/manifest.json` ([`Manifest::check_fields`]); at most
-    /// [`MAX_MANIFEST_BYTES`] are read.
+    /// `MAX_MANIFEST_BYTES` are read.
     pub fn read(dir: &Path) -> Result<Self> {
         use std::io::Read;
         let path = dir.join(MANIFEST_NAME);
