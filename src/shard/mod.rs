@@ -1,14 +1,14 @@
 //! Record shards: many images in one file with an index at its end, each image stored as one
-//! or more *levels* laid out level-major, so a loader reads records at known offsets with few
-//! large reads and a prefix of the shard holds every record at a lower level. The format is in
-//! [`mod@format`] (and `SPEC.md`, part "Record shards"); [`ShardWriter`] writes a shard atomically,
-//! [`ShardReader`] reads one with positional reads, trusting nothing in it; a dataset is a
-//! folder of shards and a `manifest.json` (`Manifest`, `Dataset`, feature `dataset`), which
-//! `l3 pack` writes.
+//! or more *levels* (up to [`format::MAX_LEVELS`]) laid out level-major, so a loader reads
+//! records at known offsets with few large reads, and a prefix of the shard holds every record
+//! at a lower resolution (see [`crate::progressive`]).
 //!
-//! In this version every shard written by the library has one level (each record a complete L3
-//! file); the format already carries up to [`format::MAX_LEVELS`] levels per record for
-//! progressive records.
+//! Files: [`mod@format`] is the shard format in code (`SPEC.md`, part "Record shards"): header,
+//! index, trailer and all their validation. [`ShardWriter`] writes a shard atomically
+//! (`atomic`: temp file, fsync, rename); [`ShardReader`] reads one with bounded positional
+//! reads, trusting nothing in it. With feature `dataset`: a dataset is a folder of shards and
+//! a `manifest.json` ([`Manifest`]), read as one [`Dataset`]; [`pack`] encodes and verifies
+//! records and writes shards that a rerun resumes (`l3 pack`, Python's `l3.pack`).
 
 mod atomic;
 #[cfg(feature = "dataset")]
