@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
-use serde::Serialize;
 
 use l3::progressive::{encode_levels, ProgressiveOptions};
 use l3::shard::{RecordInput, ShardReader, ShardWriter};
@@ -22,6 +21,7 @@ use crate::args::Args;
 use crate::codecs::png_encode;
 use crate::images::Pixels;
 use crate::measure::{measure, stats_of, Stats};
+use crate::rows::{DatasetReport, DatasetRow, LevelRow, ProgressiveReport};
 
 /// Records per shard (fewer shards' worth when the run has fewer images).
 pub const RECORDS_PER_SHARD: usize = 1024;
@@ -33,118 +33,6 @@ const MAX_INDEX_BYTES: u64 = 1 << 30;
 /// end (the 10 KiB record padding GNU tar adds by default is left out).
 const TAR_BLOCK: u64 = 512;
 const TAR_END: u64 = 1024;
-
-/// One timed operation over the whole dataset.
-#[derive(Serialize)]
-pub struct DatasetRow {
-    /// "pack", "write", "read".
-    pub kind: &'static str,
-    pub name: String,
-    /// "page cache" (files just written / read), "cold" (after dropping the page cache) or
-    /// "-" (writes).
-    pub cache: &'static str,
-    pub images: usize,
-    /// Bytes of source pixels the operation covers.
-    pub raw_bytes: u64,
-    /// Bytes written to / read from the files.
-    pub file_bytes: u64,
-    pub time: Stats,
-    /// Whether the operation decodes (or, for writes, encodes) the pixels.
-    pub codec: bool,
-    /// A PNG row: the reference of the l3 rows of its kind, cache state and `codec`.
-    pub png_reference: bool,
-}
-
-/// The section's results.
-#[derive(Serialize)]
-pub struct DatasetReport {
-    /// The scratch folder and its file system.
-    pub scratch: String,
-    /// rayon threads.
-    pub threads: usize,
-    pub records_per_shard: usize,
-    pub shards: usize,
-    pub records: usize,
-    /// Sum of the shard files' sizes.
-    pub shard_bytes: u64,
-    /// Sum of the records' level bytes (the L3 files).
-    pub payload_bytes: u64,
-    /// (shard bytes - payload bytes) / payload bytes: header, index and trailer.
-    pub shard_overhead: f64,
-    /// Bytes `read_prefix(0)` reads over all shards, and that over the payload bytes.
-    pub prefix_read_bytes: u64,
-    pub prefix_read_vs_ideal: f64,
-    /// Computed, not measured: a tar of the same records (512-byte header per member, members
-    /// padded to 512 bytes, 1024-byte end) and its overhead over the payload.
-    pub tar_bytes_computed: u64,
-    pub tar_overhead_computed: f64,
-    /// tar bytes / shard bytes.
-    pub tar_vs_shard: f64,
-    /// Sum of the PNG files' sizes.
-    pub png_bytes: u64,
-    /// Whether cold reads were measured, and how (or why not).
-    pub cold: String,
-    pub rows: Vec<DatasetRow>,
-    /// The same images packed progressively, read level by level.
-    pub progressive: ProgressiveReport,
-    /// One epoch to augmented f32 NCHW batches: l3's loader and a PNG loader.
-    pub loader: Vec<crate::loader::LoaderRow>,
-}
-
-/// The run's images packed with [`PROGRESSIVE_LEVELS`] levels (`l3 pack --levels 3`
-/// defaults: interlace, flat fallback above 1.25x).
-#[derive(Serialize)]
-pub struct ProgressiveReport {
-    pub levels: u8,
-    /// Records stored interlaced, and flat (the fallback).
-    pub interlaced: usize,
-    pub flat: usize,
-    /// Payload bytes of the progressive shards, of the one-level shards, and their ratio.
-    pub payload_bytes: u64,
-    pub flat_payload_bytes: u64,
-    pub vs_flat: f64,
-    /// Packing them (encode both forms + verify through every level, write shards).
-    pub pack: Stats,
-    pub rows: Vec<LevelRow>,
-}
-
-/// Reading every shard's prefix up to one level.
-#[derive(Serialize)]
-pub struct LevelRow {
-    pub level: u8,
-    /// Level k is 1/stride per side.
-    pub stride: u32,
-    /// Bytes `read_prefix(level)` reads over all shards.
-    pub prefix_bytes: u64,
-    /// Sum of the records' payloads of levels 0..=level (what the level needs).
-    pub ideal_bytes: u64,
-    /// Prefix bytes / all payload bytes.
-    pub share: f64,
-    /// Bytes of decoded pixels at this level.
-    pub output_bytes: u64,
-    /// read_prefix + CPU decode_prefix (rayon over records), page cache.
-    pub read_decode: Stats,
-    /// read_prefix only (I/O + CRC), page cache.
-    pub read_only: Stats,
-    /// read_prefix + CPU decode_prefix after dropping the page cache (None where it cannot be
-    /// dropped, as for the one-level cold rows).
-    pub read_decode_cold: Option<Stats>,
-}
-
-impl DatasetReport {
-    /// The PNG row a row is compared with: same kind, cache state and `codec` (none for the
-    /// reads without decoding).
-    pub fn png_row_for(&self, row: &DatasetRow) -> Option<&DatasetRow> {
-        let kind = if row.kind == "pack" {
-            "write"
-        } else {
-            row.kind
-        };
-        self.rows.iter().find(|r| {
-            r.png_reference && r.kind == kind && r.cache == row.cache && r.codec == row.codec
-        })
-    }
-}
 
 pub fn bench_dataset(images: &[Pixels], args: &Args) -> Result<DatasetReport> {
     let dir = std::env::temp_dir().join(format!("l3-bench-dataset-{}", std::process::id()));

@@ -1,14 +1,14 @@
 //! The wgpu section: adapter listing, buffer copy and upload bandwidth, GPU decoder rows.
 
-use anyhow::{anyhow, Result};
-use serde::Serialize;
+use anyhow::Result;
 
 use l3::{EncodeOptions, Profile};
 
 use crate::args::Args;
+use crate::guard::{guard, one_line};
 use crate::images::Pixels;
-use crate::measure::{measure, stats_of, Stats};
-use crate::report::one_line;
+use crate::measure::{gpu_wait, measure, stats_of, Stats};
+use crate::rows::{GpuReport, GpuRow};
 use crate::steady;
 
 fn wgpu_instance() -> wgpu::Instance {
@@ -28,81 +28,6 @@ pub fn list_adapters() -> Vec<String> {
         .iter()
         .map(|a| adapter_line(&a.get_info()))
         .collect()
-}
-
-#[derive(Serialize)]
-pub struct GpuRow {
-    pub name: String,
-    /// Bytes the GB/s figure refers to.
-    pub bytes: u64,
-    /// Pixels the MP/s figure refers to (0: none).
-    pub pixels: u64,
-    #[serde(rename = "time")]
-    pub stats: Option<Stats>,
-    pub note: String,
-}
-
-#[derive(Serialize)]
-pub struct GpuReport {
-    pub adapter: String,
-    /// Whether the GPU decoder's output was bit-exact, per profile; None where it did not run.
-    #[serde(serialize_with = "crate::report::json::profile_map")]
-    pub lossless: Vec<(Profile, Option<bool>)>,
-    pub rows: Vec<GpuRow>,
-}
-
-impl GpuReport {
-    /// "fast yes, compact -" for the report's headline.
-    pub fn lossless_summary(&self) -> String {
-        self.lossless
-            .iter()
-            .map(|(p, l)| {
-                let l = match l {
-                    Some(true) => "yes",
-                    Some(false) => "NO",
-                    None => "-",
-                };
-                format!("{} {l}", p.name())
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-/// Runs `f`, turning a panic into an error: a GPU decoder that does not handle some input
-/// yet must cost its rows, not the whole report. The panic hook is silenced meanwhile (the
-/// error carries the message and location) so the report stays readable.
-pub fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let location = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let previous = std::panic::take_hook();
-    let loc = location.clone();
-    std::panic::set_hook(Box::new(move |info| {
-        if let Ok(mut l) = loc.lock() {
-            *l = info.location().map(|l| l.to_string());
-        }
-    }));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    std::panic::set_hook(previous);
-    result.unwrap_or_else(|panic| {
-        let msg = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("(no message)");
-        let at = location.lock().ok().and_then(|l| l.clone());
-        Err(anyhow!(
-            "panicked at {}: {msg}",
-            at.as_deref().unwrap_or("?")
-        ))
-    })
-}
-
-/// Waits until the queue's work is done.
-pub fn gpu_wait(device: &wgpu::Device) -> Result<()> {
-    device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| anyhow!("wgpu poll: {e}"))?;
-    Ok(())
 }
 
 /// A device of our own, for the wgpu-only rows when the GPU decoder cannot be created.

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use rayon::prelude::*;
-use serde::Serialize;
 
 use l3::loader::{Augment, Loader, LoaderOptions, LoaderState, Partition};
 use l3::progressive::{encode_levels, LevelImage, ProgressiveOptions};
@@ -17,22 +16,11 @@ use l3::{EncodeOptions, Profile};
 
 use crate::images::Pixels;
 use crate::measure::{measure, Stats};
+use crate::rows::LoaderRow;
 
-/// Batch size of every loader row.
-pub const BATCH: u32 = 16;
+/// Batch size of every loader row (the report states it).
+const BATCH: u32 = LoaderRow::BATCH;
 const SEED: u64 = 1;
-
-#[derive(Serialize)]
-pub struct LoaderRow {
-    pub name: String,
-    pub images: usize,
-    /// Wall time of one epoch.
-    pub time: Stats,
-    /// Process CPU seconds (user + system) of the last timed epoch, if readable.
-    pub cpu_seconds: Option<f64>,
-    /// The PNG row (the reference).
-    pub png_reference: bool,
-}
 
 /// Packs the images for the l3 rows (untimed) in `dir`, then times one epoch per row.
 pub fn bench_loader(

@@ -17,19 +17,25 @@
 //! run over image sizes, and wgpu rows (adapter, buffer copy bandwidth, GPU decoder when the
 //! crate has one). See BENCHMARKS.md.
 //!
-//! Modules: `args` (options), `images` (inputs), `synthetic` (generated inputs: the flat
-//! classes), `measure` (timing), one module per section
-//! (`codecs`, `pipeline`, `dataset`, `scaling`, `gpu` with `steady`, its steady-state batch), and `report` (tables; text, Markdown, JSON).
+//! Modules, from the bottom up: `args` (options), `images` (inputs), `synthetic` (generated
+//! inputs: the flat classes), `measure` (timing), `guard` (a section's failure stays the
+//! section's), `codecs` (the codecs compared); `rows` (what the sections produce and the report
+//! reads); one module per section (`comparison`, `pipeline`, `dataset` with `loader`,
+//! `scaling`, `gpu` with `steady`, its steady-state batch), each producing its rows; and
+//! `report` (tables; text, Markdown, JSON), which reads the rows and never a section.
 
 mod args;
 mod codecs;
+mod comparison;
 mod dataset;
 mod gpu;
+mod guard;
 mod images;
 mod loader;
 mod measure;
 mod pipeline;
 mod report;
+mod rows;
 mod scaling;
 mod steady;
 mod synthetic;
@@ -40,13 +46,11 @@ use anyhow::Result;
 use clap::Parser;
 
 use args::Args;
-use dataset::DatasetReport;
-use gpu::GpuReport;
+use guard::one_line;
 use images::Pixels;
-use pipeline::PipelineRow;
 use report::meta::Meta;
-use report::{one_line, Report};
-use scaling::ScalingRow;
+use report::Report;
+use rows::{DatasetReport, GpuReport, PipelineRow, ScalingRow};
 
 /// The GPU decoder, created once for the pipeline and GPU sections: None with `--no-gpu`;
 /// Err (on one line) when it cannot be created.
@@ -76,7 +80,7 @@ fn main() -> Result<()> {
     let meta = Meta::collect();
     announce(&images, &args, &meta);
 
-    let codecs = codecs::bench_codecs(&images, &args)?;
+    let codecs = comparison::bench_codecs(&images, &args)?;
     let decoder = gpu_decoder(&args);
     let gpu_decoder = decoder.as_ref().and_then(|d| d.as_ref().ok());
     let from_files = &images[..used_files.len()];
@@ -85,7 +89,9 @@ fn main() -> Result<()> {
     let scaling = scaling_section(&images, &args)?;
     let gpu = gpu_section(&decoder, &images, &args);
 
-    Report::new(args, meta, images, codecs, pipeline, dataset, scaling, gpu).write()
+    report::write(&Report::new(
+        args, meta, images, codecs, pipeline, dataset, scaling, gpu,
+    ))
 }
 
 /// `--list-adapters`: one line per wgpu adapter.

@@ -1,8 +1,9 @@
-//! Timing: one warm-up call, then timed repetitions (capped in seconds); median, min, max.
+//! Timing: one warm-up call, then timed repetitions (capped in seconds); median, min, max;
+//! and the wait that ends a timed GPU call.
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use serde::Serialize;
 
 /// Seconds per call over the timed repetitions (in JSON: `median_s`, `min_s`, `max_s`, `reps`).
@@ -129,4 +130,12 @@ pub fn stats_of(mut times: Vec<f64>) -> Stats {
         max: times[n - 1],
         reps: n,
     }
+}
+
+/// Waits until the queue's work is done.
+pub fn gpu_wait(device: &wgpu::Device) -> Result<()> {
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| anyhow!("wgpu poll: {e}"))?;
+    Ok(())
 }

@@ -8,10 +8,10 @@ use rayon::prelude::*;
 use l3::{DecodeOptions, EncodeOptions, Profile};
 
 use crate::args::Args;
-use crate::gpu::{gpu_wait, guard};
+use crate::guard::{guard, one_line};
 use crate::images::{pixels_from_dynamic, Pixels};
-use crate::measure::{measure, Stats};
-use crate::report::one_line;
+use crate::measure::{gpu_wait, measure};
+use crate::rows::PipelineRow;
 
 /// The CPU path's "decode then normalise": one l3 file to a normalised f32 CHW tensor
 /// (samples / 255 or / 65535).
@@ -53,15 +53,6 @@ fn to_chw(bytes: &[u8], channels: usize, depth: u8, w: usize, h: usize) -> Vec<f
         }
     }
     out
-}
-
-pub struct PipelineRow {
-    pub name: String,
-    /// Err: the row could not be measured (e.g. the GPU decoder does not take this profile).
-    pub stats: std::result::Result<Stats, String>,
-    pub images: usize,
-    pub pixels: u64,
-    pub disk_bytes: u64,
 }
 
 pub fn bench_pipeline(

@@ -1,44 +1,14 @@
 //! Scaling: one sample tiled to several sizes.
 
 use anyhow::{anyhow, Result};
-use serde::Serialize;
 
 use l3::{ColorType, Profile};
 
 use crate::args::Args;
 use crate::codecs::Codec;
 use crate::images::Pixels;
-use crate::measure::{eviction_bytes, measure, measure_cold, Stats};
-
-/// One l3 profile at one size (the png figures are shared by the size's rows).
-#[derive(Serialize)]
-pub struct ScalingRow {
-    #[serde(serialize_with = "crate::report::json::profile_name")]
-    pub profile: Profile,
-    pub width: u32,
-    pub height: u32,
-    pub raw_bytes: u64,
-    #[serde(rename = "l3_bytes")]
-    pub l3_size: u64,
-    #[serde(rename = "l3_encode_all")]
-    pub l3_enc: Stats,
-    #[serde(rename = "l3_decode_1")]
-    pub l3_dec_1: Stats,
-    #[serde(rename = "l3_decode_all")]
-    pub l3_dec_n: Stats,
-    #[serde(rename = "png_decode")]
-    pub png_dec: Stats,
-    /// One-thread decodes that each start with the file and the output out of the caches
-    /// (`measure_cold`): the same cache state at every size.
-    #[serde(rename = "l3_decode_1_cold")]
-    pub l3_dec_1_cold: Stats,
-    #[serde(rename = "png_decode_cold")]
-    pub png_dec_cold: Stats,
-    /// Peak resident memory a parallel `l3::decode::decode` added over what was resident
-    /// before it (the encoded file included), in bytes: the output plus the decoder's own
-    /// buffers. None where the kernel does not offer a peak reset (`/proc/self/clear_refs`).
-    pub decode_peak_added_bytes: Option<u64>,
-}
+use crate::measure::{eviction_bytes, measure, measure_cold};
+use crate::rows::ScalingRow;
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`).
 fn status_bytes(field: &str) -> Option<u64> {

@@ -6,8 +6,8 @@
 
 use anyhow::{anyhow, Result};
 
-use crate::gpu::{gpu_wait, GpuRow};
-use crate::measure::{stats_of, Stats};
+use crate::measure::{gpu_wait, stats_of, Stats};
+use crate::rows::GpuRow;
 
 /// Copies `words` 16-byte elements from `src` to `dst`, grid-stride: every invocation reads
 /// and writes each of its elements once, as a decoder writes its output once.

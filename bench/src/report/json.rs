@@ -11,12 +11,9 @@ use serde::{Serialize, Serializer};
 
 use l3::Profile;
 
-use super::Report;
-use crate::codecs::Cell;
-use crate::dataset::DatasetReport;
-use crate::gpu::GpuReport;
+use super::results::Report;
 use crate::measure::Stats;
-use crate::scaling::ScalingRow;
+use crate::rows::{Cell, DatasetReport, GpuReport, ScalingRow};
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -109,19 +106,6 @@ impl Serialize for InOrder<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
     }
-}
-
-/// A profile as its name ("fast", "compact").
-pub fn profile_name<S: Serializer>(p: &Profile, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(p.name())
-}
-
-/// Per-profile values as an object keyed by the profile's name.
-pub fn profile_map<S: Serializer, T: Serialize>(
-    v: &[(Profile, T)],
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    s.collect_map(v.iter().map(|(p, t)| (p.name(), t)))
 }
 
 pub fn json(r: &Report) -> Result<String> {

@@ -2,9 +2,10 @@
 
 use std::fmt::Write as _;
 
+use super::results::Report;
 use super::tables::Tables;
-use super::Report;
 use crate::codecs::Codec;
+use crate::rows::LoaderRow;
 
 /// One line per codec (the all-thread l3 rows share their one-thread row's note).
 fn codec_notes() -> String {
@@ -73,7 +74,7 @@ pub fn markdown(r: &Report, t: &Tables) -> String {
             let _ = writeln!(
                 md,
                 "\n#### Loader\n\nOne epoch (seed 1, batches of {}) from files to batches of augmented f32 NCHW tensors: random resized crop (torchvision's parameters) to 224 x 224 with bilinear resize, horizontal flip, ImageNet normalisation, the same `l3::loader::Augment` code in every row. l3 rows: `l3::loader::Loader` (plan, positional reads of the payloads the level needs, decode + augment on its pool, no cache). PNG row: the same permutation and batches, each file read and decoded by the `image` crate and augmented, rayon over a batch's files. CPU ms per image: process user + system time of the last rep / images. Page cache warm.\n",
-                crate::loader::BATCH
+                LoaderRow::BATCH
             );
             md += &t.loader.markdown();
         }

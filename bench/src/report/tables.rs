@@ -3,13 +3,11 @@
 
 use l3::Profile;
 
-use super::{gbs, mps, tput, Report, Table};
-use crate::codecs::{Cell, Codec, CodecResult};
-use crate::dataset::DatasetReport;
-use crate::gpu::GpuReport;
+use super::results::Report;
+use super::table::{gbs, mps, tput, Table};
+use crate::codecs::Codec;
 use crate::measure::Stats;
-use crate::pipeline::PipelineRow;
-use crate::scaling::ScalingRow;
+use crate::rows::{Cell, CodecResult, DatasetReport, GpuReport, PipelineRow, ScalingRow};
 
 pub struct Tables {
     /// One row per codec (and the memcpy rows), totals over the images.

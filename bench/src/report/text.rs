@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use super::results::Report;
 use super::tables::Tables;
-use super::Report;
 
 pub fn text(r: &Report, t: &Tables) -> String {
     let (args, images, pipeline, scaling, gpu) =

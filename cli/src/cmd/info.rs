@@ -1,6 +1,11 @@
 //! `l3 info`: a file's header, patch table statistics and bits per pixel.
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::limits::{decode_options, read_l3};
 
 #[derive(Args)]
 pub(crate) struct InfoArgs {

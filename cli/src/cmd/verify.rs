@@ -1,6 +1,16 @@
 //! `l3 verify`: decode L3 files in full and optionally compare them with their originals.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{bail, Result};
+use clap::Args;
+use rayon::prelude::*;
+
+use crate::flags::{IMAGE_EXTENSIONS, L3_EXTENSION};
+use crate::fsio::{self, Job};
+use crate::images::{max_difference, read_source};
+use crate::limits::{decode_options, read_l3};
 
 #[derive(Args)]
 pub(crate) struct VerifyArgs {

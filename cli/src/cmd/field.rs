@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::flags::ProfileArg;
 use crate::fsio;
 use crate::inputs::{self, Array, Sidecar, MAX_SIDECAR_BYTES};
+use crate::limits::{decode_options, limits};
+use crate::resume;
 
 #[derive(Args)]
 pub struct EncodeFieldArgs {
@@ -31,8 +34,8 @@ pub struct EncodeFieldArgs {
     #[arg(long)]
     pub fill_value: Option<f32>,
     /// Profile of the bin image.
-    #[arg(long, value_enum, default_value_t = crate::ProfileArg::Compact)]
-    pub profile: crate::ProfileArg,
+    #[arg(long, value_enum, default_value_t = ProfileArg::Compact)]
+    pub profile: ProfileArg,
     /// Encode even if the output is up to date, and replace an existing output that is not a
     /// field file. Without it an output is skipped when its resume record (a hidden
     /// `.NAME.l3f.l3-resume` beside it) shows the same l3 version, options and input files
@@ -71,7 +74,7 @@ fn read_raw(path: &Path, limit: u64) -> Result<Array> {
 /// The limit on an array file: its values are the field's decoded size (`--max-output-bytes`)
 /// and the file is an input (`--max-input-bytes`).
 fn array_limit() -> u64 {
-    let l = crate::limits();
+    let l = limits();
     l.max_input_bytes.min(l.max_output_bytes)
 }
 
@@ -112,9 +115,9 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     );
     let stamps = sources
         .iter()
-        .map(|p| fsio::Stamp::of(p))
+        .map(|p| resume::Stamp::of(p))
         .collect::<Result<Vec<_>>>()?;
-    if !a.force && fsio::is_up_to_date(&stamps, &out, &key) {
+    if !a.force && resume::is_up_to_date(&stamps, &out, &key) {
         println!("{}: up to date, skipped", a.input.display());
         return Ok(0);
     }
@@ -125,13 +128,10 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     }?;
     let mut options = l3::field::FieldOptions::new(bound);
     options.fill_value = a.fill_value.or(array.fill);
-    options.image = l3::EncodeOptions::for_profile(match a.profile {
-        crate::ProfileArg::Fast => l3::Profile::Fast,
-        crate::ProfileArg::Compact => l3::Profile::Compact,
-    });
+    options.image = l3::EncodeOptions::for_profile(a.profile.profile());
     let file = l3::field::encode_field(&array.values, &array.shape, &options)?;
     // Verified before anything is written: the bound, and NaN / fill exactly.
-    let (h, back) = l3::field::decode_field(&file, &crate::decode_options())?;
+    let (h, back) = l3::field::decode_field(&file, &decode_options())?;
     let fill_bits = options.fill_value.map(f32::to_bits);
     let mut worst = 0f64;
     for (&x, &y) in array.values.iter().zip(&back) {
@@ -149,9 +149,9 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
             h.bound
         );
     }
-    fsio::forget_output(&out)?;
+    resume::forget_output(&out)?;
     fsio::write_atomic(&out, &file)?;
-    if let Err(e) = fsio::record_output(stamps, &out, &key) {
+    if let Err(e) = resume::record_output(stamps, &out, &key) {
         eprintln!(
             "warning: {}: no resume record ({e:#}); a rerun encodes it again",
             out.display()
@@ -200,9 +200,9 @@ fn commit(p: l3::shard::PendingWrite, force: bool) -> Result<()> {
 }
 
 pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
-    let data = fsio::read_limited(&a.input, crate::limits().max_input_bytes)
+    let data = fsio::read_limited(&a.input, limits().max_input_bytes)
         .with_context(|| a.input.display().to_string())?;
-    let (h, values) = l3::field::decode_field(&data, &crate::decode_options())
+    let (h, values) = l3::field::decode_field(&data, &decode_options())
         .with_context(|| a.input.display().to_string())?;
     let shape = h.dims().to_vec();
     let pending =

@@ -9,6 +9,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use crate::display::human;
+use crate::limits::limits;
 use l3::loader::{
     Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition, Policy, StageTimes,
 };
@@ -66,7 +68,7 @@ struct EpochTotals {
 pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     let ds = Arc::new(
         // Every read of a shard within --max-input-bytes.
-        Dataset::open_with_limits(&a.dataset, &crate::limits())
+        Dataset::open_with_limits(&a.dataset, &limits())
             .with_context(|| format!("opening {}", a.dataset.display()))?,
     );
     let mut o = LoaderOptions::new(Partition {
@@ -166,7 +168,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             },
             per(e.times.assemble),
             per(e.times.waited),
-            crate::human(e.bytes_read),
+            human(e.bytes_read),
             e.reads,
             e.skipped
         );

@@ -1,7 +1,19 @@
 //! `l3 demo`: the bundled samples (or a folder) encoded in both profiles, verified,
 //! decoded on the CPU and as GPU batches, then packed into a dataset and verified.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use l3::EncodeOptions;
+
+use crate::cmd::{pack, verify_dataset};
+use crate::display::human;
+use crate::flags::{ProfileArg, IMAGE_EXTENSIONS};
+use crate::fsio::{self, Job};
+use crate::images::read_source;
+use crate::limits::decode_options;
 
 #[derive(Args)]
 pub(crate) struct DemoArgs {
@@ -153,7 +165,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
         .context("creating the demo's temporary folder")?;
     let tmp = tmp_dir.path().to_path_buf();
     let result = (|| -> Result<()> {
-        dataset::cmd_pack(dataset::PackArgs {
+        pack::cmd_pack(pack::PackArgs {
             source: dir.to_path_buf(),
             output: tmp.clone(),
             records_per_shard: 4,
@@ -166,7 +178,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             force: false,
             quiet: true,
         })?;
-        let failed = dataset::cmd_verify_dataset(dataset::DatasetArgs {
+        let failed = verify_dataset::cmd_verify_dataset(verify_dataset::DatasetArgs {
             dataset: tmp.clone(),
         })?;
         if failed > 0 {
@@ -190,7 +202,7 @@ fn demo_prefix_reads(dataset: &Path) -> Result<()> {
         let prefix = shard.read_prefix(0)?;
         prefix_bytes += prefix.bytes.len() as u64;
         total_bytes += s.level_bytes.iter().sum::<u64>();
-        let cpu = shard.decode_prefix(&prefix, &crate::decode_options())?;
+        let cpu = shard.decode_prefix(&prefix, &decode_options())?;
         images += cpu.len();
         #[cfg(feature = "gpu")]
         if let Some(gpu) = &gpu {

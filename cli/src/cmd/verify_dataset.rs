@@ -1,0 +1,166 @@
+//! `l3 verify-dataset`: every shard checked against the manifest and its pack sidecar, every
+//! record read (CRC-checked) and decoded; each problem on its own line.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::limits::{decode_options, limits};
+use crate::shards::MAX_INDEX_BYTES;
+use l3::progressive::decode_level;
+use l3::shard::format::check_key;
+use l3::shard::pack::PackRecord;
+use l3::shard::{file_crc32, Manifest, ShardInfo, ShardReader};
+
+#[derive(Args)]
+pub struct DatasetArgs {
+    /// Dataset folder (with manifest.json).
+    pub dataset: PathBuf,
+}
+
+/// Most problems reported per shard (the rest are counted).
+const MAX_REPORTED: usize = 20;
+
+/// Checks every shard against the manifest (every field: size, CRC-32, records, levels, bytes
+/// per level, class ids) and against its pack sidecar if it has one (keys, class names, size,
+/// CRC-32), then reads every level of every record (CRC-checked) and decodes the top level.
+/// Every problem is reported on its own line naming the shard (and the record and key). No
+/// read is larger than `--max-input-bytes`. Returns the number of failed shards.
+pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
+    let m = Manifest::read(&a.dataset)?;
+    let mut failed = 0;
+    let mut records = 0u64;
+    for s in &m.shards {
+        let problems = verify_shard(&a.dataset, s, &m, &mut records);
+        if !problems.is_empty() {
+            failed += 1;
+            for p in problems.iter().take(MAX_REPORTED) {
+                eprintln!("error: {p}");
+            }
+            if problems.len() > MAX_REPORTED {
+                let more = problems.len() - MAX_REPORTED;
+                eprintln!("error: {}: {more} more problem(s)", s.file);
+            }
+        }
+    }
+    println!(
+        "{}: {records} records in {} shard(s) decoded, {failed} shard(s) failed",
+        a.dataset.display(),
+        m.shards.len()
+    );
+    Ok(failed)
+}
+
+/// Every problem of shard `s` (see [`cmd_verify_dataset`]); counts the records decoded.
+fn verify_shard(dir: &Path, s: &ShardInfo, m: &Manifest, decoded: &mut u64) -> Vec<String> {
+    let limits = limits();
+    let path = dir.join(&s.file);
+    let mut problems = Vec::new();
+    // The size first: nothing is read from a shard larger than the limit.
+    let len = match std::fs::metadata(&path) {
+        Ok(md) => md.len(),
+        Err(e) => return vec![format!("{}: {e}", s.file)],
+    };
+    if len != s.bytes {
+        problems.push(format!(
+            "{}: bytes: the shard has {len}, the manifest says {}",
+            s.file, s.bytes
+        ));
+    }
+    if len > limits.max_input_bytes {
+        problems.push(format!(
+            "{}: {len} bytes, above the input limit of {} bytes (--max-input-bytes)",
+            s.file, limits.max_input_bytes
+        ));
+        return problems;
+    }
+    let shard = match ShardReader::open_with_limits(&path, MAX_INDEX_BYTES, &limits) {
+        Ok(shard) => shard,
+        Err(e) => {
+            problems.push(format!("{}: {e}", s.file));
+            return problems;
+        }
+    };
+    // The size was reported above.
+    problems.extend(
+        s.mismatches(&shard, m.levels, m.classes.len())
+            .into_iter()
+            .filter(|p| !p.starts_with(&format!("{}: bytes:", s.file))),
+    );
+    let crc = file_crc32(&path);
+    match &crc {
+        Ok(c) if *c != s.crc32 => problems.push(format!(
+            "{}: crc32: the shard has {c:#010x}, the manifest says {:#010x}",
+            s.file, s.crc32
+        )),
+        Ok(_) => {}
+        Err(e) => problems.push(format!("{}: {e}", s.file)),
+    }
+    match PackRecord::read(&path) {
+        Ok(Some(p)) => problems.extend(check_sidecar(&p, &shard, s, m, len, crc.ok())),
+        Ok(None) => {}
+        Err(e) => problems.push(format!("{}: {e}", s.file)),
+    }
+    let top = shard.level_count() - 1;
+    for (i, r) in shard.records().iter().enumerate() {
+        let at = format!("{}: record {i} (key {:?})", s.file, r.key);
+        if let Err(reason) = check_key(&r.key) {
+            problems.push(format!("{at}: key: {reason}"));
+        }
+        let result = (|| -> l3::Result<()> {
+            let payloads: Vec<Vec<u8>> = (0..shard.level_count())
+                .map(|k| shard.read_level(i, k))
+                .collect::<l3::Result<_>>()?;
+            let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+            decode_level(&shard.stored_levels(i, &refs)?, top, &decode_options())?;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => *decoded += 1,
+            Err(e) => problems.push(format!("{at}: {e}")),
+        }
+    }
+    problems
+}
+
+/// What a shard's pack sidecar `p` says that disagrees with the shard (`len` bytes, CRC-32
+/// `crc`) or with the manifest's class names.
+fn check_sidecar(
+    p: &PackRecord,
+    shard: &ShardReader,
+    s: &ShardInfo,
+    m: &Manifest,
+    len: u64,
+    crc: Option<u32>,
+) -> Vec<String> {
+    let name = format!("{}.pack.json", s.file);
+    let mut problems = Vec::new();
+    if p.shard_bytes != len || crc.is_some_and(|c| c != p.shard_crc32) {
+        problems.push(format!(
+            "{name}: records a shard of {} bytes with CRC-32 {:#010x}, {} is another",
+            p.shard_bytes, p.shard_crc32, s.file
+        ));
+    }
+    if p.records.len() != shard.len() {
+        problems.push(format!(
+            "{name}: records: {} in the pack record, {} in the shard",
+            p.records.len(),
+            shard.len()
+        ));
+    }
+    for (i, (r, packed)) in shard.records().iter().zip(&p.records).enumerate() {
+        let at = format!("{}: record {i} (key {:?})", s.file, r.key);
+        if packed.key != r.key {
+            problems.push(format!("{at}: key: the pack record says {:?}", packed.key));
+        }
+        let named = r.class.and_then(|c| m.classes.get(c as usize));
+        if named != packed.class_name.as_ref() {
+            problems.push(format!(
+                "{at}: class: the manifest names it {named:?}, the pack record {:?}",
+                packed.class_name
+            ));
+        }
+    }
+    problems
+}
