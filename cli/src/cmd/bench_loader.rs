@@ -88,6 +88,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.threads = a.threads;
     o.end_epoch = a.epochs;
     o.crop_window_decode = !a.no_crop_window;
+    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
     let mut device = "CPU".to_string();
     if a.gpu {
         #[cfg(feature = "gpu")]

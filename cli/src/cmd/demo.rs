@@ -196,6 +196,7 @@ fn demo_prefix_reads(dataset: &Path) -> Result<()> {
     let m = l3::shard::Manifest::read(dataset)?;
     #[cfg(feature = "gpu")]
     let gpu = l3::gpu::GpuDecoder::new_default().ok();
+    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
     let (mut prefix_bytes, mut total_bytes, mut images, mut gpu_images) = (0u64, 0u64, 0, 0);
     for s in &m.shards {
         let shard = l3::shard::ShardReader::open(&dataset.join(&s.file), 1 << 30)?;
