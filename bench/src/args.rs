@@ -22,7 +22,8 @@ pub struct Args {
     /// Write all results as JSON to this path.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write the report as Markdown (the format of BENCHMARKS.md) to this path.
+    /// Write the report as Markdown (the format of the run reports in docs/bench-history.md)
+    /// to this path.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
     /// List the wgpu adapters (backend, device type, driver) and exit.

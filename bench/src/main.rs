@@ -15,7 +15,8 @@
 //! size, a data-preparation pipeline (files on disk to normalised f32 CHW tensors), a dataset
 //! section (packing into l3 shards versus PNG files, and reading them back), a scaling
 //! run over image sizes, and wgpu rows (adapter, buffer copy bandwidth, GPU decoder when the
-//! crate has one). See BENCHMARKS.md.
+//! crate has one). See BENCHMARKS.md (current figures) and docs/bench-history.md (every
+//! run).
 //!
 //! Modules, from the bottom up: `args` (options), `images` (inputs), `synthetic` (generated
 //! inputs: the flat classes), `measure` (timing), `guard` (a section's failure stays the

@@ -17,7 +17,7 @@ pub(crate) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
 /// a position whose two codes take 11 bits goes symbol by symbol. Such positions are rare
 /// (their codes are long, so improbable), and the two tables then take half the building
 /// per patch and half the cache: 1-4.5 % fewer instructions on 8-bit images (1.4 % more
-/// on a 16-bit photo); 9 bits was no better (BENCHMARKS.md, "Position tables").
+/// on a 16-bit photo); 9 bits was no better (docs/bench-history.md, "Position tables").
 pub(crate) const POSITION_BITS: u32 = 10;
 /// Entries of the whole-position tables.
 pub(crate) const POSITION_SIZE: usize = 1 << POSITION_BITS;

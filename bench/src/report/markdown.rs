@@ -1,4 +1,4 @@
-//! The report as Markdown (the format of BENCHMARKS.md).
+//! The report as Markdown (the format of the run reports in docs/bench-history.md).
 
 use std::fmt::Write as _;
 

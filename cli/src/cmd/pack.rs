@@ -49,7 +49,7 @@ pub struct PackArgs {
     pub profile: ProfileArg,
     /// Patch side in pixels of the stored records (every level). 128 decodes faster on CPUs
     /// and is smaller on large images; 64 suits GPU decoding and makes the loader's crop
-    /// windows tighter (BENCHMARKS.md).
+    /// windows tighter (BENCHMARKS.md, "Loader and shards").
     #[arg(long, default_value_t = 64, value_parser = parse_patch_size)]
     pub patch_size: u32,
     /// Levels per record (1..=8). With more than 1, each image is stored progressively: level
