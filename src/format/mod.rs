@@ -13,12 +13,14 @@
 //! ```
 //!
 //! [`container`] (re-exported here) is what every version shares; [`fast`] and [`compact`]
-//! hold each version's stream syntax and constants, nothing else. A new format version is a
+//! hold each version's stream syntax and constants, nothing else; [`levels`] holds the band
+//! ids of progressive records' residual images. A new format version is a
 //! new module beside them, a [`Profile`] variant, and an arm in
 //! [`Header::stream_size_bounds`].
 
 pub mod compact;
 pub mod container;
 pub mod fast;
+pub mod levels;
 
 pub use container::*;
