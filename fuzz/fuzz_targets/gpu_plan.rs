@@ -8,8 +8,8 @@
 #![no_main]
 use l3::field::gpu::plan_fields;
 use l3::gpu::fuzzing::{check_bindings, plan_augment, BindLimits};
-use l3::progressive::gpu::plan_levels;
 use l3::gpu::{ImageLayout, SampleType};
+use l3::progressive::gpu::plan_levels;
 use libfuzzer_sys::fuzz_target;
 
 const OUT_ALIGN: u64 = 256;

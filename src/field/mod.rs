@@ -15,7 +15,7 @@
 //!
 //! Modules: `format` (the file format in code: [`FieldHeader`], the runs section,
 //! [`parse_field`]), `encode` ([`encode_field`]), `decode` ([`decode_field`] on the CPU) and,
-//! with the `gpu` feature, [`gpu`] (the fields stage on the GPU: [`gpu::decode_fields`]).
+//! with the `gpu` feature, `gpu` (the fields stage on the GPU: `gpu::decode_fields`).
 
 mod decode;
 mod encode;

@@ -2,7 +2,7 @@
 //! step by step, as a [`LevelSteps`] lists them: `refine` dispatches (intermediate levels
 //! ping-pong between two scratch buffers so no dispatch reads the buffer it writes),
 //! `subsample` dispatches and buffer copies. The records, their levels and the plan are
-//! `crate::progressive::gpu`'s; this file checks every range, then binds and dispatches.
+//! `progressive::gpu`'s; this file checks every range, then binds and dispatches.
 
 use super::abi::{strided_workgroups, LevelJob, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
