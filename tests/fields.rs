@@ -123,7 +123,7 @@ fn every_field_decodes_within_its_bound_on_cpu_and_gpu() {
         #[cfg(feature = "gpu")]
         if let Some(gpu) = gpu {
             let refs: Vec<&[u8]> = files.iter().map(|(f, _)| f.as_slice()).collect();
-            let batch = gpu.decode_fields(&refs).unwrap();
+            let batch = l3::field::gpu::decode_fields(gpu, &refs).unwrap();
             for (k, (_, cpu)) in files.iter().enumerate() {
                 let got = batch.read_back_field(k).unwrap();
                 assert!(
@@ -163,7 +163,7 @@ fn gpu_batch_of_fields_with_and_without_exact_runs() {
         vec![&without, &without],
     ] {
         let refs: Vec<&[u8]> = order.iter().map(|f| f.as_slice()).collect();
-        let batch = gpu.decode_fields(&refs).unwrap();
+        let batch = l3::field::gpu::decode_fields(gpu, &refs).unwrap();
         for (k, f) in order.iter().enumerate() {
             let (_, cpu) = decode_field(f, &DecodeOptions::default()).unwrap();
             let got = batch.read_back_field(k).unwrap();

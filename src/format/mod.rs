@@ -12,8 +12,10 @@
 //! stream = transform | channel header x channels | segments | zero padding to a byte
 //! ```
 //!
-//! [`container`] (re-exported here, with its constants) is what every version shares; [`fast`] and [`compact`]
-//! hold each version's stream syntax and constants, nothing else. A new format version is a
+//! [`container`] (re-exported here, with its constants) is what every version shares;
+//! [`fast`] and [`compact`] hold each version's stream syntax and constants, nothing else;
+//! [`levels`] holds the band ids of progressive records' residual images. A new format version
+//! is a
 //! new module beside them, a [`Profile`] variant, and an arm in
 //! [`Header::stream_size_bounds`].
 
@@ -21,5 +23,6 @@ pub mod compact;
 pub(crate) mod consts;
 pub mod container;
 pub mod fast;
+pub mod levels;
 
 pub use container::*;

@@ -70,7 +70,7 @@
 //! # Ok::<(), l3::Error>(())
 //! ```
 
-mod abi;
+pub(crate) mod abi;
 #[cfg(feature = "gpu")]
 mod augment;
 #[cfg(test)]
@@ -83,21 +83,21 @@ mod shaders;
 #[cfg(feature = "gpu")]
 mod batcher;
 #[cfg(feature = "gpu")]
-mod bindings;
+pub(crate) mod bindings;
 #[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
 #[cfg(feature = "gpu")]
-mod fields;
+pub(crate) mod fields;
 #[cfg(all(feature = "interop", unix))]
 pub mod interop;
 #[cfg(feature = "gpu")]
-mod levels;
+pub(crate) mod levels;
 #[cfg(feature = "gpu")]
 mod map;
 #[cfg(feature = "gpu")]
-mod readback;
+pub(crate) mod readback;
 #[cfg(feature = "gpu")]
 mod timing;
 #[cfg(feature = "gpu")]
@@ -120,8 +120,6 @@ pub use decoder::GpuDecoder;
 #[cfg(feature = "gpu")]
 pub use device::{required_limits, select_adapter};
 #[cfg(feature = "gpu")]
-pub use fields::GpuFieldBatch;
-#[cfg(feature = "gpu")]
 pub use readback::{GpuBatch, ImageLayout};
 #[cfg(feature = "gpu")]
 pub use timing::StageTimings;
@@ -133,6 +131,4 @@ pub use timing::StageTimings;
 pub mod fuzzing {
     pub use super::augment::plan_augment;
     pub use super::bindings::{check_bindings, BindLimits, Binding};
-    pub use super::fields::{plan_fields, FieldPlan};
-    pub use super::levels::{plan_levels, LevelPlan};
 }

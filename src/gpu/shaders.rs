@@ -132,9 +132,9 @@ pub(crate) fn prelude() -> String {
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
         ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
         ("RUN_WORDS", abi::FIELD_RUN_WORDS),
-        ("BAND_H", crate::progressive::interlace::BAND_H as u32),
-        ("BAND_V", crate::progressive::interlace::BAND_V as u32),
-        ("BAND_D", crate::progressive::interlace::BAND_D as u32),
+        ("BAND_H", crate::format::levels::BAND_H as u32),
+        ("BAND_V", crate::format::levels::BAND_V as u32),
+        ("BAND_D", crate::format::levels::BAND_D as u32),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");

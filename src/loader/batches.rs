@@ -25,6 +25,8 @@ use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, Loader
 use super::tensor::Tensor;
 use crate::error::{Error, ParameterError, Result};
 use crate::layout::Window;
+#[cfg(feature = "gpu")]
+use crate::progressive::gpu::decode_levels_windows;
 use crate::progressive::{decode_level_window, level_dims, LevelScheme, StoredLevels};
 use crate::shard::Dataset;
 
@@ -534,7 +536,7 @@ impl Producer {
             } else {
                 Vec::new()
             };
-            let decoded = match gpu.decode_levels_windows(&stored, level, &windows) {
+            let decoded = match decode_levels_windows(gpu, &stored, level, &windows) {
                 Ok(b) => b,
                 Err(Error::InBatch { image, error }) if image < live.len() => {
                     let k = live.remove(image);

@@ -24,18 +24,13 @@
 //! the edge (odd widths or heights) are 0 and never read.
 
 pub use crate::codec::sample::Sample;
+/// The residual image's band ids (stored format: `crate::format::levels`).
+pub use crate::format::levels::{BAND_D, BAND_H, BAND_V};
 
 /// Dimensions of the residual image of a refinement to a `fine_w x fine_h` lattice.
 pub const fn residual_dims(fine_w: u32, fine_h: u32) -> (u32, u32) {
     (fine_w.div_ceil(2), 3 * fine_h.div_ceil(2))
 }
-
-/// Band of the residual image holding H pixels (odd x, even y).
-pub const BAND_H: usize = 0;
-/// Band holding V pixels (even x, odd y).
-pub const BAND_V: usize = 1;
-/// Band holding D pixels (odd x, odd y).
-pub const BAND_D: usize = 2;
 
 /// A fine lattice being read (encoder: the true values; decoder: the values decoded so far,
 /// which are the true ones wherever a prediction reads).

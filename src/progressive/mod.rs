@@ -20,8 +20,13 @@
 //!
 //! Both schemes give the same pixels at every level, so a reader never needs to care which one
 //! a record uses. Reconstruction is integer-only and bit-exact on the CPU ([`decode_level`])
-//! and on the GPU (`crate::gpu::GpuDecoder::decode_levels`, `shaders/levels.wgsl`).
+//! and on the GPU (`gpu::decode_levels`, feature `gpu`: `shaders/levels.wgsl`).
+//!
+//! Modules: [`interlace`] (the scheme: lattices, residual bands, predictions and the CPU
+//! twins of `levels.wgsl`) and, with the `gpu` feature, `gpu` (the levels stage on the GPU).
 
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod interlace;
 
 use crate::codec::sample::Sample;

@@ -406,7 +406,7 @@ impl ShardPrefix {
 #[cfg(feature = "gpu")]
 impl ShardReader {
     /// Every record at level `level`, read as one prefix ([`ShardReader::read_prefix`]) and
-    /// decoded on the GPU as one batch ([`crate::gpu::GpuDecoder::decode_levels`]): image `i`
+    /// decoded on the GPU as one batch ([`crate::progressive::gpu::decode_levels`]): image `i`
     /// of the batch is record `i`, interleaved, bit-exact with [`ShardReader::decode_prefix`].
     pub fn decode_prefix_on_gpu(
         &self,
@@ -420,7 +420,7 @@ impl ShardReader {
             .enumerate()
             .map(|(i, p)| self.stored_levels(i, p))
             .collect::<Result<_>>()?;
-        gpu.decode_levels(&stored, level)
+        crate::progressive::gpu::decode_levels(gpu, &stored, level)
     }
 }
 

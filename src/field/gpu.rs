@@ -1,0 +1,186 @@
+//! Error-bounded float32 fields on the GPU ([`decode_fields`]): the fields' bin images decode
+//! as one batch (16-bit gray L3 files), then `shaders/fields.wgsl` turns each into f32 values
+//! (one dispatch per field), bit for bit what [`super::decode_field`] gives on the CPU. This
+//! file parses the files, plans the buffers ([`plan_fields`]) and builds the kernel's jobs;
+//! the engine's `gpu::fields` binds and dispatches them.
+
+use super::{parse_field, FieldHeader, FieldLayout};
+use crate::error::{Error, Result};
+use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
+use crate::gpu::bindings::{BindLimits, Binding};
+use crate::gpu::fields::{self, FieldDispatch};
+use crate::gpu::readback::read_buffer;
+use crate::gpu::{GpuDecoder, ImageLayout};
+use crate::layout::OutputLayout;
+
+/// Decoded fields in one GPU buffer of f32 values.
+#[derive(Debug)]
+pub struct GpuFieldBatch {
+    /// The values (usage `STORAGE | COPY_SRC`): field `i` at `offsets[i]` bytes, C order.
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of each field (multiples of 256).
+    pub offsets: Vec<u64>,
+    /// Each field's header.
+    pub headers: Vec<FieldHeader>,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl GpuFieldBatch {
+    /// Field `i`'s values, read back (blocking).
+    pub fn read_back_field(&self, i: usize) -> Result<Vec<f32>> {
+        let n = self.headers[i].len();
+        let bytes = read_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            self.offsets[i],
+            n * 4,
+        )?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+/// Decodes field files (see [`crate::field`]) on `decoder` into one buffer of f32 values.
+/// Every file is parsed and checked on the CPU first (an error names the field:
+/// [`Error::InBatch`]).
+pub fn decode_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuFieldBatch> {
+    let layouts = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            parse_field(f).map_err(|e| Error::InBatch {
+                image: i,
+                error: Box::new(e),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let plan = plan_fields(&layouts, &BindLimits::of(decoder.device()))?;
+    let images: Vec<&[u8]> = layouts.iter().map(|l| l.image).collect();
+    let bins = decoder.decode_batch(&images, OutputLayout::Interleaved)?;
+    let dispatches: Vec<FieldDispatch> = plan.dispatches(&layouts).collect();
+    let buffer = fields::dispatch(
+        decoder,
+        &bins,
+        &dispatches,
+        &plan.run_words,
+        plan.total,
+        &plan.limits,
+    )?;
+    Ok(GpuFieldBatch {
+        buffer,
+        offsets: plan.offsets,
+        headers: layouts.iter().map(|l| l.header).collect(),
+        device: decoder.device().clone(),
+        queue: decoder.queue().clone(),
+    })
+}
+
+/// Where a batch of fields goes: each field's values in the output, its runs in the runs
+/// buffer (a pure function of the fields and the device's limits, checked by
+/// [`FieldPlan::bindings`] before anything is bound).
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldPlan {
+    /// Byte offset of each field's values (multiples of [`OUT_ALIGN`]).
+    pub offsets: Vec<u64>,
+    /// Bytes of the values buffer.
+    pub total: u64,
+    /// The runs buffer: each field's `[start, len, bits]` words.
+    pub run_words: Vec<u32>,
+    /// Byte offset of each field's runs (multiples of the storage alignment).
+    pub run_base: Vec<u64>,
+    /// The limits it was planned for.
+    pub limits: BindLimits,
+}
+
+/// Plans a batch of parsed fields (see [`FieldPlan`]); public for the fuzz target
+/// `gpu_plan`, not a stable API.
+#[doc(hidden)]
+pub fn plan_fields(layouts: &[FieldLayout<'_>], limits: &BindLimits) -> Result<FieldPlan> {
+    let align = (limits.storage_align / 4).max(1) as usize;
+    let mut offsets = Vec::with_capacity(layouts.len());
+    let mut total = 0u64;
+    let mut run_words: Vec<u32> = Vec::new();
+    let mut run_base = Vec::with_capacity(layouts.len());
+    for l in layouts {
+        let values = l.header.len().saturating_mul(4);
+        if values > limits.max_binding {
+            return Err(crate::error::LimitsError::GpuBuffer {
+                what: "field values binding",
+                needed: values,
+                max: limits.max_binding,
+            }
+            .into());
+        }
+        offsets.push(total);
+        total = (total + values).next_multiple_of(OUT_ALIGN);
+        if total > limits.max_buffer {
+            return Err(crate::error::LimitsError::GpuBuffer {
+                what: "field values buffer",
+                needed: total,
+                max: limits.max_buffer,
+            }
+            .into());
+        }
+        run_base.push(run_words.len() as u64 * 4);
+        for r in &l.runs {
+            let words: [u32; FIELD_RUN_WORDS as usize] = [r.start, r.len, r.bits];
+            run_words.extend(words);
+        }
+        // A field without runs still binds one word, which must lie inside the buffer even
+        // when the field is the last one (it used to start at the buffer's end).
+        if l.runs.is_empty() {
+            run_words.push(0);
+        }
+        // Each field's runs start on a storage-offset boundary.
+        run_words.resize(run_words.len().next_multiple_of(align), 0);
+    }
+    Ok(FieldPlan {
+        offsets,
+        total,
+        run_words,
+        run_base,
+        limits: *limits,
+    })
+}
+
+impl FieldPlan {
+    /// Each field's dispatch: its job (count, runs, offset and bin width from its header)
+    /// and where its runs and values lie.
+    fn dispatches<'a>(
+        &'a self,
+        layouts: &'a [FieldLayout<'_>],
+    ) -> impl Iterator<Item = FieldDispatch> + 'a {
+        layouts.iter().enumerate().map(|(k, l)| FieldDispatch {
+            job: FieldJob {
+                count: l.header.len() as u32,
+                run_count: l.runs.len() as u32,
+                offset_bits: l.header.offset.to_bits(),
+                bin_bits: l.header.bin_width.to_bits(),
+            },
+            count: l.header.len(),
+            run_count: l.runs.len() as u64,
+            run_offset: self.run_base[k],
+            offset: self.offsets[k],
+        })
+    }
+
+    /// Every storage range the fields stage binds, for `check_bindings`: each field's bin
+    /// image in the decoded batch (`images`, in a buffer of `batch_len` bytes), its runs and
+    /// its values.
+    pub fn bindings<'a>(
+        &'a self,
+        layouts: &'a [FieldLayout<'_>],
+        images: &'a [ImageLayout],
+        batch_len: u64,
+    ) -> impl Iterator<Item = Binding> + 'a {
+        fields::bindings(
+            self.dispatches(layouts),
+            images,
+            batch_len,
+            self.run_words.len() as u64 * 4,
+            self.total,
+        )
+    }
+}

@@ -1,0 +1,34 @@
+//! Error-bounded float32 fields (SPEC.md, "Float fields"): 2D and 3D arrays stored within a
+//! stated absolute bound, decoded on the CPU or the GPU bit for bit alike.
+//!
+//! Dual quantisation (cuSZ): each finite value `v` becomes the integer bin
+//! `q = round((v - offset) / bin_width)`, and the bins are stored as a 16-bit gray L3 image
+//! (lossless, any profile), so prediction runs on integers and decoding is the image decode
+//! plus one `offset + q * bin_width` per value, with no serial error feedback. The bin width
+//! is the largest value at most `2 x bound` with an 8-bit significand, so `q * bin_width`
+//! (16 x 8 significant bits) is exact in f32 and the reconstruction is a single correctly
+//! rounded f32 addition: the same bits on every IEEE f32 unit, fused multiply-add or not.
+//! The encoder computes each value's reconstruction exactly as decoders do and checks it
+//! against the bound in f64; a value whose reconstruction misses the bound (or would be
+//! subnormal, which GPUs may flush), NaN, infinities and the declared fill value are stored
+//! exactly, as runs of equal f32 bits. So the bound holds for every value by construction.
+//!
+//! Modules: `format` (the file format in code: [`FieldHeader`], the runs section,
+//! [`parse_field`]), `encode` ([`encode_field`]), `decode` ([`decode_field`] on the CPU) and,
+//! with the `gpu` feature, `gpu` (the fields stage on the GPU: `gpu::decode_fields`).
+
+mod decode;
+mod encode;
+mod format;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+
+#[cfg(test)]
+mod tests;
+
+pub use decode::{decode_field, reconstruct, reconstruct_field};
+pub use encode::{encode_field, Bound, FieldOptions};
+pub use format::{
+    parse_field, FieldHeader, FieldLayout, Run, BIN_WIDTH_BITS, FIELD_FLAG_FILL, FIELD_HEADER_LEN,
+    FIELD_MAGIC, FIELD_VERSION, MAX_BINS, MAX_RUN_VALUES, MIN_RUN_LEN,
+};

@@ -1,0 +1,134 @@
+//! Unit tests of the field format, encoder and CPU decoder: bin widths, the bound on smooth
+//! and extreme fields, refused ranges and bounds, limits, corrupt files.
+
+use super::encode::bin_width_for;
+use super::format::bin_width_significand_bits;
+use super::*;
+use crate::decode::DecodeOptions;
+
+#[test]
+fn bin_widths_have_eight_significant_bits_and_stay_below_the_limit() {
+    for limit in [2e-4, 0.3, 1.0, 7.77, 123456.0, 3e30] {
+        let w = bin_width_for(limit).unwrap();
+        assert!(
+            w as f64 <= limit && w as f64 > limit * (1.0 - 1.0 / 128.0),
+            "{limit}: {w}"
+        );
+        assert!(bin_width_significand_bits(w) <= BIN_WIDTH_BITS);
+        // q x w is exact for every 16-bit q.
+        for q in [1u16, 255, 4097, 65535] {
+            assert_eq!(q as f64 * w as f64, (q as f32 * w) as f64);
+        }
+    }
+    assert_eq!(bin_width_for(0.0), None);
+    assert_eq!(bin_width_for(f64::NAN), None);
+}
+
+#[test]
+fn smooth_fields_with_nan_fill_and_extremes_decode_within_the_bound() {
+    let (ny, nx) = (70usize, 90usize);
+    let mut v: Vec<f32> = (0..ny * nx)
+        .map(|i| ((i / nx) as f32 * 0.07).sin() * 40.0 + (i % nx) as f32 * 0.013)
+        .collect();
+    v[5] = f32::NAN;
+    v[6] = f32::INFINITY;
+    v[100..180].fill(-1e10);
+    v[300] = 1e-42; // subnormal: its bin's value may be subnormal too; kept within bound
+    for bound in [
+        Bound::Absolute(0.5),
+        Bound::Relative(1e-3),
+        Bound::Relative(1e-5),
+    ] {
+        let mut o = FieldOptions::new(bound);
+        o.fill_value = Some(-1e10);
+        let file = encode_field(&v, &[ny as u32, nx as u32], &o).unwrap();
+        let (h, out) = decode_field(&file, &DecodeOptions::default()).unwrap();
+        assert!(h.runs >= 3, "NaN, inf and the fill are runs");
+        for (i, (&a, &b)) in v.iter().zip(&out).enumerate() {
+            if !a.is_finite() || a == -1e10 {
+                assert_eq!(a.to_bits(), b.to_bits(), "value {i} not kept exactly");
+            } else {
+                assert!(
+                    (a as f64 - b as f64).abs() <= h.bound,
+                    "value {i}: {a} -> {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_range_too_wide_for_16_bit_bins_is_refused_by_name() {
+    let v = [0.0f32, 1e6, 2.0, 3.0];
+    let e = encode_field(&v, &[2, 2], &FieldOptions::new(Bound::Absolute(1e-3))).unwrap_err();
+    assert!(e.to_string().contains("65536 bins"), "{e}");
+    let constant = [1.5f32; 6];
+    assert!(encode_field(
+        &constant,
+        &[2, 3],
+        &FieldOptions::new(Bound::Relative(1e-3))
+    )
+    .is_err());
+    let file = encode_field(
+        &constant,
+        &[2, 3],
+        &FieldOptions::new(Bound::Absolute(1e-3)),
+    )
+    .unwrap();
+    assert_eq!(
+        decode_field(&file, &DecodeOptions::default()).unwrap().1,
+        constant
+    );
+}
+
+/// A small file claiming a huge field fails on the limits before allocating.
+#[test]
+fn limits_apply_before_allocating() {
+    let v = vec![1.0f32; 64 * 64];
+    let file = encode_field(&v, &[64, 64], &FieldOptions::new(Bound::Absolute(0.1))).unwrap();
+    let options = DecodeOptions {
+        limits: crate::limits::Limits {
+            max_output_bytes: 1000,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = decode_field(&file, &options).unwrap_err();
+    assert!(matches!(e, crate::error::Error::Limits(_)), "{e}");
+}
+
+#[test]
+fn corrupt_field_files_are_refused() {
+    let v: Vec<f32> = (0..400).map(|i| i as f32 * 0.5).collect();
+    let file = encode_field(&v, &[20, 20], &FieldOptions::new(Bound::Absolute(0.1))).unwrap();
+    assert!(decode_field(&file, &DecodeOptions::default()).is_ok());
+    for cut in [0, 7, 30, FIELD_HEADER_LEN, file.len() - 1] {
+        assert!(decode_field(&file[..cut], &DecodeOptions::default()).is_err());
+    }
+    for pos in (0..file.len()).step_by(3) {
+        let mut bad = file.clone();
+        bad[pos] ^= 0x41;
+        assert!(
+            decode_field(&bad, &DecodeOptions::default()).is_err(),
+            "flip at {pos}"
+        );
+    }
+}
+
+#[test]
+fn unusable_bounds_are_named_by_their_value() {
+    let values = [1.0f32, 2.0, 3.0, 4.0];
+    for (bound, shown) in [
+        (Bound::Absolute(f64::NAN), "NaN"),
+        (Bound::Absolute(f64::INFINITY), "inf"),
+        (Bound::Absolute(-1.0), "-1e0"),
+        (Bound::Absolute(0.0), "0e0"),
+    ] {
+        let e = encode_field(&values, &[2, 2], &FieldOptions::new(bound)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("`bound`: {shown} (")),
+            "{bound:?}: {text}"
+        );
+    }
+}
