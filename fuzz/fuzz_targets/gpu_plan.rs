@@ -6,8 +6,9 @@
 //! reports an internal error). The decoded payloads are placed as the decoder places them:
 //! one after another, each at a multiple of 256 bytes.
 #![no_main]
-use l3::gpu::fuzzing::{check_bindings, plan_augment, plan_fields, plan_levels, BindLimits};
+use l3::gpu::fuzzing::{check_bindings, plan_fields, plan_levels, BindLimits};
 use l3::gpu::{ImageLayout, SampleType};
+use l3::loader::gpu::plan_augment;
 use libfuzzer_sys::fuzz_target;
 
 const OUT_ALIGN: u64 = 256;

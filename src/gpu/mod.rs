@@ -70,9 +70,9 @@
 //! # Ok::<(), l3::Error>(())
 //! ```
 
-mod abi;
+pub(crate) mod abi;
 #[cfg(feature = "gpu")]
-mod augment;
+pub(crate) mod augment;
 #[cfg(test)]
 mod cpu_twin;
 #[cfg(any(test, feature = "gpu"))]
@@ -83,7 +83,7 @@ mod shaders;
 #[cfg(feature = "gpu")]
 mod batcher;
 #[cfg(feature = "gpu")]
-mod bindings;
+pub(crate) mod bindings;
 #[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]
@@ -97,7 +97,7 @@ mod levels;
 #[cfg(feature = "gpu")]
 mod map;
 #[cfg(feature = "gpu")]
-mod readback;
+pub(crate) mod readback;
 #[cfg(feature = "gpu")]
 mod timing;
 #[cfg(feature = "gpu")]
@@ -111,8 +111,6 @@ pub use abi::{
     flags, streams_per_workgroup, workgroups_of, ImageInfo, Params, DECODE_WORKGROUP_SIZE,
 };
 
-#[cfg(feature = "gpu")]
-pub use augment::GpuTensor;
 #[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
 #[cfg(feature = "gpu")]
@@ -131,7 +129,6 @@ pub use timing::StageTimings;
 #[cfg(feature = "gpu")]
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use super::augment::plan_augment;
     pub use super::bindings::{check_bindings, BindLimits, Binding};
     pub use super::fields::{plan_fields, FieldPlan};
     pub use super::levels::{plan_levels, LevelPlan};

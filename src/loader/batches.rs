@@ -544,7 +544,7 @@ impl Producer {
                 Err(e) => return Err(e),
             };
             let t1 = Instant::now();
-            let tensor = gpu.augment(&decoded, &params, aug)?;
+            let tensor = super::gpu::augment(gpu, &decoded, &params, aug)?;
             out.data = tensor.read_back()?;
             out.times.decode = t1 - t0;
             out.times.augment = t1.elapsed();

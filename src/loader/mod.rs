@@ -5,6 +5,8 @@ pub mod augment;
 #[cfg(feature = "dataset")]
 mod batches;
 pub mod cache;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 #[cfg(feature = "dataset")]
 mod options;
 pub mod plan;
