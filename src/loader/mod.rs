@@ -3,7 +3,7 @@
 
 pub mod augment;
 #[cfg(feature = "dataset")]
-mod batches;
+mod producer;
 pub mod cache;
 #[cfg(feature = "gpu")]
 pub mod gpu;
@@ -14,7 +14,7 @@ pub mod tensor;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
-pub use batches::{Batch, Loader, Received, SkippedRecord, StageTimes};
+pub use producer::{Batch, Loader, Received, SkippedRecord, StageTimes};
 pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
 #[cfg(feature = "dataset")]
 pub use options::{LoaderOptions, OnError, MAX_LOADER_THREADS};
