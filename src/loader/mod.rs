@@ -3,19 +3,29 @@
 
 pub mod augment;
 #[cfg(feature = "dataset")]
-mod producer;
+mod batch;
 pub mod cache;
+#[cfg(feature = "dataset")]
+mod consumer;
+#[cfg(feature = "dataset")]
+mod decode;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 #[cfg(feature = "dataset")]
 mod options;
 pub mod plan;
+#[cfg(feature = "dataset")]
+mod producer;
+#[cfg(feature = "dataset")]
+mod read;
 pub mod tensor;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
-pub use producer::{Batch, Loader, Received, SkippedRecord, StageTimes};
+pub use batch::{Batch, SkippedRecord, StageTimes};
 pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
+#[cfg(feature = "dataset")]
+pub use consumer::{Loader, Received};
 #[cfg(feature = "dataset")]
 pub use options::{LoaderOptions, OnError, MAX_LOADER_THREADS};
 pub use plan::{
