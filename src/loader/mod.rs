@@ -1,5 +1,22 @@
-//! The loader: a planned global shuffle with exact resume and rank partitioning ([`plan`]),
-//! a record cache that evicts by the plan (farthest next use, Belady's rule) ([`cache`]).
+//! The training loader: batches of augmented f32 or f16 NCHW tensors from a dataset of record
+//! shards, in a planned global shuffle with exact resume ([`LoaderState`]) and rank and
+//! worker partitioning. A `Loader` runs one producer thread; each step of the plan goes
+//! through these stages:
+//!
+//! 1. plan: [`plan`] (the epoch's permutation, this rank's steps) and [`cache`] (compressed
+//!    records kept by the plan: farthest next use, Belady's rule, or LRU);
+//! 2. read: `read` (the cache misses' payloads for the level, coalesced positional reads);
+//! 3. decode and augment: `decode`, on the loader's pool one sample per task (only the
+//!    patches of the crop, then [`augment`]'s one pass), or on the GPU as one batch (the
+//!    level decode, then `gpu`'s `augment.wgsl` stage);
+//! 4. hand-off: `batch` (`Batch`, its `StageTimes`, the `SkippedRecord`s by `OnError`)
+//!    through a bounded channel to `consumer` (`Loader`: an iterator that stops and joins the
+//!    thread on drop).
+//!
+//! `producer` runs the loop over the steps; `options` holds `LoaderOptions` and their checks;
+//! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding). The `Loader` and its
+//! stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
+//! augmentation and the tensors need neither.
 
 pub mod augment;
 #[cfg(feature = "dataset")]
