@@ -755,7 +755,7 @@ fn gpu_augmentation_matches_the_cpu_twin() {
                 ..params[0]
             };
         }
-        let tensor = gpu.augment(&batch, &params, &aug).unwrap();
+        let tensor = l3::loader::gpu::augment(gpu, &batch, &params, &aug).unwrap();
         let got = tensor.read_back().unwrap().to_f32();
         let per = aug.output_len();
         assert_eq!(got.len(), per * cpu_images.len());
@@ -910,7 +910,7 @@ fn augment_reports_images_larger_than_a_binding() {
             .enumerate()
             .map(|(i, l)| aug.params(1, 0, i as u64, l.width, l.height))
             .collect();
-        match small_gpu.augment(&batch, &params, &aug) {
+        match l3::loader::gpu::augment(&small_gpu, &batch, &params, &aug) {
             Ok(t) if fits => assert_eq!(t.read_back().unwrap().to_f32().len(), 32 * 32 * 3),
             Err(l3::Error::Limits(e)) if !fits => {
                 assert!(e.to_string().contains("binding"), "{e}")

@@ -7,8 +7,9 @@
 //! one after another, each at a multiple of 256 bytes.
 #![no_main]
 use l3::field::gpu::plan_fields;
-use l3::gpu::fuzzing::{check_bindings, plan_augment, BindLimits};
+use l3::gpu::fuzzing::{check_bindings, BindLimits};
 use l3::gpu::{ImageLayout, SampleType};
+use l3::loader::gpu::plan_augment;
 use l3::progressive::gpu::plan_levels;
 use libfuzzer_sys::fuzz_target;
 

@@ -72,7 +72,7 @@
 
 pub(crate) mod abi;
 #[cfg(feature = "gpu")]
-mod augment;
+pub(crate) mod augment;
 #[cfg(test)]
 mod cpu_twin;
 #[cfg(any(test, feature = "gpu"))]
@@ -112,8 +112,6 @@ pub use abi::{
 };
 
 #[cfg(feature = "gpu")]
-pub use augment::GpuTensor;
-#[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
 #[cfg(feature = "gpu")]
 pub use decoder::GpuDecoder;
@@ -129,6 +127,5 @@ pub use timing::StageTimings;
 #[cfg(feature = "gpu")]
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use super::augment::plan_augment;
     pub use super::bindings::{check_bindings, BindLimits, Binding};
 }

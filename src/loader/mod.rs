@@ -1,19 +1,48 @@
-//! The loader: a planned global shuffle with exact resume and rank partitioning ([`plan`]),
-//! a record cache that evicts by the plan (farthest next use, Belady's rule) ([`cache`]).
+//! The training loader: batches of augmented f32 or f16 NCHW tensors from a dataset of record
+//! shards, in a planned global shuffle with exact resume ([`LoaderState`]) and rank and
+//! worker partitioning. A `Loader` runs one producer thread; each step of the plan goes
+//! through these stages:
+//!
+//! 1. plan: [`plan`] (the epoch's permutation, this rank's steps) and [`cache`] (compressed
+//!    records kept by the plan: farthest next use, Belady's rule, or LRU);
+//! 2. read: `read` (the cache misses' payloads for the level, coalesced positional reads);
+//! 3. decode and augment: `decode`, on the loader's pool one sample per task (only the
+//!    patches of the crop, then [`augment`]'s one pass), or on the GPU as one batch (the
+//!    level decode, then `gpu`'s `augment.wgsl` stage);
+//! 4. hand-off: `batch` (`Batch`, its `StageTimes`, the `SkippedRecord`s by `OnError`)
+//!    through a bounded channel to `consumer` (`Loader`: an iterator that stops and joins the
+//!    thread on drop).
+//!
+//! `producer` runs the loop over the steps; `options` holds `LoaderOptions` and their checks;
+//! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding). The `Loader` and its
+//! stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
+//! augmentation and the tensors need neither.
 
 pub mod augment;
 #[cfg(feature = "dataset")]
-mod batches;
+mod batch;
 pub mod cache;
+#[cfg(feature = "dataset")]
+mod consumer;
+#[cfg(feature = "dataset")]
+mod decode;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 #[cfg(feature = "dataset")]
 mod options;
 pub mod plan;
+#[cfg(feature = "dataset")]
+mod producer;
+#[cfg(feature = "dataset")]
+mod read;
 pub mod tensor;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
-pub use batches::{Batch, Loader, Received, SkippedRecord, StageTimes};
+pub use batch::{Batch, SkippedRecord, StageTimes};
 pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
+#[cfg(feature = "dataset")]
+pub use consumer::{Loader, Received};
 #[cfg(feature = "dataset")]
 pub use options::{LoaderOptions, OnError, MAX_LOADER_THREADS};
 pub use plan::{

@@ -1,0 +1,116 @@
+//! What the producer hands to the consumer (feature `dataset`): one [`Batch`] per step, with
+//! its [`StageTimes`], and the records left out of it ([`SkippedRecord`], by [`OnError`]:
+//! [`reject`]).
+
+use std::time::Duration;
+
+use super::cache::CacheStats;
+use super::options::OnError;
+use super::plan::LoaderState;
+use super::tensor::Tensor;
+use crate::error::{Error, Result};
+use crate::shard::Dataset;
+
+/// A record left out of its batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecord {
+    /// Dataset index.
+    pub sample: u64,
+    /// Shard file.
+    pub shard: String,
+    /// Record key.
+    pub key: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// Time spent per stage on one batch (CPU time summed over the pool's threads for decode and
+/// augment; wall time for the reads).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimes {
+    /// Reading the cache misses (wall).
+    pub read: Duration,
+    /// Decoding (summed over samples).
+    pub decode: Duration,
+    /// Augmenting (summed over samples).
+    pub augment: Duration,
+    /// Hand-off: assembling the batch tensor from the samples (wall; for the GPU path, the
+    /// tensor's read-back is in `augment`).
+    pub assemble: Duration,
+    /// The whole batch, from its first lookup to its hand-off (wall).
+    pub total: Duration,
+    /// How long the consumer waited in `Loader::next` for this batch (wall): zero when the
+    /// loader is ahead of the training loop.
+    pub waited: Duration,
+}
+
+/// One batch of this rank.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The epoch.
+    pub epoch: u64,
+    /// Samples of the epoch consumed before this global step.
+    pub consumed_before: u64,
+    /// Dataset indices, in tensor order (skipped ones left out).
+    pub samples: Vec<u64>,
+    /// Class of each sample.
+    pub classes: Vec<Option<u32>>,
+    /// `samples.len() x channels x height x width` values, normalised, of the augmentation's
+    /// output type (f32 by default).
+    pub data: Tensor,
+    /// `[samples, channels, height, width]`.
+    pub shape: [usize; 4],
+    /// Records that could not be used (with [`OnError::Skip`]).
+    pub skipped: Vec<SkippedRecord>,
+    /// Resume from this state to continue right after this batch.
+    pub state_after: LoaderState,
+    /// Stage times of this batch.
+    pub times: StageTimes,
+    /// The cache's counters so far (cumulative).
+    pub cache: CacheStats,
+    /// Bytes read from storage for this batch.
+    pub bytes_read: u64,
+    /// Positional reads made for them (nearby payloads are read together).
+    pub read_calls: usize,
+}
+
+/// A record of `dataset` that cannot be used: reported in `out.skipped`, or the batch's
+/// error, by `on_error`.
+pub(super) fn reject(
+    dataset: &Dataset,
+    on_error: OnError,
+    out: &mut Batch,
+    sample: u64,
+    error: Error,
+) -> Result<()> {
+    let (shard, key) = name_of(dataset, sample);
+    if on_error == OnError::Fail {
+        return Err(Error::Record {
+            sample,
+            shard,
+            key,
+            error: Box::new(error),
+        });
+    }
+    out.skipped.push(SkippedRecord {
+        sample,
+        shard,
+        key,
+        error: error.to_string(),
+    });
+    Ok(())
+}
+
+/// The shard file and the key of `sample` (empty where it has none).
+fn name_of(dataset: &Dataset, sample: u64) -> (String, String) {
+    match dataset.locate(sample) {
+        Ok((s, r)) => (
+            dataset.manifest().shards[s].file.clone(),
+            dataset.shards()[s]
+                .record(r)
+                .map(|e| e.key.clone())
+                .unwrap_or_default(),
+        ),
+        Err(_) => (String::new(), String::new()),
+    }
+}

@@ -1,0 +1,238 @@
+//! The loader's producer (feature `dataset`): the background thread's loop over the plan
+//! ([`super::plan`]) for this rank and worker, and one batch per step through the stages:
+//! plan lookups in the planned cache ([`super::cache`]), the misses read ([`super::read`])
+//! and inserted, the samples decoded and augmented on the loader's pool or on the GPU
+//! ([`super::decode`]), and the finished [`Batch`] handed off through the bounded channel
+//! that [`super::Loader`] receives from. The thread stops when the stop flag is set or the
+//! channel is closed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::batch::{reject, Batch, StageTimes};
+use super::cache::{first_and_next_uses, PlannedCache};
+use super::decode::Decode;
+use super::options::LoaderOptions;
+use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, LoaderState};
+use super::read::{read_coalesced, Payloads};
+use super::tensor::Tensor;
+use crate::error::{Error, Result};
+use crate::shard::Dataset;
+
+/// The producer's thread state: the dataset, the options, the loader's pool, the stop flag
+/// and the channel's sending end.
+pub(super) struct Producer {
+    dataset: Arc<Dataset>,
+    options: LoaderOptions,
+    pool: rayon::ThreadPool,
+    stop: Arc<AtomicBool>,
+    tx: SyncSender<Result<Batch>>,
+}
+
+impl Producer {
+    /// A producer of `dataset`'s batches by `options`, decoding on `pool`, sending to `tx`
+    /// until `stop` is set.
+    pub(super) fn new(
+        dataset: Arc<Dataset>,
+        options: LoaderOptions,
+        pool: rayon::ThreadPool,
+        stop: Arc<AtomicBool>,
+        tx: SyncSender<Result<Batch>>,
+    ) -> Self {
+        Producer {
+            dataset,
+            options,
+            pool,
+            stop,
+            tx,
+        }
+    }
+
+    fn level(&self) -> u8 {
+        self.options
+            .level
+            .unwrap_or(self.dataset.manifest().levels - 1)
+    }
+
+    /// Produces the batches from `start` to the end epoch (or until stopped).
+    pub(super) fn run(&mut self, start: LoaderState) {
+        let n = self.dataset.len();
+        let p = self.options.partition;
+        let mut cache: PlannedCache<Payloads> =
+            PlannedCache::new(self.options.cache_policy, self.options.cache_bytes);
+        let mut state = start;
+        let (worker, workers) = self.options.workers;
+        // Whether a whole epoch gives this loader any step; if not, no epoch after the
+        // current one does either, and the run ends after it.
+        let later_epochs = worker_share(steps_per_epoch(n, &p), worker, workers) > 0;
+        while state.epoch < self.options.end_epoch {
+            if self.stop.load(Ordering::Relaxed) || (state.epoch > start.epoch && !later_epochs) {
+                return;
+            }
+            let epoch = state.epoch;
+            let perm = permutation(state.seed, state.epoch, n as u32);
+            let mine = |steps: Vec<super::plan::StepSlice>| -> Vec<super::plan::StepSlice> {
+                steps
+                    .into_iter()
+                    .skip(worker as usize)
+                    .step_by(workers as usize)
+                    .collect()
+            };
+            let steps = mine(rank_steps(n, state.consumed, &p));
+            // The plan's horizon for the cache: this epoch's remaining accesses of this rank,
+            // then the next epoch's.
+            let mut sequence: Vec<u32> = steps
+                .iter()
+                .flat_map(|s| s.positions(n).map(|pos| perm[pos as usize]))
+                .collect();
+            let this_epoch = sequence.len();
+            if self.options.cache_bytes > 0 && state.epoch + 1 < self.options.end_epoch {
+                let next_perm = permutation(state.seed, state.epoch + 1, n as u32);
+                for s in mine(rank_steps(n, 0, &p)) {
+                    sequence.extend(s.positions(n).map(|pos| next_perm[pos as usize]));
+                }
+            }
+            let (first, next) = first_and_next_uses(&sequence, n as usize);
+            cache.rekey(|id| first[id as usize]);
+            let mut t = 0usize;
+            for step in &steps {
+                if self.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let ids = &sequence[t..t + step.len() as usize];
+                let after = if step.consumed_after >= n {
+                    LoaderState {
+                        seed: state.seed,
+                        epoch: state.epoch + 1,
+                        consumed: 0,
+                    }
+                } else {
+                    LoaderState {
+                        consumed: step.consumed_after,
+                        ..state
+                    }
+                };
+                let batch = self.batch(&mut cache, ids, t, &next, state, after);
+                t += ids.len();
+                if self.tx.send(batch).is_err() {
+                    return;
+                }
+                state = after;
+            }
+            debug_assert_eq!(t, this_epoch);
+            // The last step moved the state to the next epoch; with no steps (nothing left, or
+            // only a dropped remainder), move it here.
+            if state.epoch == epoch {
+                state = LoaderState {
+                    seed: state.seed,
+                    epoch: epoch + 1,
+                    consumed: 0,
+                };
+            }
+        }
+    }
+
+    /// One batch: cache lookups in plan order, the misses read in parallel, inserted in plan
+    /// order, then decode + augment in parallel (or on the GPU), then the hand-off's tensor.
+    fn batch(
+        &self,
+        cache: &mut PlannedCache<Payloads>,
+        ids: &[u32],
+        t0: usize,
+        next: &[u64],
+        state: LoaderState,
+        after: LoaderState,
+    ) -> Result<Batch> {
+        let started = Instant::now();
+        let mut payloads: Vec<Option<Payloads>> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, &id)| {
+                let t = t0 + k;
+                cache.get(id, t as u64, next[t]).cloned()
+            })
+            .collect();
+        let read_start = Instant::now();
+        let level = self.level();
+        let misses: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_none()).collect();
+        let gap = self.options.coalesce_gap;
+        let (reads, read_calls) = self
+            .pool
+            .install(|| read_coalesced(&self.dataset, ids, &misses, level, gap));
+        let read = read_start.elapsed();
+        let mut bytes_read = 0u64;
+        let mut errors: Vec<Option<Error>> = (0..ids.len()).map(|_| None).collect();
+        for (k, r) in reads {
+            match r {
+                Ok(p) => {
+                    let bytes: u64 = p.iter().map(|x| x.len() as u64).sum();
+                    bytes_read += bytes;
+                    let t = t0 + k;
+                    cache.insert(ids[k], p.clone(), bytes, t as u64, next[t]);
+                    payloads[k] = Some(p);
+                }
+                Err(e) => errors[k] = Some(e),
+            }
+        }
+        let aug = &self.options.augment;
+        let per = aug.output_len();
+        let mut out = Batch {
+            epoch: state.epoch,
+            consumed_before: state.consumed,
+            samples: Vec::with_capacity(ids.len()),
+            classes: Vec::with_capacity(ids.len()),
+            data: Tensor::with_capacity(aug.output, ids.len() * per),
+            shape: [
+                0,
+                aug.channels as usize,
+                aug.size.1 as usize,
+                aug.size.0 as usize,
+            ],
+            skipped: Vec::new(),
+            state_after: after,
+            times: StageTimes {
+                read,
+                ..StageTimes::default()
+            },
+            cache: cache.stats(),
+            bytes_read,
+            read_calls,
+        };
+        let decode = Decode {
+            dataset: &self.dataset,
+            options: &self.options,
+            level,
+            seed: state.seed,
+            epoch: state.epoch,
+        };
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &self.options.gpu {
+            decode.on_gpu(gpu, ids, payloads, errors, &mut out)?;
+            out.shape[0] = out.samples.len();
+            out.times.total = started.elapsed();
+            return Ok(out);
+        }
+        // Decode + augment, one sample per task.
+        let results = decode.on_cpu(&self.pool, &self.stop, ids, &payloads, &mut errors, per);
+        let assemble = Instant::now();
+        for (k, r) in results.into_iter().enumerate() {
+            let sample = ids[k] as u64;
+            match r {
+                Ok((data, decode, augment)) => {
+                    out.samples.push(sample);
+                    out.classes.push(self.dataset.record(sample)?.class);
+                    out.data.extend_from_f32(&data);
+                    out.times.decode += decode;
+                    out.times.augment += augment;
+                }
+                Err(e) => reject(&self.dataset, self.options.on_error, &mut out, sample, e)?,
+            }
+        }
+        out.shape[0] = out.samples.len();
+        out.times.assemble = assemble.elapsed();
+        out.times.total = started.elapsed();
+        Ok(out)
+    }
+}
