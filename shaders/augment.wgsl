@@ -9,34 +9,7 @@
 // WGSL may contract a * b + c into a fused multiply-add and allows its division 2.5 ulp, so
 // values agree with the CPU within a small tolerance (see the GPU tests), not bit for bit.
 
-struct AugmentJob {
-    width: u32,        // source image
-    height: u32,
-    channels: u32,
-    depth: u32,
-    crop_x: u32,
-    crop_y: u32,
-    crop_w: u32,
-    crop_h: u32,
-    out_w: u32,
-    out_h: u32,
-    out_c: u32,
-    flip: u32,
-    dst_offset: u32,   // in f32 elements
-    source_channels: u32, // output channel c reads source channel (this >> (8c)) & 0xff
-    rot90: u32,        // quarter turns after the flip
-    padding: u32,      // crop coordinates are in the image padded by this much
-    noise_seed: u32,   // 0: no noise
-    general: u32,      // 1: the per-pixel mapping (turns, rotation, padding)
-    half: u32,         // 1: f16 output, two values per u32 word (dst_offset then in words)
-    pad1: u32,
-    cos_a: f32,
-    sin_a: f32,
-    fill: f32,
-    noise_std: f32,
-    mean: vec4<f32>,
-    std_dev: vec4<f32>,
-}
+// `AugmentJob` is generated from src/gpu/abi.rs (gpu::shaders).
 
 @group(0) @binding(0) var<uniform> job: AugmentJob;
 @group(0) @binding(1) var<storage, read> src: array<u32>;

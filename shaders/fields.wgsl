@@ -10,12 +10,7 @@
 
 // RUN_WORDS (words per run) and FIELDS_WG come from the generated prelude (gpu::shaders).
 
-struct FieldJob {
-    count: u32,       // values
-    run_count: u32,
-    offset_bits: u32, // f32 bits of the value of bin 0
-    bin_bits: u32,    // f32 bits of the bin width (8 significant bits)
-}
+// `FieldJob` is generated from src/gpu/abi.rs (gpu::shaders).
 
 @group(0) @binding(0) var<uniform> job: FieldJob;
 @group(0) @binding(1) var<storage, read> bins: array<u32>;

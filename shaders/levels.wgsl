@@ -14,16 +14,7 @@
 // pixel is recomputed, not read back), so one pass is enough.
 // `subsample`: `src` = a full image of `src_width` columns, `dst` its lattice at `stride`.
 
-struct LevelJob {
-    width: u32,      // output (fine) width
-    height: u32,     // output (fine) height
-    channels: u32,
-    depth: u32,      // 8 or 16
-    stride: u32,     // subsample only
-    src_width: u32,  // subsample only
-    pad0: u32,
-    pad1: u32,
-}
+// `LevelJob` is generated from src/gpu/abi.rs (gpu::shaders).
 
 @group(0) @binding(0) var<uniform> job: LevelJob;
 @group(0) @binding(1) var<storage, read> src: array<u32>;

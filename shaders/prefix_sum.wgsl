@@ -5,15 +5,7 @@
 // back. No decoupled look-back. Blocks are numbered over a 2D dispatch so that more than
 // 65535 blocks work.
 
-struct ScanParams {
-    // Elements at this level.
-    n: u32,
-    // Word offset of this level's elements in `scan`.
-    data_offset: u32,
-    // Word offset of this level's block totals (the next level's elements).
-    sums_offset: u32,
-    pad: u32,
-}
+// `ScanParams` is generated from src/gpu/abi.rs (gpu::shaders).
 
 @group(0) @binding(0) var<storage, read_write> scan: array<u32>;
 @group(0) @binding(1) var<uniform> sp: ScanParams;

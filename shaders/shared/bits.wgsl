@@ -1,4 +1,4 @@
-// Bit reader shared by the decode stage (mirrors src/bits.rs).
+// Bit reader shared by the decode stage (as src/codec/bits.rs; CPU twins in gpu/cpu_twin/mod.rs).
 //
 // decode.wgsl declares `input_words`: the batch's stream bytes as little-endian u32 words, so
 // bit i of a stream payload starting at byte `base` is bit ((base % 4) * 8 + i) % 32 of word

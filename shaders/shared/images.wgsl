@@ -1,51 +1,6 @@
-// Per-image table and per-dispatch parameters shared by the decode stages
-// (mirrors `ImageInfo` / `Params` in src/gpu/abi.rs). decode.wgsl declares `images` and
-// `params`.
-
-struct ImageInfo {
-    width: u32,
-    height: u32,
-    channels: u32,
-    depth: u32,
-    patch_log2: u32,
-    // Patches per row of the decoded grid (the image's, or its window's).
-    patches_x: u32,
-    // First stream of the image in the chunk (chunk-local stream index).
-    stream_base: u32,
-    stream_count: u32,
-    // First output word (u32 or f32) of the image (or band) in the chunk's output binding,
-    // and its word count.
-    out_base: u32,
-    out_words: u32,
-    // Index of the image in its batch: its slot in the error-flag buffer.
-    image_index: u32,
-    // First decode workgroup of the image (version 1: a workgroup decodes 64 / patch_size
-    // streams, at least one; version 2: one patch).
-    wg_base: u32,
-    // Format version of the file: 1 (fast: entry points `main`, `decode_streams`) or 2
-    // (compact: entry points `main_compact`, `decode_compact_patch`, one workgroup per patch).
-    version: u32,
-    // Patch column and row of the first decoded patch (0 unless only a window is decoded):
-    // patch p of the entry's streams is at column patch_col0 + p % patches_x, row
-    // patch_row0 + p / patches_x.
-    patch_col0: u32,
-    patch_row0: u32,
-    // The file's error bound (0: lossless; see `dequantize`).
-    max_error: u32,
-}
-
-struct Params {
-    // Work items of the dispatch: decode workgroups.
-    count: u32,
-    image_count: u32,
-    // Bytes of stream data in `input_words`.
-    input_bytes: u32,
-    // Chunk-local index (numbering of `wg_base`) of the dispatch's first workgroup.
-    first_workgroup: u32,
-    // Per-channel normalisation for output/f32_chw.wgsl: (x / max - mean[c]) / std[c].
-    mean: vec4<f32>,
-    stdev: vec4<f32>,
-}
+// Helpers over the per-image table and the per-dispatch parameters shared by the decode
+// stages. Their structs `ImageInfo` and `Params` are generated from src/gpu/abi.rs
+// (`gpu::shaders::source`); decode.wgsl declares `images` and `params`.
 
 // Error flag bits ERR_* come from the generated prelude (`gpu::flags` in Rust).
 

@@ -76,7 +76,7 @@ pub(crate) fn window(bytes: &[u8], pos: u64) -> u64 {
 pub(crate) const WINDOW_BYTES: usize = 8;
 
 /// As [`window`], without the check against the end of `bytes`: the compact decoder's loop,
-/// whose row-start check (`ROW_READ_BYTES` in `compact/decode.rs`) covers every read of the
+/// whose row-start check (`ROW_READ_BYTES` in `compact/decode/row.rs`) covers every read of the
 /// row. With the row-start check in place of the per-read one: 5-10 % fewer instructions per
 /// compact decode on 8-bit photos (docs/bench-history.md, issue 13, fifth pass).
 ///

@@ -1,9 +1,10 @@
 //! The data the host and the shaders share: the `repr(C)` tables bound to the kernels
 //! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, and the uniforms of the augment,
-//! fields and levels kernels), the error flags the shaders
-//! report ([`flags`]), and the workgroup constants. Each type's WGSL twin is named in its
-//! documentation; `gpu::shaders::prelude` generates the shaders' constants from these. No
-//! wgpu here: this module builds (and is tested) without the `gpu` feature.
+//! fields and levels kernels), the error flags the shaders report ([`flags`]), and the
+//! workgroup constants. Every struct a shader reads is declared once, by `wgsl_struct!`, which
+//! gives both the Rust struct and its WGSL `struct` text; `gpu::shaders` writes those texts
+//! and constants generated from these values into each stage's source, so no WGSL mirrors
+//! them by hand. No wgpu here: this module builds (and is tested) without the `gpu` feature.
 
 // Without the `gpu` feature only the public items are used (outside tests).
 #![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code))]
@@ -31,6 +32,116 @@ pub(crate) const FIELD_RUN_WORDS: u32 = 3;
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 pub(crate) fn strided_workgroups(items: u64, workgroup: u32) -> u32 {
     items.div_ceil(workgroup as u64).clamp(1, 65535) as u32
+}
+
+/// A Rust field type a shader struct may hold, and how WGSL spells it.
+pub(crate) trait WgslType {
+    /// The WGSL type.
+    const WGSL: &'static str;
+}
+
+impl WgslType for u32 {
+    const WGSL: &'static str = "u32";
+}
+
+impl WgslType for f32 {
+    const WGSL: &'static str = "f32";
+}
+
+impl WgslType for [f32; 4] {
+    const WGSL: &'static str = "vec4<f32>";
+}
+
+/// A field of a [`WgslStruct`].
+#[derive(Debug)]
+pub(crate) struct WgslField {
+    /// Its name in WGSL (the Rust name, unless that is a WGSL reserved word).
+    pub name: &'static str,
+    /// Its WGSL type ([`WgslType::WGSL`]).
+    pub ty: &'static str,
+    /// Its byte offset in the Rust struct.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub offset: usize,
+    /// Its documentation lines, written into the WGSL as comments.
+    pub docs: &'static [&'static str],
+}
+
+/// A `repr(C)` struct that a shader reads, described by [`wgsl_struct!`] from the same field
+/// list as the Rust struct: [`WgslStruct::declaration`] is its WGSL `struct`.
+#[derive(Debug)]
+pub(crate) struct WgslStruct {
+    /// The struct's name, in Rust and in WGSL.
+    pub name: &'static str,
+    /// The Rust struct's size in bytes.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub size: usize,
+    /// Its fields in order.
+    pub fields: &'static [WgslField],
+}
+
+impl WgslStruct {
+    /// The WGSL declaration: `struct Name { field: type, .. }`, each field after its
+    /// documentation as `//` comments.
+    pub fn declaration(&self) -> String {
+        let mut out = format!("struct {} {{\n", self.name);
+        for field in self.fields {
+            for line in field.docs {
+                out.push_str("    //");
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push_str(&format!("    {}: {},\n", field.name, field.ty));
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+/// Declares a `repr(C)` struct that a shader reads and its WGSL twin from one field list:
+/// the Rust struct (with the given derives and documentation) and `impl Name { const
+/// WGSL_STRUCT: WgslStruct }`. A field's `#[wgsl = "name"]` renames it in WGSL.
+macro_rules! wgsl_struct {
+    (
+        $(#[doc = $doc:literal])*
+        #[derive($($derive:path),* $(,)?)]
+        $vis:vis struct $name:ident {
+            $(
+                $(#[doc = $fdoc:literal])*
+                $(#[wgsl = $wname:literal])?
+                $fvis:vis $field:ident: $ty:ty,
+            )*
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[repr(C)]
+        #[derive($($derive),*)]
+        $vis struct $name {
+            $(
+                $(#[doc = $fdoc])*
+                $fvis $field: $ty,
+            )*
+        }
+
+        impl $name {
+            /// The struct's WGSL twin, generated into the shaders by `gpu::shaders`.
+            pub(crate) const WGSL_STRUCT: WgslStruct = WgslStruct {
+                name: stringify!($name),
+                size: std::mem::size_of::<$name>(),
+                fields: &[$(WgslField {
+                    name: wgsl_struct!(@name $($wname)? ; $field),
+                    ty: <$ty as WgslType>::WGSL,
+                    offset: std::mem::offset_of!($name, $field),
+                    docs: &[$($fdoc),*],
+                }),*],
+            };
+        }
+    };
+    (@name $wname:literal ; $field:ident) => {
+        $wname
+    };
+    (@name ; $field:ident) => {
+        stringify!($field)
+    };
 }
 
 /// Error flag bits the decode shader ORs into an image's slot
@@ -62,50 +173,52 @@ pub mod flags {
     pub const PALETTE: u32 = 1024;
 }
 
-/// Per-image entry of the table the shaders read (`ImageInfo` in `shaders/shared/images.wgsl`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ImageInfo {
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in pixels.
-    pub height: u32,
-    /// Channels (1..=4).
-    pub channels: u32,
-    /// Bits per sample (8 or 16).
-    pub depth: u32,
-    /// log2 of the patch size.
-    pub patch_log2: u32,
-    /// Patches per row of the decoded patch grid: the image's, or the window's (`patch_col0`).
-    pub patches_x: u32,
-    /// First stream of the image (chunk-local index).
-    pub stream_base: u32,
-    /// Streams of the image.
-    pub stream_count: u32,
-    /// First output word (4 bytes: u32 or f32) of the image (or band) in the chunk's output
-    /// binding.
-    pub out_base: u32,
-    /// Output words of the image (without alignment padding).
-    pub out_words: u32,
-    /// Index of the image in its batch (its error-flag slot).
-    pub image_index: u32,
-    /// First decode workgroup of the image; a workgroup decodes
-    /// [`streams_per_workgroup`] streams (version 1) or one patch (version 2).
-    pub wg_base: u32,
-    /// Format version of the file ([`crate::format::VERSION_FAST`] or
-    /// [`crate::format::VERSION_COMPACT`]): which entry point decodes it (`main` or
-    /// `main_compact`).
-    pub version: u32,
-    /// Patch column and row (from the first row of the entry's output) of the first decoded
-    /// patch: 0 and 0 for a whole image or band; a window's corner when only the patches a
-    /// crop needs are decoded. Patch `p` of the entry's streams is the patch at column
-    /// `patch_col0 + p % patches_x`, row `patch_row0 + p / patches_x`.
-    pub patch_col0: u32,
-    /// See `patch_col0`.
-    pub patch_row0: u32,
-    /// The file's error bound (0: lossless): stored samples are bins, written as
-    /// `min(v * (2 max_error + 1), 2^depth - 1)` (`crate::quantize::dequantize`).
-    pub max_error: u32,
+wgsl_struct! {
+    /// Per-image entry of the table the decode shaders read (`images`, declared in
+    /// `shaders/decode.wgsl`; the WGSL `ImageInfo` is generated from this declaration).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct ImageInfo {
+        /// Width in pixels.
+        pub width: u32,
+        /// Height in pixels.
+        pub height: u32,
+        /// Channels (1..=4).
+        pub channels: u32,
+        /// Bits per sample (8 or 16).
+        pub depth: u32,
+        /// log2 of the patch size.
+        pub patch_log2: u32,
+        /// Patches per row of the decoded patch grid: the image's, or the window's (`patch_col0`).
+        pub patches_x: u32,
+        /// First stream of the image (chunk-local index).
+        pub stream_base: u32,
+        /// Streams of the image.
+        pub stream_count: u32,
+        /// First output word (4 bytes: u32 or f32) of the image (or band) in the chunk's output
+        /// binding.
+        pub out_base: u32,
+        /// Output words of the image (without alignment padding).
+        pub out_words: u32,
+        /// Index of the image in its batch (its error-flag slot).
+        pub image_index: u32,
+        /// First decode workgroup of the image; a workgroup decodes
+        /// [`streams_per_workgroup`] streams (version 1) or one patch (version 2).
+        pub wg_base: u32,
+        /// Format version of the file ([`crate::format::VERSION_FAST`] or
+        /// [`crate::format::VERSION_COMPACT`]): which entry point decodes it (`main` or
+        /// `main_compact`).
+        pub version: u32,
+        /// Patch column and row (from the first row of the entry's output) of the first decoded
+        /// patch: 0 and 0 for a whole image or band; a window's corner when only the patches a
+        /// crop needs are decoded. Patch `p` of the entry's streams is the patch at column
+        /// `patch_col0 + p % patches_x`, row `patch_row0 + p / patches_x`.
+        pub patch_col0: u32,
+        /// See `patch_col0`.
+        pub patch_row0: u32,
+        /// The file's error bound (0: lossless): stored samples are bins, written as
+        /// `min(v * (2 max_error + 1), 2^depth - 1)` (`crate::quantize::dequantize`).
+        pub max_error: u32,
+    }
 }
 
 /// Invocations of a decode workgroup (`WG` in the shaders).
@@ -144,33 +257,43 @@ pub fn workgroups_of(h: &Header, streams: u32) -> u32 {
     }
 }
 
-/// Per-dispatch parameters (`Params` in `shaders/shared/images.wgsl`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct Params {
-    /// Work items: decode workgroups.
-    pub count: u32,
-    /// Images in the chunk's image table.
-    pub image_count: u32,
-    /// Bytes of stream data uploaded.
-    pub input_bytes: u32,
-    /// Chunk-local index ([`ImageInfo::wg_base`] numbering) of the dispatch's first
-    /// workgroup.
-    pub first_workgroup: u32,
-    /// Per-channel mean for [`OutputLayout::F32Chw`].
-    pub mean: [f32; 4],
-    /// Per-channel standard deviation for [`OutputLayout::F32Chw`].
-    pub std: [f32; 4],
+wgsl_struct! {
+    /// Per-dispatch parameters of the decode stages (`params`, declared in
+    /// `shaders/decode.wgsl`; the WGSL `Params` is generated from this declaration).
+    #[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct Params {
+        /// Work items: decode workgroups.
+        pub count: u32,
+        /// Images in the chunk's image table.
+        pub image_count: u32,
+        /// Bytes of stream data uploaded.
+        pub input_bytes: u32,
+        /// Chunk-local index ([`ImageInfo::wg_base`] numbering) of the dispatch's first
+        /// workgroup.
+        pub first_workgroup: u32,
+        /// Per-channel mean for [`OutputLayout::F32Chw`]: `output/f32_chw.wgsl` writes
+        /// `(x / max - mean[c]) / std[c]`.
+        pub mean: [f32; 4],
+        /// Per-channel standard deviation for [`OutputLayout::F32Chw`] (`stdev` in WGSL, where
+        /// `std` is a reserved word).
+        #[wgsl = "stdev"]
+        pub std: [f32; 4],
+    }
 }
 
-/// Per-level parameters of the prefix sum (`ScanParams` in `shaders/prefix_sum.wgsl`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct ScanParams {
-    pub n: u32,
-    pub data_offset: u32,
-    pub sums_offset: u32,
-    pub pad: u32,
+wgsl_struct! {
+    /// Per-level parameters of the prefix sum (`sp` in `shaders/prefix_sum.wgsl`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct ScanParams {
+        /// Elements at this level.
+        pub n: u32,
+        /// Word offset of this level's elements in `scan`.
+        pub data_offset: u32,
+        /// Word offset of this level's block totals (the next level's elements).
+        pub sums_offset: u32,
+        /// Padding to 16 bytes.
+        pub pad: u32,
+    }
 }
 
 /// The levels of the prefix sum over `n` elements: (n, data_offset, sums_offset) in words,
@@ -218,61 +341,113 @@ impl LayoutKind {
     }
 }
 
-/// The uniform of one dispatch: `AugmentJob` in `augment.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct AugmentJob {
-    pub(crate) width: u32,
-    pub(crate) height: u32,
-    pub(crate) channels: u32,
-    pub(crate) depth: u32,
-    pub(crate) crop_x: u32,
-    pub(crate) crop_y: u32,
-    pub(crate) crop_w: u32,
-    pub(crate) crop_h: u32,
-    pub(crate) out_w: u32,
-    pub(crate) out_h: u32,
-    pub(crate) out_c: u32,
-    pub(crate) flip: u32,
-    pub(crate) dst_offset: u32,
-    pub(crate) source_channels: u32,
-    pub(crate) rot90: u32,
-    pub(crate) padding: u32,
-    pub(crate) noise_seed: u32,
-    pub(crate) general: u32,
-    pub(crate) half: u32,
-    pub(crate) pad1: u32,
-    pub(crate) cos_a: f32,
-    pub(crate) sin_a: f32,
-    pub(crate) fill: f32,
-    pub(crate) noise_std: f32,
-    pub(crate) mean: [f32; 4],
-    pub(crate) std_dev: [f32; 4],
+wgsl_struct! {
+    /// The uniform of one dispatch of `augment.wgsl` (`job`).
+    #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct AugmentJob {
+        /// Source image width.
+        pub(crate) width: u32,
+        /// Source image height.
+        pub(crate) height: u32,
+        /// Source image channels.
+        pub(crate) channels: u32,
+        /// Source bits per sample (8 or 16).
+        pub(crate) depth: u32,
+        /// Crop column.
+        pub(crate) crop_x: u32,
+        /// Crop row.
+        pub(crate) crop_y: u32,
+        /// Crop width.
+        pub(crate) crop_w: u32,
+        /// Crop height.
+        pub(crate) crop_h: u32,
+        /// Output width.
+        pub(crate) out_w: u32,
+        /// Output height.
+        pub(crate) out_h: u32,
+        /// Output channels.
+        pub(crate) out_c: u32,
+        /// 1: flip horizontally.
+        pub(crate) flip: u32,
+        /// First output element, in f32 elements (in u32 words for f16 output).
+        pub(crate) dst_offset: u32,
+        /// Output channel c reads source channel `(this >> (8c)) & 0xff`.
+        pub(crate) source_channels: u32,
+        /// Quarter turns after the flip.
+        pub(crate) rot90: u32,
+        /// Crop coordinates are in the image padded by this much.
+        pub(crate) padding: u32,
+        /// Noise seed (0: no noise).
+        pub(crate) noise_seed: u32,
+        /// 1: the per-pixel mapping (turns, rotation, padding).
+        pub(crate) general: u32,
+        /// 1: f16 output, two values per u32 word (`dst_offset` then in words).
+        pub(crate) half: u32,
+        /// Padding.
+        pub(crate) pad1: u32,
+        /// Cosine of the rotation angle.
+        pub(crate) cos_a: f32,
+        /// Sine of the rotation angle.
+        pub(crate) sin_a: f32,
+        /// Value of padding pixels.
+        pub(crate) fill: f32,
+        /// Standard deviation of the Gaussian noise.
+        pub(crate) noise_std: f32,
+        /// Per-channel normalisation mean.
+        pub(crate) mean: [f32; 4],
+        /// Per-channel normalisation standard deviation.
+        pub(crate) std_dev: [f32; 4],
+    }
 }
 
-/// The uniform of one dispatch: `FieldJob` in `fields.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct FieldJob {
-    pub(crate) count: u32,
-    pub(crate) run_count: u32,
-    pub(crate) offset_bits: u32,
-    pub(crate) bin_bits: u32,
+wgsl_struct! {
+    /// The uniform of one dispatch of `fields.wgsl` (`job`).
+    #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct FieldJob {
+        /// Values.
+        pub(crate) count: u32,
+        /// Exception runs.
+        pub(crate) run_count: u32,
+        /// f32 bits of the value of bin 0.
+        pub(crate) offset_bits: u32,
+        /// f32 bits of the bin width (8 significant bits).
+        pub(crate) bin_bits: u32,
+    }
 }
 
-/// The uniform of one dispatch: `LevelJob` in `levels.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct LevelJob {
-    pub(crate) width: u32,
-    pub(crate) height: u32,
-    pub(crate) channels: u32,
-    pub(crate) depth: u32,
-    pub(crate) stride: u32,
-    pub(crate) src_width: u32,
-    pub(crate) pad0: u32,
-    pub(crate) pad1: u32,
+wgsl_struct! {
+    /// The uniform of one dispatch of `levels.wgsl` (`job`).
+    #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct LevelJob {
+        /// Output (fine) width.
+        pub(crate) width: u32,
+        /// Output (fine) height.
+        pub(crate) height: u32,
+        /// Channels.
+        pub(crate) channels: u32,
+        /// Bits per sample (8 or 16).
+        pub(crate) depth: u32,
+        /// Lattice stride (`subsample` only).
+        pub(crate) stride: u32,
+        /// Source width (`subsample` only).
+        pub(crate) src_width: u32,
+        /// Padding.
+        pub(crate) pad0: u32,
+        /// Padding.
+        pub(crate) pad1: u32,
+    }
 }
+
+/// Every struct a shader reads, for the layout test.
+#[cfg(test)]
+pub(crate) const WGSL_STRUCTS: [&WgslStruct; 6] = [
+    &ImageInfo::WGSL_STRUCT,
+    &Params::WGSL_STRUCT,
+    &ScanParams::WGSL_STRUCT,
+    &AugmentJob::WGSL_STRUCT,
+    &FieldJob::WGSL_STRUCT,
+    &LevelJob::WGSL_STRUCT,
+];
 
 #[cfg(test)]
 mod tests {
@@ -284,6 +459,62 @@ mod tests {
         assert_eq!(std::mem::size_of::<ImageInfo>(), 64);
         assert_eq!(std::mem::size_of::<Params>(), 48);
         assert_eq!(std::mem::size_of::<ScanParams>(), 16);
+    }
+
+    /// Each struct's generated WGSL, laid out by naga, has the size and field offsets of the
+    /// Rust struct: the host writes exactly what the shaders read.
+    #[test]
+    fn generated_wgsl_structs_have_the_rust_layout() {
+        for s in WGSL_STRUCTS {
+            let src = s.declaration();
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{}: {}", s.name, e.emit_to_string(&src)));
+            let (handle, ty) = module
+                .types
+                .iter()
+                .find(|(_, ty)| ty.name.as_deref() == Some(s.name))
+                .unwrap_or_else(|| panic!("{}: no such WGSL struct", s.name));
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).unwrap();
+            assert_eq!(layouter[handle].size as usize, s.size, "{}: size", s.name);
+            let naga::TypeInner::Struct { members, span } = &ty.inner else {
+                panic!("{}: not a struct", s.name);
+            };
+            assert_eq!(*span as usize, s.size, "{}: span", s.name);
+            assert_eq!(members.len(), s.fields.len(), "{}: fields", s.name);
+            for (member, field) in members.iter().zip(s.fields) {
+                assert_eq!(member.name.as_deref(), Some(field.name), "{}", s.name);
+                assert_eq!(
+                    member.offset as usize, field.offset,
+                    "{}.{}: offset",
+                    s.name, field.name
+                );
+                let size = layouter[member.ty].size as usize;
+                assert_eq!(
+                    member.offset as usize + size,
+                    s.fields
+                        .iter()
+                        .find(|f| f.offset > field.offset)
+                        .map_or(s.size, |f| f.offset),
+                    "{}.{}: size",
+                    s.name,
+                    field.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn generated_wgsl_struct_text() {
+        assert_eq!(
+            FieldJob::WGSL_STRUCT.declaration(),
+            "struct FieldJob {\n    // Values.\n    count: u32,\n    // Exception runs.\n    \
+             run_count: u32,\n    // f32 bits of the value of bin 0.\n    offset_bits: u32,\n    \
+             // f32 bits of the bin width (8 significant bits).\n    bin_bits: u32,\n}\n"
+        );
+        let params = Params::WGSL_STRUCT.declaration();
+        assert!(params.contains("    mean: vec4<f32>,\n"), "{params}");
+        assert!(params.contains("    stdev: vec4<f32>,\n"), "{params}");
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! WGSL sources of the GPU decoder. WGSL has no `#include`: [`source`] assembles each
 //! stage's final source, the one function both the pipelines and the naga validation test
-//! use. The decode stage is the generated [`prelude`], the shared files, the output layout's
-//! file (`shaders/output/*.wgsl`: its output binding and `put_sample`) and the shared entry
-//! points (`shaders/decode.wgsl`), so that one file per layout is all a new layout adds.
+//! use. Every stage starts with the generated [`prelude`] (constants) and the WGSL `struct`s
+//! it reads, generated from `gpu::abi` ([`Stage::structs`]). The decode stage is then the
+//! shared files, the output layout's file (`shaders/output/*.wgsl`: its output binding and
+//! `put_sample`) and the shared entry points (`shaders/decode.wgsl`), so that one file per
+//! layout is all a new layout adds.
 
-use super::abi::{self, LayoutKind};
+use super::abi::{self, LayoutKind, WgslStruct};
 
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
@@ -60,6 +62,17 @@ impl Stage {
             Stage::Fields => "fields.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
+        }
+    }
+
+    /// The `gpu::abi` structs the stage reads, whose WGSL [`source`] generates.
+    pub fn structs(self) -> &'static [&'static WgslStruct] {
+        match self {
+            Stage::PrefixSum => &[&abi::ScanParams::WGSL_STRUCT],
+            Stage::Decode(_) => &[&abi::ImageInfo::WGSL_STRUCT, &abi::Params::WGSL_STRUCT],
+            Stage::Levels => &[&abi::LevelJob::WGSL_STRUCT],
+            Stage::Augment => &[&abi::AugmentJob::WGSL_STRUCT],
+            Stage::Fields => &[&abi::FieldJob::WGSL_STRUCT],
         }
     }
 }
@@ -144,8 +157,8 @@ pub(crate) fn prelude() -> String {
     out
 }
 
-/// The final WGSL source of a stage: the generated constants, the shared sources, then (for
-/// the decode) the output layout's file and the entry points.
+/// The final WGSL source of a stage: the generated constants and structs, the shared sources,
+/// then (for the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
         Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields => None,
@@ -170,6 +183,11 @@ pub(crate) fn source(stage: Stage) -> String {
         ],
     };
     let mut out = prelude();
+    out.push_str("// ---- generated from the Rust structs (gpu::abi) ----\n");
+    for s in stage.structs() {
+        out.push_str(&s.declaration());
+        out.push('\n');
+    }
     for (name, text) in parts {
         out.push_str("// ---- shaders/");
         out.push_str(name);

@@ -1,24 +1,17 @@
-//! Compact-profile CPU decoder for one patch: parses the patch header (`header.rs`, shared
-//! with `inspect`), then decodes rows top to bottom, each row's channels from their segments at
-//! once (independent bit positions, so the CPU overlaps them), then undoes prediction and the
-//! colour transform and interleaves into the output band.
+//! The compact decoder's row loop: the residuals of one row of every channel at once, from
+//! per-channel bit positions ([`RowState`]), by whole positions (a pair of samples, or a run
+//! token with its raw bits) from the position tables, with bit buffers where most positions
+//! are whole, or symbol by symbol for patches with run tokens; two rows together where that
+//! helps ([`decode_row_and_next`]). Unchecked reads, made safe by [`check_row_start`].
 
-use super::huffman::{
-    self, pack_pair, END_OF_ROW_STEP, LUT_PAIR, LUT_RUN, LUT_SIZE, NOT_WHOLE, POSITION_BITS,
+use super::super::header::{CompactError, PatchHeader};
+use super::super::huffman::{
+    pack_pair, END_OF_ROW_STEP, LUT_PAIR, LUT_RUN, LUT_SIZE, NOT_WHOLE, POSITION_BITS,
     POSITION_SIZE,
 };
-
-pub(crate) use super::header::{parse_patch_header, CompactError, PatchHeader};
-use super::predict::{prediction_from_above, undo_prediction};
-#[cfg(target_arch = "x86_64")]
-use super::predict_avx2;
-pub(crate) use super::scratch::Scratch;
-use super::scratch::{rows_mut, tables_of, Pairs, Tables, ROW};
+use super::super::scratch::{Pairs, Tables, ROW};
 use crate::codec::bits::{window_unchecked, WINDOW_BYTES};
-use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::codec::sink::{prefetch_next_patch, BandSink};
-use crate::format::compact::{alphabet_size, unzigzag, Transform, SEGMENTS_MAX};
-use crate::format::FileLayout;
+use crate::format::compact::unzigzag;
 
 /// Most bits one position can take, by the table entries' field widths alone (so it holds
 /// for any table): a whole position's bit count is a `u8` without the [`NOT_WHOLE`] bit (so
@@ -38,24 +31,26 @@ const MAX_POSITION_BITS: usize = {
 /// has at most `ROW / 2` positions and an odd last sample, then one [`WINDOW_BYTES`] load.
 /// The decoder checks every channel's position against this before each row
 /// ([`check_row_start`]), which is what makes the row's unchecked reads safe.
-const ROW_READ_BYTES: usize = ((ROW / 2 + 1) * MAX_POSITION_BITS).div_ceil(8) + WINDOW_BYTES;
+pub(super) const ROW_READ_BYTES: usize =
+    ((ROW / 2 + 1) * MAX_POSITION_BITS).div_ceil(8) + WINDOW_BYTES;
 
 /// The `C` channels' state while a row decodes: per channel only the bit position and the
 /// bit buffer; the tables and the output rows are arrays reached from one pointer each. The
 /// row's residuals are decoded first and the prediction undone in a second pass
-/// ([`undo_prediction`]): with the running sums and the rows above in the decode loop too,
-/// the state of three or four channels did not fit the registers, and the spilled running
-/// sums put a store and a reload on every position's dependency chain.
-struct RowState<'a, const C: usize> {
-    tables: &'a [Tables; C],
+/// ([`undo_prediction`](super::super::predict::undo_prediction)): with the running sums and
+/// the rows above in the decode loop too, the state of three or four channels did not fit the
+/// registers, and the spilled running sums put a store and a reload on every position's
+/// dependency chain.
+pub(super) struct RowState<'a, const C: usize> {
+    pub(super) tables: &'a [Tables; C],
     /// The row's residuals, unzigzagged (mod 2^16).
-    residuals: &'a mut [Pairs; C],
+    pub(super) residuals: &'a mut [Pairs; C],
     /// Bit position in the stream.
-    pos: [u64; C],
+    pub(super) pos: [u64; C],
     /// The stream's next bits from `pos` (see [`RowState::refill`]): the whole-position
     /// lookups read them here, so a position's chain of dependent work is one table load and
     /// a shift, not a load of the stream too.
-    buf: [u64; C],
+    pub(super) buf: [u64; C],
 }
 
 impl<const C: usize> RowState<'_, C> {
@@ -217,7 +212,7 @@ const _: () = assert!(REFILL_POSITIONS * (POSITION_BITS as usize + 1) <= 57);
 /// The least mean share of whole positions (of `POSITION_SIZE`, by the codes' own
 /// statistics: `PositionTables::whole_share`) at which a patch without runs decodes from
 /// bit buffers: half.
-const BUFFERED_SHARE_MIN: u32 = POSITION_SIZE as u32 / 2;
+pub(super) const BUFFERED_SHARE_MIN: u32 = POSITION_SIZE as u32 / 2;
 
 /// A position that is not whole, from the stream at bit `pos`: its residuals, the position
 /// after it, and the bit buffer there. Out of line: rare in most rows, and the decode loop
@@ -271,7 +266,7 @@ fn symbols(tables: &Tables, bits: u64, bad: &mut u32) -> (u16, u16, u32) {
 /// Every channel's position in `ch` passed [`check_row_start`] against `bytes`, and `ch`
 /// decodes this one row.
 #[inline(always)]
-unsafe fn decode_row<const C: usize>(
+pub(super) unsafe fn decode_row<const C: usize>(
     bytes: &[u8],
     ch: &mut RowState<C>,
     pw: usize,
@@ -331,7 +326,11 @@ unsafe fn decode_row<const C: usize>(
 /// Every channel's position in `ch` passed [`check_row_start`] against `bytes`, and `ch`
 /// decodes this one row.
 #[inline(always)]
-unsafe fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw: usize) -> u32 {
+pub(super) unsafe fn decode_row_runs<const C: usize>(
+    bytes: &[u8],
+    ch: &mut RowState<C>,
+    pw: usize,
+) -> u32 {
     // The calls below (unsafe) are this row's positions: the contract above.
     let mut bad = 0;
     let positions = pw.div_ceil(2);
@@ -379,7 +378,7 @@ unsafe fn decode_row_runs<const C: usize>(bytes: &[u8], ch: &mut RowState<C>, pw
 /// # Safety
 /// As [`decode_row_runs`], for both `ch` and `next`.
 #[inline(always)]
-unsafe fn decode_row_runs_and_next<const C: usize>(
+pub(super) unsafe fn decode_row_runs_and_next<const C: usize>(
     bytes: &[u8],
     ch: &mut RowState<C>,
     next: &mut RowState<C>,
@@ -453,7 +452,7 @@ unsafe fn row_end_or_run<const C: usize>(
 /// # Safety
 /// As [`decode_row`], for both `ch` and `next`.
 #[inline(always)]
-unsafe fn decode_row_and_next<const C: usize>(
+pub(super) unsafe fn decode_row_and_next<const C: usize>(
     bytes: &[u8],
     ch: &mut RowState<C>,
     next: &mut RowState<C>,
@@ -501,7 +500,7 @@ unsafe fn decode_row_and_next<const C: usize>(
 /// passes (positions never pass the segment's end, and the stream is padded); one that
 /// fails has overrun its segment, and gets the same error as the check after each row.
 #[inline(always)]
-fn check_row_start<const C: usize>(
+pub(super) fn check_row_start<const C: usize>(
     pos: &[u64; C],
     s: usize,
     header: &PatchHeader,
@@ -512,321 +511,6 @@ fn check_row_start<const C: usize>(
     for (c, &p) in pos.iter().enumerate() {
         if (p >> 3) as usize + ROW_READ_BYTES > len {
             return Err(header.channels[c].segment_error(c, s, p));
-        }
-    }
-    Ok(())
-}
-
-/// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
-/// columns are in `columns` into `sink` (patches are independent: the others are skipped).
-pub(crate) fn decode_band<S: BandSink>(
-    layout: &FileLayout,
-    band: usize,
-    columns: std::ops::Range<usize>,
-    sink: &mut S,
-) -> crate::error::Result<()> {
-    let h = &layout.header;
-    let first = band * h.patches_x() as usize;
-    let columns =
-        columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
-    let end = first + columns.end;
-    Scratch::with(h, |scratch| {
-        for patch in first + columns.start..end {
-            prefetch_next_patch(sink, h, patch, end);
-            decode_patch(layout, patch, sink, scratch)?;
-        }
-        Ok(())
-    })
-}
-
-avx2_dispatch! {
-    /// Decodes one patch into its band's sink; with AVX2 code generation where the CPU has
-    /// it.
-    pub(crate) fn decode_patch<S: BandSink>(
-        layout: &FileLayout,
-        patch: usize,
-        sink: &mut S,
-        scratch: &mut Scratch,
-    ) -> crate::error::Result<()> => decode_patch_portable;
-}
-
-#[inline(always)]
-pub(crate) fn decode_patch_portable<S: BandSink>(
-    layout: &FileLayout,
-    patch: usize,
-    sink: &mut S,
-    scratch: &mut Scratch,
-    avx2: Option<Avx2>,
-) -> crate::error::Result<()> {
-    let h = &layout.header;
-    let (x0, _, pw, ph) = h.patch_rect(patch as u64);
-    let start = layout.offsets[patch];
-    let size = layout.stream_size(patch);
-    let fail = |e: CompactError| e.at(h, patch as u64, start, size);
-    let stream = layout.stream(patch);
-    let header = parse_patch_header(h, stream, ph).map_err(fail)?;
-    let rect = (x0, pw, ph);
-    let palette = header.palette > 0;
-    if palette {
-        let (start, count) = (header.palette_start, header.palette);
-        scratch.palette.read(h, stream, start, count);
-    }
-    // Coded planes x output channels: a palette patch codes one plane.
-    match (palette, h.channels()) {
-        (_, 1) => decode_patch_rows::<1, 1, S>(layout, patch, &header, sink, scratch, rect, avx2),
-        (true, 2) => {
-            decode_patch_rows::<1, 2, S>(layout, patch, &header, sink, scratch, rect, avx2)
-        }
-        (true, 3) => {
-            decode_patch_rows::<1, 3, S>(layout, patch, &header, sink, scratch, rect, avx2)
-        }
-        (true, _) => {
-            decode_patch_rows::<1, 4, S>(layout, patch, &header, sink, scratch, rect, avx2)
-        }
-        (false, 2) => {
-            decode_patch_rows::<2, 2, S>(layout, patch, &header, sink, scratch, rect, avx2)
-        }
-        (false, 3) => {
-            decode_patch_rows::<3, 3, S>(layout, patch, &header, sink, scratch, rect, avx2)
-        }
-        (false, _) => {
-            decode_patch_rows::<4, 4, S>(layout, patch, &header, sink, scratch, rect, avx2)
-        }
-    }
-    .map_err(|e| fail(e).into())
-}
-
-/// Decodes the `C` coded planes of a patch row by row into `sink` as `OUT` channels: the
-/// channels themselves (`C == OUT`), or with a palette one index plane (`C == 1`) looked up
-/// in `scratch.palette`.
-#[inline(always)]
-fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
-    layout: &FileLayout,
-    patch: usize,
-    header: &PatchHeader,
-    sink: &mut S,
-    scratch: &mut Scratch,
-    (x0, pw, ph): (u32, u32, u32),
-    avx2: Option<Avx2>,
-) -> Result<(), CompactError> {
-    let h = &layout.header;
-    let (x0, pw) = (x0 as usize, pw as usize);
-    let stride = ROW;
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = avx2;
-    let mask = ((1u32 << h.depth) - 1) as u16;
-    let depth = h.depth;
-    for (ch, tables) in header.channels.iter().zip(scratch.tables.iter_mut()) {
-        // Valid codes have a non-zero length, so all-zero `tables.lengths` never matches.
-        if tables.lengths == ch.lengths {
-            continue;
-        }
-        tables.lengths = ch.lengths;
-        let lengths = &ch.lengths[..alphabet_size(depth) as usize];
-        let code = huffman::Canonical::new(lengths);
-        huffman::fill_lut(&code, depth, &mut tables.symbols);
-        huffman::fill_position_lut(&code, depth, &mut tables.positions);
-    }
-    // Positions are relative to the stream start; reads may look past the stream into the
-    // rest of the file (only bits inside a segment are used once the segment lengths check
-    // out). The decode loop reads without bounds checks, which needs ROW_READ_BYTES bytes
-    // after the stream: a stream that ends closer to the end of the file (the last one) is
-    // copied and padded with zeros, which is what reads past the file's end saw before.
-    let rest = &layout.data[layout.offsets[patch] as usize..];
-    let padded: Vec<u8>;
-    let bytes = if rest.len() >= layout.stream_size(patch) as usize + ROW_READ_BYTES {
-        rest
-    } else {
-        padded = [rest, &[0; ROW_READ_BYTES]].concat();
-        &padded[..]
-    };
-    let segs = header.segments as usize;
-    let mut pos = [[0u64; C]; SEGMENTS_MAX as usize];
-    for (s, p) in pos.iter_mut().enumerate().take(segs) {
-        for (p, ch) in p.iter_mut().zip(&header.channels) {
-            *p = ch.segment_start[s];
-        }
-    }
-    scratch.previous.fill(0);
-    let left_type: [bool; C] = std::array::from_fn(|c| header.channels[c].predictor.is_left_type());
-    let ph = ph as usize;
-    // Some channel has run tokens: every channel decodes symbol by symbol (a patch is flat
-    // in all its channels or in none, mostly; one path keeps the loop simple).
-    let runs = header.channels.iter().any(|c| c.runs);
-    // The bit buffers pay where most positions are whole; where most are not (16-bit
-    // samples with raw bits), each such position refills its buffer for nothing.
-    let whole_share: u32 = (0..C)
-        .map(|c| scratch.tables[c].positions.whole_share)
-        .sum();
-    let buffered = whole_share >= BUFFERED_SHARE_MIN * C as u32;
-    // Whether `scratch.pending` holds the residuals of row y (decoded with row y - 1).
-    let mut pending = false;
-    for y in 0..ph {
-        let s = y % segs;
-        for c in 0..C {
-            let range = c * stride..c * stride + pw;
-            prediction_from_above(
-                header.channels[c].predictor,
-                &scratch.previous[range.clone()],
-                &mut scratch.above[range],
-            );
-        }
-        // Decode this row with the next one's residuals (two rows of independent work) when
-        // the next row exists and is in another segment; for 1 and 2 channels only: with
-        // 3 or 4, the channels already give the CPU enough independent chains, and twice as
-        // many measured slower (gray 16-bit: +23 %; RGB photos: -14 %).
-        let with_next = C <= 2 && !pending && y + 1 < ph && segs > 1;
-        let bad = if pending {
-            // The residuals are there (decoded with the row above).
-            std::mem::swap(&mut scratch.residuals, &mut scratch.pending);
-            0
-        } else {
-            check_row_start(&pos[s], s, header, bytes.len())?;
-            let mut ch = RowState::<C> {
-                tables: tables_of(&scratch.tables),
-                residuals: rows_mut(&mut scratch.residuals),
-                pos: pos[s],
-                buf: [0; C],
-            };
-            let bad = if runs && !with_next {
-                // SAFETY: `ch`'s positions passed check_row_start; it decodes one row.
-                unsafe { decode_row_runs::<C>(bytes, &mut ch, pw) }
-            } else if with_next {
-                let s1 = (y + 1) % segs;
-                check_row_start(&pos[s1], s1, header, bytes.len())?;
-                let mut next = RowState::<C> {
-                    tables: tables_of(&scratch.tables),
-                    residuals: rows_mut(&mut scratch.pending),
-                    pos: pos[s1],
-                    buf: [0; C],
-                };
-                // SAFETY: both states' positions passed check_row_start; one row each.
-                let bad = if runs {
-                    unsafe { decode_row_runs_and_next::<C>(bytes, &mut ch, &mut next, pw) }
-                } else {
-                    unsafe { decode_row_and_next::<C>(bytes, &mut ch, &mut next, pw, buffered) }
-                };
-                pos[s1] = next.pos;
-                bad
-            } else {
-                // SAFETY: as for decode_row_runs.
-                unsafe { decode_row::<C>(bytes, &mut ch, pw, buffered) }
-            };
-            pos[s] = ch.pos;
-            bad
-        };
-        if bad != 0 {
-            return Err(CompactError::Field {
-                channel: 0,
-                field: "symbol",
-                value: y as u64,
-                reason: if bad & LUT_RUN != 0 {
-                    "a run token past the row's end or inside a position (row given)"
-                } else {
-                    "a pair token where only a single-sample token may stand (row given)"
-                },
-            });
-        }
-        let checked = if with_next {
-            [s, (y + 1) % segs]
-        } else {
-            [s, s]
-        };
-        for s in checked {
-            for (c, (&p, ch)) in pos[s].iter().zip(&header.channels).enumerate() {
-                if p > ch.segment_start[s + 1] {
-                    return Err(ch.segment_error(c, s, p));
-                }
-            }
-        }
-        pending = with_next;
-        for (c, &left_type) in left_type.iter().enumerate() {
-            #[cfg(target_arch = "x86_64")]
-            if left_type && avx2.is_some() {
-                // Whole steps of 16 past `pw` (the rows are ROW wide): the samples past `pw`
-                // are never read.
-                let range = c * stride..c * stride + pw.next_multiple_of(16);
-                let residuals = bytemuck::cast_slice::<u32, u16>(&scratch.residuals[c][..]);
-                // SAFETY: an `Avx2` exists only on a CPU with AVX2 (Avx2::detect).
-                unsafe {
-                    predict_avx2::undo_left_prediction(
-                        &residuals[..range.len()],
-                        &scratch.above[range.clone()],
-                        &mut scratch.current[range],
-                        mask,
-                    )
-                };
-                continue;
-            }
-            let range = c * stride..c * stride + pw;
-            undo_prediction(
-                left_type,
-                &bytemuck::cast_slice::<u32, u16>(&scratch.residuals[c][..])[..pw],
-                &scratch.above[range.clone()],
-                &mut scratch.current[range],
-            );
-        }
-        // Reduce to the sample depth (the sums above ran mod 2^16; the AVX2 running sums
-        // reduce as they store).
-        if depth != 16 {
-            for (c, &left_type) in left_type.iter().enumerate() {
-                #[cfg(target_arch = "x86_64")]
-                if left_type && avx2.is_some() {
-                    continue;
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = left_type;
-                for v in &mut scratch.current[c * stride..c * stride + pw] {
-                    *v &= mask;
-                }
-            }
-        }
-        if header.palette > 0 {
-            let indices = &scratch.current[..pw];
-            scratch
-                .palette
-                .check_row(indices)
-                .map_err(|largest| CompactError::Field {
-                    channel: 0,
-                    field: "palette index",
-                    value: largest as u64,
-                    reason: "is past the patch's palette",
-                })?;
-            let out = &mut scratch.output;
-            sink.put_palette_row::<OUT>(indices, &scratch.palette, out, stride, y, x0);
-            std::mem::swap(&mut scratch.previous, &mut scratch.current);
-            continue;
-        }
-        let rows = if header.transform == Transform::SubtractGreen {
-            // Channels 0 and 2 plus green; green (and alpha) as they are, whole ROW-wide rows
-            // (a fixed-size copy, not a `memcpy` call).
-            let (cur, out) = (&scratch.current, &mut scratch.output);
-            let green = &cur[stride..stride + pw];
-            for c in 0..C {
-                let (src, dst) = (
-                    &cur[c * stride..(c + 1) * stride],
-                    &mut out[c * stride..(c + 1) * stride],
-                );
-                if c == 0 || c == 2 {
-                    for ((o, &v), &g) in dst[..pw].iter_mut().zip(&src[..pw]).zip(green) {
-                        *o = v.wrapping_add(g) & mask;
-                    }
-                } else {
-                    dst.copy_from_slice(src);
-                }
-            }
-            &scratch.output
-        } else {
-            &scratch.current
-        };
-        sink.put_row::<OUT, u16>(rows, stride, 0, y, x0, pw);
-        std::mem::swap(&mut scratch.previous, &mut scratch.current);
-    }
-    for (s, p) in pos.iter().enumerate().take(segs) {
-        for (c, (&p, ch)) in p.iter().zip(&header.channels).enumerate() {
-            if p != ch.segment_start[s + 1] {
-                return Err(ch.segment_error(c, s, p));
-            }
         }
     }
     Ok(())

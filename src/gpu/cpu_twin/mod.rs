@@ -1,0 +1,192 @@
+//! CPU twins of the WGSL kernels: the same names, the same bindings in the same order, the
+//! same arithmetic, one invocation after another. One file per kernel, named after its WGSL
+//! file: [`prefix_sum`] (`shaders/prefix_sum.wgsl`), [`decode_streams`] (entry point `main`,
+//! `shaders/shared/decode_streams.wgsl`) and [`decode_compact`] (entry point `main_compact`,
+//! `shaders/shared/decode_compact.wgsl`). The decode twins are generic over the
+//! [`OutputSink`] that stands for the output layout's `put_sample` (as the shader assembler
+//! pairs the shared entry points with one `shaders/output/*.wgsl`). This file holds what the
+//! kernels share: the twins of `shaders/shared/bits.wgsl` and `images.wgsl`, the sinks, and
+//! [`run_chunk`], the whole pipeline. Test-only (`cfg(test)`): the unit tests run a twin and
+//! its shader on the same inputs and compare, and hold the twins to the CPU decoder; the
+//! twins also document what each kernel computes.
+
+mod decode_compact;
+mod decode_streams;
+mod prefix_sum;
+
+pub(crate) use decode_compact::decode_compact_patches;
+pub(crate) use decode_streams::decode_streams;
+pub(crate) use prefix_sum::prefix_sum;
+
+use super::abi::{ImageInfo, Params};
+use super::plan::ChunkInputs;
+use crate::layout::{Normalize, OutputLayout};
+
+/// Largest patch side (the shaders' `MAX_PATCH`).
+const MAX_PATCH: u32 = 1 << crate::format::PATCH_LOG2_MAX;
+
+/// Twin of `read_byte` in `shaders/shared/bits.wgsl`: byte `byte_index` of the uploaded
+/// stream bytes. Words past the end read as 0.
+fn read_byte(input_words: &[u32], byte_index: u32) -> u32 {
+    (input_words
+        .get((byte_index >> 2) as usize)
+        .copied()
+        .unwrap_or(0)
+        >> ((byte_index & 3) * 8))
+        & 0xff
+}
+
+/// Twin of `read_bits` in `shaders/shared/bits.wgsl`: `n` (0..=16) bits at bit `p` of the
+/// payload starting at byte `base`. Words past the end read as 0.
+pub(crate) fn read_bits(input_words: &[u32], base: u32, p: u32, n: u32) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
+    let abs_bit = (base & 3) * 8 + p;
+    let w = (base >> 2) + (abs_bit >> 5);
+    let sh = abs_bit & 31;
+    let mut v = word(w) >> sh;
+    if sh + n > 32 {
+        v |= word(w + 1) << (32 - sh);
+    }
+    v & ((1 << n) - 1)
+}
+
+/// Twin of `find_image_by_workgroup` in `shaders/shared/images.wgsl`: the last image with
+/// `wg_base <= wg`.
+fn find_image_by_workgroup(images: &[ImageInfo], count: u32, wg: u32) -> usize {
+    let (mut lo, mut hi) = (0usize, count as usize);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if images[mid].wg_base <= wg {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Where a twin's decode body puts each decoded sample: the twin of `put_sample` and of the
+/// output binding (4) of `shaders/output/*.wgsl`, one implementation per [`OutputLayout`].
+pub(crate) trait OutputSink {
+    /// Stores sample `v` of channel `ch` at pixel (`x`, `y`) of image (or band) `img`.
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32);
+}
+
+/// Twin of `dequantize` in `shaders/shared/images.wgsl`.
+fn dequantize(img: &ImageInfo, v: u32) -> u32 {
+    if img.max_error == 0 {
+        v
+    } else {
+        crate::quantize::dequantize(v, img.max_error as u16, img.depth as u8)
+    }
+}
+
+/// Twin of `shaders/output/interleaved.wgsl`: each sample ORed into its interleaved output
+/// word of `out_words` (HWC from the image's `out_base`; 8-bit samples four to a word, 16-bit
+/// samples two to a word, little-endian; the words start zeroed, as the host clears the GPU
+/// buffer).
+pub(crate) struct InterleavedWords<'a> {
+    /// Binding 4 (`out_words`).
+    pub out_words: &'a mut [u32],
+}
+
+impl OutputSink for InterleavedWords<'_> {
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+        let v = dequantize(img, stored);
+        let s = (y * img.width + x) * img.channels + ch;
+        if img.depth == 8 {
+            self.out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
+        } else {
+            self.out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
+        }
+    }
+}
+
+/// Twin of `shaders/output/f32_chw.wgsl`: each sample normalised with [`Normalize::apply`]
+/// (the shader's f32 operations, in its order) to its planar element
+/// `out_base + c * H * W + y * W + x` of `out_values`. Leaves the alignment padding between
+/// images alone (the host clears the output buffer).
+pub(crate) struct F32Chw<'a> {
+    /// Binding 4 (`out_values`).
+    pub out_values: &'a mut [f32],
+    /// The normalisation the dispatch's [`Params`] carry (`mean`, `std`).
+    pub norm: Normalize,
+}
+
+impl OutputSink for F32Chw<'_> {
+    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+        let v = dequantize(img, stored);
+        let hw = img.width * img.height;
+        self.out_values[(img.out_base + ch * hw + y * img.width + x) as usize] =
+            self.norm.apply(v, img.depth as u8, ch as usize);
+    }
+}
+
+/// The images of workgroups `params.first_workgroup ..` (`params.count` of them), as the
+/// entry points find them.
+fn workgroups<'a>(
+    images: &'a [ImageInfo],
+    params: &'a Params,
+) -> impl Iterator<Item = (u32, ImageInfo)> + 'a {
+    (params.first_workgroup..params.first_workgroup + params.count).map(|wg| {
+        (
+            wg,
+            images[find_image_by_workgroup(images, params.image_count, wg)],
+        )
+    })
+}
+
+/// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the
+/// payload starting at byte `base`. Words past the end read as 0.
+pub(crate) fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
+    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
+    let abs_bit = (base & 3) * 8 + p;
+    let w = (base >> 2) + (abs_bit >> 5);
+    let sh = abs_bit & 31;
+    let mut v = word(w) >> sh;
+    if sh != 0 {
+        v |= word(w + 1) << (32 - sh);
+    }
+    v
+}
+
+/// The whole GPU pipeline on the CPU, twin by twin: prefix sum, then both decode entry
+/// points into a zeroed output binding of `c.out_words` words (so the alignment padding is
+/// zero) through `output`'s sink. Returns the chunk's output bytes (images at their
+/// `out_base`, as in the GPU buffer) and each image's error flags (indexed by `image_index`
+/// minus the chunk's smallest `image_index`).
+pub(crate) fn run_chunk(c: &ChunkInputs, output: OutputLayout) -> (Vec<u8>, Vec<u32>) {
+    let offsets = prefix_sum(&c.sizes);
+    let indices = c.images.iter().map(|i| i.image_index as usize);
+    let first = indices.clone().min().unwrap_or(0);
+    let mut errors = vec![0u32; indices.max().map_or(0, |i| i + 1)];
+    let words = c.out_words as usize;
+    fn run<S: OutputSink>(c: &ChunkInputs, offsets: &[u32], out: &mut S, errors: &mut [u32]) {
+        let (i, s, im) = (&c.input_words, &c.sizes, &c.images);
+        decode_streams(i, s, offsets, im, out, errors, &c.decode_params);
+        decode_compact_patches(i, s, offsets, im, out, errors, &c.compact_params);
+    }
+    let out = match output {
+        OutputLayout::Interleaved => {
+            let mut out_words = vec![0u32; words];
+            let mut sink = InterleavedWords {
+                out_words: &mut out_words,
+            };
+            run(c, &offsets, &mut sink, &mut errors);
+            bytemuck::cast_slice(&out_words).to_vec()
+        }
+        OutputLayout::F32Chw(norm) => {
+            let mut out_values = vec![0f32; words];
+            let mut sink = F32Chw {
+                out_values: &mut out_values,
+                norm,
+            };
+            run(c, &offsets, &mut sink, &mut errors);
+            bytemuck::cast_slice(&out_values).to_vec()
+        }
+    };
+    (out, errors.split_off(first))
+}
