@@ -1,5 +1,11 @@
-//! GPU decoder: WGSL compute shaders run through wgpu decode a batch of L3 files into one GPU
-//! buffer (the wgpu parts need the `gpu` feature; the ABI and the layout types do not).
+//! The GPU engine: WGSL compute shaders run through wgpu decode a batch of L3 files into one
+//! GPU buffer, and run the kernels that the data side's GPU stages build on (the wgpu parts
+//! need the `gpu` feature; the ABI and the layout types do not). The engine knows devices,
+//! buffers, batch plans, kernels and their ABI structs, and nothing of datasets: the stages
+//! that use its kernels for their own data live with that data (`progressive::gpu` refines
+//! levels with `levels.wgsl`, `field::gpu` reconstructs fields with `fields.wgsl`,
+//! `loader::gpu` crops, resizes and normalises with `augment.wgsl`), each turning its own
+//! parameters into the ABI structs of `abi` and calling the kernel module's dispatch.
 //!
 //! Pipeline, per chunk of the batch (one submission each), two stages:
 //! 1. `prefix_sum.wgsl`: the size tables of all the chunk's files, scanned into byte offsets
@@ -50,13 +56,19 @@
 //! To decode many files with per-file errors, byte-budgeted batches and buffers reused
 //! between batches, use [`Batcher`].
 //!
-//! Modules: `abi` (the tables and flags the shaders share with the host), `plan` (the batch
-//! plan: output positions, bands and chunks; CPU only), `shaders` (the WGSL assembler),
-//! `cpu_twin` (test-only CPU ports of the kernels); with the `gpu` feature, `device`
-//! (adapter, limits, pipelines), `decoder` ([`GpuDecoder`]), `upload` (submission and
-//! scratch buffers), `readback` ([`GpuBatch`], maps as futures), `timing` ([`StageTimings`])
-//! and `batcher` ([`Batcher`]). Without the `gpu` feature only the ABI ([`ImageInfo`],
-//! [`Params`], [`flags`], the workgroup constants) and the layout types are here.
+//! Modules: `abi` (every struct a shader reads, declared once with `wgsl_struct!` and
+//! generated into WGSL; the error flags and workgroup constants), `plan` (the batch plan:
+//! output positions, bands and chunks; CPU only), `shaders` (the WGSL assembler: generated
+//! constants and structs, shared sources, the stage's file), `cpu_twin` (test-only CPU ports
+//! of the decode kernels, one file per WGSL file). With the `gpu` feature: `device` (adapter,
+//! limits, pipelines), `decoder` ([`GpuDecoder`]), `upload` (submission and scratch buffers),
+//! `map` (buffer maps as futures), `readback` ([`GpuBatch`]), `timing` ([`StageTimings`]),
+//! `batcher` ([`Batcher`]), `bindings` (every planned range checked against its buffer and
+//! the device's limits before a bind group exists), the kernels' dispatch for the data side
+//! (`augment`, `fields`, `levels`), and `interop` (feature `interop`: [`GpuBatch`] memory
+//! exported to CUDA or another process). Without the `gpu` feature only the ABI
+//! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
+//! here.
 //!
 //! ```no_run
 //! # #[cfg(feature = "gpu")] {
