@@ -65,8 +65,8 @@ pub struct LoaderOptions {
     /// (default true; the output is the same either way, this is for measuring the saving).
     pub crop_window_decode: bool,
     /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
-    /// payloads as one GPU batch (`progressive::gpu::decode_levels_windows`), then `augment.wgsl`; the
-    /// tensor is read back into [`super::Batch::data`]. Equal to the CPU path within float
+    /// payloads as one GPU batch (`progressive::gpu::decode_levels_windows`), then
+    /// `augment.wgsl` (`loader::gpu`); the tensor is read back into [`super::Batch::data`]. Equal to the CPU path within float
     /// tolerance (the GPU tests state it).
     #[cfg(feature = "gpu")]
     pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
