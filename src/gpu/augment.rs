@@ -1,7 +1,6 @@
 //! The augment kernel: `shaders/augment.wgsl` dispatched once per image of a decoded batch,
 //! each dispatch with its [`AugmentJob`], reading its image whole and writing its part of one
-//! output buffer. The jobs are the caller's (the loader's GPU stage, `crate::loader::gpu`,
-//! plans them); this file knows only engine types.
+//! output buffer. The caller plans the jobs; this file knows only engine types.
 
 use super::abi::{strided_workgroups, AugmentJob, AUGMENT_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};

@@ -1,7 +1,7 @@
 //! The fields kernel: `shaders/fields.wgsl` over 16-bit bin images already decoded in a
 //! [`GpuBatch`], one dispatch per field, each value `offset + q * bin_width` or its exact run
-//! value. The field format, its plan and its jobs are `field::gpu`'s; this file binds
-//! and dispatches what it is given, after checking every range.
+//! value. The caller parses the fields and plans the jobs; this file checks every range,
+//! then binds and dispatches what it is given.
 
 use super::abi::{strided_workgroups, FieldJob, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};

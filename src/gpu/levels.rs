@@ -1,8 +1,8 @@
 //! The levels kernel: `shaders/levels.wgsl` over payloads already decoded in a [`GpuBatch`],
 //! step by step, as a [`LevelSteps`] lists them: `refine` dispatches (intermediate levels
 //! ping-pong between two scratch buffers so no dispatch reads the buffer it writes),
-//! `subsample` dispatches and buffer copies. The records, their levels and the plan are
-//! `progressive::gpu`'s; this file checks every range, then binds and dispatches.
+//! `subsample` dispatches and buffer copies. The caller plans the steps; this file checks
+//! every range, then binds and dispatches.
 
 use super::abi::{strided_workgroups, LevelJob, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};

@@ -1,11 +1,10 @@
 //! The GPU engine: WGSL compute shaders run through wgpu decode a batch of L3 files into one
 //! GPU buffer, and run the kernels that the data side's GPU stages build on (the wgpu parts
 //! need the `gpu` feature; the ABI and the layout types do not). The engine knows devices,
-//! buffers, batch plans, kernels and their ABI structs, and nothing of datasets: the stages
-//! that use its kernels for their own data live with that data (`progressive::gpu` refines
-//! levels with `levels.wgsl`, `field::gpu` reconstructs fields with `fields.wgsl`,
-//! `loader::gpu` crops, resizes and normalises with `augment.wgsl`), each turning its own
-//! parameters into the ABI structs of `abi` and calling the kernel module's dispatch.
+//! buffers, batch plans, kernels and their ABI structs, and nothing of datasets: a stage
+//! that uses a kernel for its own data (level refinement, field reconstruction,
+//! augmentation) lives with that data, turns its own parameters into the ABI structs of
+//! `abi` and calls the kernel module's dispatch (see `ARCHITECTURE.md`).
 //!
 //! Pipeline, per chunk of the batch (one submission each), two stages:
 //! 1. `prefix_sum.wgsl`: the size tables of all the chunk's files, scanned into byte offsets
