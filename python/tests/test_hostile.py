@@ -159,7 +159,7 @@ def test_waiting_for_a_batch_is_interruptible(dataset3):
         f"""
         import signal, time, l3
         def slow():
-            return l3.Loader({str(dataset3)!r}, 6, size=2000, threads=1, crop=False)
+            return l3.Loader({str(dataset3)!r}, 6, size=2600, threads=1, crop=False)
         t = time.monotonic()
         with slow() as loader:
             next(loader)
@@ -185,7 +185,8 @@ def test_waiting_for_a_batch_is_interruptible(dataset3):
     words = out.split()
     waited, full = float(words[words.index("interrupted") + 1]), float(words[words.index("of") + 1])
     # The interrupt lands 0.05 s into the wait and is seen within one 0.05 s slice: well
-    # under a third of a batch that takes 0.4 s or more (0.7-1.4 s on 2-core CI machines).
+    # under a third of a batch that takes 0.4 s or more (0.4 s at size 2000 on a fast 2-core CI
+    # machine, so size 2600: 1.7x the pixels).
     assert full > 0.4, f"the batch was too fast to tell: {out}"
     assert waited < full / 3, out
     assert float(words[words.index("closed") + 1]) < full, out
