@@ -223,6 +223,23 @@ fn planned_cache_serves_later_epochs() {
 fn a_corrupt_record_is_skipped_and_named_or_fails_its_batch() {
     let dir = tempfile::tempdir().unwrap();
     let n = pack(dir.path(), 1, 1);
+    // Each sample's tensor from the intact dataset, in one batch of every record.
+    let tensors = |ds: &Arc<Dataset>| {
+        let mut o = options(n as u32, 1, 0);
+        o.end_epoch = 1;
+        o.level = None;
+        let mut by_sample = BTreeMap::new();
+        for b in Loader::new(ds.clone(), o, LoaderState::default()).unwrap() {
+            let b = b.unwrap();
+            let values = b.data.to_f32();
+            let per = values.len() / b.samples.len().max(1);
+            for (k, s) in b.samples.iter().enumerate() {
+                by_sample.insert(*s, values[k * per..(k + 1) * per].to_vec());
+            }
+        }
+        by_sample
+    };
+    let intact = tensors(&Arc::new(Dataset::open(dir.path()).unwrap()));
     // Flip a byte inside the first record's payload (after the 16-byte shard header).
     let shard = dir.path().join("shard-00000.l3s");
     let mut bytes = std::fs::read(&shard).unwrap();
@@ -247,6 +264,13 @@ fn a_corrupt_record_is_skipped_and_named_or_fails_its_batch() {
     assert!(skipped[0].key.starts_with("copy0/"), "{:?}", skipped[0]);
     assert!(skipped[0].error.contains("checksum"), "{:?}", skipped[0]);
     assert_eq!(seen.len(), n - 1);
+    // With the record left out of its batch, the others' tensors close up over its slot and
+    // are unchanged.
+    let survivors = tensors(&ds);
+    assert_eq!(survivors.len(), n - 1);
+    for (s, values) in &survivors {
+        assert_eq!(values, &intact[s], "sample {s}");
+    }
     o.on_error = OnError::Fail;
     let results: Vec<_> = Loader::new(ds, o, LoaderState::default())
         .unwrap()

@@ -14,6 +14,7 @@ use super::augment::{Augment, AugmentParams};
 use super::batch::{reject, Batch};
 use super::options::LoaderOptions;
 use super::read::Payloads;
+use super::tensor::{f32_to_f16_bits, Tensor};
 use crate::error::{Error, Result};
 use crate::layout::Window;
 #[cfg(feature = "gpu")]
@@ -21,8 +22,20 @@ use crate::progressive::gpu::decode_levels_windows;
 use crate::progressive::{decode_level_window, level_dims, StoredLevels};
 use crate::shard::Dataset;
 
-/// One sample decoded and augmented: its values, the decode time and the augment time.
-pub(super) type Decoded = Result<(Vec<f32>, Duration, Duration)>;
+/// One sample decoded and augmented into its slot of the batch tensor: the decode time and
+/// the augment time.
+pub(super) type Decoded = Result<(Duration, Duration)>;
+
+/// A task's slot in the batch tensor: `per` values of the tensor's type.
+enum Slot<'a> {
+    F32(&'a mut [f32]),
+    F16(&'a mut [u16]),
+}
+
+thread_local! {
+    /// Each pool thread's f32 scratch for an f16 batch (the augmentation computes f32).
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// What decoding a step's records needs: the dataset, the loader's options, the level read,
 /// and the run's seed and the step's epoch (the augmentation's parameters depend on them).
@@ -41,9 +54,13 @@ pub(super) struct Decode<'a> {
 }
 
 impl Decode<'_> {
-    /// Decodes and augments sample `ids[k]` from `payloads[k]` into `per` values on `pool`,
-    /// one sample per task; a sample with an error in `errors[k]` (taken) is that error, and
-    /// every sample not started when `stop` is set is [`Error::LoaderThread`].
+    /// Decodes and augments sample `ids[k]` from `payloads[k]` into slot `k` of `out` (`per`
+    /// values each; `out` holds `ids.len() * per`) on `pool`, one sample per task, so the
+    /// batch tensor is written in place by the pool's threads, with no per-sample buffer and
+    /// no serial copy. A sample with an error in `errors[k]` (taken) is that error, and every
+    /// sample not started when `stop` is set is [`Error::LoaderThread`]; a failed sample's
+    /// slot is left as it was.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_cpu(
         &self,
         pool: &rayon::ThreadPool,
@@ -52,13 +69,20 @@ impl Decode<'_> {
         payloads: &[Option<Payloads>],
         errors: &mut [Option<Error>],
         per: usize,
+        out: &mut Tensor,
     ) -> Vec<Decoded> {
+        debug_assert_eq!(out.len(), ids.len() * per);
+        let slots: Vec<Slot<'_>> = match out {
+            Tensor::F32(v) => v.chunks_mut(per.max(1)).map(Slot::F32).collect(),
+            Tensor::F16(v) => v.chunks_mut(per.max(1)).map(Slot::F16).collect(),
+        };
         pool.install(|| {
             payloads
                 .par_iter()
                 .zip(errors.par_iter_mut())
+                .zip(slots.into_par_iter())
                 .enumerate()
-                .map(|(k, (p, err))| {
+                .map(|(k, ((p, err), slot))| {
                     if let Some(e) = err.take() {
                         return Err(e);
                     }
@@ -66,15 +90,15 @@ impl Decode<'_> {
                         return Err(Error::LoaderThread("the loader is stopping".into()));
                     }
                     let p = p.as_ref().expect("read or cached");
-                    self.decode_augment(ids[k] as u64, p, per)
+                    self.decode_augment(ids[k] as u64, p, slot)
                 })
                 .collect()
         })
     }
 
     /// One sample on the CPU: its stored levels, the crop chosen, the window decoded, the
-    /// crop augmented into `per` values.
-    fn decode_augment(&self, sample: u64, payloads: &[Vec<u8>], per: usize) -> Decoded {
+    /// crop augmented into `slot`.
+    fn decode_augment(&self, sample: u64, payloads: &[Vec<u8>], slot: Slot<'_>) -> Decoded {
         let t0 = Instant::now();
         let level = self.level;
         let (s, r) = self.dataset.locate(sample)?;
@@ -95,9 +119,19 @@ impl Decode<'_> {
         let (columns, rows) = (window.columns, window.rows);
         let image = decode_level_window(&stored, level, columns, rows, &self.options.decode)?;
         let t1 = Instant::now();
-        let mut data = vec![0f32; per];
-        aug.apply(&image, &params, &mut data)?;
-        Ok((data, t1 - t0, t1.elapsed()))
+        match slot {
+            Slot::F32(values) => aug.apply(&image, &params, values)?,
+            Slot::F16(bits) => SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                scratch.resize(bits.len(), 0.0);
+                aug.apply(&image, &params, &mut scratch)?;
+                for (b, &x) in bits.iter_mut().zip(scratch.iter()) {
+                    *b = f32_to_f16_bits(x);
+                }
+                Ok::<_, Error>(())
+            })?,
+        }
+        Ok((t1 - t0, t1.elapsed()))
     }
 
     /// The GPU path: the good samples' payloads decoded as one GPU batch, augmented by

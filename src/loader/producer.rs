@@ -183,7 +183,7 @@ impl Producer {
             consumed_before: state.consumed,
             samples: Vec::with_capacity(ids.len()),
             classes: Vec::with_capacity(ids.len()),
-            data: Tensor::with_capacity(aug.output, ids.len() * per),
+            data: Tensor::zeroed(aug.output, ids.len() * per),
             shape: [
                 0,
                 aug.channels as usize,
@@ -214,22 +214,37 @@ impl Producer {
             out.times.total = started.elapsed();
             return Ok(out);
         }
-        // Decode + augment, one sample per task.
-        let results = decode.on_cpu(&self.pool, &self.stop, ids, &payloads, &mut errors, per);
+        // Decode + augment, one sample per task, each into its slot of the batch tensor.
+        let results = decode.on_cpu(
+            &self.pool,
+            &self.stop,
+            ids,
+            &payloads,
+            &mut errors,
+            per,
+            &mut out.data,
+        );
+        // Hand-off: the good samples' slots closed up over the failed ones' (none moves when
+        // every sample decoded).
         let assemble = Instant::now();
+        let mut kept = 0;
         for (k, r) in results.into_iter().enumerate() {
             let sample = ids[k] as u64;
             match r {
-                Ok((data, decode, augment)) => {
+                Ok((decode, augment)) => {
+                    if kept != k {
+                        out.data.move_slot(k, kept, per);
+                    }
+                    kept += 1;
                     out.samples.push(sample);
                     out.classes.push(self.dataset.record(sample)?.class);
-                    out.data.extend_from_f32(&data);
                     out.times.decode += decode;
                     out.times.augment += augment;
                 }
                 Err(e) => reject(&self.dataset, self.options.on_error, &mut out, sample, e)?,
             }
         }
+        out.data.truncate(kept * per);
         out.shape[0] = out.samples.len();
         out.times.assemble = assemble.elapsed();
         out.times.total = started.elapsed();

@@ -36,6 +36,31 @@ impl Tensor {
         }
     }
 
+    /// `n` zeros of type `t` (allocated zeroed, so the pages are touched first by whoever
+    /// writes them).
+    pub fn zeroed(t: TensorType, n: usize) -> Self {
+        match t {
+            TensorType::F32 => Tensor::F32(vec![0.0; n]),
+            TensorType::F16 => Tensor::F16(vec![0; n]),
+        }
+    }
+
+    /// Copies slot `from` (values `from * per..`, `per` long) over slot `to`.
+    pub(crate) fn move_slot(&mut self, from: usize, to: usize, per: usize) {
+        match self {
+            Tensor::F32(v) => v.copy_within(from * per..(from + 1) * per, to * per),
+            Tensor::F16(v) => v.copy_within(from * per..(from + 1) * per, to * per),
+        }
+    }
+
+    /// Keeps the first `n` values.
+    pub(crate) fn truncate(&mut self, n: usize) {
+        match self {
+            Tensor::F32(v) => v.truncate(n),
+            Tensor::F16(v) => v.truncate(n),
+        }
+    }
+
     /// Values held.
     pub fn len(&self) -> usize {
         match self {
