@@ -410,20 +410,66 @@ impl Augment {
                 taps(x, cx, cw, w, ow)
             })
             .collect();
+        // Separable: each source row the crop reads is interpolated horizontally once (all
+        // output channels), kept while the next output row may use it, then each output row
+        // is the vertical blend of two such rows. Per value the operations and their order are
+        // `bilinear`'s (`augment.wgsl`'s), so the result is the same to the bit.
+        let nc = sources.len();
+        let rgb = sources == [0, 1, 2];
+        let horizontal = |y: usize, dst: &mut [f32]| {
+            let r = &px[y * w * n..(y + 1) * w * n];
+            if rgb {
+                // The common case, three channels from the first three: one pass over the
+                // columns, each tap's pixel read as one slice.
+                let (d0, rest) = dst.split_at_mut(ow);
+                let (d1, d2) = rest.split_at_mut(ow);
+                for (ox, &(x0, x1, fx)) in xs.iter().enumerate() {
+                    let (a, b) = (&r[x0 * n..x0 * n + 3], &r[x1 * n..x1 * n + 3]);
+                    let lerp = |c: usize| {
+                        let (a0, a1) = (a[c].get() as f32, b[c].get() as f32);
+                        a0 + (a1 - a0) * fx
+                    };
+                    d0[ox] = lerp(0);
+                    d1[ox] = lerp(1);
+                    d2[ox] = lerp(2);
+                }
+                return;
+            }
+            for (oc, &sc) in sources.iter().enumerate() {
+                let dst = &mut dst[oc * ow..(oc + 1) * ow];
+                for (d, &(x0, x1, fx)) in dst.iter_mut().zip(&xs) {
+                    let (a0, a1) = (r[x0 * n + sc].get() as f32, r[x1 * n + sc].get() as f32);
+                    *d = a0 + (a1 - a0) * fx;
+                }
+            }
+        };
+        // Two interpolated rows and the source row each holds.
+        let mut held: [Option<usize>; 2] = [None, None];
+        let mut rows = vec![0f32; 2 * nc * ow];
         let plane = ow * oh;
         for oy in 0..oh {
             let (y0, y1, fy) = taps(oy, cy, ch, h, oh);
-            let (r0, r1) = (
-                &px[y0 * w * n..(y0 + 1) * w * n],
-                &px[y1 * w * n..(y1 + 1) * w * n],
-            );
-            for (oc, &sc) in sources.iter().enumerate() {
+            // The slot holding row `y`, interpolated into the slot not holding `keep` if no
+            // slot holds it.
+            let mut slot_of = |y: usize, keep: usize, rows: &mut [f32]| -> usize {
+                if let Some(i) = held.iter().position(|&r| r == Some(y)) {
+                    return i;
+                }
+                let i = usize::from(held[0] == Some(keep));
+                horizontal(y, &mut rows[i * nc * ow..(i + 1) * nc * ow]);
+                held[i] = Some(y);
+                i
+            };
+            let i0 = slot_of(y0, y1, &mut rows);
+            let i1 = slot_of(y1, y0, &mut rows);
+            for oc in 0..nc {
                 let (mean, std) = (self.normalize.mean[oc], self.normalize.std[oc]);
+                let top = &rows[(i0 * nc + oc) * ow..(i0 * nc + oc + 1) * ow];
+                let bottom = &rows[(i1 * nc + oc) * ow..(i1 * nc + oc + 1) * ow];
                 let row = &mut out[oc * plane + oy * ow..oc * plane + (oy + 1) * ow];
-                for (o, &(x0, x1, fx)) in row.iter_mut().zip(&xs) {
-                    let (a0, a1) = (r0[x0 * n + sc].get() as f32, r0[x1 * n + sc].get() as f32);
-                    let (b0, b1) = (r1[x0 * n + sc].get() as f32, r1[x1 * n + sc].get() as f32);
-                    *o = (bilinear(a0, a1, b0, b1, fx, fy) / max - mean) / std;
+                for ((o, &t), &b) in row.iter_mut().zip(top).zip(bottom) {
+                    let v = t + (b - t) * fy;
+                    *o = (v / max - mean) / std;
                 }
             }
         }
