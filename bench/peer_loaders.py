@@ -22,8 +22,8 @@ builds the `l3` CLI. What one run does:
    --epochs timed epochs; --rounds repeats the timed epochs of every loader, interleaved.
 4. Each batch is consumed as a training loop would: `.contiguous()` and one element read.
    Every epoch's sample indices are checked: each sample of the corpus seen exactly once.
-5. For l3, where the time goes: `l3 bench-loader` (--l3-bin) on the same datasets prints read,
-   decode, augment and hand-off per image.
+5. For l3, where the time goes: `l3 bench-loader` (--l3-bin) on the same datasets, once per
+   round after the round's loaders, prints read, decode, augment and hand-off per image.
 
 images/s = images of the timed epochs / their wall time, from creating the epoch's iterator
 to the end of its last batch (worker start and shutdown included, as a training loop sees
@@ -32,7 +32,7 @@ warm-up epoch. "First batch per epoch": from creating an epoch's iterator to its
 (median over the timed epochs).
 
 The report: a markdown table on stdout and in --out, the raw figures in --out with `.json`.
-The exit status is 1 when a loader failed or an epoch check did not hold.
+The exit status is 1 when a loader or `l3 bench-loader` failed or an epoch check did not hold.
 """
 
 from __future__ import annotations
@@ -409,7 +409,11 @@ def run_epoch(cfg: Config, e: int, n_samples: int, batch_size: int, t_start: Opt
     }
 
 
-def measure(args: argparse.Namespace, cfgs: List[Config], n: int) -> None:
+def measure(args: argparse.Namespace, cfgs: List[Config], n: int,
+            conv: Dict[str, Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+    """Runs the warm-up and the timed rounds of every loader, and in each round `l3
+    bench-loader` on each l3 dataset (with --l3-bin); returns those runs per dataset."""
+    stage_runs: Dict[str, List[Dict[str, Any]]] = {}
     # Warm-up: create each loader (timed to its first batch) and run one epoch.
     for cfg in cfgs:
         log(f"warm-up: {cfg.name}")
@@ -439,6 +443,11 @@ def measure(args: argparse.Namespace, cfgs: List[Config], n: int) -> None:
             except Exception as exc:
                 cfg.error = f"{type(exc).__name__}: {exc}"
                 log(f"FAILED: {cfg.name}: {cfg.error}")
+        for kind in ("l3-compact", "l3-fast"):
+            if kind in conv and args.l3_bin is not None:
+                log(f"round {rnd + 1}/{args.rounds}: l3 bench-loader {conv[kind]['path']}")
+                stage_runs.setdefault(kind, []).append(bench_loader(args, conv[kind]["path"]))
+    return stage_runs
 
 
 # --- l3 bench-loader: where the time goes
@@ -453,34 +462,44 @@ STAGES = {
 }
 
 
-def stage_split(args: argparse.Namespace, conv: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    """`l3 bench-loader` on each l3 dataset, warm-up epoch then --epochs: its per-image stage
-    figures (mean over the timed epochs) and its raw lines."""
-    out: Dict[str, Any] = {}
-    for kind in ("l3-compact", "l3-fast"):
-        if kind not in conv or args.l3_bin is None:
-            continue
-        cmd = [str(args.l3_bin), "bench-loader", conv[kind]["path"], "--epochs",
-               str(1 + args.epochs), "--batch-size", str(args.batch_size), "--seed",
-               str(args.seed)]
-        log(" ".join(cmd))
+def bench_loader(args: argparse.Namespace, path: str) -> Dict[str, Any]:
+    """One run of `l3 bench-loader` on the dataset at `path` (a warm-up epoch, then --epochs):
+    its per-image figures (mean over the timed epochs) and its raw lines, or its error."""
+    cmd = [str(args.l3_bin), "bench-loader", path, "--epochs", str(1 + args.epochs),
+           "--batch-size", str(args.batch_size), "--seed", str(args.seed)]
+    try:
         p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            out[kind] = {"command": cmd, "error": p.stderr.strip()[-2000:]}
+    except OSError as exc:
+        return {"command": cmd, "error": f"{type(exc).__name__}: {exc}"}
+    if p.returncode != 0:
+        return {"command": cmd, "error": p.stderr.strip()[-2000:] or f"exit {p.returncode}"}
+    lines = p.stdout.splitlines()
+    timed = [ln for ln in lines if re.match(r"epoch \d+:", ln) and not ln.startswith("epoch 0:")]
+    figures = {}
+    for key, pat in STAGES.items():
+        vals = [float(m.group(1)) for m in (re.search(pat, ln) for ln in timed) if m]
+        if vals:
+            figures[key] = statistics.fmean(vals)
+    first = [re.search(r"first batch[^\d]*([\d.]+) (ms|s)\b", ln) for ln in lines]
+    first = [float(m.group(1)) * (1 if m.group(2) == "ms" else 1000) for m in first if m]
+    if first:
+        figures["first_batch_ms"] = first[0]
+    return {"command": cmd, "figures": figures, "lines": lines}
+
+
+def stage_summary(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
+    """Per l3 dataset: each figure's median over the rounds' `bench_loader` runs, and the
+    runs; the first error instead when a run failed."""
+    out: Dict[str, Any] = {}
+    for kind, rs in runs.items():
+        failed = [r for r in rs if "error" in r]
+        if failed:
+            out[kind] = {"error": failed[0]["error"], "runs": rs}
             continue
-        lines = p.stdout.splitlines()
-        epochs = [ln for ln in lines if re.match(r"epoch \d+:", ln)]
-        timed = [ln for ln in epochs if not ln.startswith("epoch 0:")]
-        figures = {}
-        for key, pat in STAGES.items():
-            vals = [float(m.group(1)) for m in (re.search(pat, ln) for ln in timed) if m]
-            if vals:
-                figures[key] = statistics.fmean(vals)
-        first = [re.search(r"first batch[^\d]*([\d.]+) (ms|s)\b", ln) for ln in lines]
-        first = [float(m.group(1)) * (1 if m.group(2) == "ms" else 1000) for m in first if m]
-        if first:
-            figures["first_batch_ms"] = first[0]
-        out[kind] = {"command": cmd, "figures": figures, "lines": lines}
+        keys = {k for r in rs for k in r["figures"]}
+        figures = {k: statistics.median(r["figures"][k] for r in rs if k in r["figures"])
+                   for k in sorted(keys)}
+        out[kind] = {"figures": figures, "runs": rs}
     return out
 
 
@@ -540,7 +559,7 @@ def markdown(args: argparse.Namespace, info: Dict[str, Any], n: int, rows: List[
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        if r.get("images_per_s") is None:
+        if r.get("error") or r.get("images_per_s") is None:
             out.append(f"| {r['loader']} | failed: {r['error']} | | | | | | |")
             continue
         values = "{mean:.3f} / {std:.3f}".format(**r["values"]) if r["values"] else "-"
@@ -573,8 +592,9 @@ def markdown(args: argparse.Namespace, info: Dict[str, Any], n: int, rows: List[
         out += [
             "",
             f"Where l3's time goes (`l3 bench-loader`, {args.epochs} epoch(s) after a warm-up, "
-            "in process, no Python; per image: read and hand-off are wall time, decode and "
-            "augment CPU time summed over the loader's threads):",
+            "in process, no Python, once per round after the round's loaders, median of the "
+            "rounds; per image: read and hand-off are wall time, decode and augment CPU time "
+            "summed over the loader's threads):",
             "",
             "| l3 | images/s | read (ms) | decode (ms) | augment (ms) | hand-off (ms) | "
             "consumer waited (ms) | first batch (ms) | wall per image (ms) | "
@@ -608,7 +628,8 @@ def markdown(args: argparse.Namespace, info: Dict[str, Any], n: int, rows: List[
             "hand-off, and with workers their start per epoch and the transfer between "
             "processes.",
         ]
-        if not any("first_batch_ms" in s.get("figures", {}) for s in stages.values()):
+        if not any("first_batch_ms" in s.get("figures", {}) for s in stages.values()) \
+                and any("figures" in s for s in stages.values()):
             out += ["", "(This `l3 bench-loader` prints no first-batch figure.)"]
     out += ["", "Reproduce: `scripts/bench-peer-loaders.sh " + " ".join(reproduce_args(args)) + "`"]
     return "\n".join(out) + "\n"
@@ -645,8 +666,7 @@ def main() -> int:
 
         clean_stale_shared_memory()
     cfgs = configs(args, conv)
-    measure(args, cfgs, n)
-    stages = stage_split(args, conv)
+    stages = stage_summary(measure(args, cfgs, n, conv))
     info["load_at_end"] = os.getloadavg()
     rows = summarise(cfgs, n)
     md = markdown(args, info, n, rows, conv, stages)
@@ -665,7 +685,8 @@ def main() -> int:
     json_path = args.out.with_suffix(".json")
     json_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
     log(f"wrote {args.out} and {json_path}")
-    ok = all(r.get("error") is None and r.get("each_sample_once") for r in rows)
+    ok = all(r.get("error") is None and r.get("each_sample_once") for r in rows) and not any(
+        "error" in s for s in stages.values())
     return 0 if ok else 1
 
 
