@@ -132,9 +132,17 @@ fn staged_batches_equal_the_read_back_batches() {
         assert_eq!(want.len(), got.len());
         assert!(want.iter().map(|b| b.epoch).max() == Some(2));
         for (w, g) in want.iter().zip(&got) {
-            assert_eq!((w.epoch, &w.samples, w.shape), (g.epoch, &g.samples, g.shape));
+            assert_eq!(
+                (w.epoch, &w.samples, w.shape),
+                (g.epoch, &g.samples, g.shape)
+            );
             assert!(w.gpu.is_none() && g.data.is_empty());
-            let Some(GpuHandOff::Staged { staged, shape, element: e }) = g.gpu.as_deref() else {
+            let Some(GpuHandOff::Staged {
+                staged,
+                shape,
+                element: e,
+            }) = g.gpu.as_deref()
+            else {
                 panic!("a staged batch without its staged tensor");
             };
             assert_eq!((*shape, *e), (w.shape, element));
@@ -142,7 +150,11 @@ fn staged_batches_equal_the_read_back_batches() {
             assert_eq!(h.bytes(), w.data.as_bytes().len() as u64);
             let mut bytes = vec![0u8; h.bytes() as usize];
             staged.copy_to(&mut bytes).unwrap();
-            assert!(bytes == w.data.as_bytes(), "epoch {}: staged bytes differ", w.epoch);
+            assert!(
+                bytes == w.data.as_bytes(),
+                "epoch {}: staged bytes differ",
+                w.epoch
+            );
             // Asking for more than was staged is an error, not a read past the mapping.
             let mut more = vec![0u8; staged.len() as usize + 4];
             assert!(matches!(staged.copy_to(&mut more), Err(l3::Error::Gpu(_))));
@@ -204,7 +216,10 @@ fn batches_left_on_the_gpu_export_into_reused_buffers_with_equal_bytes() {
             pool.push((exported, imported));
         }
         for (k, (w, g)) in want.iter().zip(&got).enumerate() {
-            assert_eq!((w.epoch, &w.samples, w.shape), (g.epoch, &g.samples, g.shape));
+            assert_eq!(
+                (w.epoch, &w.samples, w.shape),
+                (g.epoch, &g.samples, g.shape)
+            );
             assert!(g.data.is_empty());
             let Some(GpuHandOff::Device(t)) = g.gpu.as_deref() else {
                 panic!("a device batch without its tensor");

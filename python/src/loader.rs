@@ -9,11 +9,11 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use l3::loader::gpu::GpuOutput;
 use l3::loader::{
     Augment, DropLast, LoaderOptions, LoaderState, OnError, Partition, Policy, RandomResizedCrop,
     Received, Tensor, TensorType,
 };
-use l3::loader::gpu::GpuOutput;
 use l3::Normalize;
 
 use crate::codec::device_gpu;
