@@ -3,7 +3,7 @@
 //! exported buffers (Vulkan external memory, reused batch after batch as the Python CUDA
 //! hand-off does), then re-imported from their fds and read, over several epochs, in f32 and
 //! f16. The read-back path itself is held to the CPU path in tests/loader.rs.
-#![cfg(feature = "gpu")]
+#![cfg(all(feature = "gpu", feature = "image", feature = "dataset"))]
 
 mod common;
 #[path = "common/gpu_support.rs"]
