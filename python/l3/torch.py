@@ -28,7 +28,8 @@ Tensors: on the CPU path a batch's images are created in Rust and wrapped by
 ``torch.from_numpy`` without a copy (with workers, ``DataLoader`` moves them through shared
 memory as for any dataset; ``pin_memory=True`` pins them). ``device="gpu"`` decodes and
 augments on the GPU through wgpu; use it with ``num_workers=0`` (the loader has its own
-threads). Its batches go where ``output`` says:
+threads; in data-loading workers its batches are plain arrays). Its batches go where
+``output`` says:
 
 - ``"cuda"`` (the default where l3's GPU is a CUDA device of torch, matched by UUID, and
   ``cuda-python`` is installed): CUDA tensors over exported Vulkan memory, with no host round
@@ -160,8 +161,15 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         if threads is None:
             threads = max(1, (os.cpu_count() or 1) // workers)
         seed, epoch, consumed = self.start
-        # The GPU path's hand-off: CUDA tensors or pooled pinned host tensors.
-        output = choose_output(self.options.get("device", "cpu"), self.output)
+        # The GPU path's hand-off: CUDA tensors or pooled pinned host tensors. In a worker
+        # process the batch goes through shared memory anyway: plain arrays there.
+        if info is None:
+            output = choose_output(self.options.get("device", "cpu"), self.output)
+        elif self.output == "cuda":
+            raise ParameterError("output='cuda' needs num_workers=0 (CUDA tensors cannot come "
+                                 "from a forked data-loading worker)")
+        else:
+            output = None
         to_tensor = torch.from_numpy
         gpu_options = {}
         if output is not None:

@@ -200,3 +200,19 @@ def test_slot_pool_waits_for_release_events_and_never_blocks():
     assert d.pooled and d.capacity == 200 and d is not a and pool.made == 2
     with pytest.raises(l3.ParameterError):
         SlotPool(0)
+
+
+def test_in_a_worker_process_batches_are_plain_arrays(gpu, dataset3, monkeypatch):
+    """In a data-loading worker (get_worker_info() set) the GPU path hands plain tensors over
+    arrays (DataLoader copies them into shared memory anyway): no pool, no CUDA; asking for
+    CUDA tensors there is a clear error."""
+    import types
+
+    want = reference(dataset3, 1)
+    info = types.SimpleNamespace(id=0, num_workers=1)
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: info)
+    ds = L3IterableDataset(dataset3, 4, device="gpu", **OPTIONS)
+    got = {(b["epoch"], int(b["samples"][0])): b["images"].numpy().tobytes() for b in ds}
+    assert got == {k: v[1] for k, v in want.items()}
+    with pytest.raises(l3.ParameterError):
+        next(iter(L3IterableDataset(dataset3, 4, device="gpu", output="cuda", **OPTIONS)))
