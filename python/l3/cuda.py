@@ -90,6 +90,8 @@ class _CudaImport:
         self._ext_mem = None
         self.ptr = 0
         with torch.cuda.device(device):
+            # torch's and cuda-python's runtimes may keep separate current devices.
+            _check(cudart.cudaSetDevice(device), "cudaSetDevice")
             desc = cudart.cudaExternalMemoryHandleDesc()
             desc.type = cudart.cudaExternalMemoryHandleType.cudaExternalMemoryHandleTypeOpaqueFd
             # CUDA owns the fd once the import succeeds; on failure it is closed here.

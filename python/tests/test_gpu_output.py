@@ -216,3 +216,86 @@ def test_in_a_worker_process_batches_are_plain_arrays(gpu, dataset3, monkeypatch
     assert got == {k: v[1] for k, v in want.items()}
     with pytest.raises(l3.ParameterError):
         next(iter(L3IterableDataset(dataset3, 4, device="gpu", output="cuda", **OPTIONS)))
+
+
+def test_cuda_pool_imports_each_slot_once_and_reuses_released_ones(gpu, dataset3, monkeypatch):
+    """`CudaBatchPool`'s bookkeeping on any adapter that can export, with a stand-in CUDA
+    runtime (the real import runs in test_cuda.py): each exported slot's fd is imported once
+    and owned by the import; a batch's slot comes back when its tensor is collected and is
+    then reused; the mapping and the import are released when the pool goes."""
+    import sys
+    import types
+
+    import l3.cuda as lc
+
+    calls = []
+    fds = []
+
+    class Desc:
+        def __init__(self):
+            self.handle = types.SimpleNamespace(fd=-1)
+
+    ok = "ok"
+    fake = types.SimpleNamespace(
+        cudaError_t=types.SimpleNamespace(cudaSuccess=ok),
+        cudaGetErrorString=lambda e: (ok, str(e)),
+        cudaExternalMemoryHandleType=types.SimpleNamespace(
+            cudaExternalMemoryHandleTypeOpaqueFd=1),
+        cudaExternalMemoryDedicated=1,
+        cudaExternalMemoryHandleDesc=Desc,
+        cudaExternalMemoryBufferDesc=lambda: types.SimpleNamespace(),
+        cudaSetDevice=lambda d: (ok,),
+        cudaFree=lambda p: calls.append(("free", p)) or (ok,),
+        cudaDestroyExternalMemory=lambda m: calls.append(("destroy", m)) or (ok,),
+    )
+
+    def import_memory(desc):
+        fds.append(desc.handle.fd)
+        os.fstat(desc.handle.fd)  # a live fd handed over
+        os.close(desc.handle.fd)  # the importer owns it
+        calls.append(("import", desc.size))
+        return ok, f"mem{len(fds)}"
+
+    fake.cudaImportExternalMemory = import_memory
+    fake.cudaExternalMemoryGetMappedBuffer = lambda m, b: (ok, 0x1000 * len(fds))
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.runtime = fake
+    monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.runtime", fake)
+    monkeypatch.setattr(lc, "cuda_device_of_l3", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(torch, "as_tensor", lambda obj, device: obj)  # the mapping itself
+
+    pool = lc.CudaBatchPool(slots=2)
+    loader = l3.Loader(dataset3, 4, device="gpu", gpu_output="device", end_epoch=3, **OPTIONS)
+    try:
+        ptrs = []
+        held = None
+        for k, b in enumerate(loader):
+            try:
+                m = pool.tensor_of(b["images"])
+            except l3.GpuError as e:
+                if os.environ.get("CI") == "true":
+                    raise
+                pytest.skip(f"this adapter cannot export memory: {e}")
+            cai = m.__cuda_array_interface__
+            n, c, h, w = b["images"].shape
+            assert cai["shape"] == (n, c, h, w) and cai["typestr"] == "<f4"
+            assert cai["strides"] == (c * h * w * 4, h * w * 4, w * 4, 4)
+            ptrs.append(cai["data"][0])
+            if k == 0:
+                held = m  # one batch kept alive: its slot is never handed out again
+            del m, b
+            gc.collect()
+    finally:
+        loader.close()
+    assert [c for c in calls if c[0] == "import"] == [("import", calls[0][1])] * 2
+    assert ptrs[0] not in ptrs[1:], "a held batch's slot was reused"
+    assert len(set(ptrs[1:])) == 1, "released slots were not reused"
+    del held
+    gc.collect()
+    assert pool.pool.made == 2 and len(pool.pool.free) == 2
+    del pool
+    gc.collect()
+    assert sorted(c[0] for c in calls if c[0] != "import") == ["destroy"] * 2 + ["free"] * 2
