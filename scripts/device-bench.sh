@@ -1,42 +1,111 @@
 #!/usr/bin/env bash
-# Runs l3-bench on a machine with an NVIDIA GPU (or any GPU) and writes its report under $OUT
-# when set (else target/device-bench/). At most 200 s of build plus 240 s of benchmark: under 8 minutes.
+# The GPU machine's run in one command: installs l3 from a prebuilt abi3 wheel (no package
+# registry needed) and measures, on one NVIDIA GPU (an H200 with 16 cores is the target):
 #
-#   scripts/device-bench.sh [FILES|FOLDERS...]      (default: the bundled samples/)
+#   1. GPU decode steady state: l3-bench's GPU section, kernels in GB/s next to a copy kernel
+#      of the same output size (GPU timestamps);
+#   2. the loader's CPU path (threads = cores, 0 workers) against torchvision ImageFolder +
+#      PIL with one worker per core: RandomResizedCrop(224) + flip + normalise, batch 64, on
+#      the corpus of scripts/make-loader-corpus.py (l3 compact and fast profiles);
+#   3. the loader's GPU path to CUDA tensors (output="cuda", no host round trip), and to
+#      pinned host tensors then .cuda() (output="host"), in images/s;
+#   4. the CUDA interop tests (pytest python/tests/test_cuda.py, failing instead of skipping
+#      where CUDA is required).
 #
-# The binary: $L3_BENCH_BIN if set, else .bench-bin/l3-bench if present (a prebuilt, stripped
-# copy carried from the build machine), else it is built here with cargo (needs the crates
-# already in ~/.cargo or network access to crates.io). To prepare a carried binary on the build
-# machine (x86-64 Linux, same as the device machine):
+# and prints one summary table (adapter, GPU, CPU, every figure, every step's status), also
+# written to $OUT/summary.md ($OUT when set, else target/device-bench/). Every step runs under
+# `timeout`: the caps add up to about 8 minutes (installs 60 s, steady state 90, corpus 60,
+# pack 45, CPU loaders 100, GPU loaders 75, tests 60), well inside 10; a run takes less. A failed step is a FAILED row and a non-zero
+# exit status; a step that needs CUDA where there is none prints "no CUDA" and is skipped,
+# unless CUDA is required (L3_REQUIRE_CUDA=1, the default where nvidia-smi exists): then it
+# fails.
 #
-#   cargo build --release -p l3-bench -p l3-cli
+#   scripts/device-bench.sh [WHEEL]
+#
+# Prepare on the build machine (x86-64 Linux; the wheel's manylinux tag, e.g. 2_35, is the
+# oldest glibc it runs on; the binaries need the build machine's glibc or newer), in the repo
+# root, then carry wheels/, .bench-bin/ and .bench-data/ (all ignored by git) with the tree:
+#
+#   maturin build --release -m python/Cargo.toml -o wheels/          # the l3 wheel (abi3)
+#   pip download --only-binary=:all: -d wheels/ pytest               # if the machine lacks pytest
+#   cargo build --release -p l3-bench
 #   mkdir -p .bench-bin && strip -o .bench-bin/l3-bench target/release/l3-bench
-#   strip -o .bench-bin/l3 target/release/l3
-#   echo /.bench-bin/ >> .git/info/exclude
+#   python3 scripts/make-loader-corpus.py .bench-data/corpus         # 345 tiles, 36 MB
 #
-# Vulkan loader: a bare machine may lack libvulkan.so.1 (`ldconfig -p | grep libvulkan` prints
-# nothing). The caller then brings Debian's loader packages: on the build machine, in the repo
-# root, once:
+# WHEEL: the argument, else $L3_WHEEL, else the newest wheels/l3-*.whl. It is installed with
+# `pip install --no-index --no-deps --target` into the output folder (nothing else on the
+# machine changes); pytest, when missing, from wheels/ the same way. The corpus: $L3_CORPUS
+# (an ImageFolder tree), else .bench-data/corpus, else made from ../shared/data/images or
+# shared/data/images (the summary says which). The steady-state binary: $L3_BENCH_BIN, else
+# .bench-bin/l3-bench, else target/release/l3-bench.
 #
-#   echo /.gl/ >>.git/info/exclude; mkdir -p .gl /tmp/amd64/partial
-#   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
-#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1)
+# Vulkan loader: a bare machine may lack libvulkan.so.1. Bring Debian's loader package (on the
+# build machine: `apt-get download libvulkan1` into .gl/) and this script unpacks .gl/*.deb
+# into / when the loader is missing. If no NVIDIA ICD is configured, it sets VK_DRIVER_FILES
+# to the NVIDIA ICD under /usr/local/nvidia, /usr/share/vulkan or /etc/vulkan when present.
 #
-# and carries `.gl` (and `.bench-bin`) to the device machine; this script unpacks .gl/*.deb
-# into / when the loader is missing. If wgpu finds no NVIDIA adapter, it sets VK_DRIVER_FILES
-# to the NVIDIA ICD under /usr/local/nvidia or /usr/share/vulkan when one exists there.
+# Knobs: STEADY_MB (decoded MB of the steady-state batch, default 1024), EPOCHS (timed epochs
+# per loader, default 3, after one warm-up epoch), L3_REQUIRE_CUDA (0/1), PYTHON (default
+# python3). A local check without CUDA: `STEADY_MB=16 EPOCHS=1 L3_REQUIRE_CUDA=0
+# scripts/device-bench.sh` (the CUDA rows then say "no CUDA").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+REPO=$(pwd)
 
-OUTDIR=${OUT:-target/device-bench}
-mkdir -p "$OUTDIR"
+OUTDIR=$(mkdir -p "${OUT:-target/device-bench}" && cd "${OUT:-target/device-bench}" && pwd)
+WORK="$OUTDIR/work"
+rm -rf "$WORK"
+mkdir -p "$WORK"
 export WGPU_BACKEND=${WGPU_BACKEND:-vulkan}
-REPS=${REPS:-5}
+STEADY_MB=${STEADY_MB:-1024}
+EPOCHS=${EPOCHS:-3}
+PYTHON=${PYTHON:-python3}
+if [ -z "${L3_REQUIRE_CUDA:-}" ]; then
+    if command -v nvidia-smi >/dev/null; then L3_REQUIRE_CUDA=1; else L3_REQUIRE_CUDA=0; fi
+fi
+export L3_REQUIRE_CUDA
 START=$(date +%s)
+STATUS="$OUTDIR/status.tsv"
+FIGURES="$OUTDIR/figures.tsv"
+: >"$STATUS"
+: >"$FIGURES"
+FAILED=0
 
 log() { echo "[device-bench +$(($(date +%s) - START))s] $*" >&2; }
 
-# --- Vulkan loader
+# step NAME SECONDS CMD...: runs CMD under `timeout`, its output to $OUTDIR/NAME.log and the
+# terminal; records ok / FAILED (exit status) / timed out / skipped (CMD exited 77). A shell
+# function runs as `step NAME SECONDS bash -c FUNCTION` (exported with `export -f`).
+step() {
+    local name=$1 limit=$2 rc
+    shift 2
+    log "step $name (at most ${limit}s)"
+    set +e
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUTDIR/$name.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    case $rc in
+        0) printf '%s\tok\n' "$name" >>"$STATUS" ;;
+        77) printf '%s\tskipped: %s\n' "$name" "$(tail -n1 "$OUTDIR/$name.log")" >>"$STATUS" ;;
+        124 | 137)
+            printf '%s\tFAILED: timed out after %ss\n' "$name" "$limit" >>"$STATUS"
+            FAILED=1
+            log "FAILED: $name timed out after ${limit}s (log: $OUTDIR/$name.log)"
+            ;;
+        *)
+            printf '%s\tFAILED: exit %s\n' "$name" "$rc" >>"$STATUS"
+            FAILED=1
+            log "FAILED: $name exited $rc (log: $OUTDIR/$name.log)"
+            ;;
+    esac
+}
+
+die() {
+    log "FAILED: $*"
+    exit 1
+}
+
+# --- Vulkan loader and ICD
 if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
     if compgen -G ".gl/*.deb" >/dev/null; then
         log "unpacking Vulkan loader packages from .gl/"
@@ -57,64 +126,269 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ]; then
     done
 fi
 
-# --- binary
-BIN=${L3_BENCH_BIN:-}
-if [ -z "$BIN" ]; then
-    if [ -x .bench-bin/l3-bench ]; then
-        BIN=.bench-bin/l3-bench
-    elif command -v cargo >/dev/null; then
-        log "building l3-bench (release)"
-        timeout 200 cargo build --release -p l3-bench
-        BIN=target/release/l3-bench
+# --- install l3 from the wheel (no registry)
+WHEEL=${1:-${L3_WHEEL:-}}
+if [ -z "$WHEEL" ]; then
+    WHEEL=$(ls -t wheels/l3-*.whl 2>/dev/null | head -n1 || true)
+fi
+[ -n "$WHEEL" ] && [ -f "$WHEEL" ] ||
+    die "no l3 wheel: pass its path, set L3_WHEEL, or build one into wheels/ (see $0's header)"
+command -v "$PYTHON" >/dev/null || die "no $PYTHON"
+log "installing $WHEEL into $WORK/site"
+timeout 30 "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$WORK/site" "$WHEEL" ||
+    die "pip could not install $WHEEL (python $("$PYTHON" -V 2>&1); the wheel is abi3 for CPython >= 3.9)"
+if ! "$PYTHON" -c 'import pytest' 2>/dev/null; then
+    if compgen -G "wheels/pytest-*.whl" >/dev/null; then
+        timeout 30 "$PYTHON" -m pip install --quiet --no-index --find-links wheels/ \
+            --target "$WORK/site" pytest || die "pytest could not be installed from wheels/"
     else
-        echo "no l3-bench binary (.bench-bin/l3-bench) and no cargo: see the header of $0" >&2
-        exit 2
+        log "no pytest and none in wheels/: the CUDA test step will fail (see $0's header)"
     fi
 fi
+export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+"$PYTHON" -c 'import l3, sys; assert l3.__file__.startswith(sys.argv[1]), l3.__file__' \
+    "$WORK/site" || die "import l3 does not find the installed wheel"
 
 # --- machine
+CUDA=$("$PYTHON" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
+if [ "$CUDA" != 1 ] && [ "$L3_REQUIRE_CUDA" = 1 ]; then
+    log "FAILED: L3_REQUIRE_CUDA=1 but torch sees no CUDA device (the CUDA steps fail)"
+    printf 'cuda\tFAILED: L3_REQUIRE_CUDA=1 but torch sees no CUDA device\n' >>"$STATUS"
+    FAILED=1
+fi
+ADAPTER=$("$PYTHON" -c 'import l3; print(l3.gpu_adapter() or "none")' 2>/dev/null || echo "error")
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') x $(nproc)"
-    command -v nvidia-smi >/dev/null &&
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader ||
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    else
         echo "nvidia-smi: not available"
-    echo "adapters:"
-    "$BIN" --list-adapters || true
+    fi
+    echo "l3 adapter: $ADAPTER"
+    echo "wheel: $WHEEL"
+    "$PYTHON" -c 'import sys, torch; print("python", sys.version.split()[0], "torch",
+        torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' ||
+        true
 } 2>&1 | tee "$OUTDIR/machine.txt"
 
-# --- benchmark
-if [ $# -eq 0 ]; then set -- samples; fi
-log "running l3-bench on $* (reps $REPS)"
-set -o pipefail
-# The GPU steady state (1 GB batches of the inputs repeated, kernels against a copy kernel
-# of the same size) runs by default on a hardware GPU; the scaling run stops at 16 MP here
-# (the 64 MP row is a CPU figure, measured on the build machine).
-timeout 240 "$BIN" --reps "$REPS" --per-image --gpu-steady-mb 1024 --scaling-mp 1,4,16 "$@" \
-    --json "$OUTDIR/device-bench.json" --markdown "$OUTDIR/device-bench.md" \
-    2>&1 | tee "$OUTDIR/device-bench.txt"
-# --- loader: CPU and GPU paths over the same packed samples (the `l3` binary: $L3_BIN,
-# .bench-bin/l3 or target/release/l3; skipped when there is none).
-L3=${L3_BIN:-}
-[ -z "$L3" ] && [ -x .bench-bin/l3 ] && L3=.bench-bin/l3
-[ -z "$L3" ] && [ -x target/release/l3 ] && L3=target/release/l3
-if [ -n "$L3" ]; then
-    DS=$(mktemp -d)
-    "$L3" pack samples -o "$DS" --levels 3 -q
-    for mode in "" "--gpu" "--gpu --no-crop-window"; do
-        log "l3 bench-loader $mode"
-        timeout 90 "$L3" bench-loader "$DS" --epochs 3 --batch-size 32 $mode \
-            2>&1 | tee -a "$OUTDIR/loader.txt" || true
-    done
-    # The same records with 128-px patches: faster on CPUs; what do the GPU's crops say?
-    "$L3" pack samples -o "$DS" --levels 3 --patch-size 128 --force -q
-    for mode in "" "--gpu"; do
-        log "l3 bench-loader $mode, 128-px patches"
-        timeout 60 "$L3" bench-loader "$DS" --epochs 3 --batch-size 32 $mode \
-            2>&1 | tee -a "$OUTDIR/loader.txt" || true
-    done
-    rm -rf "$DS"
+# --- 1. GPU decode steady state (l3-bench's GPU section only)
+BIN=${L3_BENCH_BIN:-}
+[ -z "$BIN" ] && [ -x .bench-bin/l3-bench ] && BIN=.bench-bin/l3-bench
+[ -z "$BIN" ] && [ -x target/release/l3-bench ] && BIN=target/release/l3-bench
+steady() {
+    if [ -z "$BIN" ]; then
+        echo "no l3-bench binary (.bench-bin/l3-bench): see the header of scripts/device-bench.sh"
+        return 1
+    fi
+    "$BIN" --no-codecs --no-pipeline --no-dataset --no-scaling --no-synthetic --reps 3 \
+        --gpu-steady-mb "$STEADY_MB" --json "$OUTDIR/gpu-steady.json" samples
+    "$PYTHON" - "$OUTDIR/gpu-steady.json" "$FIGURES" <<'EOF'
+import json, sys
+gpu = json.load(open(sys.argv[1]))["gpu"]
+rows = [r for r in gpu["rows"] if r["name"].startswith("steady state:")]
+if not rows:
+    sys.exit("no steady-state rows in l3-bench's report")
+gbs = {r["name"]: r["bytes"] / r["time"]["median_s"] / 1e9 for r in rows}
+copy = [v for k, v in gbs.items() if "copy kernel" in k]
+with open(sys.argv[2], "a") as f:
+    for name, v in gbs.items():
+        vs = f"{v / copy[0]:.1%} of the copy kernel" if copy and "copy kernel" not in name else ""
+        mb = next(r["bytes"] for r in rows if r["name"] == name) / 1e6
+        f.write(f"{name.removeprefix('steady state: ')} ({mb:.0f} MB)\t{v:.3g} GB/s\t{vs}\n")
+EOF
+}
+export -f steady
+export BIN PYTHON STEADY_MB OUTDIR FIGURES
+step gpu-steady 90 bash -c steady
+
+# --- 2. corpus and datasets
+CORPUS=${L3_CORPUS:-}
+CORPUS_FROM=""
+if [ -n "$CORPUS" ]; then
+    CORPUS_FROM="\$L3_CORPUS ($CORPUS)"
+elif [ -d .bench-data/corpus ]; then
+    CORPUS=.bench-data/corpus
+    CORPUS_FROM="carried .bench-data/corpus"
 else
-    log "no l3 binary: loader rows skipped"
+    for images in ../shared/data/images shared/data/images; do
+        if [ -d "$images/photo_lossless" ]; then
+            CORPUS="$WORK/corpus"
+            CORPUS_FROM="made from $images by scripts/make-loader-corpus.py"
+            step corpus 60 "$PYTHON" scripts/make-loader-corpus.py "$CORPUS" --images "$images"
+            break
+        fi
+    done
 fi
-log "done; report in $OUTDIR"
+if [ -z "$CORPUS" ]; then
+    printf 'corpus\tFAILED: no images (no $L3_CORPUS, .bench-data/corpus, ../shared or shared/)\n' \
+        >>"$STATUS"
+    FAILED=1
+    log "FAILED: no corpus: carry .bench-data/corpus (see the header of $0)"
+else
+    log "corpus: $CORPUS_FROM"
+    step pack 45 "$PYTHON" -c '
+import sys, l3
+for profile in ("compact", "fast"):
+    ds = l3.pack(sys.argv[1], f"{sys.argv[2]}/ds-{profile}", profile=profile)
+    print(profile, len(ds), "records")
+' "$CORPUS" "$WORK"
+fi
+
+# --- 3. loaders (one Python program, one mode per step)
+cat >"$WORK/loaders.py" <<'EOF'
+"""Loader throughput (images/s) for device-bench.sh: one warm-up epoch, then EPOCHS timed
+ones; every row RandomResizedCrop(224) + flip + normalise, float32 NCHW, batch 64."""
+import os, sys, time
+
+import torch
+
+mode, corpus, work, figures = sys.argv[1:5]
+EPOCHS = int(os.environ.get("EPOCHS", "3"))
+CORES = os.cpu_count() or 1
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def rate(name, epoch_batches, base=None):
+    """Runs the warm-up epoch, then the timed ones; appends the row to the figures file (with
+    the ratio to ``base`` images/s when given)."""
+    first = time.perf_counter()
+    for _ in epoch_batches(0):
+        pass
+    warm = time.perf_counter() - first
+    n, t0 = 0, time.perf_counter()
+    for e in range(1, EPOCHS + 1):
+        for images in epoch_batches(e):
+            assert images.shape[1:] == (3, 224, 224) and images.dtype == torch.float32
+            n += images.shape[0]
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    note = "" if base is None else f"; {n / dt / base:.2f}x torchvision"
+    line = f"{name}\t{n / dt:.0f} images/s\t{n} images in {dt:.2f} s (warm-up epoch {warm:.2f} s){note}"
+    print(line.replace("\t", "  "))
+    with open(figures, "a") as f:
+        f.write(line + "\n")
+    return n / dt
+
+
+def l3_rows(profile, **options):
+    from l3.torch import L3DataLoader, L3IterableDataset
+
+    ds = L3IterableDataset(f"{work}/ds-{profile}", 64, seed=1, **options)
+    loader = L3DataLoader(ds, num_workers=0)
+
+    def epoch(e):
+        loader.set_epoch(e)
+        for b in loader:
+            yield b["images"]
+
+    return epoch
+
+
+if mode == "cpu":
+    import importlib.util
+
+    tv_rate = None
+    if importlib.util.find_spec("torchvision") is None:
+        if os.environ.get("L3_REQUIRE_CUDA") == "1":
+            sys.exit("torchvision is missing")
+        print("torchvision missing: its row skipped")
+        with open(figures, "a") as f:
+            f.write(f"torchvision ImageFolder + PIL, {CORES} workers\tskipped\ttorchvision missing\n")
+    else:
+        from torchvision import datasets, transforms
+
+        tf = transforms.Compose([
+            transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(), transforms.Normalize(MEAN, STD),
+        ])
+        folder = datasets.ImageFolder(corpus, transform=tf)
+        tv = torch.utils.data.DataLoader(folder, batch_size=64, shuffle=True,
+                                         num_workers=CORES, persistent_workers=True)
+
+        def tv_epoch(e):
+            for images, _ in tv:
+                yield images
+
+        tv_rate = rate(f"torchvision ImageFolder + PIL, {CORES} workers (persistent)", tv_epoch)
+    for profile in ("compact", "fast"):
+        rate(f"l3 {profile}, CPU path, {CORES} threads, 0 workers",
+             l3_rows(profile, threads=CORES), tv_rate)
+elif mode == "gpu":
+    import l3
+    from l3._handoff import choose_output
+
+    print("l3 adapter:", l3.gpu_adapter(), "| default output:", choose_output("gpu", None))
+    if not torch.cuda.is_available() and os.environ.get("L3_REQUIRE_CUDA") == "1":
+        sys.exit("no CUDA but L3_REQUIRE_CUDA=1")
+    if not torch.cuda.is_available():
+        # The pinned-host hand-off still runs (on whatever adapter l3 has), fast profile only.
+        rate("l3 fast, GPU path to host tensors (output=host; no CUDA)",
+             l3_rows("fast", device="gpu", output="host"))
+        print("no CUDA: the GPU path to CUDA tensors is skipped (output=host measured alone)")
+        sys.exit(77)
+    for profile in ("compact", "fast"):
+        rate(f"l3 {profile}, GPU path to CUDA tensors (output=cuda)",
+             l3_rows(profile, device="gpu", output="cuda"))
+        host = l3_rows(profile, device="gpu", output="host")
+
+        def to_cuda(e, host=host):
+            for images in host(e):
+                yield images.to("cuda", non_blocking=True)
+
+        rate(f"l3 {profile}, GPU path to pinned host, then .cuda() (output=host)", to_cuda)
+EOF
+if [ -n "$CORPUS" ]; then
+    step loader-cpu 100 "$PYTHON" "$WORK/loaders.py" cpu "$CORPUS" "$WORK" "$FIGURES"
+    step loader-gpu 75 "$PYTHON" "$WORK/loaders.py" gpu "$CORPUS" "$WORK" "$FIGURES"
+fi
+
+# --- 4. the CUDA interop tests (fail, not skip, where CUDA is required)
+cuda_tests() {
+    if [ "$CUDA" != 1 ] && [ "$L3_REQUIRE_CUDA" != 1 ]; then
+        echo "no CUDA: python/tests/test_cuda.py's CUDA half would skip; step skipped"
+        return 77
+    fi
+    cd python/tests
+    CI=true "$PYTHON" -m pytest -q -rs -p no:cacheprovider test_cuda.py
+}
+export -f cuda_tests
+export CUDA
+step cuda-tests 60 bash -c cuda_tests
+
+# --- summary
+SUMMARY="$OUTDIR/summary.md"
+{
+    echo "# l3 device run, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "- l3 adapter: $ADAPTER"
+    echo "- GPU: $(command -v nvidia-smi >/dev/null &&
+        nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n1 || echo none)"
+    echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') x $(nproc)"
+    echo "- CUDA (torch): $([ "$CUDA" = 1 ] && echo yes || echo "no CUDA")"
+    echo "- corpus: ${CORPUS_FROM:-none}; wheel: $(basename "$WHEEL")"
+    echo "- GPU steady state: l3-bench, samples/ repeated to ${STEADY_MB} MB decoded, GPU timestamps;"
+    echo "  loaders: 1 warm-up + ${EPOCHS} timed epochs, RandomResizedCrop(224) + flip + normalise, batch 64"
+    echo
+    echo "| measurement | figure | note |"
+    echo "|---|---|---|"
+    while IFS=$'\t' read -r name figure note; do
+        echo "| $name | $figure | ${note:-} |"
+    done <"$FIGURES"
+    echo
+    echo "| step | status |"
+    echo "|---|---|"
+    while IFS=$'\t' read -r name status; do
+        echo "| $name | $status |"
+    done <"$STATUS"
+    echo
+    echo "total: $(($(date +%s) - START)) s"
+} >"$SUMMARY"
+echo
+cat "$SUMMARY"
+if [ "$FAILED" != 0 ]; then
+    log "FAILED: some steps failed (see the table above and $OUTDIR/*.log)"
+    exit 1
+fi
+log "done; summary in $SUMMARY"

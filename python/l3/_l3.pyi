@@ -122,6 +122,45 @@ class Loader:
     def state(self) -> Tuple[int, int, int]: ...
     def close(self) -> None: ...
 
+class GpuImages:
+    """A GPU loader batch not read back into an array (gpu_output="staged" or "device")."""
+
+    @property
+    def shape(self) -> Tuple[int, int, int, int]: ...
+    @property
+    def dtype(self) -> str:
+        """"float32" or "float16"."""
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def kind(self) -> str:
+        """"staged" (host-visible) or "device" (on the GPU)."""
+    def copy_into(self, dst: npt.NDArray[np.uint8]) -> None:
+        """Copies the values into a writable C-contiguous uint8 array of >= nbytes bytes."""
+    def export_into(self, slot: ExportSlot) -> None:
+        """Copies a device batch into an export slot (device to device, waited for)."""
+    def new_export_slot(self, size: int) -> ExportSlot:
+        """A new exportable buffer of `size` bytes on the batch's GPU."""
+
+class ExportSlot:
+    """Exportable device memory (Vulkan, opaque fd) that batches are copied into."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def allocation_size(self) -> int: ...
+    @property
+    def dedicated(self) -> bool: ...
+    @property
+    def device_uuid(self) -> bytes: ...
+    def take_fd(self) -> int:
+        """A new fd of the memory, owned by the caller (an importer takes it over)."""
+    def read_back(self, size: int) -> bytes:
+        """The first `size` bytes (a multiple of 4), read back to the host."""
+
+def gpu_device_uuid() -> Optional[bytes]:
+    """The UUID of l3's GPU (Vulkan), or None."""
+
 class ExportedBatch:
     """A GPU batch copied into exportable device memory (Vulkan, opaque fd)."""
 

@@ -1,20 +1,29 @@
-"""GPU batches into CUDA tensors without a host round trip (NVIDIA only; opt-in).
+"""GPU batches into CUDA tensors without a host round trip (NVIDIA only).
 
-`decode_batch_cuda` decodes L3 files as one batch with l3's GPU decoder (WGSL through wgpu on
-Vulkan), copies the batch into device memory allocated exportable, exports it as an opaque
-file descriptor, imports that into CUDA (``cudaImportExternalMemory`` +
-``cudaExternalMemoryGetMappedBuffer``) and hands the mapping to torch through
-``__cuda_array_interface__``: the pixels never leave the GPU.
+l3 decodes (and the loader augments) with WGSL through wgpu on Vulkan. Its batches reach CUDA
+through Vulkan memory allocated exportable: l3 copies a batch into it device to device and
+waits for the copy, the memory's opaque file descriptor is imported into CUDA
+(``cudaImportExternalMemory`` + ``cudaExternalMemoryGetMappedBuffer``), and the mapping is
+handed to torch through ``__cuda_array_interface__``: the pixels never leave the GPU.
+
+- `decode_batch_cuda`: decodes files as one batch into a CUDA tensor (fresh memory per call).
+- `CudaBatchPool`: the loader's hand-off (``L3IterableDataset(..., device="gpu",
+  output="cuda")``, the default where this module works): a few exported buffers, each
+  imported into CUDA once and reused batch after batch.
 
 Needs an NVIDIA GPU with its Vulkan driver (in containers, ``NVIDIA_DRIVER_CAPABILITIES``
-must include ``graphics``), torch with CUDA, and ``cuda-python`` (``pip install
-cuda-python``). The Vulkan device is matched to the CUDA device by UUID, never by index.
-The export half is tested everywhere (lavapipe in CI); this module's import half runs only
-where CUDA is present (``python/tests/test_cuda.py``). See ``docs/gpu-torch-interop.md``.
+must include ``graphics``), torch with CUDA, and ``cuda-python`` (``cuda.bindings``). The
+Vulkan device is matched to the CUDA device by UUID, never by index. The export half is
+tested everywhere (lavapipe in CI); the import half only where CUDA is present
+(``python/tests/test_cuda.py``). See ``docs/gpu-torch-interop.md``.
 
-Synchronisation: the export waits for the copy on the host before returning, so the tensor
-is complete when it is handed out; the tensor owns the CUDA mapping and the exported memory,
-which are released when the tensor is garbage-collected.
+Synchronisation: the copy into exported memory is waited for on the host before the tensor
+is handed out, so the tensor is complete when the caller gets it (no stream to wait on). The
+tensor keeps its memory alive: `decode_batch_cuda`'s until it is collected; a pooled buffer
+is reused only after every tensor viewing it is collected and the work queued on the current
+CUDA stream at that moment has finished (an event recorded then is waited for before the
+buffer is written again). A batch used on another stream must be kept until that stream's
+work on it is done, as for any tensor torch did not allocate on that stream.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import uuid
 from typing import Any, Sequence, Tuple
 
 from . import _l3
+from ._handoff import POOL_SLOTS, Slot, SlotPool, release_event
 
 
 def _check(result: Tuple[Any, ...], what: str) -> Any:
@@ -45,37 +55,101 @@ def cuda_device_of(device_uuid: bytes) -> int:
     import torch
 
     want = uuid.UUID(bytes=bytes(device_uuid))
-    for i in range(torch.cuda.device_count()):
-        got = str(torch.cuda.get_device_properties(i).uuid)
-        if uuid.UUID(got.removeprefix("GPU-")) == want:
-            return i
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            got = str(torch.cuda.get_device_properties(i).uuid)
+            if uuid.UUID(got.removeprefix("GPU-")) == want:
+                return i
     raise _l3_gpu_error(f"no CUDA device has the Vulkan device's UUID {want}")
 
 
-class _CudaMapping:
-    """A CUDA mapping of exported memory, as ``__cuda_array_interface__`` (version 3)."""
+def cuda_device_of_l3() -> int:
+    """The index of the CUDA device that is l3's GPU (matched by UUID); GpuError when there
+    is none, l3's GPU is not a Vulkan device, or ``cuda-python`` is missing."""
+    try:
+        from cuda.bindings import runtime  # noqa: F401
+    except ImportError as e:
+        raise _l3_gpu_error(f"the CUDA hand-off needs cuda-python (cuda.bindings): {e}")
+    device_uuid = _l3.gpu_device_uuid()
+    if device_uuid is None:
+        raise _l3_gpu_error("l3 has no Vulkan GPU (the CUDA hand-off imports Vulkan memory)")
+    return cuda_device_of(device_uuid)
 
-    def __init__(self, exported: Any, ext_mem: Any, ptr: int, shape, strides, typestr: str):
-        self._exported = exported  # keeps the Vulkan memory alive
-        self._ext_mem = ext_mem
-        self._ptr = ptr
+
+class _CudaImport:
+    """Exported memory (an `l3._l3.ExportedBatch` or `ExportSlot`) imported into CUDA and
+    mapped: ``ptr`` on CUDA device ``device``. Releases the mapping and the import when
+    collected, before the exported memory (which it holds) can go."""
+
+    def __init__(self, exported: Any, device: int) -> None:
+        import torch
+        from cuda.bindings import runtime as cudart
+
+        self.exported = exported
+        self.device = device
+        self._ext_mem = None
+        self.ptr = 0
+        with torch.cuda.device(device):
+            # torch's and cuda-python's runtimes may keep separate current devices.
+            _check(cudart.cudaSetDevice(device), "cudaSetDevice")
+            desc = cudart.cudaExternalMemoryHandleDesc()
+            desc.type = cudart.cudaExternalMemoryHandleType.cudaExternalMemoryHandleTypeOpaqueFd
+            # CUDA owns the fd once the import succeeds; on failure it is closed here.
+            fd = exported.take_fd()
+            desc.handle.fd = fd
+            desc.size = exported.allocation_size
+            desc.flags = cudart.cudaExternalMemoryDedicated if exported.dedicated else 0
+            try:
+                self._ext_mem = _check(cudart.cudaImportExternalMemory(desc),
+                                       "cudaImportExternalMemory")
+            except BaseException:
+                import os
+
+                os.close(fd)
+                raise
+            buf = cudart.cudaExternalMemoryBufferDesc()
+            buf.offset = 0
+            buf.size = exported.size
+            buf.flags = 0
+            self.ptr = int(_check(cudart.cudaExternalMemoryGetMappedBuffer(self._ext_mem, buf),
+                                  "cudaExternalMemoryGetMappedBuffer"))
+
+    def __del__(self) -> None:
+        try:
+            from cuda.bindings import runtime as cudart
+
+            if self.ptr:
+                cudart.cudaFree(self.ptr)
+            if self._ext_mem is not None:
+                cudart.cudaDestroyExternalMemory(self._ext_mem)
+        except Exception:
+            pass
+
+
+class _CudaMapping:
+    """A view (``__cuda_array_interface__``, version 3) of imported memory; ``owner`` is
+    kept alive with it, and ``on_release`` is called when it is collected."""
+
+    def __init__(self, owner: Any, ptr: int, shape, strides, typestr: str,
+                 on_release=None) -> None:
+        self._owner = owner
+        self._on_release = on_release
         self.__cuda_array_interface__ = {
             "shape": tuple(shape),
             "strides": tuple(strides),
             "typestr": typestr,
             "data": (ptr, False),
             "version": 3,
+            # Complete when handed out (the export waited for its copy): nothing to wait on.
             "stream": None,
         }
 
     def __del__(self) -> None:
-        try:
-            from cuda.bindings import runtime as cudart
-
-            cudart.cudaFree(self._ptr)
-            cudart.cudaDestroyExternalMemory(self._ext_mem)
-        except Exception:
-            pass
+        if self._on_release is not None:
+            try:
+                self._on_release()
+            except Exception:
+                pass
 
 
 def decode_batch_cuda(files: Sequence[bytes]):
@@ -83,7 +157,6 @@ def decode_batch_cuda(files: Sequence[bytes]):
     or int16-typed views of uint16 samples on torch versions without uint16) on the CUDA
     device that is the same GPU as l3's Vulkan adapter."""
     import torch
-    from cuda.bindings import runtime as cudart
 
     exported = _l3.decode_batch_export(list(files))
     images = exported.images
@@ -97,22 +170,51 @@ def decode_batch_cuda(files: Sequence[bytes]):
         raise _l3_gpu_error("images of the batch are not evenly spaced")
     item = depth // 8
     device = cuda_device_of(exported.device_uuid)
-    torch.cuda.set_device(device)
-
-    desc = cudart.cudaExternalMemoryHandleDesc()
-    desc.type = cudart.cudaExternalMemoryHandleType.cudaExternalMemoryHandleTypeOpaqueFd
-    desc.handle.fd = exported.take_fd()
-    desc.size = exported.allocation_size
-    desc.flags = cudart.cudaExternalMemoryDedicated if exported.dedicated else 0
-    ext_mem = _check(cudart.cudaImportExternalMemory(desc), "cudaImportExternalMemory")
-    buf = cudart.cudaExternalMemoryBufferDesc()
-    buf.offset = 0
-    buf.size = exported.size
-    buf.flags = 0
-    ptr = _check(cudart.cudaExternalMemoryGetMappedBuffer(ext_mem, buf),
-                 "cudaExternalMemoryGetMappedBuffer")
+    imported = _CudaImport(exported, device)
     shape = [len(images), height, width] + ([channels] if channels > 1 else [])
     strides = [step, width * channels * item, channels * item] + ([item] if channels > 1 else [])
-    mapping = _CudaMapping(exported, ext_mem, int(ptr) + offsets[0], shape, strides,
+    mapping = _CudaMapping(imported, imported.ptr + offsets[0], shape, strides,
                            "|u1" if item == 1 else "<u2")
     return torch.as_tensor(mapping, device=f"cuda:{device}")
+
+
+class CudaBatchPool:
+    """CUDA tensors for the GPU loader's batches (`l3._l3.GpuImages` left on the GPU): each
+    batch is copied device to device into one of a few exported buffers, each imported into
+    CUDA once, and handed to torch as a C-contiguous ``(N, C, H, W)`` float32 or float16
+    CUDA tensor. The lifetime rule is the module's (and `l3._handoff`'s)."""
+
+    def __init__(self, slots: int = POOL_SLOTS) -> None:
+        self.pool = SlotPool(slots)
+        self.device = cuda_device_of_l3()
+
+    def _make(self, images: Any, nbytes: int, pooled: bool) -> Slot:
+        exported = images.new_export_slot(nbytes)
+        return Slot(nbytes, pooled, _CudaImport(exported, self.device))
+
+    def tensor_of(self, images: Any):
+        """The batch ``images`` (an `l3._l3.GpuImages` of kind ``"device"``, or a numpy array
+        for a batch without samples) as a CUDA tensor."""
+        import numpy as np
+        import torch
+
+        if isinstance(images, np.ndarray):
+            return torch.from_numpy(images).to(f"cuda:{self.device}")
+        slot = self.pool.take(images.nbytes,
+                              lambda n, pooled: self._make(images, n, pooled))
+        try:
+            images.export_into(slot.memory.exported)
+        except BaseException:
+            self.pool.release(slot, None)
+            raise
+        n, c, h, w = images.shape
+        item = 4 if images.dtype == "float32" else 2
+        strides = (c * h * w * item, h * w * item, w * item, item)
+        device = self.device
+
+        def release() -> None:
+            self.pool.release(slot, release_event(device))
+
+        mapping = _CudaMapping(slot.memory, slot.memory.ptr, (n, c, h, w), strides,
+                               "<f4" if item == 4 else "<f2", release)
+        return torch.as_tensor(mapping, device=f"cuda:{device}")

@@ -27,8 +27,21 @@ repeated, nothing skipped).
 Tensors: on the CPU path a batch's images are created in Rust and wrapped by
 ``torch.from_numpy`` without a copy (with workers, ``DataLoader`` moves them through shared
 memory as for any dataset; ``pin_memory=True`` pins them). ``device="gpu"`` decodes and
-augments on the GPU through wgpu and reads the batch back into host memory; use it with
-``num_workers=0`` (the loader has its own threads).
+augments on the GPU through wgpu; use it with ``num_workers=0`` (the loader has its own
+threads; in data-loading workers its batches are plain arrays). Its batches go where
+``output`` says:
+
+- ``"cuda"`` (the default where l3's GPU is a CUDA device of torch, matched by UUID, and
+  ``cuda-python`` is installed): CUDA tensors over exported Vulkan memory, with no host round
+  trip (`l3.cuda.CudaBatchPool`);
+- ``"host"`` (the default elsewhere): host tensors read back into a few reused buffers,
+  pinned when torch can pin (`l3._handoff.HostBatchPool`), so ``.to("cuda",
+  non_blocking=True)`` is asynchronous.
+
+Either way a batch is complete when handed out, its memory lives as long as any tensor
+viewing it, and a pooled buffer is reused only after every tensor viewing it is released
+(and the CUDA work queued on the current stream then is done): live batches never alias. A
+batch used on another CUDA stream must be kept until that stream is done with it.
 """
 
 from __future__ import annotations
@@ -41,6 +54,8 @@ import torch
 import torch.utils.data
 
 from . import Dataset, Loader, ParameterError
+from ._handoff import check_output, choose_output
+from ._handoff import pool as handoff_pool
 from ._options import INT_OPTIONS, check_int, check_options, check_state
 
 
@@ -63,8 +78,11 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
 
     ``rank`` / ``world_size`` default to ``torch.distributed``'s when it is initialised, else
     0 / 1. ``threads`` is the loader's thread count in each process (default: the cores
-    divided among the data-loading workers). Other keyword options are `l3.Loader`'s
-    (augmentation, level, cache, device, ...).
+    divided among the data-loading workers). ``output`` is where the GPU path's batches go:
+    ``"cuda"`` (CUDA tensors, no host round trip) or ``"host"`` (pooled pinned host tensors);
+    default ``"cuda"`` where CUDA can import l3's GPU memory, else ``"host"`` (see the
+    module's documentation for their lifetime rule); it must be None on the CPU path. Other
+    keyword options are `l3.Loader`'s (augmentation, level, cache, device, ...).
     """
 
     def __init__(
@@ -76,9 +94,15 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         threads: Optional[int] = None,
+        output: Optional[str] = None,
         **options: Any,
     ) -> None:
         super().__init__()
+        if "gpu_output" in options:
+            raise TypeError("'gpu_output' is set by the dataset (use output)")
+        # Checked now (a bad value fails here, not in the first iteration).
+        check_output(options.get("device", "cpu"), output)
+        self.output = output
         for reserved in ("epoch", "consumed", "end_epoch", "worker", "num_workers"):
             if reserved in options:
                 raise TypeError(
@@ -137,10 +161,24 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         if threads is None:
             threads = max(1, (os.cpu_count() or 1) // workers)
         seed, epoch, consumed = self.start
+        # The GPU path's hand-off: CUDA tensors or pooled pinned host tensors. In a worker
+        # process the batch goes through shared memory anyway: plain arrays there.
+        if info is None:
+            output = choose_output(self.options.get("device", "cpu"), self.output)
+        elif self.output == "cuda":
+            raise ParameterError("output='cuda' needs num_workers=0 (CUDA tensors cannot come "
+                                 "from a forked data-loading worker)")
+        else:
+            output = None
+        to_tensor = torch.from_numpy
+        gpu_options = {}
+        if output is not None:
+            to_tensor = handoff_pool(output).tensor_of
+            gpu_options["gpu_output"] = "device" if output == "cuda" else "staged"
         loader = Loader(
             self.path, self.batch_size, seed=seed, epoch=epoch, consumed=consumed,
             rank=self.rank, world_size=self.world_size, end_epoch=epoch + 1, worker=worker,
-            num_workers=workers, threads=threads, **self.options,
+            num_workers=workers, threads=threads, **self.options, **gpu_options,
         )
         try:
             for b in loader:
@@ -157,7 +195,7 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                         stacklevel=2,
                     )
                 yield {
-                    "images": torch.from_numpy(b["images"]),
+                    "images": to_tensor(b["images"]),
                     "labels": torch.from_numpy(b["labels"]),
                     "samples": torch.from_numpy(b["samples"]),
                     "epoch": b["epoch"],

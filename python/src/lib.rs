@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 mod arrays;
 mod codec;
 mod dataset;
+mod handoff;
 mod loader;
 
 /// The exception class of `l3._errors` for an error: by its cause, looking through the
@@ -182,5 +183,6 @@ fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     codec::register(m)?;
     dataset::register(m)?;
     loader::register(m)?;
+    handoff::register(m)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use l3::loader::gpu::GpuOutput;
 use l3::loader::{
     Augment, DropLast, LoaderOptions, LoaderState, OnError, Partition, Policy, RandomResizedCrop,
     Received, Tensor, TensorType,
@@ -17,6 +18,7 @@ use l3::Normalize;
 
 use crate::codec::device_gpu;
 use crate::dataset::Dataset;
+use crate::handoff::GpuImages;
 use crate::{choose, limits_of, parameter_error, OrPyErr, PyLimits};
 
 /// How long `__next__` waits without the GIL before it checks for signals.
@@ -33,6 +35,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `(N, C, H, W)` float32 (or float16) array, `labels` and `samples` int64 arrays; `state` is
 /// `(seed, epoch, consumed)` after the batch: pass it back as `seed`, `epoch`, `consumed` to
 /// resume exactly after it (also with another world size).
+///
+/// With the GPU path, `gpu_output` says how batches come: `"array"` (default) read back into
+/// a new array; `"staged"` or `"device"` as an `l3._l3.GpuImages` (staged in host-visible
+/// memory, or left on the GPU) that the consumer copies into memory it reuses (`l3.torch`'s
+/// pinned and CUDA pools). A batch without samples is an empty array in every mode.
 #[pyclass(module = "l3._l3", frozen)]
 struct Loader {
     inner: Mutex<Option<l3::loader::Loader>>,
@@ -76,7 +83,7 @@ impl Loader {
         rotate90 = false, max_angle = 0.0, padding = 0, fill = 0.0, noise_std = 0.0,
         dtype = "float32", cache_mb = 0, cache_policy = "planned", threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
-        crop_window = true, limits = None
+        crop_window = true, limits = None, gpu_output = "array"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -115,6 +122,7 @@ impl Loader {
         on_error: &str,
         crop_window: bool,
         limits: Option<PyRef<'_, PyLimits>>,
+        gpu_output: &str,
     ) -> PyResult<Self> {
         let dataset = match dataset.cast::<Dataset>() {
             Ok(d) => d.get().inner.clone(),
@@ -194,6 +202,21 @@ impl Loader {
         o.crop_window_decode = crop_window;
         o.decode.limits = limits_of(limits.as_deref());
         o.gpu = device_gpu(device)?;
+        o.gpu_output = choose(
+            "gpu_output",
+            gpu_output,
+            &[
+                ("array", GpuOutput::ReadBack),
+                ("staged", GpuOutput::Staged),
+                ("device", GpuOutput::Device),
+            ],
+        )?;
+        if o.gpu_output != GpuOutput::ReadBack && o.gpu.is_none() {
+            return Err(parameter_error(format!(
+                "gpu_output={gpu_output:?} needs the GPU path (device=\"gpu\", or \"auto\" with a \
+                 hardware GPU)"
+            )));
+        }
         let state = LoaderState {
             seed,
             epoch,
@@ -239,14 +262,23 @@ impl Loader {
         }
         let (c, h, w) = self.chw;
         let shape = [b.samples.len(), c, h, w];
-        let images = match b.data {
-            Tensor::F32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            // float16 bits: the Python side views them as numpy.float16 (no copy).
-            Tensor::F16(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-        };
         let d = PyDict::new(py);
-        d.set_item("images", images)?;
-        d.set_item("f16_bits", self.f16)?;
+        match b.gpu {
+            // Staged or on the GPU (`gpu_output`): the consumer copies it where it wants.
+            Some(handed) => {
+                d.set_item("images", GpuImages::new(handed))?;
+                d.set_item("f16_bits", false)?;
+            }
+            None => {
+                let images = match b.data {
+                    Tensor::F32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+                    // float16 bits: the Python side views them as numpy.float16 (no copy).
+                    Tensor::F16(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+                };
+                d.set_item("images", images)?;
+                d.set_item("f16_bits", self.f16)?;
+            }
+        }
         let labels: Vec<i64> = b.classes.iter().map(|c| c.map_or(-1, i64::from)).collect();
         d.set_item("labels", PyArray1::from_vec(py, labels))?;
         let samples: Vec<i64> = b.samples.iter().map(|&s| s as i64).collect();

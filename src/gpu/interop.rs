@@ -3,6 +3,8 @@
 //! allocated exportable (`VK_KHR_external_memory_fd`, opaque fd) and returns it with the fd,
 //! which CUDA (`cudaImportExternalMemory`), another Vulkan device or another process can
 //! import; [`import_buffer`] is the Vulkan import side (tests, and a consumer on Vulkan).
+//! [`ExportedBuffer::copy_from`] refills an exported buffer, so a consumer can import a few
+//! buffers once and reuse them batch after batch (the loader's CUDA hand-off does).
 //!
 //! Why a copy and not a decode straight into exportable memory: the decoder's output buffers
 //! are sized and reused by its planner; a device-to-device copy costs a fraction of the decode
@@ -21,7 +23,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use ash::vk;
 use wgpu::hal::api::Vulkan;
 
-use super::readback::{wait_idle, GpuBatch};
+use super::readback::{read_buffer, wait_idle, GpuBatch};
 use super::upload::STORAGE_USAGE;
 use crate::error::{Error, Result};
 
@@ -118,6 +120,32 @@ unsafe fn wrap(
     }
 }
 
+/// `VkPhysicalDeviceIDProperties::deviceUUID` of `physical`.
+///
+/// # Safety
+/// `physical` is a physical device of `instance`.
+unsafe fn physical_uuid(instance: &ash::Instance, physical: vk::PhysicalDevice) -> [u8; 16] {
+    let mut id = vk::PhysicalDeviceIDProperties::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
+    // SAFETY: the caller's guarantee.
+    unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+    id.device_uuid
+}
+
+/// The UUID of `device`'s physical device (`VkPhysicalDeviceIDProperties::deviceUUID`, what
+/// [`ExportedBuffer::device_uuid`] reports), or `None` off Vulkan: match it against CUDA's
+/// device UUIDs to know, before exporting anything, which CUDA device shares its memory.
+pub fn device_uuid(device: &wgpu::Device) -> Option<[u8; 16]> {
+    // SAFETY: the handles are wgpu's live ones, used only while the guard lives.
+    unsafe {
+        let hal = device.as_hal::<Vulkan>()?;
+        Some(physical_uuid(
+            hal.shared_instance().raw_instance(),
+            hal.raw_physical_device(),
+        ))
+    }
+}
+
 /// A new buffer of `size` bytes over exportable device-local memory of `device`, and its fd.
 pub fn exportable_buffer(device: &wgpu::Device, size: u64) -> Result<ExportedBuffer> {
     if !export_supported(device) {
@@ -182,10 +210,7 @@ pub fn exportable_buffer(device: &wgpu::Device, size: u64) -> Result<ExportedBuf
             Ok(fd) => OwnedFd::from_raw_fd(fd),
             Err(e) => return Err(fail(e, "vkGetMemoryFdKHR")),
         };
-        let mut id = vk::PhysicalDeviceIDProperties::default();
-        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
-        instance.get_physical_device_properties2(physical, &mut props2);
-        let device_uuid = id.device_uuid;
+        let device_uuid = physical_uuid(instance, physical);
         drop(hal);
         let buffer = wrap(device, buffer, memory, reqs.size, size, "l3 exported batch");
         Ok(ExportedBuffer {
@@ -288,6 +313,62 @@ pub unsafe fn import_buffer(
     }
 }
 
+impl ExportedBuffer {
+    /// Bytes of the buffer (at most [`ExportedBuffer::allocation_size`]).
+    pub fn size(&self) -> u64 {
+        self.buffer.size()
+    }
+
+    /// Copies the first `size` bytes of `src` (a multiple of 4) to the start of this buffer
+    /// on `queue` and waits on the host for the copy, so an importer may read at once.
+    ///
+    /// This is how a pool of exported buffers is refilled batch after batch: the importer
+    /// must have finished reading the buffer's previous contents before this is called (the
+    /// wait covers only the write). `device` and `queue` must be those the buffer was
+    /// created on.
+    pub fn copy_from(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        src: &wgpu::Buffer,
+        size: u64,
+    ) -> Result<()> {
+        if size > src.size() || size > self.size() || size % 4 != 0 {
+            return Err(Error::Gpu(format!(
+                "cannot copy {size} bytes from a buffer of {} into an exported buffer of {}",
+                src.size(),
+                self.size()
+            )));
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("l3 export copy"),
+        });
+        encoder.copy_buffer_to_buffer(src, 0, &self.buffer, 0, size);
+        queue.submit([encoder.finish()]);
+        wait_idle(device)
+    }
+
+    /// Copies the first `size` bytes (a multiple of 4) of the buffer back to the CPU
+    /// (blocking): what an importer reads, for checks on devices without one.
+    pub fn read_back(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        size: u64,
+    ) -> Result<Vec<u8>> {
+        if size > self.size() || size % 4 != 0 {
+            return Err(Error::Gpu(format!(
+                "cannot read {size} bytes of an exported buffer of {}",
+                self.size()
+            )));
+        }
+        read_buffer(device, queue, &self.buffer, 0, size)
+    }
+}
+
 impl GpuBatch {
     /// Copies the batch into a new buffer over exportable memory and returns it with its fd
     /// (see the module documentation), after the copy has completed on the GPU. The images
@@ -295,14 +376,7 @@ impl GpuBatch {
     pub fn export(&self) -> Result<ExportedBuffer> {
         let size = self.buffer.size();
         let exported = exportable_buffer(&self.device, size)?;
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("l3 export copy"),
-            });
-        encoder.copy_buffer_to_buffer(&self.buffer, 0, &exported.buffer, 0, size);
-        self.queue.submit([encoder.finish()]);
-        wait_idle(&self.device)?;
+        exported.copy_from(&self.device, &self.queue, &self.buffer, size)?;
         Ok(exported)
     }
 }

@@ -129,7 +129,7 @@ pub use decoder::GpuDecoder;
 #[cfg(feature = "gpu")]
 pub use device::{required_limits, select_adapter};
 #[cfg(feature = "gpu")]
-pub use readback::{GpuBatch, ImageLayout};
+pub use readback::{GpuBatch, ImageLayout, StagedBuffer};
 #[cfg(feature = "gpu")]
 pub use timing::StageTimings;
 

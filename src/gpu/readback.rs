@@ -1,5 +1,6 @@
-//! Getting results off the GPU: the decoded batch ([`GpuBatch`]) and its read-back, and the
-//! error flags and timestamps of a submitted batch ([`Pending`]), each mapped as a future
+//! Getting results off the GPU: the decoded batch ([`GpuBatch`]) and its read-back (also
+//! staged, [`StagedBuffer`]: mapped, for the caller to copy where it wants), and the error
+//! flags and timestamps of a submitted batch ([`Pending`]), each mapped as a future
 //! ([`super::map`]).
 //!
 //! Native wgpu (30) runs `map_async` callbacks only inside `Device::poll`; nothing else wakes
@@ -206,6 +207,59 @@ pub(crate) fn read_buffer(
     if size == 0 {
         return Ok(Vec::new());
     }
+    let staged = stage_buffer(device, queue, buffer, offset, size)?;
+    let mut v = vec![0u8; size as usize];
+    staged.copy_to(&mut v)?;
+    Ok(v)
+}
+
+/// Bytes copied off the GPU into a mapped host-visible buffer, waiting to be copied where the
+/// caller wants them ([`StagedBuffer::copy_to`]): the read-back without its final copy, so
+/// that copy can go straight into memory the caller reuses (a pinned tensor) instead of a
+/// new vector. Unmapped and freed when dropped.
+#[derive(Debug)]
+pub struct StagedBuffer {
+    buffer: wgpu::Buffer,
+}
+
+impl StagedBuffer {
+    /// Bytes held.
+    pub fn len(&self) -> u64 {
+        self.buffer.size()
+    }
+
+    /// Whether no bytes are held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the first `dst.len()` bytes into `dst` (at most [`StagedBuffer::len`]).
+    pub fn copy_to(&self, dst: &mut [u8]) -> Result<()> {
+        if dst.len() as u64 > self.len() {
+            return Err(Error::Gpu(format!(
+                "{} bytes asked of a staged read-back of {}",
+                dst.len(),
+                self.len()
+            )));
+        }
+        let view = self
+            .buffer
+            .get_mapped_range(..)
+            .map_err(|e| Error::Gpu(format!("map failed: {e}")))?;
+        dst.copy_from_slice(&view[..dst.len()]);
+        Ok(())
+    }
+}
+
+/// Copies `size` bytes (a multiple of 4, not 0) at `offset` of `buffer` into a new mapped
+/// buffer (blocking until the copy is done and the buffer is mapped).
+pub(crate) fn stage_buffer(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    size: u64,
+) -> Result<StagedBuffer> {
     let staging = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("l3 readback"),
         size,
@@ -219,10 +273,5 @@ pub(crate) fn read_buffer(
     let map = map_read(&staging, 0..size);
     wait_idle(device)?;
     pollster::block_on(map.wait())?;
-    let v = staging
-        .get_mapped_range(..)
-        .map_err(|e| Error::Gpu(format!("map failed: {e}")))?
-        .to_vec();
-    staging.unmap();
-    Ok(v)
+    Ok(StagedBuffer { buffer: staging })
 }

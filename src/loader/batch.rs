@@ -72,6 +72,10 @@ pub struct Batch {
     pub bytes_read: u64,
     /// Positional reads made for them (nearby payloads are read together).
     pub read_calls: usize,
+    /// The GPU path's tensor when [`super::LoaderOptions::gpu_output`] leaves it staged or
+    /// on the GPU (`data` is then empty); `None` otherwise, and for a batch without samples.
+    #[cfg(feature = "gpu")]
+    pub gpu: Option<std::sync::Arc<super::gpu::GpuHandOff>>,
 }
 
 /// A record of `dataset` that cannot be used: reported in `out.skipped`, or the batch's

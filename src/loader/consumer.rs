@@ -220,6 +220,8 @@ mod tests {
             cache: CacheStats::default(),
             bytes_read: 0,
             read_calls: 0,
+            #[cfg(feature = "gpu")]
+            gpu: None,
         }
     }
 

@@ -135,7 +135,7 @@ impl Decode<'_> {
     }
 
     /// The GPU path: the good samples' payloads decoded as one GPU batch, augmented by
-    /// `augment.wgsl`, read back into `out` (its samples, classes, data, decode and augment
+    /// `augment.wgsl`, handed off into `out` by `gpu_output` (its samples, classes, data, decode and augment
     /// times). A sample with an error in `errors` (taken), or one the GPU batch refuses (its
     /// index is in the error), is skipped or fails the batch by [`super::OnError`], and the
     /// batch is retried without it.
@@ -198,7 +198,7 @@ impl Decode<'_> {
             };
             let t1 = Instant::now();
             let tensor = super::gpu::augment(gpu, &decoded, &params, aug)?;
-            out.data = tensor.read_back()?;
+            super::gpu::hand_off(tensor, self.options.gpu_output, out)?;
             out.times.decode = t1 - t0;
             out.times.augment = t1.elapsed();
             for &k in &live {

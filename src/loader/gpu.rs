@@ -2,15 +2,80 @@
 //! image cropped, resized, flipped and normalised into one f32 or f16 NCHW tensor
 //! ([`GpuTensor`]) by the engine's augment kernel (`shaders/augment.wgsl`), the twin of
 //! [`Augment::apply`]. Here the parameters become the kernel's jobs ([`plan_augment`]); the
-//! engine (`crate::gpu`) checks the bindings and dispatches.
+//! engine (`crate::gpu`) checks the bindings and dispatches. The tensor is then handed off by
+//! [`GpuOutput`]: read back into the batch's vector, staged (mapped, for the consumer to copy
+//! into memory it reuses) or left on the GPU for the consumer to export ([`GpuHandOff`]).
 
 use super::augment::{source_channels, Augment, AugmentParams};
 use super::tensor::{Tensor, TensorType};
 use crate::error::{LimitsError, ParameterError, Result};
 use crate::gpu::abi::AugmentJob;
 use crate::gpu::bindings::{BindLimits, Binding};
-use crate::gpu::readback::read_buffer;
-use crate::gpu::{GpuBatch, GpuDecoder, ImageLayout};
+use crate::gpu::readback::{read_buffer, stage_buffer};
+use crate::gpu::{GpuBatch, GpuDecoder, ImageLayout, StagedBuffer};
+
+/// How the GPU path hands an augmented batch over ([`super::LoaderOptions::gpu_output`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuOutput {
+    /// Read back into [`super::Batch::data`] by the loader's thread (default).
+    #[default]
+    ReadBack,
+    /// Copied into a mapped host-visible buffer by the loader's thread
+    /// ([`GpuHandOff::Staged`]); the consumer copies it where it wants (a reused, pinned
+    /// tensor) and [`super::Batch::data`] stays empty.
+    Staged,
+    /// Left on the GPU ([`GpuHandOff::Device`]) for the consumer to copy device to device
+    /// (into exported memory, for CUDA); [`super::Batch::data`] stays empty.
+    Device,
+}
+
+/// An augmented batch that was not read back into [`super::Batch::data`] (see [`GpuOutput`]).
+#[derive(Debug)]
+pub enum GpuHandOff {
+    /// The tensor's bytes in a mapped host-visible buffer.
+    Staged {
+        /// The bytes (at least [`GpuTensor::bytes`]; the rest is padding).
+        staged: StagedBuffer,
+        /// `[images, channels, height, width]`.
+        shape: [usize; 4],
+        /// The element type.
+        element: TensorType,
+    },
+    /// The tensor, on the GPU.
+    Device(GpuTensor),
+}
+
+impl GpuHandOff {
+    /// `[images, channels, height, width]`.
+    pub fn shape(&self) -> [usize; 4] {
+        match self {
+            GpuHandOff::Staged { shape, .. } => *shape,
+            GpuHandOff::Device(t) => t.shape,
+        }
+    }
+
+    /// The element type.
+    pub fn element(&self) -> TensorType {
+        match self {
+            GpuHandOff::Staged { element, .. } => *element,
+            GpuHandOff::Device(t) => t.element,
+        }
+    }
+
+    /// Bytes of the tensor's values.
+    pub fn bytes(&self) -> u64 {
+        tensor_bytes(self.shape(), self.element())
+    }
+}
+
+/// Bytes of the values of a tensor of `shape` and `element`.
+fn tensor_bytes(shape: [usize; 4], element: TensorType) -> u64 {
+    let n = shape.iter().map(|&d| d as u64).product::<u64>();
+    match element {
+        TensorType::F32 => n * 4,
+        TensorType::F16 => n * 2,
+    }
+}
 
 /// A batch tensor on the GPU: `images x channels x height x width` f32 or f16 values.
 #[derive(Debug)]
@@ -26,13 +91,42 @@ pub struct GpuTensor {
 }
 
 impl GpuTensor {
+    /// Bytes of the values (the buffer may be longer).
+    pub fn bytes(&self) -> u64 {
+        tensor_bytes(self.shape, self.element)
+    }
+
+    /// The device the tensor lives on.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The queue of that device.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// Copies the tensor into a new mapped host-visible buffer (blocking until it is mapped);
+    /// `None` for a tensor without values.
+    pub fn stage(&self) -> Result<Option<StagedBuffer>> {
+        let len = self.bytes();
+        if len == 0 {
+            return Ok(None);
+        }
+        stage_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            0,
+            len.next_multiple_of(4),
+        )
+        .map(Some)
+    }
+
     /// Copies the tensor back to the CPU (blocking).
     pub fn read_back(&self) -> Result<Tensor> {
         let n = self.shape.iter().product::<usize>();
-        let len = match self.element {
-            TensorType::F32 => n as u64 * 4,
-            TensorType::F16 => n as u64 * 2,
-        };
+        let len = self.bytes();
         if len == 0 {
             return Ok(Tensor::with_capacity(self.element, 0));
         }
@@ -52,6 +146,28 @@ impl GpuTensor {
             }
         })
     }
+}
+
+/// Hands `tensor` over into `out` by `mode` (see [`GpuOutput`]).
+pub(super) fn hand_off(tensor: GpuTensor, mode: GpuOutput, out: &mut super::Batch) -> Result<()> {
+    match mode {
+        GpuOutput::ReadBack => out.data = tensor.read_back()?,
+        GpuOutput::Staged => {
+            if let Some(staged) = tensor.stage()? {
+                out.gpu = Some(std::sync::Arc::new(GpuHandOff::Staged {
+                    staged,
+                    shape: tensor.shape,
+                    element: tensor.element,
+                }));
+            }
+        }
+        GpuOutput::Device => {
+            if tensor.bytes() > 0 {
+                out.gpu = Some(std::sync::Arc::new(GpuHandOff::Device(tensor)));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Augments image `i` of `batch` (interleaved, as [`GpuDecoder::decode_batch`] or the GPU

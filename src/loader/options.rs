@@ -66,10 +66,14 @@ pub struct LoaderOptions {
     pub crop_window_decode: bool,
     /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
     /// payloads as one GPU batch (`progressive::gpu::decode_levels_windows`), then
-    /// `augment.wgsl` (`loader::gpu`); the tensor is read back into [`super::Batch::data`]. Equal to the CPU path within float
-    /// tolerance (the GPU tests state it).
+    /// `augment.wgsl` (`loader::gpu`); the tensor is handed off by `gpu_output`. Equal to the
+    /// CPU path within float tolerance (the GPU tests state it).
     #[cfg(feature = "gpu")]
     pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
+    /// With `gpu`: read the tensor back into [`super::Batch::data`] (default), or leave it
+    /// staged or on the GPU in [`super::Batch::gpu`] for the consumer to copy where it wants.
+    #[cfg(feature = "gpu")]
+    pub gpu_output: super::gpu::GpuOutput,
 }
 
 impl LoaderOptions {
@@ -95,6 +99,8 @@ impl LoaderOptions {
             coalesce_gap: 64 << 10,
             #[cfg(feature = "gpu")]
             gpu: None,
+            #[cfg(feature = "gpu")]
+            gpu_output: super::gpu::GpuOutput::ReadBack,
         }
     }
 

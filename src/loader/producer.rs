@@ -199,6 +199,8 @@ impl Producer {
             cache: cache.stats(),
             bytes_read,
             read_calls,
+            #[cfg(feature = "gpu")]
+            gpu: None,
         };
         let decode = Decode {
             dataset: &self.dataset,

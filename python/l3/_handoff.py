@@ -1,0 +1,207 @@
+"""Where the GPU loader's batches go (``L3IterableDataset(..., device="gpu", output=...)``):
+``"cuda"``, CUDA tensors over exported Vulkan memory (`l3.cuda.CudaBatchPool`); ``"host"``,
+host tensors in a pool of pinned buffers (`HostBatchPool`). The default is ``"cuda"`` where
+l3's GPU is a CUDA device of torch (matched by UUID) and ``cuda-python`` is installed, else
+``"host"``.
+
+The lifetime rule of both pools: a batch is complete when it is handed out; its memory
+lives as long as any tensor viewing it; a pooled buffer is reused only after every tensor
+viewing it was released (and, where CUDA is initialised, after the work queued on the
+current CUDA stream at that moment is done), so two live batches never alias. When every
+pooled buffer is held, a batch gets a buffer of its own (not pooled) rather than waiting.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Deque, Optional, Tuple
+
+import numpy as np
+import torch
+
+from . import _l3
+from ._errors import ParameterError
+
+#: Buffers each pool keeps for reuse (the loader's prefetch, the batch in use, and one more).
+POOL_SLOTS = 4
+
+OUTPUTS = ("cuda", "host")
+
+
+def release_event(device: Optional[int] = None) -> Any:
+    """A CUDA event recorded on the current stream (of ``device``), or None where CUDA is not
+    initialised (then no CUDA work can still read the buffer)."""
+    if not torch.cuda.is_initialized():
+        return None
+    ev = torch.cuda.Event()
+    ev.record(torch.cuda.current_stream(device))
+    return ev
+
+
+class Slot:
+    """One pooled buffer: ``capacity`` bytes, whether the pool reuses it, and what the pool
+    knows of it (the host tensor or the CUDA import)."""
+
+    def __init__(self, capacity: int, pooled: bool, memory: Any) -> None:
+        self.capacity = capacity
+        self.pooled = pooled
+        self.memory = memory
+
+
+class SlotPool:
+    """Free buffers of at most ``slots`` pooled ones, each free with the event after which it
+    may be written; `take` picks the oldest free one that is big enough and done."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ParameterError(f"a pool needs at least one slot, got {slots}")
+        self.slots = slots
+        self.made = 0
+        # The largest batch asked for: new slots get this capacity.
+        self.largest = 0
+        # (slot, release event or None), oldest first. Appended by `release`, which may run
+        # in any thread (the last reference to a batch can go anywhere): deque appends are
+        # atomic, and `take` only removes entries it found.
+        self.free: Deque[Tuple[Slot, Any]] = collections.deque()
+        self.lock = threading.Lock()
+
+    def take(self, nbytes: int, make) -> Slot:
+        """A slot of at least ``nbytes`` bytes that nothing reads or will read: a free one,
+        else a new pooled one (``make(capacity, pooled)``), else after waiting for the oldest
+        released one's event, else (all held by live batches) a new unpooled one."""
+        with self.lock:
+            self.largest = max(self.largest, nbytes)
+            waiting = None
+            for entry in list(self.free):
+                slot, ev = entry
+                if slot.capacity < nbytes:
+                    # Too small for this run's batches: let it go.
+                    self.free.remove(entry)
+                    self.made -= 1
+                    continue
+                if ev is None or ev.query():
+                    self.free.remove(entry)
+                    return slot
+                if waiting is None:
+                    waiting = entry
+            if self.made < self.slots:
+                self.made += 1
+                try:
+                    return make(self.largest, True)
+                except BaseException:
+                    self.made -= 1
+                    raise
+            if waiting is not None:
+                self.free.remove(waiting)
+                waiting[1].synchronize()
+                return waiting[0]
+        return make(nbytes, False)
+
+    def release(self, slot: Slot, event: Any) -> None:
+        """Gives ``slot`` back (reusable after ``event``); an unpooled slot is dropped."""
+        if slot.pooled:
+            self.free.append((slot, event))
+
+
+class _HostLease:
+    """A numpy view (``__array_interface__``) of a host slot's first bytes; gives the slot
+    back when collected, which is when the last array or tensor viewing it is."""
+
+    def __init__(self, pool: "HostBatchPool", slot: Slot, shape, typestr: str) -> None:
+        self._pool = pool
+        self._slot = slot
+        host: torch.Tensor = slot.memory
+        self.__array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (host.data_ptr(), False),
+            "version": 3,
+        }
+
+    def __del__(self) -> None:
+        try:
+            self._pool.pool.release(self._slot, release_event())
+        except Exception:  # interpreter shutdown: nothing left to reuse it
+            pass
+
+
+class HostBatchPool:
+    """Host tensors for the GPU loader's batches, copied from the GPU's staged read-back into
+    a few reused buffers, pinned (``torch.empty(..., pin_memory=True)``) when torch can pin,
+    so ``.to("cuda", non_blocking=True)`` is an asynchronous copy. See the module's lifetime
+    rule."""
+
+    def __init__(self, slots: int = POOL_SLOTS, pin: Optional[bool] = None) -> None:
+        self.pin = torch.cuda.is_available() if pin is None else pin
+        self.pool = SlotPool(slots)
+
+    def _make(self, nbytes: int, pooled: bool) -> Slot:
+        host = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=self.pin)
+        return Slot(nbytes, pooled, host)
+
+    def tensor_of(self, images: Any) -> torch.Tensor:
+        """The batch ``images`` (an `l3._l3.GpuImages`, or a numpy array for a batch without
+        samples) as a host tensor in a pooled buffer."""
+        if isinstance(images, np.ndarray):
+            return torch.from_numpy(images)
+        slot = self.pool.take(images.nbytes, self._make)
+        try:
+            images.copy_into(slot.memory.numpy())
+        except BaseException:
+            self.pool.release(slot, None)
+            raise
+        typestr = "<f4" if images.dtype == "float32" else "<f2"
+        return torch.from_numpy(np.asarray(_HostLease(self, slot, images.shape, typestr)))
+
+
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def pool(output: str) -> Any:
+    """This process's pool for ``output`` (``"cuda"`` or ``"host"``), made on first use."""
+    with _POOLS_LOCK:
+        if output not in _POOLS:
+            if output == "cuda":
+                from .cuda import CudaBatchPool
+
+                _POOLS[output] = CudaBatchPool()
+            else:
+                _POOLS[output] = HostBatchPool()
+        return _POOLS[output]
+
+
+def check_output(device: Any, output: Optional[str]) -> None:
+    """Checks ``output`` against ``device`` without touching any GPU (a dataset checks it
+    when created, before it may be pickled into worker processes)."""
+    if output is not None and output not in OUTPUTS:
+        raise ParameterError(f"output must be one of {OUTPUTS} or None, got {output!r}")
+    if output is not None and device not in ("gpu", "auto"):
+        raise ParameterError(f"output={output!r} needs device=\"gpu\" (the GPU path)")
+
+
+def choose_output(device: Any, output: Optional[str]) -> Optional[str]:
+    """The hand-off for a dataset's ``device`` and ``output`` options: None for the CPU path
+    (``output`` must then be None), else ``"cuda"`` or ``"host"`` (``output``, or the
+    default). ``output="cuda"`` where CUDA cannot import l3's GPU memory is a GpuError."""
+    check_output(device, output)
+    adapter = _l3.gpu_adapter() if device in ("gpu", "auto") else None
+    on_gpu = device == "gpu" or (
+        device == "auto" and adapter is not None and "(software)" not in adapter
+    )
+    if not on_gpu:
+        if output is not None:
+            raise ParameterError(f"output={output!r} needs device=\"gpu\" (the GPU path)")
+        return None
+    if output == "host":
+        return "host"
+    from .cuda import cuda_device_of_l3
+
+    try:
+        cuda_device_of_l3()
+    except Exception:
+        if output == "cuda":
+            raise
+        return "host"
+    return "cuda"
