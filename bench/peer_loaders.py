@@ -349,6 +349,25 @@ def configs(args: argparse.Namespace, conv: Dict[str, Dict[str, Any]]) -> List[C
             label = "the `l3.pack` default" if profile == "compact" else "`profile=\"fast\"`"
             out.append(Config(f"l3 {profile} ({label}), `L3DataLoader`, {lw} workers", kind, lw,
                               l3_build))
+        if profile == "compact" and W > 0:
+            # The same dataset in a plain DataLoader's worker processes (each runs its own
+            # loader, started per epoch, batches copied through shared memory): the path
+            # `L3DataLoader` avoids, shown for comparison.
+            def l3_processes(path=conv[kind]["path"]):
+                import torch.utils.data
+                from l3.torch import L3IterableDataset
+
+                ds = L3IterableDataset(path, batch_size=B, seed=seed)
+                dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=W)
+
+                def epoch(e: int):
+                    ds.set_epoch(e)
+                    return dl
+
+                return epoch, (lambda b: (b["images"], b["samples"]))
+
+            out.append(Config(f"l3 compact, plain `DataLoader`, {W} worker processes", kind, W,
+                              l3_processes))
     return out
 
 

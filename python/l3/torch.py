@@ -15,18 +15,23 @@ Rust), so the ``DataLoader`` runs with ``batch_size=None``::
             checkpoint = {"loader": loader.state_dict(), ...}
     # later: loader.load_state_dict(checkpoint["loader"]) resumes right after the last batch.
 
+Workers: `L3DataLoader` starts no worker processes. The Rust loader decodes and augments on
+its own threads without the GIL and prefetches across epochs (it is kept between
+iterations), so ``num_workers=N`` only asks for at least ``N`` threads, and more workers are
+never slower than none.
+
 Order and partitioning: the order is a global permutation of the dataset from ``(seed,
 epoch)``; each global step hands ``batch_size`` samples to each rank (rank and world size from
-``torch.distributed`` when it is initialised, else the arguments). Inside a rank, data-loading
-worker ``w`` of ``W`` produces the rank's steps ``w, w + W, ...``: ``DataLoader`` takes
-workers' batches round-robin, so the k-th batch the training loop sees is the rank's k-th step,
-every sample of the epoch is seen exactly once across ranks and workers, and the state after a
-batch is exact. Resuming with another world size re-partitions the rest of the epoch (nothing
-repeated, nothing skipped).
+``torch.distributed`` when it is initialised, else the arguments). Given to a plain
+``DataLoader`` with worker processes, data-loading worker ``w`` of ``W`` produces the rank's
+steps ``w, w + W, ...``: ``DataLoader`` takes workers' batches round-robin, so the k-th batch
+the training loop sees is the rank's k-th step there too. Every sample of the epoch is seen
+exactly once across ranks (and workers), and the state after a batch is exact. Resuming with
+another world size re-partitions the rest of the epoch (nothing repeated, nothing skipped).
 
 Tensors: on the CPU path a batch's images are created in Rust and wrapped by
-``torch.from_numpy`` without a copy (with workers, ``DataLoader`` moves them through shared
-memory as for any dataset; ``pin_memory=True`` pins them). ``device="gpu"`` decodes and
+``torch.from_numpy`` without a copy (``pin_memory=True`` pins them; in worker processes of a
+plain ``DataLoader`` they move through shared memory as for any dataset). ``device="gpu"`` decodes and
 augments on the GPU through wgpu; use it with ``num_workers=0`` (the loader has its own
 threads; in data-loading workers its batches are plain arrays). Its batches go where
 ``output`` says:
@@ -125,6 +130,11 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         self.world_size = dist_world if world_size is None else world_size
         self.threads = threads
         self.options = options
+        # Set by L3DataLoader: its num_workers as a floor on the threads, its prefetch_factor.
+        self._min_threads = 1
+        self._prefetch: Optional[int] = None
+        # The loader kept between in-process iterations (`_in_process`).
+        self._live: Optional[_Live] = None
         # Where the next iteration starts.
         self.start: Tuple[int, int, int] = (seed, 0, 0)
 
@@ -154,13 +164,82 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
             )
         self.start = (seed, epoch, consumed)
 
+    def _threads(self, workers: int) -> int:
+        """The loader's threads in this process: ``threads`` if given, else this process's
+        share of the cores it may run on (divided among the ranks of this node, by
+        ``LOCAL_WORLD_SIZE`` as torchrun sets it, and among the data-loading workers), and at
+        least ``L3DataLoader``'s ``num_workers`` up to those cores."""
+        if self.threads is not None:
+            return self.threads
+        cores = _cores()
+        share = max(1, cores // _local_world_size() // workers)
+        return max(share, min(self._min_threads, cores))
+
+    def _open(self, info: Any, output: Optional[str]) -> Tuple[Loader, Any]:
+        """A loader from the current state and its images' tensor conversion: one epoch in a
+        data-loading worker, open-ended in-process (kept across epochs by `__iter__`)."""
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        seed, epoch, consumed = self.start
+        to_tensor = torch.from_numpy
+        gpu_options = {}
+        if output is not None:
+            to_tensor = handoff_pool(output).tensor_of
+            gpu_options["gpu_output"] = "device" if output == "cuda" else "staged"
+        options = dict(self.options)
+        if "prefetch" not in options and self._prefetch is not None:
+            options["prefetch"] = self._prefetch
+        loader = Loader(
+            self.path, self.batch_size, seed=seed, epoch=epoch, consumed=consumed,
+            rank=self.rank, world_size=self.world_size,
+            end_epoch=epoch + 1 if info is not None else None, worker=worker,
+            num_workers=workers, threads=self._threads(workers), **options, **gpu_options,
+        )
+        return loader, to_tensor
+
+    def _item(self, b: Dict[str, Any], to_tensor: Any) -> Dict[str, Any]:
+        skipped = b["skipped"]
+        if skipped and not self._warned_skip:
+            self._warned_skip = True
+            first = skipped[0]
+            warnings.warn(
+                f"l3: {len(skipped)} record(s) skipped in a batch of epoch {b['epoch']} "
+                f"(first: {first['shard']}, key {first['key']!r}: {first['error']}); "
+                "batches with skipped records are smaller, each batch's 'skipped' "
+                "counts them; pass on_error='fail' to raise instead",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return {
+            "images": to_tensor(b["images"]),
+            "labels": torch.from_numpy(b["labels"]),
+            "samples": torch.from_numpy(b["samples"]),
+            "epoch": b["epoch"],
+            "state": tuple(b["state"]),
+            "skipped": len(skipped),
+        }
+
+    def close(self) -> None:
+        """Stops the loader kept between in-process iterations (its threads and prefetched
+        batches); the next iteration starts a new one. Also done when the dataset is
+        garbage-collected."""
+        live, self._live = self._live, None
+        if live is not None:
+            live.loader.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # A data-loading worker gets the dataset without the in-process loader.
+        state = self.__dict__.copy()
+        state["_live"] = None
+        return state
+
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        threads = self.threads
-        if threads is None:
-            threads = max(1, (os.cpu_count() or 1) // workers)
-        seed, epoch, consumed = self.start
         # The GPU path's hand-off: CUDA tensors or pooled pinned host tensors. In a worker
         # process the batch goes through shared memory anyway: plain arrays there.
         if info is None:
@@ -170,64 +249,130 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                                  "from a forked data-loading worker)")
         else:
             output = None
-        to_tensor = torch.from_numpy
-        gpu_options = {}
-        if output is not None:
-            to_tensor = handoff_pool(output).tensor_of
-            gpu_options["gpu_output"] = "device" if output == "cuda" else "staged"
-        loader = Loader(
-            self.path, self.batch_size, seed=seed, epoch=epoch, consumed=consumed,
-            rank=self.rank, world_size=self.world_size, end_epoch=epoch + 1, worker=worker,
-            num_workers=workers, threads=threads, **self.options, **gpu_options,
-        )
-        try:
-            for b in loader:
-                skipped = b["skipped"]
-                if skipped and not self._warned_skip:
-                    self._warned_skip = True
-                    first = skipped[0]
-                    warnings.warn(
-                        f"l3: {len(skipped)} record(s) skipped in a batch of epoch {b['epoch']} "
-                        f"(first: {first['shard']}, key {first['key']!r}: {first['error']}); "
-                        "batches with skipped records are smaller, each batch's 'skipped' "
-                        "counts them; pass on_error='fail' to raise instead",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-                yield {
-                    "images": to_tensor(b["images"]),
-                    "labels": torch.from_numpy(b["labels"]),
-                    "samples": torch.from_numpy(b["samples"]),
-                    "epoch": b["epoch"],
-                    "state": tuple(b["state"]),
-                    "skipped": len(skipped),
-                }
-        finally:
-            loader.close()
-        if info is None:
-            # In-process iteration: the next one continues after this epoch.
-            self.start = (seed, epoch + 1, 0)
+        if info is not None:
+            # A data-loading worker: this worker's steps of one epoch.
+            loader, to_tensor = self._open(info, output)
+            try:
+                for b in loader:
+                    yield self._item(b, to_tensor)
+            finally:
+                loader.close()
+            return
+        yield from self._in_process(output)
+
+    def _in_process(self, output: Optional[str]) -> Iterator[Dict[str, Any]]:
+        """One epoch from the current state, in this process. The loader is kept between
+        iterations: when the next one starts where this one stopped (the next epoch, or right
+        after the last batch handed out), it goes on with the batches it prefetched, so an
+        epoch starts without waiting for a new loader's first batch."""
+        seed, epoch, consumed = self.start
+        key = (output, self._threads(1), self._prefetch)
+        live = self._live
+        if live is not None and (live.next != self.start or live.key != key):
+            self.close()
+            live = None
+        if live is None:
+            loader, to_tensor = self._open(None, output)
+            live = self._live = _Live(loader, to_tensor, self.start, key)
+        while True:
+            b, live.pending = live.pending, None
+            if b is None:
+                try:
+                    b = next(live.loader, None)
+                except BaseException:
+                    # An error or an interrupt while waiting: a new loader next time.
+                    self.close()
+                    raise
+            if b is None:
+                self.close()
+                break
+            if b["epoch"] != epoch:
+                # Nothing of this epoch was left: the batch opens the next one.
+                live.pending = b
+                live.next = (seed, epoch + 1, 0)
+                break
+            item = self._item(b, live.to_tensor)
+            live.next = item["state"]
+            yield item
+            if item["state"][1] != epoch:
+                break
+        # The next in-process iteration continues after this epoch.
+        self.start = (seed, epoch + 1, 0)
+
+
+class _Live:
+    """The loader kept between in-process iterations: the loader, its images' tensor
+    conversion, the state it stands at (after the last batch handed out), a batch of the next
+    epoch already taken from it, and the options it was opened with."""
+
+    def __init__(self, loader: Loader, to_tensor: Any, at: Tuple[int, int, int], key: Any):
+        self.loader = loader
+        self.to_tensor = to_tensor
+        self.next: Tuple[int, int, int] = at
+        self.pending: Optional[Dict[str, Any]] = None
+        self.key = key
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _local_world_size() -> int:
+    """Processes of this job on this node (torchrun's ``LOCAL_WORLD_SIZE``), else 1."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 class L3DataLoader(torch.utils.data.DataLoader):
     """A ``DataLoader`` over an `L3IterableDataset` (``batch_size=None``: items are batches)
     that records the state after each batch it hands out, so ``state_dict()`` is exact and
-    ``load_state_dict()`` resumes right after that batch. Other arguments are
-    ``DataLoader``'s (``num_workers``, ``pin_memory``, ...); ``persistent_workers`` is refused,
-    since workers must start from the state of each new iteration.
+    ``load_state_dict()`` resumes right after that batch.
+
+    It starts no worker processes: the l3 loader decodes and augments on its own threads,
+    without the GIL, and batches never cross a process boundary. ``num_workers=N`` asks for
+    at least ``N`` of those threads (up to the cores this process may use; by default the
+    loader already takes this process's share of them), so more workers are never slower
+    than none. ``prefetch_factor`` sets how many batches the loader prepares ahead
+    (``prefetch_factor * num_workers``, unless the dataset sets ``prefetch``);
+    ``persistent_workers`` is accepted and changes nothing (the loader is kept between epochs
+    anyway). ``worker_init_fn`` and ``multiprocessing_context`` are refused, since no worker
+    process runs them. Other arguments are ``DataLoader``'s (``pin_memory``, ...). To run the
+    dataset in worker processes anyway, give it to a plain ``torch.utils.data.DataLoader``
+    (each worker then runs its own loader on its share of the cores, started each epoch, and
+    each batch is copied through shared memory: slower, see BENCHMARKS.md).
     """
 
     def __init__(self, dataset: L3IterableDataset, **kwargs: Any) -> None:
         if not isinstance(dataset, L3IterableDataset):
             raise TypeError("L3DataLoader needs an L3IterableDataset")
-        if kwargs.get("persistent_workers"):
-            raise ValueError("persistent_workers is not supported: each epoch starts workers "
-                             "from the loader's state")
+        for name in ("worker_init_fn", "multiprocessing_context"):
+            if kwargs.get(name) is not None:
+                raise TypeError(f"{name} does not apply: L3DataLoader starts no worker "
+                                "processes (the loader has its own threads)")
+        workers = check_int("num_workers", kwargs.pop("num_workers", 0), 0, INT_OPTIONS["threads"][1])
+        kwargs.pop("persistent_workers", None)
+        prefetch_factor = kwargs.pop("prefetch_factor", None)
+        if prefetch_factor is not None:
+            prefetch_factor = check_int("prefetch_factor", prefetch_factor, 1, 1024)
         kwargs.setdefault("batch_size", None)
         if kwargs["batch_size"] is not None:
             raise ValueError("the dataset's items are batches: leave batch_size=None")
-        super().__init__(dataset, **kwargs)
+        super().__init__(dataset, num_workers=0, **kwargs)
         self.l3_dataset = dataset
+        #: The ``num_workers`` asked for (the loader's threads; no processes are started).
+        self.l3_workers = workers
+        dataset._min_threads = max(1, workers or 0)
+        if prefetch_factor is not None:
+            dataset._prefetch = min(1024, prefetch_factor * max(1, workers or 0))
+
+    def close(self) -> None:
+        """Stops the loader kept between epochs (see `L3IterableDataset.close`)."""
+        self.l3_dataset.close()
 
     def set_epoch(self, epoch: int) -> None:
         """See `L3IterableDataset.set_epoch`."""

@@ -1,7 +1,9 @@
-"""The PyTorch dataset with real torch: DataLoader workers see every sample exactly once per
-epoch, simulated ranks partition it, and a state_dict resume continues exactly. Fails (does
+"""The PyTorch dataset with real torch: L3DataLoader (in-process, its loader kept between
+epochs) and plain DataLoader workers see every sample exactly once per epoch, in the same
+order; simulated ranks partition it, and a state_dict resume continues exactly. Fails (does
 not skip) without torch when CI=true."""
 
+import multiprocessing
 import os
 
 import numpy as np
@@ -26,14 +28,22 @@ def epoch_samples(loader):
     return batches, [int(s) for b in batches for s in b["samples"]]
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_every_sample_once_per_epoch(dataset3, workers):
+def process_workers(ds, workers, **kwargs):
+    """A plain DataLoader running the dataset in `workers` worker processes."""
+    return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **kwargs)
+
+
+@pytest.mark.parametrize("kind,workers", [("l3", 0), ("l3", 2), ("processes", 2)])
+def test_every_sample_once_per_epoch(dataset3, kind, workers):
     n = len(l3.open_dataset(dataset3))
     ds = L3IterableDataset(dataset3, batch_size=2, seed=3, size=(24, 24), threads=1)
-    loader = L3DataLoader(ds, num_workers=workers)
+    if kind == "l3":
+        loader = L3DataLoader(ds, num_workers=workers)
+    else:
+        loader = process_workers(ds, workers)
     orders = []
     for epoch in range(2):
-        loader.set_epoch(epoch)
+        ds.set_epoch(epoch)
         batches, seen = epoch_samples(loader)
         assert sorted(seen) == list(range(n)), (epoch, seen)
         assert all(b["epoch"] == epoch for b in batches)
@@ -41,15 +51,65 @@ def test_every_sample_once_per_epoch(dataset3, workers):
     assert orders[0] != orders[1], "two epochs in the same order"
 
 
-def test_workers_give_the_single_process_order(dataset3):
+def test_worker_processes_give_the_single_process_order(dataset3):
     one = L3DataLoader(L3IterableDataset(dataset3, 2, seed=4, size=(24, 24)), num_workers=0)
-    two = L3DataLoader(L3IterableDataset(dataset3, 2, seed=4, size=(24, 24)), num_workers=2)
+    two = process_workers(L3IterableDataset(dataset3, 2, seed=4, size=(24, 24)), 2)
     a, _ = epoch_samples(one)
     b, _ = epoch_samples(two)
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert torch.equal(x["samples"], y["samples"])
         assert torch.equal(x["images"], y["images"])
+
+
+def test_l3_workers_are_threads_of_one_kept_loader(dataset3):
+    """num_workers starts no process; the loader kept across epochs (prefetching into the
+    next) gives exactly the batches of a new loader per epoch, and an iteration stopped
+    mid-epoch continues after the last batch handed out."""
+    def fresh(epoch):
+        ds = L3IterableDataset(dataset3, 2, seed=6, size=(24, 24))
+        ds.set_epoch(epoch)
+        return epoch_samples(L3DataLoader(ds))[0]
+
+    ds = L3IterableDataset(dataset3, 2, seed=6, size=(24, 24))
+    loader = L3DataLoader(ds, num_workers=2, persistent_workers=True, prefetch_factor=2)
+    assert loader.num_workers == 0 and loader.l3_workers == 2
+    assert ds._threads(1) >= min(2, len(os.sched_getaffinity(0)))
+    got = []
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        batches = []
+        for b in loader:
+            assert multiprocessing.active_children() == []
+            batches.append(b)
+        got.append(batches)
+    live = ds._live
+    assert live is not None and live.next == (6, 3, 0), "the loader is kept for epoch 3"
+    for epoch, batches in enumerate(got):
+        want = fresh(epoch)
+        assert len(batches) == len(want)
+        for x, y in zip(batches, want):
+            assert torch.equal(x["samples"], y["samples"])
+            assert torch.equal(x["images"], y["images"])
+    # Stop epoch 3 after one batch, then iterate again: the rest of epoch 3, same loader.
+    want = fresh(3)
+    it = iter(loader)
+    head = next(it)
+    del it
+    rest = list(loader)
+    assert ds._live is live
+    assert [int(s) for b in [head] + rest for s in b["samples"]] == [
+        int(s) for b in want for s in b["samples"]
+    ]
+    # A state from elsewhere opens a new loader.
+    loader.load_state_dict({"seed": 6, "epoch": 1, "consumed": 2})
+    again = list(loader)
+    assert ds._live is not live
+    assert [int(s) for b in again for s in b["samples"]] == [
+        int(s) for b in got[1][1:] for s in b["samples"]
+    ]
+    loader.close()
+    assert ds._live is None
 
 
 def test_two_ranks_partition_the_epoch(dataset3):
@@ -59,7 +119,9 @@ def test_two_ranks_partition_the_epoch(dataset3):
         ds = L3IterableDataset(dataset3, 2, seed=3, rank=rank, world_size=2, size=(24, 24))
         _, s = epoch_samples(L3DataLoader(ds, num_workers=2))
         seen += s
-    assert sorted(seen) == list(range(n))
+        _, s = epoch_samples(process_workers(ds, 2))
+        seen += s
+    assert sorted(seen) == sorted(list(range(n)) * 2)
 
 
 def test_state_dict_resume_continues_exactly(dataset3):
@@ -89,8 +151,12 @@ def test_misuse_is_refused(dataset3):
     ds = L3IterableDataset(dataset3, 2)
     with pytest.raises(ValueError):
         L3DataLoader(ds, batch_size=4)
-    with pytest.raises(ValueError):
-        L3DataLoader(ds, num_workers=1, persistent_workers=True)
+    with pytest.raises(TypeError):
+        L3DataLoader(ds, num_workers=1, worker_init_fn=print)
+    with pytest.raises(TypeError):
+        L3DataLoader(ds, num_workers=1, multiprocessing_context="spawn")
+    with pytest.raises(l3.ParameterError):
+        L3DataLoader(ds, num_workers=-1)
     with pytest.raises(TypeError):
         L3IterableDataset(dataset3, 2, epoch=3)
 
@@ -99,7 +165,7 @@ def test_spawned_workers_and_an_opened_dataset(dataset3):
     """The dataset pickles (spawned workers) even when built from an opened l3.Dataset."""
     n = len(l3.open_dataset(dataset3))
     ds = L3IterableDataset(l3.open_dataset(dataset3), 2, seed=1, size=(24, 24), threads=1)
-    loader = L3DataLoader(ds, num_workers=2, multiprocessing_context="spawn")
+    loader = process_workers(ds, 2, multiprocessing_context="spawn")
     _, seen = epoch_samples(loader)
     assert sorted(seen) == list(range(n))
 
