@@ -104,6 +104,8 @@ pub(crate) mod fields;
 #[cfg(all(feature = "interop", unix))]
 pub mod interop;
 #[cfg(feature = "gpu")]
+pub(crate) mod jobs;
+#[cfg(feature = "gpu")]
 pub(crate) mod levels;
 #[cfg(feature = "gpu")]
 mod map;
