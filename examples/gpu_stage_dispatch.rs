@@ -62,9 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for &n in &batches {
         let refs: Vec<&[u8]> = (0..n).map(|i| files[i % files.len()].as_slice()).collect();
         let batch = decoder.decode_batch(&refs, OutputLayout::Interleaved)?;
-        let params: Vec<_> = (0..n)
-            .map(|i| aug.params(7, 0, i as u64, w, h))
-            .collect();
+        let params: Vec<_> = (0..n).map(|i| aug.params(7, 0, i as u64, w, h)).collect();
         let wait = || {
             decoder
                 .device()

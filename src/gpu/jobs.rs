@@ -19,14 +19,21 @@ use crate::error::{LimitsError, Result};
 /// is at least this): a window's 2-D grid stays within it on any device.
 pub(crate) const MAX_GRID_DIM: u64 = 65535;
 
+/// Work items an invocation takes at least (the job's last workgroup may have fewer), so
+/// that finding the job is paid once per [`ITEMS_PER_INVOCATION`] items.
+pub(crate) const ITEMS_PER_INVOCATION: u64 = 8;
+
 /// Workgroups a job of `items` work items takes in a kernel of `workgroup` invocations that
-/// loops with the stride of its job's workgroups: none for an empty job, else one item per
-/// invocation, capped at [`MAX_GRID_DIM`] (the invocations loop over the rest).
+/// loops with the stride of its job's workgroups: none for an empty job, else one per
+/// [`ITEMS_PER_INVOCATION`] items per invocation, capped at [`MAX_GRID_DIM`] (the
+/// invocations loop over the rest).
 pub(crate) fn job_workgroups(items: u64, workgroup: u32) -> u32 {
     if items == 0 {
         0
     } else {
-        items.div_ceil(workgroup as u64).min(MAX_GRID_DIM) as u32
+        items
+            .div_ceil(workgroup as u64 * ITEMS_PER_INVOCATION)
+            .min(MAX_GRID_DIM) as u32
     }
 }
 
@@ -305,11 +312,8 @@ mod tests {
             assert!(x as u64 * y as u64 >= w.workgroups && y as u64 <= MAX_GRID_DIM);
         }
         assert_eq!(next, spans.len());
-        crate::gpu::bindings::check_bindings(
-            t.bindings(["src", "dst"], buffer_len),
-            &LIMITS,
-        )
-        .unwrap();
+        crate::gpu::bindings::check_bindings(t.bindings(["src", "dst"], buffer_len), &LIMITS)
+            .unwrap();
     }
 
     #[test]
@@ -358,25 +362,39 @@ mod tests {
         for bad in [(0, 4097), (4, 4094)] {
             let e = plan_windows(&[span(bad, (0, 4), 1)], 16, ["src", "dst"], &LIMITS);
             assert!(
-                matches!(e, Err(crate::Error::Limits(LimitsError::GpuBuffer { what: "src", .. }))),
+                matches!(
+                    e,
+                    Err(crate::Error::Limits(LimitsError::GpuBuffer {
+                        what: "src",
+                        ..
+                    }))
+                ),
                 "{bad:?}: {e:?}"
             );
         }
-        assert_eq!(plan_windows::<2>(&[], 16, ["src", "dst"], &LIMITS).unwrap().windows, []);
+        assert_eq!(
+            plan_windows::<2>(&[], 16, ["src", "dst"], &LIMITS)
+                .unwrap()
+                .windows,
+            []
+        );
     }
 
     #[test]
     fn job_workgroups_are_bounded() {
         assert_eq!(job_workgroups(0, 64), 0);
         assert_eq!(job_workgroups(1, 64), 1);
-        assert_eq!(job_workgroups(65, 64), 2);
+        assert_eq!(job_workgroups(64 * ITEMS_PER_INVOCATION, 64), 1);
+        assert_eq!(job_workgroups(64 * ITEMS_PER_INVOCATION + 1, 64), 2);
         assert_eq!(job_workgroups(u32::MAX as u64, 64), 65535);
     }
 
     #[test]
     fn windows_split_at_the_grid_limit() {
         // Jobs of 65535 workgroups: 65537 of them exceed 65535 x 65535 (and u32).
-        let spans: Vec<_> = (0..65_537u64).map(|_| span((0, 4), (0, 4), 65535)).collect();
+        let spans: Vec<_> = (0..65_537u64)
+            .map(|_| span((0, 4), (0, 4), 65535))
+            .collect();
         let limits = BindLimits {
             max_binding: 1 << 30,
             max_buffer: 1 << 32,

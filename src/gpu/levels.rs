@@ -107,7 +107,11 @@ const WHAT: [&str; 3] = [
 /// buffers (in order of first appearance: one group in the plans `progressive::gpu` makes),
 /// each group's jobs in one table, windows checked against `limits` (`buffer_len` of each
 /// buffer).
-fn plan_step(step: &[Op], limits: &BindLimits, buffer_len: impl Fn(Buf) -> u64) -> Result<Vec<Group>> {
+fn plan_step(
+    step: &[Op],
+    limits: &BindLimits,
+    buffer_len: impl Fn(Buf) -> u64,
+) -> Result<Vec<Group>> {
     let mut groups: Vec<(GroupKey, Vec<(LevelJob, [Slot; 3])>)> = Vec::new();
     for op in step {
         let (key, job, slots) = match *op {
