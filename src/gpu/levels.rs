@@ -91,10 +91,16 @@ struct GroupKey {
 
 /// A step's dispatches of one entry point over one triple of buffers: their jobs and windows.
 struct Group {
+    /// Its entry point and buffers.
     key: GroupKey,
+    /// Its jobs, offsets and workgroups filled in from `table`.
     jobs: Vec<LevelJob>,
+    /// Its windows.
     table: JobTable<3>,
 }
+
+/// A job and what it binds: source, residual and target.
+type JobSlots = (LevelJob, [Slot; 3]);
 
 /// What the windows of a step bind, for the binding check and the errors.
 const WHAT: [&str; 3] = [
@@ -112,7 +118,7 @@ fn plan_step(
     limits: &BindLimits,
     buffer_len: impl Fn(Buf) -> u64,
 ) -> Result<Vec<Group>> {
-    let mut groups: Vec<(GroupKey, Vec<(LevelJob, [Slot; 3])>)> = Vec::new();
+    let mut groups: Vec<(GroupKey, Vec<JobSlots>)> = Vec::new();
     for op in step {
         let (key, job, slots) = match *op {
             Op::Copy { .. } => continue,
