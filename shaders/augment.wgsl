@@ -2,27 +2,32 @@
 // f32 operations in the same order): random resized crop + bilinear resize (half-pixel
 // centres, clamped taps) + horizontal flip, or the general mapping with quarter turns, a small
 // rotation and padding, + normalisation + Gaussian noise, written as f32 CHW into the batch
-// tensor. One dispatch per image; each invocation computes output elements with the grid's
-// stride. `src` is the image's range of the decoded batch (interleaved, 8-bit samples four to
-// a u32 word, 16-bit two, little-endian); `dst` is the whole batch tensor.
+// tensor. One dispatch per batch (`gpu::jobs`): each workgroup finds its image's job in
+// `jobs` by its number, and its invocations compute the image's output elements with the
+// stride of the job's workgroups. `src` is the dispatch's range of the decoded batch
+// (interleaved, 8-bit samples four to a u32 word, 16-bit two, little-endian; the image from
+// word `job.src_offset`); `dst` the dispatch's range of the batch tensor.
 //
 // WGSL may contract a * b + c into a fused multiply-add and allows its division 2.5 ulp, so
 // values agree with the CPU within a small tolerance (see the GPU tests), not bit for bit.
 
 // `AugmentJob` is generated from src/gpu/abi.rs (gpu::shaders).
 
-@group(0) @binding(0) var<uniform> job: AugmentJob;
+@group(0) @binding(0) var<storage, read> jobs: array<AugmentJob>;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+// The job of this workgroup, read from `jobs` on entry.
+var<private> job: AugmentJob;
 
 // AUGMENT_WG comes from the generated prelude (gpu::shaders).
 
 fn sample_at(x: u32, y: u32, c: u32) -> f32 {
     let s = (y * job.width + x) * job.channels + c;
     if (job.depth == 8u) {
-        return f32((src[s / 4u] >> (8u * (s % 4u))) & 0xffu);
+        return f32((src[job.src_offset + s / 4u] >> (8u * (s % 4u))) & 0xffu);
     }
-    return f32((src[s / 2u] >> (16u * (s % 2u))) & 0xffffu);
+    return f32((src[job.src_offset + s / 2u] >> (16u * (s % 2u))) & 0xffffu);
 }
 
 // Source coordinate of output index o along one axis: (low tap, high tap, weight of high).
@@ -141,13 +146,38 @@ fn bilinear(x0: u32, x1: u32, fx: f32, y0: u32, y1: u32, fy: f32, sc: u32) -> f3
     return top + (bottom - top) * fy;
 }
 
+// The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without
+// workgroups share their successor's wg_base and are never chosen).
+fn find_job(wg: u32) -> u32 {
+    var lo = 0u;
+    var hi = arrayLength(&jobs);
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (jobs[mid].wg_base <= wg) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
 @compute @workgroup_size(AUGMENT_WG)
-fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
-           @builtin(num_workgroups) nwg: vec3<u32>) {
+fn augment(@builtin(workgroup_id) wid: vec3<u32>,
+           @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.y * nwg.x + wid.x;
+    job = jobs[find_job(wg)];
+    // Past the job's workgroups: the 2-D grid's spare workgroups.
+    if (wg - job.wg_base >= job.wg_count) {
+        return;
+    }
+    let first = (wg - job.wg_base) * AUGMENT_WG + lid;
+    let stride = job.wg_count * AUGMENT_WG;
     let total = job.out_w * job.out_h * job.out_c;
     if (job.half == 1u) {
         // f16: each invocation owns whole words (two values), so no two write one word.
-        for (var w = gid.x; w < (total + 1u) / 2u; w += nwg.x * AUGMENT_WG) {
+        for (var w = first; w < (total + 1u) / 2u; w += stride) {
             var hi = 0.0;
             if (2u * w + 1u < total) {
                 hi = value_at(2u * w + 1u);
@@ -156,7 +186,7 @@ fn augment(@builtin(global_invocation_id) gid: vec3<u32>,
         }
         return;
     }
-    for (var i = gid.x; i < total; i += nwg.x * AUGMENT_WG) {
+    for (var i = first; i < total; i += stride) {
         dst[job.dst_offset + i] = bitcast<u32>(value_at(i));
     }
 }

@@ -2,11 +2,12 @@
 // decoded payloads. CPU twins: `progressive::interlace::{refine, subsample}` (same names,
 // same arithmetic; `gpu::tests` compares them bit for bit).
 //
-// One dispatch per (record, step). The bindings are ranges of the batch buffers holding
-// exactly one image each, interleaved like `output/interleaved.wgsl` writes them (8-bit
-// samples four to a u32 word, 16-bit two, little-endian). Each invocation owns whole output
-// words and loops over the image's words with the grid's stride, so no two invocations write
-// the same word and no atomics are needed.
+// One dispatch per step for the whole batch (`gpu::jobs`): each workgroup finds its record's
+// job in `jobs` by its number. The bindings are ranges of the batch buffers; each record's
+// images lie in them from the job's word offsets, interleaved like `output/interleaved.wgsl`
+// writes them (8-bit samples four to a u32 word, 16-bit two, little-endian). Each invocation
+// owns whole output words and loops over the image's words with the stride of the job's
+// workgroups, so no two invocations write the same word and no atomics are needed.
 //
 // `refine`: `src` = the coarse level (ceil(w/2) x ceil(h/2)), `residual` = the refinement's
 // residual image (ceil(w/2) x 3 ceil(h/2): bands H, V, D), `dst` = the fine level (w x h).
@@ -16,25 +17,28 @@
 
 // `LevelJob` is generated from src/gpu/abi.rs (gpu::shaders).
 
-@group(0) @binding(0) var<uniform> job: LevelJob;
+@group(0) @binding(0) var<storage, read> jobs: array<LevelJob>;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read> residual: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<u32>;
+
+// The job of this workgroup, read from `jobs` on entry.
+var<private> job: LevelJob;
 
 // BAND_H, BAND_V, BAND_D and LEVELS_WG come from the generated prelude (gpu::shaders).
 
 fn src_sample(s: u32) -> u32 {
     if (job.depth == 8u) {
-        return (src[s / 4u] >> (8u * (s % 4u))) & 0xffu;
+        return (src[job.src_offset + s / 4u] >> (8u * (s % 4u))) & 0xffu;
     }
-    return (src[s / 2u] >> (16u * (s % 2u))) & 0xffffu;
+    return (src[job.src_offset + s / 2u] >> (16u * (s % 2u))) & 0xffffu;
 }
 
 fn residual_sample(s: u32) -> u32 {
     if (job.depth == 8u) {
-        return (residual[s / 4u] >> (8u * (s % 4u))) & 0xffu;
+        return (residual[job.residual_offset + s / 4u] >> (8u * (s % 4u))) & 0xffu;
     }
-    return (residual[s / 2u] >> (16u * (s % 2u))) & 0xffffu;
+    return (residual[job.residual_offset + s / 2u] >> (16u * (s % 2u))) & 0xffffu;
 }
 
 fn depth_mask() -> u32 {
@@ -147,24 +151,48 @@ fn output_word(w: u32, n: u32, per_word: u32, refining: bool) -> u32 {
     return word;
 }
 
-fn run(gid: vec3<u32>, nwg: vec3<u32>, refining: bool) {
+// The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without
+// workgroups share their successor's wg_base and are never chosen).
+fn find_job(wg: u32) -> u32 {
+    var lo = 0u;
+    var hi = arrayLength(&jobs);
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (jobs[mid].wg_base <= wg) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, refining: bool) {
+    let wg = wid.y * nwg.x + wid.x;
+    job = jobs[find_job(wg)];
+    // Past the job's workgroups: the 2-D grid's spare workgroups.
+    if (wg - job.wg_base >= job.wg_count) {
+        return;
+    }
     let n = job.width * job.height * job.channels;
     let per_word = 32u / job.depth;
     let words = (n + per_word - 1u) / per_word;
-    let step = nwg.x * LEVELS_WG;
-    for (var w = gid.x; w < words; w += step) {
-        dst[w] = output_word(w, n, per_word, refining);
+    let step = job.wg_count * LEVELS_WG;
+    for (var w = (wg - job.wg_base) * LEVELS_WG + lid; w < words; w += step) {
+        dst[job.dst_offset + w] = output_word(w, n, per_word, refining);
     }
 }
 
 @compute @workgroup_size(LEVELS_WG)
-fn refine(@builtin(global_invocation_id) gid: vec3<u32>,
-          @builtin(num_workgroups) nwg: vec3<u32>) {
-    run(gid, nwg, true);
+fn refine(@builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    run(wid, nwg, lid, true);
 }
 
 @compute @workgroup_size(LEVELS_WG)
-fn subsample(@builtin(global_invocation_id) gid: vec3<u32>,
-             @builtin(num_workgroups) nwg: vec3<u32>) {
-    run(gid, nwg, false);
+fn subsample(@builtin(workgroup_id) wid: vec3<u32>,
+             @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    run(wid, nwg, lid, false);
 }

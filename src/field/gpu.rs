@@ -1,6 +1,6 @@
 //! Error-bounded float32 fields on the GPU ([`decode_fields`]): the fields' bin images decode
-//! as one batch (16-bit gray L3 files), then `shaders/fields.wgsl` turns each into f32 values
-//! (one dispatch per field), bit for bit what [`super::decode_field`] gives on the CPU. This
+//! as one batch (16-bit gray L3 files), then `shaders/fields.wgsl` turns them all into f32
+//! values in one dispatch, bit for bit what [`super::decode_field`] gives on the CPU. This
 //! file parses the files, plans the buffers ([`plan_fields`]) and builds the kernel's jobs;
 //! the engine's `gpu::fields` binds and dispatches them.
 
@@ -158,6 +158,7 @@ impl FieldPlan {
                 run_count: l.runs.len() as u32,
                 offset_bits: l.header.offset.to_bits(),
                 bin_bits: l.header.bin_width.to_bits(),
+                ..Default::default()
             },
             count: l.header.len(),
             run_count: l.runs.len() as u64,

@@ -1,6 +1,6 @@
 //! The data the host and the shaders share: the `repr(C)` tables bound to the kernels
-//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, and the uniforms of the augment,
-//! fields and levels kernels), the error flags the shaders report ([`flags`]), and the
+//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, and the job tables of the
+//! augment, fields and levels kernels), the error flags the shaders report ([`flags`]), and the
 //! workgroup constants. Every struct a shader reads is declared once, by `wgsl_struct!`, which
 //! gives both the Rust struct and its WGSL `struct` text; `gpu::shaders` writes those texts
 //! and constants generated from these values into each stage's source, so no WGSL mirrors
@@ -24,15 +24,6 @@ pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
 /// u32 words of one exception run in `fields.wgsl`'s `runs` binding: start, length, f32 bits
 /// (`RUN_WORDS` in its generated prelude).
 pub(crate) const FIELD_RUN_WORDS: u32 = 3;
-
-/// Workgroups of a one-dimensional dispatch over `items` by a kernel of `workgroup`
-/// invocations that loops with the grid's stride (`levels.wgsl`, `augment.wgsl`): enough for
-/// one item per invocation, capped at 65535 (WebGPU's guaranteed per-dimension limit; the
-/// invocations loop over the rest), at least 1.
-#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
-pub(crate) fn strided_workgroups(items: u64, workgroup: u32) -> u32 {
-    items.div_ceil(workgroup as u64).clamp(1, 65535) as u32
-}
 
 /// A Rust field type a shader struct may hold, and how WGSL spells it.
 pub(crate) trait WgslType {
@@ -342,7 +333,7 @@ impl LayoutKind {
 }
 
 wgsl_struct! {
-    /// The uniform of one dispatch of `augment.wgsl` (`job`).
+    /// One image's job in the table `augment.wgsl` reads (`jobs`; see `gpu::jobs`).
     #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct AugmentJob {
         /// Source image width.
@@ -369,7 +360,8 @@ wgsl_struct! {
         pub(crate) out_c: u32,
         /// 1: flip horizontally.
         pub(crate) flip: u32,
-        /// First output element, in f32 elements (in u32 words for f16 output).
+        /// First output element in the dispatch's output binding, in f32 elements (in u32
+        /// words for f16 output).
         pub(crate) dst_offset: u32,
         /// Output channel c reads source channel `(this >> (8c)) & 0xff`.
         pub(crate) source_channels: u32,
@@ -383,6 +375,14 @@ wgsl_struct! {
         pub(crate) general: u32,
         /// 1: f16 output, two values per u32 word (`dst_offset` then in words).
         pub(crate) half: u32,
+        /// First word of the image in the dispatch's source binding.
+        pub(crate) src_offset: u32,
+        /// First workgroup of the job in its dispatch.
+        pub(crate) wg_base: u32,
+        /// Workgroups of the job.
+        pub(crate) wg_count: u32,
+        /// Padding.
+        pub(crate) pad0: u32,
         /// Padding.
         pub(crate) pad1: u32,
         /// Cosine of the rotation angle.
@@ -401,7 +401,7 @@ wgsl_struct! {
 }
 
 wgsl_struct! {
-    /// The uniform of one dispatch of `fields.wgsl` (`job`).
+    /// One field's job in the table `fields.wgsl` reads (`jobs`; see `gpu::jobs`).
     #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct FieldJob {
         /// Values.
@@ -412,11 +412,21 @@ wgsl_struct! {
         pub(crate) offset_bits: u32,
         /// f32 bits of the bin width (8 significant bits).
         pub(crate) bin_bits: u32,
+        /// First word of the bin image in the dispatch's `bins` binding.
+        pub(crate) bins_offset: u32,
+        /// First word of the runs in the dispatch's `runs` binding.
+        pub(crate) runs_offset: u32,
+        /// First value in the dispatch's `values` binding.
+        pub(crate) values_offset: u32,
+        /// First workgroup of the job in its dispatch.
+        pub(crate) wg_base: u32,
+        /// Workgroups of the job.
+        pub(crate) wg_count: u32,
     }
 }
 
 wgsl_struct! {
-    /// The uniform of one dispatch of `levels.wgsl` (`job`).
+    /// One record's job in the table `levels.wgsl` reads (`jobs`; see `gpu::jobs`).
     #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct LevelJob {
         /// Output (fine) width.
@@ -431,10 +441,19 @@ wgsl_struct! {
         pub(crate) stride: u32,
         /// Source width (`subsample` only).
         pub(crate) src_width: u32,
+        /// First word of the source (coarse) image in the dispatch's `src` binding.
+        pub(crate) src_offset: u32,
+        /// First word of the residual image in the dispatch's `residual` binding
+        /// (`refine` only).
+        pub(crate) residual_offset: u32,
+        /// First word of the output image in the dispatch's `dst` binding.
+        pub(crate) dst_offset: u32,
+        /// First workgroup of the job in its dispatch.
+        pub(crate) wg_base: u32,
+        /// Workgroups of the job.
+        pub(crate) wg_count: u32,
         /// Padding.
         pub(crate) pad0: u32,
-        /// Padding.
-        pub(crate) pad1: u32,
     }
 }
 
@@ -510,7 +529,12 @@ mod tests {
             FieldJob::WGSL_STRUCT.declaration(),
             "struct FieldJob {\n    // Values.\n    count: u32,\n    // Exception runs.\n    \
              run_count: u32,\n    // f32 bits of the value of bin 0.\n    offset_bits: u32,\n    \
-             // f32 bits of the bin width (8 significant bits).\n    bin_bits: u32,\n}\n"
+             // f32 bits of the bin width (8 significant bits).\n    bin_bits: u32,\n    \
+             // First word of the bin image in the dispatch's `bins` binding.\n    \
+             bins_offset: u32,\n    // First word of the runs in the dispatch's `runs` \
+             binding.\n    runs_offset: u32,\n    // First value in the dispatch's `values` \
+             binding.\n    values_offset: u32,\n    // First workgroup of the job in its \
+             dispatch.\n    wg_base: u32,\n    // Workgroups of the job.\n    wg_count: u32,\n}\n"
         );
         let params = Params::WGSL_STRUCT.declaration();
         assert!(params.contains("    mean: vec4<f32>,\n"), "{params}");

@@ -1,10 +1,11 @@
-//! The augment kernel: `shaders/augment.wgsl` dispatched once per image of a decoded batch,
-//! each dispatch with its [`AugmentJob`], reading its image whole and writing its part of one
-//! output buffer. The caller plans the jobs; this file knows only engine types.
+//! The augment kernel: `shaders/augment.wgsl` dispatched once over a decoded batch, an
+//! [`AugmentJob`] per image in one job table (`gpu::jobs`), each job reading its image whole
+//! and writing its part of one output buffer. The caller plans the jobs; this file knows only
+//! engine types.
 
-use super::abi::{strided_workgroups, AugmentJob, AUGMENT_WORKGROUP_SIZE};
+use super::abi::{AugmentJob, AUGMENT_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
-use super::device::range;
+use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
@@ -36,10 +37,17 @@ pub(crate) fn bindings(
         .chain(std::iter::once(out))
 }
 
-/// Dispatches `augment.wgsl` once per image of `batch` (interleaved), `jobs[i]` for image
-/// `i`, each over `per` output values, into a new output buffer of `out_bytes` bytes (usage
-/// `STORAGE | COPY_SRC`). Its [`bindings`] are checked against `limits` first; a GPU error
-/// while submitting is [`crate::Error::Gpu`].
+/// What the windows of a batch bind, for the binding check and the errors.
+const WHAT: [&str; 2] = [
+    "decoded image binding (augment reads each image whole)",
+    "augmented batch tensor",
+];
+
+/// Dispatches `augment.wgsl` over `batch` (interleaved), `jobs[i]` for image `i`, each over
+/// `per` output values, into a new output buffer of `out_bytes` bytes (usage
+/// `STORAGE | COPY_SRC`): one dispatch for the batch, more only where a binding limit forces
+/// it (`gpu::jobs`). Its [`bindings`] and its windows' are checked against `limits` first; a
+/// GPU error while submitting is [`crate::Error::Gpu`].
 pub(crate) fn dispatch(
     decoder: &GpuDecoder,
     batch: &GpuBatch,
@@ -52,30 +60,50 @@ pub(crate) fn dispatch(
         bindings(&batch.images, batch.buffer.size(), out_bytes),
         limits,
     )?;
-    decoder.with_error_scopes(|| Ok(submit(decoder, batch, jobs, per, out_bytes)))
+    let spans: Vec<JobSpan<2>> = batch
+        .images
+        .iter()
+        .zip(jobs)
+        .map(|(l, job)| {
+            let words = if job.half == 1 { per.div_ceil(2) } else { per };
+            JobSpan {
+                ranges: [
+                    (l.offset, l.len.next_multiple_of(4)),
+                    (job.dst_offset as u64 * 4, words * 4),
+                ],
+                workgroups: job_workgroups(words, AUGMENT_WORKGROUP_SIZE),
+            }
+        })
+        .collect();
+    let table = plan_windows(&spans, size_of::<AugmentJob>() as u64, WHAT, limits)?;
+    check_bindings(
+        table.bindings(WHAT, [batch.buffer.size(), out_bytes]),
+        limits,
+    )?;
+    let jobs: Vec<AugmentJob> = jobs
+        .iter()
+        .zip(&spans)
+        .enumerate()
+        .map(|(k, (job, span))| AugmentJob {
+            src_offset: table.words[k][0],
+            dst_offset: table.words[k][1],
+            wg_base: table.wg_base[k],
+            wg_count: span.workgroups,
+            ..*job
+        })
+        .collect();
+    decoder.with_error_scopes(|| Ok(submit(decoder, batch, &table, &jobs, out_bytes)))
 }
 
-/// Uploads the jobs and dispatches `augment.wgsl` once per image (bindings checked).
+/// Uploads the job table and dispatches `augment.wgsl` once per window (bindings checked).
 fn submit(
     decoder: &GpuDecoder,
     batch: &GpuBatch,
+    table: &JobTable<2>,
     jobs: &[AugmentJob],
-    per: u64,
     out_bytes: u64,
 ) -> wgpu::Buffer {
     let out = storage_buffer(&decoder.device, "l3 augmented batch", out_bytes);
-    let slot = decoder.uniform_align;
-    let jobs_buffer = decoder.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("l3 augment jobs"),
-        size: (jobs.len() as u64 * slot).max(slot),
-        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    for (i, job) in jobs.iter().enumerate() {
-        decoder
-            .queue
-            .write_buffer(&jobs_buffer, i as u64 * slot, bytemuck::bytes_of(job));
-    }
     let mut encoder = decoder
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -86,36 +114,13 @@ fn submit(
             label: Some("l3 augment"),
             timestamp_writes: None,
         });
-        pass.set_pipeline(&decoder.pipelines.augment);
-        for (i, l) in batch.images.iter().enumerate() {
-            let group = decoder
-                .device
-                .create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("l3 augment"),
-                    layout: &decoder.pipelines.augment_bgl,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: range(
-                                &jobs_buffer,
-                                i as u64 * slot,
-                                size_of::<AugmentJob>() as u64,
-                            ),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: range(&batch.buffer, l.offset, l.len.next_multiple_of(4)),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: out.as_entire_binding(),
-                        },
-                    ],
-                });
-            let groups = strided_workgroups(per, AUGMENT_WORKGROUP_SIZE);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(groups, 1, 1);
-        }
+        table.encode(
+            decoder,
+            &mut pass,
+            (&decoder.pipelines.augment, &decoder.pipelines.augment_bgl),
+            &table.table_bytes(jobs),
+            [&batch.buffer, &out],
+        );
     }
     decoder.queue.submit([encoder.finish()]);
     out

@@ -95,17 +95,17 @@ pub(crate) struct Pipelines {
     /// The decode pipelines, keyed by (format version, output layout kind): entry point
     /// `main` for version 1, `main_compact` for version 2.
     decode: HashMap<(u32, LayoutKind), wgpu::ComputePipeline>,
-    /// Bindings of `levels.wgsl`: job (uniform), src, residual (read), dst.
+    /// Bindings of `levels.wgsl`: jobs, src, residual (read), dst.
     pub levels_bgl: wgpu::BindGroupLayout,
     /// `levels.wgsl`'s `refine`.
     pub refine: wgpu::ComputePipeline,
     /// `levels.wgsl`'s `subsample`.
     pub subsample: wgpu::ComputePipeline,
-    /// Bindings of `augment.wgsl`: job (uniform), src (read), dst (read-write).
+    /// Bindings of `augment.wgsl`: jobs, src (read), dst (read-write).
     pub augment_bgl: wgpu::BindGroupLayout,
     /// `augment.wgsl`'s `augment`.
     pub augment: wgpu::ComputePipeline,
-    /// Bindings of `fields.wgsl`: job (uniform), bins, runs (read), values (read-write).
+    /// Bindings of `fields.wgsl`: jobs, bins, runs (read), values (read-write).
     pub fields_bgl: wgpu::BindGroupLayout,
     /// `fields.wgsl`'s `reconstruct_field`.
     pub fields: wgpu::ComputePipeline,
@@ -152,7 +152,7 @@ impl Pipelines {
         let levels_bgl = bgl(
             "l3 levels",
             &[
-                uniform_entry(0),
+                storage_entry(0, true),
                 storage_entry(1, true),
                 storage_entry(2, true),
                 storage_entry(3, false),
@@ -161,7 +161,7 @@ impl Pipelines {
         let augment_bgl = bgl(
             "l3 augment",
             &[
-                uniform_entry(0),
+                storage_entry(0, true),
                 storage_entry(1, true),
                 storage_entry(2, false),
             ],
@@ -169,7 +169,7 @@ impl Pipelines {
         let fields_bgl = bgl(
             "l3 fields",
             &[
-                uniform_entry(0),
+                storage_entry(0, true),
                 storage_entry(1, true),
                 storage_entry(2, true),
                 storage_entry(3, false),

@@ -1,20 +1,21 @@
 //! The fields kernel: `shaders/fields.wgsl` over 16-bit bin images already decoded in a
-//! [`GpuBatch`], one dispatch per field, each value `offset + q * bin_width` or its exact run
-//! value. The caller parses the fields and plans the jobs; this file checks every range,
-//! then binds and dispatches what it is given.
+//! [`GpuBatch`], one dispatch for the batch with a [`FieldJob`] per field in one job table
+//! (`gpu::jobs`), each value `offset + q * bin_width` or its exact run value. The caller
+//! parses the fields and plans the jobs; this file checks every range, then binds and
+//! dispatches what it is given.
 
-use super::abi::{strided_workgroups, FieldJob, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
+use super::abi::{FieldJob, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
-use super::device::range;
+use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
 use crate::error::Result;
 
-/// One field's dispatch of `fields.wgsl`: its job and where its runs and values lie.
+/// One field's job of `fields.wgsl`: its job and where its runs and values lie.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FieldDispatch {
-    /// The uniform the kernel reads.
+    /// Its entry of the job table (offsets and workgroups filled in by [`dispatch`]).
     pub job: FieldJob,
     /// Values of the field (f32 each).
     pub count: u64,
@@ -71,9 +72,13 @@ pub(crate) fn bindings<'a>(
     })
 }
 
-/// Dispatches `fields.wgsl` once per field of `fields` over the bin images of `bins` (field
+/// What the windows of a batch bind, for the binding check and the errors.
+const WHAT: [&str; 3] = ["field bin image", "field runs", "field values"];
+
+/// Dispatches `fields.wgsl` over the fields of `fields` and the bin images of `bins` (field
 /// `k`'s image is `bins.images[k]`), with the runs buffer `run_words`, into a new values
-/// buffer of `total` bytes (usage `STORAGE | COPY_SRC`), which it returns. Every range is
+/// buffer of `total` bytes (usage `STORAGE | COPY_SRC`), which it returns: one dispatch for
+/// the batch, more only where a binding limit forces it (`gpu::jobs`). Every range is
 /// checked against its buffer and `limits` first; GPU errors in the submission are
 /// [`crate::Error::Gpu`].
 pub(crate) fn dispatch(
@@ -84,45 +89,66 @@ pub(crate) fn dispatch(
     total: u64,
     limits: &BindLimits,
 ) -> Result<wgpu::Buffer> {
+    let runs_len = run_words.len() as u64 * 4;
     check_bindings(
         bindings(
             fields.iter().copied(),
             &bins.images,
             bins.buffer.size(),
-            run_words.len() as u64 * 4,
+            runs_len,
             total,
         ),
         limits,
     )?;
-    decoder.with_error_scopes(|| Ok(submit(decoder, bins, fields, run_words, total)))
+    let spans: Vec<JobSpan<3>> = fields
+        .iter()
+        .zip(&bins.images)
+        .map(|(f, image)| JobSpan {
+            ranges: [
+                (image.offset, image.len.next_multiple_of(4)),
+                (f.run_offset, f.run_binding_len()),
+                (f.offset, f.count * 4),
+            ],
+            workgroups: job_workgroups(f.count, FIELDS_WORKGROUP_SIZE),
+        })
+        .collect();
+    let table = plan_windows(&spans, size_of::<FieldJob>() as u64, WHAT, limits)?;
+    let out_len = total.max(OUT_ALIGN);
+    check_bindings(
+        table.bindings(WHAT, [bins.buffer.size(), runs_len, out_len]),
+        limits,
+    )?;
+    let jobs: Vec<FieldJob> = fields
+        .iter()
+        .zip(&spans)
+        .enumerate()
+        .map(|(k, (f, span))| FieldJob {
+            bins_offset: table.words[k][0],
+            runs_offset: table.words[k][1],
+            values_offset: table.words[k][2],
+            wg_base: table.wg_base[k],
+            wg_count: span.workgroups,
+            ..f.job
+        })
+        .collect();
+    decoder.with_error_scopes(|| Ok(submit(decoder, bins, &table, &jobs, run_words, out_len)))
 }
 
-/// Uploads the runs and jobs and dispatches `fields.wgsl` once per field; the caller has
-/// checked every buffer and binding against the device's limits.
+/// Uploads the runs and the job table and dispatches `fields.wgsl` once per window; the
+/// caller has checked every buffer and binding against the device's limits.
 fn submit(
     decoder: &GpuDecoder,
     bins: &GpuBatch,
-    fields: &[FieldDispatch],
+    table: &JobTable<3>,
+    jobs: &[FieldJob],
     run_words: &[u32],
-    total: u64,
+    out_len: u64,
 ) -> wgpu::Buffer {
-    let out = storage_buffer(&decoder.device, "l3 field values", total.max(OUT_ALIGN));
+    let out = storage_buffer(&decoder.device, "l3 field values", out_len);
     let runs = storage_buffer(&decoder.device, "l3 field runs", run_words.len() as u64 * 4);
     decoder
         .queue
         .write_buffer(&runs, 0, bytemuck::cast_slice(run_words));
-    let slot = decoder.uniform_align;
-    let jobs = decoder.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("l3 field jobs"),
-        size: slot * fields.len().max(1) as u64,
-        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    for (k, f) in fields.iter().enumerate() {
-        decoder
-            .queue
-            .write_buffer(&jobs, k as u64 * slot, bytemuck::bytes_of(&f.job));
-    }
     let mut encoder = decoder
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -133,41 +159,13 @@ fn submit(
             label: Some("l3 fields"),
             timestamp_writes: None,
         });
-        pass.set_pipeline(&decoder.pipelines.fields);
-        for (k, f) in fields.iter().enumerate() {
-            let n = f.count;
-            let image = bins.images[k];
-            let group = decoder
-                .device
-                .create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("l3 fields"),
-                    layout: &decoder.pipelines.fields_bgl,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: range(&jobs, k as u64 * slot, size_of::<FieldJob>() as u64),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: range(
-                                &bins.buffer,
-                                image.offset,
-                                image.len.next_multiple_of(4),
-                            ),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: range(&runs, f.run_offset, f.run_binding_len()),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 3,
-                            resource: range(&out, f.offset, n * 4),
-                        },
-                    ],
-                });
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(strided_workgroups(n, FIELDS_WORKGROUP_SIZE), 1, 1);
-        }
+        table.encode(
+            decoder,
+            &mut pass,
+            (&decoder.pipelines.fields, &decoder.pipelines.fields_bgl),
+            &table.table_bytes(jobs),
+            [&bins.buffer, &runs, &out],
+        );
     }
     decoder.queue.submit([encoder.finish()]);
     out

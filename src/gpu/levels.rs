@@ -1,12 +1,14 @@
 //! The levels kernel: `shaders/levels.wgsl` over payloads already decoded in a [`GpuBatch`],
-//! step by step, as a [`LevelSteps`] lists them: `refine` dispatches (intermediate levels
+//! step by step, as a [`LevelSteps`] lists them: `refine` jobs (intermediate levels
 //! ping-pong between two scratch buffers so no dispatch reads the buffer it writes),
-//! `subsample` dispatches and buffer copies. The caller plans the steps; this file checks
-//! every range, then binds and dispatches.
+//! `subsample` jobs and buffer copies. Each step's jobs of one entry point go up as one job
+//! table (`gpu::jobs`) and run as one dispatch for the batch, more only where a binding limit
+//! forces it. The caller plans the steps; this file checks every range, then binds and
+//! dispatches.
 
-use super::abi::{strided_workgroups, LevelJob, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
+use super::abi::{LevelJob, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
-use super::device::range;
+use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
@@ -78,6 +80,100 @@ pub(crate) struct LevelSteps<'a> {
     pub pong_len: u64,
 }
 
+/// The buffers and entry point one dispatch of a step binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct GroupKey {
+    /// `refine` (else `subsample`).
+    refine: bool,
+    /// The `src`, `residual` and `dst` buffers.
+    bufs: [Buf; 3],
+}
+
+/// A step's dispatches of one entry point over one triple of buffers: their jobs and windows.
+struct Group {
+    /// Its entry point and buffers.
+    key: GroupKey,
+    /// Its jobs, offsets and workgroups filled in from `table`.
+    jobs: Vec<LevelJob>,
+    /// Its windows.
+    table: JobTable<3>,
+}
+
+/// A job and what it binds: source, residual and target.
+type JobSlots = (LevelJob, [Slot; 3]);
+
+/// What the windows of a step bind, for the binding check and the errors.
+const WHAT: [&str; 3] = [
+    "progressive level source",
+    "progressive level residual",
+    "progressive level target",
+];
+
+/// The dispatches of one step: its refine or subsample operations grouped by entry point and
+/// buffers (in order of first appearance: one group in the plans `progressive::gpu` makes),
+/// each group's jobs in one table, windows checked against `limits` (`buffer_len` of each
+/// buffer).
+fn plan_step(
+    step: &[Op],
+    limits: &BindLimits,
+    buffer_len: impl Fn(Buf) -> u64,
+) -> Result<Vec<Group>> {
+    let mut groups: Vec<(GroupKey, Vec<JobSlots>)> = Vec::new();
+    for op in step {
+        let (key, job, slots) = match *op {
+            Op::Copy { .. } => continue,
+            Op::Subsample { job, src, dst } => (false, job, [src, src, dst]),
+            Op::Refine {
+                job,
+                coarse,
+                residual,
+                dst,
+            } => (true, job, [coarse, residual, dst]),
+        };
+        let key = GroupKey {
+            refine: key,
+            bufs: slots.map(|s| s.buf),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ops)) => ops.push((job, slots)),
+            None => groups.push((key, vec![(job, slots)])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, ops)| {
+            let spans: Vec<JobSpan<3>> = ops
+                .iter()
+                .map(|(job, slots)| {
+                    let per_word = 32 / job.depth.max(1) as u64;
+                    let words = (job.width as u64 * job.height as u64 * job.channels as u64)
+                        .div_ceil(per_word);
+                    JobSpan {
+                        ranges: slots.map(|s| (s.offset, s.bound())),
+                        workgroups: job_workgroups(words, LEVELS_WORKGROUP_SIZE),
+                    }
+                })
+                .collect();
+            let table = plan_windows(&spans, size_of::<LevelJob>() as u64, WHAT, limits)?;
+            check_bindings(table.bindings(WHAT, key.bufs.map(&buffer_len)), limits)?;
+            let jobs = ops
+                .iter()
+                .zip(&spans)
+                .enumerate()
+                .map(|(k, ((job, _), span))| LevelJob {
+                    src_offset: table.words[k][0],
+                    residual_offset: table.words[k][1],
+                    dst_offset: table.words[k][2],
+                    wg_base: table.wg_base[k],
+                    wg_count: span.workgroups,
+                    ..*job
+                })
+                .collect();
+            Ok(Group { key, jobs, table })
+        })
+        .collect()
+}
+
 impl<'a> LevelSteps<'a> {
     /// Every range the stage binds or copies, for [`check_bindings`]: the decoded payloads
     /// (in a buffer of `batch_len` bytes), the scratch buffers and the output.
@@ -127,10 +223,19 @@ impl<'a> LevelSteps<'a> {
         batch: &GpuBatch,
         images: Vec<ImageLayout>,
     ) -> Result<GpuBatch> {
-        check_bindings(
-            self.bindings(batch.buffer.size()),
-            &BindLimits::of(&decoder.device),
-        )?;
+        let limits = BindLimits::of(&decoder.device);
+        check_bindings(self.bindings(batch.buffer.size()), &limits)?;
+        let buffer_len = |b: Buf| match b {
+            Buf::Batch => batch.buffer.size(),
+            Buf::Ping => self.ping_len,
+            Buf::Pong => self.pong_len,
+            Buf::Out => self.out_len.max(OUT_ALIGN),
+        };
+        let planned = self
+            .steps
+            .iter()
+            .map(|step| plan_step(step, &limits, buffer_len))
+            .collect::<Result<Vec<_>>>()?;
         let LevelSteps {
             steps,
             out_len,
@@ -152,39 +257,13 @@ impl<'a> LevelSteps<'a> {
                 }
             };
 
-            // One 256-byte uniform slot per dispatch.
-            let jobs: Vec<LevelJob> = steps
-                .iter()
-                .flatten()
-                .filter_map(|op| match op {
-                    Op::Copy { .. } => None,
-                    Op::Subsample { job, .. } | Op::Refine { job, .. } => Some(*job),
-                })
-                .collect();
-            let slot_len = decoder.uniform_align;
-            let job_buffer = decoder.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("l3 level jobs"),
-                size: (jobs.len() as u64 * slot_len).max(slot_len),
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            for (n, job) in jobs.iter().enumerate() {
-                decoder.queue.write_buffer(
-                    &job_buffer,
-                    n as u64 * slot_len,
-                    bytemuck::bytes_of(job),
-                );
-            }
-
             let mut encoder =
                 decoder
                     .device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                         label: Some("l3 levels"),
                     });
-            let mut job_index = 0u64;
-            let job_size = size_of::<LevelJob>() as u64;
-            for step in steps {
+            for (step, windows) in steps.iter().zip(&planned) {
                 // Copies first (outside any pass), then one pass for the step's dispatches.
                 for op in step {
                     if let Op::Copy { src, dst } = op {
@@ -201,46 +280,19 @@ impl<'a> LevelSteps<'a> {
                     label: Some("l3 levels"),
                     timestamp_writes: None,
                 });
-                for op in step {
-                    let (pipeline, job, src, residual, dst) = match op {
-                        Op::Copy { .. } => continue,
-                        Op::Subsample { job, src, dst } => {
-                            (&decoder.pipelines.subsample, job, src, src, dst)
-                        }
-                        Op::Refine {
-                            job,
-                            coarse,
-                            residual,
-                            dst,
-                        } => (&decoder.pipelines.refine, job, coarse, residual, dst),
+                for group in windows {
+                    let pipeline = if group.key.refine {
+                        &decoder.pipelines.refine
+                    } else {
+                        &decoder.pipelines.subsample
                     };
-                    let bind = |binding, s: &Slot| wgpu::BindGroupEntry {
-                        binding,
-                        resource: range(buffer(s.buf), s.offset, s.bound()),
-                    };
-                    let group = decoder
-                        .device
-                        .create_bind_group(&wgpu::BindGroupDescriptor {
-                            label: Some("l3 levels"),
-                            layout: &decoder.pipelines.levels_bgl,
-                            entries: &[
-                                wgpu::BindGroupEntry {
-                                    binding: 0,
-                                    resource: range(&job_buffer, job_index * slot_len, job_size),
-                                },
-                                bind(1, src),
-                                bind(2, residual),
-                                bind(3, dst),
-                            ],
-                        });
-                    job_index += 1;
-                    let per_word = 32 / job.depth as u64;
-                    let words = (job.width as u64 * job.height as u64 * job.channels as u64)
-                        .div_ceil(per_word);
-                    let groups = strided_workgroups(words, LEVELS_WORKGROUP_SIZE);
-                    pass.set_pipeline(pipeline);
-                    pass.set_bind_group(0, &group, &[]);
-                    pass.dispatch_workgroups(groups, 1, 1);
+                    group.table.encode(
+                        decoder,
+                        &mut pass,
+                        (pipeline, &decoder.pipelines.levels_bgl),
+                        &group.table.table_bytes(&group.jobs),
+                        group.key.bufs.map(buffer),
+                    );
                 }
             }
             decoder.queue.submit([encoder.finish()]);

@@ -64,7 +64,8 @@
 //! `map` (buffer maps as futures), `readback` ([`GpuBatch`]), `timing` ([`StageTimings`]),
 //! `batcher` ([`Batcher`]), `bindings` (every planned range checked against its buffer and
 //! the device's limits before a bind group exists), the kernels' dispatch for the data side
-//! (`augment`, `fields`, `levels`), and `interop` (feature `interop`: [`GpuBatch`] memory
+//! (`augment`, `fields`, `levels`: one dispatch per stage per batch, through `jobs`, the job
+//! table each workgroup finds its job in), and `interop` (feature `interop`: [`GpuBatch`] memory
 //! exported to CUDA or another process). Without the `gpu` feature only the ABI
 //! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
 //! here.
@@ -103,6 +104,8 @@ mod device;
 pub(crate) mod fields;
 #[cfg(all(feature = "interop", unix))]
 pub mod interop;
+#[cfg(feature = "gpu")]
+pub(crate) mod jobs;
 #[cfg(feature = "gpu")]
 pub(crate) mod levels;
 #[cfg(feature = "gpu")]

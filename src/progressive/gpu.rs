@@ -1,10 +1,11 @@
 //! Progressive levels on the GPU ([`decode_levels`]): the records' payloads are decoded as
 //! one batch, then `shaders/levels.wgsl` rebuilds each record's level: a chain of `refine`
-//! dispatches for interlaced records (level 0, refinement 1, 2, ...), one `subsample` for a
-//! flat record read below full resolution, a buffer copy where the decoded payload already is
-//! the level. Everything is integer work, bit-exact with the CPU twins in [`super::interlace`].
-//! This file checks the payloads, plans the steps ([`plan_levels`]) and builds the kernel's
-//! jobs; the engine's `gpu::levels` binds and dispatches them.
+//! steps for interlaced records (level 0, refinement 1, 2, ...), one `subsample` for a flat
+//! record read below full resolution, a buffer copy where the decoded payload already is the
+//! level. Each step is one dispatch for the whole batch (the engine's job table). Everything
+//! is integer work, bit-exact with the CPU twins in [`super::interlace`]. This file checks the
+//! payloads, plans the steps ([`plan_levels`]) and builds the kernel's jobs; the engine's
+//! `gpu::levels` binds and dispatches them.
 
 use super::{level_dims, level_stride, LevelScheme, StoredLevels};
 use crate::error::{Error, ParameterError, Result};
