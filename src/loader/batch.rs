@@ -28,6 +28,9 @@ pub struct SkippedRecord {
 /// augment; wall time for the reads).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StageTimes {
+    /// Planning the epoch before its first batch (wall): the permutation, this loader's
+    /// steps and the cache's horizon. Zero on the epoch's other batches.
+    pub plan: Duration,
     /// Reading the cache misses (wall).
     pub read: Duration,
     /// Decoding (summed over samples).

@@ -72,6 +72,7 @@ impl Producer {
                 return;
             }
             let epoch = state.epoch;
+            let plan_start = Instant::now();
             let perm = permutation(state.seed, state.epoch, n as u32);
             let mine = |steps: Vec<super::plan::StepSlice>| -> Vec<super::plan::StepSlice> {
                 steps
@@ -96,6 +97,7 @@ impl Producer {
             }
             let (first, next) = first_and_next_uses(&sequence, n as usize);
             cache.rekey(|id| first[id as usize]);
+            let mut plan = Some(plan_start.elapsed());
             let mut t = 0usize;
             for step in &steps {
                 if self.stop.load(Ordering::Relaxed) {
@@ -114,7 +116,11 @@ impl Producer {
                         ..state
                     }
                 };
-                let batch = self.batch(&mut cache, ids, t, &next, state, after);
+                let mut batch = self.batch(&mut cache, ids, t, &next, state, after);
+                let planned = plan.take().unwrap_or_default();
+                if let Ok(b) = &mut batch {
+                    b.times.plan = planned;
+                }
                 t += ids.len();
                 if self.tx.send(batch).is_err() {
                     return;

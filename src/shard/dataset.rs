@@ -4,6 +4,7 @@
 //! ids); records are then read with positional reads, each bounded by the caller's limits.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::{Manifest, RecordEntry, ShardReader};
 use crate::error::{Error, Result};
@@ -20,6 +21,16 @@ pub struct Dataset {
     shards: Vec<ShardReader>,
     /// First dataset record of each shard, plus the total at the end.
     starts: Vec<u64>,
+    times: OpenTimes,
+}
+
+/// Where the time of [`Dataset::open`] went (wall).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenTimes {
+    /// Reading and checking the manifest.
+    pub manifest: Duration,
+    /// Opening every shard: its index read and validated, and checked against the manifest.
+    pub shards: Duration,
 }
 
 impl Dataset {
@@ -32,7 +43,9 @@ impl Dataset {
     /// Opens `dir/manifest.json` and every shard it lists; every read of a shard (index,
     /// payload, prefix) is at most `limits.max_input_bytes` ([`ShardReader::open_with_limits`]).
     pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
+        let started = Instant::now();
         let manifest = Manifest::read(dir)?;
+        let manifest_time = started.elapsed();
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = vec![0u64];
         for info in &manifest.shards {
@@ -45,12 +58,22 @@ impl Dataset {
             starts.push(starts.last().expect("non-empty") + info.records);
             shards.push(shard);
         }
+        let times = OpenTimes {
+            manifest: manifest_time,
+            shards: started.elapsed() - manifest_time,
+        };
         Ok(Dataset {
             dir: dir.to_path_buf(),
             manifest,
             shards,
             starts,
+            times,
         })
+    }
+
+    /// Where the time of opening went.
+    pub fn open_times(&self) -> OpenTimes {
+        self.times
     }
 
     /// The dataset's folder.
