@@ -49,8 +49,14 @@ fn args() -> Args {
             _ => panic!("unknown option {k}"),
         }
     }
-    assert!(!a.dir.as_os_str().is_empty(), "usage: make_records DIR [options]");
-    assert!(a.per_shard > 0 && a.side > 0, "--records-per-shard and --side must be positive");
+    assert!(
+        !a.dir.as_os_str().is_empty(),
+        "usage: make_records DIR [options]"
+    );
+    assert!(
+        a.per_shard > 0 && a.side > 0,
+        "--records-per-shard and --side must be positive"
+    );
     a
 }
 
@@ -67,9 +73,8 @@ fn pixels(i: u64, side: u32) -> Vec<u8> {
         for x in 0..side {
             for c in 0..3u32 {
                 let base = (x * dx + y * dy) * 4 + c * ((h >> (8 + 8 * c)) & 63) as u32;
-                let noise = l3::loader::SplitMix64::new(h ^ ((y * side + x) * 3 + c) as u64)
-                    .next_u64()
-                    & 7;
+                let noise =
+                    l3::loader::SplitMix64::new(h ^ ((y * side + x) * 3 + c) as u64).next_u64() & 7;
                 out.push((base as u64 + noise) as u8);
             }
         }

@@ -110,8 +110,8 @@ fn name_of(dataset: &Dataset, sample: u64) -> (String, String) {
         Ok((s, r)) => (
             dataset.manifest().shards[s].file.clone(),
             dataset.shards()[s]
-                .record(r)
-                .map(|e| e.key.clone())
+                .entry(r)
+                .map(|e| e.key.to_owned())
                 .unwrap_or_default(),
         ),
         Err(_) => (String::new(), String::new()),
