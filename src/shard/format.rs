@@ -1,6 +1,7 @@
 //! The record shard format in code (`SPEC.md`, part "Record shards"): every constant is named
 //! once here, and the trailer and index are parsed and validated here, before anything they
-//! describe is read or allocated.
+//! describe is read or allocated. A validated index is kept as its bytes ([`Index`]) and its
+//! entries read in place ([`RecordRef`]), or parsed into owned entries ([`parse_index`]).
 //!
 //! ```text
 //! shard   = header (HEADER_LEN) | level 0 of every record | level 1 of every record | ...
