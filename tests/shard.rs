@@ -240,6 +240,66 @@ fn every_truncation_and_byte_flip_is_an_error_or_a_valid_shard() {
     }
 }
 
+/// The in-place index (`Index`, what `ShardReader` keeps) and the owned parse (`parse_index`)
+/// are one validation: on every byte of an index flipped (its CRC made to match, so the
+/// fields' own checks decide), both refuse with the same error or both accept the same
+/// entries, and the sums kept for the manifest check are the entries' sums.
+#[test]
+fn the_in_place_index_agrees_with_the_owned_parse_on_every_flip() {
+    use l3::shard::format::{parse_index, Trailer};
+    use l3::shard::Index;
+    let records = sample_records();
+    let bytes = shard_bytes(&records[..4]);
+    let (header, trailer, _) = parse_shard(&bytes).unwrap();
+    let at = trailer.index_offset as usize;
+    let index = &bytes[at..at + trailer.index_len as usize];
+    let (mut accepted, mut refused) = (0, 0);
+    for pos in 0..index.len() {
+        for flip in [0x01u8, 0x80] {
+            let mut b = index.to_vec();
+            b[pos] ^= flip;
+            let t = Trailer {
+                index_crc32: crc32fast::hash(&b),
+                ..trailer
+            };
+            let owned = parse_index(&b, &t, header.level_count);
+            let kept = Index::parse(b.clone(), &t, header.level_count);
+            match (owned, kept) {
+                (Ok(entries), Ok(kept)) => {
+                    accepted += 1;
+                    assert_eq!(kept.entries(), entries, "flip at {pos}");
+                    assert_eq!(kept.len(), entries.len());
+                    for (i, e) in entries.iter().enumerate() {
+                        assert_eq!(kept.get(i).unwrap().to_entry(), *e);
+                    }
+                    assert!(kept.get(entries.len()).is_none());
+                    let mut sums = vec![0u64; header.level_count as usize];
+                    for e in &entries {
+                        for (s, l) in sums.iter_mut().zip(&e.levels) {
+                            *s += l.len;
+                        }
+                    }
+                    assert_eq!(kept.level_bytes(), sums);
+                    assert_eq!(
+                        kept.max_class(),
+                        entries.iter().filter_map(|e| e.class).max()
+                    );
+                }
+                (Err(a), Err(b)) => {
+                    refused += 1;
+                    assert_eq!(a, b, "flip at {pos}");
+                }
+                (a, b) => panic!("flip at {pos}: parse_index {a:?}, Index::parse {b:?}"),
+            }
+        }
+    }
+    // Flips in keys, metadata, classes and CRCs are valid shards; the rest are not.
+    assert!(
+        accepted > 0 && refused > 0,
+        "{accepted} accepted, {refused} refused"
+    );
+}
+
 /// Rewrites a shard's index with `edit` applied to the parsed entries (and a fresh CRC), as
 /// a lying writer would.
 fn forge(bytes: &[u8], edit: impl FnOnce(&mut Vec<l3::shard::RecordEntry>)) -> Vec<u8> {
@@ -462,6 +522,68 @@ fn a_dataset_numbers_records_across_its_shards() {
         Dataset::open(dir.path()).unwrap().len(),
         records.len() as u64
     );
+}
+
+/// Shards are opened in parallel, but the error is the first bad shard's in manifest order
+/// (as if opened one by one), and each record's entry read in place is its owned entry.
+#[test]
+fn a_dataset_reports_its_first_bad_shard() {
+    use l3::shard::{Dataset, Manifest, ShardInfo};
+    let records = sample_records();
+    let dir = tempfile::tempdir().unwrap();
+    let mut infos = Vec::new();
+    for (i, chunk) in records.chunks(2).enumerate() {
+        let mut w = ShardWriter::new(2).unwrap();
+        for r in chunk {
+            w.add(r.clone()).unwrap();
+        }
+        let file = format!("shard-{i:05}.l3s");
+        w.write_to(&dir.path().join(&file)).unwrap();
+        let bytes = std::fs::read(dir.path().join(&file)).unwrap();
+        infos.push(ShardInfo::of_shard(file, &bytes).unwrap());
+    }
+    assert!(infos.len() >= 3);
+    let manifest = Manifest {
+        version: l3::shard::MANIFEST_VERSION,
+        levels: 2,
+        classes: vec!["a".into(), "b".into(), "c".into()],
+        records: records.len() as u64,
+        shards: infos,
+    };
+    manifest.write(dir.path()).unwrap();
+    let ds = Dataset::open(dir.path()).unwrap();
+    for i in 0..ds.len() {
+        assert_eq!(ds.entry(i).unwrap().to_entry(), *ds.record(i).unwrap());
+    }
+    assert!(ds.entry(ds.len()).is_err());
+    let opened = |m: &Manifest| {
+        std::fs::write(
+            dir.path().join("manifest.json"),
+            serde_json::to_vec(m).unwrap(),
+        )
+        .unwrap();
+        Dataset::open(dir.path())
+            .expect_err("a bad shard was opened")
+            .to_string()
+    };
+    // Shards 1 and 2 disagree with the manifest: shard 1 is named, not shard 2.
+    let mut m = manifest.clone();
+    m.shards[1].bytes += 1;
+    m.shards[2].bytes += 1;
+    let text = opened(&m);
+    assert!(text.contains("shard-00001.l3s: bytes"), "{text}");
+    assert!(!text.contains("shard-00002"), "{text}");
+    // Shard 2 is missing and shard 1 lies: still shard 1.
+    std::fs::rename(
+        dir.path().join("shard-00002.l3s"),
+        dir.path().join("moved.l3s"),
+    )
+    .unwrap();
+    let text = opened(&m);
+    assert!(text.contains("shard-00001.l3s: bytes"), "{text}");
+    // Only shard 2 is bad (missing): its error.
+    let text = opened(&manifest);
+    assert!(text.contains("shard-00002.l3s"), "{text}");
 }
 
 mod mutations {

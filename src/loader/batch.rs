@@ -28,6 +28,9 @@ pub struct SkippedRecord {
 /// augment; wall time for the reads).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StageTimes {
+    /// Planning the epoch before its first batch (wall): the permutation, this loader's
+    /// steps and the cache's horizon. Zero on the epoch's other batches.
+    pub plan: Duration,
     /// Reading the cache misses (wall).
     pub read: Duration,
     /// Decoding (summed over samples).
@@ -111,8 +114,8 @@ fn name_of(dataset: &Dataset, sample: u64) -> (String, String) {
         Ok((s, r)) => (
             dataset.manifest().shards[s].file.clone(),
             dataset.shards()[s]
-                .record(r)
-                .map(|e| e.key.clone())
+                .entry(r)
+                .map(|e| e.key.to_owned())
                 .unwrap_or_default(),
         ),
         Err(_) => (String::new(), String::new()),

@@ -56,13 +56,16 @@ impl SplitMix64 {
     /// A uniform integer in `0..m` (`m >= 1`), without modulo bias (Lemire's method).
     #[inline]
     pub fn below(&mut self, m: u64) -> u64 {
-        let threshold = m.wrapping_neg() % m; // 2^64 mod m
-        loop {
-            let product = self.next_u64() as u128 * m as u128;
-            if (product as u64) >= threshold {
-                return (product >> 64) as u64;
+        let mut product = self.next_u64() as u128 * m as u128;
+        // The threshold 2^64 mod m is below m: a low half at least m is accepted without
+        // computing it (Lemire's shortcut; the same draws as always comparing).
+        if (product as u64) < m {
+            let threshold = m.wrapping_neg() % m;
+            while (product as u64) < threshold {
+                product = self.next_u64() as u128 * m as u128;
             }
         }
+        (product >> 64) as u64
     }
 
     /// A uniform float in `[0, 1)` (the top 24 bits).
@@ -327,6 +330,43 @@ mod tests {
         }
         for c in counts {
             assert!((9_000..11_000).contains(&c), "{counts:?}");
+        }
+    }
+
+    /// `below` is Lemire's method as documented (redraw while the low half is below
+    /// `2^64 mod m`): the same values and the same number of draws as computing the threshold
+    /// every time, also where rejections are frequent (m just above 2^63).
+    #[test]
+    fn below_draws_as_the_documented_rule() {
+        fn reference(rng: &mut SplitMix64, m: u64) -> u64 {
+            let threshold = m.wrapping_neg() % m;
+            loop {
+                let product = rng.next_u64() as u128 * m as u128;
+                if (product as u64) >= threshold {
+                    return (product >> 64) as u64;
+                }
+            }
+        }
+        let ms = [
+            1u64,
+            2,
+            3,
+            7,
+            10,
+            1000,
+            1 << 20,
+            (1 << 63) + 1,
+            (1 << 63) + 12345,
+        ]
+        .into_iter()
+        .chain([u64::MAX, u64::MAX - 1, (1u64 << 62) * 3 + 1]);
+        for m in ms {
+            let (mut a, mut b) = (SplitMix64::new(m ^ 99), SplitMix64::new(m ^ 99));
+            for _ in 0..20_000 {
+                assert_eq!(a.below(m), reference(&mut b, m), "m {m}");
+            }
+            // The same state after: the same number of draws.
+            assert_eq!(a.next_u64(), b.next_u64(), "m {m}");
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::batch::{reject, Batch, StageTimes};
-use super::cache::{first_and_next_uses, PlannedCache};
+use super::cache::{first_and_next_uses, NextUse, PlannedCache, NEVER};
 use super::decode::Decode;
 use super::options::LoaderOptions;
 use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, LoaderState};
@@ -67,12 +67,30 @@ impl Producer {
         // Whether a whole epoch gives this loader any step; if not, no epoch after the
         // current one does either, and the run ends after it.
         let later_epochs = worker_share(steps_per_epoch(n, &p), worker, workers) > 0;
+        let cached = self.options.cache_bytes > 0;
+        // The next epoch's permutation, made for the cache's horizon: kept for that epoch.
+        let mut ahead: Option<(u64, Vec<u32>)> = None;
         while state.epoch < self.options.end_epoch {
             if self.stop.load(Ordering::Relaxed) || (state.epoch > start.epoch && !later_epochs) {
                 return;
             }
             let epoch = state.epoch;
-            let perm = permutation(state.seed, state.epoch, n as u32);
+            let plan_start = Instant::now();
+            // With a cache, the next epoch's permutation too (its horizon), made beside this
+            // one on the pool.
+            let with_next = cached && state.epoch + 1 < self.options.end_epoch;
+            let (perm, next_perm) = match ahead.take() {
+                Some((e, perm)) if e == epoch => {
+                    let next = with_next.then(|| permutation(state.seed, epoch + 1, n as u32));
+                    (perm, next)
+                }
+                _ => self.pool.install(|| {
+                    rayon::join(
+                        || permutation(state.seed, epoch, n as u32),
+                        || with_next.then(|| permutation(state.seed, epoch + 1, n as u32)),
+                    )
+                }),
+            };
             let mine = |steps: Vec<super::plan::StepSlice>| -> Vec<super::plan::StepSlice> {
                 steps
                     .into_iter()
@@ -88,14 +106,22 @@ impl Producer {
                 .flat_map(|s| s.positions(n).map(|pos| perm[pos as usize]))
                 .collect();
             let this_epoch = sequence.len();
-            if self.options.cache_bytes > 0 && state.epoch + 1 < self.options.end_epoch {
-                let next_perm = permutation(state.seed, state.epoch + 1, n as u32);
+            if let Some(next_perm) = next_perm {
                 for s in mine(rank_steps(n, 0, &p)) {
                     sequence.extend(s.positions(n).map(|pos| next_perm[pos as usize]));
                 }
+                ahead = Some((epoch + 1, next_perm));
             }
-            let (first, next) = first_and_next_uses(&sequence, n as usize);
-            cache.rekey(|id| first[id as usize]);
+            // Next uses only matter to a cache: without one, every lookup misses and nothing
+            // is kept, whatever they are.
+            let next = if cached {
+                let (first, next) = first_and_next_uses(&sequence, n as usize);
+                cache.rekey(|id| first[id as usize]);
+                next
+            } else {
+                Vec::new()
+            };
+            let mut plan = Some(plan_start.elapsed());
             let mut t = 0usize;
             for step in &steps {
                 if self.stop.load(Ordering::Relaxed) {
@@ -114,7 +140,11 @@ impl Producer {
                         ..state
                     }
                 };
-                let batch = self.batch(&mut cache, ids, t, &next, state, after);
+                let mut batch = self.batch(&mut cache, ids, t, &next, state, after);
+                let planned = plan.take().unwrap_or_default();
+                if let Ok(b) = &mut batch {
+                    b.times.plan = planned;
+                }
                 t += ids.len();
                 if self.tx.send(batch).is_err() {
                     return;
@@ -151,7 +181,7 @@ impl Producer {
             .enumerate()
             .map(|(k, &id)| {
                 let t = t0 + k;
-                cache.get(id, t as u64, next[t]).cloned()
+                cache.get(id, t as u64, next_use(next, t)).cloned()
             })
             .collect();
         let read_start = Instant::now();
@@ -170,7 +200,7 @@ impl Producer {
                     let bytes: u64 = p.iter().map(|x| x.len() as u64).sum();
                     bytes_read += bytes;
                     let t = t0 + k;
-                    cache.insert(ids[k], p.clone(), bytes, t as u64, next[t]);
+                    cache.insert(ids[k], p.clone(), bytes, t as u64, next_use(next, t));
                     payloads[k] = Some(p);
                 }
                 Err(e) => errors[k] = Some(e),
@@ -239,7 +269,7 @@ impl Producer {
                     }
                     kept += 1;
                     out.samples.push(sample);
-                    out.classes.push(self.dataset.record(sample)?.class);
+                    out.classes.push(self.dataset.entry(sample)?.class);
                     out.times.decode += decode;
                     out.times.augment += augment;
                 }
@@ -252,4 +282,10 @@ impl Producer {
         out.times.total = started.elapsed();
         Ok(out)
     }
+}
+
+/// The next use of access `t` in `next` ([`first_and_next_uses`]), or [`NEVER`] where the plan
+/// made none (no cache).
+fn next_use(next: &[NextUse], t: usize) -> NextUse {
+    next.get(t).copied().unwrap_or(NEVER)
 }

@@ -37,7 +37,7 @@ pub(super) fn read_coalesced(
     let mut by_shard: BTreeMap<usize, Vec<Wanted>> = Default::default();
     for &k in misses {
         let located = dataset.locate(ids[k] as u64).and_then(|(s, r)| {
-            let needed = match dataset.shards()[s].record(r)?.scheme {
+            let needed = match dataset.shards()[s].entry(r)?.scheme {
                 LevelScheme::Flat => 1,
                 LevelScheme::Interlace => level + 1,
             };

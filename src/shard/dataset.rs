@@ -1,11 +1,15 @@
-//! A packed dataset (feature `dataset`): the shards a [`Manifest`] lists, opened once, with
-//! records numbered across shards. Opening checks every shard's index against the manifest
-//! ([`super::ShardInfo::mismatches`]: record count, levels, bytes per level, file size, class
-//! ids); records are then read with positional reads, each bounded by the caller's limits.
+//! A packed dataset (feature `dataset`): the shards a [`Manifest`] lists, opened once (in
+//! parallel on rayon's pool), with records numbered across shards. Opening checks every
+//! shard's index against the manifest ([`super::ShardInfo::mismatches`]: record count, levels,
+//! bytes per level, file size, class ids); records are then read with positional reads, each
+//! bounded by the caller's limits.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use super::{Manifest, RecordEntry, ShardReader};
+use rayon::prelude::*;
+
+use super::{Manifest, RecordEntry, RecordRef, ShardReader};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 
@@ -20,6 +24,16 @@ pub struct Dataset {
     shards: Vec<ShardReader>,
     /// First dataset record of each shard, plus the total at the end.
     starts: Vec<u64>,
+    times: OpenTimes,
+}
+
+/// Where the time of [`Dataset::open`] went (wall).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenTimes {
+    /// Reading and checking the manifest.
+    pub manifest: Duration,
+    /// Opening every shard: its index read and validated, and checked against the manifest.
+    pub shards: Duration,
 }
 
 impl Dataset {
@@ -31,26 +45,47 @@ impl Dataset {
 
     /// Opens `dir/manifest.json` and every shard it lists; every read of a shard (index,
     /// payload, prefix) is at most `limits.max_input_bytes` ([`ShardReader::open_with_limits`]).
+    /// The shards are opened and checked in parallel; the error returned is the first shard's
+    /// in manifest order, as if they were opened one after another.
     pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
+        let started = Instant::now();
         let manifest = Manifest::read(dir)?;
+        let manifest_time = started.elapsed();
+        let opened: Vec<Result<ShardReader>> = manifest
+            .shards
+            .par_iter()
+            .map(|info| {
+                let path = dir.join(&info.file);
+                let shard = ShardReader::open_with_limits(&path, MAX_SHARD_INDEX_BYTES, limits)?;
+                let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
+                if !problems.is_empty() {
+                    return Err(Error::Manifest(problems.join("; ")));
+                }
+                Ok(shard)
+            })
+            .collect();
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = vec![0u64];
-        for info in &manifest.shards {
-            let path = dir.join(&info.file);
-            let shard = ShardReader::open_with_limits(&path, MAX_SHARD_INDEX_BYTES, limits)?;
-            let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
-            if !problems.is_empty() {
-                return Err(Error::Manifest(problems.join("; ")));
-            }
+        for (info, shard) in manifest.shards.iter().zip(opened) {
             starts.push(starts.last().expect("non-empty") + info.records);
-            shards.push(shard);
+            shards.push(shard?);
         }
+        let times = OpenTimes {
+            manifest: manifest_time,
+            shards: started.elapsed() - manifest_time,
+        };
         Ok(Dataset {
             dir: dir.to_path_buf(),
             manifest,
             shards,
             starts,
+            times,
         })
+    }
+
+    /// Where the time of opening went.
+    pub fn open_times(&self) -> OpenTimes {
+        self.times
     }
 
     /// The dataset's folder.
@@ -98,6 +133,12 @@ impl Dataset {
     pub fn record(&self, i: u64) -> Result<&RecordEntry> {
         let (s, r) = self.locate(i)?;
         self.shards[s].record(r)
+    }
+
+    /// Record `i`'s index entry, read in place ([`ShardReader::entry`]: nothing allocated).
+    pub fn entry(&self, i: u64) -> Result<RecordRef<'_>> {
+        let (s, r) = self.locate(i)?;
+        self.shards[s].entry(r)
     }
 
     /// Record `i` at level `level`: an L3 file, checked against its CRC-32.

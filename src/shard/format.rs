@@ -1,6 +1,7 @@
 //! The record shard format in code (`SPEC.md`, part "Record shards"): every constant is named
 //! once here, and the trailer and index are parsed and validated here, before anything they
-//! describe is read or allocated.
+//! describe is read or allocated. A validated index is kept as its bytes ([`Index`]) and its
+//! entries read in place ([`RecordRef`]), or parsed into owned entries ([`parse_index`]).
 //!
 //! ```text
 //! shard   = header (HEADER_LEN) | level 0 of every record | level 1 of every record | ...
@@ -302,128 +303,350 @@ impl<'a> Cursor<'a> {
 /// Parses and validates the index: every entry's fields, and the level-major layout (level
 /// `k` of record `i` starts where level `k` of record `i - 1` ends, level `k + 1` where level
 /// `k` of the last record ends; the first starts after the header and the last ends at the
-/// index), so no two records overlap and nothing lies outside the data area.
+/// index), so no two records overlap and nothing lies outside the data area. The owned form
+/// of [`Index::parse`] (the same checks).
 pub fn parse_index(
     bytes: &[u8],
     trailer: &Trailer,
     level_count: u8,
 ) -> Result<Vec<RecordEntry>, ShardError> {
+    let valid = validate_index(bytes, trailer, level_count)?;
+    valid
+        .starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| {
+            Ok(read_entry(bytes, start, i as u64, level_count, None)?
+                .0
+                .to_entry())
+        })
+        .collect()
+}
+
+/// A shard's index, validated ([`Index::parse`]: every check of [`parse_index`]) and kept as
+/// its bytes with where each entry starts: opening a shard allocates nothing per record, and
+/// [`Index::get`] reads an entry in place.
+#[derive(Debug, Clone)]
+pub struct Index {
+    bytes: Vec<u8>,
+    /// Byte offset of each entry in `bytes`.
+    starts: Vec<usize>,
+    level_count: u8,
+    /// Payload bytes per level, summed over the records.
+    level_bytes: Vec<u64>,
+    /// The largest class id of a record, if any has one.
+    max_class: Option<u32>,
+}
+
+impl Index {
+    /// Validates `bytes` as the index of a shard with `trailer` and `level_count` levels, as
+    /// [`parse_index`] does, and keeps them.
+    pub fn parse(bytes: Vec<u8>, trailer: &Trailer, level_count: u8) -> Result<Self, ShardError> {
+        let valid = validate_index(&bytes, trailer, level_count)?;
+        Ok(Index {
+            bytes,
+            starts: valid.starts,
+            level_count,
+            level_bytes: valid.level_bytes,
+            max_class: valid.max_class,
+        })
+    }
+
+    /// Payload bytes per level (level 0 first), summed over the records.
+    pub fn level_bytes(&self) -> &[u64] {
+        &self.level_bytes
+    }
+
+    /// The largest class id of a record (`None` if no record has a class).
+    pub fn max_class(&self) -> Option<u32> {
+        self.max_class
+    }
+
+    /// Records in the index.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Whether the index has no records.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Levels per record.
+    pub fn level_count(&self) -> u8 {
+        self.level_count
+    }
+
+    /// Record `i`'s entry, read in place (`None` past the last record). The bytes were
+    /// validated by [`Index::parse`] and never change, so every `i < len()` has its entry; it
+    /// is read with the same checks all the same.
+    pub fn get(&self, i: usize) -> Option<RecordRef<'_>> {
+        let start = *self.starts.get(i)?;
+        read_entry(&self.bytes, start, i as u64, self.level_count, None)
+            .ok()
+            .map(|(entry, _)| entry)
+    }
+
+    /// Every entry, in order.
+    pub fn iter(&self) -> impl Iterator<Item = RecordRef<'_>> + '_ {
+        (0..self.len()).map_while(|i| self.get(i))
+    }
+
+    /// Every entry as a [`RecordEntry`], in order.
+    pub fn entries(&self) -> Vec<RecordEntry> {
+        self.iter().map(|r| r.to_entry()).collect()
+    }
+}
+
+/// One record's index entry read in place ([`Index::get`]): the fields of a [`RecordEntry`],
+/// borrowed from the index bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// The record's key, UTF-8.
+    pub key: &'a str,
+    /// Class id, or `None`.
+    pub class: Option<u32>,
+    /// Metadata, possibly empty.
+    pub meta: &'a [u8],
+    /// Width in pixels of the full-resolution image.
+    pub width: u32,
+    /// Height in pixels of the full-resolution image.
+    pub height: u32,
+    /// Channels (1..=4).
+    pub channels: u8,
+    /// Bits per sample (8 or 16).
+    pub depth: u8,
+    /// How the levels are stored.
+    pub scheme: LevelScheme,
+    /// The level entries' bytes: `LEVEL_ENTRY_LEN` per level.
+    levels: &'a [u8],
+}
+
+impl<'a> RecordRef<'a> {
+    /// Levels of the record (the shard's level count).
+    pub fn level_count(&self) -> u8 {
+        (self.levels.len() / LEVEL_ENTRY_LEN) as u8
+    }
+
+    /// Level `k`'s entry, or `None` above the last level.
+    pub fn level(&self, k: u8) -> Option<LevelEntry> {
+        self.levels().nth(k as usize)
+    }
+
+    /// Every level's entry, lowest fidelity first.
+    pub fn levels(&self) -> impl ExactSizeIterator<Item = LevelEntry> + 'a {
+        self.levels.chunks_exact(LEVEL_ENTRY_LEN).map(|b| {
+            let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+            LevelEntry {
+                offset: u64_at(0),
+                len: u64_at(8),
+                crc32: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
+            }
+        })
+    }
+
+    /// The record's stored levels over `payloads` (its payloads `0..=k`), in a shard of
+    /// `level_count` levels (as [`RecordEntry::stored`]).
+    pub fn stored<'p>(&self, level_count: u8, payloads: &'p [&'p [u8]]) -> StoredLevels<'p> {
+        StoredLevels {
+            scheme: self.scheme,
+            level_count,
+            width: self.width,
+            height: self.height,
+            channels: self.channels,
+            depth: self.depth,
+            payloads,
+        }
+    }
+
+    /// The entry, owned.
+    pub fn to_entry(&self) -> RecordEntry {
+        RecordEntry {
+            key: self.key.to_owned(),
+            class: self.class,
+            meta: self.meta.to_vec(),
+            width: self.width,
+            height: self.height,
+            channels: self.channels,
+            depth: self.depth,
+            scheme: self.scheme,
+            levels: self.levels().collect(),
+        }
+    }
+}
+
+/// What [`validate_index`] learnt of a valid index.
+struct ValidIndex {
+    /// Where each entry starts.
+    starts: Vec<usize>,
+    /// Payload bytes per level.
+    level_bytes: Vec<u64>,
+    /// The largest class id.
+    max_class: Option<u32>,
+}
+
+/// The checks of [`parse_index`]: the CRC-32, every entry's fields, no bytes after the last
+/// entry, the level-major layout.
+fn validate_index(
+    bytes: &[u8],
+    trailer: &Trailer,
+    level_count: u8,
+) -> Result<ValidIndex, ShardError> {
     if crc32fast::hash(bytes) != trailer.index_crc32 {
         return Err(ShardError::IndexChecksum {
             stored: trailer.index_crc32,
             computed: crc32fast::hash(bytes),
         });
     }
-    let mut c = Cursor {
-        bytes,
-        pos: 0,
-        record: 0,
-    };
     // Bounded by Trailer::parse: record_count <= index_len / smallest entry.
-    let mut records = Vec::with_capacity(trailer.record_count as usize);
+    let count = trailer.record_count as usize;
+    let mut starts = Vec::with_capacity(count);
+    // Every record's levels, record-major, for the layout check.
+    let mut levels = Vec::with_capacity(count * level_count as usize);
+    let mut max_class = None;
+    let mut pos = 0;
     for i in 0..trailer.record_count {
-        c.record = i;
-        let invalid = |field, value, reason| ShardError::InvalidRecord {
-            record: i,
-            field,
-            value,
-            reason,
-        };
-        let key_len = c.u16("key_len")? as usize;
-        if key_len > MAX_KEY_LEN {
-            return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
-        }
-        let key = std::str::from_utf8(c.take(key_len, "key")?)
-            .map_err(|_| invalid("key", 0, "not UTF-8"))?
-            .to_owned();
-        let class = c.u32("class")?;
-        let meta_len = c.u32("meta_len")? as usize;
-        if meta_len > MAX_META_LEN {
-            return Err(invalid("meta_len", meta_len as u64, "at most 1 MiB"));
-        }
-        let meta = c.take(meta_len, "meta")?.to_vec();
-        let width = c.u32("width")?;
-        let height = c.u32("height")?;
-        let channels = c.u8("channels")?;
-        let depth = c.u8("depth")?;
-        let scheme_id = c.u8("scheme")?;
-        let reserved = c.u8("reserved")?;
-        for (field, v) in [("width", width), ("height", height)] {
-            if v == 0 || v > crate::format::MAX_DIMENSION {
-                return Err(invalid(field, v as u64, "must be 1..=16777215"));
-            }
-        }
-        if !(1..=4).contains(&channels) {
-            return Err(invalid("channels", channels as u64, "must be 1..=4"));
-        }
-        if depth != 8 && depth != 16 {
-            return Err(invalid("depth", depth as u64, "must be 8 or 16"));
-        }
-        if reserved != 0 {
-            return Err(invalid("reserved", reserved as u64, "must be zero"));
-        }
-        let scheme = LevelScheme::from_id(scheme_id).ok_or_else(|| {
-            invalid(
-                "scheme",
-                scheme_id as u64,
-                "must be 0 (flat) or 1 (interlace)",
-            )
-        })?;
-        if scheme == LevelScheme::Interlace && level_count == 1 {
-            return Err(invalid(
-                "scheme",
-                scheme_id as u64,
-                "interlace needs 2 or more levels",
-            ));
-        }
-        let mut levels = Vec::with_capacity(level_count as usize);
-        for k in 0..level_count {
-            let level = LevelEntry {
-                offset: c.u64("level offset")?,
-                len: c.u64("level len")?,
-                crc32: c.u32("level crc32")?,
-            };
-            // Flat: the whole image in level 0, nothing above; interlace: every level a file.
-            let must_be_empty = scheme == LevelScheme::Flat && k > 0;
-            if (level.len == 0) != must_be_empty {
-                let reason = if must_be_empty {
-                    "a flat record has no bytes above level 0"
-                } else {
-                    "every stored level is a non-empty L3 file"
-                };
-                return Err(invalid("level len", level.len, reason));
-            }
-            levels.push(level);
-        }
-        records.push(RecordEntry {
-            key,
-            class: (class != NO_CLASS).then_some(class),
-            meta,
-            width,
-            height,
-            channels,
-            depth,
-            scheme,
-            levels,
-        });
+        let (entry, end) = read_entry(bytes, pos, i, level_count, Some(&mut levels))?;
+        starts.push(pos);
+        max_class = max_class.max(entry.class);
+        pos = end;
     }
-    if c.pos != bytes.len() {
+    if pos != bytes.len() {
         return Err(ShardError::Invalid {
             field: "index",
-            value: (bytes.len() - c.pos) as u64,
+            value: (bytes.len() - pos) as u64,
             reason: "bytes left after the last entry",
         });
     }
-    check_layout(&records, level_count, trailer.index_offset)?;
-    Ok(records)
+    check_layout(&levels, count, level_count, trailer.index_offset)?;
+    let mut level_bytes = vec![0u64; level_count as usize];
+    for (k, l) in levels.iter().enumerate() {
+        // The levels lie in the data area (check_layout), so the sums fit.
+        level_bytes[k % level_count as usize] += l.len;
+    }
+    Ok(ValidIndex {
+        starts,
+        level_bytes,
+        max_class,
+    })
 }
 
-/// The level-major layout rule (see [`parse_index`]).
-fn check_layout(records: &[RecordEntry], level_count: u8, data_end: u64) -> Result<(), ShardError> {
+/// Reads and checks entry `record` of an index of `level_count` levels starting at byte
+/// `start` of `bytes`: every field in range (key length and UTF-8, metadata length, shape,
+/// scheme, reserved byte, which levels are empty). Returns the entry and where it ends; its
+/// level entries are appended to `levels` if given.
+fn read_entry<'a>(
+    bytes: &'a [u8],
+    start: usize,
+    record: u64,
+    level_count: u8,
+    mut levels: Option<&mut Vec<LevelEntry>>,
+) -> Result<(RecordRef<'a>, usize), ShardError> {
+    let mut c = Cursor {
+        bytes,
+        pos: start,
+        record,
+    };
+    let invalid = |field, value, reason| ShardError::InvalidRecord {
+        record,
+        field,
+        value,
+        reason,
+    };
+    let key_len = c.u16("key_len")? as usize;
+    if key_len > MAX_KEY_LEN {
+        return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
+    }
+    let key =
+        std::str::from_utf8(c.take(key_len, "key")?).map_err(|_| invalid("key", 0, "not UTF-8"))?;
+    let class = c.u32("class")?;
+    let meta_len = c.u32("meta_len")? as usize;
+    if meta_len > MAX_META_LEN {
+        return Err(invalid("meta_len", meta_len as u64, "at most 1 MiB"));
+    }
+    let meta = c.take(meta_len, "meta")?;
+    let width = c.u32("width")?;
+    let height = c.u32("height")?;
+    let channels = c.u8("channels")?;
+    let depth = c.u8("depth")?;
+    let scheme_id = c.u8("scheme")?;
+    let reserved = c.u8("reserved")?;
+    for (field, v) in [("width", width), ("height", height)] {
+        if v == 0 || v > crate::format::MAX_DIMENSION {
+            return Err(invalid(field, v as u64, "must be 1..=16777215"));
+        }
+    }
+    if !(1..=4).contains(&channels) {
+        return Err(invalid("channels", channels as u64, "must be 1..=4"));
+    }
+    if depth != 8 && depth != 16 {
+        return Err(invalid("depth", depth as u64, "must be 8 or 16"));
+    }
+    if reserved != 0 {
+        return Err(invalid("reserved", reserved as u64, "must be zero"));
+    }
+    let scheme = LevelScheme::from_id(scheme_id).ok_or_else(|| {
+        invalid(
+            "scheme",
+            scheme_id as u64,
+            "must be 0 (flat) or 1 (interlace)",
+        )
+    })?;
+    if scheme == LevelScheme::Interlace && level_count == 1 {
+        return Err(invalid(
+            "scheme",
+            scheme_id as u64,
+            "interlace needs 2 or more levels",
+        ));
+    }
+    let levels_at = c.pos;
+    for k in 0..level_count {
+        let level = LevelEntry {
+            offset: c.u64("level offset")?,
+            len: c.u64("level len")?,
+            crc32: c.u32("level crc32")?,
+        };
+        // Flat: the whole image in level 0, nothing above; interlace: every level a file.
+        let must_be_empty = scheme == LevelScheme::Flat && k > 0;
+        if (level.len == 0) != must_be_empty {
+            let reason = if must_be_empty {
+                "a flat record has no bytes above level 0"
+            } else {
+                "every stored level is a non-empty L3 file"
+            };
+            return Err(invalid("level len", level.len, reason));
+        }
+        if let Some(out) = levels.as_deref_mut() {
+            out.push(level);
+        }
+    }
+    let entry = RecordRef {
+        key,
+        class: (class != NO_CLASS).then_some(class),
+        meta,
+        width,
+        height,
+        channels,
+        depth,
+        scheme,
+        levels: &bytes[levels_at..c.pos],
+    };
+    Ok((entry, c.pos))
+}
+
+/// The level-major layout rule (see [`parse_index`]) over `levels`, the level entries of
+/// `count` records, record-major.
+fn check_layout(
+    levels: &[LevelEntry],
+    count: usize,
+    level_count: u8,
+    data_end: u64,
+) -> Result<(), ShardError> {
+    let level_count = level_count as usize;
     let mut expected = HEADER_LEN;
-    for k in 0..level_count as usize {
-        for (i, r) in records.iter().enumerate() {
-            let l = r.levels[k];
+    for k in 0..level_count {
+        for i in 0..count {
+            let l = levels[i * level_count + k];
             let end = l.offset.checked_add(l.len);
             if l.offset != expected || end.is_none_or(|e| e > data_end) {
                 return Err(ShardError::LevelOutOfPlace {

@@ -23,8 +23,8 @@ mod writer;
 
 pub use atomic::{remove_stale_temps, write_atomic, write_atomic_with, PendingWrite, TEMP_MARKER};
 #[cfg(feature = "dataset")]
-pub use dataset::Dataset;
-pub use format::{LevelEntry, RecordEntry};
+pub use dataset::{Dataset, OpenTimes};
+pub use format::{Index, LevelEntry, RecordEntry, RecordRef};
 #[cfg(feature = "dataset")]
 pub use manifest::{file_crc32, Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
 pub use reader::{ShardPrefix, ShardReader};

@@ -1,15 +1,18 @@
 //! Reading a shard with positional reads: opening reads the header, the trailer and the index
-//! (three reads, validated before the next), nothing else; each level of each record is then
-//! one read at a known offset, and the first `k + 1` levels of every record are one
-//! contiguous read ([`ShardReader::read_prefix`]). No read depends on an unvalidated field.
+//! (three reads, validated before the next), nothing else; the index is kept as its validated
+//! bytes ([`Index`]: nothing allocated per record) and its entries read in place
+//! ([`ShardReader::entry`]). Each level of each record is then one read at a known offset, and
+//! the first `k + 1` levels of every record are one contiguous read
+//! ([`ShardReader::read_prefix`]). No read depends on an unvalidated field.
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
 use super::format::{
-    parse_index, LevelEntry, RecordEntry, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN,
+    Index, LevelEntry, RecordEntry, RecordRef, ShardHeader, Trailer, HEADER_LEN, TRAILER_LEN,
 };
 use super::ShardError;
 use crate::decode::DecodeOptions;
@@ -28,7 +31,9 @@ pub struct ShardReader {
     /// Bytes of the file when it was opened.
     file_len: u64,
     level_count: u8,
-    records: Vec<RecordEntry>,
+    index: Index,
+    /// The entries owned, made on the first call that needs them ([`ShardReader::records`]).
+    records: OnceLock<Vec<RecordEntry>>,
     index_offset: u64,
 }
 
@@ -62,8 +67,8 @@ impl ShardReader {
             }
             e => e,
         };
-        type Opened = (File, u64, ShardHeader, Trailer, Vec<RecordEntry>);
-        let (file, len, header, trailer, records) = (|| -> Result<Opened> {
+        type Opened = (File, u64, ShardHeader, Trailer, Index);
+        let (file, len, header, trailer, index) = (|| -> Result<Opened> {
             let file = File::open(path)?;
             let len = file.metadata()?.len();
             if len < HEADER_LEN + TRAILER_LEN {
@@ -90,8 +95,8 @@ impl ShardReader {
                 .into());
             }
             let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
-            let records = parse_index(&index, &trailer, header.level_count)?;
-            Ok((file, len, header, trailer, records))
+            let index = Index::parse(index, &trailer, header.level_count)?;
+            Ok((file, len, header, trailer, index))
         })()
         .map_err(named)?;
         Ok(ShardReader {
@@ -100,7 +105,8 @@ impl ShardReader {
             max_read,
             file_len: len,
             level_count: header.level_count,
-            records,
+            index,
+            records: OnceLock::new(),
             index_offset: trailer.index_offset,
         })
     }
@@ -117,12 +123,12 @@ impl ShardReader {
 
     /// Records in the shard.
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.index.len()
     }
 
     /// Whether the shard has no records.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.index.is_empty()
     }
 
     /// Levels per record.
@@ -130,21 +136,42 @@ impl ShardReader {
         self.level_count
     }
 
-    /// Every record's index entry, in order.
+    /// Every record's index entry, in order (made from the index on the first call; reading
+    /// a few entries, [`ShardReader::entry`] allocates nothing).
     pub fn records(&self) -> &[RecordEntry] {
-        &self.records
+        self.records.get_or_init(|| self.index.entries())
     }
 
-    /// Record `i`'s index entry.
+    /// Record `i`'s index entry (from [`ShardReader::records`]).
     pub fn record(&self, i: usize) -> Result<&RecordEntry> {
-        self.records.get(i).ok_or_else(|| self.no_such(i, 0))
+        self.records().get(i).ok_or_else(|| self.no_such(i, 0))
+    }
+
+    /// Record `i`'s index entry, read in place from the validated index.
+    pub fn entry(&self, i: usize) -> Result<RecordRef<'_>> {
+        self.index.get(i).ok_or_else(|| self.no_such(i, 0))
+    }
+
+    /// Payload bytes per level (level 0 first), summed over the records (from the index).
+    pub fn level_bytes(&self) -> &[u64] {
+        self.index.level_bytes()
+    }
+
+    /// The largest class id of a record (`None` if no record has one).
+    pub fn max_class(&self) -> Option<u32> {
+        self.index.max_class()
+    }
+
+    /// Every record's index entry, read in place, in order.
+    pub fn entries(&self) -> impl Iterator<Item = RecordRef<'_>> + '_ {
+        self.index.iter()
     }
 
     fn no_such(&self, record: usize, level: u8) -> crate::error::Error {
         ShardError::NoSuchRecord {
             record: record as u64,
             level,
-            records: self.records.len() as u64,
+            records: self.index.len() as u64,
             levels: self.level_count,
         }
         .into()
@@ -164,9 +191,9 @@ impl ShardReader {
     /// Level `level` of record `i`, checked against the read limit.
     fn level_entry(&self, i: usize, level: u8) -> Result<LevelEntry> {
         let (record, entry) = self
-            .records
+            .index
             .get(i)
-            .and_then(|r| Some((r, *r.levels.get(level as usize)?)))
+            .and_then(|r| Some((r, r.level(level)?)))
             .ok_or_else(|| self.no_such(i, level))?;
         if entry.len > self.max_read {
             let what = format!("record {i} (key {:?}) level {level}", record.key);
@@ -272,9 +299,10 @@ impl ShardReader {
         let end = if level + 1 == self.level_count {
             self.index_offset
         } else {
-            self.records
-                .first()
-                .map_or(self.index_offset, |r| r.levels[level as usize + 1].offset)
+            self.index
+                .get(0)
+                .and_then(|r| r.level(level + 1))
+                .map_or(self.index_offset, |l| l.offset)
         };
         Ok(HEADER_LEN..end)
     }
@@ -297,8 +325,8 @@ impl ShardReader {
             })?;
         // Every offset was validated by the index parser to lie in the data area, level-major,
         // so each range below lies inside the prefix.
-        let ranges: Vec<Vec<std::ops::Range<usize>>> = self
-            .records
+        let records = self.records();
+        let ranges: Vec<Vec<std::ops::Range<usize>>> = records
             .iter()
             .map(|r| {
                 r.levels[..=level as usize]
@@ -312,7 +340,7 @@ impl ShardReader {
             .collect();
         ranges
             .par_iter()
-            .zip(&self.records)
+            .zip(records)
             .enumerate()
             .try_for_each(|(i, (spans, r))| {
                 spans
@@ -337,7 +365,7 @@ impl ShardReader {
         i: usize,
         payloads: &'a [&'a [u8]],
     ) -> Result<StoredLevels<'a>> {
-        Ok(self.record(i)?.stored(self.level_count, payloads))
+        Ok(self.entry(i)?.stored(self.level_count, payloads))
     }
 
     /// Record `i` at level `level`, decoded on the CPU: reads only the payloads that level
@@ -348,7 +376,7 @@ impl ShardReader {
         level: u8,
         options: &DecodeOptions,
     ) -> Result<LevelImage> {
-        let r = self.record(i)?;
+        let r = self.entry(i)?;
         if level >= self.level_count {
             return Err(self.no_such(i, level));
         }

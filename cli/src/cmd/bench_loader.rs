@@ -1,10 +1,11 @@
 //! `l3 bench-loader DATASET`: runs the loader (`l3::loader::Loader`, CPU path) over a packed
-//! dataset for some epochs and prints images/s, the per-stage split, the cache hit rate and the
+//! dataset for some epochs and prints the time to the first batch (from the start of opening
+//! the dataset, with its parts), then images/s, the per-stage split, the cache hit rate and the
 //! bytes read, per epoch.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -14,7 +15,7 @@ use crate::limits::limits;
 use l3::loader::{
     Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition, Policy, StageTimes,
 };
-use l3::shard::Dataset;
+use l3::shard::{Dataset, OpenTimes};
 
 #[derive(Args)]
 pub struct BenchLoaderArgs {
@@ -23,9 +24,18 @@ pub struct BenchLoaderArgs {
     /// Epochs to run.
     #[arg(long, default_value_t = 2)]
     pub epochs: u64,
+    /// Stop after this many batches (0: run every epoch); `--steps 1` measures the start.
+    #[arg(long, default_value_t = 0)]
+    pub steps: u64,
     /// Samples per batch.
     #[arg(long, default_value_t = 64)]
     pub batch_size: u32,
+    /// Ranks of the run (the plan partitions each epoch among them).
+    #[arg(long, default_value_t = 1)]
+    pub world_size: u32,
+    /// The rank this loader is.
+    #[arg(long, default_value_t = 0)]
+    pub rank: u32,
     /// Output side (square crops).
     #[arg(long, default_value_t = 224)]
     pub size: u32,
@@ -66,6 +76,7 @@ struct EpochTotals {
 }
 
 pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
+    let started = Instant::now();
     let ds = Arc::new(
         // Every read of a shard within --max-input-bytes.
         Dataset::open_with_limits(&a.dataset, &limits())
@@ -73,8 +84,8 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     );
     let mut o = LoaderOptions::new(Partition {
         batch_size: a.batch_size,
-        world_size: 1,
-        rank: 0,
+        world_size: a.world_size,
+        rank: a.rank,
         drop_last: DropLast::Partial,
     });
     o.seed = a.seed;
@@ -109,15 +120,19 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     } else {
         a.threads
     };
+    let opened = started.elapsed();
     println!(
-        "{}: {} records, {} level(s); reading level {}, {}x{} crops, batches of {}, {threads} threads, decode ({}) + augment on the {device}, cache {} MiB ({})",
+        "{}: {} records in {} shard(s), {} level(s); reading level {}, {}x{} crops, batches of {} (rank {} of {}), {threads} threads, decode ({}) + augment on the {device}, cache {} MiB ({})",
         a.dataset.display(),
         ds.len(),
+        ds.shards().len(),
         ds.manifest().levels,
         a.level.unwrap_or(ds.manifest().levels - 1),
         a.size,
         a.size,
         a.batch_size,
+        a.rank,
+        a.world_size,
         if a.no_crop_window { "whole images" } else { "the patches each crop needs" },
         a.cache_mb,
         if a.lru { "LRU" } else { "planned eviction" }
@@ -127,10 +142,23 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         ..Default::default()
     };
     let mut epochs: Vec<EpochTotals> = (0..a.epochs).map(|_| EpochTotals::default()).collect();
+    let open_times = ds.open_times();
     let mut last = Instant::now();
     let mut cache = Default::default();
-    for batch in Loader::new(ds, o, start)? {
+    let loader_start = Instant::now();
+    let loader = Loader::new(ds, o, start)?;
+    let loader_started = loader_start.elapsed();
+    for (k, batch) in loader.enumerate() {
         let b = batch?;
+        if k == 0 {
+            first_batch(
+                started.elapsed(),
+                opened,
+                open_times,
+                loader_started,
+                &b.times,
+            );
+        }
         let e = &mut epochs[b.epoch as usize];
         e.images += b.samples.len() as u64;
         e.skipped += b.skipped.len() as u64;
@@ -151,8 +179,11 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             );
         }
         cache = b.cache;
+        if a.steps > 0 && k as u64 + 1 >= a.steps {
+            break;
+        }
     }
-    for (k, e) in epochs.iter().enumerate() {
+    for (k, e) in epochs.iter().enumerate().filter(|(_, e)| e.images > 0) {
         let per = |d: std::time::Duration| 1e3 * d.as_secs_f64() / e.images.max(1) as f64;
         println!(
             "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}), hand-off {:.3} ms (wall); consumer waited {:.2} ms; {} read in {} reads; {} skipped",
@@ -181,4 +212,34 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         cache.evictions
     );
     Ok(0)
+}
+
+/// Prints the time to the first batch and its parts: `total` from the start of opening the
+/// dataset to the batch in hand, `opened` of it to open the dataset (`open`: manifest, shard
+/// indexes), `loader` to start the loader, and the first batch's stage times (`plan` before
+/// it on the producer's thread).
+fn first_batch(
+    total: Duration,
+    opened: Duration,
+    open: OpenTimes,
+    loader: Duration,
+    t: &StageTimes,
+) {
+    let ms = |d: Duration| 1e3 * d.as_secs_f64();
+    let accounted = opened + loader + t.plan + t.total;
+    println!(
+        "first batch: {:.1} ms from the start: open {:.1} ms (manifest {:.1} ms, shard indexes {:.1} ms), loader start {:.1} ms, plan {:.1} ms, batch {:.1} ms (read {:.1} ms wall, decode {:.1} ms + augment {:.1} ms CPU over the threads, hand-off {:.1} ms), other {:.1} ms",
+        ms(total),
+        ms(opened),
+        ms(open.manifest),
+        ms(open.shards),
+        ms(loader),
+        ms(t.plan),
+        ms(t.total),
+        ms(t.read),
+        ms(t.decode),
+        ms(t.augment),
+        ms(t.assemble),
+        ms(total.saturating_sub(accounted)),
+    );
 }
