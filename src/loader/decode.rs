@@ -204,7 +204,7 @@ impl Decode<'_> {
             for &k in &live {
                 let sample = ids[k] as u64;
                 out.samples.push(sample);
-                out.classes.push(self.dataset.record(sample)?.class);
+                out.classes.push(self.dataset.entry(sample)?.class);
             }
             break;
         }
