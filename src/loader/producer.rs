@@ -213,7 +213,7 @@ impl Producer {
             consumed_before: state.consumed,
             samples: Vec::with_capacity(ids.len()),
             classes: Vec::with_capacity(ids.len()),
-            data: Tensor::zeroed(aug.output, ids.len() * per),
+            data: Tensor::with_capacity(aug.output, 0),
             shape: [
                 0,
                 aug.channels as usize,
@@ -247,6 +247,7 @@ impl Producer {
             return Ok(out);
         }
         // Decode + augment, one sample per task, each into its slot of the batch tensor.
+        out.data = Tensor::zeroed(aug.output, ids.len() * per);
         let results = decode.on_cpu(
             &self.pool,
             &self.stop,
