@@ -48,6 +48,33 @@ struct Loader {
     /// `(channels, height, width)` of each output image.
     chw: (usize, usize, usize),
     f16: bool,
+    /// The process that created the loader: its threads live there only. In a child made by
+    /// `fork` (a `DataLoader` worker forked while a loader was open) the loader is never used
+    /// nor joined, only forgotten: its threads do not exist there and its locks may be held.
+    pid: u32,
+}
+
+impl Loader {
+    /// An error if this process is not the one that created the loader.
+    fn check_process(&self) -> PyResult<()> {
+        if std::process::id() == self.pid {
+            return Ok(());
+        }
+        Err(parameter_error(
+            "this loader was created in another process (this one was forked from it): \
+             create a new loader here",
+        ))
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            // A forked copy: dropping would join threads that are not in this process.
+            let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+            std::mem::forget(inner.take());
+        }
+    }
 }
 
 fn pair(v: &[f32], what: &str) -> PyResult<(f32, f32)> {
@@ -230,6 +257,7 @@ impl Loader {
             state: Mutex::new(state),
             chw: (channels as usize, size.1 as usize, size.0 as usize),
             f16: dtype == "float16",
+            pid: std::process::id(),
         })
     }
 
@@ -241,6 +269,7 @@ impl Loader {
     /// signals between them, so Ctrl-C interrupts a wait and `close()` from another thread
     /// gets the loader within one slice.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.check_process()?;
         let batch = loop {
             let received = py.detach(|| {
                 let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -310,6 +339,10 @@ impl Loader {
     /// Stops the loader's threads now (also done when it is garbage-collected). Returns within
     /// about one sample's decode, whatever the loader is doing.
     fn close(&self, py: Python<'_>) {
+        if std::process::id() != self.pid {
+            // A forked copy: nothing of it runs here (see `Loader::pid`).
+            return;
+        }
         py.detach(|| {
             let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
             drop(taken)

@@ -1,5 +1,7 @@
 """The loader from Python (no torch): every sample once per epoch, exact resume, ranks."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -76,3 +78,43 @@ def test_gpu_loader_matches_the_cpu_loader(dataset3, gpu_available):
         assert np.array_equal(a["samples"], b["samples"])
         # The stated tolerance of the GPU augmentation (float rounding of the resampling).
         assert np.abs(a["images"] - b["images"]).max() <= 1e-4
+
+
+def test_a_forked_copy_of_an_open_loader_is_refused_and_never_joined(dataset3):
+    """A process forked while a loader runs (a DataLoader worker, say) has a copy of the
+    loader without its threads: using it is a ParameterError, closing or collecting it returns
+    at once (joining threads that are not there would hang), and the parent's loader goes on."""
+    import gc
+    import signal
+    import time
+
+    n = len(l3.open_dataset(dataset3))
+    loader = l3.Loader(dataset3, 2, size=(24, 24), threads=1, end_epoch=1)
+    first = next(loader)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            try:
+                next(loader)
+            except l3.ParameterError as e:
+                code = 0 if "another process" in str(e) else 2
+            loader.close()
+            del loader
+            gc.collect()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the loader's copy")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    rest = [int(s) for b in loader for s in b["samples"]]
+    assert sorted([int(s) for s in first["samples"]] + rest) == list(range(n))
+    loader.close()

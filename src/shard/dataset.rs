@@ -1,5 +1,5 @@
 //! A packed dataset (feature `dataset`): the shards a [`Manifest`] lists, opened once (in
-//! parallel on rayon's pool), with records numbered across shards. Opening checks every
+//! parallel on threads of its own), with records numbered across shards. Opening checks every
 //! shard's index against the manifest ([`super::ShardInfo::mismatches`]: record count, levels,
 //! bytes per level, file size, class ids); records are then read with positional reads, each
 //! bounded by the caller's limits.
@@ -7,11 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
 
-use super::{Manifest, RecordEntry, RecordRef, ShardReader};
+use super::{Manifest, RecordEntry, RecordRef, ShardInfo, ShardReader};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+
+/// The most threads opening a dataset's shards.
+const MAX_OPEN_THREADS: usize = 8;
 
 /// Largest index of one shard accepted when opening a dataset.
 pub const MAX_SHARD_INDEX_BYTES: u64 = 1 << 30;
@@ -51,19 +53,37 @@ impl Dataset {
         let started = Instant::now();
         let manifest = Manifest::read(dir)?;
         let manifest_time = started.elapsed();
-        let opened: Vec<Result<ShardReader>> = manifest
-            .shards
-            .par_iter()
-            .map(|info| {
-                let path = dir.join(&info.file);
-                let shard = ShardReader::open_with_limits(&path, MAX_SHARD_INDEX_BYTES, limits)?;
-                let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
-                if !problems.is_empty() {
-                    return Err(Error::Manifest(problems.join("; ")));
-                }
-                Ok(shard)
+        let open = |info: &ShardInfo| -> Result<ShardReader> {
+            let path = dir.join(&info.file);
+            let shard = ShardReader::open_with_limits(&path, MAX_SHARD_INDEX_BYTES, limits)?;
+            let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
+            if !problems.is_empty() {
+                return Err(Error::Manifest(problems.join("; ")));
+            }
+            Ok(shard)
+        };
+        // Threads of their own, not rayon's global pool: a process forked from one that used
+        // that pool (a `DataLoader` worker) has the pool without its threads, and would wait
+        // on it forever.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, MAX_OPEN_THREADS);
+        let chunk = manifest.shards.len().div_ceil(threads).max(1);
+        let opened: Vec<Result<ShardReader>> = if manifest.shards.len() <= 1 || threads == 1 {
+            manifest.shards.iter().map(open).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = manifest
+                    .shards
+                    .chunks(chunk)
+                    .map(|part| scope.spawn(move || part.iter().map(open).collect::<Vec<_>>()))
+                    .collect();
+                parts
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
             })
-            .collect();
+        };
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = vec![0u64];
         for (info, shard) in manifest.shards.iter().zip(opened) {
