@@ -27,7 +27,9 @@ builds the `l3` CLI. What one run does:
 
 images/s = images of the timed epochs / their wall time, from creating the epoch's iterator
 to the end of its last batch (worker start and shutdown included, as a training loop sees
-them). "First batch, new loader": from creating the dataset object to the first batch of the
+them). l3's kept loader is closed after the warm-up and after each round, so
+a round starts cold (no batches made while other loaders ran) and only the round's second
+epoch gains from prefetching across the epoch boundary, as in a training loop. "First batch, new loader": from creating the dataset object to the first batch of the
 warm-up epoch. "First batch per epoch": from creating an epoch's iterator to its first batch
 (median over the timed epochs).
 
@@ -284,6 +286,10 @@ class Config:
         self.warmup: Optional[Dict[str, Any]] = None
         self.values: Optional[Dict[str, float]] = None
         self.rounds: List[List[Dict[str, Any]]] = []
+        # Called after the warm-up and after each round's epochs: stops what the loader keeps
+        # between epochs (l3's loader prefetches into the next epoch), so it neither works
+        # while other loaders are timed nor starts a round with batches made in the pause.
+        self.close: Callable[[], None] = lambda: None
 
 
 def configs(args: argparse.Namespace, conv: Dict[str, Dict[str, Any]]) -> List[Config]:
@@ -344,6 +350,7 @@ def configs(args: argparse.Namespace, conv: Dict[str, Dict[str, Any]]) -> List[C
                     dl.set_epoch(e)
                     return dl
 
+                epoch.close = dl.close  # type: ignore[attr-defined]
                 return epoch, (lambda b: (b["images"], b["samples"]))
 
             label = "the `l3.pack` default" if profile == "compact" else "`profile=\"fast\"`"
@@ -439,10 +446,12 @@ def measure(args: argparse.Namespace, cfgs: List[Config], n: int,
         try:
             t0 = time.perf_counter()
             cfg.epoch, cfg.unpack = cfg.build()
+            cfg.close = getattr(cfg.epoch, "close", cfg.close)
             r = run_epoch(cfg, 0, n, args.batch_size, t_start=t0, stats=True)
             cfg.new_loader_first_batch = r["first_batch_s"]
             cfg.values = r.pop("values")
             cfg.warmup = r
+            cfg.close()
         except Exception as exc:  # one failing peer must not lose the others' figures
             cfg.error = f"{type(exc).__name__}: {exc}"
             log(f"FAILED: {cfg.name}: {cfg.error}")
@@ -459,6 +468,7 @@ def measure(args: argparse.Namespace, cfgs: List[Config], n: int,
                     r.pop("values")
                     epochs.append(r)
                 cfg.rounds.append(epochs)
+                cfg.close()
             except Exception as exc:
                 cfg.error = f"{type(exc).__name__}: {exc}"
                 log(f"FAILED: {cfg.name}: {cfg.error}")
