@@ -31,9 +31,9 @@ another world size re-partitions the rest of the epoch (nothing repeated, nothin
 
 Tensors: on the CPU path a batch's images are created in Rust and wrapped by
 ``torch.from_numpy`` without a copy (``pin_memory=True`` pins them; in worker processes of a
-plain ``DataLoader`` they move through shared memory as for any dataset). ``device="gpu"`` decodes and
-augments on the GPU through wgpu; use it with ``num_workers=0`` (the loader has its own
-threads; in data-loading workers its batches are plain arrays). Its batches go where
+plain ``DataLoader`` they move through shared memory as for any dataset). ``device="gpu"``
+decodes and augments on the GPU through wgpu; use it with `L3DataLoader` (in worker
+processes of a plain ``DataLoader`` its batches are plain arrays). Its batches go where
 ``output`` says:
 
 - ``"cuda"`` (the default where l3's GPU is a CUDA device of torch, matched by UUID, and
@@ -245,7 +245,8 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         if info is None:
             output = choose_output(self.options.get("device", "cpu"), self.output)
         elif self.output == "cuda":
-            raise ParameterError("output='cuda' needs num_workers=0 (CUDA tensors cannot come "
+            raise ParameterError("output='cuda' needs the loader in this process (L3DataLoader, "
+                                 "not DataLoader worker processes: CUDA tensors cannot come "
                                  "from a forked data-loading worker)")
         else:
             output = None
