@@ -264,8 +264,13 @@ def inputs(a: np.ndarray, fill) -> list[tuple[str, np.ndarray, int]]:
             for c in chunks(aa[~exc] + 63, CHUNK):
                 bits, nsym = h0_bits(c, 127)
                 adj_bytes += bits / 8 + nsym
-        out.append((f"x{base:g}, {int(exc.sum())} cells out, adj {'yes' if aa.any() else 'no'}",
-                    m.reshape(a.shape), side_cost(u, exc) + int(adj_bytes)))
+        # NaN / fill as a mask with a pattern table; values that do not fit: a second mask and
+        # their 4 bytes each
+        misfit = exc & ~sp
+        side = side_cost(u, sp) + (len(Z19.compress(np.packbits(misfit).tobytes()))
+                                   + 4 * int(misfit.sum()) if misfit.any() else 0)
+        out.append((f"x{base:g}, {int(misfit.sum())} misfits, adj {'yes' if aa.any() else 'no'}",
+                    m.reshape(a.shape), side + int(adj_bytes)))
     return out
 
 
