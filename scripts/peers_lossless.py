@@ -80,7 +80,7 @@ def timed(fn, reps):
 
 def codecs(a: np.ndarray) -> dict:
     """name -> (encode() -> bytes, decode(bytes) -> array of a's size), or a reason it is absent."""
-    shape, raw = a.shape, a.tobytes()
+    raw = a.tobytes()
     z3 = zstandard.ZstdCompressor(level=3, threads=0)
     z19 = zstandard.ZstdCompressor(level=19, threads=0)
     zd = zstandard.ZstdDecompressor()
@@ -122,7 +122,6 @@ def codecs(a: np.ndarray) -> dict:
                                     dtype="<f4"))
     else:
         out["bitshuffle + zstd -19"] = "bitshuffle not in this imagecodecs build"
-    del shape
     return out
 
 
