@@ -1,0 +1,239 @@
+"""Zarr and numcodecs codecs that store each chunk of a float array as an l3 field file.
+
+Zarr v3 (the ``zarr`` package, 3.x): the codec replaces the ``bytes`` serializer::
+
+    import zarr
+    from l3.codecs import L3
+
+    z = zarr.create_array("data.zarr", shape=(365, 721, 1440), chunks=(8, 721, 1440),
+                          dtype="float32", serializer=L3(), compressors=None)  # lossless
+    z = zarr.create_array(..., serializer=L3(mode="absolute", bound=1e-3))   # within 1e-3
+
+(``compressors=None``: otherwise Zarr adds its default zstd after the serializer, a second
+pass over chunks that l3 has already entropy-coded.)
+
+Zarr v2 stores and other numcodecs users take :class:`L3Numcodecs` as the compressor
+(``zarr.create_array(..., zarr_format=2, compressors=L3Numcodecs())``).
+
+Both are registered under the name ``"l3"`` (entry points ``zarr.codecs`` and
+``numcodecs.codecs``), so a store written with them opens with plain ``zarr.open`` once l3 is
+installed, without importing this module.
+
+Modes (the ``mode`` argument; the same for both classes):
+
+- ``"lossless"`` (default): float32 and float16 chunks, bit for bit (NaN payloads and -0.0
+  included), with l3's lossless float arrays (SPEC.md, "Lossless float arrays").
+- ``"absolute"``: float32 chunks, every value within ``bound`` of the original (SPEC.md,
+  "Float fields"); NaN, infinities and ``fill_value`` stay exact.
+- ``"relative"``: as ``"absolute"`` with ``bound`` a fraction of each *chunk's* value range
+  (chunks with different ranges get different absolute bounds, and an edge chunk's range
+  includes the fill value Zarr pads it with; use ``"absolute"`` for one bound over the
+  whole array).
+
+A chunk has the array's axes; l3 files have 1 to 4 (lossless) or 2 to 3 (error-bounded), so
+leading axes are merged (and a 1-D chunk is one row) before encoding; decoding restores the
+chunk's shape, which the file's own shape must match in size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from . import _l3
+from ._errors import FormatError, ParameterError
+
+__all__ = ["L3", "L3Numcodecs", "encode_chunk", "decode_chunk"]
+
+_MODES = ("lossless", "absolute", "relative")
+
+
+def _check(mode: str, bound: Optional[float], fill_value: Optional[float]) -> None:
+    if mode not in _MODES:
+        raise ParameterError(f"l3 codec: mode must be one of {', '.join(_MODES)}, not {mode!r}")
+    if mode == "lossless":
+        if bound is not None:
+            raise ParameterError("l3 codec: a lossless codec takes no bound")
+    elif bound is None or not (isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0):
+        raise ParameterError(f"l3 codec: mode {mode!r} needs a finite bound > 0, not {bound!r}")
+    if fill_value is not None and not isinstance(fill_value, (int, float)):
+        raise ParameterError(f"l3 codec: fill_value must be a number, not {fill_value!r}")
+
+
+def _check_dtype(mode: str, dtype: np.dtype) -> None:
+    ok = (np.dtype(np.float32), np.dtype(np.float16)) if mode == "lossless" else (np.dtype(np.float32),)
+    if np.dtype(dtype).newbyteorder("=") not in ok:
+        names = " or ".join(str(d) for d in ok)
+        raise ParameterError(f"l3 codec: mode {mode!r} stores {names} arrays, not {np.dtype(dtype)}")
+
+
+def _file_shape(shape: Tuple[int, ...], mode: str) -> Tuple[int, ...]:
+    """The shape the chunk is stored with: leading axes merged to fit the file's axes."""
+    if len(shape) == 0:
+        return (1,) if mode == "lossless" else (1, 1)
+    if mode == "lossless":
+        if len(shape) <= 4:
+            return tuple(shape)
+        return (math.prod(shape[:-3]),) + tuple(shape[-3:])
+    if len(shape) == 1:
+        return (1, shape[0])
+    if len(shape) <= 3:
+        return tuple(shape)
+    return (math.prod(shape[:-2]),) + tuple(shape[-2:])
+
+
+def encode_chunk(
+    chunk: np.ndarray,
+    mode: str = "lossless",
+    bound: Optional[float] = None,
+    fill_value: Optional[float] = None,
+) -> bytes:
+    """One chunk as an l3 field file (the codecs' encode)."""
+    _check(mode, bound, fill_value)
+    a = np.asarray(chunk)
+    _check_dtype(mode, a.dtype)
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    a = a.reshape(_file_shape(a.shape, mode))
+    if mode == "lossless":
+        fill = None if fill_value is None else a.dtype.type(fill_value)
+        return _l3.encode_field(a, lossless=True, fill_value=fill)
+    key = "max_error" if mode == "absolute" else "relative"
+    return _l3.encode_field(a, **{key: float(bound)}, fill_value=fill_value)
+
+
+def decode_chunk(data: Any, shape: Optional[Tuple[int, ...]] = None) -> np.ndarray:
+    """An l3 field file back to its array, reshaped to ``shape`` when given (its size must
+    match the file's)."""
+    a = _l3.decode_field(bytes(data) if not isinstance(data, (bytes, bytearray, memoryview)) else data)
+    if shape is not None:
+        if math.prod(shape) != a.size:
+            raise FormatError(
+                f"l3 codec: the chunk holds {a.size} values, its array expects {math.prod(shape)} "
+                f"(shape {tuple(shape)})"
+            )
+        a = a.reshape(shape)
+    return a
+
+
+try:  # Zarr v3
+    from zarr.abc.codec import ArrayBytesCodec as _ArrayBytesCodec
+    from zarr.core.common import parse_named_configuration as _parse_named_configuration
+    from zarr.registry import register_codec as _register_zarr_codec
+except ImportError:  # pragma: no cover - zarr is optional
+    _ArrayBytesCodec = None
+
+if _ArrayBytesCodec is not None:
+
+    @dataclass(frozen=True)
+    class L3(_ArrayBytesCodec):  # type: ignore[misc,valid-type]
+        """Zarr v3 array-to-bytes codec ``"l3"`` (see the module's head for the modes)."""
+
+        is_fixed_size = False
+
+        mode: str
+        bound: Optional[float]
+        fill_value: Optional[float]
+
+        def __init__(
+            self, *, mode: str = "lossless", bound: Optional[float] = None,
+            fill_value: Optional[float] = None,
+        ) -> None:
+            _check(mode, bound, fill_value)
+            object.__setattr__(self, "mode", mode)
+            object.__setattr__(self, "bound", None if bound is None else float(bound))
+            object.__setattr__(self, "fill_value", None if fill_value is None else float(fill_value))
+
+        @classmethod
+        def from_dict(cls, data: dict) -> "L3":
+            _, configuration = _parse_named_configuration(data, "l3", require_configuration=False)
+            configuration = dict(configuration or {})
+            unknown = set(configuration) - {"mode", "bound", "fill_value"}
+            if unknown:
+                raise ParameterError(f"l3 codec: unknown configuration keys {sorted(unknown)}")
+            return cls(**configuration)
+
+        def to_dict(self) -> dict:
+            configuration: dict = {"mode": self.mode}
+            if self.bound is not None:
+                configuration["bound"] = self.bound
+            if self.fill_value is not None:
+                configuration["fill_value"] = self.fill_value
+            return {"name": "l3", "configuration": configuration}
+
+        def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+            native = dtype.to_native_dtype() if hasattr(dtype, "to_native_dtype") else np.dtype(dtype)
+            _check_dtype(self.mode, native)
+
+        async def _encode_single(self, chunk_array: Any, chunk_spec: Any) -> Any:
+            data = encode_chunk(chunk_array.as_numpy_array(), self.mode, self.bound, self.fill_value)
+            return chunk_spec.prototype.buffer.from_bytes(data)
+
+        async def _decode_single(self, chunk_bytes: Any, chunk_spec: Any) -> Any:
+            a = decode_chunk(chunk_bytes.to_bytes(), tuple(chunk_spec.shape))
+            want = chunk_spec.dtype.to_native_dtype()
+            if a.dtype != want:
+                raise FormatError(f"l3 codec: the chunk holds {a.dtype}, its array is {want}")
+            return chunk_spec.prototype.nd_buffer.from_ndarray_like(a)
+
+        def compute_encoded_size(self, input_byte_length: int, chunk_spec: Any) -> int:
+            raise NotImplementedError("l3 chunks are variable-size")
+
+    _register_zarr_codec("l3", L3)
+
+else:  # pragma: no cover
+
+    class L3:  # type: ignore[no-redef]
+        """Zarr v3 codec ``"l3"``: needs the ``zarr`` package (3.x)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise ImportError("l3.codecs.L3 needs zarr 3: pip install zarr")
+
+
+try:  # numcodecs (Zarr v2 stores, and numcodecs users)
+    from numcodecs.abc import Codec as _Codec
+    from numcodecs.compat import ndarray_copy as _ndarray_copy
+    from numcodecs.registry import register_codec as _register_codec
+except ImportError:  # pragma: no cover - numcodecs is optional
+    _Codec = None
+
+if _Codec is not None:
+
+    class L3Numcodecs(_Codec):  # type: ignore[misc,valid-type]
+        """numcodecs codec ``"l3"`` (see the module's head for the modes). It needs the chunk
+        as a shaped array, which is what Zarr passes its compressor when no filter comes
+        first."""
+
+        codec_id = "l3"
+
+        def __init__(
+            self, mode: str = "lossless", bound: Optional[float] = None,
+            fill_value: Optional[float] = None,
+        ) -> None:
+            _check(mode, bound, fill_value)
+            self.mode = mode
+            self.bound = None if bound is None else float(bound)
+            self.fill_value = None if fill_value is None else float(fill_value)
+
+        def encode(self, buf: Any) -> bytes:
+            if not isinstance(buf, np.ndarray):
+                raise ParameterError("l3 codec: needs the chunk as a NumPy array, not raw bytes")
+            return encode_chunk(buf, self.mode, self.bound, self.fill_value)
+
+        def decode(self, buf: Any, out: Any = None) -> Any:
+            a = decode_chunk(buf)
+            if out is not None:
+                return _ndarray_copy(a, out)
+            return a
+
+    _register_codec(L3Numcodecs)
+
+else:  # pragma: no cover
+
+    class L3Numcodecs:  # type: ignore[no-redef]
+        """numcodecs codec ``"l3"``: needs the ``numcodecs`` package."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise ImportError("l3.codecs.L3Numcodecs needs numcodecs: pip install numcodecs")
