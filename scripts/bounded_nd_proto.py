@@ -28,7 +28,16 @@ Predictors on the integer bins (all exact; each inverse is run and checked):
        c-lin, c-cub, and c-best (per pass the better of the two, and per array the better of
        two axis orders). Within one pass every prediction reads known points only, so a GPU
        decodes a pass in parallel.
-  d    per array the better of b and c-best (one flag in the header).
+  e    c-best's passes with SZ3's closed loop, in integers: values on a lattice of unit
+       u <= 2e / 17 (7 significant bits), each target stored as k = round((x - pred) / 16)
+       with pred from the decoded lattice values, decoded as pred + 16 k; exception cells get
+       k = 0. Still parallel within a pass (predictions read earlier passes only); the f32
+       output is offset + f32(x u), exact product, one rounded addition, checked as in SPEC.
+       e0 uses the step 16 at every level; e takes per array the best (huf3) of that and two
+       QoZ-style settings where level l >= 1 (stride 2^(l-1)) uses the step
+       round(16 / min(alpha^(l-1), beta)), (alpha, beta) = (1.5, 4) or (2, 2): coarse levels
+       decoded more exactly, which the finer levels predict from.
+  d    per array the cheapest (huf3) of b, c-best and e (a flag in the header).
 
 Entropy stages on the zigzag residual stream (32-bit tokens as the lossless float coder's,
 chunks of 65536 values with their own code, as a GPU decoder needs):
@@ -36,6 +45,7 @@ chunks of 65536 values with their own code, as a GPU decoder needs):
          bit length + next bit, rest raw), code-length table costed as SPEC's delta code;
   huf2   the same with l3's pair tokens (two z < 4) and zero-run tokens (2..127 zero pairs),
          per chunk the cheapest of singles / +pairs / +pairs+runs: real Huffman bits;
+  huf3   huf2 with zero runs up to 2^15 - 1 positions (14 run tokens) where that is cheaper;
   ans    order-0 entropy of huf2's token stream + raw bits + 8 bits per used token (a bound
          for a static rANS / arithmetic coder per chunk);
   ctx    order-0 entropy of huf2's tokens in 3 contexts (previous token: zero pair or run /
@@ -136,8 +146,10 @@ def held_out_arrays():
     sx, sy = rng.uniform(0, nx, n), rng.uniform(0, ny, n)
     flux = 2e3 * rng.pareto(1.2, n) + 500
     for px, py, fl in zip(sx, sy, flux):
-        x0, x1, y0, y1 = int(max(px - 12, 0)), int(min(px + 13, nx)), int(max(py - 12, 0)), int(min(py + 13, ny))
-        sub = np.exp(-((xx[y0:y1, x0:x1] - px) ** 2 + (yy[y0:y1, x0:x1] - py) ** 2) / (2 * 1.8 ** 2))
+        x0, x1 = int(max(px - 12, 0)), int(min(px + 13, nx))
+        y0, y1 = int(max(py - 12, 0)), int(min(py + 13, ny))
+        r2 = (xx[y0:y1, x0:x1] - px) ** 2 + (yy[y0:y1, x0:x1] - py) ** 2
+        sub = np.exp(-r2 / (2 * 1.8 ** 2))
         img[y0:y1, x0:x1] += fl / (2 * np.pi * 1.8 ** 2) * sub
     img = rng.poisson(np.minimum(img, 6e4)).astype(np.float64) + 6 * rng.standard_normal(img.shape)
     cr = rng.integers(0, ny * nx, 150)
@@ -409,7 +421,8 @@ def huffman_bitstream(sym, raw, rawv, L) -> bytes:
 
 
 def ctx_bits(sym: np.ndarray) -> float:
-    cls = np.where((sym == PAIR0) | (sym >= RUN0), 0, np.where((sym < 4) | ((sym >= PAIR0) & (sym < RUN0)), 1, 2))
+    small = (sym < 4) | ((sym >= PAIR0) & (sym < RUN0))
+    cls = np.where((sym == PAIR0) | (sym >= RUN0), 0, np.where(small, 1, 2))
     ctx = np.r_[0, cls[:-1]]
     bits = 0.0
     for c in range(3):
@@ -452,7 +465,8 @@ def code_stream(r: np.ndarray, stages=STAGES) -> dict:
         if "ctx" in out:
             out["ctx"] += (ctx_bits(sym) + raw.sum() + hdr) / 8
         if "zstd" in out:
-            out["zstd"] += len(Z19.compress(huffman_bitstream(sym, raw, rawv, L))) + 8 + table_bits(L) / 8
+            bits = huffman_bitstream(sym, raw, rawv, L)
+            out["zstd"] += len(Z19.compress(bits)) + 8 + table_bits(L) / 8
     return out
 
 
@@ -488,8 +502,9 @@ def design_b(q: np.ndarray):
     return r, ",".join(map(str, best))
 
 
-def interp_passes(q: np.ndarray, order, kind):
-    """Yields (target view index, prediction function) pass by pass; shared by encode/decode."""
+def interp_passes(q: np.ndarray, order):
+    """Yields (index of the pass's view, its axis) pass by pass, coarse to fine; the targets
+    are the view's odd entries along the axis. Shared by every encoder and decoder."""
     L = max(int(math.ceil(math.log2(max(q.shape)))), 0) if max(q.shape) > 1 else 0
     for lvl in range(L - 1, -1, -1):
         s = 1 << lvl
@@ -529,7 +544,7 @@ def design_c(q: np.ndarray, kind: str, order):
     """Residual stream (level by level, pass by pass, C order in a pass) and the pass kinds.
     kind 'best' picks per pass the cheaper of linear and cubic."""
     parts, kinds = [q.ravel()[:1].copy()], []
-    for sl, d in interp_passes(q, order, kind):
+    for sl, d in interp_passes(q, order):
         W = np.moveaxis(q[sl], d, 0)
         if W.shape[0] < 2:
             kinds.append("lin")
@@ -551,7 +566,7 @@ def undo_c(shape, stream, kinds, order):
     q = np.zeros(shape, np.int64)
     q.ravel()[:1] = stream[:1]
     pos = 1
-    for (sl, d), k in zip(interp_passes(q, order, None), kinds):
+    for (sl, d), k in zip(interp_passes(q, order), kinds):
         W = np.moveaxis(q[sl], d, 0)
         if W.shape[0] < 2:
             continue
@@ -583,6 +598,7 @@ def design_c_full(q: np.ndarray, kind: str):
 
 
 S_FB = 16  # lattice units per quantisation step in design e
+AB_CHOICES = ((1.5, 4.0), (2.0, 2.0))  # besides (1, 1): QoZ-style tighter coarse levels
 
 
 def lattice_unit(e: float) -> float:
@@ -593,33 +609,41 @@ def lattice_unit(e: float) -> float:
     return math.ldexp(math.floor(m * 128) / 128, ex)
 
 
-def fb_passes(xh, u, exc, order, kinds=None, ks=None):
+def pass_step(stride: int, alpha: float, beta: float) -> int:
+    """Lattice units per quantisation step in a pass of STRIDE: S_FB at the finest level, S_FB
+    divided by min(alpha^(level - 1), beta) above it (QoZ's tighter bounds for the coarse
+    levels, which the finer levels predict from), rounded, at least 1."""
+    level = stride.bit_length()
+    return max(1, round(S_FB / min(alpha ** (level - 1), beta)))
+
+
+def fb_passes(xh, u, exc, order, kinds=None, ks=None, ab=(1.0, 1.0)):
     """Closed-loop interpolation on the lattice, pass by pass. Encoding (ks None): each
     target's k = round((u - pred) / S), 0 on exception cells, and per pass the cheaper of
-    linear and cubic (or KINDS when given). Decoding: xh = pred + S k from the stream KS.
-    Writes xh in place; returns (stream, kinds)."""
-    half = S_FB // 2
-    shift = S_FB.bit_length() - 1
+    linear and cubic (or KINDS when given); S is pass_step's for the pass's stride and AB.
+    Decoding: xh = pred + S k from the stream KS. Writes xh in place; returns (stream, kinds)."""
     out, used, pos = [], [], 0
+    half = S_FB // 2
     if ks is None:
-        k0 = 0 if exc.ravel()[0] else (int(u.ravel()[0]) + half) >> shift
+        k0 = 0 if exc.ravel()[0] else (int(u.ravel()[0]) + half) // S_FB
         out.append(np.array([k0]))
     else:
         k0 = int(ks[0])
         pos = 1
     xh.ravel()[0] = k0 * S_FB
-    for i, (sl, d) in enumerate(interp_passes(xh, order, None)):
+    for i, (sl, d) in enumerate(interp_passes(xh, order)):
         W = np.moveaxis(xh[sl], d, 0)
         if W.shape[0] < 2:
             used.append("lin")
             continue
+        step = pass_step(sl[d].step, *ab)
         if ks is None:
             ut = np.moveaxis(u[sl], d, 0)[1::2]
             et = np.moveaxis(exc[sl], d, 0)[1::2]
             best = None
             for kind in ((kinds[i],) if kinds else ("lin", "cub")):
                 p = predict(W, kind)
-                k = np.where(et, 0, (ut - p + half) >> shift)
+                k = np.where(et, 0, (ut - p + step // 2) // step)
                 cost = np.abs(k).sum()
                 if best is None or cost < best[0]:
                     best = (cost, kind, p, k)
@@ -631,14 +655,15 @@ def fb_passes(xh, u, exc, order, kinds=None, ks=None):
             t = W[1::2]
             k = np.moveaxis(ks[pos:pos + t.size].reshape(np.moveaxis(t, 0, d).shape), d, 0)
             pos += t.size
-        W[1::2] = p + S_FB * k
+        W[1::2] = p + step * k
         used.append(kind)
     return (np.concatenate(out) if out else ks), used
 
 
-def design_e(a: np.ndarray, fill, e: float):
-    """Design e: SZ3's closed loop on an integer lattice. Returns the residual stream, the
-    bytes of the runs section (exceptions plus any f32 misses) and a note."""
+def design_e(a: np.ndarray, fill, e: float, orders=None, ab=(1.0, 1.0)):
+    """Design e: SZ3's closed loop on an integer lattice, the better of ORDERS (default: the
+    axes in order and reversed) by quick_bits. Returns the residual stream, the bytes of the
+    runs section (exceptions plus any f32 misses), a note and the order."""
     f = a.ravel()
     exc = ~np.isfinite(f)
     if fill is not None:
@@ -649,17 +674,18 @@ def design_e(a: np.ndarray, fill, e: float):
     u = np.zeros(f.size, np.int64)
     u[~exc] = np.rint((f[~exc].astype(np.float64) - float(off)) / unit).astype(np.int64)
     u, excs = u.reshape(a.shape), exc.reshape(a.shape)
-    orders = [tuple(range(a.ndim))] + ([tuple(reversed(range(a.ndim)))] if a.ndim > 1 else [])
+    if orders is None:
+        orders = [tuple(range(a.ndim))] + ([tuple(reversed(range(a.ndim)))] if a.ndim > 1 else [])
     best = None
     for order in orders:
         xh = np.zeros(a.shape, np.int64)
-        ks, kinds = fb_passes(xh, u, excs, order)
+        ks, kinds = fb_passes(xh, u, excs, order, ab=ab)
         b = quick_bits(ks)
         if best is None or b < best[0]:
             best = (b, ks, kinds, order, xh)
     _, ks, kinds, order, xh = best
     back = np.zeros(a.shape, np.int64)
-    fb_passes(back, None, None, order, kinds, ks)
+    fb_passes(back, None, None, order, kinds, ks, ab=ab)
     assert np.array_equal(back, xh), "closed-loop decode differs"
     assert np.abs(xh).max() < 1 << 17
     rec = off + (xh.ravel().astype(np.float32) * u32)  # exact product, one rounded addition
@@ -668,7 +694,9 @@ def design_e(a: np.ndarray, fill, e: float):
     allexc = exc | miss
     assert np.all(np.abs(rec.astype(np.float64) - f)[~allexc] <= e)
     nc = sum(k == "cub" for k in kinds)
-    return ks, runs_cost(f, allexc), f"order {''.join(map(str, order))}, {nc}/{len(kinds)} cubic, {int(miss.sum())} f32 misses"
+    note = (f"order {''.join(map(str, order))}, {nc}/{len(kinds)} cubic, "
+            f"alpha {ab[0]:g} beta {ab[1]:g}, {int(miss.sum())} f32 misses")
+    return ks, runs_cost(f, allexc), note, order
 
 
 def design_a(q: np.ndarray):
@@ -680,7 +708,7 @@ def design_a(q: np.ndarray):
     M = 1 << 16
     total = 0.0
     for y0 in range(0, H, 128):
-        group_sym, group_raw, npx = [], [], 0
+        group_sym, npx = [], 0
         for x0 in range(0, W, 128):
             p = img[y0:y0 + 128, x0:x0 + 128]
             b = np.vstack([np.zeros((1, p.shape[1]), np.int64), p[:-1]])  # above, 0 in row 0
@@ -720,11 +748,10 @@ def code_stream_z(z):
 # peers
 
 
-def peers(a, fill, e, exc, q_runs_bytes, l3mod, ic):
+def peers(a, fill, e, q_runs_bytes, l3mod, ic):
     """Real sizes: SZ3 (on the array with specials replaced as in the bins, plus the same runs
     section) and l3's `.l3f` today (4-D merged to 3-D, 1-D as one row); bounds checked."""
     out = {}
-    reg = ~exc
     if ic is not None:
         f = a.copy().ravel()
         sp = ~np.isfinite(f) | ((f == np.float32(fill)) if fill is not None else False)
@@ -736,7 +763,8 @@ def peers(a, fill, e, exc, q_runs_bytes, l3mod, ic):
         f = f.reshape(a.shape)
         d = ic.sz3_encode(f, mode="abs", abs=e)
         back = np.asarray(ic.sz3_decode(d, shape=f.shape, dtype=f.dtype)).reshape(a.shape)
-        worst = float(np.abs(back.astype(np.float64) - a.astype(np.float64))[~sp.reshape(a.shape)].max())
+        err = np.abs(back.astype(np.float64) - a.astype(np.float64))
+        worst = float(err[~sp.reshape(a.shape)].max())
         assert worst <= e, f"SZ3 missed the bound: {worst} > {e}"
         out["SZ3"] = len(d) + (q_runs_bytes if sp.any() else 0)
     if l3mod is not None:
@@ -753,10 +781,10 @@ def peers(a, fill, e, exc, q_runs_bytes, l3mod, ic):
 # ---------------------------------------------------------------------------------------------
 
 
-DESIGNS = ("a", "b", "c-lin", "c-cub", "c-best", "e", "d")
+DESIGNS = ("a", "b", "c-lin", "c-cub", "c-best", "e0", "e", "d")
 
 
-def study(name, a, fill, rel, l3mod, ic):
+def study(a, fill, rel, l3mod, ic):
     reg = np.isfinite(a) & ((a != np.float32(fill)) if fill is not None else True)
     lo, hi = float(a[reg].min()), float(a[reg].max())
     e = rel * (hi - lo)
@@ -772,13 +800,21 @@ def study(name, a, fill, rel, l3mod, ic):
         stages = STAGES if kind == "best" else ("huf2", "ans")
         res["c-" + kind] = {k: v + runs + hdr + 1 for k, v in code_stream(s, stages).items()}
         res["c-" + kind + " note"] = note
-    ks, eruns, note = design_e(a, fill, e)
+    # e0: finest-level step at every level; e: per array the best of three (alpha, beta)
+    ks, eruns, note, order = design_e(a, fill, e)
+    res["e0"] = {k: v + eruns + hdr + 1 for k, v in code_stream(ks, ("huf2", "huf3")).items()}
+    cands = [(res["e0"]["huf3"], ks, eruns, note)]
+    for ab in AB_CHOICES:
+        ks2, eruns2, note2, _ = design_e(a, fill, e, orders=[order], ab=ab)
+        cands.append((code_stream(ks2, ("huf2", "huf3"))["huf3"] + eruns2 + hdr + 1, ks2, eruns2,
+                      note2))
+    _, ks, eruns, note = min(cands, key=lambda c: c[0])
     res["e"] = {k: v + eruns + hdr + 1 for k, v in code_stream(ks).items()}
     res["e note"] = note
-    pick = min(("b", "c-best", "e"), key=lambda d: res[d]["huf2"])
+    pick = min(("b", "c-best", "e"), key=lambda d: res[d]["huf3"])
     res["d"] = {k: res[pick][k] + 1 for k in STAGES}
     res["d pick"] = pick
-    res.update(peers(a, fill, e, exc, runs, l3mod, ic))
+    res.update(peers(a, fill, e, runs, l3mod, ic))
     return res
 
 
@@ -811,7 +847,7 @@ def main() -> None:
             if args.only and name not in args.only:
                 continue
             for rel in args.bounds:
-                r = study(name, a, fill, rel, l3mod, ic)
+                r = study(a, fill, rel, l3mod, ic)
                 r["set"] = setname
                 rows[(name, rel)] = r
                 print(f"{setname:8} {name:30} {rel:g} " + " ".join(
@@ -821,8 +857,8 @@ def main() -> None:
                     + f" | b {r['b axes']}; c {r['c-best note']}; e {r['e note']}; d {r['d pick']}",
                     file=sys.stderr, flush=True)
     md = []
-    cols = [(d, "huf2") for d in DESIGNS] + [(d, st) for d in ("e", "d")
-                                             for st in STAGES if st != "huf2"]
+    cols = ([("a", "huf2")] + [(d, "huf3") for d in ("b", "c-best", "e0", "e", "d")]
+            + [("d", st) for st in STAGES if st != "huf3"] + [("c-lin", "huf2"), ("c-cub", "huf2")])
     head = ("| set | bound | " + " | ".join(f"{d} {s}" for d, s in cols)
             + " | SZ3 | l3 today |")
     md += ["Geometric-mean ratio (raw / bytes); a design's column names its entropy stage.", "",
@@ -836,7 +872,8 @@ def main() -> None:
                 f"{gm([r['raw'] / r[d][s] for r in sel]):.2f}" for d, s in cols) + " | "
                 + " | ".join(f"{gm([r['raw'] / r[k] for r in sel]):.2f}" if all(k in r for r in sel)
                              else "-" for k in ("SZ3", "l3-today")) + " |")
-    md += ["", "Per array:", "", "| set | array | bound | " + " | ".join(f"{d} {s}" for d, s in cols)
+    md += ["", "Per array:", "",
+           "| set | array | bound | " + " | ".join(f"{d} {s}" for d, s in cols)
            + " | SZ3 | l3 today | b axes | c-best | e | d pick |",
            "|---|---|---:|" + "---:|" * (len(cols) + 2) + "---|---|---|---|"]
     for (name, rel), r in rows.items():
