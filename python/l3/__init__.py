@@ -65,6 +65,7 @@ from ._l3 import (
     write_manifest,
     write_shard,
 )
+from .sources import Source, open_source, pack_source
 
 __version__ = _l3.__version__
 
@@ -221,6 +222,6 @@ __all__ = [
     "Dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
     "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_field",
     "encode", "encode_field", "field_info",
-    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "pack", "plan_pack",
+    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "open_source", "pack", "pack_source", "plan_pack", "Source",
     "write_manifest", "write_shard",
 ]
