@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
 # run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, maturin,
-# NumPy, pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr and hdf5plugin) and runs the whole test suite: the Rust tests in release
-# mode, then the Python package built from this checkout (`pip install .`) and its pytest suite.
+# NumPy, pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr and hdf5plugin) and runs the whole
+# test suite: the Rust tests in release mode, then the Python package built from this checkout
+# (`pip install .`) and its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
