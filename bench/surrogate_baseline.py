@@ -13,10 +13,11 @@ crop window (a random 128x128 window, the same for input and target), flips both
 deviation (computed once before the run from every 50th step) and returns (input, target),
 each (3, 128, 128) float32. --workers 2, --batch-size 32, shuffle, persistent workers.
 
-One run per file, files in the order given: one warm-up pass of --warmup-batches batches
-(workers started, files opened), then a cold epoch (with --drop-caches, run as root: the
-page cache dropped just before, `echo 1 > /proc/sys/vm/drop_caches`) and a warm epoch (the
-page cache as the cold epoch left it). Each epoch: samples/s (samples / wall time from
+One run per file, files in the order given, --rounds times: a warm-up of --warmup-batches
+batches (workers started, files opened), then a cold epoch (the file evicted from the page
+cache just before: fsync + POSIX_FADV_DONTNEED, checked with mincore; with --drop-caches,
+as root, also `echo 1 > /proc/sys/vm/drop_caches`) and a warm epoch (the page cache as the
+cold epoch left it). The table gives the median and range over the rounds. Each epoch: samples/s (samples / wall time from
 creating the epoch's iterator to its last batch; every batch is made contiguous and one
 element read, as a training step would), bytes read from storage (the workers'
 /proc/PID/io read_bytes, summed: page-cache misses only, so 0 when the file is cached) and
@@ -33,10 +34,13 @@ the same way. Results: a markdown table on stdout and in --out, raw figures in -
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import mmap
 import os
 import platform
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -117,22 +121,61 @@ def vm_hwm(pid: int) -> int:
     return 0
 
 
-def drop_caches() -> bool:
+def evict(path: str, system_wide: bool) -> float:
+    """Evicts ``path`` from the page cache (fsync + POSIX_FADV_DONTNEED; with
+    ``system_wide``, also ``echo 1 > /proc/sys/vm/drop_caches``) and returns the fraction
+    of its pages still resident after (mincore)."""
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as fh:
-            fh.write("1\n")
-        return True
-    except OSError:
-        return False
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    if system_wide:
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as fh:
+                fh.write("1\n")
+        except OSError as e:
+            print(f"cannot drop the page cache: {e}", file=sys.stderr)
+    return resident(path)
 
 
-def run_epoch(loader: DataLoader, expected: int) -> Dict[str, Any]:
-    """One epoch: samples/s and the workers' I/O counters around it."""
+def resident(path: str) -> float:
+    """The fraction of ``path``'s pages in the page cache (mincore over an mmap)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0.0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = (size + page - 1) // page
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            return float("nan")
+        vec = (ctypes.c_ubyte * pages)()
+        ok = libc.mincore(addr, size, vec) == 0
+        libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    if not ok:
+        return float("nan")
+    return sum(v & 1 for v in vec) / pages
+
+
+def run_epoch(loader: DataLoader, expected: int, pids: List[int]) -> Dict[str, Any]:
+    """One epoch: samples/s and the I/O counters of the (persistent) workers ``pids`` from
+    before its iterator starts them to its end."""
+    before = [proc_io(p) for p in pids]
     t0 = time.perf_counter()
     it = iter(loader)
-    pids = [w.pid for w in it._workers]
-    before = [proc_io(p) for p in pids]
+    if sorted(w.pid for w in it._workers) != sorted(pids):
+        raise SystemExit("the DataLoader's workers changed between epochs")
     seen = np.zeros(expected, np.int64)
     samples = 0
     checksum = 0.0
@@ -166,16 +209,23 @@ def h5py_arm(args: argparse.Namespace, path: str) -> Dict[str, Any]:
         persistent_workers=True, prefetch_factor=2,
     )
     it = iter(loader)
-    for _ in range(args.warmup_batches):
-        next(it)
+    pids = [w.pid for w in it._workers]
+    for _ in it:  # the warm-up: a whole epoch would read the file into the page cache
+        if it._num_yielded >= args.warmup_batches:
+            break
     del it
-    dropped = drop_caches() if args.drop_caches else False
-    cold = run_epoch(loader, len(ds))
-    warm = run_epoch(loader, len(ds))
-    pids = cold["worker_pids"]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 + sum(vm_hwm(p) for p in pids)
+    time.sleep(0.5)  # the workers finish the warm-up's prefetched batches
+    left = evict(path, args.drop_caches)
+    cold = run_epoch(loader, len(ds), pids)
+    warm = run_epoch(loader, len(ds), pids)
+    warm["resident_before"] = resident(path)
+    main_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    workers_rss = [vm_hwm(p) for p in pids]
     del loader
-    return {"cache_dropped": dropped, "cold": cold, "warm": warm, "peak_rss": peak}
+    return {
+        "resident_before_cold": left, "cold": cold, "warm": warm,
+        "peak_rss": main_rss + sum(workers_rss), "main_rss": main_rss, "workers_rss": workers_rss,
+    }
 
 
 ARMS: Dict[str, Callable[[argparse.Namespace, str], Dict[str, Any]]] = {"h5py + DataLoader": h5py_arm}
@@ -184,13 +234,19 @@ ARMS: Dict[str, Callable[[argparse.Namespace, str], Dict[str, Any]]] = {"h5py + 
 def compression_of(path: str) -> str:
     with h5py.File(path, "r") as f:
         d = f[VARIABLES[0]]
-        if d.compression:
+        if d.compression in ("gzip", "lzf", "szip"):
             return f"{d.compression} {d.compression_opts}"
-        filters = d._filters
-        if not filters:
-            return "none"
-        names = {32001: "blosc", 32026: "blosc2", 32015: "zstd"}
-        return ", ".join(names.get(int(k), str(k)) if str(k).isdigit() else str(k) for k in filters)
+        names = {"32001": "blosc", "32026": "blosc2", "32015": "zstd", "shuffle": None}
+        found = [names.get(str(k), str(k)) for k in d._filters]
+        return ", ".join(n for n in found if n) or "none"
+
+
+def spread(values: List[float], fmt: str = "{:.0f}") -> str:
+    """The median, and the range when there are several values."""
+    med = statistics.median(values)
+    if len(values) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 def main() -> int:
@@ -200,38 +256,47 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--crop", type=int, default=128)
     ap.add_argument("--warmup-batches", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=1, help="repeat every file's run, interleaved")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each cold epoch (root)")
+    ap.add_argument("--drop-caches", action="store_true", help="also drop the whole page cache before each cold epoch (root)")
     ap.add_argument("--out", type=Path, help="markdown report (raw figures beside it, .json)")
     args = ap.parse_args()
-    if args.workers < 1:
-        raise SystemExit("--workers must be at least 1 (the baseline runs DataLoader workers)")
-    rows = []
-    for path in args.files:
-        for arm, run in ARMS.items():
-            print(f"{arm}: {path}", file=sys.stderr)
-            r = run(args, path)
-            r.update(arm=arm, file=path, file_bytes=os.path.getsize(path), compression=compression_of(path))
-            rows.append(r)
-            print(f"  cold {r['cold']['samples_per_s']:.0f} samples/s, {r['cold']['storage_bytes'] / 1e6:.0f} MB"
-                  f" from storage; warm {r['warm']['samples_per_s']:.0f} samples/s", file=sys.stderr)
+    if args.workers < 1 or args.rounds < 1:
+        raise SystemExit("--workers and --rounds must be at least 1")
+    runs: Dict[tuple, List[Dict[str, Any]]] = {}
+    for round_ in range(args.rounds):
+        for path in args.files:
+            for arm, run in ARMS.items():
+                print(f"round {round_ + 1}, {arm}: {path}", file=sys.stderr)
+                r = run(args, path)
+                runs.setdefault((arm, path), []).append(r)
+                print(f"  cold {r['cold']['samples_per_s']:.0f} samples/s, {r['cold']['storage_bytes'] / 1e6:.0f} MB"
+                      f" from storage ({r['resident_before_cold']:.1%} resident before);"
+                      f" warm {r['warm']['samples_per_s']:.0f} samples/s", file=sys.stderr)
     gb = 1e9
     lines = [
         f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, h5py {h5py.__version__};"
-        f" {args.workers} workers, batch {args.batch_size}, crop {args.crop}",
+        f" {args.workers} workers, batch {args.batch_size}, crop {args.crop}; median (range) of"
+        f" {args.rounds} round(s)",
         "",
-        "| loader | file | compression | file GB | cold samples/s | cold GB from storage | cold GB requested"
-        " | warm samples/s | warm GB from storage | peak RSS GB |",
+        "| loader | file | compression | file GB | cold samples/s | cold GB from storage | GB requested"
+        " | warm samples/s | warm GB from storage | peak RSS GB (main + workers) |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        c, w = r["cold"], r["warm"]
-        cold_storage = f"{c['storage_bytes'] / gb:.2f}" if r["cache_dropped"] else f"{c['storage_bytes'] / gb:.2f} (cached)"
+    rows = []
+    for (arm, path), rs in runs.items():
+        cold = [r["cold"] for r in rs]
+        warm = [r["warm"] for r in rs]
         lines.append(
-            f"| {r['arm']} | {Path(r['file']).name} | {r['compression']} | {r['file_bytes'] / gb:.2f}"
-            f" | {c['samples_per_s']:.0f} | {cold_storage} | {c['requested_bytes'] / gb:.2f}"
-            f" | {w['samples_per_s']:.0f} | {w['storage_bytes'] / gb:.2f} | {r['peak_rss'] / gb:.2f} |"
+            f"| {arm} | {Path(path).name} | {compression_of(path)} | {os.path.getsize(path) / gb:.2f}"
+            f" | {spread([c['samples_per_s'] for c in cold])}"
+            f" | {spread([c['storage_bytes'] / gb for c in cold], '{:.2f}')}"
+            f" | {spread([c['requested_bytes'] / gb for c in cold], '{:.2f}')}"
+            f" | {spread([w['samples_per_s'] for w in warm])}"
+            f" | {spread([w['storage_bytes'] / gb for w in warm], '{:.2f}')}"
+            f" | {max(r['peak_rss'] for r in rs) / gb:.2f} |"
         )
+        rows.append({"arm": arm, "file": path, "file_bytes": os.path.getsize(path), "runs": rs})
     report = "\n".join(lines)
     print(report)
     if args.out:
