@@ -113,6 +113,18 @@ def proc_io(pid: int) -> Dict[str, int]:
     return out
 
 
+def settle(pids: List[int], quiet_s: float = 0.5, limit_s: float = 60.0) -> None:
+    """Waits until the workers have read nothing for ``quiet_s`` (at most ``limit_s``)."""
+    last = [proc_io(p)["rchar"] for p in pids]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        time.sleep(quiet_s)
+        now = [proc_io(p)["rchar"] for p in pids]
+        if now == last:
+            return
+        last = now
+
+
 def vm_hwm(pid: int) -> int:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
@@ -214,7 +226,7 @@ def h5py_arm(args: argparse.Namespace, path: str) -> Dict[str, Any]:
         if it._num_yielded >= args.warmup_batches:
             break
     del it
-    time.sleep(0.5)  # the workers finish the warm-up's prefetched batches
+    settle(pids)  # the workers finish the warm-up's prefetched batches before the eviction
     left = evict(path, args.drop_caches)
     cold = run_epoch(loader, len(ds), pids)
     warm = run_epoch(loader, len(ds), pids)

@@ -22,6 +22,8 @@ from ._errors import FormatError, L3Error, L3IOError, ParameterError
 MAX_ATTR_ITEMS = 4096
 #: Most variable names listed (in error messages and `names`).
 MAX_NAMES = 200
+#: HDF5 attributes stored in more bytes than this are not read.
+MAX_ATTR_BYTES = 1 << 20
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _NETCDF_EXTS = (".nc", ".nc4", ".netcdf", ".cdf")
@@ -136,6 +138,33 @@ def _import(name: str):
         raise L3Error(f"reading this store needs the `{name}` package (pip install {name})") from e
 
 
+def _group(store: Any, root: Any, group: Optional[str], kind: type) -> Any:
+    """``root[group]`` (``root`` when no group), closing the store when it is not a group."""
+    node = _lookup(lambda: root[group], group) if group else root
+    if not isinstance(node, kind):
+        store.close()
+        raise ParameterError(f"no group {group!r} in the {store.kind} store")
+    return node
+
+
+def _lookup(get: Any, name: Optional[str]) -> Any:
+    """``get()``; None when the name is absent, ``FormatError`` when the store is broken."""
+    try:
+        return get()
+    except (KeyError, IndexError):
+        return None
+    except Exception as e:  # the libraries' errors for broken metadata differ
+        raise FormatError(f"reading {name!r}: {type(e).__name__}: {e}") from e
+
+
+def _attr_bytes(obj: Any, key: str) -> int:
+    """An HDF5 attribute's stored bytes, read from its header (before its data)."""
+    try:
+        return obj.attrs.get_id(key).get_storage_size()
+    except Exception:
+        return MAX_ATTR_BYTES + 1
+
+
 class _Hdf5:
     kind = "hdf5"
 
@@ -156,11 +185,9 @@ class _Hdf5:
                 self.file = h5py.File(self._fh, "r")
             else:
                 self.file = h5py.File(target, "r")
-            self.root = self.file[group] if group else self.file
-        except (OSError, KeyError, ValueError) as e:
+        except (OSError, ValueError) as e:
             raise FormatError(f"cannot open the HDF5 store {target}: {e}") from e
-        if not isinstance(self.root, h5py.Group):
-            raise ParameterError(f"group {group!r} is not an HDF5 group")
+        self.root = _group(self, self.file, group, h5py.Group)
 
     def names(self) -> List[str]:
         out: List[str] = []
@@ -175,10 +202,14 @@ class _Hdf5:
 
     def var(self, name: str) -> Var:
         h5py = self.h5py
-        obj = self.root.get(name)
+        obj = _lookup(lambda: self.root.get(name), name)
         if not isinstance(obj, h5py.Dataset):
             raise ParameterError(f"no dataset {name!r} in the HDF5 store (datasets: {self.names()})")
-        attrs = _attrs((k, lambda k=k: obj.attrs[k]) for k in obj.attrs.keys() if k not in _HDF5_INTERNAL)
+        attrs = _attrs(
+            (k, lambda k=k: obj.attrs[k])
+            for k in obj.attrs.keys()
+            if k not in _HDF5_INTERNAL and _attr_bytes(obj, k) <= MAX_ATTR_BYTES
+        )
         fill = _attr_fill(attrs)
         if fill is None:
             try:
@@ -221,20 +252,15 @@ class _NetCdf:
         self.owned = not isinstance(target, nc4.Dataset)
         try:
             self.file = target if not self.owned else nc4.Dataset(os.fspath(target), "r")
-            self.root = self.file[group] if group else self.file
-        except (OSError, KeyError, IndexError, ValueError) as e:
+        except (OSError, ValueError) as e:
             raise FormatError(f"cannot open the NetCDF store {target}: {e}") from e
-        if not isinstance(self.root, nc4.Dataset):
-            raise ParameterError(f"group {group!r} is not a NetCDF group")
+        self.root = _group(self, self.file, group, nc4.Dataset)
 
     def names(self) -> List[str]:
         return list(self.root.variables)[:MAX_NAMES]
 
     def var(self, name: str) -> Var:
-        try:
-            v = self.root[name]
-        except (KeyError, IndexError):
-            v = None
+        v = _lookup(lambda: self.root[name], name)
         if v is None or not hasattr(v, "dimensions"):
             raise ParameterError(f"no variable {name!r} in the NetCDF store (variables: {self.names()})")
         v.set_auto_maskandscale(False)
@@ -275,22 +301,15 @@ class _Zarr:
                 root = zarr.open_group(zarr.storage.ZipStore(os.fspath(target), mode="r"), mode="r")
             else:
                 root = zarr.open_group(os.fspath(target) if isinstance(target, os.PathLike) else target, mode="r")
-            self.root = root[group] if group else root
-        except (OSError, KeyError, ValueError, TypeError) as e:
-            raise FormatError(f"cannot open the Zarr store {target}: {e}") from e
-        except Exception as e:  # zarr's own metadata errors have no common base class
+        except Exception as e:  # zarr's metadata errors have no common base class
             raise FormatError(f"cannot open the Zarr store {target}: {type(e).__name__}: {e}") from e
-        if not isinstance(self.root, zarr.Group):
-            raise ParameterError(f"group {group!r} is not a Zarr group")
+        self.root = _group(self, root, group, zarr.Group)
 
     def names(self) -> List[str]:
         return list(itertools.islice(self.root.array_keys(), MAX_NAMES))
 
     def var(self, name: str) -> Var:
-        try:
-            a = self.root[name]
-        except KeyError:
-            a = None
+        a = _lookup(lambda: self.root[name], name)
         if not isinstance(a, self.zarr.Array):
             raise ParameterError(f"no array {name!r} in the Zarr store (arrays: {self.names()})")
         attrs = _attrs((k, lambda k=k: a.attrs[k]) for k in list(a.attrs.keys()))

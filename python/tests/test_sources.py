@@ -267,6 +267,8 @@ def test_hostile_variables_and_axes(tmp_path):
         f.create_dataset("fill_a", data=np.zeros((8, 4), np.float32), fillvalue=-1)
         f.create_dataset("fill_b", data=np.zeros((8, 4), np.float32), fillvalue=-2)
         f.create_group("g")
+        f["a"].attrs["big"] = np.zeros(300_000)  # 2.4 MB: not read
+        f["a"].attrs["note"] = "kept"
     cases = [
         (l3.ParameterError, "'missing'", dict(variables=["missing"])),
         (l3.ParameterError, "'g'", dict(variables=["g"])),
@@ -287,10 +289,14 @@ def test_hostile_variables_and_axes(tmp_path):
         (l3.LimitsError, "over the limit", dict(variables=["huge"])),
         (l3.LimitsError, "dimension 200000", dict(variables=["huge"], limits=l3.Limits(max_dimension=1000))),
         (l3.LimitsError, "over the limit", dict(variables=["a"], limits=l3.Limits(max_output_bytes=32))),
+        (l3.ParameterError, "no group 'nope'", dict(variables=["a"], group="nope")),
+        (l3.ParameterError, "no group 'a'", dict(variables=["a"], group="a")),
     ]
     for error, message, kwargs in cases:
         with pytest.raises(error, match=message):
             l3.open_source(path, **kwargs)
+    with l3.open_source(path, ["a"]) as src:
+        assert src.variables["a"].attrs == {"note": "kept"}
     with l3.open_source(path, {"x": ["fill_a", "fill_b"]}, fill_values={"x": None}) as src:
         assert src.arrays["x"].fill_value is None and src[0]["x"].shape == (2, 4)
 
