@@ -253,7 +253,7 @@ def test_modes_carry_fill_values(store):
 
 def test_hostile_variables_and_axes(tmp_path):
     path = tmp_path / "h.h5"
-    with h5py.File(path, "w") as f:
+    with h5py.File(path, "w", libver="latest") as f:  # latest: attributes over 64 KiB
         f.create_dataset("a", data=np.zeros((8, 4, 4), np.float32))
         f.create_dataset("short", data=np.zeros((7, 4, 4), np.float32))
         f.create_dataset("other", data=np.zeros((8, 4, 5), np.float32))
