@@ -37,7 +37,8 @@ scale_factor + add_offset`` in float64, stores float32 and turns ``_FillValue`` 
 Hostile stores: a missing variable, a wrong axis, a non-numeric dtype, an empty range, a
 length mismatch or more than 4 axes per sample is a ``ParameterError``; a sample over the
 limits (``limits=l3.Limits(...)``: bytes per sample array, each dimension) a
-``LimitsError``; a file that is not a readable store a ``FormatError``. All are checked
+``LimitsError``, as is a chunk over ``max_block_bytes`` (256 MiB: libraries decode a chunk
+whole); a file that is not a readable store a ``FormatError``. All are checked
 from the metadata before any data is read.
 """
 
@@ -213,6 +214,12 @@ class Source:
                 length = length or (name, n)
                 per = max(sample_bytes, 1)
                 if v.chunks is not None and len(v.chunks) == len(v.shape) and v.chunks[axis] >= 1:
+                    chunk_bytes = math.prod(v.chunks) * v.dtype.itemsize
+                    if chunk_bytes > max_block_bytes:  # a chunk is decoded whole to read any of it
+                        raise LimitsError(
+                            f"variable {name!r}: a chunk {v.chunks} is {chunk_bytes} bytes, over {max_block_bytes}"
+                            " (max_block_bytes)"
+                        )
                     block = v.chunks[axis]
                 else:
                     block = max(1, CONTIGUOUS_BLOCK_BYTES // per)
@@ -513,15 +520,18 @@ def open_source(
     fill_values: Optional[Mapping[str, Any]] = None,
     limits: Any = None,
     kind: Optional[str] = None,
+    max_block_bytes: int = MAX_BLOCK_BYTES,
 ) -> Source:
     """Opens an HDF5 file, a NetCDF file or a Zarr store (a path, a URL through fsspec, or
     an open ``h5py.File``/``netCDF4.Dataset``/``zarr.Group``) as a `Source` of samples.
     ``kind`` ("hdf5", "netcdf", "zarr") overrides detection (HDF5 by its signature, NetCDF
-    by it or a ``.nc`` name, Zarr by ``zarr.json``/``.zgroup``/``.zarray``). See the module
-    help for variables, axes, fill values, scale/offset and errors."""
+    by it or a ``.nc`` name, Zarr by ``zarr.json``/``.zgroup``/``.zarray``).
+    ``max_block_bytes`` bounds one block (and one chunk) of one variable. See the module help
+    for variables, axes, fill values, scale/offset and errors."""
     return Source(
         path_or_url, variables, sample_axis=sample_axis, group=group, start=start, stop=stop,
         broadcast=broadcast, unpack=unpack, fill_values=fill_values, limits=limits, kind=kind,
+        max_block_bytes=max_block_bytes,
     )
 
 

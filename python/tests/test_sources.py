@@ -264,6 +264,7 @@ def test_hostile_variables_and_axes(tmp_path):
         f.create_dataset("six", shape=(2, 1, 1, 1, 1, 1), dtype=np.float32)
         f.create_dataset("vec", data=np.zeros(8, np.float32))
         f.create_dataset("huge", shape=(8, 200_000, 200_000), dtype=np.float32, chunks=(1, 64, 64))
+        f.create_dataset("fat_chunks", shape=(8, 4096, 4096), dtype=np.float32, chunks=(8, 4096, 4096))
         f.create_dataset("fill_a", data=np.zeros((8, 4), np.float32), fillvalue=-1)
         f.create_dataset("fill_b", data=np.zeros((8, 4), np.float32), fillvalue=-2)
         f.create_group("g")
@@ -289,6 +290,7 @@ def test_hostile_variables_and_axes(tmp_path):
         (l3.LimitsError, "over the limit", dict(variables=["huge"])),
         (l3.LimitsError, "dimension 200000", dict(variables=["huge"], limits=l3.Limits(max_dimension=1000))),
         (l3.LimitsError, "over the limit", dict(variables=["a"], limits=l3.Limits(max_output_bytes=32))),
+        (l3.LimitsError, "a chunk", dict(variables=["fat_chunks"])),
         (l3.ParameterError, "no group 'nope'", dict(variables=["a"], group="nope")),
         (l3.ParameterError, "no group 'a'", dict(variables=["a"], group="a")),
     ]
