@@ -17,10 +17,12 @@ One run per file, files in the order given, --rounds times: a warm-up of --warmu
 batches (workers started, files opened), then a cold epoch (the file evicted from the page
 cache just before: fsync + POSIX_FADV_DONTNEED, checked with mincore; with --drop-caches,
 as root, also `echo 1 > /proc/sys/vm/drop_caches`) and a warm epoch (the page cache as the
-cold epoch left it). The table gives the median and range over the rounds. Each epoch: samples/s (samples / wall time from
-creating the epoch's iterator to its last batch; every batch is made contiguous and one
-element read, as a training step would), bytes read from storage (the workers'
-/proc/PID/io read_bytes, summed: page-cache misses only, so 0 when the file is cached) and
+cold epoch left it). The table gives the median and range over the rounds.
+
+Each epoch: samples/s (samples / wall time from creating the epoch's iterator to its last
+batch; every batch is made contiguous and one element read, as a training step would),
+bytes read from storage (the workers' /proc/PID/io read_bytes from before the iterator
+starts them to the end, summed: page-cache misses only, so 0 when the file is cached) and
 bytes requested from the OS (rchar, summed: every read() h5py made, cached or not). Peak
 RSS: the main process's ru_maxrss plus each worker's VmHWM (pages shared with the main
 process, PyTorch's libraries among them, count in each). Each epoch's samples are checked:
@@ -74,7 +76,9 @@ class H5Steps(Dataset):
     """Item t: (input, target) = normalised crops of steps t and t+1 of `variables`, the
     same random window and flips on both. The file opens lazily in each worker."""
 
-    def __init__(self, path: str, crop: int, mean: np.ndarray, std: np.ndarray, variables=VARIABLES):
+    def __init__(
+        self, path: str, crop: int, mean: np.ndarray, std: np.ndarray, variables=VARIABLES
+    ):
         self.path, self.crop, self.variables = path, crop, variables
         self.mean = mean[:, None, None]
         self.std = std[:, None, None]
@@ -94,7 +98,9 @@ class H5Steps(Dataset):
         c = self.crop
         y = int(torch.randint(0, self.height - c + 1, ()))
         x = int(torch.randint(0, self.width - c + 1, ()))
-        pair = np.stack([d[t : t + 2, y : y + c, x : x + c] for d in self.dsets], axis=1)  # (2, C, c, c)
+        pair = np.stack(
+            [d[t : t + 2, y : y + c, x : x + c] for d in self.dsets], axis=1
+        )  # (2, C, c, c)
         if torch.rand(()) < 0.5:
             pair = pair[..., ::-1]
         if torch.rand(()) < 0.5:
@@ -160,7 +166,14 @@ def resident(path: str) -> float:
         return 0.0
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     page = os.sysconf("SC_PAGE_SIZE")
@@ -199,7 +212,9 @@ def run_epoch(loader: DataLoader, expected: int, pids: List[int]) -> Dict[str, A
     wall = time.perf_counter() - t0
     after = [proc_io(p) for p in pids]
     if not (seen == 1).all():
-        raise SystemExit(f"epoch check failed: {int((seen != 1).sum())} samples not seen exactly once")
+        raise SystemExit(
+            f"epoch check failed: {int((seen != 1).sum())} samples not seen exactly once"
+        )
     return {
         "samples": samples,
         "seconds": wall,
@@ -217,8 +232,12 @@ def h5py_arm(args: argparse.Namespace, path: str) -> Dict[str, Any]:
     ds = H5Steps(path, args.crop, mean, std)
     torch.manual_seed(args.seed)
     loader = DataLoader(
-        ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-        persistent_workers=True, prefetch_factor=2,
+        ds,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        persistent_workers=True,
+        prefetch_factor=2,
     )
     it = iter(loader)
     pids = [w.pid for w in it._workers]
@@ -235,12 +254,18 @@ def h5py_arm(args: argparse.Namespace, path: str) -> Dict[str, Any]:
     workers_rss = [vm_hwm(p) for p in pids]
     del loader
     return {
-        "resident_before_cold": left, "cold": cold, "warm": warm,
-        "peak_rss": main_rss + sum(workers_rss), "main_rss": main_rss, "workers_rss": workers_rss,
+        "resident_before_cold": left,
+        "cold": cold,
+        "warm": warm,
+        "peak_rss": main_rss + sum(workers_rss),
+        "main_rss": main_rss,
+        "workers_rss": workers_rss,
     }
 
 
-ARMS: Dict[str, Callable[[argparse.Namespace, str], Dict[str, Any]]] = {"h5py + DataLoader": h5py_arm}
+ARMS: Dict[str, Callable[[argparse.Namespace, str], Dict[str, Any]]] = {
+    "h5py + DataLoader": h5py_arm
+}
 
 
 def compression_of(path: str) -> str:
@@ -270,7 +295,11 @@ def main() -> int:
     ap.add_argument("--warmup-batches", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=1, help="repeat every file's run, interleaved")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--drop-caches", action="store_true", help="also drop the whole page cache before each cold epoch (root)")
+    ap.add_argument(
+        "--drop-caches",
+        action="store_true",
+        help="also drop the whole page cache before each cold epoch (root)",
+    )
     ap.add_argument("--out", type=Path, help="markdown report (raw figures beside it, .json)")
     args = ap.parse_args()
     if args.workers < 1 or args.rounds < 1:
@@ -282,9 +311,12 @@ def main() -> int:
                 print(f"round {round_ + 1}, {arm}: {path}", file=sys.stderr)
                 r = run(args, path)
                 runs.setdefault((arm, path), []).append(r)
-                print(f"  cold {r['cold']['samples_per_s']:.0f} samples/s, {r['cold']['storage_bytes'] / 1e6:.0f} MB"
-                      f" from storage ({r['resident_before_cold']:.1%} resident before);"
-                      f" warm {r['warm']['samples_per_s']:.0f} samples/s", file=sys.stderr)
+                print(
+                    f"  cold {r['cold']['samples_per_s']:.0f} samples/s, {r['cold']['storage_bytes'] / 1e6:.0f} MB"
+                    f" from storage ({r['resident_before_cold']:.1%} resident before);"
+                    f" warm {r['warm']['samples_per_s']:.0f} samples/s",
+                    file=sys.stderr,
+                )
     gb = 1e9
     lines = [
         f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, h5py {h5py.__version__};"

@@ -99,7 +99,9 @@ class ShallowWater:
         s2 = [np.float32(0.75) * a + np.float32(0.25) * (b + dt * c) for a, b, c in zip(s, s1, k)]
         k = self.rhs(*s2)
         third = np.float32(1 / 3)
-        self.h, self.u, self.v = (third * a + (1 - third) * (b + dt * c) for a, b, c in zip(s, s2, k))
+        self.h, self.u, self.v = (
+            third * a + (1 - third) * (b + dt * c) for a, b, c in zip(s, s2, k)
+        )
 
 
 def open_outputs(out: Path, formats, steps: int, n: int, chunk: int, attrs: dict):
@@ -119,7 +121,8 @@ def open_outputs(out: Path, formats, steps: int, n: int, chunk: int, attrs: dict
 
                 filters = dict(
                     hdf5plugin.Blosc2(cname="zstd", clevel=5, filters=hdf5plugin.Blosc2.SHUFFLE)
-                    if fmt == "h5-blosc2" else hdf5plugin.Zstd(clevel=3)
+                    if fmt == "h5-blosc2"
+                    else hdf5plugin.Zstd(clevel=3)
                 )
             path = out / ("sim.h5" if fmt == "h5" else f"sim-{fmt[3:]}.h5")
             f = h5py.File(path, "w")
@@ -170,8 +173,13 @@ def open_outputs(out: Path, formats, steps: int, n: int, chunk: int, attrs: dict
             g.create_array("time", data=times, chunks=(steps,))
             arrays = {}
             for name, (long_name, units) in VARIABLES.items():
-                a = g.create_array(name, shape=shape, chunks=chunks, dtype=np.float32,
-                                   dimension_names=("time", "y", "x"))
+                a = g.create_array(
+                    name,
+                    shape=shape,
+                    chunks=chunks,
+                    dtype=np.float32,
+                    dimension_names=("time", "y", "x"),
+                )
                 a.attrs.update(long_name=long_name, units=units)
                 arrays[name] = a
 
@@ -199,7 +207,9 @@ def main() -> int:
     ap.add_argument("--substeps", type=int, default=2, help="model steps per saved step, default 2")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chunk-steps", type=int, default=1, help="steps per chunk, default 1")
-    ap.add_argument("--formats", default="h5", help=f"comma-separated, of {','.join(FORMATS)} (default h5)")
+    ap.add_argument(
+        "--formats", default="h5", help=f"comma-separated, of {','.join(FORMATS)} (default h5)"
+    )
     args = ap.parse_args()
     if min(args.steps, args.size, args.substeps, args.chunk_steps) < 1 or args.size < 8:
         raise SystemExit("--steps, --substeps, --chunk-steps must be >= 1 and --size >= 8")
@@ -208,9 +218,16 @@ def main() -> int:
     model = ShallowWater(args.size, args.seed)
     attrs = dict(
         model="rotating shallow water, periodic, centred differences, SSP-RK3",
-        size=args.size, dx=model.dx, g=G, mean_depth=DEPTH, coriolis=CORIOLIS,
-        viscosity=VISCOSITY, model_dt=float(model.dt), substeps=args.substeps,
-        saved_dt=float(model.dt) * args.substeps, seed=args.seed,
+        size=args.size,
+        dx=model.dx,
+        g=G,
+        mean_depth=DEPTH,
+        coriolis=CORIOLIS,
+        viscosity=VISCOSITY,
+        model_dt=float(model.dt),
+        substeps=args.substeps,
+        saved_dt=float(model.dt) * args.substeps,
+        seed=args.seed,
     )
     outputs = open_outputs(args.out, formats, args.steps, args.size, args.chunk_steps, attrs)
     per_write = args.chunk_steps * max(1, 16 // args.chunk_steps)
@@ -241,10 +258,14 @@ def main() -> int:
         close()
     state = hashlib.sha256(b"".join(a.tobytes() for a in (model.h, model.u, model.v))).hexdigest()
     raw = 3 * args.steps * args.size * args.size * 4
-    print(f"{args.steps} steps of {args.size}x{args.size} (h, u, v float32, {raw} bytes raw) in"
-          f" {time.monotonic() - t0:.1f} s (model {sim_s:.1f} s); final state sha256 {state[:16]}")
-    print(f"h range {float(model.h.min()):.3f}..{float(model.h.max()):.3f},"
-          f" max speed {float(np.hypot(model.u, model.v).max()):.3f}")
+    print(
+        f"{args.steps} steps of {args.size}x{args.size} (h, u, v float32, {raw} bytes raw) in"
+        f" {time.monotonic() - t0:.1f} s (model {sim_s:.1f} s); final state sha256 {state[:16]}"
+    )
+    print(
+        f"h range {float(model.h.min()):.3f}..{float(model.h.max()):.3f},"
+        f" max speed {float(np.hypot(model.u, model.v).max()):.3f}"
+    )
     for fmt, path, _, _ in outputs:
         size = size_of(path)
         print(f"  {path}: {size} bytes ({raw / size:.2f}x), written in {write_s[fmt]:.1f} s")

@@ -78,7 +78,9 @@ def parse_arrays(args: argparse.Namespace) -> Dict[str, List[str]]:
             raise ParameterError(f"array {name!r} given twice")
         arrays[name] = _names(vs, "--array")
     if not arrays:
-        raise ParameterError("name the arrays of a sample: --input VARS, --target VARS or --array NAME=VARS")
+        raise ParameterError(
+            "name the arrays of a sample: --input VARS, --target VARS or --array NAME=VARS"
+        )
     return arrays
 
 
@@ -115,21 +117,40 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, help="dataset folder")
     p.add_argument("--input", help="variables of the `input` array, comma-separated")
     p.add_argument("--target", help="variables of the `target` array, comma-separated")
-    p.add_argument("--array", action="append", metavar="NAME=VARS", help="another array (repeatable)")
-    p.add_argument("--sample-axis", type=_axis, default=0, help="axis index or dimension name (default 0)")
+    p.add_argument(
+        "--array", action="append", metavar="NAME=VARS", help="another array (repeatable)"
+    )
+    p.add_argument(
+        "--sample-axis", type=_axis, default=0, help="axis index or dimension name (default 0)"
+    )
     p.add_argument("--group", help="HDF5/NetCDF/Zarr group holding the variables")
     p.add_argument("--start", type=int, help="first index along the sample axis")
     p.add_argument("--stop", type=int, help="one past the last index along the sample axis")
-    p.add_argument("--broadcast", help="variables without the sample axis, repeated in every sample")
-    p.add_argument("--unpack", action="store_true", help="apply CF scale_factor/add_offset (float32, fill -> NaN)")
-    p.add_argument("--fill", action="append", metavar="NAME=VALUE", help="override a fill value (or NAME=none)")
     p.add_argument(
-        "--mode", action="append", default=[], metavar="[NAME=]MODE",
+        "--broadcast", help="variables without the sample axis, repeated in every sample"
+    )
+    p.add_argument(
+        "--unpack",
+        action="store_true",
+        help="apply CF scale_factor/add_offset (float32, fill -> NaN)",
+    )
+    p.add_argument(
+        "--fill", action="append", metavar="NAME=VALUE", help="override a fill value (or NAME=none)"
+    )
+    p.add_argument(
+        "--mode",
+        action="append",
+        default=[],
+        metavar="[NAME=]MODE",
         help="lossless (default), raw, abs:X or rel:X; per array with NAME=MODE (repeatable)",
     )
-    p.add_argument("--samples-per-shard", type=int, default=256, help="records per shard (default 256)")
+    p.add_argument(
+        "--samples-per-shard", type=int, default=256, help="records per shard (default 256)"
+    )
     p.add_argument("--force", action="store_true", help="rewrite shards written with other options")
-    p.add_argument("--kind", choices=("hdf5", "netcdf", "zarr"), help="store kind (default: detected)")
+    p.add_argument(
+        "--kind", choices=("hdf5", "netcdf", "zarr"), help="store kind (default: detected)"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     p.set_defaults(run=run_pack_arrays)
 
@@ -150,15 +171,28 @@ def run_pack_arrays(args: argparse.Namespace) -> int:
         raise ParameterError("--samples-per-shard must be at least 1")
     broadcast = _names(args.broadcast, "--broadcast") if args.broadcast else ()
     with open_source(
-        args.source, arrays, sample_axis=args.sample_axis, group=args.group, start=args.start,
-        stop=args.stop, broadcast=broadcast, unpack=args.unpack, fill_values=_fill_values(args.fill or []),
+        args.source,
+        arrays,
+        sample_axis=args.sample_axis,
+        group=args.group,
+        start=args.start,
+        stop=args.stop,
+        broadcast=broadcast,
+        unpack=args.unpack,
+        fill_values=_fill_values(args.fill or []),
         kind=args.kind,
     ) as src:
         if not args.quiet:
-            shapes = ", ".join(f"{a.name} {a.dtype.name}{list(a.shape)}" for a in src.arrays.values())
+            shapes = ", ".join(
+                f"{a.name} {a.dtype.name}{list(a.shape)}" for a in src.arrays.values()
+            )
             print(f"{src.kind} {args.source}: {len(src)} samples of {shapes}", file=sys.stderr)
         result = pack_source(
-            src, args.output, modes=modes, samples_per_shard=args.samples_per_shard, force=args.force,
+            src,
+            args.output,
+            modes=modes,
+            samples_per_shard=args.samples_per_shard,
+            force=args.force,
             show_progress=not args.quiet,
         )
     print(json.dumps(result, indent=1, default=str))
@@ -172,15 +206,20 @@ def run_source_info(args: argparse.Namespace) -> int:
     store = backend(args.source, args.kind, args.group)
     try:
         names = store.names()
-        print(f"{store.kind} {args.source}: {len(names)} variables" + (" (first ones)" if len(names) >= MAX_NAMES else ""))
+        print(
+            f"{store.kind} {args.source}: {len(names)} variables"
+            + (" (first ones)" if len(names) >= MAX_NAMES else "")
+        )
         for name in names:
             try:
                 v = store.var(name)
             except L3Error as e:
                 print(f"  {name}: {e}")
                 continue
-            print(f"  {name}: {v.dtype} {list(v.shape)} dims={list(v.dims) if v.dims else None}"
-                  f" chunks={list(v.chunks) if v.chunks else None} fill={v.fill_value}")
+            print(
+                f"  {name}: {v.dtype} {list(v.shape)} dims={list(v.dims) if v.dims else None}"
+                f" chunks={list(v.chunks) if v.chunks else None} fill={v.fill_value}"
+            )
     finally:
         store.close()
     return 0

@@ -30,9 +30,17 @@ _NETCDF_EXTS = (".nc", ".nc4", ".netcdf", ".cdf")
 KINDS = ("hdf5", "netcdf", "zarr")
 #: Attributes HDF5 dimension scales and the NetCDF-4 library keep for themselves.
 _HDF5_INTERNAL = {
-    "CLASS", "NAME", "DIMENSION_LIST", "DIMENSION_LABELS", "REFERENCE_LIST", "_Netcdf4Dimid",
-    "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties",
+    "CLASS",
+    "NAME",
+    "DIMENSION_LIST",
+    "DIMENSION_LABELS",
+    "REFERENCE_LIST",
+    "_Netcdf4Dimid",
+    "_Netcdf4Coordinates",
+    "_nc3_strict",
+    "_NCProperties",
 }
+
 
 class Var:
     """A backend's variable: metadata plus ``read(lo, hi)`` along the sample axis."""
@@ -106,7 +114,9 @@ def _detect(path: str) -> str:
     if p.is_dir():
         if any((p / n).exists() for n in ("zarr.json", ".zgroup", ".zarray", ".zmetadata")):
             return "zarr"
-        raise FormatError(f"{path} is a folder but not a Zarr store (no zarr.json, .zgroup or .zarray)")
+        raise FormatError(
+            f"{path} is a folder but not a Zarr store (no zarr.json, .zgroup or .zarray)"
+        )
     if not p.exists():
         raise L3IOError(f"{path} does not exist")
     if p.suffix.lower() == ".zip":
@@ -204,7 +214,9 @@ class _Hdf5:
         h5py = self.h5py
         obj = _lookup(lambda: self.root.get(name), name)
         if not isinstance(obj, h5py.Dataset):
-            raise ParameterError(f"no dataset {name!r} in the HDF5 store (datasets: {self.names()})")
+            raise ParameterError(
+                f"no dataset {name!r} in the HDF5 store (datasets: {self.names()})"
+            )
         attrs = _attrs(
             (k, lambda k=k: obj.attrs[k])
             for k in obj.attrs.keys()
@@ -213,7 +225,10 @@ class _Hdf5:
         fill = _attr_fill(attrs)
         if fill is None:
             try:
-                if obj.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED:
+                if (
+                    obj.id.get_create_plist().fill_value_defined()
+                    == h5py.h5d.FILL_VALUE_USER_DEFINED
+                ):
                     fill = scalar(obj.fillvalue)
             except Exception:
                 fill = None
@@ -228,7 +243,9 @@ class _Hdf5:
             try:
                 dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
                 dapl.set_chunk_cache(521, max(int(nbytes), 1 << 20), 1.0)
-                holder["ds"] = h5py.Dataset(h5py.h5d.open(obj.parent.id, obj.name.rsplit("/", 1)[-1].encode(), dapl))
+                holder["ds"] = h5py.Dataset(
+                    h5py.h5d.open(obj.parent.id, obj.name.rsplit("/", 1)[-1].encode(), dapl)
+                )
             except Exception:
                 holder["ds"] = obj
 
@@ -262,7 +279,9 @@ class _NetCdf:
     def var(self, name: str) -> Var:
         v = _lookup(lambda: self.root[name], name)
         if v is None or not hasattr(v, "dimensions"):
-            raise ParameterError(f"no variable {name!r} in the NetCDF store (variables: {self.names()})")
+            raise ParameterError(
+                f"no variable {name!r} in the NetCDF store (variables: {self.names()})"
+            )
         v.set_auto_maskandscale(False)
         dtype = v.dtype if isinstance(v.dtype, np.dtype) else np.dtype(object)
         attrs = _attrs((k, lambda k=k: v.getncattr(k)) for k in v.ncattrs())
@@ -281,7 +300,17 @@ class _NetCdf:
         def read(sel) -> np.ndarray:
             return np.asarray(v[sel])
 
-        return Var(name, dtype, tuple(v.shape), tuple(v.dimensions), chunks, attrs, _attr_fill(attrs), read, cache)
+        return Var(
+            name,
+            dtype,
+            tuple(v.shape),
+            tuple(v.dimensions),
+            chunks,
+            attrs,
+            _attr_fill(attrs),
+            read,
+            cache,
+        )
 
     def close(self) -> None:
         if self.owned:
@@ -300,9 +329,13 @@ class _Zarr:
             elif isinstance(target, (str, os.PathLike)) and str(target).lower().endswith(".zip"):
                 root = zarr.open_group(zarr.storage.ZipStore(os.fspath(target), mode="r"), mode="r")
             else:
-                root = zarr.open_group(os.fspath(target) if isinstance(target, os.PathLike) else target, mode="r")
+                root = zarr.open_group(
+                    os.fspath(target) if isinstance(target, os.PathLike) else target, mode="r"
+                )
         except Exception as e:  # zarr's metadata errors have no common base class
-            raise FormatError(f"cannot open the Zarr store {target}: {type(e).__name__}: {e}") from e
+            raise FormatError(
+                f"cannot open the Zarr store {target}: {type(e).__name__}: {e}"
+            ) from e
         self.root = _group(self, root, group, zarr.Group)
 
     def names(self) -> List[str]:
@@ -314,7 +347,9 @@ class _Zarr:
             raise ParameterError(f"no array {name!r} in the Zarr store (arrays: {self.names()})")
         attrs = _attrs((k, lambda k=k: a.attrs[k]) for k in list(a.attrs.keys()))
         dims = getattr(a.metadata, "dimension_names", None) or attrs.get("_ARRAY_DIMENSIONS")
-        dims = tuple(dims) if isinstance(dims, (list, tuple)) and len(dims) == len(a.shape) else None
+        dims = (
+            tuple(dims) if isinstance(dims, (list, tuple)) and len(dims) == len(a.shape) else None
+        )
         fill = _attr_fill(attrs)
         if fill is None:
             fill = scalar(a.fill_value)
@@ -322,7 +357,16 @@ class _Zarr:
             dtype = np.dtype(a.dtype)
         except TypeError:
             dtype = np.dtype(object)
-        return Var(name, dtype, tuple(a.shape), dims, tuple(a.chunks), attrs, fill, lambda sel: np.asarray(a[sel]))
+        return Var(
+            name,
+            dtype,
+            tuple(a.shape),
+            dims,
+            tuple(a.chunks),
+            attrs,
+            fill,
+            lambda sel: np.asarray(a[sel]),
+        )
 
     def close(self) -> None:
         pass

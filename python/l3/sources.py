@@ -184,32 +184,40 @@ class Source:
             self._vars[name] = v
             dtype = v.dtype
             if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
-                raise ParameterError(f"variable {name!r} has dtype {dtype}: only bool, integer and float variables are read")
+                raise ParameterError(
+                    f"variable {name!r} has dtype {dtype}: only bool, integer and float"
+                    " variables are read"
+                )
             if self.unpack and ("scale_factor" in v.attrs or "add_offset" in v.attrs):
                 dtype = np.dtype(np.float32)
             dtype = dtype.newbyteorder("=")
             axis = self._axis(v, sample_axis)
             if axis is None and name not in broadcast:
                 raise ParameterError(
-                    f"variable {name!r} (shape {v.shape}, dims {v.dims}) has no sample axis {sample_axis!r};"
+                    f"variable {name!r} (shape {v.shape}, dims {v.dims}) has no sample axis"
+                    f" {sample_axis!r};"
                     " pass broadcast=[...] to repeat it in every sample"
                 )
             sample_shape = v.shape if axis is None else v.shape[:axis] + v.shape[axis + 1 :]
             itemsize = dtype.itemsize
             for d in sample_shape:
                 if d > limits.max_dimension:
-                    raise LimitsError(f"variable {name!r}: dimension {d} over the limit {limits.max_dimension}")
+                    raise LimitsError(
+                        f"variable {name!r}: dimension {d} over the limit {limits.max_dimension}"
+                    )
             sample_bytes = math.prod(sample_shape) * itemsize
             if sample_bytes > limits.max_output_bytes:
                 raise LimitsError(
-                    f"variable {name!r}: one sample is {sample_bytes} bytes, over the limit {limits.max_output_bytes}"
+                    f"variable {name!r}: one sample is {sample_bytes} bytes, over the limit"
+                    f" {limits.max_output_bytes}"
                 )
             block = 0
             if axis is not None:
                 n = v.shape[axis]
                 if length is not None and n != length[1]:
                     raise ParameterError(
-                        f"variable {name!r} has {n} samples along the sample axis, {length[0]!r} has {length[1]}"
+                        f"variable {name!r} has {n} samples along the sample axis, {length[0]!r}"
+                        f" has {length[1]}"
                     )
                 length = length or (name, n)
                 per = max(sample_bytes, 1)
@@ -217,7 +225,8 @@ class Source:
                     chunk_bytes = math.prod(v.chunks) * v.dtype.itemsize
                     if chunk_bytes > max_block_bytes:  # a chunk is decoded whole to read any of it
                         raise LimitsError(
-                            f"variable {name!r}: a chunk {v.chunks} is {chunk_bytes} bytes, over {max_block_bytes}"
+                            f"variable {name!r}: a chunk {v.chunks} is {chunk_bytes} bytes, over"
+                            f" {max_block_bytes}"
                             " (max_block_bytes)"
                         )
                     block = v.chunks[axis]
@@ -227,7 +236,11 @@ class Source:
                 if v.cache_fn is not None:
                     v.cache_fn(block * per)
             fill = fill_values[name] if name in fill_values else v.fill_value
-            if fill is not None and self.unpack and ("scale_factor" in v.attrs or "add_offset" in v.attrs):
+            if (
+                fill is not None
+                and self.unpack
+                and ("scale_factor" in v.attrs or "add_offset" in v.attrs)
+            ):
                 fill = float("nan")  # unpacking turns fill and missing cells into NaN
             self.variables[name] = VariableInfo(
                 name, dtype, v.shape, v.dims, v.chunks, v.attrs, fill, axis, block
@@ -244,20 +257,29 @@ class Source:
             for other in infos[1:]:
                 if other.dtype != first.dtype or self._sample_shape(other) != shape0:
                     raise ParameterError(
-                        f"array {array!r} stacks {first.name!r} ({first.dtype}, {shape0}) and {other.name!r}"
-                        f" ({other.dtype}, {self._sample_shape(other)}): stacked variables need one dtype and shape"
+                        f"array {array!r} stacks {first.name!r} ({first.dtype}, {shape0}) and"
+                        f" {other.name!r}"
+                        f" ({other.dtype}, {self._sample_shape(other)}): stacked variables need"
+                        " one dtype and shape"
                     )
             shape = ((len(vs),) + shape0) if stacked else shape0
             if len(shape) == 0:
                 raise ParameterError(
-                    f"array {array!r}: variable {first.name!r} has only the sample axis, so a sample would be a"
+                    f"array {array!r}: variable {first.name!r} has only the sample axis, so a"
+                    " sample would be a"
                     " scalar; stack it with others (a list) to make a 1-axis array"
                 )
             if len(shape) > MAX_SAMPLE_AXES:
-                raise ParameterError(f"array {array!r} has {len(shape)} axes per sample (shape {shape}); records hold 1 to 4")
+                raise ParameterError(
+                    f"array {array!r} has {len(shape)} axes per sample (shape {shape}); records"
+                    " hold 1 to 4"
+                )
             nbytes = math.prod(shape) * first.dtype.itemsize
             if nbytes > limits.max_output_bytes:
-                raise LimitsError(f"array {array!r}: one sample is {nbytes} bytes, over the limit {limits.max_output_bytes}")
+                raise LimitsError(
+                    f"array {array!r}: one sample is {nbytes} bytes, over the limit"
+                    f" {limits.max_output_bytes}"
+                )
             fills = [i.fill_value for i in infos if i.fill_value is not None]
             if array in fill_values:
                 fill = fill_values[array]
@@ -268,7 +290,8 @@ class Source:
             else:
                 raise ParameterError(
                     f"array {array!r} stacks variables with different fill values"
-                    f" ({ {i.name: i.fill_value for i in infos} }); pass fill_values={{{array!r}: ...}}"
+                    f" ({ {i.name: i.fill_value for i in infos} }); pass"
+                    f" fill_values={{{array!r}: ...}}"
                 )
             self.arrays[array] = ArrayInfo(
                 array, list(vs), stacked, first.dtype, shape, fill, {i.name: i.attrs for i in infos}
@@ -293,14 +316,20 @@ class Source:
 
     def _range(self, start: Optional[int], stop: Optional[int]) -> None:
         for name, value in (("start", start), ("stop", stop)):
-            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool)):
+            if value is not None and (
+                not isinstance(value, (int, np.integer)) or isinstance(value, bool)
+            ):
                 raise ParameterError(f"{name} must be an int")
         start = 0 if start is None else int(start)
         stop = self._length if stop is None else int(stop)
         if not 0 <= start <= stop <= self._length:
-            raise ParameterError(f"start {start} and stop {stop} must satisfy 0 <= start <= stop <= {self._length}")
+            raise ParameterError(
+                f"start {start} and stop {stop} must satisfy 0 <= start <= stop <= {self._length}"
+            )
         if start == stop:
-            raise ParameterError(f"no samples: the sample axis has {self._length} and the range is {start}..{stop}")
+            raise ParameterError(
+                f"no samples: the sample axis has {self._length} and the range is {start}..{stop}"
+            )
         #: The first and one past the last index read along the sample axis.
         self.start, self.stop = start, stop
 
@@ -317,14 +346,22 @@ class Source:
         if info.axis is None:
             sel: Any = Ellipsis
         else:
-            sel = tuple(slice(lo, hi) if d == info.axis else slice(None) for d in range(len(v.shape)))
+            sel = tuple(
+                slice(lo, hi) if d == info.axis else slice(None) for d in range(len(v.shape))
+            )
         try:
             data = np.asarray(v.read_fn(sel))
         except L3Error:
             raise
         except Exception as e:
-            raise FormatError(f"reading {name!r} [{lo}:{hi}] of {self.path}: {type(e).__name__}: {e}") from e
-        if data.shape != (info.shape if info.axis is None else info.shape[: info.axis] + (hi - lo,) + info.shape[info.axis + 1 :]):
+            raise FormatError(
+                f"reading {name!r} [{lo}:{hi}] of {self.path}: {type(e).__name__}: {e}"
+            ) from e
+        if data.shape != (
+            info.shape
+            if info.axis is None
+            else info.shape[: info.axis] + (hi - lo,) + info.shape[info.axis + 1 :]
+        ):
             raise FormatError(f"reading {name!r} [{lo}:{hi}] gave shape {data.shape}")
         if self.unpack and ("scale_factor" in v.attrs or "add_offset" in v.attrs):
             data = self._unpack(v, data)
@@ -405,7 +442,10 @@ class Source:
         if isinstance(modes, Mapping) and not _is_mode_dict(modes):
             unknown = set(modes) - set(self.arrays)
             if unknown:
-                raise ParameterError(f"modes names {sorted(unknown)}, not arrays of this source ({list(self.arrays)})")
+                raise ParameterError(
+                    f"modes names {sorted(unknown)}, not arrays of this source"
+                    f" ({list(self.arrays)})"
+                )
             per = {name: modes.get(name, "lossless") for name in self.arrays}
         else:
             per = {name: modes for name in self.arrays}
@@ -419,7 +459,9 @@ class Source:
             elif isinstance(mode, Mapping):
                 out[name] = dict(mode) if "fill_value" in mode else dict(mode, fill_value=fill)
             else:
-                raise ParameterError(f"mode of {name!r} must be a string or a dict, not {type(mode).__name__}")
+                raise ParameterError(
+                    f"mode of {name!r} must be a string or a dict, not {type(mode).__name__}"
+                )
         return out
 
     def meta(self) -> Dict[str, Any]:
@@ -443,7 +485,9 @@ class Source:
                         v: {
                             "dtype": self.variables[v].dtype.name,
                             "shape": list(self.variables[v].shape),
-                            "dims": list(self.variables[v].dims) if self.variables[v].dims else None,
+                            "dims": (
+                                list(self.variables[v].dims) if self.variables[v].dims else None
+                            ),
                             "broadcast": self.variables[v].axis is None,
                             "attrs": self.variables[v].attrs,
                         }
@@ -490,7 +534,9 @@ def _parse_variables(variables: Variables) -> List[tuple]:
     elif isinstance(variables, Sequence):
         items = [(v, v) for v in variables]
     else:
-        raise ParameterError("variables must be a list of names or a dict of array name -> variable(s)")
+        raise ParameterError(
+            "variables must be a list of names or a dict of array name -> variable(s)"
+        )
     if not items:
         raise ParameterError("no variables named")
     spec = []
@@ -529,8 +575,17 @@ def open_source(
     ``max_block_bytes`` bounds one block (and one chunk) of one variable. See the module help
     for variables, axes, fill values, scale/offset and errors."""
     return Source(
-        path_or_url, variables, sample_axis=sample_axis, group=group, start=start, stop=stop,
-        broadcast=broadcast, unpack=unpack, fill_values=fill_values, limits=limits, kind=kind,
+        path_or_url,
+        variables,
+        sample_axis=sample_axis,
+        group=group,
+        start=start,
+        stop=stop,
+        broadcast=broadcast,
+        unpack=unpack,
+        fill_values=fill_values,
+        limits=limits,
+        kind=kind,
         max_block_bytes=max_block_bytes,
     )
 
@@ -584,7 +639,9 @@ def pack_source(
         raise L3Error("this build of l3 has no pack_arrays")
     if isinstance(source, Source):
         if variables is not None or source_options:
-            raise ParameterError("pass variables and source options to open_source, not with a Source")
+            raise ParameterError(
+                "pass variables and source options to open_source, not with a Source"
+            )
         src, owned = source, False
     else:
         if variables is None:
@@ -595,8 +652,13 @@ def pack_source(
         if show_progress:
             samples = progress(samples, len(src))
         result = pack_arrays(
-            samples, os.fspath(output), modes=src.modes(modes), samples_per_shard=samples_per_shard,
-            force=force, keys=src.keys(), limits=limits,
+            samples,
+            os.fspath(output),
+            modes=src.modes(modes),
+            samples_per_shard=samples_per_shard,
+            force=force,
+            keys=src.keys(),
+            limits=limits,
         )
         out = Path(output)
         tmp = out / ".source.json.tmp"

@@ -45,7 +45,9 @@ def write_store(kind, path, data, chunks=CHUNKS, fill=FILL):
     if kind == "hdf5":
         with h5py.File(path, "w") as f:
             for name, arr in data.items():
-                ds = f.create_dataset(name, data=arr, chunks=chunks, fillvalue=fill, compression="gzip")
+                ds = f.create_dataset(
+                    name, data=arr, chunks=chunks, fillvalue=fill, compression="gzip"
+                )
                 ds.attrs["units"] = "m/s"
                 ds.dims[0].label = "time"
     elif kind == "netcdf":
@@ -54,7 +56,14 @@ def write_store(kind, path, data, chunks=CHUNKS, fill=FILL):
             nc.createDimension("y", H)
             nc.createDimension("x", W)
             for name, arr in data.items():
-                v = nc.createVariable(name, arr.dtype, ("time", "y", "x"), chunksizes=chunks, fill_value=fill, zlib=True)
+                v = nc.createVariable(
+                    name,
+                    arr.dtype,
+                    ("time", "y", "x"),
+                    chunksizes=chunks,
+                    fill_value=fill,
+                    zlib=True,
+                )
                 v.units = "m/s"
                 v[:] = arr
     else:
@@ -62,7 +71,9 @@ def write_store(kind, path, data, chunks=CHUNKS, fill=FILL):
         g = zarr.open_group(str(path), mode="w", zarr_format=fmt)
         for name, arr in data.items():
             extra = {"dimension_names": ("time", "y", "x")} if fmt == 3 else {}
-            a = g.create_array(name, shape=arr.shape, chunks=chunks, dtype=arr.dtype, fill_value=fill, **extra)
+            a = g.create_array(
+                name, shape=arr.shape, chunks=chunks, dtype=arr.dtype, fill_value=fill, **extra
+            )
             a[:] = arr
             a.attrs["units"] = "m/s"
             if fmt == 2:
@@ -71,7 +82,9 @@ def write_store(kind, path, data, chunks=CHUNKS, fill=FILL):
 
 
 def store_path(tmp_path, kind, name="run"):
-    return tmp_path / (name + {"hdf5": ".h5", "netcdf": ".nc", "zarr3": ".zarr", "zarr2": ".zarr"}[kind])
+    return tmp_path / (
+        name + {"hdf5": ".h5", "netcdf": ".nc", "zarr3": ".zarr", "zarr2": ".zarr"}[kind]
+    )
 
 
 @pytest.fixture(scope="module", params=STORES)
@@ -212,7 +225,9 @@ def test_netcdf_scale_offset_packed_or_unpacked(tmp_path):
         nc.createDimension("time", T)
         nc.createDimension("y", H)
         nc.createDimension("x", W)
-        v = nc.createVariable("t2m", "i2", ("time", "y", "x"), chunksizes=(6, H, W), fill_value=-32767)
+        v = nc.createVariable(
+            "t2m", "i2", ("time", "y", "x"), chunksizes=(6, H, W), fill_value=-32767
+        )
         v.scale_factor = 0.01
         v.add_offset = 273.15
         v.set_auto_maskandscale(False)
@@ -234,10 +249,16 @@ def test_netcdf_scale_offset_packed_or_unpacked(tmp_path):
 
 def test_modes_carry_fill_values(store):
     _, path = store
-    with l3.open_source(path, {"input": ["u", "v"], "target": ["p"]}, fill_values={"target": None}) as src:
-        assert src.modes() == {"input": {"mode": "lossless", "fill_value": FILL}, "target": "lossless"}
+    with l3.open_source(
+        path, {"input": ["u", "v"], "target": ["p"]}, fill_values={"target": None}
+    ) as src:
+        assert src.modes() == {
+            "input": {"mode": "lossless", "fill_value": FILL},
+            "target": "lossless",
+        }
         assert src.modes({"input": {"relative": 1e-3}}) == {
-            "input": {"relative": 1e-3, "fill_value": FILL}, "target": "lossless",
+            "input": {"relative": 1e-3, "fill_value": FILL},
+            "target": "lossless",
         }
         assert src.modes("raw") == {"input": "raw", "target": "raw"}
         with pytest.raises(l3.ParameterError, match="nope"):
@@ -264,7 +285,9 @@ def test_hostile_variables_and_axes(tmp_path):
         f.create_dataset("six", shape=(2, 1, 1, 1, 1, 1), dtype=np.float32)
         f.create_dataset("vec", data=np.zeros(8, np.float32))
         f.create_dataset("huge", shape=(8, 200_000, 200_000), dtype=np.float32, chunks=(1, 64, 64))
-        f.create_dataset("fat_chunks", shape=(8, 4096, 4096), dtype=np.float32, chunks=(8, 4096, 4096))
+        f.create_dataset(
+            "fat_chunks", shape=(8, 4096, 4096), dtype=np.float32, chunks=(8, 4096, 4096)
+        )
         f.create_dataset("fill_a", data=np.zeros((8, 4), np.float32), fillvalue=-1)
         f.create_dataset("fill_b", data=np.zeros((8, 4), np.float32), fillvalue=-2)
         f.create_group("g")
@@ -288,8 +311,16 @@ def test_hostile_variables_and_axes(tmp_path):
         (l3.ParameterError, "twice", dict(variables={"x": ["a", "a"]})),
         (l3.ParameterError, "broadcast", dict(variables=["a"], broadcast=["zz"])),
         (l3.LimitsError, "over the limit", dict(variables=["huge"])),
-        (l3.LimitsError, "dimension 200000", dict(variables=["huge"], limits=l3.Limits(max_dimension=1000))),
-        (l3.LimitsError, "over the limit", dict(variables=["a"], limits=l3.Limits(max_output_bytes=32))),
+        (
+            l3.LimitsError,
+            "dimension 200000",
+            dict(variables=["huge"], limits=l3.Limits(max_dimension=1000)),
+        ),
+        (
+            l3.LimitsError,
+            "over the limit",
+            dict(variables=["a"], limits=l3.Limits(max_output_bytes=32)),
+        ),
         (l3.LimitsError, "a chunk", dict(variables=["fat_chunks"])),
         (l3.ParameterError, "no group 'nope'", dict(variables=["a"], group="nope")),
         (l3.ParameterError, "no group 'a'", dict(variables=["a"], group="a")),
@@ -349,21 +380,26 @@ def test_hostile_files(tmp_path, data):
 
 def test_mode_parsing():
     assert parse_mode("lossless") == "lossless" and parse_mode("raw") == "raw"
-    assert parse_mode("abs:1e-3") == {"absolute": 1e-3} and parse_mode("rel:0.01") == {"relative": 0.01}
+    assert parse_mode("abs:1e-3") == {"absolute": 1e-3} and parse_mode("rel:0.01") == {
+        "relative": 0.01
+    }
     for bad in ("abs:", "abs:-1", "rel:nan", "lossy", "abs:x"):
         with pytest.raises(l3.ParameterError):
             parse_mode(bad)
     assert parse_modes([], ["input", "target"]) == "lossless"
     assert parse_modes(["rel:1e-2"], ["input"]) == {"relative": 1e-2}
     assert parse_modes(["input=rel:1e-3", "raw"], ["input", "target"]) == {
-        "input": {"relative": 1e-3}, "target": "raw",
+        "input": {"relative": 1e-3},
+        "target": "raw",
     }
     with pytest.raises(l3.ParameterError, match="'x' is not an array"):
         parse_modes(["x=raw"], ["input"])
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "l3", *map(str, args)], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "l3", *map(str, args)], capture_output=True, text=True
+    )
 
 
 def test_cli_errors_and_source_info(store, tmp_path):
@@ -396,6 +432,7 @@ def test_pack_arrays_from_sources(store, tmp_path, data):
         np.testing.assert_array_equal(rec["target"], data["p"][i][None])
     meta = json.loads((out / "source.json").read_text())
     assert meta["arrays"]["input"]["variables"] == ["u", "v"]
+
     def shards():
         return {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.suffix != ".json"}
 
@@ -405,8 +442,21 @@ def test_pack_arrays_from_sources(store, tmp_path, data):
     assert shards() == before
 
     cli_out = tmp_path / "cli"
-    r = run_cli("pack-arrays", path, "-o", cli_out, "--input", "u,v", "--target", "p", "--start", 2,
-                "--samples-per-shard", 8, "-q")
+    r = run_cli(
+        "pack-arrays",
+        path,
+        "-o",
+        cli_out,
+        "--input",
+        "u,v",
+        "--target",
+        "p",
+        "--start",
+        2,
+        "--samples-per-shard",
+        8,
+        "-q",
+    )
     assert r.returncode == 0, r.stderr
     ds = l3.open_dataset(cli_out)
     assert len(ds) == T - 2
