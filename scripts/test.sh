@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
 # run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, maturin,
-# NumPy, pytest, Pillow and PyTorch) and runs the whole test suite: the Rust tests in release
-# mode, then the Python package built from this checkout (`pip install .`) and its pytest suite.
+# NumPy, pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr and hdf5plugin) and runs the whole
+# test suite: the Rust tests in release mode, then the Python package built from this checkout
+# (`pip install .`) and its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +40,9 @@ venv="$(realpath -m "${L3_PYTHON_VENV:-target/python-venv}")"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q maturin numpy pytest pillow torch ray
+# h5py, netCDF4, zarr and hdf5plugin (binary wheels for CPython 3.11 on x86-64 Linux): the
+# scientific sources' tests write and read real HDF5, NetCDF-4 and Zarr files.
+"$venv/bin/pip" install -q maturin numpy pytest pillow torch ray h5py netCDF4 zarr hdf5plugin
 "$venv/bin/pip" install -q .
 # From the tests' folder, so `import l3` is the installed package, not python/l3.
 (cd python/tests && "$venv/bin/python" -m pytest -q .)

@@ -15,6 +15,11 @@ Datasets::
     ds = l3.open_dataset("dataset/")
     image, label = ds[0]; ds.read(0, level=0); ds.record(0); ds.labels
 
+Scientific stores (HDF5, NetCDF-4, Zarr; see ``l3.sources``; ``python -m l3 pack-arrays``)::
+
+    src = l3.open_source("run.nc", {"input": ["u", "v"], "target": ["p"]}, sample_axis="time")
+    for sample in src: sample["input"]   # (2, H, W): u and v stacked, read in chunk blocks
+
 Loading (see ``l3.torch`` for PyTorch)::
 
     for batch in l3.Loader("dataset/", batch_size=64, seed=1, end_epoch=1):
@@ -65,6 +70,7 @@ from ._l3 import (
     write_manifest,
     write_shard,
 )
+from .sources import Source, open_source, pack_source
 
 __version__ = _l3.__version__
 
@@ -221,6 +227,6 @@ __all__ = [
     "Dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
     "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_field",
     "encode", "encode_field", "field_info",
-    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "pack", "plan_pack",
+    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "open_source", "pack", "pack_source", "plan_pack", "Source",
     "write_manifest", "write_shard",
 ]
