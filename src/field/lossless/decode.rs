@@ -1,0 +1,403 @@
+//! The lossless decoder on the CPU: per chunk, the segments' tokens (a table lookup per
+//! token, then its raw bits) into the output as zigzag residuals, then the inverse of the
+//! differences in place (a running sum along the last axis plus the already decoded values
+//! of earlier rows); at the end one pass from ordered bits (or float-mult) to float bits and
+//! the exception runs. Chunks' tokens decode in parallel when asked; the single-thread path
+//! decodes and reconstructs chunk by chunk while the chunk is in cache.
+
+use rayon::prelude::*;
+
+use super::code::{fill_lut, Entry, ENTRY_RUN, LUT_SIZE};
+use super::encode::{segment_range, strides};
+use super::format::*;
+use super::{FloatType, FloatVec};
+use crate::decode::DecodeOptions;
+use crate::error::{FormatError, ParameterError, Result};
+
+/// An unsigned word of the decoding arithmetic: u32 for float32, u16 for the 16-bit types
+/// (residuals, sums and differences wrap at the word's width).
+pub(super) trait Word: Copy + Default + Send + Sync + bytemuck::Pod {
+    /// The low bits of `v`.
+    fn from_u32(v: u32) -> Self;
+    /// Widened.
+    fn to_u32(self) -> u32;
+    /// Wrapping sum.
+    fn add(self, o: Self) -> Self;
+    /// Wrapping difference.
+    fn sub(self, o: Self) -> Self;
+    /// Inverse zigzag.
+    fn unzig(self) -> Self;
+}
+
+macro_rules! word {
+    ($t:ty) => {
+        impl Word for $t {
+            #[inline(always)]
+            fn from_u32(v: u32) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_u32(self) -> u32 {
+                self as u32
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            #[inline(always)]
+            fn unzig(self) -> Self {
+                (self >> 1) ^ (0 as $t).wrapping_sub(self & 1)
+            }
+        }
+    };
+}
+word!(u32);
+word!(u16);
+
+/// Decodes a lossless float array on the CPU.
+pub fn decode_lossless(
+    data: &[u8],
+    options: &DecodeOptions,
+) -> Result<(LosslessHeader, FloatVec)> {
+    let layout = parse_layout(data, options)?;
+    let n = layout.header.len() as usize;
+    let out = match layout.header.dtype {
+        FloatType::F32 => {
+            let mut v = vec![0f32; n];
+            decode_words::<u32>(&layout, data, options, bytemuck::cast_slice_mut(&mut v))?;
+            FloatVec::F32(v)
+        }
+        FloatType::F16 => {
+            let mut v = vec![0u16; n];
+            decode_words::<u16>(&layout, data, options, &mut v)?;
+            FloatVec::F16(v)
+        }
+        FloatType::BF16 => {
+            let mut v = vec![0u16; n];
+            decode_words::<u16>(&layout, data, options, &mut v)?;
+            FloatVec::BF16(v)
+        }
+    };
+    Ok((layout.header, out))
+}
+
+/// Decodes a lossless float array into `out`: the values' bytes, native-endian, C order;
+/// `out.len()` must be the array's values times the dtype's size.
+pub fn decode_lossless_into(
+    data: &[u8],
+    options: &DecodeOptions,
+    out: &mut [u8],
+) -> Result<LosslessHeader> {
+    let layout = parse_layout(data, options)?;
+    let needed = layout.header.output_bytes() as usize;
+    if out.len() != needed {
+        return Err(ParameterError::BufferSize {
+            got: out.len(),
+            needed,
+        }
+        .into());
+    }
+    fn run<W: Word>(layout: &Layout<'_>, data: &[u8], o: &DecodeOptions, out: &mut [u8]) -> Result<()> {
+        match bytemuck::try_cast_slice_mut::<u8, W>(out) {
+            Ok(words) => decode_words::<W>(layout, data, o, words),
+            Err(_) => {
+                let mut v = vec![W::default(); layout.header.len() as usize];
+                decode_words::<W>(layout, data, o, &mut v)?;
+                out.copy_from_slice(bytemuck::cast_slice(&v));
+                Ok(())
+            }
+        }
+    }
+    match layout.header.dtype {
+        FloatType::F32 => run::<u32>(&layout, data, options, out)?,
+        FloatType::F16 | FloatType::BF16 => run::<u16>(&layout, data, options, out)?,
+    }
+    Ok(layout.header)
+}
+
+fn segment_error(data: &[u8], seg: &[u8], value: u64, reason: &'static str) -> FormatError {
+    FormatError::InvalidHeader {
+        field: "segment",
+        offset: (seg.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize) as u64,
+        value,
+        reason,
+    }
+}
+
+/// Decodes every chunk of a checked layout into `out` (the float bits as words).
+fn decode_words<W: Word>(
+    layout: &Layout<'_>,
+    data: &[u8],
+    options: &DecodeOptions,
+    out: &mut [W],
+) -> Result<()> {
+    let h = &layout.header;
+    let chunk = 1usize << h.chunk_log2;
+    let width = h.dtype.bits();
+    let st = strides(&h.shape);
+    let base = |c: &[u8]| (c.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+    // Chunk heads first: whether any chunk carries adjustments (then their buffer is needed).
+    let mut adjust: Vec<u32> = Vec::new();
+    let any_adjust = layout.chunks.iter().any(|c| c.first() == Some(&CHUNK_FLAG_ADJUST));
+    if any_adjust {
+        adjust = vec![0u32; out.len()];
+    }
+    let tokens = |c: usize, words: &mut [W], adj: Option<&mut [u32]>| -> Result<()> {
+        let bytes = layout.chunks[c];
+        let cl = parse_chunk(bytes, base(bytes), h)?;
+        decode_stream(data, &cl.residuals, h.segments as usize, width, words)?;
+        match (cl.adjust, adj) {
+            (Some(s), Some(a)) => decode_stream(data, &s, h.segments as usize, 32, a),
+            (None, _) => Ok(()),
+            (Some(_), None) => unreachable!("the adjustment buffer exists when a chunk has one"),
+        }
+    };
+    if options.parallel && layout.chunks.len() > 1 {
+        let adj_chunks: Vec<Option<&mut [u32]>> = if any_adjust {
+            adjust.chunks_mut(chunk).map(Some).collect()
+        } else {
+            (0..layout.chunks.len()).map(|_| None).collect()
+        };
+        out.par_chunks_mut(chunk)
+            .zip(adj_chunks)
+            .enumerate()
+            .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        reconstruct(out, 0, out.len(), &h.shape, &st, h.axes);
+    } else {
+        for c in 0..layout.chunks.len() {
+            let range = c * chunk..((c + 1) * chunk).min(out.len());
+            let adj = any_adjust.then(|| &mut adjust[range.clone()]);
+            tokens(c, &mut out[range.clone()], adj)?;
+            reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
+        }
+    }
+    finish(out, h, if any_adjust { Some(&adjust) } else { None }, options.parallel)?;
+    for r in &layout.runs {
+        out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
+    }
+    Ok(())
+}
+
+/// Decodes one token stream's segments into `out` (zigzag values).
+fn decode_stream<W: Word>(
+    data: &[u8],
+    stream: &Stream<'_>,
+    segments: usize,
+    width: u32,
+    out: &mut [W],
+) -> Result<()> {
+    let mut lut = Box::new([0 as Entry; LUT_SIZE]);
+    let runs = fill_lut(&stream.lengths, width, &mut lut);
+    let m = out.len();
+    for (s, seg) in stream.segments.iter().enumerate() {
+        let dst = &mut out[segment_range(m, segments, s)];
+        let r = if runs {
+            decode_segment::<W, true>(seg, &lut, dst)
+        } else {
+            decode_segment::<W, false>(seg, &lut, dst)
+        };
+        r.map_err(|(v, why)| segment_error(data, seg, v, why))?;
+    }
+    Ok(())
+}
+
+/// Decodes one segment's symbols into `out`, which it must fill exactly; the segment must
+/// end within its last byte, padding zero.
+#[inline(never)]
+fn decode_segment<W: Word, const RUNS: bool>(
+    seg: &[u8],
+    lut: &[Entry; LUT_SIZE],
+    out: &mut [W],
+) -> std::result::Result<(), (u64, &'static str)> {
+    let len = seg.len();
+    let (mut pos, mut buf, mut avail) = (0usize, 0u64, 0u32);
+    let n = out.len();
+    let mut i = 0;
+    while i < n {
+        if pos + 8 <= len {
+            let w = u64::from_le_bytes(seg[pos..pos + 8].try_into().expect("8 bytes"));
+            buf |= w << avail;
+            pos += ((63 - avail) >> 3) as usize;
+            avail |= 56;
+        } else {
+            while avail <= 56 {
+                buf |= (*seg.get(pos).unwrap_or(&0) as u64) << avail;
+                pos += 1;
+                avail += 8;
+            }
+        }
+        let e = lut[(buf & (LUT_SIZE as u64 - 1)) as usize];
+        let cl = (e & 0xff) as u32;
+        let nraw = ((e >> 8) & 0xff) as u32;
+        buf >>= cl;
+        let v = (e >> 32) as u32 + (buf as u32 & ((1u32 << nraw) - 1));
+        buf >>= nraw;
+        avail -= cl + nraw;
+        if RUNS && e & ENTRY_RUN != 0 {
+            let v = v as usize;
+            if v > n - i {
+                return Err((v as u64, "a zero run past the segment's end"));
+            }
+            out[i..i + v].fill(W::default());
+            i += v;
+        } else {
+            out[i] = W::from_u32(v);
+            i += 1;
+        }
+    }
+    let used = pos as u64 * 8 - avail as u64;
+    if used.div_ceil(8) != len as u64 {
+        return Err((used, "the symbols do not end in the segment's last byte"));
+    }
+    if used % 8 != 0 && seg[len - 1] >> (used % 8) != 0 {
+        return Err((used, "padding bits are not zero"));
+    }
+    Ok(())
+}
+
+/// Inverts the differences along `axes` for values `start..end` in place: `out` holds their
+/// zigzag residuals and the reconstructed values of everything before `start`.
+pub(super) fn reconstruct<W: Word>(
+    out: &mut [W],
+    start: usize,
+    end: usize,
+    shape: &[u32],
+    st: &[usize],
+    axes: u8,
+) {
+    let nd = shape.len();
+    let last = nd - 1;
+    let along_rows = axes >> last & 1 == 1;
+    let upper = axes & !(1 << last);
+    let row_len = shape[last] as usize;
+    let mut j = start;
+    let mut terms: Vec<(usize, bool)> = Vec::with_capacity(8);
+    while j < end {
+        let row_start = j - j % row_len;
+        let row_end = (row_start + row_len).min(end);
+        // The active terms of the upper axes' prediction: subsets T of `upper` whose axes
+        // all have a coordinate >= 1 in this row; +x[j - off] for odd |T|, - for even.
+        let mut active = 0u8;
+        for a in 0..last {
+            if (j / st[a]) % shape[a] as usize >= 1 {
+                active |= 1 << a;
+            }
+        }
+        let usable = upper & active;
+        terms.clear();
+        let mut t = usable;
+        while t != 0 {
+            let off = (0..last).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum();
+            terms.push((off, t.count_ones() % 2 == 1));
+            t = (t - 1) & usable;
+        }
+        let pred = |out: &[W], i: usize| -> W {
+            let mut p = W::default();
+            for &(off, plus) in &terms {
+                p = if plus { p.add(out[i - off]) } else { p.sub(out[i - off]) };
+            }
+            p
+        };
+        let row = j..row_end;
+        if along_rows {
+            let mut s = if j > row_start {
+                out[j - 1].sub(pred(out, j - 1))
+            } else {
+                W::default()
+            };
+            match terms[..] {
+                [] => {
+                    for v in &mut out[row] {
+                        s = s.add(v.unzig());
+                        *v = s;
+                    }
+                }
+                [(o, true)] => {
+                    for i in row {
+                        s = s.add(out[i].unzig());
+                        out[i] = s.add(out[i - o]);
+                    }
+                }
+                _ => {
+                    for i in row {
+                        s = s.add(out[i].unzig());
+                        out[i] = s.add(pred(out, i));
+                    }
+                }
+            }
+        } else {
+            match terms[..] {
+                [] => out[row].iter_mut().for_each(|v| *v = v.unzig()),
+                _ => {
+                    for i in row {
+                        out[i] = out[i].unzig().add(pred(out, i));
+                    }
+                }
+            }
+        }
+        j = row_end;
+    }
+}
+
+/// The last pass: ordered bits (or float-mult multipliers and adjustments) to float bits.
+fn finish<W: Word>(
+    out: &mut [W],
+    h: &LosslessHeader,
+    adjust: Option<&[u32]>,
+    parallel: bool,
+) -> Result<()> {
+    let width = h.dtype.bits();
+    match h.mult_base {
+        None => {
+            let sign = 1u32 << (width - 1);
+            let map = |v: &mut W| {
+                let x = v.to_u32();
+                let m = (x >> (width - 1)) & 1;
+                *v = W::from_u32(x ^ (m.wrapping_sub(1) | sign));
+            };
+            if parallel {
+                out.par_chunks_mut(1 << 16).for_each(|c| c.iter_mut().for_each(map));
+            } else {
+                out.iter_mut().for_each(map);
+            }
+            Ok(())
+        }
+        Some(base) => {
+            let one = |v: &mut W, adj: u32| -> bool {
+                let k = (v.to_u32() ^ 0x8000_0000) as i32;
+                let bad_k = k.wrapping_add(MULT_K_LIMIT - 1) as u32 >= (2 * MULT_K_LIMIT - 1) as u32;
+                let p = (k as f32 * base).to_bits();
+                let sub = p & 0x7f80_0000 == 0 && p & 0x007f_ffff != 0;
+                *v = W::from_u32(from_ordered(to_ordered(p, 32).wrapping_add(adj), 32));
+                bad_k | sub
+            };
+            let bad = match adjust {
+                Some(a) => {
+                    let block = |(c, a): (&mut [W], &[u32])| {
+                        c.iter_mut().zip(a).fold(false, |b, (v, &d)| one(v, d.unzig()) | b)
+                    };
+                    if parallel {
+                        out.par_chunks_mut(1 << 16).zip(a.par_chunks(1 << 16)).map(block).reduce(|| false, |x, y| x | y)
+                    } else {
+                        block((out, a))
+                    }
+                }
+                None => out.iter_mut().fold(false, |b, v| one(v, 0) | b),
+            };
+            if bad {
+                return Err(FormatError::InvalidHeader {
+                    field: "float-mult multiplier",
+                    offset: 0,
+                    value: 0,
+                    reason: "|k| must be below 2^24 and f32(k) x base not subnormal",
+                }
+                .into());
+            }
+            Ok(())
+        }
+    }
+}
