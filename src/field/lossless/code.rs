@@ -130,14 +130,18 @@ pub(super) fn canonical(lengths: &[u8]) -> Vec<(u32, u32)> {
 }
 
 /// Decode-table entry: code length (bits 0..8), raw bit count (bits 8..16), run flag (bit
-/// 16), base value (bits 32..64).
+/// 16), code length plus raw bit count (bits 24..32), base value (bits 32..64).
 pub(super) type Entry = u64;
 /// Run flag of an [`Entry`].
 pub(super) const ENTRY_RUN: u64 = 1 << 16;
 
 fn entry(code_len: u32, width: u32, token: u32) -> Entry {
     let (base, nraw, run) = token_base(width, token);
-    code_len as u64 | (nraw as u64) << 8 | if run { ENTRY_RUN } else { 0 } | (base as u64) << 32
+    code_len as u64
+        | (nraw as u64) << 8
+        | if run { ENTRY_RUN } else { 0 }
+        | ((code_len + nraw) as u64) << 24
+        | (base as u64) << 32
 }
 
 /// The decode table of validated `lengths`: entry `i` decodes a stream whose next 11 bits

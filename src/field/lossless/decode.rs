@@ -182,7 +182,10 @@ fn decode_words<W: Word>(
     Ok(())
 }
 
-/// Decodes one token stream's segments into `out` (zigzag values).
+/// Segments decoded in lockstep: independent dependency chains for the CPU to overlap.
+const LANES: usize = 4;
+
+/// Decodes one token stream's segments into `out` (zigzag values), [`LANES`] at a time.
 fn decode_stream<W: Word>(
     data: &[u8],
     stream: &Stream<'_>,
@@ -193,68 +196,168 @@ fn decode_stream<W: Word>(
     let mut lut = Box::new([0 as Entry; LUT_SIZE]);
     let runs = fill_lut(&stream.lengths, width, &mut lut);
     let m = out.len();
-    for (s, seg) in stream.segments.iter().enumerate() {
-        let dst = &mut out[segment_range(m, segments, s)];
+    // Split `out` into the segments' slices.
+    let mut parts: Vec<&mut [W]> = Vec::with_capacity(segments);
+    let mut rest = out;
+    for s in 0..segments {
+        let r = segment_range(m, segments, s);
+        let (a, b) = rest.split_at_mut(r.len());
+        parts.push(a);
+        rest = b;
+    }
+    let mut lanes: Vec<Lane<'_, '_, W>> = stream
+        .segments
+        .iter()
+        .zip(parts)
+        .map(|(seg, out)| Lane::new(seg, out))
+        .collect();
+    for group in lanes.chunks_mut(LANES) {
         let r = if runs {
-            decode_segment::<W, true>(seg, &lut, dst)
+            decode_group::<W, true>(group, &lut)
         } else {
-            decode_segment::<W, false>(seg, &lut, dst)
+            decode_group::<W, false>(group, &lut)
         };
-        r.map_err(|(v, why)| segment_error(data, seg, v, why))?;
+        if let Err((k, v, why)) = r {
+            return Err(segment_error(data, group[k].seg, v, why).into());
+        }
     }
     Ok(())
 }
 
-/// Decodes one segment's symbols into `out`, which it must fill exactly; the segment must
-/// end within its last byte, padding zero.
-#[inline(never)]
-fn decode_segment<W: Word, const RUNS: bool>(
-    seg: &[u8],
-    lut: &[Entry; LUT_SIZE],
-    out: &mut [W],
-) -> std::result::Result<(), (u64, &'static str)> {
-    let len = seg.len();
-    let (mut pos, mut buf, mut avail) = (0usize, 0u64, 0u32);
-    let n = out.len();
-    let mut i = 0;
-    while i < n {
-        if pos + 8 <= len {
-            let w = u64::from_le_bytes(seg[pos..pos + 8].try_into().expect("8 bytes"));
-            buf |= w << avail;
-            pos += ((63 - avail) >> 3) as usize;
-            avail |= 56;
+/// Decodes one symbol (a value or a zero run) of a segment held in local variables (so
+/// that the bit buffer stays in a register), returning an error for a run past the end.
+macro_rules! step {
+    ($runs:expr, $lut:expr, $seg:expr, $pos:ident, $buf:ident, $avail:ident, $out:expr, $i:ident) => {{
+        if $pos + 8 <= $seg.len() {
+            let w = u64::from_le_bytes($seg[$pos..$pos + 8].try_into().expect("8 bytes"));
+            $buf |= w << $avail;
+            $pos += ((63 - $avail) >> 3) as usize;
+            $avail |= 56;
         } else {
-            while avail <= 56 {
-                buf |= (*seg.get(pos).unwrap_or(&0) as u64) << avail;
-                pos += 1;
-                avail += 8;
+            while $avail <= 56 {
+                $buf |= (*$seg.get($pos).unwrap_or(&0) as u64) << $avail;
+                $pos += 1;
+                $avail += 8;
             }
         }
-        let e = lut[(buf & (LUT_SIZE as u64 - 1)) as usize];
+        let e = $lut[($buf & (LUT_SIZE as u64 - 1)) as usize];
         let cl = (e & 0xff) as u32;
         let nraw = ((e >> 8) & 0xff) as u32;
-        buf >>= cl;
-        let v = (e >> 32) as u32 + (buf as u32 & ((1u32 << nraw) - 1));
-        buf >>= nraw;
-        avail -= cl + nraw;
-        if RUNS && e & ENTRY_RUN != 0 {
+        let total = ((e >> 24) & 0xff) as u32;
+        let v = (e >> 32) as u32 + (($buf >> cl) as u32 & ((1u32 << nraw) - 1));
+        $buf >>= total;
+        $avail -= total;
+        if $runs && e & ENTRY_RUN != 0 {
             let v = v as usize;
-            if v > n - i {
+            if v > $out.len() - $i {
                 return Err((v as u64, "a zero run past the segment's end"));
             }
-            out[i..i + v].fill(W::default());
-            i += v;
+            $out[$i..$i + v].fill(W::default());
+            $i += v;
         } else {
-            out[i] = W::from_u32(v);
-            i += 1;
+            $out[$i] = W::from_u32(v);
+            $i += 1;
+        }
+    }};
+}
+
+/// One segment being decoded: its bytes, the bit buffer, its output and how far it is.
+struct Lane<'a, 'o, W> {
+    seg: &'a [u8],
+    pos: usize,
+    buf: u64,
+    avail: u32,
+    out: &'o mut [W],
+    i: usize,
+}
+
+impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
+    fn new(seg: &'a [u8], out: &'o mut [W]) -> Self {
+        Lane {
+            seg,
+            pos: 0,
+            buf: 0,
+            avail: 0,
+            out,
+            i: 0,
         }
     }
-    let used = pos as u64 * 8 - avail as u64;
-    if used.div_ceil(8) != len as u64 {
-        return Err((used, "the symbols do not end in the segment's last byte"));
+
+    /// Decodes symbols until the output is full.
+    fn finish<const RUNS: bool>(
+        &mut self,
+        lut: &[Entry; LUT_SIZE],
+    ) -> std::result::Result<(), (u64, &'static str)> {
+        let (seg, out) = (self.seg, &mut *self.out);
+        let (mut pos, mut buf, mut avail, mut i) = (self.pos, self.buf, self.avail, self.i);
+        while i < out.len() {
+            step!(RUNS, lut, seg, pos, buf, avail, out, i);
+        }
+        (self.pos, self.buf, self.avail, self.i) = (pos, buf, avail, i);
+        Ok(())
     }
-    if used % 8 != 0 && seg[len - 1] >> (used % 8) != 0 {
-        return Err((used, "padding bits are not zero"));
+
+    /// Checks that the symbols ended in the segment's last byte, padding zero.
+    fn check_end(&self) -> std::result::Result<(), (u64, &'static str)> {
+        let used = self.pos as u64 * 8 - self.avail as u64;
+        let len = self.seg.len();
+        if used.div_ceil(8) != len as u64 {
+            return Err((used, "the symbols do not end in the segment's last byte"));
+        }
+        if used % 8 != 0 && self.seg[len - 1] >> (used % 8) != 0 {
+            return Err((used, "padding bits are not zero"));
+        }
+        Ok(())
+    }
+}
+
+/// Decodes up to [`LANES`] segments: in lockstep while all have values left, then each alone.
+/// An error names the lane.
+#[inline(never)]
+fn decode_group<W: Word, const RUNS: bool>(
+    lanes: &mut [Lane<'_, '_, W>],
+    lut: &[Entry; LUT_SIZE],
+) -> std::result::Result<(), (usize, u64, &'static str)> {
+    let at = |k: usize| move |(v, why)| (k, v, why);
+    if let [a, b, c, d] = lanes {
+        // Four independent chains in locals; a lane's error is reported by its own pass below.
+        let r = (|| -> std::result::Result<(), (u64, &'static str)> {
+            let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
+            let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
+            let (mut pa, mut ba, mut va, mut ia) = (a.pos, a.buf, a.avail, a.i);
+            let (mut pb, mut bb, mut vb, mut ib) = (b.pos, b.buf, b.avail, b.i);
+            let (mut pc, mut bc, mut vc, mut ic) = (c.pos, c.buf, c.avail, c.i);
+            let (mut pd, mut bd, mut vd, mut id) = (d.pos, d.buf, d.avail, d.i);
+            let mut result = Ok(());
+            while ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len() {
+                result = (|| {
+                    step!(RUNS, lut, sa, pa, ba, va, oa, ia);
+                    step!(RUNS, lut, sb, pb, bb, vb, ob, ib);
+                    step!(RUNS, lut, sc, pc, bc, vc, oc, ic);
+                    step!(RUNS, lut, sd, pd, bd, vd, od, id);
+                    Ok(())
+                })();
+                if result.is_err() {
+                    break;
+                }
+            }
+            (a.pos, a.buf, a.avail, a.i) = (pa, ba, va, ia);
+            (b.pos, b.buf, b.avail, b.i) = (pb, bb, vb, ib);
+            (c.pos, c.buf, c.avail, c.i) = (pc, bc, vc, ic);
+            (d.pos, d.buf, d.avail, d.i) = (pd, bd, vd, id);
+            result
+        })();
+        if r.is_err() {
+            // Find the failing lane by decoding the group lane by lane from the start.
+            for (k, lane) in lanes.iter_mut().enumerate() {
+                (lane.pos, lane.buf, lane.avail, lane.i) = (0, 0, 0, 0);
+                lane.finish::<RUNS>(lut).map_err(at(k))?;
+            }
+        }
+    }
+    for (k, lane) in lanes.iter_mut().enumerate() {
+        lane.finish::<RUNS>(lut).map_err(at(k))?;
+        lane.check_end().map_err(at(k))?;
     }
     Ok(())
 }
