@@ -11,6 +11,7 @@ use super::code::{fill_lut, Entry, ENTRY_RUN, LUT_SIZE};
 use super::encode::{segment_range, strides};
 use super::format::*;
 use super::{FloatType, FloatVec};
+use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::decode::DecodeOptions;
 use crate::error::{FormatError, ParameterError, Result};
 
@@ -213,9 +214,9 @@ fn decode_stream<W: Word>(
         .collect();
     for group in lanes.chunks_mut(LANES) {
         let r = if runs {
-            decode_group::<W, true>(group, &lut)
+            decode_group_runs::<W>(group, &lut)
         } else {
-            decode_group::<W, false>(group, &lut)
+            decode_group_plain::<W>(group, &lut)
         };
         if let Err((k, v, why)) = r {
             return Err(segment_error(data, group[k].seg, v, why).into());
@@ -225,9 +226,10 @@ fn decode_stream<W: Word>(
 }
 
 /// Decodes one symbol (a value or a zero run) of a segment held in local variables (so
-/// that the bit buffer stays in a register), returning an error for a run past the end.
+/// that the bit buffer stays in a register), returning an error naming lane `$k` for a run
+/// past the end.
 macro_rules! step {
-    ($runs:expr, $lut:expr, $seg:expr, $pos:ident, $buf:ident, $avail:ident, $out:expr, $i:ident) => {{
+    ($k:expr, $runs:expr, $lut:expr, $seg:expr, $pos:ident, $buf:ident, $avail:ident, $out:expr, $i:ident) => {{
         if $pos + 8 <= $seg.len() {
             let w = u64::from_le_bytes($seg[$pos..$pos + 8].try_into().expect("8 bytes"));
             $buf |= w << $avail;
@@ -250,7 +252,7 @@ macro_rules! step {
         if $runs && e & ENTRY_RUN != 0 {
             let v = v as usize;
             if v > $out.len() - $i {
-                return Err((v as u64, "a zero run past the segment's end"));
+                return Err(($k, v as u64, "a zero run past the segment's end"));
             }
             $out[$i..$i + v].fill(W::default());
             $i += v;
@@ -284,14 +286,16 @@ impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
     }
 
     /// Decodes symbols until the output is full.
+    #[inline(always)]
     fn finish<const RUNS: bool>(
         &mut self,
+        k: usize,
         lut: &[Entry; LUT_SIZE],
-    ) -> std::result::Result<(), (u64, &'static str)> {
+    ) -> std::result::Result<(), (usize, u64, &'static str)> {
         let (seg, out) = (self.seg, &mut *self.out);
         let (mut pos, mut buf, mut avail, mut i) = (self.pos, self.buf, self.avail, self.i);
         while i < out.len() {
-            step!(RUNS, lut, seg, pos, buf, avail, out, i);
+            step!(k, RUNS, lut, seg, pos, buf, avail, out, i);
         }
         (self.pos, self.buf, self.avail, self.i) = (pos, buf, avail, i);
         Ok(())
@@ -311,53 +315,63 @@ impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
     }
 }
 
-/// Decodes up to [`LANES`] segments: in lockstep while all have values left, then each alone.
-/// An error names the lane.
-#[inline(never)]
-fn decode_group<W: Word, const RUNS: bool>(
+/// What decoding a group gives: nothing, or the failing lane, a value and the reason.
+type GroupResult = std::result::Result<(), (usize, u64, &'static str)>;
+
+avx2_dispatch! {
+    /// Decodes up to [`LANES`] segments whose code has run tokens (see
+    /// [`decode_group_body`]).
+    fn decode_group_runs<W: Word>(lanes: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE])
+        -> GroupResult => group_runs;
+}
+
+avx2_dispatch! {
+    /// Decodes up to [`LANES`] segments whose code has no run tokens.
+    fn decode_group_plain<W: Word>(lanes: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE])
+        -> GroupResult => group_plain;
+}
+
+#[inline(always)]
+fn group_runs<W: Word>(l: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE], a: Option<Avx2>) -> GroupResult {
+    decode_group_body::<W, true>(l, lut, a)
+}
+
+#[inline(always)]
+fn group_plain<W: Word>(l: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE], a: Option<Avx2>) -> GroupResult {
+    decode_group_body::<W, false>(l, lut, a)
+}
+
+/// Decodes up to [`LANES`] segments: in lockstep while all have values left, then each
+/// alone; an error names the lane. Compiled twice (for AVX2 with BMI2, and portable).
+#[inline(always)]
+fn decode_group_body<W: Word, const RUNS: bool>(
     lanes: &mut [Lane<'_, '_, W>],
     lut: &[Entry; LUT_SIZE],
-) -> std::result::Result<(), (usize, u64, &'static str)> {
-    let at = |k: usize| move |(v, why)| (k, v, why);
+    _avx2: Option<Avx2>,
+) -> GroupResult {
     if let [a, b, c, d] = lanes {
-        // Four independent chains in locals; a lane's error is reported by its own pass below.
-        let r = (|| -> std::result::Result<(), (u64, &'static str)> {
-            let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
-            let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
-            let (mut pa, mut ba, mut va, mut ia) = (a.pos, a.buf, a.avail, a.i);
-            let (mut pb, mut bb, mut vb, mut ib) = (b.pos, b.buf, b.avail, b.i);
-            let (mut pc, mut bc, mut vc, mut ic) = (c.pos, c.buf, c.avail, c.i);
-            let (mut pd, mut bd, mut vd, mut id) = (d.pos, d.buf, d.avail, d.i);
-            let mut result = Ok(());
-            while ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len() {
-                result = (|| {
-                    step!(RUNS, lut, sa, pa, ba, va, oa, ia);
-                    step!(RUNS, lut, sb, pb, bb, vb, ob, ib);
-                    step!(RUNS, lut, sc, pc, bc, vc, oc, ic);
-                    step!(RUNS, lut, sd, pd, bd, vd, od, id);
-                    Ok(())
-                })();
-                if result.is_err() {
-                    break;
-                }
-            }
-            (a.pos, a.buf, a.avail, a.i) = (pa, ba, va, ia);
-            (b.pos, b.buf, b.avail, b.i) = (pb, bb, vb, ib);
-            (c.pos, c.buf, c.avail, c.i) = (pc, bc, vc, ic);
-            (d.pos, d.buf, d.avail, d.i) = (pd, bd, vd, id);
-            result
-        })();
-        if r.is_err() {
-            // Find the failing lane by decoding the group lane by lane from the start.
-            for (k, lane) in lanes.iter_mut().enumerate() {
-                (lane.pos, lane.buf, lane.avail, lane.i) = (0, 0, 0, 0);
-                lane.finish::<RUNS>(lut).map_err(at(k))?;
-            }
+        // Four independent chains in locals (no closure: it would not inherit the AVX2 copy's
+        // target features).
+        let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
+        let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
+        let (mut pa, mut ba, mut va, mut ia) = (a.pos, a.buf, a.avail, a.i);
+        let (mut pb, mut bb, mut vb, mut ib) = (b.pos, b.buf, b.avail, b.i);
+        let (mut pc, mut bc, mut vc, mut ic) = (c.pos, c.buf, c.avail, c.i);
+        let (mut pd, mut bd, mut vd, mut id) = (d.pos, d.buf, d.avail, d.i);
+        while ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len() {
+            step!(0, RUNS, lut, sa, pa, ba, va, oa, ia);
+            step!(1, RUNS, lut, sb, pb, bb, vb, ob, ib);
+            step!(2, RUNS, lut, sc, pc, bc, vc, oc, ic);
+            step!(3, RUNS, lut, sd, pd, bd, vd, od, id);
         }
+        (a.pos, a.buf, a.avail, a.i) = (pa, ba, va, ia);
+        (b.pos, b.buf, b.avail, b.i) = (pb, bb, vb, ib);
+        (c.pos, c.buf, c.avail, c.i) = (pc, bc, vc, ic);
+        (d.pos, d.buf, d.avail, d.i) = (pd, bd, vd, id);
     }
     for (k, lane) in lanes.iter_mut().enumerate() {
-        lane.finish::<RUNS>(lut).map_err(at(k))?;
-        lane.check_end().map_err(at(k))?;
+        lane.finish::<RUNS>(k, lut)?;
+        lane.check_end().map_err(|(v, why)| (k, v, why))?;
     }
     Ok(())
 }
@@ -453,54 +467,89 @@ fn finish<W: Word>(
     adjust: Option<&[u32]>,
     parallel: bool,
 ) -> Result<()> {
+    const BLOCK: usize = 1 << 16;
     let width = h.dtype.bits();
-    match h.mult_base {
-        None => {
-            let sign = 1u32 << (width - 1);
-            let map = |v: &mut W| {
-                let x = v.to_u32();
-                let m = (x >> (width - 1)) & 1;
-                *v = W::from_u32(x ^ (m.wrapping_sub(1) | sign));
-            };
-            if parallel {
-                out.par_chunks_mut(1 << 16).for_each(|c| c.iter_mut().for_each(map));
-            } else {
-                out.iter_mut().for_each(map);
-            }
-            Ok(())
+    let Some(base) = h.mult_base else {
+        if parallel {
+            out.par_chunks_mut(BLOCK).for_each(|c| unorder(c, width));
+        } else {
+            unorder(out, width);
         }
-        Some(base) => {
-            let one = |v: &mut W, adj: u32| -> bool {
-                let k = (v.to_u32() ^ 0x8000_0000) as i32;
-                let bad_k = k.wrapping_add(MULT_K_LIMIT - 1) as u32 >= (2 * MULT_K_LIMIT - 1) as u32;
-                let p = (k as f32 * base).to_bits();
-                let sub = p & 0x7f80_0000 == 0 && p & 0x007f_ffff != 0;
-                *v = W::from_u32(from_ordered(to_ordered(p, 32).wrapping_add(adj), 32));
-                bad_k | sub
-            };
-            let bad = match adjust {
-                Some(a) => {
-                    let block = |(c, a): (&mut [W], &[u32])| {
-                        c.iter_mut().zip(a).fold(false, |b, (v, &d)| one(v, d.unzig()) | b)
-                    };
-                    if parallel {
-                        out.par_chunks_mut(1 << 16).zip(a.par_chunks(1 << 16)).map(block).reduce(|| false, |x, y| x | y)
-                    } else {
-                        block((out, a))
-                    }
-                }
-                None => out.iter_mut().fold(false, |b, v| one(v, 0) | b),
-            };
-            if bad {
-                return Err(FormatError::InvalidHeader {
-                    field: "float-mult multiplier",
-                    offset: 0,
-                    value: 0,
-                    reason: "|k| must be below 2^24 and f32(k) x base not subnormal",
-                }
-                .into());
+        return Ok(());
+    };
+    // Float-mult is float32 only (checked by the header parser), so the words are u32.
+    let out: &mut [u32] = bytemuck::cast_slice_mut(out);
+    let bad = match (adjust, parallel) {
+        (Some(a), true) => out
+            .par_chunks_mut(BLOCK)
+            .zip(a.par_chunks(BLOCK))
+            .map(|(c, a)| float_mult(c, Some(a), base))
+            .reduce(|| false, |x, y| x | y),
+        (None, true) => out
+            .par_chunks_mut(BLOCK)
+            .map(|c| float_mult(c, None, base))
+            .reduce(|| false, |x, y| x | y),
+        (a, false) => float_mult(out, a, base),
+    };
+    if bad {
+        return Err(FormatError::InvalidHeader {
+            field: "float-mult multiplier",
+            offset: 0,
+            value: 0,
+            reason: "|k| must be below 2^24 and f32(k) x base not subnormal",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+avx2_dispatch! {
+    /// Ordered bits of `width` bits to float bits, in place.
+    fn unorder<W: Word>(out: &mut [W], width: u32) -> () => unorder_body;
+}
+
+#[inline(always)]
+fn unorder_body<W: Word>(out: &mut [W], width: u32, _avx2: Option<Avx2>) {
+    let sign = 1u32 << (width - 1);
+    for v in out.iter_mut() {
+        let x = v.to_u32();
+        let m = (x >> (width - 1)) & 1;
+        *v = W::from_u32(x ^ (m.wrapping_sub(1) | sign));
+    }
+}
+
+avx2_dispatch! {
+    /// Float-mult to float bits in place: `x` holds `k + 2^31`, `adjust` the zigzagged
+    /// adjustments (none: all 0). True when a multiplier or product is invalid.
+    fn float_mult(out: &mut [u32], adjust: Option<&[u32]>, base: f32) -> bool => float_mult_body;
+}
+
+#[inline(always)]
+fn float_mult_body(out: &mut [u32], adjust: Option<&[u32]>, base: f32, _avx2: Option<Avx2>) -> bool {
+    #[inline(always)]
+    fn one(v: &mut u32, adj: u32, base: f32) -> bool {
+        let k = (*v ^ 0x8000_0000) as i32;
+        let bad_k = k.wrapping_add(MULT_K_LIMIT - 1) as u32 >= (2 * MULT_K_LIMIT - 1) as u32;
+        let p = (k as f32 * base).to_bits();
+        let sub = p & 0x7f80_0000 == 0 && p & 0x007f_ffff != 0;
+        // The order map and its inverse, branch-free.
+        let o = p ^ ((((p >> 31) ^ 1).wrapping_sub(1)) | 0x8000_0000);
+        let o = o.wrapping_add(adj);
+        *v = o ^ ((o >> 31).wrapping_sub(1) | 0x8000_0000);
+        bad_k | sub
+    }
+    let mut bad = false;
+    match adjust {
+        Some(a) => {
+            for (v, &z) in out.iter_mut().zip(a) {
+                bad |= one(v, (z >> 1) ^ 0u32.wrapping_sub(z & 1), base);
             }
-            Ok(())
+        }
+        None => {
+            for v in out.iter_mut() {
+                bad |= one(v, 0, base);
+            }
         }
     }
+    bad
 }
