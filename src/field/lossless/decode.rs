@@ -137,6 +137,8 @@ fn decode_words<W: Word>(
     out: &mut [W],
 ) -> Result<()> {
     let h = &layout.header;
+    // One thread in the pool: the sequential path, which reconstructs each chunk in cache.
+    let parallel = options.parallel && rayon::current_num_threads() > 1;
     let chunk = 1usize << h.chunk_log2;
     let width = h.dtype.bits();
     let st = strides(&h.shape);
@@ -157,7 +159,7 @@ fn decode_words<W: Word>(
             (Some(_), None) => unreachable!("the adjustment buffer exists when a chunk has one"),
         }
     };
-    if options.parallel && layout.chunks.len() > 1 {
+    if parallel && layout.chunks.len() > 1 {
         let adj_chunks: Vec<Option<&mut [u32]>> = if any_adjust {
             adjust.chunks_mut(chunk).map(Some).collect()
         } else {
@@ -176,7 +178,7 @@ fn decode_words<W: Word>(
             reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
         }
     }
-    finish(out, h, if any_adjust { Some(&adjust) } else { None }, options.parallel)?;
+    finish(out, h, if any_adjust { Some(&adjust) } else { None }, parallel)?;
     for r in &layout.runs {
         out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
     }
@@ -437,6 +439,13 @@ pub(super) fn reconstruct<W: Word>(
                     for i in row {
                         s = s.add(out[i].unzig());
                         out[i] = s.add(out[i - o]);
+                    }
+                }
+                // Two upper axes (3-D Lorenzo), in the order the terms are listed.
+                [(o12, false), (o2, true), (o1, true)] => {
+                    for i in row {
+                        s = s.add(out[i].unzig());
+                        out[i] = s.add(out[i - o1]).add(out[i - o2]).sub(out[i - o12]);
                     }
                 }
                 _ => {
