@@ -19,7 +19,9 @@ use proptest::prelude::*;
 fn bytes_of(values: FloatSlice<'_>) -> Vec<u8> {
     match values {
         FloatSlice::F32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
-        FloatSlice::F16(v) | FloatSlice::BF16(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+        FloatSlice::F16(v) | FloatSlice::BF16(v) => {
+            v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+        }
     }
 }
 
@@ -37,7 +39,10 @@ fn round_trip(values: FloatSlice<'_>, shape: &[u32], options: &LosslessOptions) 
         };
         let (h2, back) = decode_lossless(&file, &o).expect("decode");
         assert_eq!(h2, h);
-        assert!(back.as_bytes() == &want[..], "values differ (parallel {parallel})");
+        assert!(
+            back.as_bytes() == &want[..],
+            "values differ (parallel {parallel})"
+        );
         let mut out = vec![0u8; want.len()];
         decode_lossless_into(&file, &o, &mut out).expect("decode into");
         assert!(out == want, "decode_lossless_into differs");
@@ -54,7 +59,10 @@ fn shared_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("CI=true but {} is missing (set L3_TEST_DATA)", dir.display());
+        panic!(
+            "CI=true but {} is missing (set L3_TEST_DATA)",
+            dir.display()
+        );
     } else {
         eprintln!("note: {} not found; shared arrays skipped", dir.display());
         None
@@ -63,7 +71,11 @@ fn shared_dir() -> Option<PathBuf> {
 
 /// The JSON sidecar's "shape" and numeric "fill_value" (a small reader for these two keys).
 fn sidecar(text: &str) -> (Vec<u32>, Option<f32>) {
-    let after = |key: &str| text[text.find(key).expect(key) + key.len()..].trim_start()[1..].trim_start().to_string();
+    let after = |key: &str| {
+        text[text.find(key).expect(key) + key.len()..].trim_start()[1..]
+            .trim_start()
+            .to_string()
+    };
     let s = after("\"shape\"");
     let shape = s[1..s.find(']').unwrap()]
         .split(',')
@@ -88,13 +100,19 @@ fn shared_arrays() -> Vec<(String, Vec<u32>, Vec<f32>, Option<f32>)> {
     paths
         .iter()
         .map(|p| {
-            let (shape, fill) = sidecar(&std::fs::read_to_string(p.with_extension("json")).unwrap());
+            let (shape, fill) =
+                sidecar(&std::fs::read_to_string(p.with_extension("json")).unwrap());
             let values = std::fs::read(p)
                 .unwrap()
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
                 .collect();
-            (p.file_stem().unwrap().to_string_lossy().into_owned(), shape, values, fill)
+            (
+                p.file_stem().unwrap().to_string_lossy().into_owned(),
+                shape,
+                values,
+                fill,
+            )
         })
         .collect()
 }
@@ -106,7 +124,13 @@ fn f16_bits(v: f32) -> u16 {
     let exp = ((b >> 23) & 0xff) as i32;
     let man = b & 0x7f_ffff;
     if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+        return sign
+            | 0x7c00
+            | if man != 0 {
+                0x200 | (man >> 13) as u16
+            } else {
+                0
+            };
     }
     let e = exp - 127 + 15;
     if e >= 31 {
@@ -121,12 +145,20 @@ fn f16_bits(v: f32) -> u16 {
         let half = 1 << (shift - 1);
         let r = m >> shift;
         let rest = m & ((1 << shift) - 1);
-        let r = if rest > half || (rest == half && r & 1 == 1) { r + 1 } else { r };
+        let r = if rest > half || (rest == half && r & 1 == 1) {
+            r + 1
+        } else {
+            r
+        };
         return sign | r as u16;
     }
     let r = ((e as u32) << 10) | (man >> 13);
     let rest = man & 0x1fff;
-    let r = if rest > 0x1000 || (rest == 0x1000 && r & 1 == 1) { r + 1 } else { r };
+    let r = if rest > 0x1000 || (rest == 0x1000 && r & 1 == 1) {
+        r + 1
+    } else {
+        r
+    };
     sign | r as u16
 }
 
@@ -138,7 +170,10 @@ fn shared_arrays_round_trip_bit_exact() {
             ..Default::default()
         };
         let file = round_trip(FloatSlice::F32(&values), &shape, &o);
-        eprintln!("{name}: {:.3}x", (values.len() * 4) as f64 / file.len() as f64);
+        eprintln!(
+            "{name}: {:.3}x",
+            (values.len() * 4) as f64 / file.len() as f64
+        );
         // Flattened to one axis, and (when the first axis splits) as 4 axes.
         round_trip(FloatSlice::F32(&values), &[values.len() as u32], &o);
         if shape.len() < 4 && shape[0] % 2 == 0 {
@@ -165,9 +200,19 @@ fn every_16_bit_pattern_round_trips() {
         round_trip(FloatSlice::BF16(&all), shape, &LosslessOptions::default());
     }
     // Scrambled, so neighbours are far apart.
-    let mixed: Vec<u16> = (0..=u16::MAX as u32).map(|i| (i.wrapping_mul(40503) >> 3) as u16).collect();
-    round_trip(FloatSlice::F16(&mixed), &[65536], &LosslessOptions::default());
-    round_trip(FloatSlice::BF16(&mixed), &[128, 512], &LosslessOptions::default());
+    let mixed: Vec<u16> = (0..=u16::MAX as u32)
+        .map(|i| (i.wrapping_mul(40503) >> 3) as u16)
+        .collect();
+    round_trip(
+        FloatSlice::F16(&mixed),
+        &[65536],
+        &LosslessOptions::default(),
+    );
+    round_trip(
+        FloatSlice::BF16(&mixed),
+        &[128, 512],
+        &LosslessOptions::default(),
+    );
 }
 
 /// A smooth field on a 0.01 grid with every kind of special value sprinkled in.
@@ -231,8 +276,16 @@ fn specials_and_fill_values_in_every_axis_count() {
 fn all_nan_and_single_values() {
     let nan = vec![f32::from_bits(0x7fc0_1234); 3000];
     round_trip(FloatSlice::F32(&nan), &[3000], &LosslessOptions::default());
-    round_trip(FloatSlice::F32(&[-0.0]), &[1, 1, 1, 1], &LosslessOptions::default());
-    round_trip(FloatSlice::F16(&[0x7c01]), &[1], &LosslessOptions::default());
+    round_trip(
+        FloatSlice::F32(&[-0.0]),
+        &[1, 1, 1, 1],
+        &LosslessOptions::default(),
+    );
+    round_trip(
+        FloatSlice::F16(&[0x7c01]),
+        &[1],
+        &LosslessOptions::default(),
+    );
 }
 
 proptest! {
@@ -309,7 +362,10 @@ fn no_crc() -> DecodeOptions {
 fn every_truncation_is_an_error() {
     let file = small_file();
     for len in 0..file.len() {
-        assert!(decode_lossless(&file[..len], &DecodeOptions::default()).is_err(), "len {len}");
+        assert!(
+            decode_lossless(&file[..len], &DecodeOptions::default()).is_err(),
+            "len {len}"
+        );
         let _ = decode_lossless(&file[..len], &no_crc());
         let _ = parse_lossless(&file[..len]);
     }
@@ -322,13 +378,19 @@ fn bit_flips_are_caught_or_harmless() {
     for bit in 0..file.len() * 8 {
         let mut f = file.clone();
         f[bit / 8] ^= 1 << (bit % 8);
-        assert!(decode_lossless(&f, &DecodeOptions::default()).is_err(), "bit {bit}");
+        assert!(
+            decode_lossless(&f, &DecodeOptions::default()).is_err(),
+            "bit {bit}"
+        );
         // Without the CRC, every structural check must still hold: an error or some values.
         if decode_lossless(&f, &no_crc()).is_err() {
             caught += 1;
         }
     }
-    assert!(caught > file.len(), "only {caught} flips caught without the CRC");
+    assert!(
+        caught > file.len(),
+        "only {caught} flips caught without the CRC"
+    );
 }
 
 /// Rewrites a header field and the CRC, so only the structural checks stand in the way.
@@ -353,9 +415,18 @@ fn lying_headers_are_errors() {
         ("shape 0", with_field(&file, 12, &0u32.to_le_bytes())),
         ("shape huge", with_field(&file, 12, &u32::MAX.to_le_bytes())),
         ("shape bigger", with_field(&file, 16, &51u32.to_le_bytes())),
-        ("fill without flag", with_field(&with_field(&file, 11, &[2]), p, &1u32.to_le_bytes())),
-        ("base subnormal", with_field(&file, p + 4, &1u32.to_le_bytes())),
-        ("base negative", with_field(&file, p + 4, &(-1.0f32).to_bits().to_le_bytes())),
+        (
+            "fill without flag",
+            with_field(&with_field(&file, 11, &[2]), p, &1u32.to_le_bytes()),
+        ),
+        (
+            "base subnormal",
+            with_field(&file, p + 4, &1u32.to_le_bytes()),
+        ),
+        (
+            "base negative",
+            with_field(&file, p + 4, &(-1.0f32).to_bits().to_le_bytes()),
+        ),
         ("axes", with_field(&file, p + 8, &[4])),
         ("segments 0", with_field(&file, p + 9, &[0])),
         ("segments 33", with_field(&file, p + 9, &[33])),
@@ -364,8 +435,14 @@ fn lying_headers_are_errors() {
         ("chunk 9", with_field(&file, p + 10, &[9])),
         ("reserved", with_field(&file, p + 11, &[1])),
         ("runs", with_field(&file, p + 12, &u32::MAX.to_le_bytes())),
-        ("runs_len", with_field(&file, p + 16, &u32::MAX.to_le_bytes())),
-        ("chunk 0 len", with_field(&file, p + 20, &u32::MAX.to_le_bytes())),
+        (
+            "runs_len",
+            with_field(&file, p + 16, &u32::MAX.to_le_bytes()),
+        ),
+        (
+            "chunk 0 len",
+            with_field(&file, p + 20, &u32::MAX.to_le_bytes()),
+        ),
         ("chunk 0 len - 1", {
             let l = u32::from_le_bytes(file[p + 20..p + 24].try_into().unwrap());
             with_field(&file, p + 20, &(l - 1).to_le_bytes())
@@ -373,8 +450,14 @@ fn lying_headers_are_errors() {
         ("version 3", with_field(&file, 8, &[3])),
     ];
     for (what, f) in cases {
-        assert!(decode_lossless(&f, &DecodeOptions::default()).is_err(), "{what}");
-        assert!(decode_lossless(&f, &no_crc()).is_err(), "{what} (no CRC check)");
+        assert!(
+            decode_lossless(&f, &DecodeOptions::default()).is_err(),
+            "{what}"
+        );
+        assert!(
+            decode_lossless(&f, &no_crc()).is_err(),
+            "{what} (no CRC check)"
+        );
     }
     // The version-1 decoder refuses version 2, and the reverse.
     assert!(l3::field::decode_field(&file, &DecodeOptions::default()).is_err());

@@ -570,4 +570,3 @@ fn decode_batch_export(
     })
     .py_err()
 }
-

@@ -46,7 +46,9 @@ fn encode_field<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     if lossless {
         if max_error.is_some() || relative.is_some() {
-            return Err(parameter_error("lossless=True takes no max_error or relative"));
+            return Err(parameter_error(
+                "lossless=True takes no max_error or relative",
+            ));
         }
         return encode_lossless(py, array, fill_value, dtype);
     }
@@ -90,7 +92,8 @@ fn fill_bits(fill: f64, dtype: FloatType) -> PyResult<u32> {
         FloatType::F32 => Ok(f.to_bits()),
         FloatType::BF16 if f.to_bits() & 0xffff == 0 => Ok(f.to_bits() >> 16),
         FloatType::F16 => {
-            let h = half_bits(f).ok_or_else(|| parameter_error("fill_value is not exact in float16"))?;
+            let h = half_bits(f)
+                .ok_or_else(|| parameter_error("fill_value is not exact in float16"))?;
             Ok(h as u32)
         }
         _ => Err(parameter_error("fill_value is not exact in bfloat16")),
@@ -148,7 +151,9 @@ fn encode_lossless<'py>(
     options.fill_value = fill_value.map(|f| fill_bits(f, kind)).transpose()?;
     let file = match kind {
         FloatType::F32 => {
-            let a = arr.cast::<PyArrayDyn<f32>>().map_err(|_| parameter_error("float32 array in native byte order"))?;
+            let a = arr
+                .cast::<PyArrayDyn<f32>>()
+                .map_err(|_| parameter_error("float32 array in native byte order"))?;
             let shape = shape_of(a.shape())?;
             let ro = a.readonly();
             let v = ro.as_slice()?;
@@ -162,7 +167,11 @@ fn encode_lossless<'py>(
             let shape = shape_of(a.shape())?;
             let ro = a.readonly();
             let v = ro.as_slice()?;
-            let s = if kind == FloatType::F16 { FloatSlice::F16(v) } else { FloatSlice::BF16(v) };
+            let s = if kind == FloatType::F16 {
+                FloatSlice::F16(v)
+            } else {
+                FloatSlice::BF16(v)
+            };
             py.detach(|| l3::field::encode_lossless(s, &shape, &options))
         }
     }

@@ -22,9 +22,9 @@
 mod decode;
 mod encode;
 mod format;
-mod lossless;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+mod lossless;
 
 #[cfg(test)]
 mod tests;
@@ -36,9 +36,9 @@ pub use format::{
     FIELD_MAGIC, FIELD_VERSION, MAX_BINS, MAX_RUN_VALUES, MIN_RUN_LEN,
 };
 pub use lossless::{
-    decode_lossless, decode_lossless_into, encode_lossless, parse_lossless, FloatSlice,
-    FloatType, FloatVec, LosslessHeader, LosslessOptions, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN,
-    LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION, MAX_SEGMENTS,
+    decode_lossless, decode_lossless_into, encode_lossless, parse_lossless, FloatSlice, FloatType,
+    FloatVec, LosslessHeader, LosslessOptions, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, LOSSLESS_FLAG_FILL,
+    LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION, MAX_SEGMENTS,
 };
 
 /// The version byte of a field file (1 error-bounded, 2 lossless), or `None` when `data` does

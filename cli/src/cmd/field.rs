@@ -236,14 +236,21 @@ fn read_lossless(a: &EncodeFieldArgs) -> Result<LosslessInput> {
         .with_context(|| format!("{}: not a valid sidecar", sidecar.display()))?;
     let shape: Vec<u32> = meta["shape"]
         .as_array()
-        .and_then(|s| s.iter().map(|d| d.as_u64().and_then(|d| u32::try_from(d).ok())).collect())
+        .and_then(|s| {
+            s.iter()
+                .map(|d| d.as_u64().and_then(|d| u32::try_from(d).ok()))
+                .collect()
+        })
         .with_context(|| format!("{}: \"shape\" must be a list of u32", sidecar.display()))?;
     let dtype = match (a.dtype, meta["dtype"].as_str()) {
         (Some(d), _) => d.float_type(),
         (None, None | Some("float32")) => FloatType::F32,
         (None, Some("float16")) => FloatType::F16,
         (None, Some("bfloat16")) => FloatType::BF16,
-        (None, Some(d)) => bail!("{}: dtype {d:?} is not float32, float16 or bfloat16", sidecar.display()),
+        (None, Some(d)) => bail!(
+            "{}: dtype {d:?} is not float32, float16 or bfloat16",
+            sidecar.display()
+        ),
     };
     let bytes = fsio::read_limited(&a.input, array_limit())?;
     let n: u128 = shape.iter().map(|&d| d as u128).product();
@@ -273,9 +280,17 @@ fn read_lossless(a: &EncodeFieldArgs) -> Result<LosslessInput> {
             FloatType::F32 => (f as f32).to_bits(),
             FloatType::BF16 if (f as f32).to_bits() & 0xffff == 0 => (f as f32).to_bits() >> 16,
             FloatType::F16 if f == 0.0 || f.is_nan() => {
-                if f.is_nan() { 0x7e00 } else { 0 }
+                if f.is_nan() {
+                    0x7e00
+                } else {
+                    0
+                }
             }
-            _ => bail!("{}: a fill value in {} needs --fill-value of float32 or none", sidecar.display(), dtype.name()),
+            _ => bail!(
+                "{}: a fill value in {} needs --fill-value of float32 or none",
+                sidecar.display(),
+                dtype.name()
+            ),
         }),
     };
     Ok(LosslessInput {
@@ -330,8 +345,18 @@ fn encode_lossless(a: &EncodeFieldArgs, out: &Path) -> Result<u64> {
     let file = l3::field::encode_lossless(values, &input.shape, &options)?;
     let (h, back) = l3::field::decode_lossless(&file, &decode_options())?;
     let same = match input.dtype {
-        FloatType::F32 => bytemuck_eq(back.as_bytes(), &v32.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>()),
-        _ => bytemuck_eq(back.as_bytes(), &v16.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>()),
+        FloatType::F32 => bytemuck_eq(
+            back.as_bytes(),
+            &v32.iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+        _ => bytemuck_eq(
+            back.as_bytes(),
+            &v16.iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<u8>>(),
+        ),
     };
     if !same {
         bail!("verification failed: the decoded values differ (encoder bug)");
@@ -388,7 +413,10 @@ fn decode_lossless(a: &DecodeFieldArgs, data: &[u8]) -> Result<u64> {
             })?;
             commit(p, a.force)?;
         }
-        (Some("npy"), _) => bail!("{}: .npy output is for float32; use .raw", a.output.display()),
+        (Some("npy"), _) => bail!(
+            "{}: .npy output is for float32; use .raw",
+            a.output.display()
+        ),
         (Some("f32") | Some("raw"), _) => {
             let sidecar = a.output.with_extension("json");
             check_free(&a.output, a.force)?;
@@ -414,7 +442,10 @@ fn decode_lossless(a: &DecodeFieldArgs, data: &[u8]) -> Result<u64> {
             commit(data_write, a.force)?;
             commit(sidecar_write, a.force)?;
         }
-        _ => bail!("{}: the output must be .npy or .f32/.raw", a.output.display()),
+        _ => bail!(
+            "{}: the output must be .npy or .f32/.raw",
+            a.output.display()
+        ),
     }
     println!(
         "{} -> {}: {} shape {:?}, lossless",

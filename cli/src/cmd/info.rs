@@ -57,7 +57,10 @@ fn print_lossless_info(path: &Path, data: &[u8]) -> Result<()> {
         Some(b) => println!("  input      float-mult, base {b:e}"),
         None => println!("  input      ordered float bits"),
     }
-    println!("  axes       differenced along {:#b} (bit 0 = axis 0)", h.axes);
+    println!(
+        "  axes       differenced along {:#b} (bit 0 = axis 0)",
+        h.axes
+    );
     println!(
         "  chunks     {} of {} values, {} segments each; {} exception runs",
         h.chunks(),

@@ -60,10 +60,7 @@ word!(u32);
 word!(u16);
 
 /// Decodes a lossless float array on the CPU.
-pub fn decode_lossless(
-    data: &[u8],
-    options: &DecodeOptions,
-) -> Result<(LosslessHeader, FloatVec)> {
+pub fn decode_lossless(data: &[u8], options: &DecodeOptions) -> Result<(LosslessHeader, FloatVec)> {
     let layout = parse_layout(data, options)?;
     let n = layout.header.len() as usize;
     let out = match layout.header.dtype {
@@ -102,7 +99,12 @@ pub fn decode_lossless_into(
         }
         .into());
     }
-    fn run<W: Word>(layout: &Layout<'_>, data: &[u8], o: &DecodeOptions, out: &mut [u8]) -> Result<()> {
+    fn run<W: Word>(
+        layout: &Layout<'_>,
+        data: &[u8],
+        o: &DecodeOptions,
+        out: &mut [u8],
+    ) -> Result<()> {
         match bytemuck::try_cast_slice_mut::<u8, W>(out) {
             Ok(words) => decode_words::<W>(layout, data, o, words),
             Err(_) => {
@@ -145,7 +147,10 @@ fn decode_words<W: Word>(
     let base = |c: &[u8]| (c.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
     // Chunk heads first: whether any chunk carries adjustments (then their buffer is needed).
     let mut adjust: Vec<u32> = Vec::new();
-    let any_adjust = layout.chunks.iter().any(|c| c.first() == Some(&CHUNK_FLAG_ADJUST));
+    let any_adjust = layout
+        .chunks
+        .iter()
+        .any(|c| c.first() == Some(&CHUNK_FLAG_ADJUST));
     if any_adjust {
         adjust = vec![0u32; out.len()];
     }
@@ -178,7 +183,12 @@ fn decode_words<W: Word>(
             reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
         }
     }
-    finish(out, h, if any_adjust { Some(&adjust) } else { None }, parallel)?;
+    finish(
+        out,
+        h,
+        if any_adjust { Some(&adjust) } else { None },
+        parallel,
+    )?;
     for r in &layout.runs {
         out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
     }
@@ -334,12 +344,20 @@ avx2_dispatch! {
 }
 
 #[inline(always)]
-fn group_runs<W: Word>(l: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE], a: Option<Avx2>) -> GroupResult {
+fn group_runs<W: Word>(
+    l: &mut [Lane<'_, '_, W>],
+    lut: &[Entry; LUT_SIZE],
+    a: Option<Avx2>,
+) -> GroupResult {
     decode_group_body::<W, true>(l, lut, a)
 }
 
 #[inline(always)]
-fn group_plain<W: Word>(l: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE], a: Option<Avx2>) -> GroupResult {
+fn group_plain<W: Word>(
+    l: &mut [Lane<'_, '_, W>],
+    lut: &[Entry; LUT_SIZE],
+    a: Option<Avx2>,
+) -> GroupResult {
     decode_group_body::<W, false>(l, lut, a)
 }
 
@@ -417,7 +435,11 @@ pub(super) fn reconstruct<W: Word>(
         let pred = |out: &[W], i: usize| -> W {
             let mut p = W::default();
             for &(off, plus) in &terms {
-                p = if plus { p.add(out[i - off]) } else { p.sub(out[i - off]) };
+                p = if plus {
+                    p.add(out[i - off])
+                } else {
+                    p.sub(out[i - off])
+                };
             }
             p
         };
@@ -534,7 +556,12 @@ avx2_dispatch! {
 }
 
 #[inline(always)]
-fn float_mult_body(out: &mut [u32], adjust: Option<&[u32]>, base: f32, _avx2: Option<Avx2>) -> bool {
+fn float_mult_body(
+    out: &mut [u32],
+    adjust: Option<&[u32]>,
+    base: f32,
+    _avx2: Option<Avx2>,
+) -> bool {
     #[inline(always)]
     fn one(v: &mut u32, adj: u32, base: f32) -> bool {
         let k = (*v ^ 0x8000_0000) as i32;

@@ -86,7 +86,11 @@ pub fn encode_lossless(
     }
     let n = shape.iter().map(|&d| d as u128).product::<u128>();
     if n > u32::MAX as u128 {
-        return Err(bad_option("shape", n.min(u64::MAX as u128) as u64, "at most 2^32 - 1 values"));
+        return Err(bad_option(
+            "shape",
+            n.min(u64::MAX as u128) as u64,
+            "at most 2^32 - 1 values",
+        ));
     }
     if n != values.len() as u128 {
         return Err(ParameterError::BufferSize {
@@ -101,7 +105,11 @@ pub fn encode_lossless(
         }
     }
     if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
-        return Err(bad_option("chunk_log2", options.chunk_log2 as u64, "8 to 20"));
+        return Err(bad_option(
+            "chunk_log2",
+            options.chunk_log2 as u64,
+            "8 to 20",
+        ));
     }
     if !(1..=MAX_SEGMENTS).contains(&options.segments) {
         return Err(bad_option("segments", options.segments as u64, "1 to 32"));
@@ -270,7 +278,11 @@ fn distinct_patterns(runs: &[Run]) -> usize {
 /// (0 if that product is subnormal).
 fn mult_k(v: f32, base: f32, fallback: i32) -> (i32, f32) {
     let q = (v as f64 / base as f64).round_ties_even();
-    let mut k = if q.abs() < MULT_K_LIMIT as f64 { q as i32 } else { fallback };
+    let mut k = if q.abs() < MULT_K_LIMIT as f64 {
+        q as i32
+    } else {
+        fallback
+    };
     let mut p = k as f32 * base;
     if p.is_subnormal() {
         k = 0;
@@ -469,7 +481,11 @@ fn choose_axes(
                 for &(t, off, neg) in &terms {
                     if t & !active == 0 {
                         let v = input.x[j - off];
-                        r = if neg { r.wrapping_sub(v) } else { r.wrapping_add(v) };
+                        r = if neg {
+                            r.wrapping_sub(v)
+                        } else {
+                            r.wrapping_add(v)
+                        };
                     }
                 }
                 let (t, nraw, _) = token_of(zigzag(r & mask(width), width));
@@ -555,7 +571,12 @@ fn encode_stream(z: &[u32], segments: usize, width: u32) -> (Vec<u8>, Vec<Vec<u8
         let segs: Vec<Vec<Symbol>> = (0..segments)
             .map(|s| {
                 let mut out = Vec::new();
-                tokenize(&z[segment_range(z.len(), segments, s)], width, min_run, &mut out);
+                tokenize(
+                    &z[segment_range(z.len(), segments, s)],
+                    width,
+                    min_run,
+                    &mut out,
+                );
                 out
             })
             .collect();

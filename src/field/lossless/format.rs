@@ -196,8 +196,15 @@ impl LosslessHeader {
         b.push(self.dtype as u8);
         b.push(self.shape.len() as u8);
         b.push(
-            if self.fill_value.is_some() { LOSSLESS_FLAG_FILL } else { 0 }
-                | if self.mult_base.is_some() { LOSSLESS_FLAG_MULT } else { 0 },
+            if self.fill_value.is_some() {
+                LOSSLESS_FLAG_FILL
+            } else {
+                0
+            } | if self.mult_base.is_some() {
+                LOSSLESS_FLAG_MULT
+            } else {
+                0
+            },
         );
         for d in &self.shape {
             b.extend_from_slice(&d.to_le_bytes());
@@ -251,8 +258,14 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
         }
         .into());
     }
-    let dtype = FloatType::from_id(data[9])
-        .ok_or_else(|| invalid("dtype", 9, data[9] as u64, "0 float32, 1 float16, 2 bfloat16"))?;
+    let dtype = FloatType::from_id(data[9]).ok_or_else(|| {
+        invalid(
+            "dtype",
+            9,
+            data[9] as u64,
+            "0 float32, 1 float16, 2 bfloat16",
+        )
+    })?;
     let ndim = data[10] as usize;
     if !(1..=LOSSLESS_MAX_NDIM).contains(&ndim) {
         return Err(invalid("ndim", 10, ndim as u64, "must be 1 to 4").into());
@@ -467,15 +480,23 @@ pub(super) fn parse_chunk<'a>(
         reason,
     };
     let width = header.dtype.bits();
-    let flags = *chunk.first().ok_or_else(|| bad("chunk", 0, "empty chunk"))?;
+    let flags = *chunk
+        .first()
+        .ok_or_else(|| bad("chunk", 0, "empty chunk"))?;
     if flags & !CHUNK_FLAG_ADJUST != 0
         || (flags & CHUNK_FLAG_ADJUST != 0 && header.mult_base.is_none())
     {
-        return Err(bad("chunk flags", flags as u64, "only bit 0, and only with float-mult"));
+        return Err(bad(
+            "chunk flags",
+            flags as u64,
+            "only bit 0, and only with float-mult",
+        ));
     }
     let mut at = 1usize;
     let read_lengths = |at: &mut usize| -> std::result::Result<Vec<u8>, FormatError> {
-        let ntok = *chunk.get(*at).ok_or_else(|| bad("ntok", 0, "chunk truncated"))? as u32;
+        let ntok = *chunk
+            .get(*at)
+            .ok_or_else(|| bad("ntok", 0, "chunk truncated"))? as u32;
         if ntok == 0 || ntok > alphabet(width) {
             return Err(bad("ntok", ntok as u64, "must be 1 to the alphabet size"));
         }
@@ -529,7 +550,11 @@ pub(super) fn parse_chunk<'a>(
         None => None,
     };
     if at != chunk.len() {
-        return Err(bad("chunk", (chunk.len() - at) as u64, "bytes after the last segment"));
+        return Err(bad(
+            "chunk",
+            (chunk.len() - at) as u64,
+            "bytes after the last segment",
+        ));
     }
     Ok(ChunkLayout { residuals, adjust })
 }

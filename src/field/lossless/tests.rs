@@ -21,7 +21,10 @@ fn round_trip(values: FloatSlice<'_>, shape: &[u32], options: &LosslessOptions) 
         };
         let got = back.as_bytes();
         let first = got.iter().zip(&want).position(|(a, b)| a != b);
-        assert!(first.is_none() && got.len() == want.len(), "parallel {parallel}: byte {first:?}");
+        assert!(
+            first.is_none() && got.len() == want.len(),
+            "parallel {parallel}: byte {first:?}"
+        );
         let mut into = vec![0u8; want.len() + 1];
         // An odd start, so the words are misaligned.
         decode_lossless_into(&file, &o, &mut into[1..]).expect("decode into");
@@ -52,7 +55,16 @@ fn tokens_invert() {
 #[test]
 fn zigzag_and_order_invert() {
     for width in [16u32, 32] {
-        for e in [0u32, 1, 2, 0xffff, 0x8000, 0x7fff_ffff, 0x8000_0000, u32::MAX] {
+        for e in [
+            0u32,
+            1,
+            2,
+            0xffff,
+            0x8000,
+            0x7fff_ffff,
+            0x8000_0000,
+            u32::MAX,
+        ] {
             let e = e & mask(width);
             assert_eq!(unzigzag(zigzag(e, width)) & mask(width), e);
             assert_eq!(from_ordered(to_ordered(e, width), width), e);
@@ -96,7 +108,9 @@ fn round_trips_every_axis_count_and_set() {
     let shapes: [&[u32]; 4] = [&[1000], &[31, 47], &[5, 13, 17], &[3, 4, 5, 6]];
     for shape in shapes {
         let n: u32 = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.37).sin() * 100.0 + i as f32 * 0.01).collect();
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i as f32) * 0.37).sin() * 100.0 + i as f32 * 0.01)
+            .collect();
         for axes in 0..1u8 << shape.len() {
             let o = LosslessOptions {
                 axes: Some(axes),
@@ -113,10 +127,20 @@ fn round_trips_every_axis_count_and_set() {
 
 #[test]
 fn specials_and_float_mult() {
-    let mut v: Vec<f32> = (0..5000).map(|i| ((i % 700) as f32 * 0.001) + 12.0).collect();
-    for (i, bits) in [0x7fc0_0001u32, 0xffc0_1234, 0x7f80_0001, 0x8000_0000, 0x0000_0001, 0x7f80_0000, 0xff80_0000]
-        .iter()
-        .enumerate()
+    let mut v: Vec<f32> = (0..5000)
+        .map(|i| ((i % 700) as f32 * 0.001) + 12.0)
+        .collect();
+    for (i, bits) in [
+        0x7fc0_0001u32,
+        0xffc0_1234,
+        0x7f80_0001,
+        0x8000_0000,
+        0x0000_0001,
+        0x7f80_0000,
+        0xff80_0000,
+    ]
+    .iter()
+    .enumerate()
     {
         v[100 * i + 7] = f32::from_bits(*bits);
     }
@@ -130,7 +154,10 @@ fn specials_and_float_mult() {
     };
     let file = round_trip(FloatSlice::F32(&v), &[50, 100], &o);
     let h = parse_lossless(&file).unwrap();
-    assert!(h.mult_base.is_some(), "a 0.001 grid should take float-mult: {h:?}");
+    assert!(
+        h.mult_base.is_some(),
+        "a 0.001 grid should take float-mult: {h:?}"
+    );
     assert!(h.runs > 0, "the fill block should be runs: {h:?}");
 }
 
@@ -141,7 +168,11 @@ fn constant_and_zero_arrays() {
     assert!(file.len() < 2000, "{} bytes", file.len());
     let c = vec![0x3c00u16; 777];
     round_trip(FloatSlice::F16(&c), &[777], &LosslessOptions::default());
-    round_trip(FloatSlice::BF16(&[0x7fc1]), &[1], &LosslessOptions::default());
+    round_trip(
+        FloatSlice::BF16(&[0x7fc1]),
+        &[1],
+        &LosslessOptions::default(),
+    );
 }
 
 #[test]
@@ -152,9 +183,37 @@ fn bad_options_are_errors() {
     assert!(e(&[], &d).is_err());
     assert!(e(&[1, 1, 1, 2, 4], &d).is_err());
     assert!(e(&[9], &d).is_err());
-    assert!(e(&[8], &LosslessOptions { segments: 0, ..d.clone() }).is_err());
-    assert!(e(&[8], &LosslessOptions { chunk_log2: 21, ..d.clone() }).is_err());
-    assert!(e(&[8], &LosslessOptions { axes: Some(2), ..d.clone() }).is_err());
-    let h = encode_lossless(FloatSlice::F16(&[1; 8]), &[8], &LosslessOptions { fill_value: Some(0x10000), ..d });
+    assert!(e(
+        &[8],
+        &LosslessOptions {
+            segments: 0,
+            ..d.clone()
+        }
+    )
+    .is_err());
+    assert!(e(
+        &[8],
+        &LosslessOptions {
+            chunk_log2: 21,
+            ..d.clone()
+        }
+    )
+    .is_err());
+    assert!(e(
+        &[8],
+        &LosslessOptions {
+            axes: Some(2),
+            ..d.clone()
+        }
+    )
+    .is_err());
+    let h = encode_lossless(
+        FloatSlice::F16(&[1; 8]),
+        &[8],
+        &LosslessOptions {
+            fill_value: Some(0x10000),
+            ..d
+        },
+    );
     assert!(h.is_err());
 }
