@@ -86,7 +86,10 @@ fn sidecar(text: &str) -> (Vec<u32>, Option<f32>) {
     (shape, f[..end].trim().parse::<f64>().ok().map(|v| v as f32))
 }
 
-fn shared_arrays() -> Vec<(String, Vec<u32>, Vec<f32>, Option<f32>)> {
+/// A shared array: name, shape, values, fill value.
+type Shared = (String, Vec<u32>, Vec<f32>, Option<f32>);
+
+fn shared_arrays() -> Vec<Shared> {
     let Some(dir) = shared_dir() else {
         return Vec::new();
     };

@@ -117,7 +117,7 @@ fn half_bits(f: f32) -> Option<u16> {
     // Normal: 2^-14 ..= 65504, 11 significant bits; subnormal: multiples of 2^-24.
     let units = a * (1u64 << 24) as f64;
     if a < 2f64.powi(-14) {
-        return (units.fract() == 0.0).then(|| sign | units as u16);
+        return (units.fract() == 0.0).then_some(sign | units as u16);
     }
     let e = a.log2().floor() as i32;
     let m = a / 2f64.powi(e) * 1024.0 - 1024.0;
@@ -147,8 +147,10 @@ fn encode_lossless<'py>(
             )))
         }
     };
-    let mut options = l3::field::LosslessOptions::default();
-    options.fill_value = fill_value.map(|f| fill_bits(f, kind)).transpose()?;
+    let options = l3::field::LosslessOptions {
+        fill_value: fill_value.map(|f| fill_bits(f, kind)).transpose()?,
+        ..Default::default()
+    };
     let file = match kind {
         FloatType::F32 => {
             let a = arr

@@ -325,12 +325,15 @@ fn encode_lossless(a: &EncodeFieldArgs, out: &Path) -> Result<u64> {
     }
     fsio::check_replace(out, &l3::field::FIELD_MAGIC, a.force)?;
     let input = read_lossless(a)?;
-    let mut options = l3::field::LosslessOptions::default();
-    options.fill_value = match (a.fill_value, input.dtype) {
+    let fill_value = match (a.fill_value, input.dtype) {
         (Some(f), FloatType::F32) => Some(f.to_bits()),
         (Some(f), FloatType::BF16) if f.to_bits() & 0xffff == 0 => Some(f.to_bits() >> 16),
         (Some(_), _) => bail!("--fill-value must be exact in {}", input.dtype.name()),
         (None, _) => input.fill,
+    };
+    let options = l3::field::LosslessOptions {
+        fill_value,
+        ..Default::default()
     };
     let v16: Vec<u16> = input.bits.iter().map(|&b| b as u16).collect();
     let v32: Vec<f32> = match input.dtype {

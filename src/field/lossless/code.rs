@@ -82,33 +82,6 @@ pub(super) fn code_lengths(hist: &[u64], lengths: &mut [u8]) {
     }
 }
 
-/// Why a code-length table is invalid: a length above 11, no used token, a lone used token
-/// of length other than 1, or (two or more used) a Kraft sum other than exactly 1.
-pub(super) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
-    if lengths.iter().any(|&l| l as u32 > MAX_CODE_LEN) {
-        return Err("a code length exceeds 11");
-    }
-    let used = lengths.iter().filter(|&&l| l > 0).count();
-    match used {
-        0 => return Err("no token has a code"),
-        1 if lengths.iter().any(|&l| l > 1) => {
-            return Err("a single used token must have length 1")
-        }
-        1 => return Ok(()),
-        _ => {}
-    }
-    let kraft: u32 = lengths
-        .iter()
-        .filter(|&&l| l > 0)
-        .map(|&l| 1u32 << (MAX_CODE_LEN - l as u32))
-        .sum();
-    match kraft.cmp(&(1 << MAX_CODE_LEN)) {
-        std::cmp::Ordering::Less => Err("the code is incomplete"),
-        std::cmp::Ordering::Greater => Err("the code is over-subscribed"),
-        std::cmp::Ordering::Equal => Ok(()),
-    }
-}
-
 /// Each token's canonical code (deflate's rule), bit-reversed for LSB-first writing, and its
 /// length in bits (0 for unused tokens and for a one-token code).
 pub(super) fn canonical(lengths: &[u8]) -> Vec<(u32, u32)> {

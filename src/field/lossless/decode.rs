@@ -8,7 +8,6 @@
 use rayon::prelude::*;
 
 use super::code::{fill_lut, Entry, ENTRY_RUN, LUT_SIZE};
-use super::encode::{segment_range, strides};
 use super::format::*;
 use super::{FloatType, FloatVec};
 use crate::codec::simd::{avx2_dispatch, Avx2};

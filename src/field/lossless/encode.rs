@@ -405,15 +405,6 @@ fn sample_windows(n: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// C-order strides of `shape`.
-pub(super) fn strides(shape: &[u32]) -> Vec<usize> {
-    let mut s = vec![1usize; shape.len()];
-    for a in (0..shape.len().saturating_sub(1)).rev() {
-        s[a] = s[a + 1] * shape[a + 1] as usize;
-    }
-    s
-}
-
 /// Estimated bits of tokens and raw bits for zigzag values `z` of `width` bits (order-0
 /// entropy of the tokens plus their raw bits).
 fn entropy_bits(hist: &[u64; MAX_TOKENS], raw: u64) -> f64 {
@@ -520,12 +511,6 @@ fn differences(mut x: Vec<u32>, shape: &[u32], axes: u8, width: u32) -> Vec<u32>
         *v = zigzag(*v & mask(width), width);
     }
     x
-}
-
-/// The value range of segment `s` of `segments` in a chunk of `m` values.
-pub(super) fn segment_range(m: usize, segments: usize, s: usize) -> std::ops::Range<usize> {
-    let q = m.div_ceil(segments);
-    (s * q).min(m)..((s + 1) * q).min(m)
 }
 
 /// One symbol: token, raw bit count, raw bits.

@@ -128,8 +128,8 @@ pub fn to_ordered(bits: u32, width: u32) -> u32 {
     }
 }
 
-/// Inverse of [`to_ordered`].
-#[inline(always)]
+/// Inverse of [`to_ordered`] (the decoder's passes use a branch-free form of it).
+#[cfg(test)]
 pub fn from_ordered(o: u32, width: u32) -> u32 {
     let sign = 1u32 << (width - 1);
     if o & sign != 0 {
@@ -137,6 +137,48 @@ pub fn from_ordered(o: u32, width: u32) -> u32 {
     } else {
         !o & mask(width)
     }
+}
+
+/// Why a code-length table is invalid: a length above 11, no used token, a lone used token
+/// of length other than 1, or (two or more used) a Kraft sum other than exactly 1.
+pub(super) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
+    if lengths.iter().any(|&l| l as u32 > MAX_CODE_LEN) {
+        return Err("a code length exceeds 11");
+    }
+    let used = lengths.iter().filter(|&&l| l > 0).count();
+    match used {
+        0 => return Err("no token has a code"),
+        1 if lengths.iter().any(|&l| l > 1) => {
+            return Err("a single used token must have length 1")
+        }
+        1 => return Ok(()),
+        _ => {}
+    }
+    let kraft: u32 = lengths
+        .iter()
+        .filter(|&&l| l > 0)
+        .map(|&l| 1u32 << (MAX_CODE_LEN - l as u32))
+        .sum();
+    match kraft.cmp(&(1 << MAX_CODE_LEN)) {
+        std::cmp::Ordering::Less => Err("the code is incomplete"),
+        std::cmp::Ordering::Greater => Err("the code is over-subscribed"),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// C-order strides of `shape`.
+pub(super) fn strides(shape: &[u32]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        s[a] = s[a + 1] * shape[a + 1] as usize;
+    }
+    s
+}
+
+/// The value range of segment `s` of `segments` in a chunk of `m` values.
+pub(super) fn segment_range(m: usize, segments: usize, s: usize) -> std::ops::Range<usize> {
+    let q = m.div_ceil(segments);
+    (s * q).min(m)..((s + 1) * q).min(m)
 }
 
 /// The header of a lossless float array.
@@ -511,7 +553,7 @@ pub(super) fn parse_chunk<'a>(
         if ntok % 2 == 1 && bytes[nbytes - 1] >> 4 != 0 {
             return Err(bad("code lengths", 0, "padding nibble must be zero"));
         }
-        super::code::check_lengths(&lengths).map_err(|r| bad("code lengths", ntok as u64, r))?;
+        check_lengths(&lengths).map_err(|r| bad("code lengths", ntok as u64, r))?;
         Ok(lengths)
     };
     let res_lengths = read_lengths(&mut at)?;

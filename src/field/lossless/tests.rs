@@ -1,6 +1,6 @@
 //! Unit tests of the lossless float codec: tokens, codes and round trips of small arrays.
 
-use super::code::{canonical, check_lengths, code_lengths, MAX_TOKENS};
+use super::code::{canonical, code_lengths, MAX_TOKENS};
 use super::format::*;
 use super::*;
 use crate::decode::DecodeOptions;
@@ -144,9 +144,7 @@ fn specials_and_float_mult() {
     {
         v[100 * i + 7] = f32::from_bits(*bits);
     }
-    for i in 3000..3400 {
-        v[i] = -9999.0;
-    }
+    v[3000..3400].fill(-9999.0);
     let o = LosslessOptions {
         fill_value: Some((-9999.0f32).to_bits()),
         chunk_log2: 10,
