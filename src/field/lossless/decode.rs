@@ -174,20 +174,34 @@ fn decode_words<W: Word>(
             .enumerate()
             .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
         reconstruct(out, 0, out.len(), &h.shape, &st, h.axes);
+        finish(out, h, any_adjust.then_some(&adjust[..]), true)?;
     } else {
+        // Values at least `reach` before the reconstructed end are read by no later value
+        // (the row's previous value and the upper axes' terms), so they map to float bits
+        // while still in cache.
+        let last = h.shape.len() - 1;
+        let reach = 1 + (0..last)
+            .filter(|a| h.axes >> a & 1 == 1)
+            .map(|a| st[a])
+            .sum::<usize>();
+        let mut done = 0;
         for c in 0..layout.chunks.len() {
             let range = c * chunk..((c + 1) * chunk).min(out.len());
             let adj = any_adjust.then(|| &mut adjust[range.clone()]);
             tokens(c, &mut out[range.clone()], adj)?;
             reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
+            let safe = if range.end == out.len() {
+                range.end
+            } else {
+                range.end.saturating_sub(reach)
+            };
+            if safe > done {
+                let a = any_adjust.then(|| &adjust[done..safe]);
+                finish(&mut out[done..safe], h, a, false)?;
+                done = safe;
+            }
         }
     }
-    finish(
-        out,
-        h,
-        if any_adjust { Some(&adjust) } else { None },
-        parallel,
-    )?;
     for r in &layout.runs {
         out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
     }
