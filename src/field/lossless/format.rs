@@ -1,7 +1,8 @@
 //! The lossless float array format in code (SPEC.md, "Lossless float arrays"): constants, the
 //! header ([`LosslessHeader`], [`parse_lossless`]), the file layout checked before decoding
 //! ([`parse_layout`]: lengths, CRC, exception runs, chunk table), one chunk's layout
-//! ([`parse_chunk`]) and the residual tokens.
+//! ([`parse_chunk`]), the code-length rules, the residual tokens, the order and zigzag maps,
+//! and where values sit (strides, segment ranges).
 
 use super::FloatType;
 use crate::decode::DecodeOptions;
