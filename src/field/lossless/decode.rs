@@ -180,10 +180,11 @@ fn decode_words<W: Word>(
         // (the row's previous value and the upper axes' terms), so they map to float bits
         // while still in cache.
         let last = h.shape.len() - 1;
-        let reach = 1 + (0..last)
-            .filter(|a| h.axes >> a & 1 == 1)
-            .map(|a| st[a])
-            .sum::<usize>();
+        let reach = 1
+            + (0..last)
+                .filter(|a| h.axes >> a & 1 == 1)
+                .map(|a| st[a])
+                .sum::<usize>();
         let mut done = 0;
         for c in 0..layout.chunks.len() {
             let range = c * chunk..((c + 1) * chunk).min(out.len());
