@@ -1,6 +1,6 @@
 """Lossless float32 arrays: the compressors scientists use, on the same bytes, one thread.
 
-    pip install numpy zstandard blosc2 pcodec imagecodecs
+    pip install numpy zstandard blosc2 pcodec imagecodecs   (and the l3 package, if built)
     python scripts/peers_lossless.py [../shared/data/float32] [--reps 3] [--out FILE]
 
 Reads every `NAME.f32` (raw little-endian float32, C order) with its `NAME.json` sidecar
@@ -8,7 +8,9 @@ Reads every `NAME.f32` (raw little-endian float32, C order) with its `NAME.json`
 zstd -3 and -19 (zstandard), Blosc2 (bitshuffle + zstd, typesize 4, clevel 9, one block
 size chosen by Blosc2), pcodec (default level 8 and level 12, the whole array as one 1-D
 chunk set), ZFP reversible mode and fpzip (through imagecodecs, when the installed build has
-them), and bitshuffle (imagecodecs, its default block) followed by zstd -19 as a reference.
+them), and bitshuffle (imagecodecs, its default block) followed by zstd -19 as a reference; and l3's
+lossless float arrays (`l3.encode_field(a, lossless=True, fill_value=<sidecar's>)`, decoded
+by `l3.decode_field` with RAYON_NUM_THREADS=1) when the `l3` package imports.
 
 For each array and codec: compression ratio (raw bytes / compressed bytes), single-thread
 decode MB/s of raw output (median of --reps) and a round-trip check that compares the uint32
@@ -55,6 +57,10 @@ try:
     import imagecodecs as ic
 except ImportError:  # pragma: no cover
     ic = None
+try:
+    import l3
+except ImportError:  # pragma: no cover
+    l3 = None
 
 NOISY_PREFIXES = ("eso_",)
 
@@ -78,8 +84,9 @@ def timed(fn, reps):
     return statistics.median(t)
 
 
-def codecs(a: np.ndarray) -> dict:
-    """name -> (encode() -> bytes, decode(bytes) -> array of a's size), or a reason it is absent."""
+def codecs(a: np.ndarray, fill=None) -> dict:
+    """name -> (encode() -> bytes, decode(bytes) -> array of a's size), or a reason it is absent.
+    fill: the sidecar's fill value (only l3 uses it)."""
     raw = a.tobytes()
     z3 = zstandard.ZstdCompressor(level=3, threads=0)
     z19 = zstandard.ZstdCompressor(level=19, threads=0)
@@ -122,6 +129,11 @@ def codecs(a: np.ndarray) -> dict:
                                     dtype="<f4"))
     else:
         out["bitshuffle + zstd -19"] = "bitshuffle not in this imagecodecs build"
+    if l3 is not None and hasattr(l3, "field_info"):
+        out["l3 lossless"] = (lambda: l3.encode_field(a, lossless=True, fill_value=fill),
+                              l3.decode_field)
+    else:
+        out["l3 lossless"] = "the l3 package is not installed"
     return out
 
 
@@ -149,7 +161,7 @@ def main() -> None:
         meta = json.loads(f32.with_suffix(".json").read_text())
         arr = np.fromfile(f32, dtype="<f4").reshape(meta["shape"])
         want = arr.view("<u4").ravel()
-        for name, spec in codecs(arr).items():
+        for name, spec in codecs(arr, meta.get("fill_value")).items():
             if name not in order:
                 order.append(name)
             if isinstance(spec, str):

@@ -184,20 +184,29 @@ def decode_batch_export(
     """Decodes files as one GPU batch and exports it (needs VK_KHR_external_memory_fd)."""
 
 def encode_field(
-    array: npt.NDArray[np.float32],
+    array: npt.NDArray[Any],
     *,
     max_error: Optional[float] = None,
     relative: Optional[float] = None,
     fill_value: Optional[float] = None,
     profile: str = "compact",
+    lossless: bool = False,
+    dtype: Optional[str] = None,
 ) -> bytes:
     """Encodes a 2D/3D float32 array within an absolute or range-relative bound (exactly one);
-    NaN, infinities and fill_value are kept exactly."""
+    NaN, infinities and fill_value are kept exactly. lossless=True: stores a float32, float16,
+    or bfloat16 array of 1 to 4 axes bit for bit (NaN payloads, -0.0); bfloat16 is given as a
+    uint16 array of bit patterns with dtype="bfloat16", or an array whose dtype is named
+    "bfloat16" (ml_dtypes). fill_value must be exact in the dtype."""
 
 def decode_field(
     data: _Bytes, *, limits: Optional[Limits] = None
-) -> npt.NDArray[np.float32]:
-    """Decodes a field file into a float32 array of its shape."""
+) -> npt.NDArray[Any]:
+    """Decodes a field file into an array of its shape: float32 for error-bounded fields; the
+    stored dtype for lossless ones (float32, float16, or bfloat16 as uint16 bit patterns)."""
 
 def field_info(data: _Bytes) -> Dict[str, Any]:
-    """shape, max_error (absolute), bin_width, offset, fill_value, exception_runs."""
+    """mode "error_bounded": shape, max_error (absolute), bin_width, offset, fill_value,
+    exception_runs. mode "lossless": shape, dtype, fill_value (bit pattern or None),
+    float_mult_base, axes (bit a = axis a differenced), chunks, chunk_values, segments,
+    exception_runs."""

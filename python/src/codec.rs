@@ -26,9 +26,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_adapter, m)?)?;
     m.add_function(wrap_pyfunction!(decode_batch_export, m)?)?;
-    m.add_function(wrap_pyfunction!(encode_field, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_field, m)?)?;
-    m.add_function(wrap_pyfunction!(field_info, m)?)?;
     m.add_class::<ExportedBatch>()?;
     Ok(())
 }
@@ -572,85 +569,4 @@ fn decode_batch_export(
         })
     })
     .py_err()
-}
-
-/// Encodes a float32 array of 2 or 3 dimensions within an absolute (`max_error`) or
-/// value-range-relative (`relative`) bound; NaN, infinities and `fill_value` are kept exactly.
-#[pyfunction]
-#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact"))]
-fn encode_field<'py>(
-    py: Python<'py>,
-    array: &Bound<'py, PyAny>,
-    max_error: Option<f64>,
-    relative: Option<f64>,
-    fill_value: Option<f32>,
-    profile: &str,
-) -> PyResult<Bound<'py, PyBytes>> {
-    use l3::field::{Bound as FieldBound, FieldOptions};
-    let bound = match (max_error, relative) {
-        (Some(e), None) => FieldBound::Absolute(e),
-        (None, Some(r)) => FieldBound::Relative(r),
-        _ => {
-            return Err(parameter_error(
-                "give exactly one of max_error (absolute) and relative (fraction of the range)",
-            ))
-        }
-    };
-    let np = py.import("numpy")?;
-    let contiguous = np.call_method1("ascontiguousarray", (array,))?;
-    let a = contiguous.cast::<PyArrayDyn<f32>>().map_err(|_| {
-        parameter_error("expected a float32 array (native byte order) of 2 or 3 dimensions")
-    })?;
-    let shape: Vec<u32> = a
-        .shape()
-        .iter()
-        .map(|&d| u32::try_from(d).map_err(|_| parameter_error("dimension too large")))
-        .collect::<PyResult<_>>()?;
-    let values = a.readonly().as_slice()?.to_vec();
-    let mut options = FieldOptions::new(bound);
-    options.fill_value = fill_value;
-    // The profile chosen, with the field default's patch size.
-    options.image = encode_options(profile, 1 << options.image.patch_log2, 0)?;
-    let file = py
-        .detach(|| l3::field::encode_field(&values, &shape, &options))
-        .py_err()?;
-    Ok(PyBytes::new(py, &file))
-}
-
-/// Decodes a field file into a float32 array of its shape, within `limits` (default
-/// `l3.Limits()`).
-#[pyfunction]
-#[pyo3(signature = (data, *, limits = None))]
-fn decode_field<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-    limits: Option<PyRef<'_, PyLimits>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = bytes_of(data)?;
-    let options = DecodeOptions {
-        limits: limits_of(limits.as_deref()),
-        ..DecodeOptions::default()
-    };
-    let (h, values) = py
-        .detach(|| l3::field::decode_field(&bytes, &options))
-        .py_err()?;
-    let shape: Vec<usize> = h.dims().iter().map(|&d| d as usize).collect();
-    Ok(numpy::PyArray1::from_vec(py, values)
-        .reshape(shape)?
-        .into_any())
-}
-
-/// A field file's header: shape, bound (absolute), bin width, offset, fill value, runs.
-#[pyfunction]
-fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let bytes = bytes_of(data)?;
-    let h = l3::field::FieldHeader::parse(&bytes).map_err(|e| to_py_err(e.into()))?;
-    let d = PyDict::new(py);
-    d.set_item("shape", pyo3::types::PyTuple::new(py, h.dims())?)?;
-    d.set_item("max_error", h.bound)?;
-    d.set_item("bin_width", h.bin_width)?;
-    d.set_item("offset", h.offset)?;
-    d.set_item("fill_value", h.fill_value)?;
-    d.set_item("exception_runs", h.runs)?;
-    Ok(d)
 }

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 mod arrays;
 mod codec;
 mod dataset;
+mod fields;
 mod handoff;
 mod loader;
 
@@ -181,6 +182,7 @@ fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<PyLimits>()?;
     codec::register(m)?;
+    fields::register(m)?;
     dataset::register(m)?;
     loader::register(m)?;
     handoff::register(m)?;

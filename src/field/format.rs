@@ -344,7 +344,7 @@ fn get_varint(data: &[u8], at: &mut usize) -> Option<u32> {
 /// Parses the runs section (`section` starts at byte `base` of the file): exactly `count`
 /// runs, each non-empty, after the previous one, inside a field of `total` values, naming a
 /// value of the table; the section must end with the last run.
-fn read_runs(section: &[u8], count: u32, total: u64, base: usize) -> Result<Vec<Run>> {
+pub(super) fn read_runs(section: &[u8], count: u32, total: u64, base: usize) -> Result<Vec<Run>> {
     let bad = |at: usize, value: u64, reason| FormatError::InvalidHeader {
         field: "exception runs",
         offset: (base + at) as u64,

@@ -16,12 +16,15 @@
 //! Modules: `format` (the file format in code: [`FieldHeader`], the runs section,
 //! [`parse_field`]), `encode` ([`encode_field`]), `decode` ([`decode_field`] on the CPU) and,
 //! with the `gpu` feature, `gpu` (the fields stage on the GPU: `gpu::decode_fields`).
+//! `lossless` holds the lossless float arrays (version 2 of the same container: float32,
+//! float16, bfloat16, 1 to 4 axes); [`field_version`] tells the two apart.
 
 mod decode;
 mod encode;
 mod format;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+mod lossless;
 
 #[cfg(test)]
 mod tests;
@@ -32,3 +35,14 @@ pub use format::{
     parse_field, FieldHeader, FieldLayout, Run, BIN_WIDTH_BITS, FIELD_FLAG_FILL, FIELD_HEADER_LEN,
     FIELD_MAGIC, FIELD_VERSION, MAX_BINS, MAX_RUN_VALUES, MIN_RUN_LEN,
 };
+pub use lossless::{
+    decode_lossless, decode_lossless_into, encode_lossless, parse_lossless, FloatSlice, FloatType,
+    FloatVec, LosslessHeader, LosslessOptions, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, LOSSLESS_FLAG_FILL,
+    LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION, MAX_SEGMENTS,
+};
+
+/// The version byte of a field file (1 error-bounded, 2 lossless), or `None` when `data` does
+/// not start with [`FIELD_MAGIC`] and a version byte.
+pub fn field_version(data: &[u8]) -> Option<u8> {
+    (data.len() > 8 && data[..8] == FIELD_MAGIC).then(|| data[8])
+}

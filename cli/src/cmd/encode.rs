@@ -116,6 +116,8 @@ pub(crate) fn cmd_encode(a: EncodeArgs) -> Result<u64> {
                 fill_value: None,
                 profile: a.profile,
                 force: a.force,
+                lossless: false,
+                dtype: None,
             };
             if args.max_error.is_none() && args.relative.is_none() {
                 bail!("float32 arrays are stored within a bound: give --max-error or --relative");

@@ -1,5 +1,6 @@
 //! `l3 encode-field` and `l3 decode-field`: float32 arrays (raw `.f32` with a JSON sidecar,
-//! or `.npy`) to error-bounded field files (`.l3f`, `l3::field`) and back.
+//! or `.npy`) to error-bounded field files (`.l3f`, `l3::field`) and back; with `--lossless`,
+//! float32, float16 or bfloat16 arrays of 1 to 4 axes stored bit for bit (field version 2).
 
 use std::path::{Path, PathBuf};
 
@@ -23,13 +24,20 @@ pub struct EncodeFieldArgs {
     /// Absolute bound: every decoded value within this of the original.
     #[arg(
         long,
-        conflicts_with = "relative",
-        required_unless_present = "relative"
+        conflicts_with_all = ["relative", "lossless"],
+        required_unless_present_any = ["relative", "lossless"]
     )]
     pub max_error: Option<f64>,
     /// Bound as a fraction of the value range (max - min of the finite, non-fill values).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "lossless")]
     pub relative: Option<f64>,
+    /// Store every value bit for bit (field version 2): 1 to 4 axes, float32, float16 or
+    /// bfloat16 (`--dtype`, or the sidecar's "dtype"), NaN payloads and -0.0 included.
+    #[arg(long)]
+    pub lossless: bool,
+    /// Element type of a raw lossless input (default: the sidecar's "dtype", else f32).
+    #[arg(long, value_enum, requires = "lossless")]
+    pub dtype: Option<DtypeArg>,
     /// Fill value kept exactly (default: the sidecar's `fill_value`, if any).
     #[arg(long)]
     pub fill_value: Option<f32>,
@@ -42,6 +50,27 @@ pub struct EncodeFieldArgs {
     /// (name, length, modification time); otherwise it is encoded again and replaced.
     #[arg(long)]
     pub force: bool,
+}
+
+/// Element type of a raw lossless input.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum DtypeArg {
+    /// float32.
+    F32,
+    /// float16 (IEEE binary16).
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl DtypeArg {
+    fn float_type(self) -> l3::field::FloatType {
+        match self {
+            DtypeArg::F32 => l3::field::FloatType::F32,
+            DtypeArg::F16 => l3::field::FloatType::F16,
+            DtypeArg::Bf16 => l3::field::FloatType::BF16,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -89,6 +118,9 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         .output
         .clone()
         .unwrap_or_else(|| a.input.with_extension("l3f"));
+    if a.lossless {
+        return encode_lossless(&a, &out);
+    }
     let bound = match (a.max_error, a.relative) {
         (Some(e), _) => l3::field::Bound::Absolute(e),
         (None, Some(r)) => l3::field::Bound::Relative(r),
@@ -172,6 +204,262 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     Ok(0)
 }
 
+/// A raw lossless input: the element bits and the sidecar's shape, dtype and fill value.
+struct LosslessInput {
+    bits: Vec<u32>,
+    shape: Vec<u32>,
+    dtype: l3::field::FloatType,
+    fill: Option<u32>,
+}
+
+/// Reads a raw array (`.f32`/`.raw` + `.json`: "shape" of 1 to 4 axes, optional "dtype"
+/// float32/float16/bfloat16 and "fill_value") or a float32 `.npy`.
+fn read_lossless(a: &EncodeFieldArgs) -> Result<LosslessInput> {
+    use l3::field::FloatType;
+    let ext = a.input.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ext == "npy" {
+        let arr = read_npy(&a.input, array_limit())?;
+        return Ok(LosslessInput {
+            bits: arr.values.iter().map(|v| v.to_bits()).collect(),
+            shape: arr.shape,
+            dtype: FloatType::F32,
+            fill: arr.fill.map(f32::to_bits),
+        });
+    }
+    if ext != "f32" && ext != "raw" {
+        bail!("expected a .f32/.raw (+ .json) or .npy file");
+    }
+    let sidecar = a.input.with_extension("json");
+    let text = fsio::read_limited(&sidecar, MAX_SIDECAR_BYTES)
+        .with_context(|| format!("the sidecar {} (shape)", sidecar.display()))?;
+    let meta: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("{}: not a valid sidecar", sidecar.display()))?;
+    let shape: Vec<u32> = meta["shape"]
+        .as_array()
+        .and_then(|s| {
+            s.iter()
+                .map(|d| d.as_u64().and_then(|d| u32::try_from(d).ok()))
+                .collect()
+        })
+        .with_context(|| format!("{}: \"shape\" must be a list of u32", sidecar.display()))?;
+    let dtype = match (a.dtype, meta["dtype"].as_str()) {
+        (Some(d), _) => d.float_type(),
+        (None, None | Some("float32")) => FloatType::F32,
+        (None, Some("float16")) => FloatType::F16,
+        (None, Some("bfloat16")) => FloatType::BF16,
+        (None, Some(d)) => bail!(
+            "{}: dtype {d:?} is not float32, float16 or bfloat16",
+            sidecar.display()
+        ),
+    };
+    let bytes = fsio::read_limited(&a.input, array_limit())?;
+    let n: u128 = shape.iter().map(|&d| d as u128).product();
+    if shape.is_empty() || shape.len() > 4 || n * dtype.size() as u128 != bytes.len() as u128 {
+        bail!(
+            "{} is {} bytes; shape {shape:?} of {} needs 1 to 4 axes and {} bytes",
+            a.input.display(),
+            bytes.len(),
+            dtype.name(),
+            n * dtype.size() as u128
+        );
+    }
+    let bits: Vec<u32> = match dtype {
+        FloatType::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect(),
+        _ => bytes
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u32)
+            .collect(),
+    };
+    // A fill value from the sidecar is a number; in the 16-bit types it must be exact.
+    let fill = match meta["fill_value"].as_f64() {
+        None => None,
+        Some(f) => Some(match dtype {
+            FloatType::F32 => (f as f32).to_bits(),
+            FloatType::BF16 if (f as f32).to_bits() & 0xffff == 0 => (f as f32).to_bits() >> 16,
+            FloatType::F16 if f == 0.0 || f.is_nan() => {
+                if f.is_nan() {
+                    0x7e00
+                } else {
+                    0
+                }
+            }
+            _ => bail!(
+                "{}: a fill value in {} needs --fill-value of float32 or none",
+                sidecar.display(),
+                dtype.name()
+            ),
+        }),
+    };
+    Ok(LosslessInput {
+        bits,
+        shape,
+        dtype,
+        fill,
+    })
+}
+
+/// `l3 encode-field --lossless`: encodes, decodes again and compares bit for bit before
+/// anything is written.
+fn encode_lossless(a: &EncodeFieldArgs, out: &Path) -> Result<u64> {
+    use l3::field::{FloatSlice, FloatType};
+    let ext = a.input.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let mut sources = vec![a.input.clone()];
+    if ext != "npy" {
+        sources.push(a.input.with_extension("json"));
+    }
+    let key = format!(
+        "lossless fill={:?} dtype={:?}",
+        a.fill_value.map(f32::to_bits),
+        a.dtype.map(|d| d.float_type().name())
+    );
+    let stamps = sources
+        .iter()
+        .map(|p| resume::Stamp::of(p))
+        .collect::<Result<Vec<_>>>()?;
+    if !a.force && resume::is_up_to_date(&stamps, out, &key) {
+        println!("{}: up to date, skipped", a.input.display());
+        return Ok(0);
+    }
+    fsio::check_replace(out, &l3::field::FIELD_MAGIC, a.force)?;
+    let input = read_lossless(a)?;
+    let fill_value = match (a.fill_value, input.dtype) {
+        (Some(f), FloatType::F32) => Some(f.to_bits()),
+        (Some(f), FloatType::BF16) if f.to_bits() & 0xffff == 0 => Some(f.to_bits() >> 16),
+        (Some(_), _) => bail!("--fill-value must be exact in {}", input.dtype.name()),
+        (None, _) => input.fill,
+    };
+    let options = l3::field::LosslessOptions {
+        fill_value,
+        ..Default::default()
+    };
+    let v16: Vec<u16> = input.bits.iter().map(|&b| b as u16).collect();
+    let v32: Vec<f32> = match input.dtype {
+        FloatType::F32 => input.bits.iter().map(|&b| f32::from_bits(b)).collect(),
+        _ => Vec::new(),
+    };
+    let values = match input.dtype {
+        FloatType::F32 => FloatSlice::F32(&v32),
+        FloatType::F16 => FloatSlice::F16(&v16),
+        FloatType::BF16 => FloatSlice::BF16(&v16),
+    };
+    let file = l3::field::encode_lossless(values, &input.shape, &options)?;
+    let (h, back) = l3::field::decode_lossless(&file, &decode_options())?;
+    let same = match input.dtype {
+        FloatType::F32 => bytemuck_eq(
+            back.as_bytes(),
+            &v32.iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+        _ => bytemuck_eq(
+            back.as_bytes(),
+            &v16.iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+    };
+    if !same {
+        bail!("verification failed: the decoded values differ (encoder bug)");
+    }
+    resume::forget_output(out)?;
+    fsio::write_atomic(out, &file)?;
+    if let Err(e) = resume::record_output(stamps, out, &key) {
+        eprintln!(
+            "warning: {}: no resume record ({e:#}); a rerun encodes it again",
+            out.display()
+        );
+    }
+    let raw = h.output_bytes();
+    println!(
+        "{} -> {}: {} {} values, {} -> {} bytes ({:.3}x), lossless, axes {:#b}, {}{} exception runs",
+        a.input.display(),
+        out.display(),
+        h.len(),
+        h.dtype.name(),
+        raw,
+        file.len(),
+        raw as f64 / file.len() as f64,
+        h.axes,
+        h.mult_base.map_or(String::new(), |b| format!("float-mult base {b}, ")),
+        h.runs
+    );
+    Ok(0)
+}
+
+fn bytemuck_eq(a: &[u8], b: &[u8]) -> bool {
+    a == b
+}
+
+/// `l3 decode-field` of a lossless file: raw little-endian values (`.f32`/`.raw` + `.json`
+/// with shape and dtype), or `.npy` for float32.
+fn decode_lossless(a: &DecodeFieldArgs, data: &[u8]) -> Result<u64> {
+    let (h, values) = l3::field::decode_lossless(data, &decode_options())
+        .with_context(|| a.input.display().to_string())?;
+    let pending =
+        |path: &Path,
+         write: &dyn Fn(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>| {
+            fsio::create_parent(path)?;
+            l3::shard::PendingWrite::new(path, write)
+                .with_context(|| format!("writing {}", path.display()))
+        };
+    match (a.output.extension().and_then(|e| e.to_str()), &values) {
+        (Some("npy"), l3::field::FloatVec::F32(v)) => {
+            check_free(&a.output, a.force)?;
+            let dims: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
+            let view = ndarray::ArrayView::from_shape(ndarray::IxDyn(&dims), v)
+                .context("array shape does not match its values (decoder bug)")?;
+            let p = pending(&a.output, &|f| {
+                ndarray_npy::WriteNpyExt::write_npy(&view, f).map_err(std::io::Error::other)
+            })?;
+            commit(p, a.force)?;
+        }
+        (Some("npy"), _) => bail!(
+            "{}: .npy output is for float32; use .raw",
+            a.output.display()
+        ),
+        (Some("f32") | Some("raw"), _) => {
+            let sidecar = a.output.with_extension("json");
+            check_free(&a.output, a.force)?;
+            check_free(&sidecar, a.force)?;
+            let body: Vec<u8> = match &values {
+                l3::field::FloatVec::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                l3::field::FloatVec::F16(v) | l3::field::FloatVec::BF16(v) => {
+                    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+                }
+            };
+            let meta = serde_json::json!({
+                "shape": h.shape,
+                "dtype": h.dtype.name(),
+                "byte_order": "little",
+                "order": "C",
+                "fill_value_bits": h.fill_value,
+                "bytes": body.len(),
+                "crc32": crc32fast::hash(&body),
+            });
+            let json = serde_json::to_vec_pretty(&meta)?;
+            let data_write = pending(&a.output, &|f| std::io::Write::write_all(f, &body))?;
+            let sidecar_write = pending(&sidecar, &|f| std::io::Write::write_all(f, &json))?;
+            commit(data_write, a.force)?;
+            commit(sidecar_write, a.force)?;
+        }
+        _ => bail!(
+            "{}: the output must be .npy or .f32/.raw",
+            a.output.display()
+        ),
+    }
+    println!(
+        "{} -> {}: {} shape {:?}, lossless",
+        a.input.display(),
+        a.output.display(),
+        h.dtype.name(),
+        h.shape
+    );
+    Ok(0)
+}
+
 /// Fails unless `path` is free or `force` (a folder is never replaced).
 fn check_free(path: &Path, force: bool) -> Result<()> {
     match std::fs::symlink_metadata(path) {
@@ -202,6 +490,9 @@ fn commit(p: l3::shard::PendingWrite, force: bool) -> Result<()> {
 pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
     let data = fsio::read_limited(&a.input, limits().max_input_bytes)
         .with_context(|| a.input.display().to_string())?;
+    if l3::field::field_version(&data) == Some(l3::field::LOSSLESS_VERSION) {
+        return decode_lossless(&a, &data);
+    }
     let (h, values) = l3::field::decode_field(&data, &decode_options())
         .with_context(|| a.input.display().to_string())?;
     let shape = h.dims().to_vec();

@@ -19,6 +19,9 @@ pub(crate) fn cmd_info(a: InfoArgs) -> Result<u64> {
     for path in &a.files {
         let r = (|| -> Result<()> {
             let data = read_l3(path)?;
+            if l3::field::field_version(&data) == Some(l3::field::LOSSLESS_VERSION) {
+                return print_lossless_info(path, &data);
+            }
             if data.starts_with(&l3::field::FIELD_MAGIC) {
                 return print_field_info(path, &data);
             }
@@ -32,6 +35,46 @@ pub(crate) fn cmd_info(a: InfoArgs) -> Result<u64> {
         }
     }
     Ok(failed)
+}
+
+/// A lossless float array (field version 2): its header (the CRC and chunk table are
+/// checked by a decode).
+fn print_lossless_info(path: &Path, data: &[u8]) -> Result<()> {
+    let h = l3::field::parse_lossless(data)?;
+    l3::field::decode_lossless(data, &decode_options())?;
+    println!("{}", path.display());
+    println!(
+        "  format     L3 lossless float array (field version {}), {} shape {:?}",
+        l3::field::LOSSLESS_VERSION,
+        h.dtype.name(),
+        h.shape
+    );
+    match h.fill_value {
+        Some(f) => println!("  fill       bits {f:#x}"),
+        None => println!("  fill       none declared"),
+    }
+    match h.mult_base {
+        Some(b) => println!("  input      float-mult, base {b:e}"),
+        None => println!("  input      ordered float bits"),
+    }
+    println!(
+        "  axes       differenced along {:#b} (bit 0 = axis 0)",
+        h.axes
+    );
+    println!(
+        "  chunks     {} of {} values, {} segments each; {} exception runs",
+        h.chunks(),
+        1u64 << h.chunk_log2,
+        h.segments,
+        h.runs
+    );
+    println!(
+        "  size       {} bytes for {} raw ({:.3}x)",
+        data.len(),
+        h.output_bytes(),
+        h.output_bytes() as f64 / data.len() as f64
+    );
+    Ok(())
 }
 
 /// A float field file (`.l3f`): its header, bound, runs and bin image (checked in full:

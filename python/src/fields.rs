@@ -1,0 +1,252 @@
+//! Float fields: `encode_field` (error-bounded, or `lossless=True` for float32, float16 and
+//! bfloat16 arrays of 1 to 4 axes), `decode_field` (either version, the stored dtype back;
+//! bfloat16 as uint16 bit patterns) and `field_info` (the header, with its "mode").
+
+use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use l3::decode::DecodeOptions;
+use l3::field::{FloatSlice, FloatType, FloatVec, LOSSLESS_VERSION};
+
+use crate::codec::{bytes_of, encode_options};
+use crate::{limits_of, parameter_error, to_py_err, OrPyErr, PyLimits};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(encode_field, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_field, m)?)?;
+    m.add_function(wrap_pyfunction!(field_info, m)?)?;
+    Ok(())
+}
+
+fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
+    shape
+        .iter()
+        .map(|&d| u32::try_from(d).map_err(|_| parameter_error("dimension too large")))
+        .collect()
+}
+
+/// Encodes a float array. Error-bounded (a float32 array of 2 or 3 dimensions within an
+/// absolute `max_error` or value-range-relative `relative` bound; NaN, infinities and
+/// `fill_value` kept exactly), or with `lossless=True` bit for bit: float32, float16, or
+/// bfloat16 given as a uint16 array of bit patterns with `dtype="bfloat16"` (or an array
+/// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes.
+#[pyfunction]
+#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None))]
+#[allow(clippy::too_many_arguments)]
+fn encode_field<'py>(
+    py: Python<'py>,
+    array: &Bound<'py, PyAny>,
+    max_error: Option<f64>,
+    relative: Option<f64>,
+    fill_value: Option<f64>,
+    profile: &str,
+    lossless: bool,
+    dtype: Option<&str>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if lossless {
+        if max_error.is_some() || relative.is_some() {
+            return Err(parameter_error(
+                "lossless=True takes no max_error or relative",
+            ));
+        }
+        return encode_lossless(py, array, fill_value, dtype);
+    }
+    if dtype.is_some() {
+        return Err(parameter_error("dtype is for lossless=True"));
+    }
+    use l3::field::{Bound as FieldBound, FieldOptions};
+    let bound = match (max_error, relative) {
+        (Some(e), None) => FieldBound::Absolute(e),
+        (None, Some(r)) => FieldBound::Relative(r),
+        _ => {
+            return Err(parameter_error(
+                "give exactly one of max_error (absolute) and relative (fraction of the range), or lossless=True",
+            ))
+        }
+    };
+    let np = py.import("numpy")?;
+    let contiguous = np.call_method1("ascontiguousarray", (array,))?;
+    let a = contiguous.cast::<PyArrayDyn<f32>>().map_err(|_| {
+        parameter_error("expected a float32 array (native byte order) of 2 or 3 dimensions")
+    })?;
+    let shape = shape_of(a.shape())?;
+    let values = a.readonly().as_slice()?.to_vec();
+    let mut options = FieldOptions::new(bound);
+    options.fill_value = fill_value.map(|f| f as f32);
+    // The profile chosen, with the field default's patch size.
+    options.image = encode_options(profile, 1 << options.image.patch_log2, 0)?;
+    let file = py
+        .detach(|| l3::field::encode_field(&values, &shape, &options))
+        .py_err()?;
+    Ok(PyBytes::new(py, &file))
+}
+
+/// The fill value's bit pattern in `dtype`: exact, or an error.
+fn fill_bits(fill: f64, dtype: FloatType) -> PyResult<u32> {
+    let f = fill as f32;
+    if f as f64 != fill && !fill.is_nan() {
+        return Err(parameter_error("fill_value is not exact in float32"));
+    }
+    match dtype {
+        FloatType::F32 => Ok(f.to_bits()),
+        FloatType::BF16 if f.to_bits() & 0xffff == 0 => Ok(f.to_bits() >> 16),
+        FloatType::F16 => {
+            let h = half_bits(f)
+                .ok_or_else(|| parameter_error("fill_value is not exact in float16"))?;
+            Ok(h as u32)
+        }
+        _ => Err(parameter_error("fill_value is not exact in bfloat16")),
+    }
+}
+
+/// The float16 bits of `f` when `f` is exactly a float16 (NaN: the quiet NaN of its sign).
+fn half_bits(f: f32) -> Option<u16> {
+    let b = f.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    if f.is_nan() {
+        return Some(sign | 0x7e00);
+    }
+    if f.is_infinite() {
+        return Some(sign | 0x7c00);
+    }
+    if f == 0.0 {
+        return Some(sign);
+    }
+    let a = f.abs() as f64;
+    // Normal: 2^-14 ..= 65504, 11 significant bits; subnormal: multiples of 2^-24.
+    let units = a * (1u64 << 24) as f64;
+    if a < 2f64.powi(-14) {
+        return (units.fract() == 0.0).then_some(sign | units as u16);
+    }
+    let e = a.log2().floor() as i32;
+    let m = a / 2f64.powi(e) * 1024.0 - 1024.0;
+    (e <= 15 && m.fract() == 0.0).then(|| sign | (((e + 15) as u16) << 10) | m as u16)
+}
+
+fn encode_lossless<'py>(
+    py: Python<'py>,
+    array: &Bound<'py, PyAny>,
+    fill_value: Option<f64>,
+    dtype: Option<&str>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let np = py.import("numpy")?;
+    let mut arr = np.call_method1("ascontiguousarray", (array,))?;
+    let name: String = arr.getattr("dtype")?.getattr("name")?.extract()?;
+    let kind = match (dtype, name.as_str()) {
+        (None | Some("float32"), "float32") => FloatType::F32,
+        (None | Some("float16"), "float16") => FloatType::F16,
+        (Some("bfloat16"), "uint16") => FloatType::BF16,
+        (None | Some("bfloat16"), "bfloat16") => {
+            arr = arr.call_method1("view", (np.getattr("uint16")?,))?;
+            FloatType::BF16
+        }
+        _ => {
+            return Err(parameter_error(format!(
+                "lossless fields take float32, float16, or bfloat16 (uint16 bits with dtype=\"bfloat16\"); got {name} with dtype={dtype:?}"
+            )))
+        }
+    };
+    let options = l3::field::LosslessOptions {
+        fill_value: fill_value.map(|f| fill_bits(f, kind)).transpose()?,
+        ..Default::default()
+    };
+    let file = match kind {
+        FloatType::F32 => {
+            let a = arr
+                .cast::<PyArrayDyn<f32>>()
+                .map_err(|_| parameter_error("float32 array in native byte order"))?;
+            let shape = shape_of(a.shape())?;
+            let ro = a.readonly();
+            let v = ro.as_slice()?;
+            py.detach(|| l3::field::encode_lossless(FloatSlice::F32(v), &shape, &options))
+        }
+        _ => {
+            let a = arr
+                .call_method1("view", (np.getattr("uint16")?,))?
+                .cast_into::<PyArrayDyn<u16>>()
+                .map_err(|_| parameter_error("16-bit array in native byte order"))?;
+            let shape = shape_of(a.shape())?;
+            let ro = a.readonly();
+            let v = ro.as_slice()?;
+            let s = if kind == FloatType::F16 {
+                FloatSlice::F16(v)
+            } else {
+                FloatSlice::BF16(v)
+            };
+            py.detach(|| l3::field::encode_lossless(s, &shape, &options))
+        }
+    }
+    .py_err()?;
+    Ok(PyBytes::new(py, &file))
+}
+
+/// Decodes a field file into an array of its shape: float32 for error-bounded fields; the
+/// stored dtype for lossless ones (float32, float16, or bfloat16 as uint16 bit patterns),
+/// within `limits` (default `l3.Limits()`).
+#[pyfunction]
+#[pyo3(signature = (data, *, limits = None))]
+fn decode_field<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    limits: Option<PyRef<'_, PyLimits>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = bytes_of(data)?;
+    let options = DecodeOptions {
+        limits: limits_of(limits.as_deref()),
+        ..DecodeOptions::default()
+    };
+    if l3::field::field_version(&bytes) == Some(LOSSLESS_VERSION) {
+        let (h, values) = py
+            .detach(|| l3::field::decode_lossless(&bytes, &options))
+            .py_err()?;
+        let shape: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
+        return Ok(match values {
+            FloatVec::F32(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+            FloatVec::F16(v) => numpy::PyArray1::from_vec(py, v)
+                .reshape(shape)?
+                .call_method1("view", (py.import("numpy")?.getattr("float16")?,))?,
+            FloatVec::BF16(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+        });
+    }
+    let (h, values) = py
+        .detach(|| l3::field::decode_field(&bytes, &options))
+        .py_err()?;
+    let shape: Vec<usize> = h.dims().iter().map(|&d| d as usize).collect();
+    Ok(numpy::PyArray1::from_vec(py, values)
+        .reshape(shape)?
+        .into_any())
+}
+
+/// A field file's header. Error-bounded: mode "error_bounded", shape, max_error (absolute),
+/// bin_width, offset, fill_value, exception_runs. Lossless: mode "lossless", shape, dtype,
+/// fill_value (the dtype's bit pattern, or None), float_mult_base, axes (differenced, bit a =
+/// axis a), chunks, chunk_values, segments, exception_runs.
+#[pyfunction]
+fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let bytes = bytes_of(data)?;
+    let d = PyDict::new(py);
+    if l3::field::field_version(&bytes) == Some(LOSSLESS_VERSION) {
+        let h = l3::field::parse_lossless(&bytes).map_err(to_py_err)?;
+        d.set_item("mode", "lossless")?;
+        d.set_item("shape", pyo3::types::PyTuple::new(py, &h.shape)?)?;
+        d.set_item("dtype", h.dtype.name())?;
+        d.set_item("fill_value", h.fill_value)?;
+        d.set_item("float_mult_base", h.mult_base)?;
+        d.set_item("axes", h.axes)?;
+        d.set_item("chunks", h.chunks())?;
+        d.set_item("chunk_values", 1u64 << h.chunk_log2)?;
+        d.set_item("segments", h.segments)?;
+        d.set_item("exception_runs", h.runs)?;
+        return Ok(d);
+    }
+    let h = l3::field::FieldHeader::parse(&bytes).map_err(|e| to_py_err(e.into()))?;
+    d.set_item("mode", "error_bounded")?;
+    d.set_item("shape", pyo3::types::PyTuple::new(py, h.dims())?)?;
+    d.set_item("max_error", h.bound)?;
+    d.set_item("bin_width", h.bin_width)?;
+    d.set_item("offset", h.offset)?;
+    d.set_item("fill_value", h.fill_value)?;
+    d.set_item("exception_runs", h.runs)?;
+    Ok(d)
+}

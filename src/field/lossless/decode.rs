@@ -1,0 +1,605 @@
+//! The lossless decoder on the CPU: per chunk, the segments' tokens (a table lookup per
+//! token, then its raw bits) into the output as zigzag residuals, then the inverse of the
+//! differences in place (a running sum along the last axis plus the already decoded values
+//! of earlier rows); at the end one pass from ordered bits (or float-mult) to float bits and
+//! the exception runs. Chunks' tokens decode in parallel when asked; the single-thread path
+//! decodes and reconstructs chunk by chunk while the chunk is in cache.
+
+use rayon::prelude::*;
+
+use super::code::{fill_lut, Entry, ENTRY_RUN, LUT_SIZE};
+use super::format::*;
+use super::{FloatType, FloatVec};
+use crate::codec::simd::{avx2_dispatch, Avx2};
+use crate::decode::DecodeOptions;
+use crate::error::{FormatError, ParameterError, Result};
+
+/// An unsigned word of the decoding arithmetic: u32 for float32, u16 for the 16-bit types
+/// (residuals, sums and differences wrap at the word's width).
+pub(super) trait Word: Copy + Default + Send + Sync + bytemuck::Pod {
+    /// The low bits of `v`.
+    fn from_u32(v: u32) -> Self;
+    /// Widened.
+    fn to_u32(self) -> u32;
+    /// Wrapping sum.
+    fn add(self, o: Self) -> Self;
+    /// Wrapping difference.
+    fn sub(self, o: Self) -> Self;
+    /// Inverse zigzag.
+    fn unzig(self) -> Self;
+}
+
+macro_rules! word {
+    ($t:ty) => {
+        impl Word for $t {
+            #[inline(always)]
+            fn from_u32(v: u32) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_u32(self) -> u32 {
+                self as u32
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            #[inline(always)]
+            fn unzig(self) -> Self {
+                (self >> 1) ^ (0 as $t).wrapping_sub(self & 1)
+            }
+        }
+    };
+}
+word!(u32);
+word!(u16);
+
+/// Decodes a lossless float array on the CPU.
+pub fn decode_lossless(data: &[u8], options: &DecodeOptions) -> Result<(LosslessHeader, FloatVec)> {
+    let layout = parse_layout(data, options)?;
+    let n = layout.header.len() as usize;
+    let out = match layout.header.dtype {
+        FloatType::F32 => {
+            let mut v = vec![0f32; n];
+            decode_words::<u32>(&layout, data, options, bytemuck::cast_slice_mut(&mut v))?;
+            FloatVec::F32(v)
+        }
+        FloatType::F16 => {
+            let mut v = vec![0u16; n];
+            decode_words::<u16>(&layout, data, options, &mut v)?;
+            FloatVec::F16(v)
+        }
+        FloatType::BF16 => {
+            let mut v = vec![0u16; n];
+            decode_words::<u16>(&layout, data, options, &mut v)?;
+            FloatVec::BF16(v)
+        }
+    };
+    Ok((layout.header, out))
+}
+
+/// Decodes a lossless float array into `out`: the values' bytes, native-endian, C order;
+/// `out.len()` must be the array's values times the dtype's size.
+pub fn decode_lossless_into(
+    data: &[u8],
+    options: &DecodeOptions,
+    out: &mut [u8],
+) -> Result<LosslessHeader> {
+    let layout = parse_layout(data, options)?;
+    let needed = layout.header.output_bytes() as usize;
+    if out.len() != needed {
+        return Err(ParameterError::BufferSize {
+            got: out.len(),
+            needed,
+        }
+        .into());
+    }
+    fn run<W: Word>(
+        layout: &Layout<'_>,
+        data: &[u8],
+        o: &DecodeOptions,
+        out: &mut [u8],
+    ) -> Result<()> {
+        match bytemuck::try_cast_slice_mut::<u8, W>(out) {
+            Ok(words) => decode_words::<W>(layout, data, o, words),
+            Err(_) => {
+                let mut v = vec![W::default(); layout.header.len() as usize];
+                decode_words::<W>(layout, data, o, &mut v)?;
+                out.copy_from_slice(bytemuck::cast_slice(&v));
+                Ok(())
+            }
+        }
+    }
+    match layout.header.dtype {
+        FloatType::F32 => run::<u32>(&layout, data, options, out)?,
+        FloatType::F16 | FloatType::BF16 => run::<u16>(&layout, data, options, out)?,
+    }
+    Ok(layout.header)
+}
+
+fn segment_error(data: &[u8], seg: &[u8], value: u64, reason: &'static str) -> FormatError {
+    FormatError::InvalidHeader {
+        field: "segment",
+        offset: (seg.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize) as u64,
+        value,
+        reason,
+    }
+}
+
+/// Decodes every chunk of a checked layout into `out` (the float bits as words).
+fn decode_words<W: Word>(
+    layout: &Layout<'_>,
+    data: &[u8],
+    options: &DecodeOptions,
+    out: &mut [W],
+) -> Result<()> {
+    let h = &layout.header;
+    // One thread in the pool: the sequential path, which reconstructs each chunk in cache.
+    let parallel = options.parallel && rayon::current_num_threads() > 1;
+    let chunk = 1usize << h.chunk_log2;
+    let width = h.dtype.bits();
+    let st = strides(&h.shape);
+    let base = |c: &[u8]| (c.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+    // Chunk heads first: whether any chunk carries adjustments (then their buffer is needed).
+    let mut adjust: Vec<u32> = Vec::new();
+    let any_adjust = layout
+        .chunks
+        .iter()
+        .any(|c| c.first() == Some(&CHUNK_FLAG_ADJUST));
+    if any_adjust {
+        adjust = vec![0u32; out.len()];
+    }
+    let tokens = |c: usize, words: &mut [W], adj: Option<&mut [u32]>| -> Result<()> {
+        let bytes = layout.chunks[c];
+        let cl = parse_chunk(bytes, base(bytes), h)?;
+        decode_stream(data, &cl.residuals, h.segments as usize, width, words)?;
+        match (cl.adjust, adj) {
+            (Some(s), Some(a)) => decode_stream(data, &s, h.segments as usize, 32, a),
+            (None, _) => Ok(()),
+            (Some(_), None) => unreachable!("the adjustment buffer exists when a chunk has one"),
+        }
+    };
+    if parallel && layout.chunks.len() > 1 {
+        let adj_chunks: Vec<Option<&mut [u32]>> = if any_adjust {
+            adjust.chunks_mut(chunk).map(Some).collect()
+        } else {
+            (0..layout.chunks.len()).map(|_| None).collect()
+        };
+        out.par_chunks_mut(chunk)
+            .zip(adj_chunks)
+            .enumerate()
+            .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        reconstruct(out, 0, out.len(), &h.shape, &st, h.axes);
+        finish(out, h, any_adjust.then_some(&adjust[..]), true)?;
+    } else {
+        // Values at least `reach` before the reconstructed end are read by no later value
+        // (the row's previous value and the upper axes' terms), so they map to float bits
+        // while still in cache.
+        let last = h.shape.len() - 1;
+        let reach = 1
+            + (0..last)
+                .filter(|a| h.axes >> a & 1 == 1)
+                .map(|a| st[a])
+                .sum::<usize>();
+        let mut done = 0;
+        for c in 0..layout.chunks.len() {
+            let range = c * chunk..((c + 1) * chunk).min(out.len());
+            let adj = any_adjust.then(|| &mut adjust[range.clone()]);
+            tokens(c, &mut out[range.clone()], adj)?;
+            reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
+            let safe = if range.end == out.len() {
+                range.end
+            } else {
+                range.end.saturating_sub(reach)
+            };
+            if safe > done {
+                let a = any_adjust.then(|| &adjust[done..safe]);
+                finish(&mut out[done..safe], h, a, false)?;
+                done = safe;
+            }
+        }
+    }
+    for r in &layout.runs {
+        out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
+    }
+    Ok(())
+}
+
+/// Segments decoded in lockstep: independent dependency chains for the CPU to overlap.
+const LANES: usize = 4;
+
+/// Decodes one token stream's segments into `out` (zigzag values), [`LANES`] at a time.
+fn decode_stream<W: Word>(
+    data: &[u8],
+    stream: &Stream<'_>,
+    segments: usize,
+    width: u32,
+    out: &mut [W],
+) -> Result<()> {
+    let mut lut = Box::new([0 as Entry; LUT_SIZE]);
+    let runs = fill_lut(&stream.lengths, width, &mut lut);
+    let m = out.len();
+    // Split `out` into the segments' slices.
+    let mut parts: Vec<&mut [W]> = Vec::with_capacity(segments);
+    let mut rest = out;
+    for s in 0..segments {
+        let r = segment_range(m, segments, s);
+        let (a, b) = rest.split_at_mut(r.len());
+        parts.push(a);
+        rest = b;
+    }
+    let mut lanes: Vec<Lane<'_, '_, W>> = stream
+        .segments
+        .iter()
+        .zip(parts)
+        .map(|(seg, out)| Lane::new(seg, out))
+        .collect();
+    for group in lanes.chunks_mut(LANES) {
+        let r = if runs {
+            decode_group_runs::<W>(group, &lut)
+        } else {
+            decode_group_plain::<W>(group, &lut)
+        };
+        if let Err((k, v, why)) = r {
+            return Err(segment_error(data, group[k].seg, v, why).into());
+        }
+    }
+    Ok(())
+}
+
+/// Decodes one symbol (a value or a zero run) of a segment held in local variables (so
+/// that the bit buffer stays in a register), returning an error naming lane `$k` for a run
+/// past the end.
+macro_rules! step {
+    ($k:expr, $runs:expr, $lut:expr, $seg:expr, $pos:ident, $buf:ident, $avail:ident, $out:expr, $i:ident) => {{
+        if $pos + 8 <= $seg.len() {
+            let w = u64::from_le_bytes($seg[$pos..$pos + 8].try_into().expect("8 bytes"));
+            $buf |= w << $avail;
+            $pos += ((63 - $avail) >> 3) as usize;
+            $avail |= 56;
+        } else {
+            while $avail <= 56 {
+                $buf |= (*$seg.get($pos).unwrap_or(&0) as u64) << $avail;
+                $pos += 1;
+                $avail += 8;
+            }
+        }
+        let e = $lut[($buf & (LUT_SIZE as u64 - 1)) as usize];
+        let cl = (e & 0xff) as u32;
+        let nraw = ((e >> 8) & 0xff) as u32;
+        let total = ((e >> 24) & 0xff) as u32;
+        let v = (e >> 32) as u32 + (($buf >> cl) as u32 & ((1u32 << nraw) - 1));
+        $buf >>= total;
+        $avail -= total;
+        if $runs && e & ENTRY_RUN != 0 {
+            let v = v as usize;
+            if v > $out.len() - $i {
+                return Err(($k, v as u64, "a zero run past the segment's end"));
+            }
+            $out[$i..$i + v].fill(W::default());
+            $i += v;
+        } else {
+            $out[$i] = W::from_u32(v);
+            $i += 1;
+        }
+    }};
+}
+
+/// One segment being decoded: its bytes, the bit buffer, its output and how far it is.
+struct Lane<'a, 'o, W> {
+    seg: &'a [u8],
+    pos: usize,
+    buf: u64,
+    avail: u32,
+    out: &'o mut [W],
+    i: usize,
+}
+
+impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
+    fn new(seg: &'a [u8], out: &'o mut [W]) -> Self {
+        Lane {
+            seg,
+            pos: 0,
+            buf: 0,
+            avail: 0,
+            out,
+            i: 0,
+        }
+    }
+
+    /// Decodes symbols until the output is full.
+    #[inline(always)]
+    fn finish<const RUNS: bool>(
+        &mut self,
+        k: usize,
+        lut: &[Entry; LUT_SIZE],
+    ) -> std::result::Result<(), (usize, u64, &'static str)> {
+        let (seg, out) = (self.seg, &mut *self.out);
+        let (mut pos, mut buf, mut avail, mut i) = (self.pos, self.buf, self.avail, self.i);
+        while i < out.len() {
+            step!(k, RUNS, lut, seg, pos, buf, avail, out, i);
+        }
+        (self.pos, self.buf, self.avail, self.i) = (pos, buf, avail, i);
+        Ok(())
+    }
+
+    /// Checks that the symbols ended in the segment's last byte, padding zero.
+    fn check_end(&self) -> std::result::Result<(), (u64, &'static str)> {
+        let used = self.pos as u64 * 8 - self.avail as u64;
+        let len = self.seg.len();
+        if used.div_ceil(8) != len as u64 {
+            return Err((used, "the symbols do not end in the segment's last byte"));
+        }
+        if used % 8 != 0 && self.seg[len - 1] >> (used % 8) != 0 {
+            return Err((used, "padding bits are not zero"));
+        }
+        Ok(())
+    }
+}
+
+/// What decoding a group gives: nothing, or the failing lane, a value and the reason.
+type GroupResult = std::result::Result<(), (usize, u64, &'static str)>;
+
+avx2_dispatch! {
+    /// Decodes up to [`LANES`] segments whose code has run tokens (see
+    /// [`decode_group_body`]).
+    fn decode_group_runs<W: Word>(lanes: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE])
+        -> GroupResult => group_runs;
+}
+
+avx2_dispatch! {
+    /// Decodes up to [`LANES`] segments whose code has no run tokens.
+    fn decode_group_plain<W: Word>(lanes: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE])
+        -> GroupResult => group_plain;
+}
+
+#[inline(always)]
+fn group_runs<W: Word>(
+    l: &mut [Lane<'_, '_, W>],
+    lut: &[Entry; LUT_SIZE],
+    a: Option<Avx2>,
+) -> GroupResult {
+    decode_group_body::<W, true>(l, lut, a)
+}
+
+#[inline(always)]
+fn group_plain<W: Word>(
+    l: &mut [Lane<'_, '_, W>],
+    lut: &[Entry; LUT_SIZE],
+    a: Option<Avx2>,
+) -> GroupResult {
+    decode_group_body::<W, false>(l, lut, a)
+}
+
+/// Decodes up to [`LANES`] segments: in lockstep while all have values left, then each
+/// alone; an error names the lane. Compiled twice (for AVX2 with BMI2, and portable).
+#[inline(always)]
+fn decode_group_body<W: Word, const RUNS: bool>(
+    lanes: &mut [Lane<'_, '_, W>],
+    lut: &[Entry; LUT_SIZE],
+    _avx2: Option<Avx2>,
+) -> GroupResult {
+    if let [a, b, c, d] = lanes {
+        // Four independent chains in locals (no closure: it would not inherit the AVX2 copy's
+        // target features).
+        let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
+        let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
+        let (mut pa, mut ba, mut va, mut ia) = (a.pos, a.buf, a.avail, a.i);
+        let (mut pb, mut bb, mut vb, mut ib) = (b.pos, b.buf, b.avail, b.i);
+        let (mut pc, mut bc, mut vc, mut ic) = (c.pos, c.buf, c.avail, c.i);
+        let (mut pd, mut bd, mut vd, mut id) = (d.pos, d.buf, d.avail, d.i);
+        while ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len() {
+            step!(0, RUNS, lut, sa, pa, ba, va, oa, ia);
+            step!(1, RUNS, lut, sb, pb, bb, vb, ob, ib);
+            step!(2, RUNS, lut, sc, pc, bc, vc, oc, ic);
+            step!(3, RUNS, lut, sd, pd, bd, vd, od, id);
+        }
+        (a.pos, a.buf, a.avail, a.i) = (pa, ba, va, ia);
+        (b.pos, b.buf, b.avail, b.i) = (pb, bb, vb, ib);
+        (c.pos, c.buf, c.avail, c.i) = (pc, bc, vc, ic);
+        (d.pos, d.buf, d.avail, d.i) = (pd, bd, vd, id);
+    }
+    for (k, lane) in lanes.iter_mut().enumerate() {
+        lane.finish::<RUNS>(k, lut)?;
+        lane.check_end().map_err(|(v, why)| (k, v, why))?;
+    }
+    Ok(())
+}
+
+/// Inverts the differences along `axes` for values `start..end` in place: `out` holds their
+/// zigzag residuals and the reconstructed values of everything before `start`.
+pub(super) fn reconstruct<W: Word>(
+    out: &mut [W],
+    start: usize,
+    end: usize,
+    shape: &[u32],
+    st: &[usize],
+    axes: u8,
+) {
+    let nd = shape.len();
+    let last = nd - 1;
+    let along_rows = axes >> last & 1 == 1;
+    let upper = axes & !(1 << last);
+    let row_len = shape[last] as usize;
+    let mut j = start;
+    let mut terms: Vec<(usize, bool)> = Vec::with_capacity(8);
+    while j < end {
+        let row_start = j - j % row_len;
+        let row_end = (row_start + row_len).min(end);
+        // The active terms of the upper axes' prediction: subsets T of `upper` whose axes
+        // all have a coordinate >= 1 in this row; +x[j - off] for odd |T|, - for even.
+        let mut active = 0u8;
+        for a in 0..last {
+            if (j / st[a]) % shape[a] as usize >= 1 {
+                active |= 1 << a;
+            }
+        }
+        let usable = upper & active;
+        terms.clear();
+        let mut t = usable;
+        while t != 0 {
+            let off = (0..last).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum();
+            terms.push((off, t.count_ones() % 2 == 1));
+            t = (t - 1) & usable;
+        }
+        let pred = |out: &[W], i: usize| -> W {
+            let mut p = W::default();
+            for &(off, plus) in &terms {
+                p = if plus {
+                    p.add(out[i - off])
+                } else {
+                    p.sub(out[i - off])
+                };
+            }
+            p
+        };
+        let row = j..row_end;
+        if along_rows {
+            let mut s = if j > row_start {
+                out[j - 1].sub(pred(out, j - 1))
+            } else {
+                W::default()
+            };
+            match terms[..] {
+                [] => {
+                    for v in &mut out[row] {
+                        s = s.add(v.unzig());
+                        *v = s;
+                    }
+                }
+                [(o, true)] => {
+                    for i in row {
+                        s = s.add(out[i].unzig());
+                        out[i] = s.add(out[i - o]);
+                    }
+                }
+                // Two upper axes (3-D Lorenzo), in the order the terms are listed.
+                [(o12, false), (o2, true), (o1, true)] => {
+                    for i in row {
+                        s = s.add(out[i].unzig());
+                        out[i] = s.add(out[i - o1]).add(out[i - o2]).sub(out[i - o12]);
+                    }
+                }
+                _ => {
+                    for i in row {
+                        s = s.add(out[i].unzig());
+                        out[i] = s.add(pred(out, i));
+                    }
+                }
+            }
+        } else {
+            match terms[..] {
+                [] => out[row].iter_mut().for_each(|v| *v = v.unzig()),
+                _ => {
+                    for i in row {
+                        out[i] = out[i].unzig().add(pred(out, i));
+                    }
+                }
+            }
+        }
+        j = row_end;
+    }
+}
+
+/// The last pass: ordered bits (or float-mult multipliers and adjustments) to float bits.
+fn finish<W: Word>(
+    out: &mut [W],
+    h: &LosslessHeader,
+    adjust: Option<&[u32]>,
+    parallel: bool,
+) -> Result<()> {
+    const BLOCK: usize = 1 << 16;
+    let width = h.dtype.bits();
+    let Some(base) = h.mult_base else {
+        if parallel {
+            out.par_chunks_mut(BLOCK).for_each(|c| unorder(c, width));
+        } else {
+            unorder(out, width);
+        }
+        return Ok(());
+    };
+    // Float-mult is float32 only (checked by the header parser), so the words are u32.
+    let out: &mut [u32] = bytemuck::cast_slice_mut(out);
+    let bad = match (adjust, parallel) {
+        (Some(a), true) => out
+            .par_chunks_mut(BLOCK)
+            .zip(a.par_chunks(BLOCK))
+            .map(|(c, a)| float_mult(c, Some(a), base))
+            .reduce(|| false, |x, y| x | y),
+        (None, true) => out
+            .par_chunks_mut(BLOCK)
+            .map(|c| float_mult(c, None, base))
+            .reduce(|| false, |x, y| x | y),
+        (a, false) => float_mult(out, a, base),
+    };
+    if bad {
+        return Err(FormatError::InvalidHeader {
+            field: "float-mult multiplier",
+            offset: 0,
+            value: 0,
+            reason: "|k| must be below 2^24 and f32(k) x base not subnormal",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+avx2_dispatch! {
+    /// Ordered bits of `width` bits to float bits, in place.
+    fn unorder<W: Word>(out: &mut [W], width: u32) -> () => unorder_body;
+}
+
+#[inline(always)]
+fn unorder_body<W: Word>(out: &mut [W], width: u32, _avx2: Option<Avx2>) {
+    let sign = 1u32 << (width - 1);
+    for v in out.iter_mut() {
+        let x = v.to_u32();
+        let m = (x >> (width - 1)) & 1;
+        *v = W::from_u32(x ^ (m.wrapping_sub(1) | sign));
+    }
+}
+
+avx2_dispatch! {
+    /// Float-mult to float bits in place: `x` holds `k + 2^31`, `adjust` the zigzagged
+    /// adjustments (none: all 0). True when a multiplier or product is invalid.
+    fn float_mult(out: &mut [u32], adjust: Option<&[u32]>, base: f32) -> bool => float_mult_body;
+}
+
+#[inline(always)]
+fn float_mult_body(
+    out: &mut [u32],
+    adjust: Option<&[u32]>,
+    base: f32,
+    _avx2: Option<Avx2>,
+) -> bool {
+    #[inline(always)]
+    fn one(v: &mut u32, adj: u32, base: f32) -> bool {
+        let k = (*v ^ 0x8000_0000) as i32;
+        let bad_k = k.wrapping_add(MULT_K_LIMIT - 1) as u32 >= (2 * MULT_K_LIMIT - 1) as u32;
+        let p = (k as f32 * base).to_bits();
+        let sub = p & 0x7f80_0000 == 0 && p & 0x007f_ffff != 0;
+        // The order map and its inverse, branch-free.
+        let o = p ^ ((((p >> 31) ^ 1).wrapping_sub(1)) | 0x8000_0000);
+        let o = o.wrapping_add(adj);
+        *v = o ^ ((o >> 31).wrapping_sub(1) | 0x8000_0000);
+        bad_k | sub
+    }
+    let mut bad = false;
+    match adjust {
+        Some(a) => {
+            for (v, &z) in out.iter_mut().zip(a) {
+                bad |= one(v, (z >> 1) ^ 0u32.wrapping_sub(z & 1), base);
+            }
+        }
+        None => {
+            for v in out.iter_mut() {
+                bad |= one(v, 0, base);
+            }
+        }
+    }
+    bad
+}

@@ -1,0 +1,217 @@
+//! Unit tests of the lossless float codec: tokens, codes and round trips of small arrays.
+
+use super::code::{canonical, code_lengths, MAX_TOKENS};
+use super::format::*;
+use super::*;
+use crate::decode::DecodeOptions;
+
+fn round_trip(values: FloatSlice<'_>, shape: &[u32], options: &LosslessOptions) -> Vec<u8> {
+    let file = encode_lossless(values, shape, options).expect("encode");
+    for parallel in [false, true] {
+        let o = DecodeOptions {
+            parallel,
+            ..Default::default()
+        };
+        let (h, back) = decode_lossless(&file, &o).expect("decode");
+        assert_eq!(h.shape, shape);
+        assert_eq!(back.as_slice().dtype(), values.dtype());
+        let want: Vec<u8> = match values {
+            FloatSlice::F32(v) => bytemuck::cast_slice(v).to_vec(),
+            FloatSlice::F16(v) | FloatSlice::BF16(v) => bytemuck::cast_slice(v).to_vec(),
+        };
+        let got = back.as_bytes();
+        let first = got.iter().zip(&want).position(|(a, b)| a != b);
+        assert!(
+            first.is_none() && got.len() == want.len(),
+            "parallel {parallel}: byte {first:?}"
+        );
+        let mut into = vec![0u8; want.len() + 1];
+        // An odd start, so the words are misaligned.
+        decode_lossless_into(&file, &o, &mut into[1..]).expect("decode into");
+        assert!(into[1..] == want[..], "decode_lossless_into differs");
+    }
+    file
+}
+
+#[test]
+fn tokens_invert() {
+    for width in [16u32, 32] {
+        for z in (0..70000u32).chain([u32::MAX >> (32 - width), (1 << (width - 1)) + 5]) {
+            let z = z & mask(width);
+            let (t, nraw, raw) = token_of(z);
+            assert!(t < single_tokens(width), "token {t} of {z}");
+            let (base, n2, run) = token_base(width, t);
+            assert_eq!((base + raw, n2, run), (z, nraw, false));
+        }
+        for n in 2..=RUN_MAX {
+            let (t, nraw, raw) = run_token(width, n);
+            let (base, n2, run) = token_base(width, t);
+            assert_eq!((base + raw, n2, run), (n, nraw, true));
+            assert!(t < alphabet(width));
+        }
+    }
+}
+
+#[test]
+fn zigzag_and_order_invert() {
+    for width in [16u32, 32] {
+        for e in [
+            0u32,
+            1,
+            2,
+            0xffff,
+            0x8000,
+            0x7fff_ffff,
+            0x8000_0000,
+            u32::MAX,
+        ] {
+            let e = e & mask(width);
+            assert_eq!(unzigzag(zigzag(e, width)) & mask(width), e);
+            assert_eq!(from_ordered(to_ordered(e, width), width), e);
+        }
+    }
+    // Order: -inf < -1 < -0 < +0 < 1 < inf.
+    let o: Vec<u32> = [f32::NEG_INFINITY, -1.0, -0.0, 0.0, 1.0, f32::INFINITY]
+        .iter()
+        .map(|v| to_ordered(v.to_bits(), 32))
+        .collect();
+    assert!(o.windows(2).all(|w| w[0] < w[1]), "{o:x?}");
+}
+
+#[test]
+fn codes_are_complete_and_limited() {
+    let mut hist = [0u64; MAX_TOKENS];
+    for (t, h) in hist.iter_mut().enumerate() {
+        *h = 1u64 << (t % 40); // very skewed: forces the length limit
+    }
+    let mut lengths = [0u8; MAX_TOKENS];
+    code_lengths(&hist, &mut lengths);
+    assert_eq!(check_lengths(&lengths), Ok(()));
+    assert!(lengths.iter().all(|&l| (1..=11).contains(&l)));
+    let codes = canonical(&lengths);
+    // Prefix-free: no code is a prefix of another (bit-reversed, so compare low bits).
+    for (a, &(ca, la)) in codes.iter().enumerate() {
+        for (b, &(cb, lb)) in codes.iter().enumerate() {
+            if a != b && la <= lb {
+                assert_ne!(cb & ((1 << la) - 1), ca, "{a} prefixes {b}");
+            }
+        }
+    }
+    assert!(check_lengths(&[1, 1, 1]).is_err());
+    assert!(check_lengths(&[2, 2, 2]).is_err());
+    assert!(check_lengths(&[0, 2]).is_err());
+    assert!(check_lengths(&[12, 1]).is_err());
+}
+
+#[test]
+fn round_trips_every_axis_count_and_set() {
+    let shapes: [&[u32]; 4] = [&[1000], &[31, 47], &[5, 13, 17], &[3, 4, 5, 6]];
+    for shape in shapes {
+        let n: u32 = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i as f32) * 0.37).sin() * 100.0 + i as f32 * 0.01)
+            .collect();
+        for axes in 0..1u8 << shape.len() {
+            let o = LosslessOptions {
+                axes: Some(axes),
+                chunk_log2: 8,
+                segments: 3,
+                ..Default::default()
+            };
+            let file = round_trip(FloatSlice::F32(&v), shape, &o);
+            assert_eq!(parse_lossless(&file).unwrap().axes, axes);
+        }
+        round_trip(FloatSlice::F32(&v), shape, &LosslessOptions::default());
+    }
+}
+
+#[test]
+fn specials_and_float_mult() {
+    let mut v: Vec<f32> = (0..5000)
+        .map(|i| ((i % 700) as f32 * 0.001) + 12.0)
+        .collect();
+    for (i, bits) in [
+        0x7fc0_0001u32,
+        0xffc0_1234,
+        0x7f80_0001,
+        0x8000_0000,
+        0x0000_0001,
+        0x7f80_0000,
+        0xff80_0000,
+    ]
+    .iter()
+    .enumerate()
+    {
+        v[100 * i + 7] = f32::from_bits(*bits);
+    }
+    v[3000..3400].fill(-9999.0);
+    let o = LosslessOptions {
+        fill_value: Some((-9999.0f32).to_bits()),
+        chunk_log2: 10,
+        ..Default::default()
+    };
+    let file = round_trip(FloatSlice::F32(&v), &[50, 100], &o);
+    let h = parse_lossless(&file).unwrap();
+    assert!(
+        h.mult_base.is_some(),
+        "a 0.001 grid should take float-mult: {h:?}"
+    );
+    assert!(h.runs > 0, "the fill block should be runs: {h:?}");
+}
+
+#[test]
+fn constant_and_zero_arrays() {
+    let z = vec![0f32; 100_000];
+    let file = round_trip(FloatSlice::F32(&z), &[100_000], &LosslessOptions::default());
+    assert!(file.len() < 2000, "{} bytes", file.len());
+    let c = vec![0x3c00u16; 777];
+    round_trip(FloatSlice::F16(&c), &[777], &LosslessOptions::default());
+    round_trip(
+        FloatSlice::BF16(&[0x7fc1]),
+        &[1],
+        &LosslessOptions::default(),
+    );
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let v = [1.0f32; 8];
+    let e = |shape: &[u32], o: &LosslessOptions| encode_lossless(FloatSlice::F32(&v), shape, o);
+    let d = LosslessOptions::default();
+    assert!(e(&[], &d).is_err());
+    assert!(e(&[1, 1, 1, 2, 4], &d).is_err());
+    assert!(e(&[9], &d).is_err());
+    assert!(e(
+        &[8],
+        &LosslessOptions {
+            segments: 0,
+            ..d.clone()
+        }
+    )
+    .is_err());
+    assert!(e(
+        &[8],
+        &LosslessOptions {
+            chunk_log2: 21,
+            ..d.clone()
+        }
+    )
+    .is_err());
+    assert!(e(
+        &[8],
+        &LosslessOptions {
+            axes: Some(2),
+            ..d.clone()
+        }
+    )
+    .is_err());
+    let h = encode_lossless(
+        FloatSlice::F16(&[1; 8]),
+        &[8],
+        &LosslessOptions {
+            fill_value: Some(0x10000),
+            ..d
+        },
+    );
+    assert!(h.is_err());
+}
