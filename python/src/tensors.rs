@@ -220,12 +220,15 @@ fn mode_of(name: &str, m: &ModeArg) -> PyResult<ArrayOptions> {
 /// (C order, little-endian).
 type ArrayArg = (String, String, Vec<u32>, PyBackedBytes);
 
+/// An array's name, dtype name and shape.
+type Described = (String, String, Vec<u32>);
+
 /// The Rust half of `l3.pack_arrays`: see its docstring.
 #[pyclass(module = "l3._l3", name = "TensorPacker", frozen)]
 pub(crate) struct PyTensorPacker {
     inner: Mutex<Option<TensorPacker>>,
     /// The first sample's arrays: name, dtype, shape.
-    first: Mutex<Option<Vec<(String, String, Vec<u32>)>>>,
+    first: Mutex<Option<Vec<Described>>>,
     max_array_bytes: u64,
 }
 
@@ -272,7 +275,7 @@ impl PyTensorPacker {
         key: Option<String>,
         label: Option<i64>,
     ) -> PyResult<()> {
-        let described: Vec<(String, String, Vec<u32>)> = arrays
+        let described: Vec<Described> = arrays
             .iter()
             .map(|(n, d, s, _)| (n.clone(), d.clone(), s.clone()))
             .collect();
@@ -351,12 +354,8 @@ impl PyTensorPacker {
 }
 
 /// A `ParameterError` naming the first way sample `index`'s arrays differ from the first's.
-fn check_like_first(
-    index: u64,
-    first: &[(String, String, Vec<u32>)],
-    got: &[(String, String, Vec<u32>)],
-) -> PyResult<()> {
-    let names = |v: &[(String, String, Vec<u32>)]| {
+fn check_like_first(index: u64, first: &[Described], got: &[Described]) -> PyResult<()> {
+    let names = |v: &[Described]| {
         let mut n: Vec<String> = v.iter().map(|a| a.0.clone()).collect();
         n.sort();
         n
