@@ -268,6 +268,10 @@ pub fn verify_array(source: &NdArray, encoded: &EncodedArray) -> Result<()> {
     }
 }
 
+// The lossless arms (mode 1), in one place: to be wired to `l3::field::encode_lossless` and
+// `l3::field::decode_lossless_into` (`src/field/lossless/`) when that codec is merged. Until
+// then a lossless float array is a `ParameterError` saying so, on writing and on reading.
+
 /// The lossless codec's arm of [`encode_array`]: a `.l3f` version 2 field of a float array
 /// (`l3::field::encode_lossless`), to be wired in when that codec lands.
 fn encode_lossless(_array: &NdArray, _fill: Option<u64>) -> Result<Vec<u8>> {
