@@ -175,3 +175,30 @@ fn unpack_writes_npy_files_and_refuses_to_overwrite() {
     let o = l3(&["unpack", s(&ds), "-o", s(&out), "--force"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// A forged key that climbs out of the output folder (index CRC fixed): nothing is written.
+#[test]
+fn unpack_refuses_a_forged_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ds, out) = (tmp.path().join("ds"), tmp.path().join("out"));
+    pack(&ds, 2);
+    let shard = ds.join("shard-00000.l3s");
+    let mut b = std::fs::read(&shard).unwrap();
+    let key = b"run1/t0001";
+    let at = b.windows(key.len()).position(|w| w == key).unwrap();
+    b[at..at + key.len()].copy_from_slice(b"../../t001");
+    let t = b.len() - 32;
+    let index_offset = u64::from_le_bytes(b[t..t + 8].try_into().unwrap()) as usize;
+    let crc = crc32fast::hash(&b[index_offset..t]);
+    b[t + 24..t + 28].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&shard, &b).unwrap();
+    let o = l3(&["unpack", s(&ds), "-o", s(&out)]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("unsafe key \"../../t001\""),
+        "{}",
+        text(&o)
+    );
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+    assert!(!tmp.path().join("t001").exists());
+}
