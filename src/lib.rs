@@ -8,7 +8,7 @@
 //! decoder here, CPU and GPU, reads both. The format is specified in `SPEC.md` and in code in
 //! [`mod@format`].
 //!
-//! Beside the codec, a dataset side: error-bounded float fields ([`field`]), images stored as
+//! Beside the codec, a dataset side: error-bounded float fields ([`field`]), records of named arrays ([`tensor`]), images stored as
 //! levels of increasing resolution ([`progressive`]), record shards with an index at the end
 //! ([`shard`]) and a training loader with a planned shuffle, a planned cache and exact resume
 //! ([`loader`]).
@@ -21,7 +21,7 @@
 //! | base | [`error`], [`limits`] ([`Limits`]), [`mod@format`] (the file syntax, `SPEC.md` in code), [`raw`] ([`RawImage`]), [`layout`] ([`OutputLayout`]), [`quantize`] |
 //! | codecs | `codec` (bit I/O, SIMD, sinks), [`fast`] and [`compact`]: peers, each an encoder, a CPU decoder and options |
 //! | engines | [`encode`] and [`decode`] (the CPU facades over both codecs), `gpu` (feature `gpu`: devices, kernels, their ABI), [`inspect`] |
-//! | data model | [`progressive`], [`field`], `image_support` (feature `image`), then [`shard`] |
+//! | data model | [`progressive`], [`field`], [`tensor`], `image_support` (feature `image`), then [`shard`] |
 //! | loader | [`loader`] |
 //!
 //! A data-side module that runs on the GPU keeps that stage in its own `gpu.rs`, on top of
@@ -63,6 +63,7 @@ pub mod progressive;
 pub mod quantize;
 pub mod raw;
 pub mod shard;
+pub mod tensor;
 
 pub use compact::{CompactOptions, PredictorSet};
 pub use decode::{

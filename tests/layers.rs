@@ -25,7 +25,7 @@ const LAYERS: &[&[&str]] = &[
     &["encode", "decode"],
     &["gpu", "inspect"],
     // `image_support` converts progressive levels to the `image` crate's images too.
-    &["progressive", "field", "image_support"],
+    &["progressive", "field", "tensor", "image_support"],
     &["shard"],
     &["loader"],
 ];

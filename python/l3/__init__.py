@@ -57,6 +57,7 @@ from ._errors import (
 from ._l3 import (
     Dataset,
     Limits,
+    TensorDataset,
     decode,
     decode_batch,
     decode_field,
@@ -81,9 +82,106 @@ IMAGE_EXTENSIONS = (
 )
 
 
-def open_dataset(path: str | os.PathLike) -> Dataset:
-    """Opens a packed dataset (a folder with ``manifest.json``) for random access."""
+def open_dataset(path: str | os.PathLike) -> Dataset | TensorDataset:
+    """Opens a packed dataset (a folder with ``manifest.json``) for random access: a
+    `Dataset` of images, or a `TensorDataset` of named arrays (``ds[i]`` a dict of NumPy
+    arrays; ``ds.arrays``, ``ds.stats``, ``ds.record(i)``)."""
+    if _l3.dataset_kind(path) == "tensors":
+        return TensorDataset(path)
     return Dataset(path)
+
+
+#: Keys of a dict that is one mode for every array of `pack_arrays` (not one per name).
+_MODE_KEYS = {"absolute", "relative", "fill_value", "mode"}
+
+
+def _mode(name: str, mode: Any) -> Tuple[str, float, Any]:
+    """A `pack_arrays` mode as ``(kind, bound, fill_value)``."""
+    if isinstance(mode, str):
+        return (mode, 0.0, None)
+    if isinstance(mode, dict) and set(mode) <= _MODE_KEYS:
+        fill = mode.get("fill_value")
+        fill = None if fill is None else float(fill)
+        bounds = [k for k in ("absolute", "relative") if k in mode]
+        if len(bounds) > 1 or (bounds and "mode" in mode):
+            raise ParameterError(f"mode of {name}: one of absolute, relative or mode, got {mode}")
+        if bounds:
+            return (bounds[0], float(mode[bounds[0]]), fill)
+        return (str(mode.get("mode", "lossless")), 0.0, fill)
+    raise ParameterError(
+        f"mode of {name}: \"raw\", \"lossless\", {{\"absolute\": e}} or {{\"relative\": r}} "
+        f"(with an optional \"fill_value\"), got {mode!r}"
+    )
+
+
+def _array_arg(i: int, name: Any, a: Any) -> Tuple[str, str, Tuple[int, ...], bytes]:
+    """One array of sample `i` as the Rust packer takes it: little-endian, C order."""
+    if not isinstance(name, str):
+        raise ParameterError(f"sample {i}: array names are strings, got {name!r}")
+    a = np.asarray(a)
+    dtype = a.dtype.name
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    if dtype == "bfloat16":  # e.g. ml_dtypes.bfloat16: stored as its bit patterns
+        a = a.view(np.uint16)
+    if a.ndim < 1 or a.ndim > 4:
+        raise ParameterError(f"sample {i}: array {name!r} has {a.ndim} axes, l3 stores 1 to 4")
+    return (name, dtype, tuple(int(d) for d in a.shape), np.ascontiguousarray(a).tobytes())
+
+
+def pack_arrays(
+    samples: Iterable[dict],
+    out: str | os.PathLike,
+    *,
+    modes: Any = "lossless",
+    samples_per_shard: int = 256,
+    force: bool = False,
+    keys: Iterable[str] | None = None,
+    labels: Iterable[int] | None = None,
+    limits: Limits | None = None,
+) -> dict:
+    """Packs ``samples`` (any iterable of dicts ``{name: numpy array}``, the same names,
+    dtypes and shapes in every sample, 1 to 4 axes) into a tensor dataset in folder ``out``.
+
+    ``modes`` is one mode for every array or a dict ``{name: mode}`` (unnamed arrays:
+    lossless). A mode is ``"raw"``, ``"lossless"`` (a lossless float field for float arrays,
+    the bytes for integer ones), ``{"absolute": e}`` or ``{"relative": r}`` (error-bounded
+    float32 of 2 or 3 axes; relative to each array's value range), each with an optional
+    ``"fill_value"`` (``{"mode": "raw", "fill_value": -9999}``), left out of the statistics
+    and stored exactly. ``keys`` and ``labels`` give each sample's key (default its index,
+    8 digits) and class. Shards are written as they fill (at most one shard's samples in
+    memory), encoded and verified on Rust threads without the GIL; ``ds.stats`` then holds
+    each float array's count, mean and std. Arrays larger than ``limits.max_output_bytes``
+    are refused. bfloat16 arrays (e.g. ``ml_dtypes.bfloat16``) are stored as bfloat16.
+
+    Resume: a rerun with the same samples and options keeps the finished shards (the samples
+    are read again, not encoded again); other samples or options raise ``L3IOError`` naming
+    the shard unless ``force=True``. Returns ``{"records", "shards", "bytes", "written",
+    "kept"}``.
+    """
+    if isinstance(modes, dict) and not set(modes) <= _MODE_KEYS:
+        default = ("lossless", 0.0, None)
+        per_name = {str(n): _mode(repr(n), m) for n, m in modes.items()}
+    else:
+        default = _mode("every array", modes)
+        per_name = {}
+    packer = _l3.TensorPacker(
+        os.fspath(out), default, per_name, int(samples_per_shard), bool(force), limits
+    )
+    key_iter = iter(keys) if keys is not None else None
+    label_iter = iter(labels) if labels is not None else None
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, dict):
+            raise ParameterError(f"sample {i} is a {type(sample).__name__}, not a dict of arrays")
+        key = next(key_iter, None) if key_iter is not None else None
+        label = next(label_iter, None) if label_iter is not None else None
+        if key_iter is not None and key is None:
+            raise ParameterError(f"keys ran out at sample {i}")
+        if label_iter is not None and label is None:
+            raise ParameterError(f"labels ran out at sample {i}")
+        arrays = [_array_arg(i, n, a) for n, a in sample.items()]
+        packer.push(i, arrays, key, None if label is None else int(label))
+    return packer.finish()
 
 
 def plan_pack(
@@ -224,9 +322,10 @@ class Loader:
 
 
 __all__ = [
-    "Dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
+    "Dataset", "TensorDataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
     "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_field",
     "encode", "encode_field", "field_info",
-    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "open_source", "pack", "pack_source", "plan_pack", "Source",
+    "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "open_source", "pack", "pack_arrays",
+    "pack_source", "plan_pack", "Source",
     "write_manifest", "write_shard",
 ]

@@ -113,6 +113,50 @@ class Dataset:
         """key, label, class_name, meta, width, height, channels, dtype, scheme, shard,
         level_bytes."""
 
+def dataset_kind(path: _Path) -> str:
+    """"images" or "tensors", from the dataset's manifest."""
+
+class TensorDataset:
+    """A tensor dataset (records of named arrays) opened for random access."""
+
+    def __init__(self, path: _Path, *, limits: Optional[Limits] = None) -> None: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> Dict[str, npt.NDArray[Any]]:
+        """Record i's arrays by name (float16 as np.float16, bfloat16 as np.uint16 bits)."""
+    @property
+    def path(self) -> str: ...
+    @property
+    def arrays(self) -> List[Dict[str, Any]]:
+        """name, dtype, shape, mode, bound ({"absolute": e}, {"relative": r} or None),
+        fill_bits, per declared array."""
+    @property
+    def stats(self) -> Dict[str, Dict[str, float]]:
+        """{name: {"count", "mean", "std"}} per float array name."""
+    def record(self, i: int) -> Dict[str, Any]:
+        """key, label, meta, shard, arrays (name, dtype, shape, mode, bound, fill_bits,
+        bytes)."""
+
+class TensorPacker:
+    """The Rust half of l3.pack_arrays (use that)."""
+
+    def __init__(
+        self,
+        out: _Path,
+        default_mode: Tuple[str, float, Optional[float]],
+        modes: Dict[str, Tuple[str, float, Optional[float]]],
+        samples_per_shard: int,
+        force: bool,
+        limits: Optional[Limits] = None,
+    ) -> None: ...
+    def push(
+        self,
+        index: int,
+        arrays: List[Tuple[str, str, Tuple[int, ...], bytes]],
+        key: Optional[str] = None,
+        label: Optional[int] = None,
+    ) -> None: ...
+    def finish(self) -> Dict[str, int]: ...
+
 class Loader:
     """The Rust loader; use l3.Loader (which views float16 batches as numpy.float16)."""
 

@@ -14,6 +14,7 @@ mod dataset;
 mod fields;
 mod handoff;
 mod loader;
+mod tensors;
 
 /// The exception class of `l3._errors` for an error: by its cause, looking through the
 /// wrappers that only say where it happened (a record of a dataset, an image of a batch).
@@ -186,5 +187,6 @@ fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dataset::register(m)?;
     loader::register(m)?;
     handoff::register(m)?;
+    tensors::register(m)?;
     Ok(())
 }

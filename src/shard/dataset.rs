@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-
 use super::{Manifest, RecordEntry, RecordRef, ShardInfo, ShardReader};
 use crate::error::{Error, Result};
 use crate::limits::Limits;

@@ -30,6 +30,8 @@ use crate::progressive::{LevelScheme, StoredLevels};
 pub const SHARD_MAGIC: [u8; 8] = [0x89, b'L', b'3', b'S', 0x0D, 0x0A, 0x1A, 0x0A];
 /// The shard format version this code writes and reads.
 pub const SHARD_VERSION: u8 = 1;
+/// The shard version of tensor records (`SPEC.md`, "Tensor records"; [`super::tensor_format`]).
+pub const TENSOR_SHARD_VERSION: u8 = 2;
 /// Bytes of the header.
 pub const HEADER_LEN: u64 = 16;
 /// Bytes of the trailer.
@@ -102,6 +104,13 @@ impl ShardHeader {
             return Err(ShardError::BadMagic {
                 what: "header",
                 found: b[..b.len().min(8)].to_vec(),
+            });
+        }
+        if b[8] == TENSOR_SHARD_VERSION {
+            return Err(ShardError::Invalid {
+                field: "header version",
+                value: b[8] as u64,
+                reason: "a tensor shard (version 2): open it as tensor records",
             });
         }
         if b[8] != SHARD_VERSION {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::tensor_format::RecordKind;
 use super::ShardReader;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -17,6 +18,8 @@ pub const MANIFEST_NAME: &str = "manifest.json";
 pub const MANIFEST_VERSION: u32 = 1;
 /// Largest manifest accepted, in bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+/// The manifest `kind` of a tensor dataset (an image dataset's has none, or `"images"`).
+pub const TENSOR_KIND: &str = "tensors";
 
 /// One shard of a dataset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +136,48 @@ fn level_bytes(level_count: u8, records: &[super::RecordEntry]) -> Vec<u64> {
     sums
 }
 
+/// The kind of the dataset in `dir`, from its manifest's `kind` (images without one).
+pub fn dataset_kind(dir: &Path) -> Result<RecordKind> {
+    let path = dir.join(MANIFEST_NAME);
+    kind_of(&read_manifest_bytes(&path)?, &path)
+}
+
+/// The kind a manifest's bytes (read from `path`) declare.
+fn kind_of(bytes: &[u8], path: &Path) -> Result<RecordKind> {
+    #[derive(Deserialize)]
+    struct Kind {
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    let k: Kind = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Manifest(format!("{}: {e}", path.display())))?;
+    match k.kind.as_deref() {
+        None | Some("images") => Ok(RecordKind::Images),
+        Some(TENSOR_KIND) => Ok(RecordKind::Tensors),
+        Some(other) => Err(Error::Manifest(format!(
+            "{}: unknown dataset kind {other:?}",
+            path.display()
+        ))),
+    }
+}
+
+/// The bytes of a manifest file, at most `MAX_MANIFEST_BYTES`.
+pub(super) fn read_manifest_bytes(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(crate::error::LimitsError::InputBytes {
+            len: bytes.len() as u64,
+            max: MAX_MANIFEST_BYTES,
+        }
+        .into());
+    }
+    Ok(bytes)
+}
+
 /// CRC-32 of the whole file at `path`, read in 1 MiB pieces.
 pub fn file_crc32(path: &Path) -> std::io::Result<u32> {
     use std::io::Read;
@@ -181,6 +226,12 @@ impl Manifest {
                 max: MAX_MANIFEST_BYTES,
             }
             .into());
+        }
+        if kind_of(&bytes, &path)? == RecordKind::Tensors {
+            return Err(Error::Manifest(format!(
+                "{}: a tensor dataset (kind \"tensors\"): open it as tensor records",
+                path.display()
+            )));
         }
         let m: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Manifest(format!("{}: {e}", path.display())))?;

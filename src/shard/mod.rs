@@ -9,6 +9,11 @@
 //! reads, trusting nothing in it. With feature `dataset`: a dataset is a folder of shards and
 //! a `manifest.json` ([`Manifest`]), read as one [`Dataset`]; [`pack`] encodes and verifies
 //! records and writes shards that a rerun resumes (`l3 pack`, Python's `l3.pack`).
+//!
+//! Tensor records (`SPEC.md`, part "Tensor records"; [`crate::tensor`]) are version 2
+//! shards: [`mod@tensor_format`] is their index in code, `tensor_io` their writer and reader
+//! ([`TensorShardWriter`], [`TensorShardReader`]); with feature `dataset`, `tensor_dataset`
+//! ([`TensorManifest`], [`TensorDataset`]) and [`tensor_pack`] ([`tensor_pack::TensorPacker`]).
 
 mod atomic;
 #[cfg(feature = "dataset")]
@@ -19,6 +24,12 @@ mod manifest;
 #[cfg(feature = "dataset")]
 pub mod pack;
 mod reader;
+#[cfg(feature = "dataset")]
+mod tensor_dataset;
+pub mod tensor_format;
+mod tensor_io;
+#[cfg(feature = "dataset")]
+pub mod tensor_pack;
 mod writer;
 
 pub use atomic::{remove_stale_temps, write_atomic, write_atomic_with, PendingWrite, TEMP_MARKER};
@@ -26,8 +37,17 @@ pub use atomic::{remove_stale_temps, write_atomic, write_atomic_with, PendingWri
 pub use dataset::{Dataset, OpenTimes};
 pub use format::{Index, LevelEntry, RecordEntry, RecordRef};
 #[cfg(feature = "dataset")]
-pub use manifest::{file_crc32, Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION};
+pub use manifest::{
+    dataset_kind, file_crc32, Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION, TENSOR_KIND,
+};
 pub use reader::{ShardPrefix, ShardReader};
+#[cfg(feature = "dataset")]
+pub use tensor_dataset::{
+    ArrayDecl, ArrayStats, BoundDecl, TensorDataset, TensorManifest, TensorShardInfo,
+    TENSOR_MANIFEST_VERSION,
+};
+pub use tensor_format::{ArrayEntry, PayloadEntry, RecordKind, TensorEntry};
+pub use tensor_io::{TensorRecordInput, TensorShardReader, TensorShardWriter};
 pub use writer::{RecordInput, ShardWriter};
 
 pub use crate::error::ShardError;

@@ -470,7 +470,7 @@ fn check_crc(bytes: &[u8], stored: u32, record: usize, level: u8) -> Result<()> 
 const PREFIX_CHUNK: usize = 4 << 20;
 
 /// `len` bytes at `offset` (a positional read: no shared cursor, safe from many threads).
-fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     read_exact_at(file, &mut buf, offset)?;
     Ok(buf)

@@ -1,5 +1,6 @@
 //! `l3 ls`: a dataset's records, shards, bytes per level and classes (every shard checked
-//! against the manifest as it is opened).
+//! against the manifest as it is opened); for a tensor dataset its arrays (name, type, shape,
+//! mode, bound), their statistics and bytes.
 
 use std::path::PathBuf;
 
@@ -10,6 +11,8 @@ use crate::display::human;
 use crate::shards::open_checked;
 use l3::progressive::LevelScheme;
 use l3::shard::Manifest;
+use l3::shard::{dataset_kind, RecordKind, TensorDataset, TensorManifest};
+use l3::tensor::{ArraySpec, StorageMode};
 
 #[derive(Args)]
 pub struct LsArgs {
@@ -21,6 +24,9 @@ pub struct LsArgs {
 }
 
 pub fn cmd_ls(a: LsArgs) -> Result<u64> {
+    if dataset_kind(&a.dataset)? == RecordKind::Tensors {
+        return ls_tensors(&a);
+    }
     let m = Manifest::read(&a.dataset)?;
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(
@@ -88,6 +94,92 @@ pub fn cmd_ls(a: LsArgs) -> Result<u64> {
     }
     if unlabelled > 0 {
         println!("  no class: {unlabelled}");
+    }
+    Ok(0)
+}
+
+/// One array's description: name, type, shape, mode and (error-bounded) bound.
+fn describe(s: &ArraySpec) -> String {
+    let mut out = format!(
+        "{} {} {:?} {}",
+        s.name,
+        s.dtype.name(),
+        s.shape,
+        s.mode.name()
+    );
+    if s.mode == StorageMode::ErrorBounded {
+        out.push_str(&format!(" bound {:e}", s.bound));
+    }
+    if let Some(f) = s.fill {
+        out.push_str(&format!(" fill bits {f:#x}"));
+    }
+    out
+}
+
+/// `l3 ls` of a tensor dataset: totals, each declared array and its statistics, bytes per
+/// array name; with `--records`, one line per record.
+fn ls_tensors(a: &LsArgs) -> Result<u64> {
+    let d = TensorDataset::open_with_limits(&a.dataset, &crate::limits::limits())?;
+    let m: &TensorManifest = d.manifest();
+    let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
+    println!(
+        "{}: {} tensor records in {} shard(s), {} array(s) each, {}",
+        a.dataset.display(),
+        m.records,
+        m.shards.len(),
+        m.arrays.len(),
+        human(total)
+    );
+    let mut bytes = vec![0u64; m.arrays.len()];
+    for shard in d.shards() {
+        for (i, e) in shard.entries().iter().enumerate() {
+            for (b, x) in bytes.iter_mut().zip(&e.arrays) {
+                *b += x.payload.len;
+            }
+            if a.records {
+                let arrays: Vec<String> = e
+                    .arrays
+                    .iter()
+                    .map(|x| format!("{} ({} B)", describe(&x.spec), x.payload.len))
+                    .collect();
+                let class = e.class.map_or("-".to_owned(), |c| c.to_string());
+                println!(
+                    "  {} #{i} {} class {class}: {}",
+                    shard.name(),
+                    e.key,
+                    arrays.join(", ")
+                );
+            }
+        }
+    }
+    for (decl, b) in m.arrays.iter().zip(&bytes) {
+        let bound = match decl.bound {
+            Some(l3::shard::BoundDecl::Absolute(e)) => format!(" bound absolute {e:e}"),
+            Some(l3::shard::BoundDecl::Relative(r)) => format!(" bound relative {r:e}"),
+            None => String::new(),
+        };
+        let fill = decl
+            .fill_bits
+            .map_or(String::new(), |f| format!(" fill bits {f:#x}"));
+        let raw = decl.dtype().map_or(0, |t| t.size() as u64)
+            * decl.shape.iter().map(|&x| x as u64).product::<u64>()
+            * m.records;
+        println!(
+            "  array {} {} {:?} {}{bound}{fill}: {} ({:.2}x of {} raw)",
+            decl.name,
+            decl.dtype,
+            decl.shape,
+            decl.mode,
+            human(*b),
+            raw as f64 / (*b).max(1) as f64,
+            human(raw)
+        );
+        if let Some(s) = m.stats.get(&decl.name) {
+            println!(
+                "    stats: count {} mean {:.6e} std {:.6e}",
+                s.count, s.mean, s.std
+            );
+        }
     }
     Ok(0)
 }

@@ -1,6 +1,6 @@
-//! `l3 unpack`: a dataset back to PNG files (the original pixels). Every output path is
-//! planned and checked (safe, distinct and, without `--force`, new) before anything is
-//! written.
+//! `l3 unpack`: a dataset back to PNG files (the original pixels), or a tensor dataset to
+//! `.npy` files (`<key>/<array>.npy`). Every output path is planned and checked (safe,
+//! distinct and, without `--force`, new) before anything is written.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use crate::fsio;
 use crate::limits::decode_options;
 use crate::shards::open_checked;
 use l3::shard::format::check_key;
-use l3::shard::{Manifest, ShardReader};
+use l3::shard::{dataset_kind, Manifest, RecordKind, ShardReader, TensorDataset};
 
 #[derive(Args)]
 pub struct UnpackArgs {
@@ -26,9 +26,10 @@ pub struct UnpackArgs {
     pub force: bool,
 }
 
-/// Where record `r` of shard `file` goes under `out`: its key as a relative path with a `.png`
-/// extension. A key that is not a plain relative path is refused (a hostile shard).
-fn unpack_path(out: &Path, file: &str, i: usize, key: &str) -> Result<PathBuf> {
+/// Where record `r` of shard `file` goes under `out`: its key as a relative path (with a `.png`
+/// extension for an image). A key that is not a plain relative path is refused (a hostile
+/// shard).
+fn key_path(out: &Path, file: &str, i: usize, key: &str) -> Result<PathBuf> {
     let rel = Path::new(key);
     let normal = rel
         .components()
@@ -39,56 +40,41 @@ fn unpack_path(out: &Path, file: &str, i: usize, key: &str) -> Result<PathBuf> {
     if !normal || rel.is_absolute() {
         bail!("{file}: record {i} has an unsafe key {key:?}: not a relative path here");
     }
-    Ok(out.join(rel).with_extension("png"))
+    Ok(out.join(rel))
 }
 
-/// Decodes every record at its top level to a PNG file under `--output`. Every output path is
-/// planned first: an unsafe key, two records on one path (keys that differ only by their
-/// extension), a record whose path is another's folder, or (without `--force`) a file that
-/// exists stops the command before anything is written.
-pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
-    let m = Manifest::read(&a.dataset)?;
-    let shards: Vec<ShardReader> = m
-        .shards
-        .iter()
-        .map(|s| open_checked(&a.dataset, s, &m))
-        .collect::<Result<_>>()?;
-    let mut planned: Vec<(usize, usize, PathBuf)> = Vec::new();
-    let mut owner: HashMap<PathBuf, (String, usize, String)> = HashMap::new();
-    for (si, (s, shard)) in m.shards.iter().zip(&shards).enumerate() {
-        for (i, r) in shard.records().iter().enumerate() {
-            let out = unpack_path(&a.output, &s.file, i, &r.key)?;
-            if let Some((f, j, k)) = owner.insert(out.clone(), (s.file.clone(), i, r.key.clone())) {
-                bail!(
-                    "{f}: record {j} (key {k:?}) and {}: record {i} (key {:?}) would both be \
-                     written to {}; nothing was written",
-                    s.file,
-                    r.key,
-                    out.display()
-                );
-            }
-            planned.push((si, i, out));
+/// Checks the planned outputs (who writes it, where): two on one path, one whose path is
+/// another's folder, or (without `force`) a file that exists stops the command before
+/// anything is written.
+fn check_plan(output: &Path, planned: &[(String, PathBuf)], force: bool) -> Result<()> {
+    let mut owner: HashMap<&Path, &str> = HashMap::new();
+    for (who, out) in planned {
+        if let Some(first) = owner.insert(out, who) {
+            bail!(
+                "{first} and {who} would both be written to {}; nothing was written",
+                out.display()
+            );
         }
     }
-    for (_, _, out) in &planned {
+    for (_, out) in planned {
         for folder in out.ancestors().skip(1) {
-            if folder == a.output {
+            if folder == output {
                 break;
             }
-            if let Some((f, j, k)) = owner.get(folder) {
+            if let Some(who) = owner.get(folder) {
                 bail!(
-                    "{f}: record {j} (key {k:?}) would be written to {}, which another record \
-                     needs as a folder ({}); nothing was written",
+                    "{who} would be written to {}, which another record needs as a folder \
+                     ({}); nothing was written",
                     folder.display(),
                     out.display()
                 );
             }
         }
     }
-    if !a.force {
+    if !force {
         let existing: Vec<&PathBuf> = planned
             .iter()
-            .map(|(.., out)| out)
+            .map(|(_, out)| out)
             .filter(|out| out.symlink_metadata().is_ok())
             .collect();
         if let Some(first) = existing.first() {
@@ -101,6 +87,36 @@ pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
             );
         }
     }
+    Ok(())
+}
+
+/// Decodes every record at its top level to a PNG file under `--output`. Every output path is
+/// planned first: an unsafe key, two records on one path (keys that differ only by their
+/// extension), a record whose path is another's folder, or (without `--force`) a file that
+/// exists stops the command before anything is written.
+pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
+    if dataset_kind(&a.dataset)? == RecordKind::Tensors {
+        return unpack_tensors(&a);
+    }
+    let m = Manifest::read(&a.dataset)?;
+    let shards: Vec<ShardReader> = m
+        .shards
+        .iter()
+        .map(|s| open_checked(&a.dataset, s, &m))
+        .collect::<Result<_>>()?;
+    let mut planned: Vec<(usize, usize, PathBuf)> = Vec::new();
+    let mut owners = Vec::new();
+    for (si, (s, shard)) in m.shards.iter().zip(&shards).enumerate() {
+        for (i, r) in shard.records().iter().enumerate() {
+            let out = key_path(&a.output, &s.file, i, &r.key)?.with_extension("png");
+            owners.push((
+                format!("{}: record {i} (key {:?})", s.file, r.key),
+                out.clone(),
+            ));
+            planned.push((si, i, out));
+        }
+    }
+    check_plan(&a.output, &owners, a.force)?;
     let mut written = 0u64;
     for (si, i, out) in &planned {
         let (s, shard) = (&m.shards[*si], &shards[*si]);
@@ -117,5 +133,41 @@ pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
         written += 1;
     }
     println!("unpacked {written} images to {}", a.output.display());
+    Ok(0)
+}
+
+/// Writes each array of every record of a tensor dataset as `<key>/<name>.npy` under
+/// `--output` (bfloat16 as its bit patterns, `<u2`), every path planned and checked first.
+fn unpack_tensors(a: &UnpackArgs) -> Result<u64> {
+    let d = TensorDataset::open_with_limits(&a.dataset, &crate::limits::limits())?;
+    let mut planned = Vec::new();
+    for i in 0..d.len() {
+        let (s, r) = d.locate(i)?;
+        let file = d.shards()[s].name();
+        let e = d.entry(i)?;
+        let dir = key_path(&a.output, file, r, &e.key)?;
+        for x in &e.arrays {
+            let who = format!(
+                "{file}: record {r} (key {:?}) array {:?}",
+                e.key, x.spec.name
+            );
+            planned.push((who, dir.join(format!("{}.npy", x.spec.name))));
+        }
+    }
+    check_plan(&a.output, &planned, a.force)?;
+    let mut files = planned.iter();
+    for i in 0..d.len() {
+        let arrays = d.read(i)?;
+        for (_, array) in arrays {
+            let (_, out) = files.next().context("one planned path per array")?;
+            fsio::write_atomic(out, &l3::tensor::to_npy(&array))?;
+        }
+    }
+    println!(
+        "unpacked {} arrays of {} records to {}",
+        planned.len(),
+        d.len(),
+        a.output.display()
+    );
     Ok(0)
 }

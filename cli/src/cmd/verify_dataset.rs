@@ -1,5 +1,6 @@
 //! `l3 verify-dataset`: every shard checked against the manifest and its pack sidecar, every
-//! record read (CRC-checked) and decoded; each problem on its own line.
+//! record read (CRC-checked) and decoded; each problem on its own line. A tensor dataset's
+//! arrays are each read, their payload headers checked against the index and decoded.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,12 @@ use crate::shards::MAX_INDEX_BYTES;
 use l3::progressive::decode_level;
 use l3::shard::format::check_key;
 use l3::shard::pack::PackRecord;
-use l3::shard::{file_crc32, Manifest, ShardInfo, ShardReader};
+use l3::shard::tensor_pack::TensorPackRecord;
+use l3::shard::{
+    dataset_kind, file_crc32, Manifest, RecordKind, ShardInfo, ShardReader, TensorManifest,
+    TensorShardInfo, TensorShardReader,
+};
+use l3::tensor::{decode_array, StorageMode};
 
 #[derive(Args)]
 pub struct DatasetArgs {
@@ -28,6 +34,9 @@ const MAX_REPORTED: usize = 20;
 /// Every problem is reported on its own line naming the shard (and the record and key). No
 /// read is larger than `--max-input-bytes`. Returns the number of failed shards.
 pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
+    if dataset_kind(&a.dataset)? == RecordKind::Tensors {
+        return verify_tensors(&a);
+    }
     let m = Manifest::read(&a.dataset)?;
     let mut failed = 0;
     let mut records = 0u64;
@@ -161,6 +170,124 @@ fn check_sidecar(
                 packed.class_name
             ));
         }
+    }
+    problems
+}
+
+/// Prints up to [`MAX_REPORTED`] problems of one shard; returns whether it had any.
+fn report(file: &str, problems: &[String]) -> bool {
+    for p in problems.iter().take(MAX_REPORTED) {
+        eprintln!("error: {p}");
+    }
+    if problems.len() > MAX_REPORTED {
+        let more = problems.len() - MAX_REPORTED;
+        eprintln!("error: {file}: {more} more problem(s)");
+    }
+    !problems.is_empty()
+}
+
+/// `verify-dataset` of a tensor dataset: every shard against the manifest (size, CRC-32,
+/// records, payload bytes, declared arrays) and its pack sidecar, every array read
+/// (CRC-checked), its payload header checked against the index and decoded. Whether
+/// error-bounded values lie within their bound needs the source: not checked here.
+fn verify_tensors(a: &DatasetArgs) -> Result<u64> {
+    let m = TensorManifest::read(&a.dataset)?;
+    let (mut failed, mut records, mut arrays, mut bounded) = (0, 0u64, 0u64, 0u64);
+    for s in &m.shards {
+        let problems =
+            verify_tensor_shard(&a.dataset, s, &m, &mut records, &mut arrays, &mut bounded);
+        failed += report(&s.file, &problems) as u64;
+    }
+    println!(
+        "{}: {records} tensor records ({arrays} arrays) in {} shard(s) decoded, {failed} shard(s) failed",
+        a.dataset.display(),
+        m.shards.len()
+    );
+    if bounded > 0 {
+        println!(
+            "  {bounded} error-bounded array(s): headers agree with the index and decode; \
+             whether their values lie within the bound of the source needs the source (not checked)"
+        );
+    }
+    Ok(failed)
+}
+
+/// Every problem of tensor shard `s`; counts the records and arrays decoded.
+fn verify_tensor_shard(
+    dir: &Path,
+    s: &TensorShardInfo,
+    m: &TensorManifest,
+    records: &mut u64,
+    arrays: &mut u64,
+    bounded: &mut u64,
+) -> Vec<String> {
+    let limits = limits();
+    let path = dir.join(&s.file);
+    let mut problems = Vec::new();
+    let len = match std::fs::metadata(&path) {
+        Ok(md) => md.len(),
+        Err(e) => return vec![format!("{}: {e}", s.file)],
+    };
+    if len > limits.max_input_bytes {
+        problems.push(format!(
+            "{}: {len} bytes, above the input limit of {} bytes (--max-input-bytes)",
+            s.file, limits.max_input_bytes
+        ));
+        return problems;
+    }
+    let shard = match TensorShardReader::open_with_limits(&path, MAX_INDEX_BYTES, &limits) {
+        Ok(shard) => shard,
+        Err(e) => return vec![format!("{}: {e}", s.file)],
+    };
+    problems.extend(m.mismatches(s, &shard));
+    let crc = file_crc32(&path);
+    match &crc {
+        Ok(c) if *c != s.crc32 => problems.push(format!(
+            "{}: crc32: the shard has {c:#010x}, the manifest says {:#010x}",
+            s.file, s.crc32
+        )),
+        Ok(_) => {}
+        Err(e) => problems.push(format!("{}: {e}", s.file)),
+    }
+    if let Some(p) = TensorPackRecord::read(&path) {
+        if p.shard_bytes != len || crc.as_ref().is_ok_and(|c| *c != p.shard_crc32) {
+            problems.push(format!(
+                "{}.pack.json: records a shard of {} bytes with CRC-32 {:#010x}, {} is another",
+                s.file, p.shard_bytes, p.shard_crc32, s.file
+            ));
+        }
+        if p.samples.len() != shard.len() {
+            problems.push(format!(
+                "{}.pack.json: {} samples, the shard has {} records",
+                s.file,
+                p.samples.len(),
+                shard.len()
+            ));
+        }
+    }
+    let options = decode_options();
+    for (i, e) in shard.entries().iter().enumerate() {
+        let at = format!("{}: record {i} (key {:?})", s.file, e.key);
+        if let Err(reason) = check_key(&e.key) {
+            problems.push(format!("{at}: key: {reason}"));
+        }
+        let mut ok = true;
+        for (k, x) in e.arrays.iter().enumerate() {
+            let result = shard
+                .read_payload(i, k)
+                .and_then(|p| decode_array(&x.spec, &p, &options));
+            match result {
+                Ok(_) => {
+                    *arrays += 1;
+                    *bounded += (x.spec.mode == StorageMode::ErrorBounded) as u64;
+                }
+                Err(err) => {
+                    ok = false;
+                    problems.push(format!("{at}: array {:?}: {err}", x.spec.name));
+                }
+            }
+        }
+        *records += ok as u64;
     }
     problems
 }

@@ -1,0 +1,331 @@
+//! Writing and reading tensor shards ([`mod@super::tensor_format`]): [`TensorShardWriter`]
+//! collects encoded records and writes the shard atomically; [`TensorShardReader`] opens one
+//! with bounded positional reads (header, trailer, index, each validated before the next) and
+//! reads each array's payload at its known offset, checked against its CRC-32 and, decoded,
+//! against its index entry.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+
+use super::format::{check_key, Trailer, HEADER_LEN, MAX_META_LEN, NO_CLASS, TRAILER_LEN};
+use super::reader::read_at;
+use super::tensor_format::{
+    parse_tensor_header, parse_tensor_index, parse_tensor_trailer, tensor_header, ArrayEntry,
+    PayloadEntry, TensorEntry,
+};
+use super::ShardError;
+use crate::decode::DecodeOptions;
+use crate::error::{LimitsError, ParameterError, Result};
+use crate::limits::Limits;
+use crate::tensor::{check_payload, decode_array, EncodedArray, NdArray, MAX_ARRAYS};
+
+/// One tensor record to write: its arrays encoded ([`crate::tensor::encode_array`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorRecordInput {
+    /// Key: a relative path ([`check_key`]).
+    pub key: String,
+    /// Class id (`u32::MAX` is reserved for "none").
+    pub class: Option<u32>,
+    /// Metadata bytes, at most 1 MiB.
+    pub meta: Vec<u8>,
+    /// The arrays, 1..=16, names distinct, in payload order.
+    pub arrays: Vec<EncodedArray>,
+}
+
+/// Collects tensor records and writes them as one shard.
+#[derive(Debug, Default)]
+pub struct TensorShardWriter {
+    records: Vec<TensorRecordInput>,
+    payload_bytes: u64,
+}
+
+impl TensorShardWriter {
+    /// An empty writer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records added so far.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no record was added.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Payload bytes added so far.
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
+    }
+
+    /// Adds a record, checked as a reader will check it: its key, metadata, class, array
+    /// count and names, and each payload against its array's entry
+    /// ([`crate::tensor::check_payload`]).
+    pub fn add(&mut self, record: TensorRecordInput) -> Result<()> {
+        let bad = |name, value: usize, reason| -> crate::error::Error {
+            ParameterError::InvalidOption {
+                name,
+                value: value as u64,
+                reason,
+            }
+            .into()
+        };
+        if let Err(reason) = check_key(&record.key) {
+            return Err(bad("key", record.key.len(), reason));
+        }
+        if record.meta.len() > MAX_META_LEN {
+            return Err(bad("meta", record.meta.len(), "metadata is at most 1 MiB"));
+        }
+        if record.class == Some(NO_CLASS) {
+            return Err(bad("class", u32::MAX as usize, "u32::MAX means no class"));
+        }
+        let n = record.arrays.len();
+        if n == 0 || n > MAX_ARRAYS {
+            return Err(bad("arrays", n, "a record has 1 to 16 arrays"));
+        }
+        let mut names = HashSet::new();
+        for a in &record.arrays {
+            crate::tensor::check_name(&a.spec.name)
+                .map_err(|reason| bad("name", a.spec.name.len(), reason))?;
+            if !names.insert(a.spec.name.as_str()) {
+                return Err(bad("name", a.spec.name.len(), "array names are distinct"));
+            }
+            crate::tensor::check_shape(&a.spec.shape)
+                .map_err(|reason| bad("shape", a.spec.shape.len(), reason))?;
+            check_payload(&a.spec, &a.payload)?;
+        }
+        self.payload_bytes += record
+            .arrays
+            .iter()
+            .map(|a| a.payload.len() as u64)
+            .sum::<u64>();
+        self.records.push(record);
+        Ok(())
+    }
+
+    /// The shard's bytes: header, payloads, index, trailer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.payload_bytes as usize + 1024);
+        out.extend_from_slice(&tensor_header());
+        let mut index = Vec::new();
+        for r in &self.records {
+            let mut arrays = Vec::with_capacity(r.arrays.len());
+            for a in &r.arrays {
+                arrays.push(ArrayEntry {
+                    spec: a.spec.clone(),
+                    payload: PayloadEntry {
+                        offset: out.len() as u64,
+                        len: a.payload.len() as u64,
+                        crc32: crc32fast::hash(&a.payload),
+                    },
+                });
+                out.extend_from_slice(&a.payload);
+            }
+            TensorEntry {
+                key: r.key.clone(),
+                class: r.class,
+                meta: r.meta.clone(),
+                arrays,
+            }
+            .write(&mut index);
+        }
+        let index_offset = out.len() as u64;
+        out.extend_from_slice(&index);
+        out.extend_from_slice(
+            &Trailer {
+                index_offset,
+                index_len: index.len() as u64,
+                record_count: self.records.len() as u64,
+                index_crc32: crc32fast::hash(&index),
+            }
+            .to_bytes(),
+        );
+        out
+    }
+
+    /// Writes the shard to `path` atomically ([`super::write_atomic`]).
+    pub fn write_to(&self, path: &Path) -> Result<()> {
+        Ok(super::write_atomic(path, &self.to_bytes())?)
+    }
+}
+
+/// An open tensor shard: its validated index and the file for positional reads.
+#[derive(Debug)]
+pub struct TensorShardReader {
+    file: File,
+    name: String,
+    max_read: u64,
+    file_len: u64,
+    entries: Vec<TensorEntry>,
+    payload_bytes: u64,
+}
+
+impl TensorShardReader {
+    /// Opens a tensor shard and validates its header, trailer and index; the index may take
+    /// at most `max_index_bytes`, every read the default [`Limits::max_input_bytes`].
+    pub fn open(path: &Path, max_index_bytes: u64) -> Result<Self> {
+        Self::open_with_limits(path, max_index_bytes, &Limits::default())
+    }
+
+    /// Like [`TensorShardReader::open`], every read (the index, a payload) at most
+    /// `limits.max_input_bytes`, refused before anything is allocated for it. Errors of the
+    /// file's structure name the shard.
+    pub fn open_with_limits(path: &Path, max_index_bytes: u64, limits: &Limits) -> Result<Self> {
+        let name = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy()
+            .into_owned();
+        let max_read = limits.max_input_bytes;
+        let named = |e: crate::error::Error| match e {
+            crate::error::Error::Shard(e) => ShardError::File {
+                file: name.clone(),
+                error: Box::new(e),
+            }
+            .into(),
+            crate::error::Error::Io(e) => {
+                std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
+            }
+            e => e,
+        };
+        let (file, len, entries) = (|| -> Result<(File, u64, Vec<TensorEntry>)> {
+            let file = File::open(path)?;
+            let len = file.metadata()?.len();
+            if len < HEADER_LEN + TRAILER_LEN {
+                return Err(ShardError::Truncated {
+                    len,
+                    min: HEADER_LEN + TRAILER_LEN,
+                }
+                .into());
+            }
+            parse_tensor_header(&read_at(&file, 0, HEADER_LEN as usize)?)?;
+            let trailer = parse_tensor_trailer(
+                &read_at(&file, len - TRAILER_LEN, TRAILER_LEN as usize)?,
+                len,
+            )?;
+            let max_index = max_index_bytes.min(max_read);
+            if trailer.index_len > max_index {
+                return Err(LimitsError::ShardRead {
+                    shard: name.clone(),
+                    what: "the index".into(),
+                    len: trailer.index_len,
+                    max: max_index,
+                }
+                .into());
+            }
+            let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
+            let entries = parse_tensor_index(&index, &trailer)?;
+            Ok((file, len, entries))
+        })()
+        .map_err(named)?;
+        let payload_bytes = entries
+            .iter()
+            .flat_map(|e| &e.arrays)
+            .map(|a| a.payload.len)
+            .sum();
+        Ok(TensorShardReader {
+            file,
+            name,
+            max_read,
+            file_len: len,
+            entries,
+            payload_bytes,
+        })
+    }
+
+    /// The shard's file name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bytes of the shard file (when it was opened).
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Records in the shard.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the shard has no records.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Payload bytes of every record (from the index).
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
+    }
+
+    /// Every record's index entry, in order.
+    pub fn entries(&self) -> &[TensorEntry] {
+        &self.entries
+    }
+
+    /// Record `i`'s index entry.
+    pub fn entry(&self, i: usize) -> Result<&TensorEntry> {
+        self.entries.get(i).ok_or_else(|| {
+            ShardError::NoSuchRecord {
+                record: i as u64,
+                level: 0,
+                records: self.entries.len() as u64,
+                levels: 1,
+            }
+            .into()
+        })
+    }
+
+    /// The payload of array `k` of record `i`, checked against its CRC-32.
+    pub fn read_payload(&self, i: usize, k: usize) -> Result<Vec<u8>> {
+        let e = self.entry(i)?;
+        let a = e.arrays.get(k).ok_or(ShardError::NoSuchRecord {
+            record: i as u64,
+            level: k.min(255) as u8,
+            records: self.entries.len() as u64,
+            levels: e.arrays.len() as u8,
+        })?;
+        if a.payload.len > self.max_read {
+            return Err(LimitsError::ShardRead {
+                shard: self.name.clone(),
+                what: format!("record {i} (key {:?}) array {:?}", e.key, a.spec.name),
+                len: a.payload.len,
+                max: self.max_read,
+            }
+            .into());
+        }
+        // In the data area: checked by parse_tensor_index.
+        let bytes = read_at(&self.file, a.payload.offset, a.payload.len as usize)?;
+        let computed = crc32fast::hash(&bytes);
+        if computed != a.payload.crc32 {
+            return Err(ShardError::LevelChecksum {
+                record: i as u64,
+                level: k as u8,
+                stored: a.payload.crc32,
+                computed,
+            }
+            .into());
+        }
+        Ok(bytes)
+    }
+
+    /// Record `i`'s arrays, read and decoded on the CPU in index order, each checked against
+    /// its entry ([`crate::tensor::decode_array`]); `options.limits` bound each array.
+    pub fn read_record(&self, i: usize, options: &DecodeOptions) -> Result<Vec<(String, NdArray)>> {
+        let e = self.entry(i)?;
+        e.arrays
+            .iter()
+            .enumerate()
+            .map(|(k, a)| {
+                let payload = self.read_payload(i, k)?;
+                Ok((
+                    a.spec.name.clone(),
+                    decode_array(&a.spec, &payload, options)?,
+                ))
+            })
+            .collect()
+    }
+}
