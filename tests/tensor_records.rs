@@ -178,18 +178,51 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
 }
 
 #[test]
-fn lossless_float_mode_waits_for_its_codec_and_integers_stay_raw() {
+fn lossless_floats_round_trip_bit_exact_and_other_types_stay_raw() {
     let lossless = ArrayOptions {
         mode: ArrayMode::Lossless,
         fill_value: None,
     };
-    let err = encode_array("x", &array(DType::Float32, &[8, 8], 1), &lossless).unwrap_err();
-    assert!(matches!(err, Error::Parameter(_)), "{err}");
-    assert!(err.to_string().contains("lossless codec"), "{err}");
-    let ints = array(DType::Int16, &[8, 8], 1);
-    let e = encode_array("x", &ints, &lossless).unwrap();
-    assert_eq!(e.spec.mode, StorageMode::Raw);
-    assert_eq!(e.payload, ints.bytes());
+    for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
+        for shape in [&[300][..], &[12, 10], &[3, 12, 10], &[2, 3, 4, 5]] {
+            let mut a = array(dtype, shape, 3);
+            // NaN with a payload, -0.0 and infinity, in the dtype's width.
+            let specials: [u64; 3] = match dtype {
+                DType::Float32 => [0x7FC0_1234, 0x8000_0000, 0x7F80_0000],
+                _ => [0x7E01, 0x8000, 0x7C00],
+            };
+            let mut bytes = a.bytes().to_vec();
+            for (k, bits) in specials.iter().enumerate() {
+                let at = k * 7 * dtype.size();
+                bytes[at..at + dtype.size()].copy_from_slice(&bits.to_le_bytes()[..dtype.size()]);
+            }
+            a = NdArray::new(dtype, shape.to_vec(), bytes).unwrap();
+            let e = encode_array("x", &a, &lossless).unwrap();
+            assert_eq!(e.spec.mode, StorageMode::Lossless, "{dtype:?} {shape:?}");
+            assert_eq!(&e.payload[..8], b"\x89L3F\r\n\x1a\n");
+            let d = decode_array(&e.spec, &e.payload, &DecodeOptions::default()).unwrap();
+            assert_eq!(d, a, "{dtype:?} {shape:?}");
+        }
+    }
+    // An index entry whose type or shape disagrees with the lossless field is refused.
+    let a = array(DType::Float32, &[6, 5], 2);
+    let e = encode_array("x", &a, &lossless).unwrap();
+    let mut wrong_shape = e.spec.clone();
+    wrong_shape.shape = vec![5, 6];
+    let err = decode_array(&wrong_shape, &e.payload, &DecodeOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Format(_)), "{err}");
+    let mut wrong_type = e.spec.clone();
+    wrong_type.dtype = DType::Float16;
+    wrong_type.shape = vec![6, 10];
+    let err = decode_array(&wrong_type, &e.payload, &DecodeOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Format(_)), "{err}");
+    // Integers and float64 have no lossless float field: their bytes are stored.
+    for dtype in [DType::Int16, DType::Float64] {
+        let other = array(dtype, &[8, 8], 1);
+        let e = encode_array("x", &other, &lossless).unwrap();
+        assert_eq!(e.spec.mode, StorageMode::Raw);
+        assert_eq!(e.payload, other.bytes());
+    }
 }
 
 fn sample(i: u32) -> TensorSample {

@@ -135,9 +135,32 @@ def test_a_sample_with_another_shape_is_refused(tmp_path):
         l3.pack_arrays([{"x": np.zeros((4, 4))}], tmp_path / "ds4", modes={"absolute": 0.1})
 
 
-def test_lossless_floats_wait_for_their_codec(tmp_path):
-    with pytest.raises(l3.ParameterError, match="lossless codec"):
-        l3.pack_arrays([{"x": np.ones((4, 4), np.float32)}], tmp_path / "ds")
+def test_lossless_floats_are_bit_exact_and_smaller(tmp_path):
+    rng = np.random.default_rng(5)
+    y, x = np.mgrid[0:64, 0:48]
+    samples = []
+    for i in range(6):
+        field = (np.sin(0.05 * x + i) * np.cos(0.07 * y) * 100).astype(np.float32)
+        field[0, 0] = np.nan
+        field[1, 1] = -0.0
+        samples.append({
+            "field": field,
+            "half": field.astype(np.float16),
+            "series": np.cumsum(rng.standard_normal(500)).astype(np.float32),
+        })
+    out = tmp_path / "ds"
+    summary = l3.pack_arrays(samples, out, samples_per_shard=4)  # the default: lossless
+    ds = l3.open_dataset(out)
+    assert {a["name"]: a["mode"] for a in ds.arrays} == {
+        "field": "lossless", "half": "lossless", "series": "lossless"}
+    for i, s in enumerate(samples):
+        got = ds[i]
+        for name, a in s.items():
+            assert got[name].dtype == a.dtype and got[name].shape == a.shape
+            width = np.uint32 if a.itemsize == 4 else np.uint16
+            np.testing.assert_array_equal(got[name].view(width), a.view(width))
+    raw = sum(a.nbytes for s in samples for a in s.values())
+    assert summary["bytes"] < raw
 
 
 def test_a_damaged_manifest_or_shard_is_an_error(tmp_path):

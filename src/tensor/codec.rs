@@ -1,19 +1,23 @@
 //! One array to its payload and back: raw (the bytes), error-bounded (a `.l3f` field, float32
-//! of 2 or 3 axes) and lossless (a `.l3f` version 2 field: the arms in [`encode_lossless`] and
-//! [`decode_lossless`], which wait for the lossless codec). A payload whose header disagrees
+//! of 2 or 3 axes) and lossless (a `.l3f` version 2 field of a float32, float16 or bfloat16
+//! array; other types are stored raw). A payload whose header disagrees
 //! with its index entry is a [`FormatError`], never a wrong array.
 
 use super::model::{ArraySpec, DType, NdArray, StorageMode};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, LimitsError, ParameterError, Result};
-use crate::field::{Bound, FieldHeader, FieldOptions};
+use crate::field::{
+    parse_lossless, Bound, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec,
+    LosslessOptions,
+};
 
 /// How an array is to be stored, as a packer asks for it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ArrayMode {
     /// The elements' bytes.
     Raw,
-    /// Lossless: a lossless float field for float arrays, the bytes for integer ones.
+    /// Lossless: a lossless float field for float32, float16 and bfloat16 arrays, the bytes
+    /// for the others (float64 and integers).
     Lossless,
     /// Error-bounded within this absolute bound (float32 arrays of 2 or 3 axes).
     Absolute(f64),
@@ -37,7 +41,7 @@ impl ArrayOptions {
     pub fn storage(&self, dtype: DType) -> StorageMode {
         match self.mode {
             ArrayMode::Raw => StorageMode::Raw,
-            ArrayMode::Lossless if dtype.is_float() => StorageMode::Lossless,
+            ArrayMode::Lossless if float_type(dtype).is_some() => StorageMode::Lossless,
             ArrayMode::Lossless => StorageMode::Raw,
             ArrayMode::Absolute(_) | ArrayMode::Relative(_) => StorageMode::ErrorBounded,
         }
@@ -268,35 +272,97 @@ pub fn verify_array(source: &NdArray, encoded: &EncodedArray) -> Result<()> {
     }
 }
 
-// The lossless arms (mode 1), in one place: to be wired to `l3::field::encode_lossless` and
-// `l3::field::decode_lossless_into` (`src/field/lossless/`) when that codec is merged. Until
-// then a lossless float array is a `ParameterError` saying so, on writing and on reading.
+// The lossless arms (mode 1): `.l3f` version 2 files (`l3::field::lossless`).
 
-/// The lossless codec's arm of [`encode_array`]: a `.l3f` version 2 field of a float array
-/// (`l3::field::encode_lossless`), to be wired in when that codec lands.
-fn encode_lossless(_array: &NdArray, _fill: Option<u64>) -> Result<Vec<u8>> {
-    Err(lossless_missing())
+/// The lossless codec's element type for `dtype` (float32, float16, bfloat16), if it has one.
+fn float_type(dtype: DType) -> Option<FloatType> {
+    match dtype {
+        DType::Float32 => Some(FloatType::F32),
+        DType::Float16 => Some(FloatType::F16),
+        DType::BFloat16 => Some(FloatType::BF16),
+        _ => None,
+    }
 }
 
-/// The lossless codec's arm of [`check_payload`]: the field header's type and shape against
-/// the index entry's.
-fn check_lossless(_spec: &ArraySpec, _payload: &[u8]) -> Result<()> {
-    Err(lossless_missing())
+/// The lossless codec's arm of [`encode_array`]: a `.l3f` version 2 field of a float32,
+/// float16 or bfloat16 array.
+fn encode_lossless(array: &NdArray, fill: Option<u64>) -> Result<Vec<u8>> {
+    let options = LosslessOptions {
+        fill_value: fill.map(|b| b as u32),
+        ..LosslessOptions::default()
+    };
+    let bytes = array.bytes();
+    match float_type(array.dtype()) {
+        Some(FloatType::F32) => {
+            let values: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            crate::field::encode_lossless(FloatSlice::F32(&values), array.shape(), &options)
+        }
+        Some(t) => {
+            let values: Vec<u16> = bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            let slice = if t == FloatType::F16 {
+                FloatSlice::F16(&values)
+            } else {
+                FloatSlice::BF16(&values)
+            };
+            crate::field::encode_lossless(slice, array.shape(), &options)
+        }
+        None => Err(bad(
+            "mode",
+            array.dtype() as u64,
+            "lossless float fields hold float32, float16 or bfloat16",
+        )),
+    }
 }
 
-/// The lossless codec's arm of [`decode_array`] (`l3::field::decode_lossless_into`).
-fn decode_lossless(
-    _spec: &ArraySpec,
-    _payload: &[u8],
-    _options: &DecodeOptions,
-) -> Result<NdArray> {
-    Err(lossless_missing())
+/// The lossless codec's arm of [`check_payload`]: the field header's type, shape and fill
+/// value against the index entry's.
+fn check_lossless(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
+    let disagree = |field, value: u64, reason| -> Error {
+        FormatError::InvalidHeader {
+            field,
+            offset: 0,
+            value,
+            reason,
+        }
+        .into()
+    };
+    let h = parse_lossless(payload)?;
+    if float_type(spec.dtype) != Some(h.dtype) {
+        return Err(disagree(
+            "field dtype",
+            spec.dtype as u64,
+            "the lossless field's element type is not the index entry's",
+        ));
+    }
+    if h.shape != spec.shape {
+        return Err(disagree(
+            "field shape",
+            h.shape.len() as u64,
+            "the field's shape is not the index entry's",
+        ));
+    }
+    if h.fill_value.map(u64::from) != spec.fill {
+        return Err(disagree(
+            "field fill value",
+            h.fill_value.map_or(0, u64::from),
+            "the field's fill value is not the index entry's",
+        ));
+    }
+    Ok(())
 }
 
-fn lossless_missing() -> Error {
-    bad(
-        "mode",
-        StorageMode::Lossless as u64,
-        "lossless float arrays need the lossless codec",
-    )
+/// The lossless codec's arm of [`decode_array`]: the header was checked against `spec`.
+fn decode_lossless(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -> Result<NdArray> {
+    let (_, values) = crate::field::decode_lossless(payload, options)?;
+    let bytes: Vec<u8> = match &values {
+        FloatVec::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        FloatVec::F16(v) | FloatVec::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    NdArray::new(spec.dtype, spec.shape.clone(), bytes)
 }
