@@ -46,6 +46,7 @@ impl Tensor {
     }
 
     /// Copies slot `from` (values `from * per..`, `per` long) over slot `to`.
+    #[cfg(feature = "dataset")]
     pub(crate) fn move_slot(&mut self, from: usize, to: usize, per: usize) {
         match self {
             Tensor::F32(v) => v.copy_within(from * per..(from + 1) * per, to * per),
@@ -54,6 +55,7 @@ impl Tensor {
     }
 
     /// Keeps the first `n` values.
+    #[cfg(feature = "dataset")]
     pub(crate) fn truncate(&mut self, n: usize) {
         match self {
             Tensor::F32(v) => v.truncate(n),
