@@ -86,7 +86,7 @@ pub(crate) mod abi;
 #[cfg(feature = "gpu")]
 pub(crate) mod augment;
 #[cfg(test)]
-mod cpu_twin;
+pub(crate) mod cpu_twin;
 #[cfg(any(test, feature = "gpu"))]
 mod plan;
 #[cfg(any(test, feature = "gpu"))]

@@ -12,6 +12,7 @@
 
 mod decode_compact;
 mod decode_streams;
+pub(crate) mod lossless;
 mod prefix_sum;
 
 pub(crate) use decode_compact::decode_compact_patches;
