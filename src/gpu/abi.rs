@@ -21,6 +21,8 @@ pub(crate) const LEVELS_WORKGROUP_SIZE: u32 = 64;
 pub(crate) const AUGMENT_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `fields.wgsl` (`FIELDS_WG` in its generated prelude).
 pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
+/// Workgroup size of `lossless.wgsl` (`LOSSLESS_WG` in its generated prelude).
+pub(crate) const LOSSLESS_WORKGROUP_SIZE: u32 = 64;
 /// u32 words of one exception run in `fields.wgsl`'s `runs` binding: start, length, f32 bits
 /// (`RUN_WORDS` in its generated prelude).
 pub(crate) const FIELD_RUN_WORDS: u32 = 3;

@@ -129,6 +129,21 @@ pub(crate) fn plan_lossless(files: &[&[u8]], options: &DecodeOptions) -> Result<
             let lut_at = u32_of(plan.luts.len() as u64, "lossless decode tables")?;
             push_lut(&s.lengths, &mut plan.luts);
             for (k, seg) in s.segments.iter().enumerate() {
+                // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
+                // most); the CPU decoder refuses such a segment at its end, and the shader
+                // counts its bits in u32.
+                if seg.len() >= 1 << 28 {
+                    return Err(in_batch(
+                        f,
+                        crate::error::FormatError::InvalidHeader {
+                            field: "segment",
+                            offset: base(seg),
+                            value: seg.len() as u64,
+                            reason: "longer than any segment's symbols",
+                        }
+                        .into(),
+                    ));
+                }
                 let r = segment_range(m as usize, s.segments.len(), k);
                 plan.segments.push(LosslessSegment {
                     in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
