@@ -109,6 +109,8 @@ pub(crate) mod jobs;
 #[cfg(feature = "gpu")]
 pub(crate) mod levels;
 #[cfg(feature = "gpu")]
+pub(crate) mod lossless;
+#[cfg(feature = "gpu")]
 mod map;
 #[cfg(feature = "gpu")]
 pub(crate) mod readback;

@@ -3,8 +3,6 @@
 //! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
 //! [`LosslessSegment`] per segment with its decode table, one [`LosslessArray`] per file and
 //! the exception runs. Stream errors are left to the GPU, which reports them per file.
-//! The kernel's dispatch is not wired yet: only the tests use the plan for now.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use super::code::{canonical, LUT_SIZE};
 use super::format::{parse_chunk, parse_layout, segment_range, Stream};
