@@ -96,12 +96,9 @@ fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
                 i += 1u;
             }
         }
-        if (bad == 0u) {
-            if ((pos + 7u) / 8u != seg.in_len) {
-                bad = ERR_TRAILING;
-            } else if (pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u) {
-                bad = ERR_TRAILING;
-            }
+        let tail = pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u;
+        if (bad == 0u && ((pos + 7u) / 8u != seg.in_len || tail)) {
+            bad = ERR_TRAILING;
         }
         if (bad != 0u) {
             atomicOr(&errors[seg.file], bad);

@@ -73,7 +73,10 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
             ..Default::default()
         };
         let name = format!("{shape:?}");
-        out.push((format!("f32 {name}"), encode_lossless(FloatSlice::F32(&v), shape, &opts).unwrap()));
+        out.push((
+            format!("f32 {name}"),
+            encode_lossless(FloatSlice::F32(&v), shape, &opts).unwrap(),
+        ));
         let bf: Vec<u16> = v.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
         let h: Vec<u16> = v
             .iter()
@@ -83,12 +86,21 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
             chunk_log2: 11,
             ..Default::default()
         };
-        out.push((format!("bf16 {name}"), encode_lossless(FloatSlice::BF16(&bf), shape, &o16).unwrap()));
-        out.push((format!("f16 {name}"), encode_lossless(FloatSlice::F16(&h), shape, &o16).unwrap()));
+        out.push((
+            format!("bf16 {name}"),
+            encode_lossless(FloatSlice::BF16(&bf), shape, &o16).unwrap(),
+        ));
+        out.push((
+            format!("f16 {name}"),
+            encode_lossless(FloatSlice::F16(&h), shape, &o16).unwrap(),
+        ));
         let dec: Vec<f32> = (0..n)
             .map(|i| ((i as f32 * 0.02).sin() * 1000.0).round() / 100.0)
             .collect();
-        out.push((format!("mult {name}"), encode_lossless(FloatSlice::F32(&dec), shape, &LosslessOptions::default()).unwrap()));
+        out.push((
+            format!("mult {name}"),
+            encode_lossless(FloatSlice::F32(&dec), shape, &LosslessOptions::default()).unwrap(),
+        ));
     }
     out
 }
@@ -163,9 +175,16 @@ fn a_corrupt_segment_is_the_files_error() {
             (Ok((_, want)), Ok(batch)) => {
                 assert_eq!(batch.read_back_array(1).unwrap(), want.as_bytes());
             }
-            _ => panic!("CPU {:?} but GPU {:?}", cpu.as_ref().err(), r.as_ref().err()),
+            _ => panic!(
+                "CPU {:?} but GPU {:?}",
+                cpu.as_ref().err(),
+                r.as_ref().err()
+            ),
         }
     }
     eprintln!("{refused} of 40 corruptions refused, {on_gpu} by the GPU's flags");
-    assert!(on_gpu > 0, "some corruptions are refused by the GPU's flags");
+    assert!(
+        on_gpu > 0,
+        "some corruptions are refused by the GPU's flags"
+    );
 }

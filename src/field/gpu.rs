@@ -10,10 +10,10 @@ use super::lossless::gpu::plan_lossless;
 use super::{parse_field, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
-use crate::gpu::lossless::LosslessTables;
 use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
 use crate::gpu::bindings::{BindLimits, Binding};
 use crate::gpu::fields::{self, FieldDispatch};
+use crate::gpu::lossless::LosslessTables;
 use crate::gpu::readback::read_buffer;
 use crate::gpu::{GpuDecoder, ImageLayout};
 use crate::layout::OutputLayout;
@@ -227,10 +227,7 @@ impl GpuLosslessBatch {
 /// CPU decoder's checks; the first bad file's error comes back as [`Error::InBatch`]), then
 /// `shaders/lossless.wgsl` decodes them all in one submission; a stream error is reported
 /// for the first file with one as [`crate::error::FormatError::GpuReported`].
-pub fn decode_lossless_fields(
-    decoder: &GpuDecoder,
-    files: &[&[u8]],
-) -> Result<GpuLosslessBatch> {
+pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuLosslessBatch> {
     let plan = plan_lossless(files, &DecodeOptions::default())?;
     let tables = LosslessTables {
         input_words: &plan.input_words,

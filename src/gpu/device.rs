@@ -258,8 +258,13 @@ impl Pipelines {
             pipeline(&label, &lossless_bgl, &lossless_module, entry)
         };
         let lossless_segments = lossless("decode_segments");
-        let lossless_undiff = ["undiff_axis0", "undiff_axis1", "undiff_axis2", "undiff_axis3"]
-            .map(lossless);
+        let lossless_undiff = [
+            "undiff_axis0",
+            "undiff_axis1",
+            "undiff_axis2",
+            "undiff_axis3",
+        ]
+        .map(lossless);
         let lossless_finish = lossless("finish");
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(

@@ -173,9 +173,7 @@ pub(crate) fn prelude() -> String {
 /// then (for the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields | Stage::Lossless => {
-            None
-        }
+        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields | Stage::Lossless => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }

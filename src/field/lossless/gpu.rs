@@ -110,8 +110,8 @@ pub(crate) fn plan_lossless(files: &[&[u8]], options: &DecodeOptions) -> Result<
         let mut streams: Vec<(Stream<'_>, u64, u32, u64)> = Vec::new();
         let chunk = 1u64 << h.chunk_log2;
         for (c, &bytes) in layout.chunks.iter().enumerate() {
-            let cl = parse_chunk(bytes, base(bytes) as usize, h)
-                .map_err(|e| in_batch(f, e.into()))?;
+            let cl =
+                parse_chunk(bytes, base(bytes) as usize, h).map_err(|e| in_batch(f, e.into()))?;
             let first = c as u64 * chunk;
             let m = chunk.min(n - first);
             streams.push((cl.residuals, res_at + first, width, m));
@@ -214,9 +214,7 @@ pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::field::lossless::{
-        decode_lossless, encode_lossless, FloatSlice, LosslessOptions,
-    };
+    use crate::field::lossless::{decode_lossless, encode_lossless, FloatSlice, LosslessOptions};
 
     /// A smooth field with a decimal grid, NaN payloads, -0.0, infinities, subnormals and a
     /// fill value sprinkled in.
@@ -249,14 +247,23 @@ mod tests {
             let want = want.as_bytes();
             let a = &plan.arrays[f];
             let got: &[u8] = bytemuck::cast_slice(&output[a.out_word as usize..]);
-            assert!(got[..want.len()] == want[..], "file {f}: twin differs from the CPU");
+            assert!(
+                got[..want.len()] == want[..],
+                "file {f}: twin differs from the CPU"
+            );
         }
     }
 
     #[test]
     fn twin_matches_the_cpu_decoder() {
         let mut files = Vec::new();
-        let shapes: [&[u32]; 5] = [&[5000], &[61, 83], &[9, 17, 23], &[3, 5, 7, 11], &[1, 1, 300]];
+        let shapes: [&[u32]; 5] = [
+            &[5000],
+            &[61, 83],
+            &[9, 17, 23],
+            &[3, 5, 7, 11],
+            &[1, 1, 300],
+        ];
         for shape in shapes {
             let n = shape.iter().product::<u32>() as usize;
             for decimal in [false, true] {
@@ -299,11 +306,20 @@ mod tests {
 
     #[test]
     fn float_mult_arrays_decode_on_the_twin() {
-        let v: Vec<f32> = (0..20000).map(|i| ((i as f32 * 0.01).sin() * 1000.0).round() / 100.0).collect();
-        let file = encode_lossless(FloatSlice::F32(&v), &[100, 200], &LosslessOptions::default())
-            .expect("enc");
+        let v: Vec<f32> = (0..20000)
+            .map(|i| ((i as f32 * 0.01).sin() * 1000.0).round() / 100.0)
+            .collect();
+        let file = encode_lossless(
+            FloatSlice::F32(&v),
+            &[100, 200],
+            &LosslessOptions::default(),
+        )
+        .expect("enc");
         let h = super::super::parse_lossless(&file).expect("header");
-        assert!(h.mult_base.is_some(), "the encoder chose float-mult for a decimal grid");
+        assert!(
+            h.mult_base.is_some(),
+            "the encoder chose float-mult for a decimal grid"
+        );
         let plan = plan_lossless(&[&file], &DecodeOptions::default()).expect("plan");
         assert_ne!(plan.arrays[0].adjust, u32::MAX, "adjustments present");
         check(&[file]);

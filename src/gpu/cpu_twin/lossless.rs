@@ -88,13 +88,9 @@ pub(crate) fn decode_segments(
                 i += 1;
             }
         }
-        if bad == 0 {
-            if pos.div_ceil(8) != seg.in_len {
-                bad = flags::TRAILING;
-            } else if pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0
-            {
-                bad = flags::TRAILING;
-            }
+        let tail = pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0;
+        if bad == 0 && (pos.div_ceil(8) != seg.in_len || tail) {
+            bad = flags::TRAILING;
         }
         errors[seg.file as usize] |= bad;
     }
