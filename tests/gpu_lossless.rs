@@ -146,6 +146,8 @@ fn synthetic_arrays_decode_bit_for_bit_in_one_batch() {
         .count();
     assert!(mult >= 4, "the decimal grids code as float-mult ({mult})");
     check(&files);
+    let empty = decode_lossless_fields(gpu_support::gpu().unwrap(), &[]).unwrap();
+    assert!(empty.offsets.is_empty());
 }
 
 #[test]

@@ -229,6 +229,21 @@ impl GpuLosslessBatch {
 /// for the first file with one as [`crate::error::FormatError::GpuReported`].
 pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuLosslessBatch> {
     let plan = plan_lossless(files, &DecodeOptions::default())?;
+    if files.is_empty() {
+        // Nothing to bind (a table binding must hold one entry).
+        return Ok(GpuLosslessBatch {
+            buffer: decoder.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3 lossless output"),
+                size: 4,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            offsets: Vec::new(),
+            headers: Vec::new(),
+            device: decoder.device().clone(),
+            queue: decoder.queue().clone(),
+        });
+    }
     let tables = LosslessTables {
         input_words: &plan.input_words,
         segments: &plan.segments,
