@@ -2,13 +2,18 @@
 //! as one batch (16-bit gray L3 files), then `shaders/fields.wgsl` turns them all into f32
 //! values in one dispatch, bit for bit what [`super::decode_field`] gives on the CPU. This
 //! file parses the files, plans the buffers ([`plan_fields`]) and builds the kernel's jobs;
-//! the engine's `gpu::fields` binds and dispatches them.
+//! the engine's `gpu::fields` binds and dispatches them. Lossless float arrays (version 2)
+//! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them,
+//! `gpu::lossless` dispatches `shaders/lossless.wgsl`.
 
-use super::{parse_field, FieldHeader, FieldLayout};
-use crate::error::{Error, Result};
+use super::lossless::gpu::plan_lossless;
+use super::{parse_field, FieldHeader, FieldLayout, LosslessHeader};
+use crate::decode::DecodeOptions;
+use crate::error::{Error, FormatError, Result};
 use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
 use crate::gpu::bindings::{BindLimits, Binding};
 use crate::gpu::fields::{self, FieldDispatch};
+use crate::gpu::lossless::LosslessTables;
 use crate::gpu::readback::read_buffer;
 use crate::gpu::{GpuDecoder, ImageLayout};
 use crate::layout::OutputLayout;
@@ -184,4 +189,83 @@ impl FieldPlan {
             self.total,
         )
     }
+}
+
+/// Decoded lossless float arrays (`.l3f` version 2) in one GPU buffer.
+#[derive(Debug)]
+pub struct GpuLosslessBatch {
+    /// The values (usage `STORAGE | COPY_SRC`): array `i` at `offsets[i]` bytes, C order,
+    /// float32 as 4 bytes, float16 and bfloat16 as 2 (little-endian).
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of each array (multiples of 256).
+    pub offsets: Vec<u64>,
+    /// Each array's header.
+    pub headers: Vec<LosslessHeader>,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl GpuLosslessBatch {
+    /// Array `i`'s bytes, read back (blocking): what [`super::decode_lossless`] gives as
+    /// bytes on a little-endian machine.
+    pub fn read_back_array(&self, i: usize) -> Result<Vec<u8>> {
+        let h = &self.headers[i];
+        let len = h.output_bytes();
+        let mut v = read_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            self.offsets[i],
+            len.next_multiple_of(4),
+        )?;
+        v.truncate(len as usize);
+        Ok(v)
+    }
+}
+
+/// Decodes lossless float arrays on the GPU: every file is checked on the CPU first (the
+/// CPU decoder's checks; the first bad file's error comes back as [`Error::InBatch`]), then
+/// `shaders/lossless.wgsl` decodes them all in one submission; a stream error is reported
+/// for the first file with one as [`crate::error::FormatError::GpuReported`].
+pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuLosslessBatch> {
+    let plan = plan_lossless(files, &DecodeOptions::default())?;
+    if files.is_empty() {
+        // Nothing to bind (a table binding must hold one entry).
+        return Ok(GpuLosslessBatch {
+            buffer: decoder.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3 lossless output"),
+                size: 4,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            offsets: Vec::new(),
+            headers: Vec::new(),
+            device: decoder.device().clone(),
+            queue: decoder.queue().clone(),
+        });
+    }
+    let tables = LosslessTables {
+        input_words: &plan.input_words,
+        segments: &plan.segments,
+        luts: &plan.luts,
+        words: plan.words,
+        arrays: &plan.arrays,
+        runs: &plan.runs,
+        output_words: plan.output_words,
+    };
+    let (buffer, flags) =
+        crate::gpu::lossless::dispatch(decoder, &tables, &BindLimits::of(decoder.device()))?;
+    if let Some((image, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
+        return Err(Error::InBatch {
+            image,
+            error: Box::new(FormatError::GpuReported { image, flags }.into()),
+        });
+    }
+    Ok(GpuLosslessBatch {
+        buffer,
+        offsets: plan.arrays.iter().map(|a| a.out_word as u64 * 4).collect(),
+        headers: plan.headers,
+        device: decoder.device().clone(),
+        queue: decoder.queue().clone(),
+    })
 }

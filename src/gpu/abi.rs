@@ -21,6 +21,8 @@ pub(crate) const LEVELS_WORKGROUP_SIZE: u32 = 64;
 pub(crate) const AUGMENT_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `fields.wgsl` (`FIELDS_WG` in its generated prelude).
 pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
+/// Workgroup size of `lossless.wgsl` (`LOSSLESS_WG` in its generated prelude).
+pub(crate) const LOSSLESS_WORKGROUP_SIZE: u32 = 64;
 /// u32 words of one exception run in `fields.wgsl`'s `runs` binding: start, length, f32 bits
 /// (`RUN_WORDS` in its generated prelude).
 pub(crate) const FIELD_RUN_WORDS: u32 = 3;
@@ -162,6 +164,9 @@ pub mod flags {
     pub const SEGMENT: u32 = 512;
     /// Version 2: an index past the patch's palette.
     pub const PALETTE: u32 = 1024;
+    /// Lossless float arrays: a float-mult multiplier of 2^24 or more, or a subnormal
+    /// product.
+    pub const MULT: u32 = 2048;
 }
 
 wgsl_struct! {
@@ -457,15 +462,83 @@ wgsl_struct! {
     }
 }
 
+wgsl_struct! {
+    /// One segment of a lossless float array in the table `lossless.wgsl`'s
+    /// `decode_segments` reads (`segments`): one invocation decodes it.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct LosslessSegment {
+        /// First byte of the segment in the `input_words` binding.
+        pub(crate) in_byte: u32,
+        /// Bytes of the segment.
+        pub(crate) in_len: u32,
+        /// First value the segment writes in the `words` binding.
+        pub(crate) out_start: u32,
+        /// Values of the segment.
+        pub(crate) count: u32,
+        /// First entry of the segment's decode table in the `luts` binding (2^11 entries:
+        /// code length in bits 0..4, token from bit 4).
+        pub(crate) lut: u32,
+        /// Width of the values in bits (32 or 16; 32 for adjustments).
+        pub(crate) width: u32,
+        /// The file's index in its batch (its error-flag slot).
+        pub(crate) file: u32,
+        /// Padding (0).
+        pub(crate) pad: u32,
+    }
+}
+
+wgsl_struct! {
+    /// One lossless float array in the table the difference inverse and the finish of
+    /// `lossless.wgsl` read (`arrays`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct LosslessArray {
+        /// Values.
+        pub(crate) count: u32,
+        /// Width of a value in bits (32 or 16).
+        pub(crate) width: u32,
+        /// Axis 0 (the slowest) of the shape padded to 4 axes with leading 1s.
+        pub(crate) shape0: u32,
+        /// Axis 1 of the padded shape.
+        pub(crate) shape1: u32,
+        /// Axis 2 of the padded shape.
+        pub(crate) shape2: u32,
+        /// Axis 3 (the fastest) of the padded shape.
+        pub(crate) shape3: u32,
+        /// Bit `a`: the values are differenced along padded axis `a`.
+        pub(crate) axes: u32,
+        /// First value of the array in the `words` binding.
+        pub(crate) words: u32,
+        /// First adjustment in the `words` binding, or `u32::MAX` without float-mult
+        /// adjustments.
+        pub(crate) adjust: u32,
+        /// f32 bits of the float-mult base, 0 for ordered input.
+        pub(crate) mult_base: u32,
+        /// First run (3 words: start, length, bits) in the `runs` binding.
+        pub(crate) runs: u32,
+        /// Exception runs.
+        pub(crate) run_count: u32,
+        /// First word of the array in the `output` binding (two 16-bit values to a word).
+        pub(crate) out_word: u32,
+        /// The file's index in its batch (its error-flag slot).
+        pub(crate) file: u32,
+        /// Padding (0).
+        pub(crate) pad0: u32,
+        /// Padding (0).
+        pub(crate) pad1: u32,
+    }
+}
+
 /// Every struct a shader reads, for the layout test.
 #[cfg(test)]
-pub(crate) const WGSL_STRUCTS: [&WgslStruct; 6] = [
+pub(crate) const WGSL_STRUCTS: [&WgslStruct; 8] = [
     &ImageInfo::WGSL_STRUCT,
     &Params::WGSL_STRUCT,
     &ScanParams::WGSL_STRUCT,
     &AugmentJob::WGSL_STRUCT,
     &FieldJob::WGSL_STRUCT,
     &LevelJob::WGSL_STRUCT,
+    &LosslessSegment::WGSL_STRUCT,
+    &LosslessArray::WGSL_STRUCT,
 ];
 
 #[cfg(test)]

@@ -109,6 +109,15 @@ pub(crate) struct Pipelines {
     pub fields_bgl: wgpu::BindGroupLayout,
     /// `fields.wgsl`'s `reconstruct_field`.
     pub fields: wgpu::ComputePipeline,
+    /// Bindings of `lossless.wgsl`: input words, segments, tables (read), words, errors
+    /// (read-write), arrays, runs (read), output (read-write).
+    pub lossless_bgl: wgpu::BindGroupLayout,
+    /// `lossless.wgsl`'s `decode_segments`.
+    pub lossless_segments: wgpu::ComputePipeline,
+    /// `lossless.wgsl`'s `undiff_axis0` .. `undiff_axis3`.
+    pub lossless_undiff: [wgpu::ComputePipeline; 4],
+    /// `lossless.wgsl`'s `finish`.
+    pub lossless_finish: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -175,6 +184,19 @@ impl Pipelines {
                 storage_entry(3, false),
             ],
         );
+        let lossless_bgl = bgl(
+            "l3 lossless",
+            &[
+                storage_entry(0, true),
+                storage_entry(1, true),
+                storage_entry(2, true),
+                storage_entry(3, false),
+                storage_entry(4, false),
+                storage_entry(5, true),
+                storage_entry(6, true),
+                storage_entry(7, false),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -230,6 +252,20 @@ impl Pipelines {
             &fields_module,
             "reconstruct_field",
         );
+        let lossless_module = module(Stage::Lossless);
+        let lossless = |entry: &'static str| {
+            let label = format!("l3 lossless.wgsl {entry}");
+            pipeline(&label, &lossless_bgl, &lossless_module, entry)
+        };
+        let lossless_segments = lossless("decode_segments");
+        let lossless_undiff = [
+            "undiff_axis0",
+            "undiff_axis1",
+            "undiff_axis2",
+            "undiff_axis3",
+        ]
+        .map(lossless);
+        let lossless_finish = lossless("finish");
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -248,6 +284,10 @@ impl Pipelines {
             augment,
             fields_bgl,
             fields,
+            lossless_bgl,
+            lossless_segments,
+            lossless_undiff,
+            lossless_finish,
         })
     }
 

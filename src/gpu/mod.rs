@@ -65,7 +65,8 @@
 //! `batcher` ([`Batcher`]), `bindings` (every planned range checked against its buffer and
 //! the device's limits before a bind group exists), the kernels' dispatch for the data side
 //! (`augment`, `fields`, `levels`: one dispatch per stage per batch, through `jobs`, the job
-//! table each workgroup finds its job in), and `interop` (feature `interop`: [`GpuBatch`] memory
+//! table each workgroup finds its job in; `lossless`: the lossless float arrays' three
+//! stages over whole-buffer tables), and `interop` (feature `interop`: [`GpuBatch`] memory
 //! exported to CUDA or another process). Without the `gpu` feature only the ABI
 //! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
 //! here.
@@ -86,7 +87,7 @@ pub(crate) mod abi;
 #[cfg(feature = "gpu")]
 pub(crate) mod augment;
 #[cfg(test)]
-mod cpu_twin;
+pub(crate) mod cpu_twin;
 #[cfg(any(test, feature = "gpu"))]
 mod plan;
 #[cfg(any(test, feature = "gpu"))]
@@ -108,6 +109,8 @@ pub mod interop;
 pub(crate) mod jobs;
 #[cfg(feature = "gpu")]
 pub(crate) mod levels;
+#[cfg(feature = "gpu")]
+pub(crate) mod lossless;
 #[cfg(feature = "gpu")]
 mod map;
 #[cfg(feature = "gpu")]

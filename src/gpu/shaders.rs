@@ -20,6 +20,7 @@ const OUTPUT_F32_CHW: &str = include_str!("../../shaders/output/f32_chw.wgsl");
 const LEVELS: &str = include_str!("../../shaders/levels.wgsl");
 const FIELDS: &str = include_str!("../../shaders/fields.wgsl");
 const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
+const LOSSLESS: &str = include_str!("../../shaders/lossless.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,18 +40,22 @@ pub(crate) enum Stage {
     /// `fields.wgsl`: float32 field values from a decoded bin image (entry point
     /// `reconstruct_field`).
     Fields,
+    /// `lossless.wgsl`: lossless float arrays (entry points `decode_segments`,
+    /// `undiff_axis0` .. `undiff_axis3`, `finish`).
+    Lossless,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
         Stage::Levels,
         Stage::Augment,
         Stage::Fields,
+        Stage::Lossless,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -60,6 +65,7 @@ impl Stage {
             Stage::Levels => "levels.wgsl",
             Stage::Augment => "augment.wgsl",
             Stage::Fields => "fields.wgsl",
+            Stage::Lossless => "lossless.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -73,6 +79,10 @@ impl Stage {
             Stage::Levels => &[&abi::LevelJob::WGSL_STRUCT],
             Stage::Augment => &[&abi::AugmentJob::WGSL_STRUCT],
             Stage::Fields => &[&abi::FieldJob::WGSL_STRUCT],
+            Stage::Lossless => &[
+                &abi::LosslessSegment::WGSL_STRUCT,
+                &abi::LosslessArray::WGSL_STRUCT,
+            ],
         }
     }
 }
@@ -103,6 +113,7 @@ pub(crate) fn prelude() -> String {
         ("ERR_SYMBOL", abi::flags::SYMBOL),
         ("ERR_SEGMENT", abi::flags::SEGMENT),
         ("ERR_PALETTE", abi::flags::PALETTE),
+        ("ERR_MULT", abi::flags::MULT),
         ("MAX_CHANNELS", 4),
         ("TRANSFORM_BITS", cf::TRANSFORM_BITS),
         ("TRANSFORM_MAX_ID", cf::Transform::Palette as u32),
@@ -144,6 +155,7 @@ pub(crate) fn prelude() -> String {
         ("LEVELS_WG", abi::LEVELS_WORKGROUP_SIZE),
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
         ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
+        ("LOSSLESS_WG", abi::LOSSLESS_WORKGROUP_SIZE),
         ("RUN_WORDS", abi::FIELD_RUN_WORDS),
         ("BAND_H", crate::format::levels::BAND_H as u32),
         ("BAND_V", crate::format::levels::BAND_V as u32),
@@ -161,7 +173,7 @@ pub(crate) fn prelude() -> String {
 /// then (for the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields => None,
+        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields | Stage::Lossless => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -171,6 +183,9 @@ pub(crate) fn source(stage: Stage) -> String {
         None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
         None if stage == Stage::Augment => vec![("augment.wgsl", AUGMENT)],
         None if stage == Stage::Fields => vec![("fields.wgsl", FIELDS)],
+        None if stage == Stage::Lossless => {
+            vec![("shared/bits.wgsl", BITS), ("lossless.wgsl", LOSSLESS)]
+        }
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![
             ("shared/images.wgsl", IMAGES),

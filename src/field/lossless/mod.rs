@@ -18,6 +18,8 @@ mod code;
 mod decode;
 mod encode;
 mod format;
+#[cfg(any(test, feature = "gpu"))]
+pub(crate) mod gpu;
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,9 @@
 //! CPU twins of the WGSL kernels: the same names, the same bindings in the same order, the
 //! same arithmetic, one invocation after another. One file per kernel, named after its WGSL
 //! file: [`prefix_sum`] (`shaders/prefix_sum.wgsl`), [`decode_streams`] (entry point `main`,
-//! `shaders/shared/decode_streams.wgsl`) and [`decode_compact`] (entry point `main_compact`,
-//! `shaders/shared/decode_compact.wgsl`). The decode twins are generic over the
+//! `shaders/shared/decode_streams.wgsl`), [`decode_compact`] (entry point `main_compact`,
+//! `shaders/shared/decode_compact.wgsl`) and [`lossless`] (`shaders/lossless.wgsl`, held to
+//! the CPU decoder by `field::lossless::gpu`'s tests). The decode twins are generic over the
 //! [`OutputSink`] that stands for the output layout's `put_sample` (as the shader assembler
 //! pairs the shared entry points with one `shaders/output/*.wgsl`). This file holds what the
 //! kernels share: the twins of `shaders/shared/bits.wgsl` and `images.wgsl`, the sinks, and
@@ -12,6 +13,7 @@
 
 mod decode_compact;
 mod decode_streams;
+pub(crate) mod lossless;
 mod prefix_sum;
 
 pub(crate) use decode_compact::decode_compact_patches;

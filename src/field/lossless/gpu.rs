@@ -1,0 +1,327 @@
+//! The GPU plan of lossless float arrays: every file is checked on the CPU as the CPU decoder
+//! checks it (header, limits, CRC, runs, chunk table, every chunk's head), then turned into
+//! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
+//! [`LosslessSegment`] per segment with its decode table, one [`LosslessArray`] per file and
+//! the exception runs. Stream errors are left to the GPU, which reports them per file.
+
+use super::code::{canonical, LUT_SIZE};
+use super::format::{parse_chunk, parse_layout, segment_range, Stream};
+use super::LosslessHeader;
+use crate::decode::DecodeOptions;
+use crate::error::{Error, LimitsError, Result};
+use crate::gpu::abi::{LosslessArray, LosslessSegment};
+
+/// The tables of one batch of lossless arrays, in the shader's binding order.
+#[derive(Debug, Default)]
+pub(crate) struct LosslessPlan {
+    /// The files' bytes as little-endian words, each file from a word boundary, plus one
+    /// zero word (a bit read near the end may touch the next word).
+    pub input_words: Vec<u32>,
+    /// One entry per segment of every stream of every chunk.
+    pub segments: Vec<LosslessSegment>,
+    /// The streams' decode tables, 2^11 entries each: code length | token << 4.
+    pub luts: Vec<u32>,
+    /// Words of the scratch binding (residuals, then adjustments, per array).
+    pub words: u32,
+    /// One entry per file.
+    pub arrays: Vec<LosslessArray>,
+    /// The exception runs, 3 words each (start, length, bits).
+    pub runs: Vec<u32>,
+    /// Words of the output binding.
+    pub output_words: u32,
+    /// Each file's header.
+    pub headers: Vec<LosslessHeader>,
+}
+
+/// Words of a scratch or output region: every array starts at a multiple of 64 words
+/// (256 bytes, the storage-offset alignment).
+const REGION_ALIGN: u32 = 64;
+
+fn align(n: u64) -> u64 {
+    n.div_ceil(REGION_ALIGN as u64) * REGION_ALIGN as u64
+}
+
+/// A batch whose tables pass 2^32 words (positions are u32).
+fn too_big(what: &'static str, needed: u64) -> Error {
+    LimitsError::GpuBuffer {
+        what,
+        needed,
+        max: u32::MAX as u64,
+    }
+    .into()
+}
+
+fn u32_of(v: u64, what: &'static str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| too_big(what, v))
+}
+
+fn in_batch(f: usize, e: Error) -> Error {
+    Error::InBatch {
+        image: f,
+        error: Box::new(e),
+    }
+}
+
+/// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
+/// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token: length
+/// 0).
+fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
+    let at = luts.len();
+    luts.resize(at + LUT_SIZE, 0);
+    let lut = &mut luts[at..];
+    if lengths.iter().filter(|&&l| l > 0).count() == 1 {
+        let t = lengths.iter().position(|&l| l > 0).expect("one used token");
+        lut.fill((t as u32) << 4);
+        return;
+    }
+    for (t, &(code, l)) in canonical(lengths).iter().enumerate() {
+        if l == 0 {
+            continue;
+        }
+        let mut i = code as usize;
+        while i < LUT_SIZE {
+            lut[i] = l | (t as u32) << 4;
+            i += 1 << l;
+        }
+    }
+}
+
+/// Checks every file and plans its tables; the first bad file's error is returned with its
+/// index.
+pub(crate) fn plan_lossless(files: &[&[u8]], options: &DecodeOptions) -> Result<LosslessPlan> {
+    let mut plan = LosslessPlan::default();
+    let mut words = 0u64;
+    let mut output = 0u64;
+    for (f, &data) in files.iter().enumerate() {
+        let layout = parse_layout(data, options).map_err(|e| in_batch(f, e))?;
+        let h = &layout.header;
+        let n = h.len();
+        let width = h.dtype.bits();
+        let file_byte = plan.input_words.len() as u64 * 4;
+        plan.input_words.extend(data.chunks(4).map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        }));
+        let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
+        let res_at = words;
+        words = align(words + n);
+        let mut adjust_at = u32::MAX;
+        let mut streams: Vec<(Stream<'_>, u64, u32, u64)> = Vec::new();
+        let chunk = 1u64 << h.chunk_log2;
+        for (c, &bytes) in layout.chunks.iter().enumerate() {
+            let cl =
+                parse_chunk(bytes, base(bytes) as usize, h).map_err(|e| in_batch(f, e.into()))?;
+            let first = c as u64 * chunk;
+            let m = chunk.min(n - first);
+            streams.push((cl.residuals, res_at + first, width, m));
+            if let Some(s) = cl.adjust {
+                if adjust_at == u32::MAX {
+                    adjust_at = u32_of(words, "lossless scratch words")?;
+                    words = align(words + n);
+                }
+                streams.push((s, adjust_at as u64 + first, 32, m));
+            }
+        }
+        for (s, out, w, m) in streams {
+            let lut_at = u32_of(plan.luts.len() as u64, "lossless decode tables")?;
+            push_lut(&s.lengths, &mut plan.luts);
+            for (k, seg) in s.segments.iter().enumerate() {
+                // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
+                // most); the CPU decoder refuses such a segment at its end, and the shader
+                // counts its bits in u32.
+                if seg.len() >= 1 << 28 {
+                    return Err(in_batch(
+                        f,
+                        crate::error::FormatError::InvalidHeader {
+                            field: "segment",
+                            offset: base(seg),
+                            value: seg.len() as u64,
+                            reason: "longer than any segment's symbols",
+                        }
+                        .into(),
+                    ));
+                }
+                let r = segment_range(m as usize, s.segments.len(), k);
+                plan.segments.push(LosslessSegment {
+                    in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
+                    in_len: seg.len() as u32,
+                    out_start: u32_of(out + r.start as u64, "lossless scratch words")?,
+                    count: r.len() as u32,
+                    lut: lut_at,
+                    width: w,
+                    file: f as u32,
+                    pad: 0,
+                });
+            }
+        }
+        let mut shape = [1u32; 4];
+        let pad = 4 - h.shape.len();
+        shape[pad..].copy_from_slice(&h.shape);
+        let per = 32 / width as u64;
+        plan.arrays.push(LosslessArray {
+            count: n as u32,
+            width,
+            shape0: shape[0],
+            shape1: shape[1],
+            shape2: shape[2],
+            shape3: shape[3],
+            axes: (h.axes as u32) << pad,
+            words: u32_of(res_at, "lossless scratch words")?,
+            adjust: adjust_at,
+            mult_base: h.mult_base.map_or(0, f32::to_bits),
+            runs: u32_of(plan.runs.len() as u64, "lossless runs")?,
+            run_count: u32_of(layout.runs.len() as u64, "lossless runs")?,
+            out_word: u32_of(output, "lossless output words")?,
+            file: f as u32,
+            pad0: 0,
+            pad1: 0,
+        });
+        for r in &layout.runs {
+            plan.runs.extend([r.start, r.len, r.bits]);
+        }
+        output = align(output + n.div_ceil(per));
+        plan.headers.push(layout.header);
+    }
+    plan.input_words.push(0);
+    plan.words = u32_of(words, "lossless scratch words")?;
+    plan.output_words = u32_of(output, "lossless output words")?;
+    Ok(plan)
+}
+
+/// The twin's pipeline over a plan (what the GPU runs, one stage after another): the output
+/// words and the per-file error flags.
+#[cfg(test)]
+pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
+    use crate::gpu::cpu_twin::lossless as twin;
+    let mut words = vec![0u32; plan.words as usize];
+    let mut errors = vec![0u32; plan.arrays.len()];
+    let mut output = vec![0u32; plan.output_words as usize];
+    twin::decode_segments(
+        &plan.input_words,
+        &plan.segments,
+        &plan.luts,
+        &mut words,
+        &mut errors,
+    );
+    for axis in 0..4 {
+        twin::undiff(&plan.arrays, &mut words, axis);
+    }
+    twin::finish(&plan.arrays, &words, &plan.runs, &mut output, &mut errors);
+    (output, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::lossless::{decode_lossless, encode_lossless, FloatSlice, LosslessOptions};
+
+    /// A smooth field with a decimal grid, NaN payloads, -0.0, infinities, subnormals and a
+    /// fill value sprinkled in.
+    fn values(n: usize, decimal: bool) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let x = i as f32 * 0.013;
+                let v = (x.sin() * 40.0 + (i % 7) as f32 * 0.5).round() / 10.0;
+                match i % 97 {
+                    3 => f32::from_bits(0x7fc0_0001 + i as u32 % 5),
+                    5 => -0.0,
+                    7 if !decimal => f32::INFINITY,
+                    11 if !decimal => f32::from_bits(1 + i as u32 % 300),
+                    13 => -9999.0,
+                    _ if decimal => v,
+                    _ => v + x * 1e-3,
+                }
+            })
+            .collect()
+    }
+
+    fn check(files: &[Vec<u8>]) {
+        let refs: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
+        let o = DecodeOptions::default();
+        let plan = plan_lossless(&refs, &o).expect("plan");
+        let (output, errors) = run_twin(&plan);
+        for (f, file) in files.iter().enumerate() {
+            assert_eq!(errors[f], 0, "file {f}: error flags");
+            let (_, want) = decode_lossless(file, &o).expect("cpu decode");
+            let want = want.as_bytes();
+            let a = &plan.arrays[f];
+            let got: &[u8] = bytemuck::cast_slice(&output[a.out_word as usize..]);
+            assert!(
+                got[..want.len()] == want[..],
+                "file {f}: twin differs from the CPU"
+            );
+        }
+    }
+
+    #[test]
+    fn twin_matches_the_cpu_decoder() {
+        let mut files = Vec::new();
+        let shapes: [&[u32]; 5] = [
+            &[5000],
+            &[61, 83],
+            &[9, 17, 23],
+            &[3, 5, 7, 11],
+            &[1, 1, 300],
+        ];
+        for shape in shapes {
+            let n = shape.iter().product::<u32>() as usize;
+            for decimal in [false, true] {
+                let v = values(n, decimal);
+                for axes in [None, Some(0), Some((1u8 << shape.len()) - 1)] {
+                    let opts = LosslessOptions {
+                        fill_value: Some((-9999.0f32).to_bits()),
+                        axes,
+                        chunk_log2: 10,
+                        segments: 5,
+                        ..Default::default()
+                    };
+                    files.push(encode_lossless(FloatSlice::F32(&v), shape, &opts).expect("enc"));
+                }
+                let h16: Vec<u16> = v.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+                let f16: Vec<u16> = v
+                    .iter()
+                    .map(|x| ((x.to_bits() >> 16) as u16) ^ (x.to_bits() as u16 & 0x3ff))
+                    .collect();
+                let opts = LosslessOptions {
+                    chunk_log2: 9,
+                    ..Default::default()
+                };
+                files.push(encode_lossless(FloatSlice::BF16(&h16), shape, &opts).expect("enc"));
+                files.push(encode_lossless(FloatSlice::F16(&f16), shape, &opts).expect("enc"));
+            }
+        }
+        // The batch covers runs, several chunks a file and every axis set tried.
+        let refs: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
+        let plan = plan_lossless(&refs, &DecodeOptions::default()).expect("plan");
+        assert!(plan.arrays.iter().any(|a| a.run_count > 0), "some runs");
+        assert!(plan.segments.len() > 5 * 2 * files.len(), "several chunks");
+        assert!(plan.arrays.iter().any(|a| a.axes == 0b1111), "4-D Lorenzo");
+        // Every file alone, then all of them in one batch.
+        for f in &files {
+            check(std::slice::from_ref(f));
+        }
+        check(&files);
+    }
+
+    #[test]
+    fn float_mult_arrays_decode_on_the_twin() {
+        let v: Vec<f32> = (0..20000)
+            .map(|i| ((i as f32 * 0.01).sin() * 1000.0).round() / 100.0)
+            .collect();
+        let file = encode_lossless(
+            FloatSlice::F32(&v),
+            &[100, 200],
+            &LosslessOptions::default(),
+        )
+        .expect("enc");
+        let h = super::super::parse_lossless(&file).expect("header");
+        assert!(
+            h.mult_base.is_some(),
+            "the encoder chose float-mult for a decimal grid"
+        );
+        let plan = plan_lossless(&[&file], &DecodeOptions::default()).expect("plan");
+        assert_ne!(plan.arrays[0].adjust, u32::MAX, "adjustments present");
+        check(&[file]);
+    }
+}

@@ -1,0 +1,192 @@
+//! Lossless float arrays on the GPU (`l3::field::gpu::decode_lossless_fields`, lavapipe in
+//! CI): bit for bit the CPU decoder's bytes for every shared float32 array
+//! (`../shared/data/float32` or `$L3_TEST_DATA/float32`), 1-D to 4-D float32, float16 and
+//! bfloat16 arrays with NaN payloads, -0.0, infinities, subnormals and fill runs, float-mult
+//! arrays, several files in one batch; a corrupt segment comes back as the file's error.
+#![cfg(all(feature = "gpu", feature = "dataset"))]
+
+mod common;
+
+#[path = "common/gpu_support.rs"]
+mod gpu_support;
+
+use l3::decode::DecodeOptions;
+use l3::field::gpu::decode_lossless_fields;
+use l3::field::{decode_lossless, encode_lossless, FloatSlice, LosslessOptions};
+
+/// The shared float32 arrays, losslessly encoded (their fill value declared), by name.
+fn shared_files() -> Vec<(String, Vec<u8>)> {
+    let Some(root) = common::corpus_dir() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in common::files_under(&root.join("float32")) {
+        if p.extension().is_none_or(|e| e != "f32") {
+            continue;
+        }
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(p.with_extension("json")).unwrap()).unwrap();
+        let shape: Vec<u32> = meta["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as u32)
+            .collect();
+        let values: Vec<f32> = std::fs::read(&p)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let opts = LosslessOptions {
+            fill_value: meta["fill_value"].as_f64().map(|f| (f as f32).to_bits()),
+            ..Default::default()
+        };
+        let file = encode_lossless(FloatSlice::F32(&values), &shape, &opts).unwrap();
+        out.push((p.file_stem().unwrap().to_string_lossy().into_owned(), file));
+    }
+    out
+}
+
+/// Synthetic arrays: every float type in 1 to 4 axes with the special values, and a decimal
+/// grid that codes as float-mult.
+fn synthetic_files() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let shapes: [&[u32]; 4] = [&[7001], &[123, 77], &[6, 35, 41], &[3, 4, 13, 29]];
+    for shape in shapes {
+        let n = shape.iter().product::<u32>() as usize;
+        let v: Vec<f32> = (0..n)
+            .map(|i| {
+                let x = i as f32 * 0.011;
+                match i % 89 {
+                    3 => f32::from_bits(0x7fc0_0000 | (i as u32 % 4000)),
+                    5 => -0.0,
+                    7 => f32::NEG_INFINITY,
+                    11 => f32::from_bits(3 + i as u32 % 100),
+                    13 => -999.0,
+                    _ => x.sin() * 30.0 + x * 0.01,
+                }
+            })
+            .collect();
+        let opts = LosslessOptions {
+            fill_value: Some((-999.0f32).to_bits()),
+            chunk_log2: 12,
+            ..Default::default()
+        };
+        let name = format!("{shape:?}");
+        out.push((
+            format!("f32 {name}"),
+            encode_lossless(FloatSlice::F32(&v), shape, &opts).unwrap(),
+        ));
+        let bf: Vec<u16> = v.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+        let h: Vec<u16> = v
+            .iter()
+            .map(|x| (x.to_bits() >> 16) as u16 ^ (x.to_bits() as u16 & 0x3f))
+            .collect();
+        let o16 = LosslessOptions {
+            chunk_log2: 11,
+            ..Default::default()
+        };
+        out.push((
+            format!("bf16 {name}"),
+            encode_lossless(FloatSlice::BF16(&bf), shape, &o16).unwrap(),
+        ));
+        out.push((
+            format!("f16 {name}"),
+            encode_lossless(FloatSlice::F16(&h), shape, &o16).unwrap(),
+        ));
+        let dec: Vec<f32> = (0..n)
+            .map(|i| ((i as f32 * 0.02).sin() * 1000.0).round() / 100.0)
+            .collect();
+        out.push((
+            format!("mult {name}"),
+            encode_lossless(FloatSlice::F32(&dec), shape, &LosslessOptions::default()).unwrap(),
+        ));
+    }
+    out
+}
+
+fn check(files: &[(String, Vec<u8>)]) {
+    let gpu = gpu_support::gpu().expect("an adapter");
+    let refs: Vec<&[u8]> = files.iter().map(|(_, f)| &f[..]).collect();
+    let batch = decode_lossless_fields(gpu, &refs).unwrap();
+    for (i, (name, file)) in files.iter().enumerate() {
+        let (_, want) = decode_lossless(file, &DecodeOptions::default()).unwrap();
+        let got = batch.read_back_array(i).unwrap();
+        let first = got.iter().zip(want.as_bytes()).position(|(a, b)| a != b);
+        assert!(
+            got.len() == want.as_bytes().len() && first.is_none(),
+            "{name}: GPU differs from the CPU at byte {first:?}"
+        );
+    }
+}
+
+#[test]
+fn shared_arrays_decode_bit_for_bit() {
+    if gpu_support::gpu().is_none() {
+        return;
+    }
+    let files = shared_files();
+    eprintln!("{} shared arrays", files.len());
+    // One batch per array, then all of them in one.
+    for f in &files {
+        check(std::slice::from_ref(f));
+    }
+    check(&files);
+}
+
+#[test]
+fn synthetic_arrays_decode_bit_for_bit_in_one_batch() {
+    if gpu_support::gpu().is_none() {
+        return;
+    }
+    let files = synthetic_files();
+    let mult = files
+        .iter()
+        .filter(|(_, f)| l3::field::parse_lossless(f).unwrap().mult_base.is_some())
+        .count();
+    assert!(mult >= 4, "the decimal grids code as float-mult ({mult})");
+    check(&files);
+    let empty = decode_lossless_fields(gpu_support::gpu().unwrap(), &[]).unwrap();
+    assert!(empty.offsets.is_empty());
+}
+
+#[test]
+fn a_corrupt_segment_is_the_files_error() {
+    let Some(gpu) = gpu_support::gpu() else {
+        return;
+    };
+    let files = synthetic_files();
+    let (_, good) = &files[0];
+    // Flip bits in the middle of the chunk data, keep the CRC right: the CPU's head checks
+    // may still pass, so either the CPU planner or the GPU must refuse it, as the CPU
+    // decoder does.
+    let (mut refused, mut on_gpu) = (0, 0);
+    for k in 0..40 {
+        let mut bad = good.clone();
+        let at = bad.len() / 2 + k * 37;
+        bad[at] ^= 0x5a;
+        gpu_support::fix_crc(&mut bad);
+        let cpu = decode_lossless(&bad, &DecodeOptions::default());
+        let r = decode_lossless_fields(gpu, &[&files[1].1, &bad]);
+        match (&cpu, &r) {
+            (Err(_), Err(e)) => {
+                refused += 1;
+                on_gpu += e.to_string().contains("GPU") as usize;
+                assert!(e.to_string().contains("image 1"), "names the file: {e}");
+            }
+            (Ok((_, want)), Ok(batch)) => {
+                assert_eq!(batch.read_back_array(1).unwrap(), want.as_bytes());
+            }
+            _ => panic!(
+                "CPU {:?} but GPU {:?}",
+                cpu.as_ref().err(),
+                r.as_ref().err()
+            ),
+        }
+    }
+    eprintln!("{refused} of 40 corruptions refused, {on_gpu} by the GPU's flags");
+    assert!(
+        on_gpu > 0,
+        "some corruptions are refused by the GPU's flags"
+    );
+}
