@@ -26,17 +26,27 @@ pub(crate) const POSITION_SIZE: usize = 1 << POSITION_BITS;
 /// only one token occurs it gets length 1 in the table and its code takes zero bits (see
 /// [`is_single`]).
 pub(crate) fn code_lengths(hist: &[u32], lengths: &mut [u8]) {
-    debug_assert!(hist.len() <= MAX_TOKENS && lengths.len() == hist.len());
+    debug_assert!(hist.len() <= MAX_TOKENS);
+    limited_code_lengths(hist, lengths, MAX_CODE_LEN);
+}
+
+/// [`code_lengths`] for any alphabet and length limit (the lossless float arrays' 32-bit
+/// tokens use it too): Huffman's lengths, limited to `max_len` bits as JPEG does.
+pub(crate) fn limited_code_lengths<C: Copy + Into<u64>>(
+    hist: &[C],
+    lengths: &mut [u8],
+    max_len: u32,
+) {
+    debug_assert!(lengths.len() == hist.len());
     lengths.fill(0);
     // The used tokens as (count, token), lightest first.
-    let mut leaves = [(0u32, 0usize); MAX_TOKENS];
-    let mut n = 0;
-    for (t, &count) in hist.iter().enumerate() {
-        if count > 0 {
-            leaves[n] = (count, t);
-            n += 1;
-        }
-    }
+    let mut leaves: Vec<(u64, usize)> = hist
+        .iter()
+        .enumerate()
+        .map(|(t, &c)| (c.into(), t))
+        .filter(|&(c, _)| c > 0)
+        .collect();
+    let n = leaves.len();
     match n {
         0 => return,
         1 => {
@@ -45,22 +55,19 @@ pub(crate) fn code_lengths(hist: &[u32], lengths: &mut [u8]) {
         }
         _ => {}
     }
-    let leaves = &mut leaves[..n];
     leaves.sort_unstable();
     // Huffman's algorithm with two queues (van Leeuwen): the sorted leaves, and the merged
     // nodes, which come out in order of weight. Each step merges the two lightest fronts
     // (a leaf before a merged node of equal weight). Nodes 0..n are the leaves in sorted
     // order, n.. the merged ones; `parent` links them for the depth computation.
-    let mut merged = [0u64; MAX_TOKENS];
-    let mut parent = [0usize; 2 * MAX_TOKENS];
+    let mut merged = vec![0u64; n];
+    let mut parent = vec![0usize; 2 * n];
     let (mut next_leaf, mut next_merged) = (0, 0);
     for m in 0..n - 1 {
         let mut lightest = || {
-            if next_leaf < n
-                && (next_merged == m || leaves[next_leaf].0 as u64 <= merged[next_merged])
-            {
+            if next_leaf < n && (next_merged == m || leaves[next_leaf].0 <= merged[next_merged]) {
                 next_leaf += 1;
-                (next_leaf - 1, leaves[next_leaf - 1].0 as u64)
+                (next_leaf - 1, leaves[next_leaf - 1].0)
             } else {
                 next_merged += 1;
                 (n + next_merged - 1, merged[next_merged - 1])
@@ -73,19 +80,20 @@ pub(crate) fn code_lengths(hist: &[u32], lengths: &mut [u8]) {
         parent[b] = n + m;
     }
     // Depths from the root (the last merged node) down: parents come after their children.
-    let mut depth_of = [0u32; 2 * MAX_TOKENS];
+    let mut depth_of = vec![0usize; 2 * n];
     let root = 2 * n - 2;
     for node in (0..root).rev() {
         depth_of[node] = depth_of[parent[node]] + 1;
     }
-    let mut count = [0u32; 64];
+    // A depth is below n; the limit may exceed it.
+    let max = max_len as usize;
+    let mut count = vec![0u32; n.max(max + 1)];
     for &d in &depth_of[..n] {
-        count[d as usize] += 1;
+        count[d] += 1;
     }
     // Limit the lengths as JPEG does (ITU T.81 Annex K.3, Adjust_BITS): move pairs of the
     // longest codes up, splitting a shorter code, until none is longer than the limit.
-    let max = MAX_CODE_LEN as usize;
-    for i in (max + 1..64).rev() {
+    for i in (max + 1..count.len()).rev() {
         while count[i] > 0 {
             let mut j = i - 2;
             while count[j] == 0 {

@@ -26,6 +26,8 @@ mod format;
 pub mod gpu;
 mod lossless;
 
+#[cfg(all(test, feature = "gpu"))]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;
 

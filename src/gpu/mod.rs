@@ -121,7 +121,7 @@ mod timing;
 mod upload;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use crate::layout::{Normalize, OutputLayout, SampleType};
 pub use abi::{

@@ -269,15 +269,15 @@ impl RecordEntry {
     }
 }
 
-/// A bounds-checked little-endian reader over the index bytes.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    record: u64,
+/// A bounds-checked little-endian reader over the index bytes (image and tensor shards).
+pub(super) struct Cursor<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) pos: usize,
+    pub(super) record: u64,
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ShardError> {
+    pub(super) fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ShardError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
         let Some(end) = end else {
             return Err(ShardError::IndexTruncated {
@@ -289,20 +289,20 @@ impl<'a> Cursor<'a> {
         self.pos = end;
         Ok(s)
     }
-    fn u8(&mut self, field: &'static str) -> Result<u8, ShardError> {
+    pub(super) fn u8(&mut self, field: &'static str) -> Result<u8, ShardError> {
         Ok(self.take(1, field)?[0])
     }
-    fn u16(&mut self, field: &'static str) -> Result<u16, ShardError> {
+    pub(super) fn u16(&mut self, field: &'static str) -> Result<u16, ShardError> {
         Ok(u16::from_le_bytes(
             self.take(2, field)?.try_into().expect("2"),
         ))
     }
-    fn u32(&mut self, field: &'static str) -> Result<u32, ShardError> {
+    pub(super) fn u32(&mut self, field: &'static str) -> Result<u32, ShardError> {
         Ok(u32::from_le_bytes(
             self.take(4, field)?.try_into().expect("4"),
         ))
     }
-    fn u64(&mut self, field: &'static str) -> Result<u64, ShardError> {
+    pub(super) fn u64(&mut self, field: &'static str) -> Result<u64, ShardError> {
         Ok(u64::from_le_bytes(
             self.take(8, field)?.try_into().expect("8"),
         ))

@@ -37,6 +37,22 @@ pub struct ShardReader {
     index_offset: u64,
 }
 
+/// `e` naming the shard: a structural error wrapped as [`ShardError::File`] with `name`, an
+/// I/O error prefixed with `path` (image and tensor shard readers).
+pub(super) fn named_error(name: &str, path: &Path, e: crate::error::Error) -> crate::error::Error {
+    match e {
+        crate::error::Error::Shard(e) => ShardError::File {
+            file: name.to_owned(),
+            error: Box::new(e),
+        }
+        .into(),
+        crate::error::Error::Io(e) => {
+            std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
+        }
+        e => e,
+    }
+}
+
 impl ShardReader {
     /// Opens a shard and validates its header, trailer and index; the index may take at most
     /// `max_index_bytes` (what opening allocates, besides the parsed entries). Later reads are
@@ -56,17 +72,7 @@ impl ShardReader {
             .into_owned();
         let max_read = limits.max_input_bytes;
         // Errors of the file or its structure name the shard.
-        let named = |e: crate::error::Error| match e {
-            crate::error::Error::Shard(e) => ShardError::File {
-                file: name.clone(),
-                error: Box::new(e),
-            }
-            .into(),
-            crate::error::Error::Io(e) => {
-                std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
-            }
-            e => e,
-        };
+        let named = |e| named_error(&name, path, e);
         type Opened = (File, u64, ShardHeader, Trailer, Index);
         let (file, len, header, trailer, index) = (|| -> Result<Opened> {
             let file = File::open(path)?;

@@ -14,8 +14,8 @@
 use std::collections::HashSet;
 
 use super::format::{
-    Trailer, HEADER_LEN, MAX_KEY_LEN, MAX_META_LEN, NO_CLASS, SHARD_MAGIC, TENSOR_SHARD_VERSION,
-    TRAILER_LEN,
+    Cursor, Trailer, HEADER_LEN, MAX_KEY_LEN, MAX_META_LEN, NO_CLASS, SHARD_MAGIC,
+    TENSOR_SHARD_VERSION, TRAILER_LEN,
 };
 use super::ShardError;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, StorageMode, MAX_ARRAYS, MAX_NDIM};
@@ -149,46 +149,6 @@ impl TensorEntry {
             out.extend_from_slice(&a.payload.len.to_le_bytes());
             out.extend_from_slice(&a.payload.crc32.to_le_bytes());
         }
-    }
-}
-
-/// A bounds-checked little-endian reader over the index bytes.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    record: u64,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ShardError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(ShardError::IndexTruncated {
-                record: self.record,
-                field,
-            });
-        };
-        let s = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u8(&mut self, field: &'static str) -> Result<u8, ShardError> {
-        Ok(self.take(1, field)?[0])
-    }
-    fn u16(&mut self, field: &'static str) -> Result<u16, ShardError> {
-        Ok(u16::from_le_bytes(
-            self.take(2, field)?.try_into().expect("2"),
-        ))
-    }
-    fn u32(&mut self, field: &'static str) -> Result<u32, ShardError> {
-        Ok(u32::from_le_bytes(
-            self.take(4, field)?.try_into().expect("4"),
-        ))
-    }
-    fn u64(&mut self, field: &'static str) -> Result<u64, ShardError> {
-        Ok(u64::from_le_bytes(
-            self.take(8, field)?.try_into().expect("8"),
-        ))
     }
 }
 

@@ -180,17 +180,7 @@ impl TensorShardReader {
             .to_string_lossy()
             .into_owned();
         let max_read = limits.max_input_bytes;
-        let named = |e: crate::error::Error| match e {
-            crate::error::Error::Shard(e) => ShardError::File {
-                file: name.clone(),
-                error: Box::new(e),
-            }
-            .into(),
-            crate::error::Error::Io(e) => {
-                std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
-            }
-            e => e,
-        };
+        let named = |e| super::reader::named_error(&name, path, e);
         let (file, len, entries) = (|| -> Result<(File, u64, Vec<TensorEntry>)> {
             let file = File::open(path)?;
             let len = file.metadata()?.len();

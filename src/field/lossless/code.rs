@@ -11,75 +11,9 @@ pub(super) const MAX_TOKENS: usize = alphabet(32) as usize;
 pub(super) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
 
 /// Code lengths per token, at most [`MAX_CODE_LEN`]; unused tokens get 0, and a lone used
-/// token gets 1 (its code then takes zero bits).
+/// token gets 1 (its code then takes zero bits). The image codec's construction.
 pub(super) fn code_lengths(hist: &[u64], lengths: &mut [u8]) {
-    lengths.fill(0);
-    let mut leaves: Vec<(u64, usize)> = hist
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(t, &c)| (c, t))
-        .collect();
-    let n = leaves.len();
-    match n {
-        0 => return,
-        1 => {
-            lengths[leaves[0].1] = 1;
-            return;
-        }
-        _ => {}
-    }
-    leaves.sort_unstable();
-    // Huffman with two queues: sorted leaves and merged nodes (which come out sorted).
-    let mut merged = vec![0u64; n];
-    let mut parent = vec![0usize; 2 * n];
-    let (mut next_leaf, mut next_merged) = (0, 0);
-    for m in 0..n - 1 {
-        let mut lightest = || {
-            if next_leaf < n && (next_merged == m || leaves[next_leaf].0 <= merged[next_merged]) {
-                next_leaf += 1;
-                (next_leaf - 1, leaves[next_leaf - 1].0)
-            } else {
-                next_merged += 1;
-                (n + next_merged - 1, merged[next_merged - 1])
-            }
-        };
-        let (a, wa) = lightest();
-        let (b, wb) = lightest();
-        merged[m] = wa + wb;
-        parent[a] = n + m;
-        parent[b] = n + m;
-    }
-    let mut depth = vec![0usize; 2 * n];
-    for node in (0..2 * n - 2).rev() {
-        depth[node] = depth[parent[node]] + 1;
-    }
-    let mut count = [0u32; 2 * MAX_TOKENS + 2];
-    for &d in &depth[..n] {
-        count[d] += 1;
-    }
-    // Limit the lengths as JPEG does (ITU T.81 Annex K.3, Adjust_BITS).
-    let max = MAX_CODE_LEN as usize;
-    for i in (max + 1..count.len()).rev() {
-        while count[i] > 0 {
-            let mut j = i - 2;
-            while count[j] == 0 {
-                j -= 1;
-            }
-            count[i] -= 2;
-            count[i - 1] += 1;
-            count[j + 1] += 2;
-            count[j] -= 1;
-        }
-    }
-    leaves.sort_unstable_by_key(|&(w, t)| (std::cmp::Reverse(w), t));
-    let mut it = leaves.iter();
-    for (len, &c) in count.iter().enumerate().take(max + 1) {
-        for _ in 0..c {
-            let &(_, t) = it.next().expect("counts add up to the leaves");
-            lengths[t] = len as u8;
-        }
-    }
+    crate::compact::huffman::limited_code_lengths(hist, lengths, MAX_CODE_LEN);
 }
 
 /// Each token's canonical code (deflate's rule), bit-reversed for LSB-first writing, and its
