@@ -208,6 +208,22 @@ pub struct Manifest {
     pub records: u64,
 }
 
+/// A manifest's shard file name: a plain file name (no folder, not hidden, not the
+/// manifest's), listed once (`seen` holds the names so far; image and tensor manifests).
+pub(super) fn check_shard_file<'a>(
+    file: &'a str,
+    seen: &mut std::collections::HashSet<&'a str>,
+) -> Result<(), String> {
+    let plain = Path::new(file).file_name().is_some_and(|n| n == file);
+    if !plain || file.starts_with('.') || file == MANIFEST_NAME {
+        return Err(format!("shard file name {file:?} is not a plain file name"));
+    }
+    if !seen.insert(file) {
+        return Err(format!("shard {file:?} is listed twice"));
+    }
+    Ok(())
+}
+
 impl Manifest {
     /// Reads and validates `DIR/manifest.json` ([`Manifest::check_fields`]); at most
     /// `MAX_MANIFEST_BYTES` are read.
@@ -252,18 +268,7 @@ impl Manifest {
         }
         let mut names = std::collections::HashSet::new();
         for s in &self.shards {
-            let plain = Path::new(&s.file)
-                .file_name()
-                .is_some_and(|n| n == s.file.as_str());
-            if !plain || s.file.starts_with('.') || s.file == MANIFEST_NAME {
-                return Err(format!(
-                    "shard file name {:?} is not a plain file name",
-                    s.file
-                ));
-            }
-            if !names.insert(s.file.as_str()) {
-                return Err(format!("shard {:?} is listed twice", s.file));
-            }
+            check_shard_file(&s.file, &mut names)?;
             if s.level_bytes.len() != self.levels as usize {
                 return Err(format!(
                     "{}: level_bytes has {} entries, the dataset has {} levels",

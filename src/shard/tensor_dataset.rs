@@ -176,18 +176,7 @@ impl TensorManifest {
         }
         let mut files = std::collections::HashSet::new();
         for s in &self.shards {
-            let plain = Path::new(&s.file)
-                .file_name()
-                .is_some_and(|n| n == s.file.as_str());
-            if !plain || s.file.starts_with('.') || s.file == MANIFEST_NAME {
-                return Err(format!(
-                    "shard file name {:?} is not a plain file name",
-                    s.file
-                ));
-            }
-            if !files.insert(s.file.as_str()) {
-                return Err(format!("shard {:?} is listed twice", s.file));
-            }
+            super::manifest::check_shard_file(&s.file, &mut files)?;
         }
         let total = self
             .shards
