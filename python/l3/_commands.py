@@ -84,6 +84,21 @@ def parse_arrays(args: argparse.Namespace) -> Dict[str, List[str]]:
     return arrays
 
 
+def _offsets(items: List[str]) -> Optional[Dict[str, int]]:
+    out: Dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ParameterError(f"--offset {item!r}: expected NAME=N")
+        if name in out:
+            raise ParameterError(f"--offset given twice for {name!r}")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise ParameterError(f"--offset {item!r}: {value!r} is not an integer") from None
+    return out or None
+
+
 def _fill_values(items: List[str]) -> Optional[Dict[str, Any]]:
     out: Dict[str, Any] = {}
     for item in items:
@@ -124,6 +139,12 @@ def add_parsers(sub: Any) -> None:
         "--sample-axis", type=_axis, default=0, help="axis index or dimension name (default 0)"
     )
     p.add_argument("--group", help="HDF5/NetCDF/Zarr group holding the variables")
+    p.add_argument(
+        "--offset",
+        action="append",
+        metavar="NAME=N",
+        help="read an array N steps after the sample's index (--offset target=1: next step)",
+    )
     p.add_argument("--start", type=int, help="first index along the sample axis")
     p.add_argument("--stop", type=int, help="one past the last index along the sample axis")
     p.add_argument(
@@ -181,6 +202,7 @@ def run_pack_arrays(args: argparse.Namespace) -> int:
         unpack=args.unpack,
         fill_values=_fill_values(args.fill or []),
         kind=args.kind,
+        offsets=_offsets(args.offset or []),
     ) as src:
         if not args.quiet:
             shapes = ", ".join(

@@ -144,6 +144,7 @@ class Source:
         limits: Any = None,
         kind: Optional[str] = None,
         max_block_bytes: int = MAX_BLOCK_BYTES,
+        offsets: Optional[Mapping[str, int]] = None,
     ):
         spec = _parse_variables(variables)
         if not isinstance(sample_axis, (int, str)) or isinstance(sample_axis, bool):
@@ -159,6 +160,7 @@ class Source:
         try:
             self._open(spec, sample_axis, broadcast, fill_values or {}, limits, max_block_bytes)
             self._range(start, stop)
+            self._offsets(offsets)
         except BaseException:
             self._backend.close()
             raise
@@ -333,13 +335,33 @@ class Source:
         #: The first and one past the last index read along the sample axis.
         self.start, self.stop = start, stop
 
+    def _offsets(self, offsets: Optional[Mapping[str, int]]) -> None:
+        offsets = dict(offsets or {})
+        for name, value in offsets.items():
+            if name not in self.arrays:
+                raise ParameterError(
+                    f"offsets names {name!r}, not an array of this source ({list(self.arrays)})"
+                )
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+                raise ParameterError(f"offset of {name!r} must be an int >= 0, not {value!r}")
+        #: Per array, how many steps along the sample axis after the sample's index it is
+        #: read (``{"target": 1}``: the target of sample t is step t + 1).
+        self.offsets: Dict[str, int] = {name: int(offsets.get(name, 0)) for name in self.arrays}
+        span = max(self.offsets.values())
+        if self.stop - self.start <= span:
+            raise ParameterError(
+                f"no samples: the range {self.start}..{self.stop} holds no index whose offset"
+                f" {span} stays inside it"
+            )
+        self._span = span
+
     def __len__(self) -> int:
-        return self.stop - self.start
+        return self.stop - self.start - self._span
 
     def keys(self) -> List[str]:
         """Record keys: each sample's index along the store's sample axis, zero-padded."""
         width = max(6, len(str(self._length - 1)))
-        return [f"{i:0{width}d}" for i in range(self.start, self.stop)]
+        return [f"{i:0{width}d}" for i in range(self.start, self.stop - self._span)]
 
     def _read(self, name: str, lo: int, hi: int) -> np.ndarray:
         v, info = self._vars[name], self.variables[name]
@@ -413,7 +435,7 @@ class Source:
     def _sample(self, i: int) -> Dict[str, np.ndarray]:
         out = {}
         for name, arr in self.arrays.items():
-            parts = [self._sample_of(v, i) for v in arr.variables]
+            parts = [self._sample_of(v, i + self.offsets[name]) for v in arr.variables]
             out[name] = np.stack(parts) if arr.stacked else np.array(parts[0], order="C", copy=True)
         return out
 
@@ -429,7 +451,7 @@ class Source:
     def __iter__(self) -> Iterator[Dict[str, np.ndarray]]:
         """Every sample from ``start`` to ``stop``, in order; each array is a new array."""
         try:
-            for i in range(self.start, self.stop):
+            for i in range(self.start, self.stop - self._span):
                 yield self._sample(i)
         finally:
             self._buffers.clear()
@@ -473,6 +495,7 @@ class Source:
             "sample_axis": self.sample_axis,
             "start": self.start,
             "stop": self.stop,
+            "offsets": self.offsets,
             "unpacked": self.unpack,
             "arrays": {
                 name: {
@@ -567,12 +590,16 @@ def open_source(
     limits: Any = None,
     kind: Optional[str] = None,
     max_block_bytes: int = MAX_BLOCK_BYTES,
+    offsets: Optional[Mapping[str, int]] = None,
 ) -> Source:
     """Opens an HDF5 file, a NetCDF file or a Zarr store (a path, a URL through fsspec, or
     an open ``h5py.File``/``netCDF4.Dataset``/``zarr.Group``) as a `Source` of samples.
     ``kind`` ("hdf5", "netcdf", "zarr") overrides detection (HDF5 by its signature, NetCDF
     by it or a ``.nc`` name, Zarr by ``zarr.json``/``.zgroup``/``.zarray``).
-    ``max_block_bytes`` bounds one block (and one chunk) of one variable. See the module help
+    ``max_block_bytes`` bounds one block (and one chunk) of one variable. ``offsets`` reads an
+    array that many steps after the sample's index (``{"target": 1}``: sample t pairs step t
+    with step t + 1, for next-step prediction; the source then has that many fewer samples,
+    and each step is stored in two records). See the module help
     for variables, axes, fill values, scale/offset and errors."""
     return Source(
         path_or_url,
@@ -587,6 +614,7 @@ def open_source(
         limits=limits,
         kind=kind,
         max_block_bytes=max_block_bytes,
+        offsets=offsets,
     )
 
 

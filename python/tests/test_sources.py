@@ -126,6 +126,36 @@ def test_plain_names_by_dimension_name_and_range(store, data):
             np.testing.assert_array_equal(sample["u"], data["u"][5 + k])
 
 
+def test_offsets_pair_a_step_with_a_later_one(store, data):
+    """offsets={"target": 1}: sample t holds step t as input and step t + 1 as target, over
+    the range, with one sample fewer; each block is read once even where a pair crosses a
+    chunk boundary; bad offsets are refused."""
+    kind, path = store
+    spec = {"input": ["u", "v", "p"], "target": ["u", "v", "p"]}
+    with l3.open_source(path, spec, start=2, stop=19, offsets={"target": 1}) as src:
+        assert len(src) == 16 and src.offsets == {"input": 0, "target": 1}
+        assert src.keys()[0] == "000002" and src.keys()[-1] == "000017"
+        got = list(src)
+        assert len(got) == 16
+        for k, sample in enumerate(got):
+            t = 2 + k
+            want = [np.stack([data[n][s] for n in ("u", "v", "p")]) for s in (t, t + 1)]
+            np.testing.assert_array_equal(sample["input"], want[0])
+            np.testing.assert_array_equal(sample["target"], want[1])
+        spans = [(lo, hi) for v, lo, hi in src.blocks_read if v == "u"]
+        assert len(spans) == len(set(spans)), spans
+        np.testing.assert_array_equal(src[-1]["target"][2], data["p"][18])
+        assert src.meta()["offsets"] == {"input": 0, "target": 1}
+    for bad, match in (
+        ({"target": -1}, "int >= 0"),
+        ({"target": True}, "int >= 0"),
+        ({"nope": 1}, "not an array"),
+        ({"target": T}, "no samples"),
+    ):
+        with pytest.raises(l3.ParameterError, match=match):
+            l3.open_source(path, spec, offsets=bad)
+
+
 def test_blocks_are_chunk_aligned_and_held_one_at_a_time(store):
     kind, path = store
     with l3.open_source(path, {"input": ["u", "v"], "target": ["p"]}, start=3) as src:
@@ -413,6 +443,8 @@ def test_cli_errors_and_source_info(store, tmp_path):
     assert r.returncode == 1 and "positive" in r.stderr
     r = run_cli("pack-arrays", path, "-o", tmp_path / "out")
     assert r.returncode == 1 and "--input" in r.stderr
+    r = run_cli("pack-arrays", path, "-o", tmp_path / "out", "--input", "u", "--offset", "x")
+    assert r.returncode == 1 and "NAME=N" in r.stderr
 
 
 # ----------------------------------------------------- packing (needs l3.pack_arrays)
@@ -461,3 +493,20 @@ def test_pack_arrays_from_sources(store, tmp_path, data):
     ds = l3.open_dataset(cli_out)
     assert len(ds) == T - 2
     np.testing.assert_array_equal(ds[0]["target"], data["p"][2][None])
+
+    pair_out = tmp_path / "pairs"
+    r = run_cli(
+        "pack-arrays", path, "-o", pair_out, "--input", "u,v", "--target", "u,v",
+        "--offset", "target=1", "--mode", "rel:1e-3", "-q",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    ds = l3.open_dataset(pair_out)
+    assert len(ds) == T - 1
+    for i in (0, T - 2):
+        rec = ds[i]
+        for name, step in (("input", i), ("target", i + 1)):
+            want = np.stack([data["u"][step], data["v"][step]])
+            regular = want != FILL
+            assert np.array_equal(rec[name] == FILL, ~regular)
+            span = float(want[regular].max() - want[regular].min())
+            assert np.abs(rec[name][regular] - want[regular]).max() <= 1e-3 * span
