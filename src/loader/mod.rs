@@ -14,7 +14,8 @@
 //!    thread on drop).
 //!
 //! `producer` runs the loop over the steps; `options` holds `LoaderOptions` and their checks;
-//! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding). The `Loader` and its
+//! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding); [`tensor_augment`] the
+//! windows of tensor records (crop, flips, quarter turns, normalisation). The `Loader` and its
 //! stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
 //! augmentation and the tensors need neither.
 
@@ -36,6 +37,7 @@ mod producer;
 #[cfg(feature = "dataset")]
 mod read;
 pub mod tensor;
+pub mod tensor_augment;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
@@ -50,3 +52,4 @@ pub use plan::{
     SplitMix64, StepSlice,
 };
 pub use tensor::{Tensor, TensorType};
+pub use tensor_augment::{TensorAugment, TensorWindow};
