@@ -15,13 +15,13 @@ use l3::loader::{
     Augment, Batch, DropLast, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition,
     Policy, RandomResizedCrop, Received, Tensor, TensorAugment, TensorType,
 };
+use l3::shard::RecordKind;
 use l3::Normalize;
 
 use crate::codec::device_gpu;
 use crate::dataset::Dataset;
 use crate::handoff::GpuImages;
 use crate::tensors::PyTensorDataset;
-use l3::shard::RecordKind;
 use crate::{choose, limits_of, parameter_error, OrPyErr, PyLimits};
 
 /// How long `__next__` waits without the GIL before it checks for signals.
@@ -182,8 +182,16 @@ impl Loader {
         flips: Option<bool>,
         rot90: Option<bool>,
         normalize: Option<bool>,
-        spatial: Option<u8>,
+        spatial: Option<i64>,
     ) -> PyResult<Self> {
+        let spatial = spatial
+            .map(|s| {
+                u8::try_from(s)
+                    .ok()
+                    .filter(|s| (2..=3).contains(s))
+                    .ok_or_else(|| parameter_error(format!("spatial must be 2 or 3, got {s}")))
+            })
+            .transpose()?;
         let dataset = open_dataset(py, dataset, &limits_of(limits.as_deref()))?;
         let output = choose(
             "dtype",
@@ -201,12 +209,14 @@ impl Loader {
         let (image_crop, kind) = match &dataset {
             LoaderDataset::Images(_) => {
                 tensor_options.refuse_for_images()?;
-                let crop = crop.map_or(Ok(true), |c| c.extract::<bool>()).map_err(|_| {
-                    parameter_error(
-                        "crop of an image dataset is True or False (a random resized crop); \
+                let crop = crop
+                    .map_or(Ok(true), |c| c.extract::<bool>())
+                    .map_err(|_| {
+                        parameter_error(
+                            "crop of an image dataset is True or False (a random resized crop); \
                          a window size per axis is for a tensor dataset",
-                    )
-                })?;
+                        )
+                    })?;
                 let chw = (channels as usize, size.1 as usize, size.0 as usize);
                 (Some(crop), Kind::Images(chw))
             }
@@ -292,6 +302,10 @@ impl Loader {
         o.crop_window_decode = crop_window;
         o.decode.limits = limits_of(limits.as_deref());
         o.gpu = device_gpu(device)?;
+        if matches!(kind, Kind::Tensors(_)) && device == "auto" {
+            // The tensor path runs on the CPU: "auto" takes it; "gpu" is refused by the loader.
+            o.gpu = None;
+        }
         o.gpu_output = choose(
             "gpu_output",
             gpu_output,

@@ -137,6 +137,10 @@ def test_refused_options(tensors, dataset3, tmp_path):
         l3.Loader(tensors, 4, crop=True)
     with pytest.raises(l3.ParameterError, match="2 or 3"):
         l3.Loader(tensors, 4, crop=(6,))
+    with pytest.raises(l3.ParameterError, match="spatial must be 2 or 3"):
+        l3.Loader(tensors, 4, spatial=-1)
+    with pytest.raises(l3.ParameterError, match="disagrees"):
+        l3.Loader(tensors, 4, crop=(6, 6), spatial=3)
     with pytest.raises(l3.ParameterError, match="square"):
         l3.Loader(tensors, 4, crop=(6, 4), rot90=True)
     with pytest.raises(l3.ParameterError, match="tensor datasets"):
