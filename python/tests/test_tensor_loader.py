@@ -192,3 +192,28 @@ def test_torch_state_dict_resumes_exactly(tensors):
     for (_, x), (_, y) in zip(got, everything):
         torch.testing.assert_close(x, y, rtol=0, atol=0)
     assert head[0]["windows"]["origin"].shape == (3, 2)
+
+
+def test_a_corrupt_record_is_skipped_or_raises(tmp_path):
+    out = tmp_path / "ds"
+    l3.pack_arrays((make_sample(i) for i in range(RECORDS)), out, modes=MODES, samples_per_shard=4)
+    bad = 5
+    raw = make_sample(bad)["target"].tobytes()
+    shards = sorted(out.glob("*.l3s"))
+    hits = [(p, p.read_bytes().find(raw)) for p in shards]
+    [(shard, at)] = [(p, i) for p, i in hits if i >= 0]
+    data = bytearray(shard.read_bytes())
+    data[at + 17] ^= 0x10
+    shard.write_bytes(bytes(data))
+    key = l3.open_dataset(out).record(bad)["key"]
+    got = batches(out, 4, end_epoch=2, crop=(6, 6))
+    skipped = [s for b in got for s in b["skipped"]]
+    assert [(s["sample"], s["key"], s["shard"]) for s in skipped] == [(bad, key, shard.name)] * 2
+    seen = [int(s) for b in got for s in b["samples"]]
+    assert bad not in seen and len(seen) == 2 * (RECORDS - 1)
+    with pytest.raises(l3.L3Error, match=key):
+        batches(out, 4, on_error="fail")
+    ds = L3IterableDataset(out, 4, crop=(6, 6))
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        items = list(L3DataLoader(ds))
+    assert sum(b["skipped"] for b in items) == 1
