@@ -201,30 +201,51 @@ impl TensorAugment {
         for i in (0..n - 1).rev() {
             stride[i] = stride[i + 1] * extent[i + 1] as usize;
         }
+        let source = |i: usize, w: u32| {
+            let c = if window.flip[i] {
+                window.size[i] - 1 - w
+            } else {
+                w
+            };
+            (window.origin[i] + c) as usize * stride[i]
+        };
+        // The source offset of each element of an output plane (the last two axes: flips
+        // and quarter turns), and of each output index of the first axis of three.
+        let (rows, cols) = (window.size[n - 2], window.size[n - 1]);
+        let mut offsets = Vec::with_capacity(rows as usize * cols as usize);
         let mut o = vec![0u32; n];
         let mut w = vec![0u32; n];
-        for (lead, chunk) in out.chunks_exact_mut(win).enumerate() {
-            o.iter_mut().for_each(|x| *x = 0);
-            for slot in chunk.iter_mut() {
+        for i in 0..rows {
+            for j in 0..cols {
+                o[n - 2] = i;
+                o[n - 1] = j;
                 window_coords(window, &o, &mut w);
-                let mut at = lead * plane;
-                for i in 0..n {
-                    let c = if window.flip[i] {
-                        window.size[i] - 1 - w[i]
-                    } else {
-                        w[i]
-                    };
-                    at += (window.origin[i] + c) as usize * stride[i];
-                }
-                let x = value_at(array, at);
-                *slot = ((x - mean) * scale) as f32;
-                // Next output coordinate, last axis fastest.
-                for i in (0..n).rev() {
-                    o[i] += 1;
-                    if o[i] < out_shape[out_shape.len() - n + i] {
-                        break;
+                offsets.push(source(n - 2, w[n - 2]) + source(n - 1, w[n - 1]));
+            }
+        }
+        let outer: Vec<usize> = if n == 3 {
+            (0..window.size[0]).map(|k| source(0, k)).collect()
+        } else {
+            vec![0]
+        };
+        let bytes = array.bytes();
+        for (lead, chunk) in out.chunks_exact_mut(win).enumerate() {
+            for (&first, part) in outer.iter().zip(chunk.chunks_exact_mut(offsets.len())) {
+                let base = lead * plane + first;
+                match array.dtype() {
+                    DType::Float32 => {
+                        for (slot, &at) in part.iter_mut().zip(&offsets) {
+                            let b = &bytes[(base + at) * 4..(base + at) * 4 + 4];
+                            let x = f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64;
+                            *slot = ((x - mean) * scale) as f32;
+                        }
                     }
-                    o[i] = 0;
+                    _ => {
+                        for (slot, &at) in part.iter_mut().zip(&offsets) {
+                            let x = value_at(array, base + at);
+                            *slot = ((x - mean) * scale) as f32;
+                        }
+                    }
                 }
             }
         }
@@ -348,6 +369,100 @@ mod tests {
                         let want = ((f[y][x] as f64 - 1.0) * 0.5) as f32;
                         assert_eq!(out[c * 9 + y * 3 + x], want, "sample {s} {w:?}");
                     }
+                }
+            }
+        }
+    }
+
+    /// The rule element by element: each output coordinate's source (quarter turns undone,
+    /// then flips), its value as f64, normalised.
+    fn reference_apply(
+        array: &NdArray,
+        w: &TensorWindow,
+        stats: (f64, f64),
+        out_shape: &[u32],
+    ) -> Vec<f32> {
+        let n = w.size.len();
+        let shape = array.shape();
+        let extent = &shape[shape.len() - n..];
+        let plane: usize = extent.iter().map(|&d| d as usize).product();
+        let win: usize = w.size.iter().map(|&d| d as usize).product();
+        let total: usize = out_shape.iter().map(|&d| d as usize).product();
+        let mut out = Vec::with_capacity(total);
+        for lead in 0..total / win {
+            for k in 0..win {
+                // Output coordinate k, last axis fastest.
+                let mut o = vec![0u32; n];
+                let mut r = k;
+                for i in (0..n).rev() {
+                    o[i] = (r % w.size[i] as usize) as u32;
+                    r /= w.size[i] as usize;
+                }
+                let mut c = vec![0u32; n];
+                window_coords(w, &o, &mut c);
+                let mut at = lead * plane;
+                let mut step = 1;
+                for i in (0..n).rev() {
+                    let x = if w.flip[i] {
+                        w.size[i] - 1 - c[i]
+                    } else {
+                        c[i]
+                    };
+                    at += (w.origin[i] + x) as usize * step;
+                    step *= extent[i] as usize;
+                }
+                out.push(((value_at(array, at) - stats.0) * (1.0 / stats.1)) as f32);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn apply_equals_the_rule_element_by_element_for_2_and_3_axes_and_every_type() {
+        let mut rng = SplitMix64::new(3);
+        for dtype in [
+            DType::Float32,
+            DType::Float64,
+            DType::Float16,
+            DType::Int16,
+            DType::UInt8,
+        ] {
+            for (shape, crop) in [
+                (vec![3, 9, 8], vec![5, 5]),
+                (vec![7, 6], vec![4, 4]),
+                (vec![2, 5, 9, 8], vec![3, 6, 6]),
+                (vec![4, 7, 5], vec![2, 3, 3]),
+            ] {
+                let n: usize = shape.iter().map(|&d| d as usize).product();
+                let bytes: Vec<u8> = (0..n * dtype.size())
+                    .map(|_| match dtype {
+                        // Finite halves: no exponent of all ones.
+                        DType::Float16 => rng.below(0x7B) as u8,
+                        _ => rng.below(256) as u8,
+                    })
+                    .collect();
+                let array = NdArray::new(dtype, shape.clone(), bytes).unwrap();
+                let aug = TensorAugment {
+                    crop: crop.clone(),
+                    flips: true,
+                    rot90: true,
+                    normalise: true,
+                    ..Default::default()
+                };
+                let s = crop.len();
+                let extent = &shape[shape.len() - s..];
+                let out_shape = aug.output_shape(&shape, extent).unwrap();
+                let total: usize = out_shape.iter().map(|&d| d as usize).product();
+                for sample in 0..24 {
+                    let w = aug.window(7, 1, sample, extent).unwrap();
+                    let mut out = vec![0f32; total];
+                    aug.apply(&array, &w, Some((0.5, 3.0)), &mut out).unwrap();
+                    let want = reference_apply(&array, &w, (0.5, 3.0), &out_shape);
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{dtype:?} {shape:?} {w:?}");
                 }
             }
         }
