@@ -40,7 +40,10 @@ pub struct LoaderOptions {
     /// only: a tensor dataset ignores it.
     pub augment: Augment,
     /// The windows of a tensor dataset's records (default `None`: whole arrays, no flips, no
-    /// normalisation, f32 out). Tensor datasets only: an image dataset refuses it.
+    /// normalisation, f32 out). Tensor datasets only: an image dataset refuses it. Every
+    /// record holds the manifest's arrays with the manifest's shapes (checked when the
+    /// dataset opens), so a batch's arrays always stack; a record that differs is a bad
+    /// record (`on_error`).
     pub tensor: Option<TensorAugment>,
     /// Host memory for compressed records, bytes (default 0: no cache).
     pub cache_bytes: u64,
