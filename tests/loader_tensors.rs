@@ -397,3 +397,69 @@ fn options_are_checked_against_the_dataset() {
     o.tensor = None;
     o.validate(10).unwrap();
 }
+
+#[test]
+fn three_spatial_axes_equal_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = TensorPackOptions::new(4, ArrayMode::Lossless);
+    o.modes.insert(
+        "seg".into(),
+        ArrayOptions {
+            mode: ArrayMode::Raw,
+            fill_value: None,
+        },
+    );
+    let mut p = TensorPacker::new(tmp.path(), o).unwrap();
+    for i in 0..9u32 {
+        let vol: Vec<f32> = (0..2 * 6 * 8 * 8)
+            .map(|k| ((k as f32 * 0.21 + i as f32).sin() * 64.0).round() / 8.0)
+            .collect();
+        let seg: Vec<u8> = (0..6 * 8 * 8)
+            .map(|k| ((k + i as usize) % 7) as u8)
+            .collect();
+        p.push(TensorSample {
+            key: None,
+            class: None,
+            meta: Vec::new(),
+            arrays: vec![
+                (
+                    "vol".into(),
+                    NdArray::from_f32(vec![2, 6, 8, 8], &vol).unwrap(),
+                ),
+                (
+                    "seg".into(),
+                    NdArray::new(DType::UInt8, vec![6, 8, 8], seg).unwrap(),
+                ),
+            ],
+        })
+        .unwrap();
+    }
+    p.finish().unwrap();
+    let ds = Arc::new(TensorDataset::open(tmp.path()).unwrap());
+    let aug = TensorAugment {
+        crop: vec![4, 5, 5],
+        flips: true,
+        rot90: true,
+        normalise: true,
+        output: TensorType::F32,
+        ..Default::default()
+    };
+    let stats = &ds.manifest().stats;
+    let mut count = 0;
+    for b in run(&ds, options(4, 1, 0, Some(aug.clone())), start()) {
+        assert_eq!(b.arrays[0].shape[1..], [2, 4, 5, 5]);
+        assert_eq!(b.arrays[1].shape[1..], [4, 5, 5]);
+        for (k, &s) in b.samples.iter().enumerate() {
+            let w = &b.windows[k];
+            assert_eq!(*w, aug.window(SEED, b.epoch, s, &[6, 8, 8]).unwrap());
+            for (a, (name, array)) in ds.read(s).unwrap().iter().enumerate() {
+                let st = stats.get(name).map(|x| (x.mean, x.std));
+                let mut want = vec![0f32; slot(&b, a, k).len()];
+                aug.apply(array, w, st, &mut want).unwrap();
+                assert_eq!(slot(&b, a, k), &want[..], "sample {s} {name}");
+            }
+            count += 1;
+        }
+    }
+    assert_eq!(count, 18);
+}
