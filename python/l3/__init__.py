@@ -281,6 +281,18 @@ class Loader:
     workers), ``on_error`` ("skip" | "fail"), ``crop_window`` (True: decode only the patches a
     crop needs), ``limits`` (`Limits`: the batch tensor and each decode).
 
+    Over a tensor dataset (``pack_arrays``; a path or a `TensorDataset`) a batch holds one
+    ``(N, ...)`` array per declared array by name instead of ``images`` (float32, or float16
+    with ``dtype="float16"``), ``arrays`` (their names) and ``windows`` (each sample's
+    ``origin``, ``size``, ``flip`` and ``rot90``; None without windows). Its options: ``crop``
+    (None: whole arrays; a window size per spatial axis, 2 or 3 ints: the last axes of every
+    array, one window per sample shared by its arrays), ``flips`` (False: reverse each
+    spatial axis with probability 1/2), ``rot90`` (False: quarter turns of the last two axes,
+    as ``numpy.rot90``), ``normalize`` (False: ``(x - mean) / std`` with the manifest's
+    statistics, float arrays only), ``spatial`` (the spatial axes without ``crop``: 2);
+    image-only options are ignored. Every batch also has ``read_calls`` and ``cache`` (the
+    cache's cumulative ``accesses``, ``hits``, ``hit_bytes``, ``miss_bytes``, ``evictions``).
+
     Options are checked before anything starts: a wrong type is a ``TypeError``, a value out
     of range a ``ParameterError``, a batch tensor beyond ``limits`` a ``LimitsError``, and
     ``drop_last="drop"`` with fewer records than ``batch_size x world_size`` (no step in any
@@ -289,7 +301,9 @@ class Loader:
     (not the end of the iteration).
     """
 
-    def __init__(self, dataset: str | os.PathLike | Dataset, batch_size: int, **options: Any):
+    def __init__(
+        self, dataset: str | os.PathLike | Dataset | TensorDataset, batch_size: int, **options: Any
+    ):
         if isinstance(dataset, os.PathLike):
             dataset = os.fspath(dataset)
         options = check_options(dict(options, batch_size=batch_size))

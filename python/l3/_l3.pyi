@@ -158,9 +158,19 @@ class TensorPacker:
     def finish(self) -> Dict[str, int]: ...
 
 class Loader:
-    """The Rust loader; use l3.Loader (which views float16 batches as numpy.float16)."""
+    """The Rust loader; use l3.Loader (which views float16 batches as numpy.float16).
 
-    def __init__(self, dataset: Union[_Path, Dataset], batch_size: int, **options: Any) -> None: ...
+    Over a tensor dataset (a path, or a TensorDataset) each batch holds one (N, ...) array per
+    declared array by name (float32, or numpy.float16 already), ``arrays`` (their names) and
+    ``windows`` (None, or a dict of ``origin``, ``size``, ``flip`` as (N, axes) arrays and
+    ``rot90`` as (N,)), with the tensor options ``crop`` (None: whole arrays; 2 or 3 sizes),
+    ``flips``, ``rot90``, ``normalize`` (bools, default False), ``spatial`` (axes without a
+    crop, default 2) and ``dtype``. Every batch also has ``read_calls`` and ``cache``
+    (cumulative ``accesses``, ``hits``, ``hit_bytes``, ``miss_bytes``, ``evictions``)."""
+
+    def __init__(
+        self, dataset: Union[_Path, Dataset, TensorDataset], batch_size: int, **options: Any
+    ) -> None: ...
     def __iter__(self) -> Iterator[Dict[str, Any]]: ...
     def __next__(self) -> Dict[str, Any]: ...
     def state(self) -> Tuple[int, int, int]: ...

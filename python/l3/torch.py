@@ -47,6 +47,19 @@ Either way a batch is complete when handed out, its memory lives as long as any 
 viewing it, and a pooled buffer is reused only after every tensor viewing it is released
 (and the CUDA work queued on the current stream then is done): live batches never alias. A
 batch used on another CUDA stream must be kept until that stream is done with it.
+
+Tensor datasets (``l3.pack_arrays``): the same dataset over a tensor dataset yields one
+tensor per declared array under its name, ``(N, ...)``, every array of a sample cut by the
+same window (``crop``, ``flips``, ``rot90``, ``normalize``, ``dtype``: see `l3.Loader`)::
+
+    ds = L3IterableDataset("fields/", batch_size=16, crop=(64, 64), flips=True, normalize=True)
+    for batch in L3DataLoader(ds):
+        x, y = batch["input"], batch["target"]   # (16, C, 64, 64) each, the same windows
+
+with ``samples``, ``labels``, ``epoch``, ``state``, ``skipped`` and ``windows`` (each
+sample's window: ``origin``, ``size``, ``flip``, ``rot90`` tensors; None without windows)
+as for images. The plan, the cache, resume, ranks and workers are the image loader's; the
+tensor path runs on the CPU.
 """
 
 from __future__ import annotations
@@ -58,7 +71,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import torch
 import torch.utils.data
 
-from . import Dataset, Loader, ParameterError
+from . import Dataset, Loader, ParameterError, TensorDataset, open_dataset
 from ._handoff import check_output, choose_output
 from ._handoff import pool as handoff_pool
 from ._options import INT_OPTIONS, check_int, check_options, check_state
@@ -74,7 +87,9 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
     """Batches of augmented images from an l3 dataset, as torch tensors: each item is a dict
     ``{"images": (N, C, H, W) float tensor, "labels": (N,) int64, "samples": (N,) int64
     (dataset indices), "epoch": int, "state": (seed, epoch, consumed), "skipped": int}``. One
-    iteration is one epoch (from the current state to the end of its epoch).
+    iteration is one epoch (from the current state to the end of its epoch). Over a tensor
+    dataset, ``images`` is replaced by one ``(N, ...)`` tensor per declared array, by name,
+    and ``windows`` (see the module's documentation).
 
     ``skipped`` counts the batch's records left out because they could not be read or decoded
     (``on_error="skip"``, the default; such a batch is smaller than ``batch_size``); the first
@@ -92,7 +107,7 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(
         self,
-        dataset: str | os.PathLike | Dataset,
+        dataset: str | os.PathLike | Dataset | TensorDataset,
         batch_size: int,
         *,
         seed: int = 0,
@@ -118,11 +133,12 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
             if value is not None:
                 check_int(name, value, *INT_OPTIONS[name][:2])
         # A path, not the opened Dataset: the dataset object is pickled into spawned workers.
-        self.path = os.fspath(dataset.path if isinstance(dataset, Dataset) else dataset)
+        opened = isinstance(dataset, (Dataset, TensorDataset))
+        self.path = os.fspath(dataset.path if opened else dataset)
         self.batch_size = batch_size
         self.seed = seed
         # Records of the dataset (read when a state is loaded, to check it).
-        self._records: Optional[int] = len(dataset) if isinstance(dataset, Dataset) else None
+        self._records: Optional[int] = len(dataset) if opened else None
         # Whether a skipped record was reported by a warning (once per dataset object).
         self._warned_skip = False
         dist_rank, dist_world = _distributed()
@@ -155,7 +171,7 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         Anything else is a ``TypeError`` or a ``ParameterError`` (a ``ValueError``), and the
         current state is kept."""
         if self._records is None:
-            self._records = len(Dataset(self.path))
+            self._records = len(open_dataset(self.path))
         seed, epoch, consumed = check_state(state, self._records)
         if seed != self.seed:
             raise ParameterError(
@@ -209,6 +225,20 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                 RuntimeWarning,
                 stacklevel=3,
             )
+        if "arrays" in b:
+            # A tensor dataset: its arrays by name, and each sample's window.
+            item: Dict[str, Any] = {name: torch.from_numpy(b[name]) for name in b["arrays"]}
+            windows = b["windows"]
+            item.update(
+                labels=torch.from_numpy(b["labels"]),
+                samples=torch.from_numpy(b["samples"]),
+                epoch=b["epoch"],
+                state=tuple(b["state"]),
+                skipped=len(skipped),
+                windows=None if windows is None
+                else {k: torch.from_numpy(v) for k, v in windows.items()},
+            )
+            return item
         return {
             "images": to_tensor(b["images"]),
             "labels": torch.from_numpy(b["labels"]),

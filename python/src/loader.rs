@@ -1,6 +1,7 @@
 //! `Loader`: the Rust loader (planned shuffle, planned cache, exact resume, decode + augment
-//! on the CPU pool or the GPU) as a Python iterator of batch dicts. `l3/torch.py` builds the
-//! PyTorch dataset on it.
+//! on the CPU pool or the GPU) as a Python iterator of batch dicts, over an image dataset
+//! (`images`) or a tensor dataset (one array per declared name, cut by the tensor windows).
+//! `l3/torch.py` builds the PyTorch dataset on it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,18 +12,45 @@ use pyo3::types::{PyDict, PyList};
 
 use l3::loader::gpu::GpuOutput;
 use l3::loader::{
-    Augment, DropLast, LoaderOptions, LoaderState, OnError, Partition, Policy, RandomResizedCrop,
-    Received, Tensor, TensorType,
+    Augment, Batch, DropLast, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition,
+    Policy, RandomResizedCrop, Received, Tensor, TensorAugment, TensorType,
 };
+use l3::shard::RecordKind;
 use l3::Normalize;
 
 use crate::codec::device_gpu;
 use crate::dataset::Dataset;
 use crate::handoff::GpuImages;
+use crate::tensors::PyTensorDataset;
 use crate::{choose, limits_of, parameter_error, OrPyErr, PyLimits};
 
 /// How long `__next__` waits without the GIL before it checks for signals.
 const WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Keys of a batch dict besides a tensor dataset's arrays: an array of one of these names
+/// cannot be loaded (its name would be ambiguous).
+const BATCH_KEYS: &[&str] = &[
+    "arrays",
+    "samples",
+    "labels",
+    "epoch",
+    "state",
+    "skipped",
+    "bytes_read",
+    "read_calls",
+    "cache",
+    "windows",
+    "f16_bits",
+    "images",
+];
+
+/// What a loader's batches hold.
+enum Kind {
+    /// Images: `(channels, height, width)` of each.
+    Images((usize, usize, usize)),
+    /// A tensor dataset's arrays, by name in the manifest's order.
+    Tensors(Vec<String>),
+}
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
@@ -45,8 +73,8 @@ struct Loader {
     inner: Mutex<Option<l3::loader::Loader>>,
     /// The state after the last batch returned (kept after `close`, for checkpoints).
     state: Mutex<LoaderState>,
-    /// `(channels, height, width)` of each output image.
-    chw: (usize, usize, usize),
+    /// Images or tensor arrays.
+    kind: Kind,
     f16: bool,
     /// The process that created the loader: its threads live there only. In a child made by
     /// `fork` (a `DataLoader` worker forked while a loader was open) the loader is never used
@@ -104,13 +132,14 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         dataset, batch_size, *, seed = 0, epoch = 0, consumed = 0, rank = 0, world_size = 1,
-        drop_last = "partial", size = (224, 224), level = None, crop = true,
+        drop_last = "partial", size = (224, 224), level = None, crop = None,
         scale = vec![0.08, 1.0], ratio = vec![0.75, 4.0 / 3.0], flip = 0.5,
         mean = vec![0.485, 0.456, 0.406], std = vec![0.229, 0.224, 0.225], channels = 3,
         rotate90 = false, max_angle = 0.0, padding = 0, fill = 0.0, noise_std = 0.0,
         dtype = "float32", cache_mb = 0, cache_policy = "planned", threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
-        crop_window = true, limits = None, gpu_output = "array"
+        crop_window = true, limits = None, gpu_output = "array", flips = None, rot90 = None,
+        normalize = None, spatial = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -125,7 +154,7 @@ impl Loader {
         drop_last: &str,
         size: (u32, u32),
         level: Option<u8>,
-        crop: bool,
+        crop: Option<&Bound<'_, PyAny>>,
         scale: Vec<f32>,
         ratio: Vec<f32>,
         flip: f32,
@@ -150,15 +179,62 @@ impl Loader {
         crop_window: bool,
         limits: Option<PyRef<'_, PyLimits>>,
         gpu_output: &str,
+        flips: Option<bool>,
+        rot90: Option<bool>,
+        normalize: Option<bool>,
+        spatial: Option<i64>,
     ) -> PyResult<Self> {
-        let dataset = match dataset.cast::<Dataset>() {
-            Ok(d) => d.get().inner.clone(),
-            Err(_) => {
-                let path: std::path::PathBuf = dataset.extract().map_err(|_| {
-                    parameter_error("dataset must be an l3.Dataset or a dataset folder path")
-                })?;
-                Arc::new(py.detach(|| l3::shard::Dataset::open(&path)).py_err()?)
+        let spatial = spatial
+            .map(|s| {
+                u8::try_from(s)
+                    .ok()
+                    .filter(|s| (2..=3).contains(s))
+                    .ok_or_else(|| parameter_error(format!("spatial must be 2 or 3, got {s}")))
+            })
+            .transpose()?;
+        let dataset = open_dataset(py, dataset, &limits_of(limits.as_deref()))?;
+        let output = choose(
+            "dtype",
+            dtype,
+            &[("float32", TensorType::F32), ("float16", TensorType::F16)],
+        )?;
+        let tensor_options = TensorOptions {
+            crop,
+            flips,
+            rot90,
+            normalize,
+            spatial,
+            output,
+        };
+        let (image_crop, kind) = match &dataset {
+            LoaderDataset::Images(_) => {
+                tensor_options.refuse_for_images()?;
+                let crop = crop
+                    .map_or(Ok(true), |c| c.extract::<bool>())
+                    .map_err(|_| {
+                        parameter_error(
+                            "crop of an image dataset is True or False (a random resized crop); \
+                         a window size per axis is for a tensor dataset",
+                        )
+                    })?;
+                let chw = (channels as usize, size.1 as usize, size.0 as usize);
+                (Some(crop), Kind::Images(chw))
             }
+            LoaderDataset::Tensors(d) => {
+                let names: Vec<String> =
+                    d.manifest().arrays.iter().map(|a| a.name.clone()).collect();
+                if let Some(n) = names.iter().find(|n| BATCH_KEYS.contains(&n.as_str())) {
+                    return Err(parameter_error(format!(
+                        "the dataset has an array named {n:?}, a key of the batch dicts \
+                         ({BATCH_KEYS:?}): repack it with another name"
+                    )));
+                }
+                (None, Kind::Tensors(names))
+            }
+        };
+        let tensor_augment = match &kind {
+            Kind::Tensors(_) => tensor_options.augment()?,
+            Kind::Images(_) => None,
         };
         let drop_last = choose(
             "drop_last",
@@ -178,7 +254,7 @@ impl Loader {
         o.seed = seed;
         o.level = level;
         let mut a = Augment::with_size(size.0, size.1);
-        a.crop = crop.then_some(RandomResizedCrop {
+        a.crop = image_crop.unwrap_or(false).then_some(RandomResizedCrop {
             scale: pair(&scale, "scale")?,
             ratio: pair(&ratio, "ratio")?,
         });
@@ -198,12 +274,9 @@ impl Loader {
         a.padding = padding;
         a.fill = fill;
         a.noise_std = noise_std;
-        a.output = choose(
-            "dtype",
-            dtype,
-            &[("float32", TensorType::F32), ("float16", TensorType::F16)],
-        )?;
+        a.output = output;
         o.augment = a;
+        o.tensor = tensor_augment;
         o.cache_bytes = cache_mb.checked_mul(1 << 20).ok_or_else(|| {
             parameter_error(format!(
                 "cache_mb {cache_mb} is too large (the bytes overflow)"
@@ -229,6 +302,10 @@ impl Loader {
         o.crop_window_decode = crop_window;
         o.decode.limits = limits_of(limits.as_deref());
         o.gpu = device_gpu(device)?;
+        if matches!(kind, Kind::Tensors(_)) && device == "auto" {
+            // The tensor path runs on the CPU: "auto" takes it; "gpu" is refused by the loader.
+            o.gpu = None;
+        }
         o.gpu_output = choose(
             "gpu_output",
             gpu_output,
@@ -250,12 +327,12 @@ impl Loader {
             consumed,
         };
         let inner = py
-            .detach(|| l3::loader::Loader::new(dataset, o, state))
+            .detach(|| l3::loader::Loader::open(dataset, o, state))
             .py_err()?;
         Ok(Loader {
             inner: Mutex::new(Some(inner)),
             state: Mutex::new(state),
-            chw: (channels as usize, size.1 as usize, size.0 as usize),
+            kind,
             f16: dtype == "float16",
             pid: std::process::id(),
         })
@@ -284,28 +361,39 @@ impl Loader {
                 Received::TimedOut => py.check_signals()?,
             }
         };
-        let b = batch.py_err()?;
+        let mut b = batch.py_err()?;
         {
             let s = b.state_after;
             *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
         }
-        let (c, h, w) = self.chw;
-        let shape = [b.samples.len(), c, h, w];
         let d = PyDict::new(py);
-        match b.gpu {
-            // Staged or on the GPU (`gpu_output`): the consumer copies it where it wants.
-            Some(handed) => {
-                d.set_item("images", GpuImages::new(handed))?;
-                d.set_item("f16_bits", false)?;
+        match &self.kind {
+            Kind::Images((c, h, w)) => {
+                let shape = [b.samples.len(), *c, *h, *w];
+                match b.gpu.take() {
+                    // Staged or on the GPU (`gpu_output`): the consumer copies it where it
+                    // wants.
+                    Some(handed) => {
+                        d.set_item("images", GpuImages::new(handed))?;
+                        d.set_item("f16_bits", false)?;
+                    }
+                    None => {
+                        let images = match std::mem::take(&mut b.data) {
+                            Tensor::F32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+                            // float16 bits: the Python side views them as numpy.float16 (no
+                            // copy).
+                            Tensor::F16(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+                        };
+                        d.set_item("images", images)?;
+                        d.set_item("f16_bits", self.f16)?;
+                    }
+                }
             }
-            None => {
-                let images = match b.data {
-                    Tensor::F32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-                    // float16 bits: the Python side views them as numpy.float16 (no copy).
-                    Tensor::F16(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-                };
-                d.set_item("images", images)?;
-                d.set_item("f16_bits", self.f16)?;
+            Kind::Tensors(names) => {
+                tensors_into(py, &d, &mut b)?;
+                d.set_item("arrays", names.clone())?;
+                // float16 arrays are numpy.float16 already.
+                d.set_item("f16_bits", false)?;
             }
         }
         let labels: Vec<i64> = b.classes.iter().map(|c| c.map_or(-1, i64::from)).collect();
@@ -326,6 +414,14 @@ impl Loader {
         }
         d.set_item("skipped", skipped)?;
         d.set_item("bytes_read", b.bytes_read)?;
+        d.set_item("read_calls", b.read_calls)?;
+        let cache = PyDict::new(py);
+        cache.set_item("accesses", b.cache.accesses)?;
+        cache.set_item("hits", b.cache.hits)?;
+        cache.set_item("hit_bytes", b.cache.hit_bytes)?;
+        cache.set_item("miss_bytes", b.cache.miss_bytes)?;
+        cache.set_item("evictions", b.cache.evictions)?;
+        d.set_item("cache", cache)?;
         Ok(Some(d))
     }
 
@@ -347,5 +443,164 @@ impl Loader {
             let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
             drop(taken)
         });
+    }
+}
+
+/// A tensor batch's arrays into `d` (moved out of `b`): each by its name, `(N, ...)`,
+/// float32 or numpy.float16; its windows as `windows` (`None` without tensor windows): a
+/// dict of `origin`, `size`, `flip` (`(N, axes)` int64, int64, bool) and `rot90` (`(N,)`).
+fn tensors_into(py: Python<'_>, d: &Bound<'_, PyDict>, b: &mut Batch) -> PyResult<()> {
+    for a in std::mem::take(&mut b.arrays) {
+        let array = match a.tensor {
+            Tensor::F32(v) => PyArray1::from_vec(py, v).reshape(a.shape)?.into_any(),
+            Tensor::F16(v) => PyArray1::from_vec(py, v)
+                .reshape(a.shape)?
+                .call_method1("view", ("float16",))?,
+        };
+        d.set_item(a.name, array)?;
+    }
+    if b.windows.len() != b.samples.len() {
+        d.set_item("windows", py.None())?;
+        return Ok(());
+    }
+    let n = b.samples.len();
+    let axes = b.windows.first().map_or(0, |w| w.origin.len());
+    let flat = |f: &dyn Fn(&l3::loader::TensorWindow) -> Vec<i64>| -> Vec<i64> {
+        b.windows.iter().flat_map(f).collect()
+    };
+    let origin = flat(&|w| w.origin.iter().map(|&x| x as i64).collect());
+    let size = flat(&|w| w.size.iter().map(|&x| x as i64).collect());
+    let flip: Vec<bool> = b.windows.iter().flat_map(|w| w.flip.clone()).collect();
+    let rot: Vec<i64> = b.windows.iter().map(|w| w.rot90 as i64).collect();
+    let w = PyDict::new(py);
+    w.set_item("origin", PyArray1::from_vec(py, origin).reshape([n, axes])?)?;
+    w.set_item("size", PyArray1::from_vec(py, size).reshape([n, axes])?)?;
+    w.set_item("flip", PyArray1::from_vec(py, flip).reshape([n, axes])?)?;
+    w.set_item("rot90", PyArray1::from_vec(py, rot))?;
+    d.set_item("windows", w)?;
+    Ok(())
+}
+
+/// `dataset` (an `l3.Dataset`, an `l3.TensorDataset` or a dataset folder path) opened for the
+/// loader: a folder whose manifest is of kind `"tensors"` as a tensor dataset within
+/// `limits`, any other as an image dataset.
+fn open_dataset(
+    py: Python<'_>,
+    dataset: &Bound<'_, PyAny>,
+    limits: &l3::Limits,
+) -> PyResult<LoaderDataset> {
+    if let Ok(d) = dataset.cast::<Dataset>() {
+        return Ok(LoaderDataset::Images(d.get().inner.clone()));
+    }
+    let path: std::path::PathBuf = if dataset.is_instance_of::<PyTensorDataset>() {
+        dataset.getattr("path")?.extract()?
+    } else {
+        dataset.extract().map_err(|_| {
+            parameter_error(
+                "dataset must be an l3.Dataset, an l3.TensorDataset or a dataset folder path",
+            )
+        })?
+    };
+    py.detach(|| {
+        if let Ok(RecordKind::Tensors) = l3::shard::dataset_kind(&path) {
+            let d = l3::shard::TensorDataset::open_with_limits(&path, limits)?;
+            return Ok(LoaderDataset::Tensors(Arc::new(d)));
+        }
+        Ok(LoaderDataset::Images(Arc::new(l3::shard::Dataset::open(
+            &path,
+        )?)))
+    })
+    .py_err()
+}
+
+/// The tensor windows' options as Python gives them (`None`: not given).
+struct TensorOptions<'a, 'py> {
+    crop: Option<&'a Bound<'py, PyAny>>,
+    flips: Option<bool>,
+    rot90: Option<bool>,
+    normalize: Option<bool>,
+    spatial: Option<u8>,
+    output: TensorType,
+}
+
+impl TensorOptions<'_, '_> {
+    /// An image dataset takes none of the tensor-only options.
+    fn refuse_for_images(&self) -> PyResult<()> {
+        let given = [
+            ("flips", self.flips.is_some()),
+            ("rot90", self.rot90.is_some()),
+            ("normalize", self.normalize.is_some()),
+            ("spatial", self.spatial.is_some()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(parameter_error(format!(
+                "{name} is an option of tensor datasets; this dataset holds images (see flip, \
+                 rotate90, mean and std)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The loader's tensor windows: `None` (whole arrays, float32) when no option asks for
+    /// more.
+    fn augment(&self) -> PyResult<Option<TensorAugment>> {
+        let crop: Vec<u32> = match self.crop {
+            None => Vec::new(),
+            Some(c) if c.is_none() => Vec::new(),
+            Some(c) => {
+                let sizes: Vec<i64> = c.extract().map_err(|_| {
+                    parameter_error(format!(
+                        "crop of a tensor dataset is a window size per spatial axis (2 or 3 \
+                         ints) or None (whole arrays), got {c}"
+                    ))
+                })?;
+                if !(2..=3).contains(&sizes.len()) {
+                    return Err(parameter_error(format!(
+                        "crop must have 2 or 3 sizes (one per spatial axis), got {sizes:?}"
+                    )));
+                }
+                sizes
+                    .iter()
+                    .map(|&x| {
+                        u32::try_from(x).ok().filter(|&x| x > 0).ok_or_else(|| {
+                            parameter_error(format!(
+                                "crop sizes must be in 1..=4294967295, got {sizes:?}"
+                            ))
+                        })
+                    })
+                    .collect::<PyResult<_>>()?
+            }
+        };
+        let flips = self.flips.unwrap_or(false);
+        let rot90 = self.rot90.unwrap_or(false);
+        let normalise = self.normalize.unwrap_or(false);
+        let plain = crop.is_empty()
+            && !flips
+            && !rot90
+            && !normalise
+            && self.spatial.is_none()
+            && self.output == TensorType::F32;
+        if plain {
+            return Ok(None);
+        }
+        if let Some(s) = self.spatial {
+            if !crop.is_empty() && s as usize != crop.len() {
+                return Err(parameter_error(format!(
+                    "spatial={s} disagrees with crop's {} sizes",
+                    crop.len()
+                )));
+            }
+        }
+        let spatial = self
+            .spatial
+            .unwrap_or(if crop.is_empty() { 2 } else { crop.len() as u8 });
+        Ok(Some(TensorAugment {
+            crop,
+            spatial,
+            flips,
+            rot90,
+            normalise,
+            output: self.output,
+        }))
     }
 }

@@ -1,6 +1,6 @@
 //! What the producer hands to the consumer (feature `dataset`): one [`Batch`] per step, with
-//! its [`StageTimes`], and the records left out of it ([`SkippedRecord`], by [`OnError`]:
-//! [`reject`]).
+//! its [`StageTimes`], its [`NamedTensor`]s for a tensor dataset, and the records left out of
+//! it ([`SkippedRecord`], by [`OnError`]: [`reject`]).
 
 use std::time::Duration;
 
@@ -8,8 +8,22 @@ use super::cache::CacheStats;
 use super::options::OnError;
 use super::plan::LoaderState;
 use super::tensor::Tensor;
+use super::tensor_augment::TensorWindow;
 use crate::error::{Error, Result};
-use crate::shard::Dataset;
+use crate::shard::{Dataset, TensorDataset};
+
+/// One array of a tensor dataset's batch: the array's name, its shape with the samples
+/// first, and its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedTensor {
+    /// The array's name (the manifest's).
+    pub name: String,
+    /// `[samples, ...]`: the array's output shape ([`super::TensorAugment::output_shape`],
+    /// or its whole shape without windows) after the sample count.
+    pub shape: Vec<usize>,
+    /// The values, C order, of the output type.
+    pub tensor: Tensor,
+}
 
 /// A record left out of its batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,10 +73,16 @@ pub struct Batch {
     /// Class of each sample.
     pub classes: Vec<Option<u32>>,
     /// `samples.len() x channels x height x width` values, normalised, of the augmentation's
-    /// output type (f32 by default).
+    /// output type (f32 by default). Empty for a tensor dataset (see `arrays`).
     pub data: Tensor,
-    /// `[samples, channels, height, width]`.
+    /// `[samples, channels, height, width]`; `[samples, 0, 0, 0]` for a tensor dataset.
     pub shape: [usize; 4],
+    /// A tensor dataset's arrays, one per declared array in the manifest's order; empty for
+    /// an image dataset.
+    pub arrays: Vec<NamedTensor>,
+    /// A tensor dataset's window of each sample, in `samples` order, where
+    /// [`super::LoaderOptions::tensor`] is set; empty otherwise.
+    pub windows: Vec<TensorWindow>,
     /// Records that could not be used (with [`OnError::Skip`]).
     pub skipped: Vec<SkippedRecord>,
     /// Resume from this state to continue right after this batch.
@@ -81,16 +101,34 @@ pub struct Batch {
     pub gpu: Option<std::sync::Arc<super::gpu::GpuHandOff>>,
 }
 
+/// A dataset whose records have a shard file and a key.
+pub(super) trait Named {
+    /// The shard file and the key of `sample` (empty where it has none).
+    fn name_of(&self, sample: u64) -> (String, String);
+}
+
+impl Named for TensorDataset {
+    fn name_of(&self, sample: u64) -> (String, String) {
+        TensorDataset::name_of(self, sample)
+    }
+}
+
+impl Named for Dataset {
+    fn name_of(&self, sample: u64) -> (String, String) {
+        name_of(self, sample)
+    }
+}
+
 /// A record of `dataset` that cannot be used: reported in `out.skipped`, or the batch's
 /// error, by `on_error`.
 pub(super) fn reject(
-    dataset: &Dataset,
+    dataset: &impl Named,
     on_error: OnError,
     out: &mut Batch,
     sample: u64,
     error: Error,
 ) -> Result<()> {
-    let (shard, key) = name_of(dataset, sample);
+    let (shard, key) = dataset.name_of(sample);
     if on_error == OnError::Fail {
         return Err(Error::Record {
             sample,

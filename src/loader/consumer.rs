@@ -17,9 +17,35 @@ use std::time::{Duration, Instant};
 use super::batch::Batch;
 use super::options::LoaderOptions;
 use super::plan::LoaderState;
-use super::producer::Producer;
+use super::producer::{Producer, Source};
+use super::tensor_batch::TensorPlan;
 use crate::error::{Error, ParameterError, Result};
-use crate::shard::Dataset;
+use crate::shard::{Dataset, TensorDataset};
+
+/// The dataset a [`Loader`] loads: images, or tensor records (named arrays, cut by
+/// [`super::LoaderOptions::tensor`]).
+#[derive(Debug, Clone)]
+pub enum LoaderDataset {
+    /// An image dataset: batches in [`Batch::data`].
+    Images(Arc<Dataset>),
+    /// A tensor dataset: batches in [`Batch::arrays`].
+    Tensors(Arc<TensorDataset>),
+}
+
+impl LoaderDataset {
+    /// Records in the dataset.
+    pub fn len(&self) -> u64 {
+        match self {
+            LoaderDataset::Images(d) => d.len(),
+            LoaderDataset::Tensors(d) => d.len(),
+        }
+    }
+
+    /// Whether the dataset has no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// What [`Loader::next_timeout`] found.
 #[derive(Debug)]
@@ -52,6 +78,18 @@ impl Loader {
     /// The state ([`LoaderState::validate`]) and the options ([`LoaderOptions::validate`])
     /// are checked first, before anything is allocated or started.
     pub fn new(dataset: Arc<Dataset>, options: LoaderOptions, state: LoaderState) -> Result<Self> {
+        Loader::open(LoaderDataset::Images(dataset), options, state)
+    }
+
+    /// Starts loading an image or a tensor dataset from `state`, as [`Loader::new`] does. A
+    /// tensor dataset's options are checked against its manifest first (the arrays' spatial
+    /// axes against [`LoaderOptions::tensor`], the batch's arrays against the limits); an
+    /// image dataset refuses [`LoaderOptions::tensor`].
+    pub fn open(
+        dataset: LoaderDataset,
+        options: LoaderOptions,
+        state: LoaderState,
+    ) -> Result<Self> {
         options.partition.validate()?;
         let (worker, workers) = options.workers;
         if workers == 0 || worker >= workers {
@@ -72,23 +110,32 @@ impl Loader {
             .into());
         }
         state.validate(n)?;
-        options.validate(n)?;
-        let levels = dataset.manifest().levels;
-        if options.level.is_some_and(|l| l >= levels) {
-            return Err(ParameterError::InvalidOption {
-                name: "level",
-                value: options.level.unwrap_or(0) as u64,
-                reason: "the dataset has fewer levels",
+        let source = match dataset {
+            LoaderDataset::Images(dataset) => {
+                options.validate(n)?;
+                let levels = dataset.manifest().levels;
+                if options.level.is_some_and(|l| l >= levels) {
+                    return Err(ParameterError::InvalidOption {
+                        name: "level",
+                        value: options.level.unwrap_or(0) as u64,
+                        reason: "the dataset has fewer levels",
+                    }
+                    .into());
+                }
+                Source::Images(dataset)
             }
-            .into());
-        }
+            LoaderDataset::Tensors(dataset) => {
+                let plan = TensorPlan::new(&options, dataset.manifest(), n)?;
+                Source::Tensors(dataset, plan)
+            }
+        };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads)
             .thread_name(|i| format!("l3-loader-{i}"))
             .build()
             .map_err(|e| Error::Io(std::io::Error::other(e)))?;
         Loader::spawn(state, options.prefetch_batches, move |tx, stop| {
-            let mut producer = Producer::new(dataset, options, pool, stop, tx);
+            let mut producer = Producer::new(source, options, pool, stop, tx);
             producer.run(state);
         })
     }
@@ -210,6 +257,8 @@ mod tests {
             classes: Vec::new(),
             data: Tensor::with_capacity(TensorType::F32, 0),
             shape: [0, 3, 1, 1],
+            arrays: Vec::new(),
+            windows: Vec::new(),
             skipped: Vec::new(),
             state_after: LoaderState {
                 seed: 0,

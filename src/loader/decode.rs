@@ -27,9 +27,30 @@ use crate::shard::Dataset;
 pub(super) type Decoded = Result<(Duration, Duration)>;
 
 /// A task's slot in the batch tensor: `per` values of the tensor's type.
-enum Slot<'a> {
+pub(super) enum Slot<'a> {
+    /// f32 values.
     F32(&'a mut [f32]),
+    /// f16 values, as bits.
     F16(&'a mut [u16]),
+}
+
+impl Slot<'_> {
+    /// Fills the slot by `write`, which writes f32 values: in place, or through the thread's
+    /// scratch then rounded to f16.
+    pub(super) fn fill(self, write: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<()> {
+        match self {
+            Slot::F32(values) => write(values),
+            Slot::F16(bits) => SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                scratch.resize(bits.len(), 0.0);
+                write(&mut scratch)?;
+                for (b, &x) in bits.iter_mut().zip(scratch.iter()) {
+                    *b = f32_to_f16_bits(x);
+                }
+                Ok(())
+            }),
+        }
+    }
 }
 
 thread_local! {

@@ -14,8 +14,11 @@
 //!    thread on drop).
 //!
 //! `producer` runs the loop over the steps; `options` holds `LoaderOptions` and their checks;
-//! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding). The `Loader` and its
-//! stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
+//! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding); [`tensor_augment`] the
+//! windows of tensor records (crop, flips, quarter turns, normalisation). A tensor dataset
+//! (`LoaderDataset::Tensors`) shares the plan, the cache and the hand-off; its records are
+//! read, decoded and cut by `tensor_batch` into named arrays (`NamedTensor`). The `Loader`
+//! and its stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
 //! augmentation and the tensors need neither.
 
 pub mod augment;
@@ -36,13 +39,16 @@ mod producer;
 #[cfg(feature = "dataset")]
 mod read;
 pub mod tensor;
+pub mod tensor_augment;
+#[cfg(feature = "dataset")]
+mod tensor_batch;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
-pub use batch::{Batch, SkippedRecord, StageTimes};
+pub use batch::{Batch, NamedTensor, SkippedRecord, StageTimes};
 pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
 #[cfg(feature = "dataset")]
-pub use consumer::{Loader, Received};
+pub use consumer::{Loader, LoaderDataset, Received};
 #[cfg(feature = "dataset")]
 pub use options::{LoaderOptions, OnError, MAX_LOADER_THREADS};
 pub use plan::{
@@ -50,3 +56,4 @@ pub use plan::{
     SplitMix64, StepSlice,
 };
 pub use tensor::{Tensor, TensorType};
+pub use tensor_augment::{TensorAugment, TensorWindow};

@@ -8,6 +8,7 @@ use super::augment::Augment;
 use super::cache::Policy;
 use super::plan::{steps_per_epoch, DropLast, Partition};
 use super::tensor::TensorType;
+use super::tensor_augment::TensorAugment;
 use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, ParameterError, Result};
 
@@ -35,8 +36,15 @@ pub struct LoaderOptions {
     pub partition: Partition,
     /// Level to read (default: the full resolution, the dataset's last level).
     pub level: Option<u8>,
-    /// The augmentation pipeline (default: [`Augment::default`], 224 x 224 ImageNet).
+    /// The augmentation pipeline (default: [`Augment::default`], 224 x 224 ImageNet). Images
+    /// only: a tensor dataset ignores it.
     pub augment: Augment,
+    /// The windows of a tensor dataset's records (default `None`: whole arrays, no flips, no
+    /// normalisation, f32 out). Tensor datasets only: an image dataset refuses it. Every
+    /// record holds the manifest's arrays with the manifest's shapes (checked when the
+    /// dataset opens), so a batch's arrays always stack; a record that differs is a bad
+    /// record (`on_error`).
+    pub tensor: Option<TensorAugment>,
     /// Host memory for compressed records, bytes (default 0: no cache).
     pub cache_bytes: u64,
     /// Eviction policy (default [`Policy::Planned`]).
@@ -84,6 +92,7 @@ impl LoaderOptions {
             partition,
             level: None,
             augment: Augment::default(),
+            tensor: None,
             cache_bytes: 0,
             cache_policy: Policy::Planned,
             prefetch_batches: 2,
@@ -104,12 +113,54 @@ impl LoaderOptions {
         }
     }
 
-    /// Checks the options against a dataset of `n` records: a partition that gives this rank
-    /// no step in any epoch (no records, or [`DropLast::Drop`] with fewer records than a
-    /// global batch), augmentation values out of range ([`Augment::validate`]), more than
-    /// [`MAX_LOADER_THREADS`] threads or prefetched batches, and a batch tensor above
-    /// `decode.limits.max_output_bytes` are errors.
+    /// Checks the options against an image dataset of `n` records: a partition that gives
+    /// this rank no step in any epoch (no records, or [`DropLast::Drop`] with fewer records
+    /// than a global batch), more than [`MAX_LOADER_THREADS`] threads or prefetched batches,
+    /// tensor windows (`tensor`), augmentation values out of range ([`Augment::validate`]),
+    /// and a batch tensor above `decode.limits.max_output_bytes` are errors.
     pub fn validate(&self, n: u64) -> Result<()> {
+        self.validate_common(n)?;
+        if self.tensor.is_some() {
+            return Err(ParameterError::InvalidOption {
+                name: "tensor",
+                value: 1,
+                reason: "tensor windows apply to a tensor dataset; this dataset holds images",
+            }
+            .into());
+        }
+        let limits = self.decode.limits;
+        self.augment.validate(limits.max_dimension)?;
+        let element = match self.augment.output {
+            TensorType::F32 => 4,
+            TensorType::F16 => 2,
+        };
+        let batch_bytes = (self.augment.output_len() as u64)
+            .checked_mul(self.batch_samples(n))
+            .and_then(|v| v.checked_mul(element))
+            .unwrap_or(u64::MAX);
+        self.check_batch_bytes(batch_bytes)
+    }
+
+    /// Most samples of one batch of a dataset of `n` records: `batch_size` with
+    /// [`DropLast::Pad`], else at most the dataset.
+    pub(super) fn batch_samples(&self, n: u64) -> u64 {
+        match self.partition.drop_last {
+            DropLast::Pad => self.partition.batch_size as u64,
+            _ => (self.partition.batch_size as u64).min(n),
+        }
+    }
+
+    /// A batch's tensors of `bytes` in all must fit `decode.limits.max_output_bytes`.
+    pub(super) fn check_batch_bytes(&self, bytes: u64) -> Result<()> {
+        let max = self.decode.limits.max_output_bytes;
+        if bytes > max.min(isize::MAX as u64) {
+            return Err(LimitsError::OutputBytes { needed: bytes, max }.into());
+        }
+        Ok(())
+    }
+
+    /// The checks of every dataset kind: the partition, the threads and the prefetch.
+    pub(super) fn validate_common(&self, n: u64) -> Result<()> {
         if steps_per_epoch(n, &self.partition) == 0 {
             return Err(ParameterError::InvalidOption {
                 name: "batch_size",
@@ -132,28 +183,6 @@ impl LoaderOptions {
                 name: "prefetch_batches",
                 value: self.prefetch_batches as u64,
                 reason: "at most 1024",
-            }
-            .into());
-        }
-        let limits = self.decode.limits;
-        self.augment.validate(limits.max_dimension)?;
-        // The largest batch tensor: batch_size samples (with Pad) or at most the dataset.
-        let samples = match self.partition.drop_last {
-            DropLast::Pad => self.partition.batch_size as u64,
-            _ => (self.partition.batch_size as u64).min(n),
-        };
-        let element = match self.augment.output {
-            TensorType::F32 => 4,
-            TensorType::F16 => 2,
-        };
-        let batch_bytes = (self.augment.output_len() as u64)
-            .checked_mul(samples)
-            .and_then(|v| v.checked_mul(element))
-            .unwrap_or(u64::MAX);
-        if batch_bytes > limits.max_output_bytes.min(isize::MAX as u64) {
-            return Err(LimitsError::OutputBytes {
-                needed: batch_bytes,
-                max: limits.max_output_bytes,
             }
             .into());
         }

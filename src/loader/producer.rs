@@ -1,10 +1,12 @@
 //! The loader's producer (feature `dataset`): the background thread's loop over the plan
 //! ([`super::plan`]) for this rank and worker, and one batch per step through the stages:
-//! plan lookups in the planned cache ([`super::cache`]), the misses read ([`super::read`])
-//! and inserted, the samples decoded and augmented on the loader's pool or on the GPU
-//! ([`super::decode`]), and the finished [`Batch`] handed off through the bounded channel
-//! that [`super::Loader`] receives from. The thread stops when the stop flag is set or the
-//! channel is closed.
+//! plan lookups in the planned cache ([`super::cache`]), the misses read ([`super::read`],
+//! or [`super::tensor_batch`] for tensor records) and inserted, the samples decoded and
+//! augmented on the loader's pool or on the GPU ([`super::decode`]; tensor records:
+//! [`super::tensor_batch`]), and the finished [`Batch`] handed off through the bounded
+//! channel that [`super::Loader`] receives from. The plan, the cache and the hand-off are the
+//! same for both kinds of records. The thread stops when the stop flag is set or the channel
+//! is closed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -18,13 +20,33 @@ use super::options::LoaderOptions;
 use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, LoaderState};
 use super::read::{read_coalesced, Payloads};
 use super::tensor::Tensor;
+use super::tensor_batch::{read_records, TensorPlan};
 use crate::error::{Error, Result};
-use crate::shard::Dataset;
+use crate::shard::{Dataset, TensorDataset};
+
+/// The records a producer loads: an image dataset, or a tensor dataset with the plan of its
+/// batches' arrays.
+pub(super) enum Source {
+    /// Images.
+    Images(Arc<Dataset>),
+    /// Tensor records.
+    Tensors(Arc<TensorDataset>, TensorPlan),
+}
+
+impl Source {
+    /// Records in the dataset.
+    fn len(&self) -> u64 {
+        match self {
+            Source::Images(d) => d.len(),
+            Source::Tensors(d, _) => d.len(),
+        }
+    }
+}
 
 /// The producer's thread state: the dataset, the options, the loader's pool, the stop flag
 /// and the channel's sending end.
 pub(super) struct Producer {
-    dataset: Arc<Dataset>,
+    source: Source,
     options: LoaderOptions,
     pool: rayon::ThreadPool,
     stop: Arc<AtomicBool>,
@@ -35,14 +57,14 @@ impl Producer {
     /// A producer of `dataset`'s batches by `options`, decoding on `pool`, sending to `tx`
     /// until `stop` is set.
     pub(super) fn new(
-        dataset: Arc<Dataset>,
+        source: Source,
         options: LoaderOptions,
         pool: rayon::ThreadPool,
         stop: Arc<AtomicBool>,
         tx: SyncSender<Result<Batch>>,
     ) -> Self {
         Producer {
-            dataset,
+            source,
             options,
             pool,
             stop,
@@ -50,15 +72,17 @@ impl Producer {
         }
     }
 
+    /// The level read (images; 0 for tensor records, which have none).
     fn level(&self) -> u8 {
-        self.options
-            .level
-            .unwrap_or(self.dataset.manifest().levels - 1)
+        match &self.source {
+            Source::Images(d) => self.options.level.unwrap_or(d.manifest().levels - 1),
+            Source::Tensors(..) => 0,
+        }
     }
 
     /// Produces the batches from `start` to the end epoch (or until stopped).
     pub(super) fn run(&mut self, start: LoaderState) {
-        let n = self.dataset.len();
+        let n = self.source.len();
         let p = self.options.partition;
         let mut cache: PlannedCache<Payloads> =
             PlannedCache::new(self.options.cache_policy, self.options.cache_bytes);
@@ -188,9 +212,12 @@ impl Producer {
         let level = self.level();
         let misses: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_none()).collect();
         let gap = self.options.coalesce_gap;
-        let (reads, read_calls) = self
-            .pool
-            .install(|| read_coalesced(&self.dataset, ids, &misses, level, gap));
+        let (reads, read_calls) = match &self.source {
+            Source::Images(d) => self
+                .pool
+                .install(|| read_coalesced(d, ids, &misses, level, gap)),
+            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &misses)),
+        };
         let read = read_start.elapsed();
         let mut bytes_read = 0u64;
         let mut errors: Vec<Option<Error>> = (0..ids.len()).map(|_| None).collect();
@@ -220,6 +247,8 @@ impl Producer {
                 aug.size.1 as usize,
                 aug.size.0 as usize,
             ],
+            arrays: Vec::new(),
+            windows: Vec::new(),
             skipped: Vec::new(),
             state_after: after,
             times: StageTimes {
@@ -232,8 +261,14 @@ impl Producer {
             #[cfg(feature = "gpu")]
             gpu: None,
         };
+        let dataset = match &self.source {
+            Source::Images(d) => d,
+            Source::Tensors(d, plan) => {
+                return self.tensor_batch(d, plan, ids, &payloads, errors, out, started)
+            }
+        };
         let decode = Decode {
-            dataset: &self.dataset,
+            dataset,
             options: &self.options,
             level,
             seed: state.seed,
@@ -270,15 +305,73 @@ impl Producer {
                     }
                     kept += 1;
                     out.samples.push(sample);
-                    out.classes.push(self.dataset.entry(sample)?.class);
+                    out.classes.push(dataset.entry(sample)?.class);
                     out.times.decode += decode;
                     out.times.augment += augment;
                 }
-                Err(e) => reject(&self.dataset, self.options.on_error, &mut out, sample, e)?,
+                Err(e) => reject(&**dataset, self.options.on_error, &mut out, sample, e)?,
             }
         }
         out.data.truncate(kept * per);
         out.shape[0] = out.samples.len();
+        out.times.assemble = assemble.elapsed();
+        out.times.total = started.elapsed();
+        Ok(out)
+    }
+
+    /// The rest of a tensor dataset's batch: decode and cut on the pool into the plan's
+    /// arrays, then the hand-off (the good samples' slots closed up over the failed ones').
+    #[allow(clippy::too_many_arguments)]
+    fn tensor_batch(
+        &self,
+        dataset: &TensorDataset,
+        plan: &TensorPlan,
+        ids: &[u32],
+        payloads: &[Option<Payloads>],
+        mut errors: Vec<Option<Error>>,
+        mut out: Batch,
+        started: Instant,
+    ) -> Result<Batch> {
+        out.shape = [0; 4];
+        out.data = Tensor::with_capacity(plan.output(), 0);
+        out.arrays = plan.zeroed(ids.len());
+        let results = plan.on_cpu(
+            &self.pool,
+            &self.stop,
+            dataset,
+            &self.options,
+            (out.state_after.seed, out.epoch),
+            ids,
+            payloads,
+            &mut errors,
+            &mut out.arrays,
+        );
+        let assemble = Instant::now();
+        let mut kept = 0;
+        for (k, r) in results.into_iter().enumerate() {
+            let sample = ids[k] as u64;
+            match r {
+                Ok((decode, cut, window)) => {
+                    if kept != k {
+                        for (t, a) in out.arrays.iter_mut().zip(&plan.arrays) {
+                            t.tensor.move_slot(k, kept, a.per);
+                        }
+                    }
+                    kept += 1;
+                    out.samples.push(sample);
+                    out.classes.push(dataset.entry(sample)?.class);
+                    out.windows.extend(window);
+                    out.times.decode += decode;
+                    out.times.augment += cut;
+                }
+                Err(e) => reject(dataset, self.options.on_error, &mut out, sample, e)?,
+            }
+        }
+        for (t, a) in out.arrays.iter_mut().zip(&plan.arrays) {
+            t.tensor.truncate(kept * a.per);
+            t.shape[0] = kept;
+        }
+        out.shape[0] = kept;
         out.times.assemble = assemble.elapsed();
         out.times.total = started.elapsed();
         Ok(out)

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::MAX_SHARD_INDEX_BYTES;
 use super::manifest::{read_manifest_bytes, MANIFEST_NAME, TENSOR_KIND};
-use super::tensor_format::TensorEntry;
+use super::tensor_format::{PayloadEntry, TensorEntry};
 use super::TensorShardReader;
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
@@ -342,6 +342,44 @@ impl TensorDataset {
     pub fn entry(&self, i: u64) -> Result<&TensorEntry> {
         let (s, r) = self.locate(i)?;
         self.shards[s].entry(r)
+    }
+
+    /// Record `i`'s arrays as its index gives them, in index order: each array's spec and
+    /// where its payload lies (nothing read).
+    pub fn arrays_of(&self, i: u64) -> Result<Vec<(&ArraySpec, PayloadEntry)>> {
+        Ok(self
+            .entry(i)?
+            .arrays
+            .iter()
+            .map(|a| (&a.spec, a.payload))
+            .collect())
+    }
+
+    /// Record `i`'s payloads, one per array in index order, each within the dataset's read
+    /// limit and checked against its CRC-32, not decoded (for a reader that caches or decodes
+    /// them itself: [`crate::tensor::decode_array`]). Errors are the shard's; the caller
+    /// names the record ([`TensorDataset::name_of`]).
+    pub fn read_payloads(&self, i: u64) -> Result<Vec<Vec<u8>>> {
+        let (s, r) = self.locate(i)?;
+        let shard = &self.shards[s];
+        (0..shard.entry(r)?.arrays.len())
+            .map(|k| shard.read_payload(r, k))
+            .collect()
+    }
+
+    /// The shard file and the key of record `i` (empty strings where there is no such
+    /// record).
+    pub fn name_of(&self, i: u64) -> (String, String) {
+        match self.locate(i) {
+            Ok((s, r)) => (
+                self.shards[s].name().to_owned(),
+                self.shards[s]
+                    .entry(r)
+                    .map(|e| e.key.clone())
+                    .unwrap_or_default(),
+            ),
+            Err(_) => (String::new(), String::new()),
+        }
     }
 
     /// Record `i`'s arrays, decoded on the CPU within the dataset's limits. An error names

@@ -1,0 +1,514 @@
+//! Windows of tensor records for the loader: [`TensorAugment`] (crop size per spatial axis,
+//! flips and quarter turns where allowed, normalisation, output type), its per-sample
+//! [`TensorWindow`] drawn from (seed, epoch, sample) alone, and [`TensorAugment::apply`],
+//! which cuts the same window out of every array of a record.
+//!
+//! The rule, for a record whose arrays share their last `spatial` axes `S`: the window's
+//! origin on axis `i` is uniform in `0..=S[i] - crop[i]`; each spatial axis is then reversed
+//! with probability 1/2 where flips are allowed; then the last two axes are turned by `k`
+//! quarter turns, `k` uniform in `0..4`, where turns are allowed, as `numpy.rot90(x, k,
+//! axes=(-2, -1))`. Leading axes (channels, variables) are kept whole. Values become f32
+//! (`(x - mean) / std` with the manifest's statistics where normalising), then the output
+//! type.
+
+use super::plan::{epoch_seed, splitmix64, SplitMix64};
+use crate::error::{ParameterError, Result};
+use crate::tensor::{DType, NdArray};
+
+/// Salt of the tensor windows' random stream (apart from the image augmentations').
+pub const TENSOR_AUGMENT_SALT: u64 = 0x7E45_0A06_0000_0001;
+
+/// How the loader cuts windows out of tensor records.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TensorAugment {
+    /// Window size per spatial axis (2 or 3 entries: the last axes of every array, which
+    /// must agree across a record's arrays). Empty: the whole spatial extent, no crop.
+    pub crop: Vec<u32>,
+    /// Number of spatial axes when `crop` is empty (2 or 3); ignored otherwise.
+    pub spatial: u8,
+    /// Reverse each spatial axis with probability 1/2.
+    pub flips: bool,
+    /// Turn the last two axes by a uniform number of quarter turns (their window must be
+    /// square).
+    pub rot90: bool,
+    /// Normalise each array by its manifest statistics: `(x - mean) / std`.
+    pub normalise: bool,
+    /// Element type of the batch tensors.
+    pub output: super::TensorType,
+}
+
+/// One sample's window: its origin on each spatial axis, which axes are reversed, and the
+/// quarter turns of the last two.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorWindow {
+    /// Origin per spatial axis.
+    pub origin: Vec<u32>,
+    /// Size per spatial axis.
+    pub size: Vec<u32>,
+    /// Reversed spatial axes.
+    pub flip: Vec<bool>,
+    /// Quarter turns of the last two axes (0 to 3).
+    pub rot90: u8,
+}
+
+impl TensorAugment {
+    /// Number of spatial axes.
+    pub fn spatial_axes(&self) -> usize {
+        if self.crop.is_empty() {
+            self.spatial as usize
+        } else {
+            self.crop.len()
+        }
+    }
+
+    /// Checks the options: 2 or 3 spatial axes, non-zero crop sizes, a square last-two-axes
+    /// window where quarter turns are allowed.
+    pub fn validate(&self) -> Result<()> {
+        let n = self.spatial_axes();
+        if !(2..=3).contains(&n) {
+            return Err(invalid("tensor spatial axes", n as u64, "2 or 3"));
+        }
+        if let Some(&z) = self.crop.iter().find(|&&c| c == 0) {
+            return Err(invalid("tensor crop", z as u64, "non-zero sizes"));
+        }
+        if self.rot90 && !self.crop.is_empty() && self.crop[n - 2] != self.crop[n - 1] {
+            return Err(invalid(
+                "tensor crop",
+                self.crop[n - 1] as u64,
+                "square over the last two axes with quarter turns",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The window of `sample` in `epoch` for spatial extent `extent` (the last axes of the
+    /// record's arrays): a function of `(seed, epoch, sample, extent)` alone, so a resumed
+    /// loader draws the same. Fails where the extent is smaller than the crop, or not
+    /// square over the last two axes where uncropped with quarter turns.
+    pub fn window(
+        &self,
+        seed: u64,
+        epoch: u64,
+        sample: u64,
+        extent: &[u32],
+    ) -> Result<TensorWindow> {
+        let n = self.spatial_axes();
+        if extent.len() != n {
+            return Err(invalid(
+                "tensor spatial axes",
+                extent.len() as u64,
+                "as the options say",
+            ));
+        }
+        let size: Vec<u32> = if self.crop.is_empty() {
+            extent.to_vec()
+        } else {
+            self.crop.clone()
+        };
+        if let Some(i) = (0..n).find(|&i| size[i] > extent[i]) {
+            return Err(invalid(
+                "tensor crop",
+                size[i] as u64,
+                "within the arrays' extent",
+            ));
+        }
+        if self.rot90 && size[n - 2] != size[n - 1] {
+            return Err(invalid(
+                "tensor crop",
+                size[n - 1] as u64,
+                "square with quarter turns",
+            ));
+        }
+        let mut rng = SplitMix64::new(splitmix64(
+            epoch_seed(seed, epoch) ^ splitmix64(sample ^ TENSOR_AUGMENT_SALT),
+        ));
+        let origin = (0..n)
+            .map(|i| rng.below((extent[i] - size[i]) as u64 + 1) as u32)
+            .collect();
+        let flip = (0..n).map(|_| self.flips && rng.below(2) == 1).collect();
+        let rot90 = if self.rot90 { rng.below(4) as u8 } else { 0 };
+        Ok(TensorWindow {
+            origin,
+            size,
+            flip,
+            rot90,
+        })
+    }
+
+    /// The output shape of an array of shape `shape` under `window`: its leading axes, then
+    /// the window's size. Fails where the array's spatial axes differ from `extent`.
+    pub fn output_shape(&self, shape: &[u32], extent: &[u32]) -> Result<Vec<u32>> {
+        let n = self.spatial_axes();
+        if shape.len() < n || shape[shape.len() - n..] != *extent {
+            return Err(invalid(
+                "tensor array shape",
+                shape.len() as u64,
+                "the record's spatial axes last",
+            ));
+        }
+        let mut out = shape[..shape.len() - n].to_vec();
+        if self.crop.is_empty() {
+            out.extend_from_slice(extent);
+        } else {
+            out.extend_from_slice(&self.crop);
+        }
+        Ok(out)
+    }
+
+    /// Writes `array` cut by `window` into `out` (its output shape's element count, C
+    /// order), as f32: `(x - mean) / std` where `stats` is `Some((mean, std))` (a zero or
+    /// non-finite std divides by 1). Integer arrays convert exactly up to 2^24.
+    pub fn apply(
+        &self,
+        array: &NdArray,
+        window: &TensorWindow,
+        stats: Option<(f64, f64)>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let n = window.size.len();
+        let shape = array.shape();
+        let extent: Vec<u32> = shape[shape.len().saturating_sub(n)..].to_vec();
+        let out_shape = self.output_shape(shape, &extent)?;
+        let fits = window.origin.len() == n
+            && window.flip.len() == n
+            && out_shape[out_shape.len() - n..] == window.size[..]
+            && (0..n).all(|i| window.origin[i] as u64 + window.size[i] as u64 <= extent[i] as u64)
+            && (window.rot90 == 0 || window.size[n - 2] == window.size[n - 1]);
+        if !fits {
+            return Err(invalid(
+                "tensor window",
+                n as u64,
+                "inside the array, as drawn",
+            ));
+        }
+        let total: usize = out_shape.iter().map(|&d| d as usize).product();
+        if out.len() != total {
+            return Err(invalid(
+                "tensor output",
+                out.len() as u64,
+                "the window's size",
+            ));
+        }
+        let (mean, scale) = match stats {
+            Some((m, s)) if s.is_finite() && s != 0.0 => (m, 1.0 / s),
+            Some((m, _)) => (m, 1.0),
+            None => (0.0, 1.0),
+        };
+        let plane: usize = extent.iter().map(|&d| d as usize).product();
+        let win: usize = window.size.iter().map(|&d| d as usize).product();
+        // Source strides of the spatial axes.
+        let mut stride = vec![1usize; n];
+        for i in (0..n - 1).rev() {
+            stride[i] = stride[i + 1] * extent[i + 1] as usize;
+        }
+        let source = |i: usize, w: u32| {
+            let c = if window.flip[i] {
+                window.size[i] - 1 - w
+            } else {
+                w
+            };
+            (window.origin[i] + c) as usize * stride[i]
+        };
+        // The source offset of each element of an output plane (the last two axes: flips
+        // and quarter turns), and of each output index of the first axis of three.
+        let (rows, cols) = (window.size[n - 2], window.size[n - 1]);
+        let mut offsets = Vec::with_capacity(rows as usize * cols as usize);
+        let mut o = vec![0u32; n];
+        let mut w = vec![0u32; n];
+        for i in 0..rows {
+            for j in 0..cols {
+                o[n - 2] = i;
+                o[n - 1] = j;
+                window_coords(window, &o, &mut w);
+                offsets.push(source(n - 2, w[n - 2]) + source(n - 1, w[n - 1]));
+            }
+        }
+        let outer: Vec<usize> = if n == 3 {
+            (0..window.size[0]).map(|k| source(0, k)).collect()
+        } else {
+            vec![0]
+        };
+        let bytes = array.bytes();
+        for (lead, chunk) in out.chunks_exact_mut(win).enumerate() {
+            for (&first, part) in outer.iter().zip(chunk.chunks_exact_mut(offsets.len())) {
+                let base = lead * plane + first;
+                match array.dtype() {
+                    DType::Float32 => {
+                        for (slot, &at) in part.iter_mut().zip(&offsets) {
+                            let b = &bytes[(base + at) * 4..(base + at) * 4 + 4];
+                            let x = f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64;
+                            *slot = ((x - mean) * scale) as f32;
+                        }
+                    }
+                    _ => {
+                        for (slot, &at) in part.iter_mut().zip(&offsets) {
+                            let x = value_at(array, base + at);
+                            *slot = ((x - mean) * scale) as f32;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The coordinate in the (flipped) window that output coordinate `o` reads, undoing the
+/// quarter turns of the last two axes (`numpy.rot90` on a square `m x m` plane).
+fn window_coords(window: &TensorWindow, o: &[u32], w: &mut [u32]) {
+    let n = o.len();
+    w.copy_from_slice(o);
+    let m = window.size[n - 1];
+    let (i, j) = (o[n - 2], o[n - 1]);
+    let (a, b) = match window.rot90 {
+        1 => (j, m - 1 - i),
+        2 => (m - 1 - i, m - 1 - j),
+        3 => (m - 1 - j, i),
+        _ => (i, j),
+    };
+    w[n - 2] = a;
+    w[n - 1] = b;
+}
+
+/// Element `i` of `array` as f64 (floats exact, integers exact up to 2^53).
+pub(crate) fn value_at(array: &NdArray, i: usize) -> f64 {
+    if let Some(x) = array.float_at(i) {
+        return x;
+    }
+    let bits = array.bits_at(i);
+    match array.dtype() {
+        DType::Int8 => bits as u8 as i8 as f64,
+        DType::Int16 => bits as u16 as i16 as f64,
+        DType::Int32 => bits as u32 as i32 as f64,
+        DType::Int64 => bits as i64 as f64,
+        _ => bits as f64,
+    }
+}
+
+fn invalid(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
+    ParameterError::InvalidOption {
+        name,
+        value,
+        reason,
+    }
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ramp(shape: Vec<u32>) -> NdArray {
+        let n: u32 = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        NdArray::from_f32(shape, &v).unwrap()
+    }
+
+    #[test]
+    fn window_depends_only_on_seed_epoch_sample_and_stays_inside() {
+        let aug = TensorAugment {
+            crop: vec![3, 4, 4],
+            flips: true,
+            rot90: true,
+            ..Default::default()
+        };
+        aug.validate().unwrap();
+        let extent = [5, 9, 7];
+        let a = aug.window(1, 2, 3, &extent).unwrap();
+        assert_eq!(a, aug.window(1, 2, 3, &extent).unwrap());
+        let mut seen = std::collections::BTreeSet::new();
+        for s in 0..200 {
+            let w = aug.window(1, 2, s, &extent).unwrap();
+            for (i, &e) in extent.iter().enumerate() {
+                assert!(w.origin[i] + w.size[i] <= e);
+            }
+            seen.insert((w.origin.clone(), w.flip.clone(), w.rot90));
+        }
+        assert!(seen.len() > 100, "windows vary: {}", seen.len());
+        assert_ne!(a, aug.window(1, 3, 3, &extent).unwrap());
+        assert!(aug.window(1, 2, 3, &[2, 9, 7]).is_err());
+    }
+
+    #[test]
+    fn apply_matches_the_documented_rule() {
+        // 2 channels x 6 x 5, window 3 x 3.
+        let arr = ramp(vec![2, 6, 5]);
+        let src = arr.to_f32().unwrap();
+        let aug = TensorAugment {
+            crop: vec![3, 3],
+            flips: true,
+            rot90: true,
+            normalise: true,
+            ..Default::default()
+        };
+        for s in 0..64 {
+            let w = aug.window(9, 0, s, &[6, 5]).unwrap();
+            let mut out = vec![0f32; 2 * 9];
+            aug.apply(&arr, &w, Some((1.0, 2.0)), &mut out).unwrap();
+            for c in 0..2usize {
+                // Reference: cut, flip, then rot90 as numpy does, written out directly.
+                let mut f = [[0f32; 3]; 3];
+                for (y, row) in f.iter_mut().enumerate() {
+                    for (x, v) in row.iter_mut().enumerate() {
+                        let sy = if w.flip[0] { 2 - y } else { y } + w.origin[0] as usize;
+                        let sx = if w.flip[1] { 2 - x } else { x } + w.origin[1] as usize;
+                        *v = src[c * 30 + sy * 5 + sx];
+                    }
+                }
+                for _ in 0..w.rot90 {
+                    // numpy.rot90 k=1: out[i][j] = in[j][m-1-i].
+                    let g = f;
+                    for i in 0..3 {
+                        for j in 0..3 {
+                            f[i][j] = g[j][2 - i];
+                        }
+                    }
+                }
+                for y in 0..3 {
+                    for x in 0..3 {
+                        let want = ((f[y][x] as f64 - 1.0) * 0.5) as f32;
+                        assert_eq!(out[c * 9 + y * 3 + x], want, "sample {s} {w:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The rule element by element: each output coordinate's source (quarter turns undone,
+    /// then flips), its value as f64, normalised.
+    fn reference_apply(
+        array: &NdArray,
+        w: &TensorWindow,
+        stats: (f64, f64),
+        out_shape: &[u32],
+    ) -> Vec<f32> {
+        let n = w.size.len();
+        let shape = array.shape();
+        let extent = &shape[shape.len() - n..];
+        let plane: usize = extent.iter().map(|&d| d as usize).product();
+        let win: usize = w.size.iter().map(|&d| d as usize).product();
+        let total: usize = out_shape.iter().map(|&d| d as usize).product();
+        let mut out = Vec::with_capacity(total);
+        for lead in 0..total / win {
+            for k in 0..win {
+                // Output coordinate k, last axis fastest.
+                let mut o = vec![0u32; n];
+                let mut r = k;
+                for i in (0..n).rev() {
+                    o[i] = (r % w.size[i] as usize) as u32;
+                    r /= w.size[i] as usize;
+                }
+                let mut c = vec![0u32; n];
+                window_coords(w, &o, &mut c);
+                let mut at = lead * plane;
+                let mut step = 1;
+                for i in (0..n).rev() {
+                    let x = if w.flip[i] {
+                        w.size[i] - 1 - c[i]
+                    } else {
+                        c[i]
+                    };
+                    at += (w.origin[i] + x) as usize * step;
+                    step *= extent[i] as usize;
+                }
+                out.push(((value_at(array, at) - stats.0) * (1.0 / stats.1)) as f32);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn apply_equals_the_rule_element_by_element_for_2_and_3_axes_and_every_type() {
+        let mut rng = SplitMix64::new(3);
+        for dtype in [
+            DType::Float32,
+            DType::Float64,
+            DType::Float16,
+            DType::Int16,
+            DType::UInt8,
+        ] {
+            for (shape, crop) in [
+                (vec![3, 9, 8], vec![5, 5]),
+                (vec![7, 6], vec![4, 4]),
+                (vec![2, 5, 9, 8], vec![3, 6, 6]),
+                (vec![4, 7, 5], vec![2, 3, 3]),
+            ] {
+                let n: usize = shape.iter().map(|&d| d as usize).product();
+                let bytes: Vec<u8> = (0..n * dtype.size())
+                    .map(|_| match dtype {
+                        // Finite halves: no exponent of all ones.
+                        DType::Float16 => rng.below(0x7B) as u8,
+                        _ => rng.below(256) as u8,
+                    })
+                    .collect();
+                let array = NdArray::new(dtype, shape.clone(), bytes).unwrap();
+                let aug = TensorAugment {
+                    crop: crop.clone(),
+                    flips: true,
+                    rot90: true,
+                    normalise: true,
+                    ..Default::default()
+                };
+                let s = crop.len();
+                let extent = &shape[shape.len() - s..];
+                let out_shape = aug.output_shape(&shape, extent).unwrap();
+                let total: usize = out_shape.iter().map(|&d| d as usize).product();
+                for sample in 0..24 {
+                    let w = aug.window(7, 1, sample, extent).unwrap();
+                    let mut out = vec![0f32; total];
+                    aug.apply(&array, &w, Some((0.5, 3.0)), &mut out).unwrap();
+                    let want = reference_apply(&array, &w, (0.5, 3.0), &out_shape);
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{dtype:?} {shape:?} {w:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_and_options_are_checked() {
+        let aug = TensorAugment {
+            crop: vec![4, 3],
+            rot90: true,
+            ..Default::default()
+        };
+        assert!(aug.validate().is_err());
+        let aug = TensorAugment {
+            crop: vec![2, 2],
+            ..Default::default()
+        };
+        assert_eq!(
+            aug.output_shape(&[3, 4, 4], &[4, 4]).unwrap(),
+            vec![3, 2, 2]
+        );
+        assert!(aug.output_shape(&[3, 4, 5], &[4, 4]).is_err());
+        assert!(aug.output_shape(&[4], &[4, 4]).is_err());
+        let w = aug.window(0, 0, 0, &[4, 4]).unwrap();
+        let mut short = vec![0f32; 3];
+        assert!(aug
+            .apply(&ramp(vec![1, 4, 4]), &w, None, &mut short)
+            .is_err());
+        let none = TensorAugment::default();
+        assert!(none.validate().is_err(), "0 spatial axes");
+    }
+
+    #[test]
+    fn integers_convert_exactly() {
+        let bytes: Vec<u8> = [-3i16, 7, -32768, 32767]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let a = NdArray::new(DType::Int16, vec![2, 2], bytes).unwrap();
+        let aug = TensorAugment {
+            spatial: 2,
+            ..Default::default()
+        };
+        let w = aug.window(0, 0, 0, &[2, 2]).unwrap();
+        let mut out = vec![0f32; 4];
+        aug.apply(&a, &w, None, &mut out).unwrap();
+        assert_eq!(out, vec![-3.0, 7.0, -32768.0, 32767.0]);
+    }
+}

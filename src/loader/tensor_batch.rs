@@ -1,0 +1,341 @@
+//! Tensor records through the loader on the CPU (feature `dataset`): [`TensorPlan`] (the
+//! output arrays of a tensor dataset under [`super::LoaderOptions::tensor`], checked against
+//! the manifest before the loader starts), [`read_records`] (a step's cache misses: each
+//! record's payloads, CRC-checked, not decoded) and [`TensorPlan::on_cpu`] (decode with
+//! [`crate::tensor::decode_array`], then [`TensorAugment::window`] and
+//! [`TensorAugment::apply`], one sample per task on the loader's pool, into the batch's
+//! [`NamedTensor`]s).
+//!
+//! Every record of a tensor dataset holds the manifest's arrays with the manifest's shapes
+//! (checked when the dataset opens, and again here per record), so the arrays of a batch
+//! always stack: there is no per-batch common window to find.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use super::batch::NamedTensor;
+use super::decode::Slot;
+use super::options::LoaderOptions;
+use super::read::{Fetched, Payloads};
+use super::tensor::{Tensor, TensorType};
+use super::tensor_augment::{value_at, TensorAugment, TensorWindow};
+use crate::error::{Error, FormatError, ParameterError, Result};
+use crate::shard::{TensorDataset, TensorManifest};
+use crate::tensor::{decode_array, DType, NdArray};
+
+/// One sample decoded into its slots: the decode time, the window time, its window.
+pub(super) type TensorDecoded = Result<(Duration, Duration, Option<TensorWindow>)>;
+
+/// One output array of a tensor dataset's batches.
+#[derive(Debug, Clone)]
+pub(super) struct PlannedArray {
+    /// The array's name.
+    pub name: String,
+    /// Its stored shape (the manifest's).
+    pub shape: Vec<u32>,
+    /// Its shape in the batch, without the sample axis.
+    pub out_shape: Vec<usize>,
+    /// Values per sample.
+    pub per: usize,
+    /// `(mean, std)` where normalising and the manifest has statistics of the array.
+    pub stats: Option<(f64, f64)>,
+}
+
+/// The output arrays of a tensor dataset under the loader's options.
+#[derive(Debug, Clone)]
+pub(super) struct TensorPlan {
+    /// The arrays, in the manifest's order.
+    pub arrays: Vec<PlannedArray>,
+    /// The spatial extent the arrays share (their last axes); empty without windows.
+    pub extent: Vec<u32>,
+    /// The windows (`None`: whole arrays, f32).
+    pub augment: Option<TensorAugment>,
+}
+
+fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
+    ParameterError::InvalidOption {
+        name,
+        value,
+        reason,
+    }
+    .into()
+}
+
+impl TensorPlan {
+    /// Checks `options` against a tensor dataset of `n` records and its manifest, and gives
+    /// the batches' arrays: the common checks ([`LoaderOptions::validate_common`]); no level
+    /// and no GPU (the tensor path is the CPU's); with windows, valid options
+    /// ([`TensorAugment::validate`]), every array with at least the spatial axes, the same
+    /// last axes in every array, a window that fits them; the batch's arrays within
+    /// `decode.limits.max_output_bytes`.
+    pub(super) fn new(options: &LoaderOptions, manifest: &TensorManifest, n: u64) -> Result<Self> {
+        options.validate_common(n)?;
+        if let Some(l) = options.level {
+            return Err(invalid(
+                "level",
+                l as u64,
+                "a tensor dataset has no levels: leave level unset",
+            ));
+        }
+        #[cfg(feature = "gpu")]
+        if options.gpu.is_some() {
+            return Err(invalid(
+                "gpu",
+                1,
+                "tensor datasets load on the CPU: leave gpu unset",
+            ));
+        }
+        let augment = options.tensor.clone();
+        let mut extent: Vec<u32> = Vec::new();
+        if let Some(a) = &augment {
+            a.validate()?;
+            let s = a.spatial_axes();
+            for d in &manifest.arrays {
+                if d.shape.len() < s {
+                    return Err(invalid(
+                        "tensor spatial axes",
+                        s as u64,
+                        "every array of the dataset has at least the spatial axes",
+                    ));
+                }
+                let last = &d.shape[d.shape.len() - s..];
+                if extent.is_empty() {
+                    extent = last.to_vec();
+                } else if extent != last {
+                    return Err(invalid(
+                        "tensor spatial axes",
+                        s as u64,
+                        "the arrays of a record differ in their last (spatial) axes",
+                    ));
+                }
+            }
+            // The window's checks depend on the extent alone.
+            a.window(0, 0, 0, &extent)?;
+        }
+        let normalise = augment.as_ref().is_some_and(|a| a.normalise);
+        let mut arrays = Vec::with_capacity(manifest.arrays.len());
+        for d in &manifest.arrays {
+            let out: Vec<u32> = match &augment {
+                Some(a) => a.output_shape(&d.shape, &extent)?,
+                None => d.shape.clone(),
+            };
+            let per = out
+                .iter()
+                .try_fold(1usize, |p, &x| p.checked_mul(x as usize))
+                .unwrap_or(usize::MAX);
+            let stats = if normalise {
+                manifest.stats.get(&d.name).map(|s| (s.mean, s.std))
+            } else {
+                None
+            };
+            arrays.push(PlannedArray {
+                name: d.name.clone(),
+                shape: d.shape.clone(),
+                out_shape: out.iter().map(|&x| x as usize).collect(),
+                per,
+                stats,
+            });
+        }
+        let element = match Self::output_of(&augment) {
+            TensorType::F32 => 4u64,
+            TensorType::F16 => 2,
+        };
+        let samples = options.batch_samples(n);
+        let bytes = arrays
+            .iter()
+            .try_fold(0u64, |t, a| {
+                (a.per as u64)
+                    .checked_mul(samples)
+                    .and_then(|v| v.checked_mul(element))
+                    .and_then(|v| t.checked_add(v))
+            })
+            .unwrap_or(u64::MAX);
+        options.check_batch_bytes(bytes)?;
+        Ok(TensorPlan {
+            arrays,
+            extent,
+            augment,
+        })
+    }
+
+    fn output_of(augment: &Option<TensorAugment>) -> TensorType {
+        augment.as_ref().map_or(TensorType::F32, |a| a.output)
+    }
+
+    /// The element type of the batch's arrays.
+    pub(super) fn output(&self) -> TensorType {
+        Self::output_of(&self.augment)
+    }
+
+    /// The batch's arrays for `samples` samples, zeroed.
+    pub(super) fn zeroed(&self, samples: usize) -> Vec<NamedTensor> {
+        self.arrays
+            .iter()
+            .map(|a| {
+                let mut shape = vec![samples];
+                shape.extend_from_slice(&a.out_shape);
+                NamedTensor {
+                    name: a.name.clone(),
+                    shape,
+                    tensor: Tensor::zeroed(self.output(), samples * a.per),
+                }
+            })
+            .collect()
+    }
+
+    /// Decodes and cuts sample `ids[k]` from `payloads[k]` into slot `k` of each of `out`'s
+    /// arrays ([`TensorPlan::zeroed`] for `ids.len()` samples), on `pool`, one sample per
+    /// task, in place. A sample with an error in `errors[k]` (taken) is that error, and every
+    /// sample not started when `stop` is set is [`Error::LoaderThread`]; a failed sample's
+    /// slots are left as they were.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_cpu(
+        &self,
+        pool: &rayon::ThreadPool,
+        stop: &AtomicBool,
+        dataset: &TensorDataset,
+        options: &LoaderOptions,
+        (seed, epoch): (u64, u64),
+        ids: &[u32],
+        payloads: &[Option<Payloads>],
+        errors: &mut [Option<Error>],
+        out: &mut [NamedTensor],
+    ) -> Vec<TensorDecoded> {
+        // Slots per sample: one per array.
+        let mut slots: Vec<Vec<Slot<'_>>> = (0..ids.len())
+            .map(|_| Vec::with_capacity(out.len()))
+            .collect();
+        for (a, t) in self.arrays.iter().zip(out.iter_mut()) {
+            let per = a.per.max(1);
+            match &mut t.tensor {
+                Tensor::F32(v) => {
+                    for (k, c) in v.chunks_mut(per).enumerate() {
+                        slots[k].push(Slot::F32(c));
+                    }
+                }
+                Tensor::F16(v) => {
+                    for (k, c) in v.chunks_mut(per).enumerate() {
+                        slots[k].push(Slot::F16(c));
+                    }
+                }
+            }
+        }
+        pool.install(|| {
+            payloads
+                .par_iter()
+                .zip(errors.par_iter_mut())
+                .zip(slots.into_par_iter())
+                .enumerate()
+                .map(|(k, ((p, err), slots))| {
+                    if let Some(e) = err.take() {
+                        return Err(e);
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        return Err(Error::LoaderThread("the loader is stopping".into()));
+                    }
+                    let p = p.as_ref().expect("read or cached");
+                    self.decode_one(dataset, options, seed, epoch, ids[k] as u64, p, slots)
+                })
+                .collect()
+        })
+    }
+
+    /// One sample: its window drawn, then each array decoded, checked against the plan and
+    /// cut into its slot (one array decoded at a time).
+    #[allow(clippy::too_many_arguments)]
+    fn decode_one(
+        &self,
+        dataset: &TensorDataset,
+        options: &LoaderOptions,
+        seed: u64,
+        epoch: u64,
+        sample: u64,
+        payloads: &[Vec<u8>],
+        slots: Vec<Slot<'_>>,
+    ) -> TensorDecoded {
+        let specs = dataset.arrays_of(sample)?;
+        if specs.len() != self.arrays.len() || payloads.len() != specs.len() {
+            return Err(not_declared(specs.len() as u64));
+        }
+        let window = self
+            .augment
+            .as_ref()
+            .map(|a| a.window(seed, epoch, sample, &self.extent))
+            .transpose()?;
+        let (mut decode, mut cut) = (Duration::ZERO, Duration::ZERO);
+        for (((spec, _), payload), (a, slot)) in specs
+            .iter()
+            .zip(payloads)
+            .zip(self.arrays.iter().zip(slots))
+        {
+            if spec.name != a.name || spec.shape != a.shape {
+                return Err(not_declared(specs.len() as u64));
+            }
+            let t0 = Instant::now();
+            let array = decode_array(spec, payload, &options.decode)?;
+            let t1 = Instant::now();
+            slot.fill(|values| match (&self.augment, &window) {
+                (Some(aug), Some(w)) => aug.apply(&array, w, a.stats, values),
+                _ => whole(&array, values),
+            })?;
+            decode += t1 - t0;
+            cut += t1.elapsed();
+        }
+        Ok((decode, cut, window))
+    }
+}
+
+/// A record whose arrays are not the manifest's (a shard changed after the dataset opened).
+fn not_declared(count: u64) -> Error {
+    FormatError::InvalidHeader {
+        field: "record arrays",
+        offset: 0,
+        value: count,
+        reason: "the record's arrays are not the manifest's",
+    }
+    .into()
+}
+
+/// `array`'s values as f32, whole, C order.
+fn whole(array: &NdArray, out: &mut [f32]) -> Result<()> {
+    if out.len() != array.len() {
+        return Err(invalid(
+            "tensor output",
+            out.len() as u64,
+            "the array's element count",
+        ));
+    }
+    if array.dtype() == DType::Float32 {
+        for (o, b) in out.iter_mut().zip(array.bytes().chunks_exact(4)) {
+            *o = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+        }
+    } else {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = value_at(array, i) as f32;
+        }
+    }
+    Ok(())
+}
+
+/// The payloads of the records `ids[k]` for `k` in `misses`, each array's CRC-checked, not
+/// decoded, records in parallel (on the calling thread's rayon pool). Returns `(k,
+/// payloads)` per miss and the number of reads (one per array).
+pub(super) fn read_records(
+    dataset: &TensorDataset,
+    ids: &[u32],
+    misses: &[usize],
+) -> (Vec<Fetched>, usize) {
+    let out: Vec<(Fetched, usize)> = misses
+        .par_iter()
+        .map(|&k| {
+            let id = ids[k] as u64;
+            let calls = dataset.entry(id).map_or(0, |e| e.arrays.len());
+            ((k, dataset.read_payloads(id).map(Arc::new)), calls)
+        })
+        .collect();
+    let calls = out.iter().map(|x| x.1).sum();
+    (out.into_iter().map(|x| x.0).collect(), calls)
+}
