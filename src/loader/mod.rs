@@ -52,4 +52,4 @@ pub use plan::{
     SplitMix64, StepSlice,
 };
 pub use tensor::{Tensor, TensorType};
-pub use tensor_augment::{TensorAugment, TensorWindow};
+pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};
