@@ -15,9 +15,10 @@
 //!
 //! `producer` runs the loop over the steps; `options` holds `LoaderOptions` and their checks;
 //! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding); [`tensor_augment`] the
-//! windows of tensor records (crop, flips, quarter turns, normalisation). The `Loader` and its
-//! stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
-//! augmentation and the tensors need neither.
+//! windows of tensor records (crop, flips, quarter turns, normalisation), and `tensor_gpu`
+//! their GPU path (the records' arrays decoded and windowed as one batch). The `Loader` and
+//! its stages need the `dataset` feature, `gpu` and `tensor_gpu` the `gpu` feature; the plan,
+//! the cache, the augmentation and the tensors need neither.
 
 pub mod augment;
 #[cfg(feature = "dataset")]
@@ -38,6 +39,8 @@ mod producer;
 mod read;
 pub mod tensor;
 pub mod tensor_augment;
+#[cfg(feature = "gpu")]
+pub mod tensor_gpu;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]

@@ -442,7 +442,11 @@ mod tests {
         let z = TensorNorm::from_stats(2e-38, 1.0);
         assert_eq!(z.mean, 2e-38);
         assert_eq!(z.apply(2.5e-38).to_bits(), 0);
-        assert_eq!(TensorNorm::from_stats(1e-38, 1.0).mean, 0.0, "a subnormal mean");
+        assert_eq!(
+            TensorNorm::from_stats(1e-38, 1.0).mean,
+            0.0,
+            "a subnormal mean"
+        );
         let t = TensorNorm::from_stats(0.0, 1e30);
         assert_eq!(t.apply(-1e-9).to_bits(), 0x8000_0000);
         // Non-finite values pass, NaN payloads included.
