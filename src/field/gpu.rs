@@ -201,6 +201,9 @@ pub struct GpuLosslessBatch {
     pub offsets: Vec<u64>,
     /// Each array's header.
     pub headers: Vec<LosslessHeader>,
+    /// Submissions the decode took: 1, more where the batch was split to fit the device's
+    /// bindings (0 for an empty batch).
+    pub submissions: usize,
     device: wgpu::Device,
     queue: wgpu::Queue,
 }
@@ -278,6 +281,7 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
         buffer,
         offsets,
         headers,
+        submissions: base.len(),
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
     })
