@@ -170,7 +170,7 @@ pub(crate) fn tensor_window(jobs: &[TensorWindowJob], src: [&[u32]; 3], dst: &mu
             continue;
         }
         let p = job.dst_offset % 2;
-        let words = (p + job.count + 1) / 2;
+        let words = (p + job.count).div_ceil(2);
         for t in 0..words {
             let w = (job.dst_offset / 2 + t) as usize;
             if t == 0 && p == 1 {
