@@ -186,6 +186,11 @@ fn check(gpu: &GpuDecoder, augment: &TensorAugment, recs: &[Vec<EncodedArray>]) 
             }
         }
     }
+    // The staged hand-off holds the same bytes.
+    let first = batch.read_back_array(0).unwrap();
+    let mut staged = vec![0u8; first.as_bytes().len()];
+    batch.stage_array(0).unwrap().copy_to(&mut staged).unwrap();
+    assert!(staged == first.as_bytes(), "staged bytes");
     batch
 }
 
@@ -313,6 +318,31 @@ fn small_bindings_split_the_batch() {
             "array {k}"
         );
     }
+    // A stream error in a later sub-batch (five arrays of 192 KiB fill the first's 1 MiB
+    // output binding) names its array's index in the whole batch.
+    let (sub, mut on_gpu) = (decoded.submissions, 0);
+    for k in 0..40 {
+        let mut bad = files[6].to_vec();
+        let at = bad.len() / 2 + k * 37;
+        bad[at] ^= 0x5a;
+        fix_crc(&mut bad);
+        let mut with_bad = files.clone();
+        with_bad[6] = &bad;
+        let cpu = l3::field::decode_lossless(&bad, &DecodeOptions::default());
+        match (l3::field::gpu::decode_lossless_fields(&gpu, &with_bad), cpu) {
+            (Err(e), Err(_)) => {
+                assert!(
+                    matches!(e, l3::Error::InBatch { image: 6, .. }),
+                    "names array 6: {e}"
+                );
+                on_gpu += e.to_string().contains("GPU") as usize;
+            }
+            (Ok(b), Ok((_, want))) => assert!(b.read_back_array(6).unwrap() == want.as_bytes()),
+            (gpu, cpu) => panic!("GPU {:?}, CPU {:?}", gpu.err(), cpu.err()),
+        }
+    }
+    eprintln!("{on_gpu} of 40 corruptions of array 6 (of {sub} sub-batches) refused by the GPU");
+    assert!(on_gpu > 0, "some are refused by the GPU's flags");
     // One array whose scratch alone outgrows a binding: a limits error, not a panic.
     let big = NdArray::from_f32(vec![600, 600], &vec![1.5; 360_000]).unwrap();
     let options = ArrayOptions {

@@ -20,9 +20,9 @@ use super::tensor_augment::{TensorAugment, TensorNorm, TensorWindow};
 use crate::error::{Error, LimitsError, ParameterError, Result};
 use crate::gpu::abi::{element, TensorWindowJob, OUT_ALIGN};
 use crate::gpu::bindings::BindLimits;
-use crate::gpu::readback::read_buffer;
+use crate::gpu::readback::{read_buffer, stage_buffer};
 use crate::gpu::tensor_window::{self, WindowTask};
-use crate::gpu::GpuDecoder;
+use crate::gpu::{GpuDecoder, StagedBuffer};
 use crate::tensor::{check_payload, check_shape, ArraySpec, DType, StorageMode};
 
 /// One array of one record, as the loader read it: its index entry and its payload.
@@ -127,6 +127,19 @@ impl GpuTensorBatch {
                 Tensor::F16(v)
             }
         })
+    }
+
+    /// Tensor `i` copied into a new mapped host-visible buffer (blocking until it is
+    /// mapped), for a consumer that copies it where it wants (a reused, pinned tensor).
+    pub fn stage_array(&self, i: usize) -> Result<StagedBuffer> {
+        let len = (self.len_of(i) as u64 * element_bytes(self.element)).next_multiple_of(4);
+        stage_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            self.arrays[i].offset,
+            len,
+        )
     }
 
     /// Every tensor, read back (blocking), by name.
