@@ -3,8 +3,9 @@
 //! values in one dispatch, bit for bit what [`super::decode_field`] gives on the CPU. This
 //! file parses the files, plans the buffers ([`plan_fields`]) and builds the kernel's jobs;
 //! the engine's `gpu::fields` binds and dispatches them. Lossless float arrays (version 2)
-//! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them,
-//! `gpu::lossless` dispatches `shaders/lossless.wgsl`.
+//! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them (in
+//! sub-batches where the batch outgrows a binding), `gpu::lossless` dispatches
+//! `shaders/lossless.wgsl` once per sub-batch into one output buffer.
 
 use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
 use super::{parse_field, FieldHeader, FieldLayout, LosslessHeader};

@@ -2,7 +2,9 @@
 //! checks it (header, limits, CRC, runs, chunk table, every chunk's head), then turned into
 //! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
 //! [`LosslessSegment`] per segment with its decode table, one [`LosslessArray`] per file and
-//! the exception runs. Stream errors are left to the GPU, which reports them per file.
+//! the exception runs, for the whole batch or in sub-batches that each fit the device's
+//! bindings ([`plan_lossless_batches`]). Stream errors are left to the GPU, which reports them
+//! per file.
 
 use super::code::{canonical, LUT_SIZE};
 use super::format::{parse_chunk, parse_layout, segment_range, Stream};
