@@ -3,17 +3,18 @@
 //! values in one dispatch, bit for bit what [`super::decode_field`] gives on the CPU. This
 //! file parses the files, plans the buffers ([`plan_fields`]) and builds the kernel's jobs;
 //! the engine's `gpu::fields` binds and dispatches them. Lossless float arrays (version 2)
-//! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them,
-//! `gpu::lossless` dispatches `shaders/lossless.wgsl`.
+//! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them (in
+//! sub-batches where the batch outgrows a binding), `gpu::lossless` dispatches
+//! `shaders/lossless.wgsl` once per sub-batch into one output buffer.
 
-use super::lossless::gpu::plan_lossless;
+use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
 use super::{parse_field, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
 use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
 use crate::gpu::bindings::{BindLimits, Binding};
 use crate::gpu::fields::{self, FieldDispatch};
-use crate::gpu::lossless::LosslessTables;
+use crate::gpu::lossless::{self, LosslessTables};
 use crate::gpu::readback::read_buffer;
 use crate::gpu::{GpuDecoder, ImageLayout};
 use crate::layout::OutputLayout;
@@ -201,6 +202,9 @@ pub struct GpuLosslessBatch {
     pub offsets: Vec<u64>,
     /// Each array's header.
     pub headers: Vec<LosslessHeader>,
+    /// Submissions the decode took: 1, more where the batch was split to fit the device's
+    /// bindings (0 for an empty batch).
+    pub submissions: usize,
     device: wgpu::Device,
     queue: wgpu::Queue,
 }
@@ -225,26 +229,68 @@ impl GpuLosslessBatch {
 
 /// Decodes lossless float arrays on the GPU: every file is checked on the CPU first (the
 /// CPU decoder's checks; the first bad file's error comes back as [`Error::InBatch`]), then
-/// `shaders/lossless.wgsl` decodes them all in one submission; a stream error is reported
-/// for the first file with one as [`crate::error::FormatError::GpuReported`].
+/// `shaders/lossless.wgsl` decodes them into one buffer: in one submission, or in one per
+/// sub-batch where the batch's tables outgrow a storage binding of the device (consecutive
+/// files, as many to a sub-batch as fit). An array whose own tables do not fit a binding,
+/// or an output larger than a buffer, is a [`crate::error::LimitsError::GpuBuffer`]. A stream
+/// error is reported for the first file with one as
+/// [`crate::error::FormatError::GpuReported`].
 pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuLosslessBatch> {
-    let plan = plan_lossless(files, &DecodeOptions::default())?;
-    if files.is_empty() {
-        // Nothing to bind (a table binding must hold one entry).
-        return Ok(GpuLosslessBatch {
-            buffer: decoder.device().create_buffer(&wgpu::BufferDescriptor {
-                label: Some("l3 lossless output"),
-                size: 4,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            }),
-            offsets: Vec::new(),
-            headers: Vec::new(),
-            device: decoder.device().clone(),
-            queue: decoder.queue().clone(),
-        });
+    let limits = BindLimits::of(decoder.device());
+    let batches = plan_lossless_batches(files, &DecodeOptions::default(), |p| {
+        lossless::fits(&tables(p), &limits)
+    })?;
+    // Each sub-batch's output from a multiple of 256 bytes (its arrays' offsets are).
+    let mut base = Vec::with_capacity(batches.len());
+    let mut total = 0u64;
+    for (_, plan) in &batches {
+        base.push(total);
+        total = (total + plan.output_words as u64 * 4).next_multiple_of(OUT_ALIGN);
     }
-    let tables = LosslessTables {
+    let total = total.max(4);
+    if total > limits.max_buffer {
+        return Err(crate::error::LimitsError::GpuBuffer {
+            what: "lossless output buffer",
+            needed: total,
+            max: limits.max_buffer,
+        }
+        .into());
+    }
+    let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("l3 lossless output"),
+        size: total,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut offsets = Vec::with_capacity(files.len());
+    let mut headers = Vec::with_capacity(files.len());
+    for ((first, plan), &at) in batches.into_iter().zip(&base) {
+        let flags = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
+        if let Some((k, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
+            let image = first + k;
+            return Err(Error::InBatch {
+                image,
+                error: Box::new(FormatError::GpuReported { image, flags }.into()),
+            });
+        }
+        offsets.extend(plan.arrays.iter().map(|a| at + a.out_word as u64 * 4));
+        headers.extend(plan.headers);
+    }
+    Ok(GpuLosslessBatch {
+        buffer,
+        offsets,
+        headers,
+        submissions: base.len(),
+        device: decoder.device().clone(),
+        queue: decoder.queue().clone(),
+    })
+}
+
+/// The kernel's view of a plan's tables.
+fn tables(plan: &LosslessPlan) -> LosslessTables<'_> {
+    LosslessTables {
         input_words: &plan.input_words,
         segments: &plan.segments,
         luts: &plan.luts,
@@ -252,20 +298,5 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
         arrays: &plan.arrays,
         runs: &plan.runs,
         output_words: plan.output_words,
-    };
-    let (buffer, flags) =
-        crate::gpu::lossless::dispatch(decoder, &tables, &BindLimits::of(decoder.device()))?;
-    if let Some((image, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
-        return Err(Error::InBatch {
-            image,
-            error: Box::new(FormatError::GpuReported { image, flags }.into()),
-        });
     }
-    Ok(GpuLosslessBatch {
-        buffer,
-        offsets: plan.arrays.iter().map(|a| a.out_word as u64 * 4).collect(),
-        headers: plan.headers,
-        device: decoder.device().clone(),
-        queue: decoder.queue().clone(),
-    })
 }

@@ -1,6 +1,6 @@
 //! The data the host and the shaders share: the `repr(C)` tables bound to the kernels
 //! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, and the job tables of the
-//! augment, fields and levels kernels), the error flags the shaders report ([`flags`]), and the
+//! augment, fields, levels and tensor-window kernels), the error flags the shaders report ([`flags`]), and the
 //! workgroup constants. Every struct a shader reads is declared once, by `wgsl_struct!`, which
 //! gives both the Rust struct and its WGSL `struct` text; `gpu::shaders` writes those texts
 //! and constants generated from these values into each stage's source, so no WGSL mirrors
@@ -23,6 +23,8 @@ pub(crate) const AUGMENT_WORKGROUP_SIZE: u32 = 64;
 pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `lossless.wgsl` (`LOSSLESS_WG` in its generated prelude).
 pub(crate) const LOSSLESS_WORKGROUP_SIZE: u32 = 64;
+/// Workgroup size of `tensor_window.wgsl` (`TENSOR_WG` in its generated prelude).
+pub(crate) const TENSOR_WORKGROUP_SIZE: u32 = 64;
 /// u32 words of one exception run in `fields.wgsl`'s `runs` binding: start, length, f32 bits
 /// (`RUN_WORDS` in its generated prelude).
 pub(crate) const FIELD_RUN_WORDS: u32 = 3;
@@ -528,9 +530,91 @@ wgsl_struct! {
     }
 }
 
+/// Element types `tensor_window.wgsl` reads ([`TensorWindowJob::element`]; `ELEMENT_*` in
+/// its generated prelude): each widened to f32 by integer steps.
+pub(crate) mod element {
+    /// IEEE binary32, 4 bytes.
+    pub const F32: u32 = 0;
+    /// IEEE binary16, 2 bytes.
+    pub const F16: u32 = 1;
+    /// bfloat16, 2 bytes.
+    pub const BF16: u32 = 2;
+    /// Unsigned 8-bit.
+    pub const U8: u32 = 3;
+    /// Signed 8-bit.
+    pub const I8: u32 = 4;
+    /// Unsigned 16-bit.
+    pub const U16: u32 = 5;
+    /// Signed 16-bit.
+    pub const I16: u32 = 6;
+    /// Unsigned 32-bit.
+    pub const U32: u32 = 7;
+    /// Signed 32-bit.
+    pub const I32: u32 = 8;
+}
+
+wgsl_struct! {
+    /// One array of one sample in the table `tensor_window.wgsl` reads (`jobs`; see
+    /// `gpu::jobs`): the array (leading axes `lead`, then 3 spatial axes, a 2-D array padded
+    /// with a leading axis of 1) in source binding `source`, the window cut out of it, and
+    /// where its values go.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct TensorWindowJob {
+        /// Source binding: 0, 1 or 2 (`src0` .. `src2`).
+        pub(crate) source: u32,
+        /// Element type (`element`).
+        pub(crate) element: u32,
+        /// First word of the array in its source binding.
+        pub(crate) src_offset: u32,
+        /// Product of the leading axes.
+        pub(crate) lead: u32,
+        /// Spatial extent, axis 0 (the slowest).
+        pub(crate) extent0: u32,
+        /// Spatial extent, axis 1.
+        pub(crate) extent1: u32,
+        /// Spatial extent, axis 2 (the fastest).
+        pub(crate) extent2: u32,
+        /// Window origin, axis 0.
+        pub(crate) origin0: u32,
+        /// Window origin, axis 1.
+        pub(crate) origin1: u32,
+        /// Window origin, axis 2.
+        pub(crate) origin2: u32,
+        /// Window size, axis 0.
+        pub(crate) size0: u32,
+        /// Window size, axis 1.
+        pub(crate) size1: u32,
+        /// Window size, axis 2 (equal to `size1` where `rot90` is not 0).
+        pub(crate) size2: u32,
+        /// Bit `a`: spatial axis `a` reversed.
+        pub(crate) flips: u32,
+        /// Quarter turns of axes 1 and 2, as `numpy.rot90`.
+        pub(crate) rot90: u32,
+        /// 1: normalise by `mean` and `scale`.
+        pub(crate) normalise: u32,
+        /// Mean (f32, not subnormal).
+        pub(crate) mean: f32,
+        /// `1 / std` (f32, normal).
+        pub(crate) scale: f32,
+        /// 1: f16 output, two values to a u32 word.
+        pub(crate) half: u32,
+        /// First output value in the dispatch's `dst` binding (f32 values, or f16 values
+        /// counted in halves of words).
+        pub(crate) dst_offset: u32,
+        /// Output values: `lead` x the window's.
+        pub(crate) count: u32,
+        /// First workgroup of the job in its dispatch.
+        pub(crate) wg_base: u32,
+        /// Workgroups of the job.
+        pub(crate) wg_count: u32,
+        /// Padding (0).
+        pub(crate) pad0: u32,
+    }
+}
+
 /// Every struct a shader reads, for the layout test.
 #[cfg(test)]
-pub(crate) const WGSL_STRUCTS: [&WgslStruct; 8] = [
+pub(crate) const WGSL_STRUCTS: [&WgslStruct; 9] = [
     &ImageInfo::WGSL_STRUCT,
     &Params::WGSL_STRUCT,
     &ScanParams::WGSL_STRUCT,
@@ -539,6 +623,7 @@ pub(crate) const WGSL_STRUCTS: [&WgslStruct; 8] = [
     &LevelJob::WGSL_STRUCT,
     &LosslessSegment::WGSL_STRUCT,
     &LosslessArray::WGSL_STRUCT,
+    &TensorWindowJob::WGSL_STRUCT,
 ];
 
 #[cfg(test)]

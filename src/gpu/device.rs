@@ -118,6 +118,10 @@ pub(crate) struct Pipelines {
     pub lossless_undiff: [wgpu::ComputePipeline; 4],
     /// `lossless.wgsl`'s `finish`.
     pub lossless_finish: wgpu::ComputePipeline,
+    /// Bindings of `tensor_window.wgsl`: jobs, src0, src1, src2 (read), dst (read-write).
+    pub tensor_window_bgl: wgpu::BindGroupLayout,
+    /// `tensor_window.wgsl`'s `tensor_window`.
+    pub tensor_window: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -197,6 +201,16 @@ impl Pipelines {
                 storage_entry(7, false),
             ],
         );
+        let tensor_window_bgl = bgl(
+            "l3 tensor_window",
+            &[
+                storage_entry(0, true),
+                storage_entry(1, true),
+                storage_entry(2, true),
+                storage_entry(3, true),
+                storage_entry(4, false),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -266,6 +280,12 @@ impl Pipelines {
         ]
         .map(lossless);
         let lossless_finish = lossless("finish");
+        let tensor_window = pipeline(
+            "l3 tensor_window.wgsl tensor_window",
+            &tensor_window_bgl,
+            &module(Stage::TensorWindow),
+            "tensor_window",
+        );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -288,6 +308,8 @@ impl Pipelines {
             lossless_segments,
             lossless_undiff,
             lossless_finish,
+            tensor_window_bgl,
+            tensor_window,
         })
     }
 

@@ -1,9 +1,10 @@
 //! The lossless kernel: `shaders/lossless.wgsl` over the tables of a batch of lossless float
 //! arrays (planned by the data side, `field::lossless::gpu`): one dispatch of
 //! `decode_segments`, one of `undiff_axis0` .. `undiff_axis3` each, one of `finish`, in one
-//! submission. Every buffer is bound whole and checked against the device's limits first; a
-//! batch over a limit is refused (not split yet). Returns the output buffer and the per-file
-//! error flags, read back.
+//! submission. Every buffer is bound whole, but the output, which the caller gives as a range
+//! of its buffer, so that sub-batches (planned by the data side to pass [`fits`]) write one
+//! output buffer; every binding is checked against the device's limits first. Returns the
+//! per-file error flags, read back.
 
 use super::abi::{LosslessArray, LosslessSegment, LOSSLESS_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
@@ -45,13 +46,38 @@ fn bytes(words: usize) -> u64 {
     (words as u64 * 4).max(4)
 }
 
-/// Decodes the batch on the GPU: the output buffer (usage `STORAGE | COPY_SRC`) and each
-/// file's error flags.
+/// Every binding of `t` with its size in bytes, in binding order.
+fn binding_sizes(t: &LosslessTables<'_>) -> [(&'static str, u64); 8] {
+    [
+        ("lossless input", bytes(t.input_words.len())),
+        ("lossless segments", bytes(t.segments.len() * 8)),
+        ("lossless decode tables", bytes(t.luts.len())),
+        ("lossless scratch", bytes(t.words as usize)),
+        ("lossless error flags", bytes(t.arrays.len())),
+        ("lossless arrays", bytes(t.arrays.len() * 16)),
+        ("lossless runs", bytes(t.runs.len())),
+        ("lossless output", bytes(t.output_words as usize)),
+    ]
+}
+
+/// Whether [`dispatch`] can bind `t` under `limits`: every binding within the binding and
+/// buffer limits, and at most 65535 arrays.
+pub(crate) fn fits(t: &LosslessTables<'_>, limits: &BindLimits) -> bool {
+    t.arrays.len() as u64 <= MAX_GROUPS as u64
+        && binding_sizes(t)
+            .iter()
+            .all(|&(_, size)| size <= limits.max_binding && size <= limits.max_buffer)
+}
+
+/// Decodes the batch on the GPU into `out` (a buffer with usage `STORAGE`) from byte
+/// `out_offset` (a multiple of the storage alignment): each file's error flags.
 pub(crate) fn dispatch(
     decoder: &GpuDecoder,
     t: &LosslessTables<'_>,
+    out: &wgpu::Buffer,
+    out_offset: u64,
     limits: &BindLimits,
-) -> Result<(wgpu::Buffer, Vec<u32>)> {
+) -> Result<Vec<u32>> {
     let files = t.arrays.len();
     if files as u64 > MAX_GROUPS as u64 {
         return Err(LimitsError::GpuBuffer {
@@ -61,21 +87,13 @@ pub(crate) fn dispatch(
         }
         .into());
     }
-    let sizes = [
-        ("lossless input", bytes(t.input_words.len())),
-        ("lossless segments", bytes(t.segments.len() * 8)),
-        ("lossless decode tables", bytes(t.luts.len())),
-        ("lossless scratch", bytes(t.words as usize)),
-        ("lossless error flags", bytes(files)),
-        ("lossless arrays", bytes(t.arrays.len() * 16)),
-        ("lossless runs", bytes(t.runs.len())),
-        ("lossless output", bytes(t.output_words as usize)),
-    ];
+    let sizes = binding_sizes(t);
+    let out_size = sizes[7].1;
     check_bindings(
-        sizes.iter().map(|&(what, size)| Binding {
+        sizes.iter().enumerate().map(|(i, &(what, size))| Binding {
             what,
-            buffer_len: size,
-            offset: 0,
+            buffer_len: if i == 7 { out.size() } else { size },
+            offset: if i == 7 { out_offset } else { 0 },
             size,
             copy: false,
         }),
@@ -83,8 +101,8 @@ pub(crate) fn dispatch(
     )?;
     let d = &decoder.device;
     let q = &decoder.queue;
-    let (out, errors) = decoder.with_error_scopes(|| {
-        let bufs: Vec<wgpu::Buffer> = sizes
+    let errors = decoder.with_error_scopes(|| {
+        let bufs: Vec<wgpu::Buffer> = sizes[..7]
             .iter()
             .map(|&(what, size)| storage_buffer(d, what, size))
             .collect();
@@ -94,7 +112,7 @@ pub(crate) fn dispatch(
         q.write_buffer(&bufs[5], 0, bytemuck::cast_slice(t.arrays));
         q.write_buffer(&bufs[6], 0, bytemuck::cast_slice(t.runs));
         let p = &decoder.pipelines;
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
             .iter()
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
@@ -102,6 +120,10 @@ pub(crate) fn dispatch(
                 resource: b.as_entire_binding(),
             })
             .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: 7,
+            resource: super::device::range(out, out_offset, out_size),
+        });
         let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("l3 lossless"),
             layout: &p.lossless_bgl,
@@ -134,9 +156,8 @@ pub(crate) fn dispatch(
         }
         q.submit([encoder.finish()]);
         let mut bufs = bufs;
-        let out = bufs.swap_remove(7);
-        Ok((out, bufs.swap_remove(4)))
+        Ok(bufs.swap_remove(4))
     })?;
     let flags = read_buffer(d, q, &errors, 0, files as u64 * 4)?;
-    Ok((out, bytemuck::pod_collect_to_vec(&flags)))
+    Ok(bytemuck::pod_collect_to_vec(&flags))
 }

@@ -64,9 +64,10 @@
 //! `map` (buffer maps as futures), `readback` ([`GpuBatch`]), `timing` ([`StageTimings`]),
 //! `batcher` ([`Batcher`]), `bindings` (every planned range checked against its buffer and
 //! the device's limits before a bind group exists), the kernels' dispatch for the data side
-//! (`augment`, `fields`, `levels`: one dispatch per stage per batch, through `jobs`, the job
-//! table each workgroup finds its job in; `lossless`: the lossless float arrays' three
-//! stages over whole-buffer tables), and `interop` (feature `interop`: [`GpuBatch`] memory
+//! (`augment`, `fields`, `levels`, `tensor_window`: one dispatch per stage per batch, through
+//! `jobs`, the job table each workgroup finds its job in; `lossless`: the lossless float
+//! arrays' three stages over whole-buffer tables, a sub-batch per group of arrays that fits
+//! the device's bindings), and `interop` (feature `interop`: [`GpuBatch`] memory
 //! exported to CUDA or another process). Without the `gpu` feature only the ABI
 //! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
 //! here.
@@ -115,6 +116,8 @@ pub(crate) mod lossless;
 mod map;
 #[cfg(feature = "gpu")]
 pub(crate) mod readback;
+#[cfg(feature = "gpu")]
+pub(crate) mod tensor_window;
 #[cfg(feature = "gpu")]
 mod timing;
 #[cfg(feature = "gpu")]

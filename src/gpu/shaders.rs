@@ -21,6 +21,7 @@ const LEVELS: &str = include_str!("../../shaders/levels.wgsl");
 const FIELDS: &str = include_str!("../../shaders/fields.wgsl");
 const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
 const LOSSLESS: &str = include_str!("../../shaders/lossless.wgsl");
+const TENSOR_WINDOW: &str = include_str!("../../shaders/tensor_window.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,12 +44,15 @@ pub(crate) enum Stage {
     /// `lossless.wgsl`: lossless float arrays (entry points `decode_segments`,
     /// `undiff_axis0` .. `undiff_axis3`, `finish`).
     Lossless,
+    /// `tensor_window.wgsl`: windows of tensor records into the batch tensors (entry point
+    /// `tensor_window`).
+    TensorWindow,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
@@ -56,6 +60,7 @@ impl Stage {
         Stage::Augment,
         Stage::Fields,
         Stage::Lossless,
+        Stage::TensorWindow,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -66,6 +71,7 @@ impl Stage {
             Stage::Augment => "augment.wgsl",
             Stage::Fields => "fields.wgsl",
             Stage::Lossless => "lossless.wgsl",
+            Stage::TensorWindow => "tensor_window.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -83,6 +89,7 @@ impl Stage {
                 &abi::LosslessSegment::WGSL_STRUCT,
                 &abi::LosslessArray::WGSL_STRUCT,
             ],
+            Stage::TensorWindow => &[&abi::TensorWindowJob::WGSL_STRUCT],
         }
     }
 }
@@ -156,6 +163,16 @@ pub(crate) fn prelude() -> String {
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
         ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
         ("LOSSLESS_WG", abi::LOSSLESS_WORKGROUP_SIZE),
+        ("TENSOR_WG", abi::TENSOR_WORKGROUP_SIZE),
+        ("ELEMENT_F32", abi::element::F32),
+        ("ELEMENT_F16", abi::element::F16),
+        ("ELEMENT_BF16", abi::element::BF16),
+        ("ELEMENT_U8", abi::element::U8),
+        ("ELEMENT_I8", abi::element::I8),
+        ("ELEMENT_U16", abi::element::U16),
+        ("ELEMENT_I16", abi::element::I16),
+        ("ELEMENT_U32", abi::element::U32),
+        ("ELEMENT_I32", abi::element::I32),
         ("RUN_WORDS", abi::FIELD_RUN_WORDS),
         ("BAND_H", crate::format::levels::BAND_H as u32),
         ("BAND_V", crate::format::levels::BAND_V as u32),
@@ -173,7 +190,12 @@ pub(crate) fn prelude() -> String {
 /// then (for the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields | Stage::Lossless => None,
+        Stage::PrefixSum
+        | Stage::Levels
+        | Stage::Augment
+        | Stage::Fields
+        | Stage::Lossless
+        | Stage::TensorWindow => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -183,6 +205,7 @@ pub(crate) fn source(stage: Stage) -> String {
         None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
         None if stage == Stage::Augment => vec![("augment.wgsl", AUGMENT)],
         None if stage == Stage::Fields => vec![("fields.wgsl", FIELDS)],
+        None if stage == Stage::TensorWindow => vec![("tensor_window.wgsl", TENSOR_WINDOW)],
         None if stage == Stage::Lossless => {
             vec![("shared/bits.wgsl", BITS), ("lossless.wgsl", LOSSLESS)]
         }

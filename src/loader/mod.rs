@@ -17,9 +17,10 @@
 //! [`tensor`] the batch values ([`Tensor`], exact f32 to f16 rounding); [`tensor_augment`] the
 //! windows of tensor records (crop, flips, quarter turns, normalisation). A tensor dataset
 //! (`LoaderDataset::Tensors`) shares the plan, the cache and the hand-off; its records are
-//! read, decoded and cut by `tensor_batch` into named arrays (`NamedTensor`). The `Loader`
-//! and its stages need the `dataset` feature, `gpu` the `gpu` feature; the plan, the cache, the
-//! augmentation and the tensors need neither.
+//! read, decoded and cut by `tensor_batch` into named arrays (`NamedTensor`), and
+//! `tensor_gpu` is their GPU path (the records' arrays decoded and windowed as one batch).
+//! The `Loader` and its stages need the `dataset` feature, `gpu` and `tensor_gpu` the `gpu`
+//! feature; the plan, the cache, the augmentation and the tensors need neither.
 
 pub mod augment;
 #[cfg(feature = "dataset")]
@@ -42,6 +43,8 @@ pub mod tensor;
 pub mod tensor_augment;
 #[cfg(feature = "dataset")]
 mod tensor_batch;
+#[cfg(feature = "gpu")]
+pub mod tensor_gpu;
 
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
@@ -56,4 +59,4 @@ pub use plan::{
     SplitMix64, StepSlice,
 };
 pub use tensor::{Tensor, TensorType};
-pub use tensor_augment::{TensorAugment, TensorWindow};
+pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};

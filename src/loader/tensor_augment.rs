@@ -8,8 +8,9 @@
 //! with probability 1/2 where flips are allowed; then the last two axes are turned by `k`
 //! quarter turns, `k` uniform in `0..4`, where turns are allowed, as `numpy.rot90(x, k,
 //! axes=(-2, -1))`. Leading axes (channels, variables) are kept whole. Values become f32
-//! (`(x - mean) / std` with the manifest's statistics where normalising), then the output
-//! type.
+//! (exactly for float32, float16 and bfloat16, rounded to nearest even otherwise), then, where
+//! normalising, [`TensorNorm::apply`] (`(x - mean) * (1 / std)` in f32, the form the GPU
+//! kernel `shaders/tensor_window.wgsl` computes bit for bit), then the output type.
 
 use super::plan::{epoch_seed, splitmix64, SplitMix64};
 use crate::error::{ParameterError, Result};
@@ -156,8 +157,8 @@ impl TensorAugment {
     }
 
     /// Writes `array` cut by `window` into `out` (its output shape's element count, C
-    /// order), as f32: `(x - mean) / std` where `stats` is `Some((mean, std))` (a zero or
-    /// non-finite std divides by 1). Integer arrays convert exactly up to 2^24.
+    /// order), as f32 ([`value_f32`]), normalised by [`TensorNorm::from_stats`] where `stats`
+    /// is `Some((mean, std))`. Integer arrays convert exactly up to 2^24.
     pub fn apply(
         &self,
         array: &NdArray,
@@ -189,11 +190,7 @@ impl TensorAugment {
                 "the window's size",
             ));
         }
-        let (mean, scale) = match stats {
-            Some((m, s)) if s.is_finite() && s != 0.0 => (m, 1.0 / s),
-            Some((m, _)) => (m, 1.0),
-            None => (0.0, 1.0),
-        };
+        let norm = stats.map(|(mean, std)| TensorNorm::from_stats(mean, std));
         let plane: usize = extent.iter().map(|&d| d as usize).product();
         let win: usize = window.size.iter().map(|&d| d as usize).product();
         // Source strides of the spatial axes.
@@ -236,14 +233,14 @@ impl TensorAugment {
                     DType::Float32 => {
                         for (slot, &at) in part.iter_mut().zip(&offsets) {
                             let b = &bytes[(base + at) * 4..(base + at) * 4 + 4];
-                            let x = f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64;
-                            *slot = ((x - mean) * scale) as f32;
+                            let x = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+                            *slot = norm.map_or(x, |n| n.apply(x));
                         }
                     }
                     _ => {
                         for (slot, &at) in part.iter_mut().zip(&offsets) {
-                            let x = value_at(array, base + at);
-                            *slot = ((x - mean) * scale) as f32;
+                            let x = value_f32(array, base + at);
+                            *slot = norm.map_or(x, |n| n.apply(x));
                         }
                     }
                 }
@@ -270,18 +267,72 @@ fn window_coords(window: &TensorWindow, o: &[u32], w: &mut [u32]) {
     w[n - 1] = b;
 }
 
-/// Element `i` of `array` as f64 (floats exact, integers exact up to 2^53).
-pub(crate) fn value_at(array: &NdArray, i: usize) -> f64 {
-    if let Some(x) = array.float_at(i) {
-        return x;
-    }
+/// Element `i` of `array` as f32: float32, float16 and bfloat16 exactly (bits kept, NaN
+/// payloads included, no f64 round trip), integers and float64 rounded to nearest, ties to
+/// even (exact up to 2^24).
+pub fn value_f32(array: &NdArray, i: usize) -> f32 {
     let bits = array.bits_at(i);
     match array.dtype() {
-        DType::Int8 => bits as u8 as i8 as f64,
-        DType::Int16 => bits as u16 as i16 as f64,
-        DType::Int32 => bits as u32 as i32 as f64,
-        DType::Int64 => bits as i64 as f64,
-        _ => bits as f64,
+        DType::Float32 => f32::from_bits(bits as u32),
+        DType::Float16 => crate::tensor::f16_to_f32(bits as u16),
+        DType::BFloat16 => f32::from_bits((bits as u32) << 16),
+        DType::Float64 => f64::from_bits(bits) as f32,
+        DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => bits as f32,
+        DType::Int8 => bits as u8 as i8 as f32,
+        DType::Int16 => bits as u16 as i16 as f32,
+        DType::Int32 => bits as u32 as i32 as f32,
+        DType::Int64 => bits as i64 as f32,
+    }
+}
+
+/// The normalisation of tensor values, in f32 so that the CPU and the GPU kernel
+/// (`shaders/tensor_window.wgsl`) agree bit for bit: `flush(flush(flush(x) - mean) *
+/// scale)`, where `scale` is `1 / std` rounded once to f32 (WGSL's division is not correctly
+/// rounded; a multiplication is) and `flush` turns a value of magnitude at most 2^-126
+/// (subnormals and the smallest normal) into a zero of its sign (GPUs may flush subnormal
+/// operands and results, and may detect a tiny product before or after rounding). Infinities
+/// and NaNs (payloads included) pass unchanged. The subtraction comes before the
+/// multiplication, so no fused multiply-add can form.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TensorNorm {
+    /// The mean, as f32 (0 where it is not finite; flushed).
+    pub mean: f32,
+    /// `1 / std` as f32 (1 where std is zero or not finite, or `1 / std` is not a normal
+    /// f32).
+    pub scale: f32,
+}
+
+impl TensorNorm {
+    /// The normalisation by a manifest's `mean` and (population) `std`.
+    pub fn from_stats(mean: f64, std: f64) -> Self {
+        let mean = if mean.is_finite() { mean as f32 } else { 0.0 };
+        let scale = if std.is_finite() && std != 0.0 {
+            (1.0 / std) as f32
+        } else {
+            1.0
+        };
+        TensorNorm {
+            mean: flush(mean),
+            scale: if scale.is_normal() { scale } else { 1.0 },
+        }
+    }
+
+    /// `x` normalised (see [`TensorNorm`]).
+    pub fn apply(&self, x: f32) -> f32 {
+        if !x.is_finite() {
+            return x;
+        }
+        flush(flush(flush(x) - self.mean) * self.scale)
+    }
+}
+
+/// `x`, or a zero of its sign where its magnitude is at most 2^-126 (see [`TensorNorm`]).
+pub fn flush(x: f32) -> f32 {
+    let b = x.to_bits();
+    if b & 0x7FFF_FFFF <= 0x0080_0000 {
+        f32::from_bits(b & 0x8000_0000)
+    } else {
+        x
     }
 }
 
@@ -366,7 +417,7 @@ mod tests {
                 }
                 for y in 0..3 {
                     for x in 0..3 {
-                        let want = ((f[y][x] as f64 - 1.0) * 0.5) as f32;
+                        let want = (f[y][x] - 1.0) * 0.5;
                         assert_eq!(out[c * 9 + y * 3 + x], want, "sample {s} {w:?}");
                     }
                 }
@@ -411,7 +462,7 @@ mod tests {
                     at += (w.origin[i] + x) as usize * step;
                     step *= extent[i] as usize;
                 }
-                out.push(((value_at(array, at) - stats.0) * (1.0 / stats.1)) as f32);
+                out.push(TensorNorm::from_stats(stats.0, stats.1).apply(value_f32(array, at)));
             }
         }
         out
@@ -493,6 +544,52 @@ mod tests {
             .is_err());
         let none = TensorAugment::default();
         assert!(none.validate().is_err(), "0 spatial axes");
+    }
+
+    #[test]
+    fn normalisation_is_f32_with_flushed_tiny_values() {
+        let n = TensorNorm::from_stats(1.0, 4.0);
+        assert_eq!((n.mean, n.scale), (1.0, 0.25));
+        assert_eq!(n.apply(3.0), 0.5);
+        // Subnormal input: read as a zero of its sign.
+        assert_eq!(n.apply(f32::from_bits(0x8000_0001)), -0.25);
+        // A tiny difference, a tiny product: zeros of their sign.
+        let z = TensorNorm::from_stats(2e-38, 1.0);
+        assert_eq!(z.mean, 2e-38);
+        assert_eq!(z.apply(2.5e-38).to_bits(), 0);
+        assert_eq!(
+            TensorNorm::from_stats(1e-38, 1.0).mean,
+            0.0,
+            "a subnormal mean"
+        );
+        let t = TensorNorm::from_stats(0.0, 1e30);
+        assert_eq!(t.apply(-1e-9).to_bits(), 0x8000_0000);
+        // Non-finite values pass, NaN payloads included.
+        let nan = f32::from_bits(0x7FA0_0001);
+        assert_eq!(n.apply(nan).to_bits(), nan.to_bits());
+        assert_eq!(n.apply(f32::NEG_INFINITY), f32::NEG_INFINITY);
+        // Degenerate statistics divide by 1.
+        for std in [0.0, f64::NAN, 1e-300, 1e300] {
+            assert_eq!(TensorNorm::from_stats(2.0, std).scale, 1.0, "{std}");
+        }
+        assert_eq!(TensorNorm::from_stats(f64::INFINITY, 2.0).mean, 0.0);
+    }
+
+    #[test]
+    fn values_convert_to_f32_as_documented() {
+        let w = |dtype: DType, v: u64| {
+            let b = v.to_le_bytes()[..dtype.size()].to_vec();
+            value_f32(&NdArray::new(dtype, vec![1], b).unwrap(), 0)
+        };
+        // 2^24 + 1 and 2^24 + 3: ties to even.
+        assert_eq!(w(DType::Int32, (1 << 24) + 1), 16_777_216.0);
+        assert_eq!(w(DType::UInt32, (1 << 24) + 3), 16_777_220.0);
+        assert_eq!(w(DType::Int32, i32::MIN as u32 as u64), -2147483648.0);
+        assert_eq!(w(DType::Int8, 0x80), -128.0);
+        assert_eq!(w(DType::BFloat16, 0x3F80), 1.0);
+        assert_eq!(w(DType::Float16, 0x0001), 2f32.powi(-24));
+        // A signalling NaN keeps its bits.
+        assert_eq!(w(DType::Float32, 0x7F80_0001).to_bits(), 0x7F80_0001);
     }
 
     #[test]

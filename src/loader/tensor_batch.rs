@@ -21,7 +21,7 @@ use super::decode::Slot;
 use super::options::LoaderOptions;
 use super::read::{Fetched, Payloads};
 use super::tensor::{Tensor, TensorType};
-use super::tensor_augment::{value_at, TensorAugment, TensorWindow};
+use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
 use crate::error::{Error, FormatError, ParameterError, Result};
 use crate::shard::{TensorDataset, TensorManifest};
 use crate::tensor::{decode_array, DType, NdArray};
@@ -314,7 +314,7 @@ fn whole(array: &NdArray, out: &mut [f32]) -> Result<()> {
         }
     } else {
         for (i, o) in out.iter_mut().enumerate() {
-            *o = value_at(array, i) as f32;
+            *o = value_f32(array, i);
         }
     }
     Ok(())

@@ -2,7 +2,9 @@
 //! checks it (header, limits, CRC, runs, chunk table, every chunk's head), then turned into
 //! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
 //! [`LosslessSegment`] per segment with its decode table, one [`LosslessArray`] per file and
-//! the exception runs. Stream errors are left to the GPU, which reports them per file.
+//! the exception runs, for the whole batch or in sub-batches that each fit the device's
+//! bindings ([`plan_lossless_batches`]). Stream errors are left to the GPU, which reports them
+//! per file.
 
 use super::code::{canonical, LUT_SIZE};
 use super::format::{parse_chunk, parse_layout, segment_range, Stream};
@@ -86,107 +88,184 @@ fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
     }
 }
 
-/// Checks every file and plans its tables; the first bad file's error is returned with its
-/// index.
+/// Checks every file and plans its tables as one batch; the first bad file's error is
+/// returned with its index.
+#[cfg(test)]
 pub(crate) fn plan_lossless(files: &[&[u8]], options: &DecodeOptions) -> Result<LosslessPlan> {
     let mut plan = LosslessPlan::default();
-    let mut words = 0u64;
-    let mut output = 0u64;
     for (f, &data) in files.iter().enumerate() {
-        let layout = parse_layout(data, options).map_err(|e| in_batch(f, e))?;
-        let h = &layout.header;
-        let n = h.len();
-        let width = h.dtype.bits();
-        let file_byte = plan.input_words.len() as u64 * 4;
-        plan.input_words.extend(data.chunks(4).map(|c| {
-            let mut w = [0u8; 4];
-            w[..c.len()].copy_from_slice(c);
-            u32::from_le_bytes(w)
-        }));
-        let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
-        let res_at = words;
-        words = align(words + n);
-        let mut adjust_at = u32::MAX;
-        let mut streams: Vec<(Stream<'_>, u64, u32, u64)> = Vec::new();
-        let chunk = 1u64 << h.chunk_log2;
-        for (c, &bytes) in layout.chunks.iter().enumerate() {
-            let cl =
-                parse_chunk(bytes, base(bytes) as usize, h).map_err(|e| in_batch(f, e.into()))?;
-            let first = c as u64 * chunk;
-            let m = chunk.min(n - first);
-            streams.push((cl.residuals, res_at + first, width, m));
-            if let Some(s) = cl.adjust {
-                if adjust_at == u32::MAX {
-                    adjust_at = u32_of(words, "lossless scratch words")?;
-                    words = align(words + n);
-                }
-                streams.push((s, adjust_at as u64 + first, 32, m));
-            }
-        }
-        for (s, out, w, m) in streams {
-            let lut_at = u32_of(plan.luts.len() as u64, "lossless decode tables")?;
-            push_lut(&s.lengths, &mut plan.luts);
-            for (k, seg) in s.segments.iter().enumerate() {
-                // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
-                // most); the CPU decoder refuses such a segment at its end, and the shader
-                // counts its bits in u32.
-                if seg.len() >= 1 << 28 {
-                    return Err(in_batch(
-                        f,
-                        crate::error::FormatError::InvalidHeader {
-                            field: "segment",
-                            offset: base(seg),
-                            value: seg.len() as u64,
-                            reason: "longer than any segment's symbols",
-                        }
-                        .into(),
-                    ));
-                }
-                let r = segment_range(m as usize, s.segments.len(), k);
-                plan.segments.push(LosslessSegment {
-                    in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
-                    in_len: seg.len() as u32,
-                    out_start: u32_of(out + r.start as u64, "lossless scratch words")?,
-                    count: r.len() as u32,
-                    lut: lut_at,
-                    width: w,
-                    file: f as u32,
-                    pad: 0,
-                });
-            }
-        }
-        let mut shape = [1u32; 4];
-        let pad = 4 - h.shape.len();
-        shape[pad..].copy_from_slice(&h.shape);
-        let per = 32 / width as u64;
-        plan.arrays.push(LosslessArray {
-            count: n as u32,
-            width,
-            shape0: shape[0],
-            shape1: shape[1],
-            shape2: shape[2],
-            shape3: shape[3],
-            axes: (h.axes as u32) << pad,
-            words: u32_of(res_at, "lossless scratch words")?,
-            adjust: adjust_at,
-            mult_base: h.mult_base.map_or(0, f32::to_bits),
-            runs: u32_of(plan.runs.len() as u64, "lossless runs")?,
-            run_count: u32_of(layout.runs.len() as u64, "lossless runs")?,
-            out_word: u32_of(output, "lossless output words")?,
-            file: f as u32,
-            pad0: 0,
-            pad1: 0,
-        });
-        for r in &layout.runs {
-            plan.runs.extend([r.start, r.len, r.bits]);
-        }
-        output = align(output + n.div_ceil(per));
-        plan.headers.push(layout.header);
+        plan_file(&mut plan, f, f as u32, data, options)?;
     }
     plan.input_words.push(0);
-    plan.words = u32_of(words, "lossless scratch words")?;
-    plan.output_words = u32_of(output, "lossless output words")?;
     Ok(plan)
+}
+
+/// Checks every file and plans its tables in sub-batches whose tables each pass `fits`
+/// (with the trailing input word): consecutive files, as many to a sub-batch as fit. Returns
+/// each sub-batch's first file and plan; the first bad file's error is returned with its
+/// index in `files`. A file that does not fit alone gets a sub-batch of its own (the
+/// dispatch then refuses it with the limit it passes).
+pub(crate) fn plan_lossless_batches(
+    files: &[&[u8]],
+    options: &DecodeOptions,
+    fits: impl Fn(&LosslessPlan) -> bool,
+) -> Result<Vec<(usize, LosslessPlan)>> {
+    let mut out: Vec<(usize, LosslessPlan)> = Vec::new();
+    let mut plan = LosslessPlan::default();
+    let mut first = 0;
+    for (f, &data) in files.iter().enumerate() {
+        let mark = plan.mark();
+        plan_file(&mut plan, f, (f - first) as u32, data, options)?;
+        plan.input_words.push(0);
+        let ok = fits(&plan);
+        plan.input_words.pop();
+        if !ok && f > first {
+            plan.rewind(mark);
+            plan.input_words.push(0);
+            out.push((first, std::mem::take(&mut plan)));
+            first = f;
+            plan_file(&mut plan, f, 0, data, options)?;
+        }
+    }
+    if !files.is_empty() {
+        plan.input_words.push(0);
+        out.push((first, plan));
+    }
+    Ok(out)
+}
+
+/// The lengths of a plan's tables, to undo a file's planning.
+#[derive(Debug, Clone, Copy)]
+struct Mark([usize; 6], u32, u32);
+
+impl LosslessPlan {
+    fn mark(&self) -> Mark {
+        Mark(
+            [
+                self.input_words.len(),
+                self.segments.len(),
+                self.luts.len(),
+                self.arrays.len(),
+                self.runs.len(),
+                self.headers.len(),
+            ],
+            self.words,
+            self.output_words,
+        )
+    }
+
+    fn rewind(&mut self, Mark(lens, words, output_words): Mark) {
+        self.input_words.truncate(lens[0]);
+        self.segments.truncate(lens[1]);
+        self.luts.truncate(lens[2]);
+        self.arrays.truncate(lens[3]);
+        self.runs.truncate(lens[4]);
+        self.headers.truncate(lens[5]);
+        self.words = words;
+        self.output_words = output_words;
+    }
+}
+
+/// Checks file `f` (`data`) and appends its tables to `plan`, its error flags in slot
+/// `slot`.
+fn plan_file(
+    plan: &mut LosslessPlan,
+    f: usize,
+    slot: u32,
+    data: &[u8],
+    options: &DecodeOptions,
+) -> Result<()> {
+    let layout = parse_layout(data, options).map_err(|e| in_batch(f, e))?;
+    let h = &layout.header;
+    let n = h.len();
+    let width = h.dtype.bits();
+    let file_byte = plan.input_words.len() as u64 * 4;
+    plan.input_words.extend(data.chunks(4).map(|c| {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        u32::from_le_bytes(w)
+    }));
+    let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
+    let res_at = plan.words as u64;
+    let mut words = align(res_at + n);
+    let mut adjust_at = u32::MAX;
+    let mut streams: Vec<(Stream<'_>, u64, u32, u64)> = Vec::new();
+    let chunk = 1u64 << h.chunk_log2;
+    for (c, &bytes) in layout.chunks.iter().enumerate() {
+        let cl = parse_chunk(bytes, base(bytes) as usize, h).map_err(|e| in_batch(f, e.into()))?;
+        let first = c as u64 * chunk;
+        let m = chunk.min(n - first);
+        streams.push((cl.residuals, res_at + first, width, m));
+        if let Some(s) = cl.adjust {
+            if adjust_at == u32::MAX {
+                adjust_at = u32_of(words, "lossless scratch words")?;
+                words = align(words + n);
+            }
+            streams.push((s, adjust_at as u64 + first, 32, m));
+        }
+    }
+    for (s, out, w, m) in streams {
+        let lut_at = u32_of(plan.luts.len() as u64, "lossless decode tables")?;
+        push_lut(&s.lengths, &mut plan.luts);
+        for (k, seg) in s.segments.iter().enumerate() {
+            // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
+            // most); the CPU decoder refuses such a segment at its end, and the shader
+            // counts its bits in u32.
+            if seg.len() >= 1 << 28 {
+                return Err(in_batch(
+                    f,
+                    crate::error::FormatError::InvalidHeader {
+                        field: "segment",
+                        offset: base(seg),
+                        value: seg.len() as u64,
+                        reason: "longer than any segment's symbols",
+                    }
+                    .into(),
+                ));
+            }
+            let r = segment_range(m as usize, s.segments.len(), k);
+            plan.segments.push(LosslessSegment {
+                in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
+                in_len: seg.len() as u32,
+                out_start: u32_of(out + r.start as u64, "lossless scratch words")?,
+                count: r.len() as u32,
+                lut: lut_at,
+                width: w,
+                file: slot,
+                pad: 0,
+            });
+        }
+    }
+    let mut shape = [1u32; 4];
+    let pad = 4 - h.shape.len();
+    shape[pad..].copy_from_slice(&h.shape);
+    let per = 32 / width as u64;
+    plan.arrays.push(LosslessArray {
+        count: n as u32,
+        width,
+        shape0: shape[0],
+        shape1: shape[1],
+        shape2: shape[2],
+        shape3: shape[3],
+        axes: (h.axes as u32) << pad,
+        words: u32_of(res_at, "lossless scratch words")?,
+        adjust: adjust_at,
+        mult_base: h.mult_base.map_or(0, f32::to_bits),
+        runs: u32_of(plan.runs.len() as u64, "lossless runs")?,
+        run_count: u32_of(layout.runs.len() as u64, "lossless runs")?,
+        out_word: plan.output_words,
+        file: slot,
+        pad0: 0,
+        pad1: 0,
+    });
+    for r in &layout.runs {
+        plan.runs.extend([r.start, r.len, r.bits]);
+    }
+    plan.words = u32_of(words, "lossless scratch words")?;
+    let output = align(plan.output_words as u64 + n.div_ceil(per));
+    plan.output_words = u32_of(output, "lossless output words")?;
+    plan.headers.push(layout.header);
+    Ok(())
 }
 
 /// The twin's pipeline over a plan (what the GPU runs, one stage after another): the output
@@ -323,5 +402,66 @@ mod tests {
         let plan = plan_lossless(&[&file], &DecodeOptions::default()).expect("plan");
         assert_ne!(plan.arrays[0].adjust, u32::MAX, "adjustments present");
         check(&[file]);
+    }
+
+    /// Sub-batches under a small output binding: each passes the limit, files stay in
+    /// order, every array decodes on the twin as in one batch, and a bad file's error names
+    /// its index in the whole batch.
+    #[test]
+    fn sub_batches_split_where_the_tables_outgrow_a_binding() {
+        let files: Vec<Vec<u8>> = (0..7)
+            .map(|k| {
+                let v = values(3000 + 500 * k, k % 2 == 0);
+                let opts = LosslessOptions {
+                    chunk_log2: 10,
+                    ..Default::default()
+                };
+                encode_lossless(FloatSlice::F32(&v), &[v.len() as u32], &opts).expect("enc")
+            })
+            .collect();
+        let refs: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
+        let o = DecodeOptions::default();
+        // At most 8192 output words (32 KiB) to a sub-batch: two arrays at most.
+        let fits = |p: &LosslessPlan| p.output_words <= 8192;
+        let batches = plan_lossless_batches(&refs, &o, fits).expect("plan");
+        assert!(batches.len() >= 4, "{} sub-batches", batches.len());
+        let mut next = 0;
+        for (first, plan) in &batches {
+            assert_eq!(*first, next);
+            assert!(fits(plan));
+            assert_eq!(plan.input_words.last(), Some(&0), "the trailing word");
+            let (output, errors) = run_twin(plan);
+            for (k, a) in plan.arrays.iter().enumerate() {
+                assert_eq!((a.file, errors[k]), (k as u32, 0));
+                let (_, want) = decode_lossless(refs[first + k], &o).expect("cpu");
+                let got: &[u8] = bytemuck::cast_slice(&output[a.out_word as usize..]);
+                assert!(
+                    got[..want.as_bytes().len()] == *want.as_bytes(),
+                    "file {}",
+                    first + k
+                );
+            }
+            next = first + plan.arrays.len();
+        }
+        assert_eq!(next, files.len());
+        // Nothing splits when everything fits: the same tables as one batch.
+        let one = plan_lossless_batches(&refs, &o, |_| true).expect("plan");
+        let whole = plan_lossless(&refs, &o).expect("plan");
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].1.segments, whole.segments);
+        assert_eq!(one[0].1.arrays, whole.arrays);
+        assert_eq!(one[0].1.input_words, whole.input_words);
+        // A bad file in a later sub-batch is named by its index in the batch.
+        let mut bad = files[5].clone();
+        bad.truncate(bad.len() / 2);
+        let mut refs = refs.clone();
+        refs[5] = &bad;
+        match plan_lossless_batches(&refs, &o, fits) {
+            Err(Error::InBatch { image, .. }) => assert_eq!(image, 5),
+            other => panic!("{:?}", other.map(|b| b.len())),
+        }
+        assert!(plan_lossless_batches(&[], &o, fits)
+            .expect("empty")
+            .is_empty());
     }
 }
