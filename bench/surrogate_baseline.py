@@ -28,9 +28,24 @@ RSS: the main process's ru_maxrss plus each worker's VmHWM (pages shared with th
 process, PyTorch's libraries among them, count in each). Each epoch's samples are checked:
 every index exactly once.
 
-Arms: `ARMS` maps a name to a function (args, file) -> figures; the l3 loader over tensor
-records is to be added as another arm (an `--l3 DATASET` option) once it exists, measured
-the same way. Results: a markdown table on stdout and in --out, raw figures in --out.json.
+The l3 arm (`--l3 DATASET`, repeatable): tensor records packed from the same file with
+``python -m l3 pack-arrays sim.h5 -o DATASET --input h,u,v --target h,u,v --offset
+target=1 [--mode rel:1e-3]`` (record t = steps t and t+1, so each step is stored twice),
+read by `l3.Loader` (the Rust loader that `l3.torch.L3DataLoader` wraps; ``threads`` =
+--workers, no worker processes) with the same crop, flips (``flips=True``: left-right and
+up-down, p 0.5 each) and normalisation (``normalize=True``: the manifest's statistics of
+the stacked array, not per variable; the cost is the same). Its planned cache holds
+--cache-fraction (0.25) of the raw simulation's bytes (steps x variables x H x W x 4),
+compressed payloads. Each run is a fresh process (spawned, so its peak RSS is its own): a
+warm-up of --warmup-batches batches of epoch 0 with a first loader (closed after), then the
+shards are evicted like the HDF5 file, then a second loader runs epoch 1 (cold: page cache
+and loader cache empty) and epoch 2 (warm: the page cache as left, and the planned cache as
+epoch 1 filled it). Bytes from storage: the process's /proc/self/io read_bytes; the cache
+hit rate: hits / lookups over the epoch from the loader's counters. Each batch becomes
+torch tensors (``torch.from_numpy``, no copy) made contiguous and read like the baseline's.
+
+Arms: `ARMS` maps a name to a function (args, file) -> figures. Results: a markdown table on
+stdout and in --out, raw figures in --out.json.
 """
 
 from __future__ import annotations
@@ -268,6 +283,111 @@ ARMS: Dict[str, Callable[[argparse.Namespace, str], Dict[str, Any]]] = {
 }
 
 
+def dataset_files(path: str) -> List[str]:
+    return sorted(str(p) for p in Path(path).iterdir() if p.suffix == ".l3s")
+
+
+def l3_epoch(it: Any, batches: int, epoch: int, expected: int) -> Dict[str, Any]:
+    """The next ``batches`` batches of an l3 loader's iterator ``it``, all of ``epoch``:
+    samples/s, bytes from storage (this process's read_bytes), the loader's bytes read and
+    the cache's lookups and hits over them (its counters are cumulative)."""
+    io0 = proc_io(os.getpid())
+    seen = np.zeros(expected, np.int64)
+    samples = 0
+    checksum = 0.0
+    loader_bytes = 0
+    first_batch = None
+    cache0 = cache1 = None
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        b = next(it)
+        if first_batch is None:
+            first_batch = time.perf_counter() - t0
+        if b["epoch"] != epoch:
+            raise SystemExit(f"expected a batch of epoch {epoch}, got {b['epoch']}")
+        inp = torch.from_numpy(b["input"]).contiguous()
+        tgt = torch.from_numpy(b["target"]).contiguous()
+        checksum += float(inp[0, 0, 0, 0]) + float(tgt[-1, -1, -1, -1])
+        seen[b["samples"]] += 1
+        samples += len(b["samples"])
+        loader_bytes += b["bytes_read"]
+        cache1 = b["cache"]
+        if cache0 is None:
+            cache0 = {k: 0 for k in cache1} if epoch == 1 else None
+    wall = time.perf_counter() - t0
+    io1 = proc_io(os.getpid())
+    if not (seen == 1).all():
+        raise SystemExit(f"l3 epoch check failed: {int((seen != 1).sum())} samples not once")
+    return {
+        "samples": samples,
+        "seconds": wall,
+        "samples_per_s": samples / wall,
+        "first_batch_s": first_batch,
+        "storage_bytes": io1["read_bytes"] - io0["read_bytes"],
+        "requested_bytes": io1["rchar"] - io0["rchar"],
+        "loader_bytes": loader_bytes,
+        "cache": cache1,
+        "checksum": checksum,
+    }
+
+
+def l3_child(options: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """The l3 arm's run, in a fresh process (see the module help)."""
+    import l3
+
+    torch.set_num_threads(1)
+    n = len(l3.open_dataset(path))
+    batch = options["batch_size"]
+    common = dict(
+        seed=options["seed"],
+        crop=(options["crop"], options["crop"]),
+        flips=True,
+        normalize=True,
+        threads=options["workers"],
+    )
+    warm = l3.Loader(path, batch, epoch=0, end_epoch=1, **common)
+    for k, _ in enumerate(warm):
+        if k + 1 >= options["warmup_batches"]:
+            break
+    warm.close()
+    del warm
+    files = dataset_files(path)
+    sizes = [os.path.getsize(f) for f in files]
+    left = [evict(f, options["drop_caches"]) * s for f, s in zip(files, sizes)]
+    cache_mb = int(options["cache_bytes"]) >> 20
+    loader = l3.Loader(path, batch, epoch=1, end_epoch=3, cache_mb=cache_mb, **common)
+    it = iter(loader)
+    per_epoch = -(-n // batch)
+    cold = l3_epoch(it, per_epoch, 1, n)
+    warm_ = l3_epoch(it, per_epoch, 2, n)
+    loader.close()
+    c1, c2 = cold["cache"], warm_["cache"]
+    cold["hit_rate"] = c1["hits"] / max(1, c1["accesses"])
+    warm_["hit_rate"] = (c2["hits"] - c1["hits"]) / max(1, c2["accesses"] - c1["accesses"])
+    return {
+        "records": n,
+        "dataset_bytes": sum(sizes),
+        "cache_mb": cache_mb,
+        "resident_before_cold": sum(left) / max(1, sum(sizes)),
+        "cold": cold,
+        "warm": warm_,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def l3_arm(args: argparse.Namespace, path: str) -> Dict[str, Any]:
+    """The l3 loader on one dataset, in a spawned process."""
+    import multiprocessing
+
+    options = dict(
+        seed=args.seed, crop=args.crop, workers=args.workers, batch_size=args.batch_size,
+        warmup_batches=args.warmup_batches, drop_caches=args.drop_caches,
+        cache_bytes=args.cache_fraction * args.raw_bytes,
+    )  # fmt: skip
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(l3_child, (options, path))
+
+
 def compression_of(path: str) -> str:
     with h5py.File(path, "r") as f:
         d = f[VARIABLES[0]]
@@ -286,13 +406,46 @@ def spread(values: List[float], fmt: str = "{:.0f}") -> str:
     return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
+def l3_mode(path: str) -> str:
+    """The dataset's first array's mode: "l3 lossless", "l3 rel 0.001", ..."""
+    import l3
+
+    arr = l3.open_dataset(path).arrays[0]
+    bound = arr["bound"] or {}
+    for key, short in (("relative", "rel"), ("absolute", "abs")):
+        if key in bound:
+            return f"l3 {short} {bound[key]:g}"
+    return f"l3 {arr['mode']}"
+
+
+def raw_bytes_of(args: argparse.Namespace) -> int:
+    """The raw simulation's bytes: steps x variables x H x W x 4, from the first HDF5 file,
+    else from the first l3 dataset (records + 1 steps)."""
+    if args.files:
+        with h5py.File(args.files[0], "r") as f:
+            return sum(f[v].size * f[v].dtype.itemsize for v in VARIABLES)
+    import l3
+
+    ds = l3.open_dataset(args.l3[0])
+    return (len(ds) + 1) * ds[0]["input"].nbytes
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", help="HDF5 files of scripts/make-simulation.py")
+    ap.add_argument("files", nargs="*", help="HDF5 files of scripts/make-simulation.py")
+    ap.add_argument(
+        "--l3", action="append", default=[], metavar="DATASET", help="an l3 arm (repeatable)"
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--crop", type=int, default=128)
     ap.add_argument("--warmup-batches", type=int, default=10)
+    ap.add_argument(
+        "--cache-fraction",
+        type=float,
+        default=0.25,
+        help="the l3 loader's cache, as a fraction of the raw simulation (0.25)",
+    )
     ap.add_argument("--rounds", type=int, default=1, help="repeat every file's run, interleaved")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -304,43 +457,58 @@ def main() -> int:
     args = ap.parse_args()
     if args.workers < 1 or args.rounds < 1:
         raise SystemExit("--workers and --rounds must be at least 1")
+    if not args.files and not args.l3:
+        raise SystemExit("give HDF5 files, --l3 datasets or both")
+    args.raw_bytes = raw_bytes_of(args)
+    plan = [(arm, run, path) for path in args.files for arm, run in ARMS.items()]
+    plan += [("l3 loader", l3_arm, path) for path in args.l3]
     runs: Dict[tuple, List[Dict[str, Any]]] = {}
     for round_ in range(args.rounds):
-        for path in args.files:
-            for arm, run in ARMS.items():
-                print(f"round {round_ + 1}, {arm}: {path}", file=sys.stderr)
-                r = run(args, path)
-                runs.setdefault((arm, path), []).append(r)
-                print(
-                    f"  cold {r['cold']['samples_per_s']:.0f} samples/s, {r['cold']['storage_bytes'] / 1e6:.0f} MB"
-                    f" from storage ({r['resident_before_cold']:.1%} resident before);"
-                    f" warm {r['warm']['samples_per_s']:.0f} samples/s",
-                    file=sys.stderr,
-                )
+        for arm, run, path in plan:
+            print(f"round {round_ + 1}, {arm}: {path}", file=sys.stderr)
+            r = run(args, path)
+            runs.setdefault((arm, path), []).append(r)
+            print(
+                f"  cold {r['cold']['samples_per_s']:.0f} samples/s,"
+                f" {r['cold']['storage_bytes'] / 1e6:.0f} MB from storage"
+                f" ({r['resident_before_cold']:.1%} resident before);"
+                f" warm {r['warm']['samples_per_s']:.0f} samples/s",
+                file=sys.stderr,
+            )
     gb = 1e9
     lines = [
-        f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, h5py {h5py.__version__};"
-        f" {args.workers} workers, batch {args.batch_size}, crop {args.crop}; median (range) of"
-        f" {args.rounds} round(s)",
+        f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, h5py"
+        f" {h5py.__version__}; {args.workers} workers, batch {args.batch_size}, crop"
+        f" {args.crop}; raw simulation {args.raw_bytes / gb:.2f} GB; l3 cache"
+        f" {args.cache_fraction:.0%} of it; median (range) of {args.rounds} round(s)",
         "",
-        "| loader | file | compression | file GB | cold samples/s | cold GB from storage | GB requested"
-        " | warm samples/s | warm GB from storage | peak RSS GB (main + workers) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| loader | file | storage | file GB | cold samples/s | cold GB from storage"
+        " | GB requested | warm samples/s | warm GB from storage | warm cache hit rate"
+        " | peak RSS GB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = []
     for (arm, path), rs in runs.items():
         cold = [r["cold"] for r in rs]
         warm = [r["warm"] for r in rs]
+        if arm == "l3 loader":
+            size = rs[0]["dataset_bytes"]
+            storage = l3_mode(path)
+            hit = spread([w["hit_rate"] for w in warm], "{:.2f}")
+        else:
+            size = os.path.getsize(path)
+            storage = compression_of(path)
+            hit = "page cache"
         lines.append(
-            f"| {arm} | {Path(path).name} | {compression_of(path)} | {os.path.getsize(path) / gb:.2f}"
+            f"| {arm} | {Path(path).name} | {storage} | {size / gb:.2f}"
             f" | {spread([c['samples_per_s'] for c in cold])}"
             f" | {spread([c['storage_bytes'] / gb for c in cold], '{:.2f}')}"
             f" | {spread([c['requested_bytes'] / gb for c in cold], '{:.2f}')}"
             f" | {spread([w['samples_per_s'] for w in warm])}"
             f" | {spread([w['storage_bytes'] / gb for w in warm], '{:.2f}')}"
-            f" | {max(r['peak_rss'] for r in rs) / gb:.2f} |"
+            f" | {hit} | {max(r['peak_rss'] for r in rs) / gb:.2f} |"
         )
-        rows.append({"arm": arm, "file": path, "file_bytes": os.path.getsize(path), "runs": rs})
+        rows.append({"arm": arm, "file": path, "file_bytes": size, "runs": rs})
     report = "\n".join(lines)
     print(report)
     if args.out:
