@@ -216,7 +216,7 @@ impl Producer {
             Source::Images(d) => self
                 .pool
                 .install(|| read_coalesced(d, ids, &misses, level, gap)),
-            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &misses)),
+            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &misses, gap)),
         };
         let read = read_start.elapsed();
         let mut bytes_read = 0u64;

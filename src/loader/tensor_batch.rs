@@ -1,15 +1,17 @@
-//! Tensor records through the loader on the CPU (feature `dataset`): [`TensorPlan`] (the
-//! output arrays of a tensor dataset under [`super::LoaderOptions::tensor`], checked against
-//! the manifest before the loader starts), [`read_records`] (a step's cache misses: each
-//! record's payloads, CRC-checked, not decoded) and [`TensorPlan::on_cpu`] (decode with
-//! [`crate::tensor::decode_array`], then [`TensorAugment::window`] and
-//! [`TensorAugment::apply`], one sample per task on the loader's pool, into the batch's
-//! [`NamedTensor`]s).
+//! Tensor records through the loader (feature `dataset`): [`TensorPlan`] (the output arrays
+//! of a tensor dataset under [`super::LoaderOptions::tensor`], checked against the manifest
+//! before the loader starts), [`read_records`] (a step's cache misses: each record's
+//! payloads, CRC-checked, not decoded; a record and its near neighbours in one read),
+//! [`TensorPlan::on_cpu`] (decode with [`crate::tensor::decode_array`], then
+//! [`TensorAugment::window`] and [`TensorAugment::apply`], one sample per task on the
+//! loader's pool, into the batch's [`NamedTensor`]s) and, with the GPU, `TensorPlan::on_gpu`
+//! (the same windows cut as one batch by `super::tensor_gpu::window_batch`, read back).
 //!
 //! Every record of a tensor dataset holds the manifest's arrays with the manifest's shapes
 //! (checked when the dataset opens, and again here per record), so the arrays of a batch
 //! always stack: there is no per-batch common window to find.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use rayon::prelude::*;
 use super::batch::NamedTensor;
 use super::decode::Slot;
 use super::options::LoaderOptions;
-use super::read::{Fetched, Payloads};
+use super::read::{Fetched, Payloads, MAX_COALESCED_READ};
 use super::tensor::{Tensor, TensorType};
 use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
 use crate::error::{Error, FormatError, ParameterError, Result};
@@ -508,21 +510,44 @@ fn whole(array: &NdArray, out: &mut [f32]) -> Result<()> {
 }
 
 /// The payloads of the records `ids[k]` for `k` in `misses`, each array's CRC-checked, not
-/// decoded, records in parallel (on the calling thread's rayon pool). Returns `(k,
-/// payloads)` per miss and the number of reads (one per array).
+/// decoded: per shard, a record's arrays with one positional read and records at most `gap`
+/// bytes apart together ([`crate::shard::TensorShardReader::read_records_coalesced`], reads
+/// below [`MAX_COALESCED_READ`]), shards in parallel (on the calling thread's rayon pool).
+/// Returns `(k, payloads)` per miss and the number of reads.
 pub(super) fn read_records(
     dataset: &TensorDataset,
     ids: &[u32],
     misses: &[usize],
+    gap: u64,
 ) -> (Vec<Fetched>, usize) {
-    let out: Vec<(Fetched, usize)> = misses
+    let mut out = Vec::with_capacity(misses.len());
+    // shard -> (miss k, record in the shard)
+    let mut by_shard: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for &k in misses {
+        match dataset.locate(ids[k] as u64) {
+            Ok((s, r)) => by_shard.entry(s).or_default().push((k, r)),
+            Err(e) => out.push((k, Err(e))),
+        }
+    }
+    let groups: Vec<(usize, Vec<(usize, usize)>)> = by_shard.into_iter().collect();
+    let read: Vec<(Vec<Fetched>, usize)> = groups
         .par_iter()
-        .map(|&k| {
-            let id = ids[k] as u64;
-            let calls = dataset.entry(id).map_or(0, |e| e.arrays.len());
-            ((k, dataset.read_payloads(id).map(Arc::new)), calls)
+        .map(|(s, wanted)| {
+            let records: Vec<usize> = wanted.iter().map(|&(_, r)| r).collect();
+            let (results, calls) =
+                dataset.shards()[*s].read_records_coalesced(&records, gap, MAX_COALESCED_READ);
+            let fetched = wanted
+                .iter()
+                .zip(results)
+                .map(|(&(k, _), r)| (k, r.map(Arc::new)))
+                .collect();
+            (fetched, calls)
         })
         .collect();
-    let calls = out.iter().map(|x| x.1).sum();
-    (out.into_iter().map(|x| x.0).collect(), calls)
+    let mut calls = 0;
+    for (r, c) in read {
+        out.extend(r);
+        calls += c;
+    }
+    (out, calls)
 }
