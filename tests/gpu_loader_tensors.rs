@@ -419,3 +419,37 @@ fn options_the_gpu_path_does_not_take_are_refused() {
     o.gpu = None;
     assert!(Loader::open(LoaderDataset::Tensors(wide), o, start()).is_ok());
 }
+
+#[test]
+fn each_gpu_batch_is_one_decode_per_kind_and_one_window_dispatch() {
+    let Some(gpu) = decoder() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = pack(tmp.path());
+    let cpu = ok(run(&ds, options(5, Some(windows())), start()));
+    assert!(cpu.iter().all(|b| b.gpu_counts.is_none()));
+    let mut o = options(5, Some(windows()));
+    o.gpu = Some(gpu);
+    let batches = ok(run(&ds, o, start()));
+    let (mut raw, mut upload, mut compressed, mut out) = (0u64, 0u64, 0u64, 0u64);
+    for b in &batches {
+        let c = b.gpu_counts.expect("a GPU batch's counts");
+        let n = b.samples.len();
+        assert_eq!(c.window_dispatches, 1);
+        assert_eq!((c.lossless, c.error_bounded, c.raw), (2 * n, n, 3 * n));
+        // Raw arrays: target 2 x 16 x 16 f32, half 16 x 16 f16, mask 16 x 16 u8.
+        assert_eq!(c.raw_upload_bytes, n as u64 * (2048 + 512 + 256));
+        // Every array: input and target 2048, bf and half 512, eb 1024, mask 256.
+        assert_eq!(c.array_bytes, n as u64 * (2 * 2048 + 2 * 512 + 1024 + 256));
+        assert!(c.compressed_bytes > 0);
+        raw += c.array_bytes;
+        upload += c.raw_upload_bytes;
+        compressed += c.compressed_bytes;
+        out += c.output_bytes;
+    }
+    eprintln!(
+        "{} batches: arrays {raw} B raw, {upload} B uploaded raw + {compressed} B compressed \
+         to the decoders ({:.3} of raw), {out} B output",
+        batches.len(),
+        (upload + compressed) as f64 / raw as f64
+    );
+}

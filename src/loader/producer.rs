@@ -260,6 +260,8 @@ impl Producer {
             read_calls,
             #[cfg(feature = "gpu")]
             gpu: None,
+            #[cfg(feature = "gpu")]
+            gpu_counts: None,
         };
         let dataset = match &self.source {
             Source::Images(d) => d,

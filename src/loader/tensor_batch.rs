@@ -455,6 +455,7 @@ impl TensorPlan {
             }
         };
         let t1 = Instant::now();
+        out.gpu_counts = Some(batch.counts);
         let read = batch.read_back()?;
         out.arrays = read
             .into_iter()
