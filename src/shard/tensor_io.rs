@@ -155,6 +155,9 @@ impl TensorShardWriter {
     }
 }
 
+/// A record's payloads, one per array in index order, or why they could not be read.
+pub type RecordPayloads = Result<Vec<Vec<u8>>>;
+
 /// An open tensor shard: its validated index and the file for positional reads.
 #[derive(Debug)]
 pub struct TensorShardReader {
@@ -337,9 +340,9 @@ impl TensorShardReader {
         records: &[usize],
         max_gap: u64,
         max_read: u64,
-    ) -> (Vec<Result<Vec<Vec<u8>>>>, usize) {
+    ) -> (Vec<RecordPayloads>, usize) {
         let max_read = max_read.min(self.max_read);
-        let mut results: Vec<Option<Result<Vec<Vec<u8>>>>> =
+        let mut results: Vec<Option<RecordPayloads>> =
             (0..records.len()).map(|_| None).collect();
         let mut calls = 0;
         // (start, end, index in records) of the spans read in runs.
@@ -389,7 +392,7 @@ impl TensorShardReader {
             }
         }
         calls += runs.len();
-        let read: Vec<Vec<(usize, Result<Vec<Vec<u8>>>)>> = runs
+        let read: Vec<Vec<(usize, RecordPayloads)>> = runs
             .par_iter()
             .map(|run| {
                 let first = spans[run.start].0;
