@@ -166,7 +166,9 @@ class Loader:
     ``rot90`` as (N,)), with the tensor options ``crop`` (None: whole arrays; 2 or 3 sizes),
     ``flips``, ``rot90``, ``normalize`` (bools, default False), ``spatial`` (axes without a
     crop, default 2) and ``dtype``. Every batch also has ``read_calls`` and ``cache``
-    (cumulative ``accesses``, ``hits``, ``hit_bytes``, ``miss_bytes``, ``evictions``)."""
+    (cumulative ``accesses``, ``hits``, ``hit_bytes``, ``miss_bytes``, ``evictions``).
+    ``device="gpu"`` cuts a tensor dataset's windows on the GPU, bit for bit the CPU path's,
+    read back into arrays (``gpu_output="array"`` only; no 64-bit arrays)."""
 
     def __init__(
         self, dataset: Union[_Path, Dataset, TensorDataset], batch_size: int, **options: Any

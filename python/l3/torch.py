@@ -58,8 +58,10 @@ same window (``crop``, ``flips``, ``rot90``, ``normalize``, ``dtype``: see `l3.L
 
 with ``samples``, ``labels``, ``epoch``, ``state``, ``skipped`` and ``windows`` (each
 sample's window: ``origin``, ``size``, ``flip``, ``rot90`` tensors; None without windows)
-as for images. The plan, the cache, resume, ranks and workers are the image loader's; the
-tensor path runs on the CPU.
+as for images. The plan, the cache, resume, ranks and workers are the image loader's. With
+``device="gpu"`` the arrays are decoded and cut on the GPU (bit for bit the CPU path's) and
+come back as host tensors: the CUDA and pooled hand-offs (``output``) are for images only,
+and ``output`` must be None over a tensor dataset.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ import torch
 import torch.utils.data
 
 from . import Dataset, Loader, ParameterError, TensorDataset, open_dataset
+from ._l3 import dataset_kind
 from ._handoff import check_output, choose_output
 from ._handoff import pool as handoff_pool
 from ._options import INT_OPTIONS, check_int, check_options, check_state
@@ -139,6 +142,10 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         self.seed = seed
         # Records of the dataset (read when a state is loaded, to check it).
         self._records: Optional[int] = len(dataset) if opened else None
+        # "images" or "tensors" (read from the manifest when first needed).
+        self._kind: Optional[str] = (
+            ("tensors" if isinstance(dataset, TensorDataset) else "images") if opened else None
+        )
         # Whether a skipped record was reported by a warning (once per dataset object).
         self._warned_skip = False
         dist_rank, dist_world = _distributed()
@@ -153,6 +160,12 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         self._live: Optional[_Live] = None
         # Where the next iteration starts.
         self.start: Tuple[int, int, int] = (seed, 0, 0)
+
+    def _tensors(self) -> bool:
+        """Whether the dataset holds tensor records (its manifest says so)."""
+        if self._kind is None:
+            self._kind = dataset_kind(self.path)
+        return self._kind == "tensors"
 
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at ``epoch`` (at its beginning, unless a loaded state is
@@ -271,8 +284,15 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         # The GPU path's hand-off: CUDA tensors or pooled pinned host tensors. In a worker
-        # process the batch goes through shared memory anyway: plain arrays there.
-        if info is None:
+        # process the batch goes through shared memory anyway: plain arrays there. A tensor
+        # dataset's GPU batches are read back into arrays: no hand-off.
+        if self._tensors():
+            if self.output is not None:
+                raise ParameterError(f"output={self.output!r} is for image datasets: a tensor "
+                                     "dataset's GPU batches come back as host tensors "
+                                     "(leave output None)")
+            output = None
+        elif info is None:
             output = choose_output(self.options.get("device", "cpu"), self.output)
         elif self.output == "cuda":
             raise ParameterError("output='cuda' needs the loader in this process (L3DataLoader, "
@@ -404,6 +424,12 @@ class L3DataLoader(torch.utils.data.DataLoader):
     def close(self) -> None:
         """Stops the loader kept between epochs (see `L3IterableDataset.close`)."""
         self.l3_dataset.close()
+
+    def _tensors(self) -> bool:
+        """Whether the dataset holds tensor records (its manifest says so)."""
+        if self._kind is None:
+            self._kind = dataset_kind(self.path)
+        return self._kind == "tensors"
 
     def set_epoch(self, epoch: int) -> None:
         """See `L3IterableDataset.set_epoch`."""

@@ -68,6 +68,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// a new array; `"staged"` or `"device"` as an `l3._l3.GpuImages` (staged in host-visible
 /// memory, or left on the GPU) that the consumer copies into memory it reuses (`l3.torch`'s
 /// pinned and CUDA pools). A batch without samples is an empty array in every mode.
+///
+/// Over a tensor dataset `device="gpu"` decodes and cuts the batch's arrays on the GPU, bit
+/// for bit the CPU path's, and reads them back into arrays (`gpu_output="array"` only: the
+/// staged and CUDA hand-offs carry images; 64-bit arrays load on the CPU only); `"auto"`
+/// takes the CPU path for tensors.
 #[pyclass(module = "l3._l3", frozen)]
 struct Loader {
     inner: Mutex<Option<l3::loader::Loader>>,
@@ -303,7 +308,8 @@ impl Loader {
         o.decode.limits = limits_of(limits.as_deref());
         o.gpu = device_gpu(device)?;
         if matches!(kind, Kind::Tensors(_)) && device == "auto" {
-            // The tensor path runs on the CPU: "auto" takes it; "gpu" is refused by the loader.
+            // "auto" takes the CPU path for tensors (it takes every dtype); "gpu" asks for
+            // the GPU path, which refuses 64-bit arrays.
             o.gpu = None;
         }
         o.gpu_output = choose(

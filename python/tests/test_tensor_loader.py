@@ -2,7 +2,9 @@
 windows equal the records cut by hand (origin, flips, numpy.rot90) for the windows the
 loader reports, input and target share each window, normalisation by the manifest's
 statistics, float16, the cache, resume from the state, refused options, and PyTorch: two
-DataLoader workers give each sample once per epoch, state_dict resumes exactly."""
+DataLoader workers give each sample once per epoch, state_dict resumes exactly. On a GPU
+adapter (lavapipe in CI; with ``CI=true`` a missing adapter fails) ``device="gpu"`` gives the
+CPU path's batches byte for byte, through ``l3.Loader`` and ``L3IterableDataset``."""
 
 import numpy as np
 import pytest
@@ -93,7 +95,8 @@ def test_windows_equal_the_records_cut_by_hand(tensors, normalize):
                 x = cut(record[name], origin, size, w["flip"][k], int(w["rot90"][k]))
                 if normalize and name in stats:
                     mean, std = stats[name]["mean"], stats[name]["std"]
-                    want = ((x.astype(np.float64) - mean) * (1.0 / std)).astype(np.float32)
+                    # In f32: (x - mean) * (1 / std), mean and 1 / std rounded once to f32.
+                    want = (x.astype(np.float32) - np.float32(mean)) * np.float32(1.0 / std)
                 else:
                     want = x.astype(np.float32)
                 np.testing.assert_array_equal(b[name][k], want, err_msg=f"{name} of {s}")
@@ -217,3 +220,61 @@ def test_a_corrupt_record_is_skipped_or_raises(tmp_path):
     with pytest.warns(RuntimeWarning, match="skipped"):
         items = list(L3DataLoader(ds))
     assert sum(b["skipped"] for b in items) == 1
+
+
+def gpu_cpu_pairs(path, **options):
+    cpu = batches(path, 4, end_epoch=2, **options)
+    gpu = batches(path, 4, end_epoch=2, device="gpu", **options)
+    assert len(cpu) == len(gpu)
+    return list(zip(cpu, gpu))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(seed=4, crop=(6, 6), flips=True, rot90=True, normalize=True),
+        dict(seed=4, crop=(6, 6), flips=True, rot90=True, normalize=True, dtype="float16"),
+        dict(seed=8, crop=(5, 7), flips=True),
+        dict(seed=8),
+    ],
+)
+def test_the_gpu_path_equals_the_cpu_path(tensors, gpu_available, options):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    for c, g in gpu_cpu_pairs(tensors, **options):
+        assert list(c["samples"]) == list(g["samples"]) and c["epoch"] == g["epoch"]
+        assert list(c["labels"]) == list(g["labels"]) and c["state"] == g["state"]
+        assert g["arrays"] == NAMES and g["skipped"] == c["skipped"] == []
+        assert (g["bytes_read"], g["read_calls"]) == (c["bytes_read"], c["read_calls"])
+        for name in NAMES:
+            x, y = c[name], g[name]
+            assert x.dtype == y.dtype and x.shape == y.shape, name
+            assert x.tobytes() == y.tobytes(), name
+        if c["windows"] is None:
+            assert g["windows"] is None
+        else:
+            for key, v in c["windows"].items():
+                np.testing.assert_array_equal(v, g["windows"][key])
+
+
+def test_torch_gpu_batches_equal_the_cpu_batches(tensors, gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    options = dict(seed=6, crop=(6, 6), flips=True, rot90=True, normalize=True)
+    cpu = list(L3DataLoader(L3IterableDataset(tensors, 3, **options)))
+    on_gpu = L3IterableDataset(tensors, 3, device="gpu", **options)
+    gpu = list(L3DataLoader(on_gpu))
+    assert len(cpu) == len(gpu)
+    for c, g in zip(cpu, gpu):
+        assert set(c) == set(g)
+        assert torch.equal(c["samples"], g["samples"])
+        for name in NAMES:
+            assert g[name].device.type == "cpu"
+            assert torch.equal(c[name].view(torch.int32), g[name].view(torch.int32)), name
+        for key in c["windows"]:
+            assert torch.equal(c["windows"][key], g["windows"][key])
+    # The CUDA and pooled hand-offs are for images.
+    with pytest.raises(l3.ParameterError, match="image"):
+        list(L3DataLoader(L3IterableDataset(tensors, 3, device="gpu", output="host", **options)))
+    with pytest.raises(l3.ParameterError, match="read back"):
+        l3.Loader(tensors, 3, device="gpu", gpu_output="staged", **options)

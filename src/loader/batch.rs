@@ -99,6 +99,10 @@ pub struct Batch {
     /// on the GPU (`data` is then empty); `None` otherwise, and for a batch without samples.
     #[cfg(feature = "gpu")]
     pub gpu: Option<std::sync::Arc<super::gpu::GpuHandOff>>,
+    /// What a tensor dataset's GPU batch moved and ran (uploads, decodes, dispatches);
+    /// `None` on the CPU path, for images, and for a batch without samples.
+    #[cfg(feature = "gpu")]
+    pub gpu_counts: Option<super::tensor_gpu::TensorGpuCounts>,
 }
 
 /// A dataset whose records have a shard file and a key.

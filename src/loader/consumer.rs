@@ -271,6 +271,8 @@ mod tests {
             read_calls: 0,
             #[cfg(feature = "gpu")]
             gpu: None,
+            #[cfg(feature = "gpu")]
+            gpu_counts: None,
         }
     }
 

@@ -75,11 +75,15 @@ pub struct LoaderOptions {
     /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
     /// payloads as one GPU batch (`progressive::gpu::decode_levels_windows`), then
     /// `augment.wgsl` (`loader::gpu`); the tensor is handed off by `gpu_output`. Equal to the
-    /// CPU path within float tolerance (the GPU tests state it).
+    /// CPU path within float tolerance (the GPU tests state it). A tensor dataset's batches
+    /// are decoded and windowed as one GPU batch (`loader::tensor_gpu::window_batch`), bit
+    /// for bit the CPU path's, and read back; it refuses 64-bit arrays and a `gpu_output`
+    /// other than `ReadBack`.
     #[cfg(feature = "gpu")]
     pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
     /// With `gpu`: read the tensor back into [`super::Batch::data`] (default), or leave it
-    /// staged or on the GPU in [`super::Batch::gpu`] for the consumer to copy where it wants.
+    /// staged or on the GPU in [`super::Batch::gpu`] for the consumer to copy where it wants
+    /// (images only: a tensor dataset's arrays are read back).
     #[cfg(feature = "gpu")]
     pub gpu_output: super::gpu::GpuOutput,
 }

@@ -3,7 +3,7 @@
 //! plan lookups in the planned cache ([`super::cache`]), the misses read ([`super::read`],
 //! or [`super::tensor_batch`] for tensor records) and inserted, the samples decoded and
 //! augmented on the loader's pool or on the GPU ([`super::decode`]; tensor records:
-//! [`super::tensor_batch`]), and the finished [`Batch`] handed off through the bounded
+//! [`super::tensor_batch`], on the pool or on the GPU), and the finished [`Batch`] handed off through the bounded
 //! channel that [`super::Loader`] receives from. The plan, the cache and the hand-off are the
 //! same for both kinds of records. The thread stops when the stop flag is set or the channel
 //! is closed.
@@ -216,7 +216,7 @@ impl Producer {
             Source::Images(d) => self
                 .pool
                 .install(|| read_coalesced(d, ids, &misses, level, gap)),
-            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &misses)),
+            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &misses, gap)),
         };
         let read = read_start.elapsed();
         let mut bytes_read = 0u64;
@@ -260,6 +260,8 @@ impl Producer {
             read_calls,
             #[cfg(feature = "gpu")]
             gpu: None,
+            #[cfg(feature = "gpu")]
+            gpu_counts: None,
         };
         let dataset = match &self.source {
             Source::Images(d) => d,
@@ -320,7 +322,8 @@ impl Producer {
     }
 
     /// The rest of a tensor dataset's batch: decode and cut on the pool into the plan's
-    /// arrays, then the hand-off (the good samples' slots closed up over the failed ones').
+    /// arrays, then the hand-off (the good samples' slots closed up over the failed ones');
+    /// or, with the GPU, `TensorPlan::on_gpu` (one batch, read back).
     #[allow(clippy::too_many_arguments)]
     fn tensor_batch(
         &self,
@@ -334,6 +337,24 @@ impl Producer {
     ) -> Result<Batch> {
         out.shape = [0; 4];
         out.data = Tensor::with_capacity(plan.output(), 0);
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &self.options.gpu {
+            let (decode, read_back) = plan.on_gpu(
+                gpu,
+                dataset,
+                &self.options,
+                (out.state_after.seed, out.epoch),
+                ids,
+                payloads,
+                errors,
+                &mut out,
+            )?;
+            out.times.decode = decode;
+            out.times.augment = read_back;
+            out.shape[0] = out.samples.len();
+            out.times.total = started.elapsed();
+            return Ok(out);
+        }
         out.arrays = plan.zeroed(ids.len());
         let results = plan.on_cpu(
             &self.pool,

@@ -18,8 +18,8 @@ pub(super) type Fetched = (usize, Result<Payloads>);
 /// A miss to read: its index in the batch, its record in its shard, how many payloads.
 type Wanted = (usize, usize, u8);
 
-/// Largest single read of [`read_coalesced`].
-const MAX_COALESCED_READ: u64 = 8 << 20;
+/// Largest single read of [`read_coalesced`] (and of tensor records' coalesced reads).
+pub(super) const MAX_COALESCED_READ: u64 = 8 << 20;
 
 /// The payloads that `level` needs of the samples `ids[k]` of `dataset` for `k` in `misses`,
 /// each CRC-checked: per shard, payloads at most `gap` bytes apart are read together

@@ -1,15 +1,17 @@
-//! Tensor records through the loader on the CPU (feature `dataset`): [`TensorPlan`] (the
-//! output arrays of a tensor dataset under [`super::LoaderOptions::tensor`], checked against
-//! the manifest before the loader starts), [`read_records`] (a step's cache misses: each
-//! record's payloads, CRC-checked, not decoded) and [`TensorPlan::on_cpu`] (decode with
-//! [`crate::tensor::decode_array`], then [`TensorAugment::window`] and
-//! [`TensorAugment::apply`], one sample per task on the loader's pool, into the batch's
-//! [`NamedTensor`]s).
+//! Tensor records through the loader (feature `dataset`): [`TensorPlan`] (the output arrays
+//! of a tensor dataset under [`super::LoaderOptions::tensor`], checked against the manifest
+//! before the loader starts), [`read_records`] (a step's cache misses: each record's
+//! payloads, CRC-checked, not decoded; a record and its near neighbours in one read),
+//! [`TensorPlan::on_cpu`] (decode with [`crate::tensor::decode_array`], then
+//! [`TensorAugment::window`] and [`TensorAugment::apply`], one sample per task on the
+//! loader's pool, into the batch's [`NamedTensor`]s) and, with the GPU, `TensorPlan::on_gpu`
+//! (the same windows cut as one batch by `super::tensor_gpu::window_batch`, read back).
 //!
 //! Every record of a tensor dataset holds the manifest's arrays with the manifest's shapes
 //! (checked when the dataset opens, and again here per record), so the arrays of a batch
 //! always stack: there is no per-batch common window to find.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use rayon::prelude::*;
 use super::batch::NamedTensor;
 use super::decode::Slot;
 use super::options::LoaderOptions;
-use super::read::{Fetched, Payloads};
+use super::read::{Fetched, Payloads, MAX_COALESCED_READ};
 use super::tensor::{Tensor, TensorType};
 use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
 use crate::error::{Error, FormatError, ParameterError, Result};
@@ -53,6 +55,9 @@ pub(super) struct TensorPlan {
     pub extent: Vec<u32>,
     /// The windows (`None`: whole arrays, f32).
     pub augment: Option<TensorAugment>,
+    /// With the GPU path: the windows it cuts.
+    #[cfg(feature = "gpu")]
+    pub gpu: Option<GpuWindows>,
 }
 
 fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
@@ -66,8 +71,8 @@ fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
 
 impl TensorPlan {
     /// Checks `options` against a tensor dataset of `n` records and its manifest, and gives
-    /// the batches' arrays: the common checks ([`LoaderOptions::validate_common`]); no level
-    /// and no GPU (the tensor path is the CPU's); with windows, valid options
+    /// the batches' arrays: the common checks ([`LoaderOptions::validate_common`]); no level;
+    /// with the GPU, what `GpuWindows::new` checks; with windows, valid options
     /// ([`TensorAugment::validate`]), every array with at least the spatial axes, the same
     /// last axes in every array, a window that fits them; the batch's arrays within
     /// `decode.limits.max_output_bytes`.
@@ -78,14 +83,6 @@ impl TensorPlan {
                 "level",
                 l as u64,
                 "a tensor dataset has no levels: leave level unset",
-            ));
-        }
-        #[cfg(feature = "gpu")]
-        if options.gpu.is_some() {
-            return Err(invalid(
-                "gpu",
-                1,
-                "tensor datasets load on the CPU: leave gpu unset",
             ));
         }
         let augment = options.tensor.clone();
@@ -154,10 +151,18 @@ impl TensorPlan {
             })
             .unwrap_or(u64::MAX);
         options.check_batch_bytes(bytes)?;
+        #[cfg(feature = "gpu")]
+        let gpu = options
+            .gpu
+            .is_some()
+            .then(|| GpuWindows::new(options, manifest, &augment, &extent))
+            .transpose()?;
         Ok(TensorPlan {
             arrays,
             extent,
             augment,
+            #[cfg(feature = "gpu")]
+            gpu,
         })
     }
 
@@ -288,6 +293,191 @@ impl TensorPlan {
     }
 }
 
+/// The windows the GPU path cuts: the loader's, or for whole arrays (no windows) the whole
+/// extent of the last two axes, which gives what the CPU path gives (every value as f32).
+#[cfg(feature = "gpu")]
+#[derive(Debug, Clone)]
+pub(super) struct GpuWindows {
+    /// The windows.
+    pub augment: TensorAugment,
+    /// Their spatial extent.
+    pub extent: Vec<u32>,
+}
+
+#[cfg(feature = "gpu")]
+impl GpuWindows {
+    /// The GPU path's windows of a dataset of `manifest` under `options` (with `augment` and
+    /// its `extent` checked by the caller). Refused: a hand-off other than
+    /// [`super::gpu::GpuOutput::ReadBack`] (staged and device hand-offs carry one image
+    /// tensor), 64-bit arrays (the window kernel reads 32 bits at most), and whole arrays
+    /// that do not share their last two axes.
+    fn new(
+        options: &LoaderOptions,
+        manifest: &TensorManifest,
+        augment: &Option<TensorAugment>,
+        extent: &[u32],
+    ) -> Result<Self> {
+        if options.gpu_output != super::gpu::GpuOutput::ReadBack {
+            return Err(invalid(
+                "gpu_output",
+                options.gpu_output as u64,
+                "a tensor dataset's GPU batches are read back (GpuOutput::ReadBack); staged \
+                 and device hand-offs are for images",
+            ));
+        }
+        for d in &manifest.arrays {
+            let wide = matches!(
+                d.dtype(),
+                Some(DType::Float64 | DType::Int64 | DType::UInt64)
+            );
+            if wide {
+                return Err(invalid(
+                    "tensor dtype",
+                    64,
+                    "64-bit arrays (float64, int64, uint64) load on the CPU path: leave gpu \
+                     unset",
+                ));
+            }
+        }
+        if let Some(a) = augment {
+            return Ok(GpuWindows {
+                augment: a.clone(),
+                extent: extent.to_vec(),
+            });
+        }
+        let mut last: Option<&[u32]> = None;
+        for d in &manifest.arrays {
+            let l = d.shape.len();
+            let ok = l >= 2 && last.is_none_or(|x| x == &d.shape[l - 2..]);
+            if !ok {
+                return Err(invalid(
+                    "tensor spatial axes",
+                    l as u64,
+                    "the GPU path takes whole arrays that share their last two axes; set \
+                     tensor windows or load on the CPU",
+                ));
+            }
+            last = Some(&d.shape[l - 2..]);
+        }
+        Ok(GpuWindows {
+            augment: TensorAugment {
+                spatial: 2,
+                ..TensorAugment::default()
+            },
+            extent: last.unwrap_or_default().to_vec(),
+        })
+    }
+}
+
+#[cfg(feature = "gpu")]
+impl TensorPlan {
+    /// The GPU path of a batch: samples `ids[k]` with `payloads[k]` (or the error in
+    /// `errors[k]`, rejected first by `options.on_error`), each checked against the plan
+    /// and given its window (the CPU path's draw), then cut as one batch by
+    /// [`super::tensor_gpu::window_batch`] and read back into `out.arrays`. A sample the
+    /// batch refuses ([`Error::InBatch`]: a payload that does not decode) is rejected by
+    /// `on_error` and the batch is redone without it, as the image path does. Returns the
+    /// batch time and the read-back time.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_gpu(
+        &self,
+        gpu: &crate::gpu::GpuDecoder,
+        dataset: &TensorDataset,
+        options: &LoaderOptions,
+        (seed, epoch): (u64, u64),
+        ids: &[u32],
+        payloads: &[Option<Payloads>],
+        errors: Vec<Option<Error>>,
+        out: &mut super::batch::Batch,
+    ) -> Result<(Duration, Duration)> {
+        use super::batch::reject;
+        use super::tensor_gpu::{window_batch, TensorArrayInput, TensorSampleInput};
+        let windows = self.gpu.as_ref().expect("planned for the GPU");
+        let on_error = options.on_error;
+        let mut live = Vec::with_capacity(ids.len());
+        for (k, e) in errors.into_iter().enumerate() {
+            let sample = ids[k] as u64;
+            if let Some(e) = e {
+                reject(dataset, on_error, out, sample, e)?;
+                continue;
+            }
+            let p = payloads[k].as_ref().expect("read or cached");
+            let checked = (|| -> Result<_> {
+                let specs = dataset.arrays_of(sample)?;
+                let same = specs.len() == self.arrays.len()
+                    && p.len() == specs.len()
+                    && specs
+                        .iter()
+                        .zip(&self.arrays)
+                        .all(|((spec, _), a)| spec.name == a.name && spec.shape == a.shape);
+                if !same {
+                    return Err(not_declared(specs.len() as u64));
+                }
+                let w = windows
+                    .augment
+                    .window(seed, epoch, sample, &windows.extent)?;
+                let arrays = specs
+                    .iter()
+                    .zip(p.iter())
+                    .map(|((spec, _), payload)| TensorArrayInput {
+                        spec,
+                        payload: payload.as_slice(),
+                    })
+                    .collect();
+                Ok(TensorSampleInput { arrays, window: w })
+            })();
+            match checked {
+                Ok(input) => live.push((k, input)),
+                Err(e) => reject(dataset, on_error, out, sample, e)?,
+            }
+        }
+        let stats = |name: &str| {
+            self.arrays
+                .iter()
+                .find(|a| a.name == name)
+                .and_then(|a| a.stats)
+        };
+        let t0 = Instant::now();
+        let batch = loop {
+            if live.is_empty() {
+                out.arrays = self.zeroed(0);
+                return Ok((t0.elapsed(), Duration::ZERO));
+            }
+            let inputs: Vec<TensorSampleInput<'_>> =
+                live.iter().map(|(_, input)| input.clone()).collect();
+            match window_batch(gpu, &windows.augment, &inputs, &stats) {
+                Ok(b) => break b,
+                Err(Error::InBatch { image, error }) if image < live.len() => {
+                    let (k, _) = live.remove(image);
+                    reject(dataset, on_error, out, ids[k] as u64, *error)?;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let t1 = Instant::now();
+        out.gpu_counts = Some(batch.counts);
+        let read = batch.read_back()?;
+        out.arrays = read
+            .into_iter()
+            .zip(&batch.arrays)
+            .map(|((name, tensor), a)| NamedTensor {
+                name,
+                shape: a.shape.clone(),
+                tensor,
+            })
+            .collect();
+        for (k, input) in live {
+            let sample = ids[k] as u64;
+            out.samples.push(sample);
+            out.classes.push(dataset.entry(sample)?.class);
+            if self.augment.is_some() {
+                out.windows.push(input.window);
+            }
+        }
+        Ok((t1 - t0, t1.elapsed()))
+    }
+}
+
 /// A record whose arrays are not the manifest's (a shard changed after the dataset opened).
 fn not_declared(count: u64) -> Error {
     FormatError::InvalidHeader {
@@ -321,21 +511,44 @@ fn whole(array: &NdArray, out: &mut [f32]) -> Result<()> {
 }
 
 /// The payloads of the records `ids[k]` for `k` in `misses`, each array's CRC-checked, not
-/// decoded, records in parallel (on the calling thread's rayon pool). Returns `(k,
-/// payloads)` per miss and the number of reads (one per array).
+/// decoded: per shard, a record's arrays with one positional read and records at most `gap`
+/// bytes apart together ([`crate::shard::TensorShardReader::read_records_coalesced`], reads
+/// below [`MAX_COALESCED_READ`]), shards in parallel (on the calling thread's rayon pool).
+/// Returns `(k, payloads)` per miss and the number of reads.
 pub(super) fn read_records(
     dataset: &TensorDataset,
     ids: &[u32],
     misses: &[usize],
+    gap: u64,
 ) -> (Vec<Fetched>, usize) {
-    let out: Vec<(Fetched, usize)> = misses
+    let mut out = Vec::with_capacity(misses.len());
+    // shard -> (miss k, record in the shard)
+    let mut by_shard: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for &k in misses {
+        match dataset.locate(ids[k] as u64) {
+            Ok((s, r)) => by_shard.entry(s).or_default().push((k, r)),
+            Err(e) => out.push((k, Err(e))),
+        }
+    }
+    let groups: Vec<(usize, Vec<(usize, usize)>)> = by_shard.into_iter().collect();
+    let read: Vec<(Vec<Fetched>, usize)> = groups
         .par_iter()
-        .map(|&k| {
-            let id = ids[k] as u64;
-            let calls = dataset.entry(id).map_or(0, |e| e.arrays.len());
-            ((k, dataset.read_payloads(id).map(Arc::new)), calls)
+        .map(|(s, wanted)| {
+            let records: Vec<usize> = wanted.iter().map(|&(_, r)| r).collect();
+            let (results, calls) =
+                dataset.shards()[*s].read_records_coalesced(&records, gap, MAX_COALESCED_READ);
+            let fetched = wanted
+                .iter()
+                .zip(results)
+                .map(|(&(k, _), r)| (k, r.map(Arc::new)))
+                .collect();
+            (fetched, calls)
         })
         .collect();
-    let calls = out.iter().map(|x| x.1).sum();
-    (out.into_iter().map(|x| x.0).collect(), calls)
+    let mut calls = 0;
+    for (r, c) in read {
+        out.extend(r);
+        calls += c;
+    }
+    (out, calls)
 }

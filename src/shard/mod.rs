@@ -47,7 +47,7 @@ pub use tensor_dataset::{
     TENSOR_MANIFEST_VERSION,
 };
 pub use tensor_format::{ArrayEntry, PayloadEntry, RecordKind, TensorEntry};
-pub use tensor_io::{TensorRecordInput, TensorShardReader, TensorShardWriter};
+pub use tensor_io::{RecordPayloads, TensorRecordInput, TensorShardReader, TensorShardWriter};
 pub use writer::{RecordInput, ShardWriter};
 
 pub use crate::error::ShardError;

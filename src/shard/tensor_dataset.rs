@@ -355,16 +355,15 @@ impl TensorDataset {
             .collect())
     }
 
-    /// Record `i`'s payloads, one per array in index order, each within the dataset's read
-    /// limit and checked against its CRC-32, not decoded (for a reader that caches or decodes
+    /// Record `i`'s payloads, one per array in index order, read with one positional read
+    /// where the record is within the dataset's read limit (else one per array, each within
+    /// it), each checked against its CRC-32, not decoded (for a reader that caches or decodes
     /// them itself: [`crate::tensor::decode_array`]). Errors are the shard's; the caller
     /// names the record ([`TensorDataset::name_of`]).
     pub fn read_payloads(&self, i: u64) -> Result<Vec<Vec<u8>>> {
         let (s, r) = self.locate(i)?;
-        let shard = &self.shards[s];
-        (0..shard.entry(r)?.arrays.len())
-            .map(|k| shard.read_payload(r, k))
-            .collect()
+        let (mut read, _) = self.shards[s].read_records_coalesced(&[r], 0, u64::MAX);
+        read.pop().expect("one record asked")
     }
 
     /// The shard file and the key of record `i` (empty strings where there is no such

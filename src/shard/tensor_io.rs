@@ -1,12 +1,15 @@
 //! Writing and reading tensor shards ([`mod@super::tensor_format`]): [`TensorShardWriter`]
 //! collects encoded records and writes the shard atomically; [`TensorShardReader`] opens one
 //! with bounded positional reads (header, trailer, index, each validated before the next) and
-//! reads each array's payload at its known offset, checked against its CRC-32 and, decoded,
-//! against its index entry.
+//! reads each array's payload at its known offset (a record's arrays, and nearby records, in
+//! one read: [`TensorShardReader::read_records_coalesced`]), checked against its CRC-32 and,
+//! decoded, against its index entry.
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::Path;
+
+use rayon::prelude::*;
 
 use super::format::{check_key, Trailer, HEADER_LEN, MAX_META_LEN, NO_CLASS, TRAILER_LEN};
 use super::reader::read_at;
@@ -151,6 +154,9 @@ impl TensorShardWriter {
         Ok(super::write_atomic(path, &self.to_bytes())?)
     }
 }
+
+/// A record's payloads, one per array in index order, or why they could not be read.
+pub type RecordPayloads = Result<Vec<Vec<u8>>>;
 
 /// An open tensor shard: its validated index and the file for positional reads.
 #[derive(Debug)]
@@ -302,15 +308,137 @@ impl TensorShardReader {
         Ok(bytes)
     }
 
+    /// Array `k` of record `i` checked against its CRC-32, its bytes cut from `bytes`, a read
+    /// of the shard from `first` that holds them.
+    fn cut_payload(&self, i: usize, k: usize, bytes: &[u8], first: u64) -> Result<Vec<u8>> {
+        let p = self.entry(i)?.arrays[k].payload;
+        let at = (p.offset - first) as usize;
+        let b = bytes[at..at + p.len as usize].to_vec();
+        let computed = crc32fast::hash(&b);
+        if computed != p.crc32 {
+            return Err(ShardError::LevelChecksum {
+                record: i as u64,
+                level: k as u8,
+                stored: p.crc32,
+                computed,
+            }
+            .into());
+        }
+        Ok(b)
+    }
+
+    /// The payloads of the records `records`, each record's arrays in index order, each
+    /// checked against its CRC-32, with few positional reads: a record's arrays are adjacent
+    /// in the shard (SPEC "Tensor records"), so its payloads are one span, and spans at most
+    /// `max_gap` bytes apart are read together while a read stays within `max_read` and the
+    /// reader's limit. A record whose span exceeds that is read array by array
+    /// ([`TensorShardReader::read_payload`], each array within the reader's limit). Reads run
+    /// on rayon's pool. Returns one result per record, in order (an I/O error fails every
+    /// record of its read, a checksum error only its record), and the number of reads.
+    pub fn read_records_coalesced(
+        &self,
+        records: &[usize],
+        max_gap: u64,
+        max_read: u64,
+    ) -> (Vec<RecordPayloads>, usize) {
+        let max_read = max_read.min(self.max_read);
+        let mut results: Vec<Option<RecordPayloads>> =
+            (0..records.len()).map(|_| None).collect();
+        let mut calls = 0;
+        // (start, end, index in records) of the spans read in runs.
+        let mut spans = Vec::with_capacity(records.len());
+        for (w, &i) in records.iter().enumerate() {
+            let e = match self.entry(i) {
+                Ok(e) => e,
+                Err(e) => {
+                    results[w] = Some(Err(e));
+                    continue;
+                }
+            };
+            // A record has 1 to 16 arrays, adjacent (checked by parse_tensor_index).
+            let (Some(a), Some(z)) = (e.arrays.first(), e.arrays.last()) else {
+                results[w] = Some(Ok(Vec::new()));
+                continue;
+            };
+            let (start, end) = (a.payload.offset, z.payload.offset + z.payload.len);
+            if end - start > max_read {
+                calls += e.arrays.len();
+                results[w] = Some(
+                    (0..e.arrays.len())
+                        .map(|k| self.read_payload(i, k))
+                        .collect(),
+                );
+            } else {
+                spans.push((start, end, w));
+            }
+        }
+        spans.sort_unstable();
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut start = 0;
+        let mut run_end = 0;
+        for k in 0..=spans.len() {
+            let split = k == spans.len()
+                || k > start && {
+                    let (off, end, _) = spans[k];
+                    off.saturating_sub(run_end) > max_gap
+                        || end.max(run_end) - spans[start].0 > max_read
+                };
+            if split && k > start {
+                runs.push(start..k);
+                start = k;
+            }
+            if let Some(&(_, end, _)) = spans.get(k) {
+                run_end = if k == start { end } else { run_end.max(end) };
+            }
+        }
+        calls += runs.len();
+        let read: Vec<Vec<(usize, RecordPayloads)>> = runs
+            .par_iter()
+            .map(|run| {
+                let first = spans[run.start].0;
+                let end = spans[run.clone()].iter().map(|s| s.1).max().unwrap_or(first);
+                // In the data area: every span was checked by parse_tensor_index.
+                match read_at(&self.file, first, (end - first) as usize) {
+                    Ok(bytes) => spans[run.clone()]
+                        .iter()
+                        .map(|&(.., w)| {
+                            let i = records[w];
+                            let arrays = self.entry(i).map_or(0, |e| e.arrays.len());
+                            let payloads = (0..arrays)
+                                .map(|k| self.cut_payload(i, k, &bytes, first))
+                                .collect();
+                            (w, payloads)
+                        })
+                        .collect(),
+                    Err(e) => spans[run.clone()]
+                        .iter()
+                        .map(|&(.., w)| {
+                            (w, Err(std::io::Error::new(e.kind(), e.to_string()).into()))
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        for (w, r) in read.into_iter().flatten() {
+            results[w] = Some(r);
+        }
+        let results = results
+            .into_iter()
+            .map(|r| r.expect("every record has a result"))
+            .collect();
+        (results, calls)
+    }
+
     /// Record `i`'s arrays, read and decoded on the CPU in index order, each checked against
     /// its entry ([`crate::tensor::decode_array`]); `options.limits` bound each array.
     pub fn read_record(&self, i: usize, options: &DecodeOptions) -> Result<Vec<(String, NdArray)>> {
         let e = self.entry(i)?;
+        let (mut read, _) = self.read_records_coalesced(&[i], 0, u64::MAX);
+        let payloads = read.pop().expect("one record asked")?;
         e.arrays
             .iter()
-            .enumerate()
-            .map(|(k, a)| {
-                let payload = self.read_payload(i, k)?;
+            .zip(payloads)
+            .map(|(a, payload)| {
                 Ok((
                     a.spec.name.clone(),
                     decode_array(&a.spec, &payload, options)?,
