@@ -497,7 +497,7 @@ fn choose_axes(
 
 /// The zigzag residuals: `x` differenced along each axis in `axes` (wrapping, the value
 /// before the first along an axis being 0), in `width` bits.
-fn differences(mut x: Vec<u32>, shape: &[u32], axes: u8, width: u32) -> Vec<u32> {
+pub(in crate::field) fn differences(mut x: Vec<u32>, shape: &[u32], axes: u8, width: u32) -> Vec<u32> {
     let st = strides(shape);
     for (a, &s) in st.iter().enumerate() {
         if axes >> a & 1 == 0 {
@@ -612,7 +612,7 @@ fn encode_stream(z: &[u32], segments: usize, width: u32) -> (Vec<u8>, Vec<Vec<u8
     (lengths, bytes)
 }
 
-fn put_lengths(lengths: &[u8], out: &mut Vec<u8>) {
+pub(in crate::field) fn put_lengths(lengths: &[u8], out: &mut Vec<u8>) {
     out.push(lengths.len() as u8);
     for pair in lengths.chunks(2) {
         out.push(pair[0] | pair.get(1).map_or(0, |&l| l << 4));
