@@ -3,7 +3,9 @@
 //! ([`parse_layout`]: lengths, CRC, exception runs, chunk table), one chunk's layout
 //! ([`parse_chunk`]) and the token alphabet (singles, pairs, zero runs).
 
+use crate::codec::bits::BitReader;
 use crate::decode::DecodeOptions;
+use crate::format::compact::CODE_LENGTH_BITS;
 use crate::error::{FormatError, LimitsError, Result};
 use crate::field::format::{bin_width_significand_bits, read_runs, Run};
 use crate::field::lossless::format::{
@@ -522,6 +524,13 @@ pub(super) fn parse_layout<'a>(data: &'a [u8], options: &DecodeOptions) -> Resul
     })
 }
 
+/// Bits of a chunk head's `ntok - 1` field.
+pub const NTOK_BITS: u32 = 7;
+/// Bits of a chunk head's segment-length width field.
+pub const SEG_WIDTH_BITS: u32 = 5;
+/// Largest segment-length width.
+pub const SEG_WIDTH_MAX: u32 = 25;
+
 /// A chunk's layout: its code lengths and its segments' bytes.
 #[derive(Debug)]
 pub(super) struct ChunkLayout<'a> {
@@ -532,8 +541,11 @@ pub(super) struct ChunkLayout<'a> {
 }
 
 /// Reads a chunk's head (the chunk starts at byte `base` of the file) and splits its
-/// segments: `ntok`, the code lengths (4 bits each), the segment lengths (u32 each), then the
-/// segment bytes, which must end with the chunk.
+/// segments. The head is an LSB-first bit stream: `ntok - 1` ([`NTOK_BITS`]), the code
+/// lengths as the image codec writes them ("0" the previous length, "100" one more, "101" one
+/// less, "11" and a 4-bit length), the width `w` of the segment lengths ([`SEG_WIDTH_BITS`],
+/// at most [`SEG_WIDTH_MAX`]), `segments` byte lengths of `w` bits, zero padding to a byte;
+/// the segments follow and must end with the chunk.
 pub(super) fn parse_chunk<'a>(
     chunk: &'a [u8],
     base: usize,
@@ -545,31 +557,42 @@ pub(super) fn parse_chunk<'a>(
         value,
         reason,
     };
-    let ntok = *chunk.first().ok_or_else(|| bad("ntok", 0, "empty chunk"))? as u32;
-    if ntok == 0 || ntok > BOUNDED_ALPHABET {
+    let mut r = BitReader::new(chunk);
+    let ntok = r.read(NTOK_BITS) + 1;
+    if ntok > BOUNDED_ALPHABET {
         return Err(bad("ntok", ntok as u64, "must be 1 to the alphabet size"));
     }
-    let nbytes = ntok.div_ceil(2) as usize;
-    let bytes = chunk
-        .get(1..1 + nbytes)
-        .ok_or_else(|| bad("code lengths", ntok as u64, "chunk truncated"))?;
-    let lengths: Vec<u8> = (0..ntok as usize)
-        .map(|t| (bytes[t / 2] >> (4 * (t % 2))) & 15)
-        .collect();
-    if ntok % 2 == 1 && bytes[nbytes - 1] >> 4 != 0 {
-        return Err(bad("code lengths", 0, "padding nibble must be zero"));
+    let mut lengths = vec![0u8; ntok as usize];
+    let mut previous = 0u32;
+    for l in lengths.iter_mut() {
+        if r.read(1) == 1 {
+            previous = match r.read(1) {
+                0 if r.read(1) == 0 => previous + 1,
+                // Wraps below 0 to a length > 11, which check_lengths rejects.
+                0 => previous.wrapping_sub(1) & 0xff,
+                _ => r.read(CODE_LENGTH_BITS),
+            };
+        }
+        *l = previous.min(0xff) as u8;
     }
-    check_lengths(&lengths).map_err(|r| bad("code lengths", ntok as u64, r))?;
-    let mut at = 1 + nbytes;
-    let table = chunk
-        .get(at..at + 4 * segments)
-        .ok_or_else(|| bad("segment lengths", 0, "chunk truncated"))?;
-    at += table.len();
+    check_lengths(&lengths).map_err(|why| bad("code lengths", ntok as u64, why))?;
+    let width = r.read(SEG_WIDTH_BITS);
+    if width > SEG_WIDTH_MAX {
+        return Err(bad("segment width", width as u64, "must be 0 to 25"));
+    }
+    let lens: Vec<usize> = (0..segments).map(|_| r.read(width) as usize).collect();
+    let pad = (8 - r.position() % 8) % 8;
+    if r.read(pad as u32) != 0 {
+        return Err(bad("chunk head", pad, "padding bits must be zero"));
+    }
+    let mut at = (r.position() / 8) as usize;
+    if at > chunk.len() {
+        return Err(bad("chunk head", at as u64, "past the chunk's end"));
+    }
     let mut segs = Vec::with_capacity(segments);
-    for i in 0..segments {
-        let len = u32_at(table, 4 * i) as usize;
+    for len in lens {
         let seg = chunk
-            .get(at..at.saturating_add(len))
+            .get(at..at + len)
             .ok_or_else(|| bad("segment lengths", len as u64, "past the chunk's end"))?;
         at += len;
         segs.push(seg);

@@ -155,10 +155,16 @@ pub(super) fn predict(x: &[i32], i: usize, c: usize, n: usize, s: usize, sd: usi
     (b + cc + 1) >> 1
 }
 
-/// `k` of the closed loop: `floor((target - prediction + floor(step / 2)) / step)`.
+/// `k` of the closed loop: `floor((target - prediction + floor(step / 2)) / step)`, a shift
+/// for steps that are powers of two.
 #[inline(always)]
 fn quantise(diff: i64, step: i64) -> i64 {
-    (diff + step / 2).div_euclid(step)
+    let d = diff + step / 2;
+    if step & (step - 1) == 0 {
+        d >> step.trailing_zeros()
+    } else {
+        d.div_euclid(step)
+    }
 }
 
 /// The lattice predictor's forward pass: `u` the lattice values of the input, `exc` the

@@ -1,8 +1,9 @@
 //! The entropy stage: zigzag residuals as the lossless coder's 32-bit single tokens plus
 //! pair tokens (two values below [`PAIR_LIMIT`]) and zero runs up to [`BOUNDED_RUN_MAX`],
 //! under one canonical Huffman code per chunk (the lossless coder's codes and decode
-//! tables), each chunk split into segments that decode independently. The encoder picks per
-//! chunk the smallest of singles only, with pairs, and with pairs and runs.
+//! tables), each chunk split into segments that decode independently. The chunk head writes
+//! the code lengths as the image codec does (`format::parse_chunk` reads it). The encoder
+//! picks per chunk the smallest of singles only, with pairs, and with pairs and runs.
 
 use rayon::prelude::*;
 
@@ -12,17 +13,16 @@ use crate::error::{FormatError, Result};
 use crate::field::lossless::code::{
     canonical, code_lengths, fill_lut_by, Entry, ENTRY_PAIR, ENTRY_RUN, LUT_SIZE,
 };
-use crate::field::lossless::encode::put_lengths;
+use crate::compact::huffman::{for_each_length_field, table_bits};
 use crate::field::lossless::format::{segment_range, token_of};
 
 /// Zero runs shorter than this are coded as pairs or singles by the encoder.
 const RUN_MIN_ENCODE: usize = 4;
 
-/// One symbol: token, raw bit count, raw bits.
-type Symbol = (u8, u8, u32);
-
-/// The symbols of one segment, with pair tokens and zero runs when asked.
-fn tokenize(z: &[u32], pairs: bool, runs: bool, out: &mut Vec<Symbol>) {
+/// Calls `emit(token, raw bit count, raw bits)` for each symbol of one segment, with pair
+/// tokens and zero runs when asked.
+#[inline(always)]
+fn tokenize(z: &[u32], pairs: bool, runs: bool, mut emit: impl FnMut(u32, u32, u32)) {
     let mut i = 0;
     while i < z.len() {
         if runs && z[i] == 0 {
@@ -32,49 +32,44 @@ fn tokenize(z: &[u32], pairs: bool, runs: bool, out: &mut Vec<Symbol>) {
                 while left >= 2 {
                     let n = left.min(BOUNDED_RUN_MAX as usize);
                     let (t, r, v) = run_token(n as u32);
-                    out.push((t as u8, r as u8, v));
+                    emit(t, r, v);
                     left -= n;
                 }
                 if left == 1 {
-                    out.push((0, 0, 0));
+                    emit(0, 0, 0);
                 }
                 i += run;
                 continue;
             }
         }
         if pairs && i + 1 < z.len() && z[i] < PAIR_LIMIT && z[i + 1] < PAIR_LIMIT {
-            out.push(((PAIR0 + PAIR_LIMIT * z[i] + z[i + 1]) as u8, 0, 0));
+            emit(PAIR0 + PAIR_LIMIT * z[i] + z[i + 1], 0, 0);
             i += 2;
             continue;
         }
         let (t, r, v) = token_of(z[i]);
-        out.push((t as u8, r as u8, v));
+        emit(t, r, v);
         i += 1;
     }
 }
 
-/// One chunk's bytes: code lengths, segment lengths, segments; the token set (singles,
-/// +pairs, +pairs and runs) that makes it smallest.
+/// One chunk's bytes: head (code lengths, segment lengths), segments; the token set
+/// (singles, +pairs, +pairs and runs) that makes it smallest.
 pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
-    let mut best: Option<(u64, Vec<u8>, Vec<Vec<Symbol>>)> = None;
+    let mut best: Option<(u64, bool, bool, Vec<u8>)> = None;
     let small = z.iter().any(|&v| v < PAIR_LIMIT);
     let zeros = z.windows(RUN_MIN_ENCODE).any(|w| w.iter().all(|&v| v == 0));
     for (pairs, runs) in [(false, false), (true, false), (true, true)] {
         if (pairs && !small) || (runs && !zeros) {
             continue;
         }
-        let segs: Vec<Vec<Symbol>> = (0..segments)
-            .map(|s| {
-                let mut out = Vec::new();
-                tokenize(&z[segment_range(z.len(), segments, s)], pairs, runs, &mut out);
-                out
-            })
-            .collect();
         let mut hist = [0u64; BOUNDED_ALPHABET as usize];
         let mut raw = 0u64;
-        for &(t, r, _) in segs.iter().flatten() {
-            hist[t as usize] += 1;
-            raw += r as u64;
+        for s in 0..segments {
+            tokenize(&z[segment_range(z.len(), segments, s)], pairs, runs, |t, r, _| {
+                hist[t as usize] += 1;
+                raw += r as u64;
+            });
         }
         let ntok = hist.iter().rposition(|&c| c > 0).map_or(1, |t| t + 1);
         let mut lengths = vec![0u8; ntok];
@@ -83,35 +78,44 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
             lengths[0] = 1; // an empty chunk: one token, zero bits
         }
         let single = lengths.iter().filter(|&&l| l > 0).count() == 1;
-        let mut bits: u64 = raw + 4 * ntok as u64;
+        let mut bits: u64 = raw + table_bits(&lengths);
         if !single {
             bits += hist.iter().zip(&lengths).map(|(&c, &l)| c * l as u64).sum::<u64>();
         }
         // Every segment pads to a byte.
         bits += 4 * segments as u64;
         if best.as_ref().is_none_or(|b| bits < b.0) {
-            best = Some((bits, lengths, segs));
+            best = Some((bits, pairs, runs, lengths));
         }
     }
-    let (_, lengths, segs) = best.expect("singles are always tried");
+    let (bits, pairs, runs, lengths) = best.expect("singles are always tried");
     let codes = canonical(&lengths);
-    let bytes: Vec<Vec<u8>> = segs
-        .iter()
-        .map(|syms| {
-            let mut w = BitWriter::with_prefix(&[], syms.len() * 2);
-            for &(t, r, v) in syms {
+    let bytes: Vec<Vec<u8>> = (0..segments)
+        .map(|s| {
+            let seg = &z[segment_range(z.len(), segments, s)];
+            let mut w = BitWriter::with_prefix(&[], (bits / 8) as usize / segments + 16);
+            tokenize(seg, pairs, runs, |t, r, v| {
                 let (code, l) = codes[t as usize];
                 w.write(code, l);
-                w.write(v, r as u32);
-            }
+                w.write(v, r);
+            });
             w.finish()
         })
         .collect();
-    let mut out = Vec::new();
-    put_lengths(&lengths, &mut out);
+    let width = bytes
+        .iter()
+        .map(|s| 32 - (s.len() as u32).leading_zeros())
+        .max()
+        .unwrap_or(0);
+    debug_assert!(width <= SEG_WIDTH_MAX);
+    let mut head = BitWriter::with_prefix(&[], 64);
+    head.write(lengths.len() as u32 - 1, NTOK_BITS);
+    for_each_length_field(&lengths, |value, bits| head.write(value, bits));
+    head.write(width, SEG_WIDTH_BITS);
     for s in &bytes {
-        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        head.write(s.len() as u32, width);
     }
+    let mut out = head.finish();
     for s in bytes {
         out.extend_from_slice(&s);
     }

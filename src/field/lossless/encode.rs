@@ -612,7 +612,7 @@ fn encode_stream(z: &[u32], segments: usize, width: u32) -> (Vec<u8>, Vec<Vec<u8
     (lengths, bytes)
 }
 
-pub(in crate::field) fn put_lengths(lengths: &[u8], out: &mut Vec<u8>) {
+fn put_lengths(lengths: &[u8], out: &mut Vec<u8>) {
     out.push(lengths.len() as u8);
     for pair in lengths.chunks(2) {
         out.push(pair[0] | pair.get(1).map_or(0, |&l| l << 4));
