@@ -3,7 +3,7 @@
 //! (axis set by an estimate), each with its exception runs; the smallest file is kept.
 
 use super::format::*;
-use super::predict::{differences_forward, lattice_forward, passes, Geometry};
+use super::predict::{differences_forward, lattice_forward, passes, Forward, Geometry};
 use super::tokens::encode_chunks;
 use crate::error::{ParameterError, Result};
 use crate::field::format::{write_runs, Run};
@@ -344,7 +344,7 @@ fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
     }
     // The axis order by the estimate at the first setting.
     let steps0 = level_steps(levels, LEVEL_SETTINGS[0]);
-    let mut first: Option<(f64, Vec<u8>, (Vec<u32>, Vec<i32>, Vec<bool>))> = None;
+    let mut first: Option<(f64, Vec<u8>, Forward)> = None;
     for order in orders {
         let ps = passes(nd, levels, &order);
         let r = lattice_forward(&geo, &ps, &u, special, &steps0, None);

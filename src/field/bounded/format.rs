@@ -69,7 +69,7 @@ pub(super) fn bounded_token(t: u32) -> (u32, u32, u64) {
         (b, n, 0)
     } else if t < RUN0 {
         let p = t - PAIR0;
-        (p / PAIR_LIMIT | (p % PAIR_LIMIT) << 16, 0, ENTRY_PAIR)
+        ((p / PAIR_LIMIT) | ((p % PAIR_LIMIT) << 16), 0, ENTRY_PAIR)
     } else {
         let j = t - RUN0 + 1;
         (1 << j, j, ENTRY_RUN)

@@ -85,7 +85,6 @@ impl Geometry {
     }
 
     /// Targets of `pass`.
-    #[cfg(test)]
     pub fn count(&self, pass: &Pass) -> usize {
         let pad = 4 - self.ndim;
         (0..self.ndim)
@@ -107,9 +106,7 @@ impl Geometry {
         let pad = 4 - self.ndim;
         let mut start = [0usize; 4];
         let mut step = [1usize; 4];
-        for a in 0..self.ndim {
-            step[pad + a] = pass.steps[a];
-        }
+        step[pad..].copy_from_slice(&pass.steps[..self.ndim]);
         let d = pad + pass.axis;
         start[d] = pass.stride;
         let [n0, n1, n2, n3] = self.dims;
@@ -167,9 +164,15 @@ fn quantise(diff: i64, step: i64) -> i64 {
     }
 }
 
+/// Passes with at least this many targets choose their kind on a sample of them ...
+const KIND_SAMPLE_FROM: usize = 1 << 16;
+/// ... every this many targets.
+const KIND_SAMPLE: usize = 4;
+
 /// The lattice predictor's forward pass: `u` the lattice values of the input, `exc` the
 /// exception cells (their `k` is 0), `steps` per level and for value 0, `cubic` the kinds
-/// to use (or `None`: per pass the kind whose `k` have the smaller sum of magnitudes).
+/// to use (or `None`: per pass the kind whose `k` have the smaller sum of magnitudes, on a
+/// sample of a large pass's targets).
 /// Returns the zigzag stream of `k` in decode order, the decoded lattice values and the kinds.
 pub(super) fn lattice_forward(
     geo: &Geometry,
@@ -178,7 +181,7 @@ pub(super) fn lattice_forward(
     exc: &[bool],
     steps: &[u8],
     cubic: Option<&[bool]>,
-) -> (Vec<u32>, Vec<i32>, Vec<bool>) {
+) -> Forward {
     let n = u.len();
     let mut x = vec![0i32; n];
     let mut stream = Vec::with_capacity(n);
@@ -194,14 +197,22 @@ pub(super) fn lattice_forward(
         let kind = match cubic {
             Some(c) => c[j],
             None => {
-                let (mut lin, mut cub) = (0u64, 0u64);
+                // Large passes choose their kind on every KIND_SAMPLE-th target.
+                let every = if geo.count(p) >= KIND_SAMPLE_FROM {
+                    KIND_SAMPLE
+                } else {
+                    1
+                };
+                let (mut lin, mut cub, mut t) = (0u64, 0u64, 0usize);
                 geo.for_targets(p, |i, c| {
-                    if exc[i] {
+                    t += 1;
+                    if exc[i] || t % every != 0 {
                         return;
                     }
                     let t = u[i] as i64;
-                    lin += quantise(t - predict(&x, i, c, len, s, sd, false), step).unsigned_abs();
-                    cub += quantise(t - predict(&x, i, c, len, s, sd, true), step).unsigned_abs();
+                    let cost = |k: i64| 64 - (zig(k as i32) as u64).leading_zeros() as u64;
+                    lin += cost(quantise(t - predict(&x, i, c, len, s, sd, false), step));
+                    cub += cost(quantise(t - predict(&x, i, c, len, s, sd, true), step));
                 });
                 cub < lin
             }
@@ -220,6 +231,10 @@ pub(super) fn lattice_forward(
     }
     (stream, x, kinds)
 }
+
+/// What the lattice predictor's forward pass gives: the zigzag stream of `k` in decode
+/// order, the decoded lattice values and the kind of each pass (cubic or not).
+pub(super) type Forward = (Vec<u32>, Vec<i32>, Vec<bool>);
 
 /// Why a lattice stream is invalid: `(value index, reason)`.
 pub(super) type LatticeError = (usize, &'static str);
