@@ -48,7 +48,8 @@ pub fn decode_bounded_into(
 fn map_values(out: &mut [f32], parallel: bool, f: impl Fn(&mut f32) + Sync) {
     const BLOCK: usize = 1 << 16;
     if parallel {
-        out.par_chunks_mut(BLOCK).for_each(|c| c.iter_mut().for_each(&f));
+        out.par_chunks_mut(BLOCK)
+            .for_each(|c| c.iter_mut().for_each(&f));
     } else {
         out.iter_mut().for_each(f);
     }

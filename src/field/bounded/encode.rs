@@ -214,7 +214,11 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
         .into());
     }
     if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
-        return Err(bad_option("chunk_log2", options.chunk_log2 as u64, "8 to 20"));
+        return Err(bad_option(
+            "chunk_log2",
+            options.chunk_log2 as u64,
+            "8 to 20",
+        ));
     }
     if !(1..=MAX_SEGMENTS).contains(&options.segments) {
         return Err(bad_option("segments", options.segments as u64, "1 to 32"));

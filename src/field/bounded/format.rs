@@ -5,13 +5,13 @@
 
 use crate::codec::bits::BitReader;
 use crate::decode::DecodeOptions;
-use crate::format::compact::CODE_LENGTH_BITS;
 use crate::error::{FormatError, LimitsError, Result};
 use crate::field::format::{bin_width_significand_bits, read_runs, Run};
 use crate::field::lossless::format::{
     check_lengths, single_tokens, token_base, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, MAX_SEGMENTS,
 };
 use crate::field::{BIN_WIDTH_BITS, FIELD_MAGIC};
+use crate::format::compact::CODE_LENGTH_BITS;
 
 /// Version byte of an error-bounded array of 1 to 4 axes.
 pub const BOUNDED_VERSION: u8 = 3;
@@ -204,7 +204,12 @@ impl BoundedHeader {
         b.extend_from_slice(&self.offset.to_bits().to_le_bytes());
         b.extend_from_slice(&self.unit.to_bits().to_le_bytes());
         b.extend_from_slice(&self.fill_value.map_or(0, f32::to_bits).to_le_bytes());
-        b.extend_from_slice(&[self.axes_byte(), self.segments, self.chunk_log2, self.levels]);
+        b.extend_from_slice(&[
+            self.axes_byte(),
+            self.segments,
+            self.chunk_log2,
+            self.levels,
+        ]);
         b.extend_from_slice(&self.runs.to_le_bytes());
         b.extend_from_slice(&self.runs_len.to_le_bytes());
         if self.predictor == Predictor::Lattice {
@@ -308,7 +313,13 @@ pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
     let unit = f32::from_bits(u32_at(data, p + 12));
     let fill = u32_at(data, p + 16);
     if flags & BOUNDED_FLAG_FILL == 0 && fill != 0 {
-        return Err(invalid("fill", p + 16, fill as u64, "must be 0 without the fill flag").into());
+        return Err(invalid(
+            "fill",
+            p + 16,
+            fill as u64,
+            "must be 0 without the fill flag",
+        )
+        .into());
     }
     let (axes_byte, segments, chunk_log2, levels) =
         (data[p + 20], data[p + 21], data[p + 22], data[p + 23]);
@@ -366,7 +377,9 @@ pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
                 return Err(invalid("steps", fixed + k, steps[k] as u64, "must be 1 to 16").into());
             }
             let kinds = &data[fixed + l + 1..t];
-            cubic = (0..l * ndim).map(|j| kinds[j / 8] >> (j % 8) & 1 == 1).collect();
+            cubic = (0..l * ndim)
+                .map(|j| kinds[j / 8] >> (j % 8) & 1 == 1)
+                .collect();
             if (l * ndim) % 8 != 0 && kinds[kinds_len - 1] >> ((l * ndim) % 8) != 0 {
                 return Err(invalid(
                     "kinds",

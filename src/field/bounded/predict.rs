@@ -138,7 +138,15 @@ impl Geometry {
 /// both outer neighbours exist and `cubic` is asked, else linear `(b + c + 1) >> 1`, else
 /// (no right neighbour) the left one.
 #[inline(always)]
-pub(super) fn predict(x: &[i32], i: usize, c: usize, n: usize, s: usize, sd: usize, cubic: bool) -> i64 {
+pub(super) fn predict(
+    x: &[i32],
+    i: usize,
+    c: usize,
+    n: usize,
+    s: usize,
+    sd: usize,
+    cubic: bool,
+) -> i64 {
     let b = x[i - sd] as i64;
     if c + s >= n {
         return b;

@@ -57,7 +57,10 @@ fn passes_visit_every_value_but_the_first_once() {
                 });
                 assert_eq!(count, geo.count(p), "{shape:?} {p:?}");
             }
-            assert!(seen.iter().all(|&s| s == 1), "{shape:?} {order:?}: {seen:?}");
+            assert!(
+                seen.iter().all(|&s| s == 1),
+                "{shape:?} {order:?}: {seen:?}"
+            );
         }
     }
 }
@@ -71,7 +74,9 @@ fn lattice_inverse_undoes_forward() {
         for order in orders(shape.len()) {
             let levels = levels_for(shape);
             let ps = passes(shape.len(), levels, &order);
-            let u: Vec<i32> = (0..n).map(|i| (i as i32 * 37) % 500 + rng.below(40) as i32).collect();
+            let u: Vec<i32> = (0..n)
+                .map(|i| (i as i32 * 37) % 500 + rng.below(40) as i32)
+                .collect();
             let exc: Vec<bool> = (0..n).map(|_| rng.below(10) == 0).collect();
             let steps: Vec<u8> = (0..=levels).map(|l| (16 >> (l.min(3))) as u8).collect();
             let (z, x, cubic) = lattice_forward(&geo, &ps, &u, &exc, &steps, None);
@@ -79,7 +84,12 @@ fn lattice_inverse_undoes_forward() {
             // Every regular target within half a step of its lattice value.
             for i in 0..n {
                 if !exc[i] {
-                    assert!((x[i] - u[i]).abs() <= 8, "{shape:?} {i}: {} vs {}", x[i], u[i]);
+                    assert!(
+                        (x[i] - u[i]).abs() <= 8,
+                        "{shape:?} {i}: {} vs {}",
+                        x[i],
+                        u[i]
+                    );
                 }
             }
             let mut back = vec![0i32; n];
@@ -176,7 +186,10 @@ fn check_round_trip(values: &[f32], shape: &[u32], opts: &BoundedOptions) -> Vec
         if special {
             assert_eq!(v.to_bits(), b.to_bits(), "value {i}");
         } else {
-            assert!((v as f64 - b as f64).abs() <= opts.max_error, "value {i}: {v} -> {b}");
+            assert!(
+                (v as f64 - b as f64).abs() <= opts.max_error,
+                "value {i}: {v} -> {b}"
+            );
         }
     }
     file

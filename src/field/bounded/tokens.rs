@@ -9,11 +9,11 @@ use rayon::prelude::*;
 
 use super::format::*;
 use crate::codec::bits::BitWriter;
+use crate::compact::huffman::{for_each_length_field, table_bits};
 use crate::error::{FormatError, Result};
 use crate::field::lossless::code::{
     canonical, code_lengths, fill_lut_by, Entry, ENTRY_PAIR, ENTRY_RUN, LUT_SIZE,
 };
-use crate::compact::huffman::{for_each_length_field, table_bits};
 use crate::field::lossless::format::{segment_range, token_of};
 
 /// Zero runs shorter than this are coded as pairs or singles by the encoder.
@@ -66,10 +66,15 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
         let mut hist = [0u64; BOUNDED_ALPHABET as usize];
         let mut raw = 0u64;
         for s in 0..segments {
-            tokenize(&z[segment_range(z.len(), segments, s)], pairs, runs, |t, r, _| {
-                hist[t as usize] += 1;
-                raw += r as u64;
-            });
+            tokenize(
+                &z[segment_range(z.len(), segments, s)],
+                pairs,
+                runs,
+                |t, r, _| {
+                    hist[t as usize] += 1;
+                    raw += r as u64;
+                },
+            );
         }
         let ntok = hist.iter().rposition(|&c| c > 0).map_or(1, |t| t + 1);
         let mut lengths = vec![0u8; ntok];
@@ -80,7 +85,11 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
         let single = lengths.iter().filter(|&&l| l > 0).count() == 1;
         let mut bits: u64 = raw + table_bits(&lengths);
         if !single {
-            bits += hist.iter().zip(&lengths).map(|(&c, &l)| c * l as u64).sum::<u64>();
+            bits += hist
+                .iter()
+                .zip(&lengths)
+                .map(|(&c, &l)| c * l as u64)
+                .sum::<u64>();
         }
         // Every segment pads to a byte.
         bits += 4 * segments as u64;
@@ -123,10 +132,17 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
 }
 
 /// The chunks of a zigzag stream, `2^chunk_log2` values each.
-pub(super) fn encode_chunks(z: &[u32], chunk_log2: u8, segments: usize, parallel: bool) -> Vec<Vec<u8>> {
+pub(super) fn encode_chunks(
+    z: &[u32],
+    chunk_log2: u8,
+    segments: usize,
+    parallel: bool,
+) -> Vec<Vec<u8>> {
     let chunk = 1usize << chunk_log2;
     if parallel {
-        z.par_chunks(chunk).map(|c| encode_chunk(c, segments)).collect()
+        z.par_chunks(chunk)
+            .map(|c| encode_chunk(c, segments))
+            .collect()
     } else {
         z.chunks(chunk).map(|c| encode_chunk(c, segments)).collect()
     }

@@ -16,7 +16,9 @@ use crate::error::{FormatError, ParameterError, Result};
 
 /// An unsigned word of the decoding arithmetic: u32 for float32, u16 for the 16-bit types
 /// (residuals, sums and differences wrap at the word's width).
-pub(in crate::field) trait Word: Copy + Default + Send + Sync + bytemuck::Pod {
+pub(in crate::field) trait Word:
+    Copy + Default + Send + Sync + bytemuck::Pod
+{
     /// The low bits of `v`.
     fn from_u32(v: u32) -> Self;
     /// Widened.

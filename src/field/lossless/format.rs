@@ -177,7 +177,11 @@ pub(in crate::field) fn strides(shape: &[u32]) -> Vec<usize> {
 }
 
 /// The value range of segment `s` of `segments` in a chunk of `m` values.
-pub(in crate::field) fn segment_range(m: usize, segments: usize, s: usize) -> std::ops::Range<usize> {
+pub(in crate::field) fn segment_range(
+    m: usize,
+    segments: usize,
+    s: usize,
+) -> std::ops::Range<usize> {
     let q = m.div_ceil(segments);
     (s * q).min(m)..((s + 1) * q).min(m)
 }
