@@ -1,6 +1,7 @@
 //! The error-bounded encoder: the lattice predictor (axis order by an estimate, then three
 //! level-step settings coded in full) and the differences predictor on dual-quantised bins
-//! (axis set by an estimate), each with its exception runs; the smallest file is kept.
+//! (axis set by an estimate), each with its exception runs (the two on two threads when
+//! asked); the smallest file is kept.
 
 use super::format::*;
 use super::predict::{differences_forward, lattice_forward, passes, Forward, Geometry};
@@ -269,15 +270,22 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
             best = Some(c);
         }
     };
-    if options.predictor != Some(Predictor::Differences) {
-        if let Some(c) = lattice(&input)? {
-            keep(c);
-        }
-    }
-    if options.predictor != Some(Predictor::Lattice) {
-        if let Some(c) = bins(&input)? {
-            keep(c);
-        }
+    let try_lattice = || match options.predictor {
+        Some(Predictor::Differences) => Ok(None),
+        _ => lattice(&input),
+    };
+    let try_bins = || match options.predictor {
+        Some(Predictor::Lattice) => Ok(None),
+        _ => bins(&input),
+    };
+    // The two predictors' candidates are independent: on two threads when asked.
+    let (l, b) = if options.parallel {
+        rayon::join(try_lattice, try_bins)
+    } else {
+        (try_lattice(), try_bins())
+    };
+    for c in [l?, b?].into_iter().flatten() {
+        keep(c);
     }
     let best = best.ok_or_else(|| {
         ParameterError::InvalidFloat {
