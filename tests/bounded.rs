@@ -119,7 +119,10 @@ fn round_trip(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Vec<u8
     let h = parse_bounded(&file).expect("header");
     assert_eq!(h.shape, shape);
     assert_eq!(h.bound, options.max_error, "the header states the bound");
-    assert_eq!(h.fill_value.map(f32::to_bits), options.fill_value.map(f32::to_bits));
+    assert_eq!(
+        h.fill_value.map(f32::to_bits),
+        options.fill_value.map(f32::to_bits)
+    );
     let mut first: Option<Vec<f32>> = None;
     for parallel in [false, true] {
         let o = DecodeOptions {
@@ -130,13 +133,20 @@ fn round_trip(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Vec<u8
         assert_eq!(h2, h);
         let mut into = vec![0f32; values.len()];
         decode_bounded_into(&file, &o, &mut into).expect("decode into");
-        assert!(into.iter().zip(&back).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(into
+            .iter()
+            .zip(&back)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
         for (i, (&v, &b)) in values.iter().zip(&back).enumerate() {
             if is_special(v, options.fill_value) {
                 assert_eq!(v.to_bits(), b.to_bits(), "special value {i} not exact");
             } else {
                 let err = (v as f64 - b as f64).abs();
-                assert!(err <= h.bound, "value {i}: {v} -> {b}, error {err} > {}", h.bound);
+                assert!(
+                    err <= h.bound,
+                    "value {i}: {v} -> {b}, error {err} > {}",
+                    h.bound
+                );
                 assert!(!b.is_subnormal(), "value {i} decodes subnormal");
             }
         }
@@ -186,7 +196,9 @@ fn both_predictors_on_a_shared_array() {
     let (lo, hi) = values
         .iter()
         .filter(|&&v| !is_special(v, fill))
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
     for predictor in [Predictor::Lattice, Predictor::Differences] {
         let options = BoundedOptions {
             fill_value: fill,
@@ -366,13 +378,31 @@ fn lying_headers_are_errors() {
         ("shape levels", with_field(&file, 16, &65u32.to_le_bytes())),
         ("bound 0", with_field(&file, p, &0f64.to_le_bytes())),
         ("bound nan", with_field(&file, p, &f64::NAN.to_le_bytes())),
-        ("bound smaller", with_field(&file, p, &(h.bound / 3.0).to_le_bytes())),
-        ("offset inf", with_field(&file, p + 8, &f32::INFINITY.to_bits().to_le_bytes())),
-        ("offset subnormal", with_field(&file, p + 8, &1u32.to_le_bytes())),
+        (
+            "bound smaller",
+            with_field(&file, p, &(h.bound / 3.0).to_le_bytes()),
+        ),
+        (
+            "offset inf",
+            with_field(&file, p + 8, &f32::INFINITY.to_bits().to_le_bytes()),
+        ),
+        (
+            "offset subnormal",
+            with_field(&file, p + 8, &1u32.to_le_bytes()),
+        ),
         ("unit 0", with_field(&file, p + 12, &0u32.to_le_bytes())),
-        ("unit bits", with_field(&file, p + 12, &(h.unit.to_bits() | 1).to_le_bytes())),
-        ("unit negative", with_field(&file, p + 12, &(-h.unit).to_bits().to_le_bytes())),
-        ("fill without flag", with_field(&with_field(&file, 10, &[0]), p + 16, &1u32.to_le_bytes())),
+        (
+            "unit bits",
+            with_field(&file, p + 12, &(h.unit.to_bits() | 1).to_le_bytes()),
+        ),
+        (
+            "unit negative",
+            with_field(&file, p + 12, &(-h.unit).to_bits().to_le_bytes()),
+        ),
+        (
+            "fill without flag",
+            with_field(&with_field(&file, 10, &[0]), p + 16, &1u32.to_le_bytes()),
+        ),
         ("axes repeated", with_field(&file, p + 20, &[0b0000])),
         ("axes past", with_field(&file, p + 20, &[0b1001])),
         ("segments 0", with_field(&file, p + 21, &[0])),
@@ -383,7 +413,10 @@ fn lying_headers_are_errors() {
         ("chunk 9", with_field(&file, p + 22, &[9])),
         ("levels", with_field(&file, p + 23, &[7])),
         ("runs", with_field(&file, p + 24, &u32::MAX.to_le_bytes())),
-        ("runs_len", with_field(&file, p + 28, &u32::MAX.to_le_bytes())),
+        (
+            "runs_len",
+            with_field(&file, p + 28, &u32::MAX.to_le_bytes()),
+        ),
         ("step 0", with_field(&file, tables, &[0])),
         ("step 17", with_field(&file, tables, &[17])),
         ("kind padding", with_field(&file, tables + 7 + 1, &[0x10])),
@@ -393,7 +426,10 @@ fn lying_headers_are_errors() {
             decode_bounded(&f, &DecodeOptions::default()).is_err(),
             "{what}"
         );
-        assert!(decode_bounded(&f, &no_crc()).is_err(), "{what} (no CRC check)");
+        assert!(
+            decode_bounded(&f, &no_crc()).is_err(),
+            "{what} (no CRC check)"
+        );
     }
     // Other versions' decoders refuse version 3, and the reverse.
     assert!(l3::field::decode_field(&file, &DecodeOptions::default()).is_err());
@@ -417,8 +453,14 @@ fn differences_headers_are_checked() {
         ("predictor 0", with_field(&file, 11, &[0])),
         ("axes past", with_field(&file, p + 20, &[4])),
         ("levels", with_field(&file, p + 23, &[1])),
-        ("unit wide", with_field(&file, p + 12, &(h.unit * 1.5).to_bits().to_le_bytes())),
-        ("unit bits", with_field(&file, p + 12, &(h.unit.to_bits() | 1).to_le_bytes())),
+        (
+            "unit wide",
+            with_field(&file, p + 12, &(h.unit * 1.5).to_bits().to_le_bytes()),
+        ),
+        (
+            "unit bits",
+            with_field(&file, p + 12, &(h.unit.to_bits() | 1).to_le_bytes()),
+        ),
     ];
     for (what, f) in cases {
         assert!(decode_bounded(&f, &no_crc()).is_err(), "{what}");
