@@ -27,10 +27,11 @@ pub struct Array {
     pub fill: Option<f32>,
 }
 
-/// The number of values of a field's shape: 2 or 3 non-zero dimensions, the product checked.
+/// The number of values of a field's shape: 1 to 4 non-zero dimensions (version 1 fields
+/// take 2 or 3, which its encoder checks), the product checked.
 pub fn shape_len(shape: &[u32]) -> Result<usize> {
-    if !(2..=3).contains(&shape.len()) || shape.contains(&0) {
-        bail!("a field has 2 or 3 non-zero dimensions, got shape {shape:?}");
+    if !(1..=4).contains(&shape.len()) || shape.contains(&0) {
+        bail!("a field has 1 to 4 non-zero dimensions, got shape {shape:?}");
     }
     shape
         .iter()
@@ -59,7 +60,7 @@ fn floats(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// Parses the bytes of a `.npy` file: the header by `ndarray-npy` (version 1-3, `'<f4'`, C
-/// order, 2 or 3 dimensions), the data checked against the shape before any value is
+/// order, 1 to 4 dimensions), the data checked against the shape before any value is
 /// converted.
 pub fn parse_npy(bytes: &[u8]) -> Result<Array> {
     use ndarray_npy::npy::header::{Header, Layout};

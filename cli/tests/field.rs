@@ -68,7 +68,11 @@ fn npy_headers_that_lie_fail_cleanly() {
             npy(&c("(4294967296, 2)"), &values(6)),
             "2^32 or more",
         ),
-        ("one_dim", npy(&c("(6,)"), &values(6)), "2 or 3 non-zero"),
+        (
+            "five_dim",
+            npy(&c("(1, 1, 1, 2, 3)"), &values(6)),
+            "1 to 4 non-zero",
+        ),
         ("short_data", npy(&c("(2, 3)"), &values(5)), "needs 24"),
         ("long_data", npy(&c("(2, 3)"), &values(7)), "needs 24"),
         (
@@ -155,7 +159,7 @@ fn f32_sidecars_are_validated() {
         (r#"{"shape": [2, -3]}"#, "invalid value"),
         (r#"{"shape": [2, 4294967296]}"#, "invalid value"),
         (r#"{"fill_value": 1}"#, "missing field `shape`"),
-        (r#"{"shape": [6]}"#, "\"shape\""),
+        (r#"{"shape": [1, 1, 1, 2, 3]}"#, "\"shape\""),
         (r#"{"shape": [3, 3]}"#, "needs 36"),
         (
             r#"{"shape": [2, 3], "dtype": "float64"}"#,
@@ -349,6 +353,79 @@ fn field_bounds_must_be_finite_and_positive() {
         let o = l3(&["encode-field", s(&input), flag, value]);
         assert_fails_with(&o, &format!("must be a finite number above 0, got {shown}"));
     }
+}
+
+/// Error-bounded arrays: 1 and 4 axes are written as version 3 by default, 2 and 3 axes as
+/// version 1 unless `--format v3`; `decode-field` gives every value within the bound (NaN
+/// exactly), `info` names the version, and version 1 refuses 1 axis clearly.
+#[test]
+fn error_bounded_versions_follow_the_axes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = |shape: &str| format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    for (name, shape, format, version) in [
+        ("d1", "(600,)", None, "version 3"),
+        ("d4", "(2, 3, 10, 10)", None, "version 3"),
+        ("d2", "(20, 30)", None, "version 1"),
+        ("d2v3", "(20, 30)", Some("v3"), "version 3"),
+        ("d3v1", "(2, 30, 10)", Some("v1"), "version 1"),
+    ] {
+        let input = tmp.path().join(format!("{name}.npy"));
+        std::fs::write(&input, npy(&c(shape), &values(600))).unwrap();
+        let file = tmp.path().join(format!("{name}.l3f"));
+        let mut args = vec![
+            "encode-field",
+            s(&input),
+            "--max-error",
+            "0.01",
+            "-o",
+            s(&file),
+        ];
+        if let Some(f) = format {
+            args.extend(["--format", f]);
+        }
+        let o = l3(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains(version), "{name}: {}", text(&o));
+        let o = l3(&["info", s(&file)]);
+        assert!(
+            o.status.success() && text(&o).contains(&format!("field {version}")),
+            "{}",
+            text(&o)
+        );
+        let back = tmp.path().join(format!("{name}-back.f32"));
+        let o = l3(&["decode-field", s(&file), "-o", s(&back)]);
+        assert!(o.status.success(), "{}", text(&o));
+        let got: Vec<f32> = std::fs::read(&back)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let want: Vec<f32> = values(600)
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        for (i, (&w, &g)) in want.iter().zip(&got).enumerate() {
+            if w.is_nan() {
+                assert!(g.is_nan(), "{name}: value {i}");
+            } else {
+                assert!(
+                    (w as f64 - g as f64).abs() <= 0.01,
+                    "{name}: value {i}: {w} -> {g}"
+                );
+            }
+        }
+    }
+    let input = tmp.path().join("d1.npy");
+    let o = l3(&[
+        "encode-field",
+        s(&input),
+        "--max-error",
+        "0.01",
+        "--format",
+        "v1",
+        "--force",
+    ]);
+    assert_fails_with(&o, "2 or 3 dimensions");
 }
 
 /// `encode-field --lossless` stores float32 (1-D and 4-D) and bfloat16 raw arrays bit for bit:

@@ -248,12 +248,15 @@ def encode_field(
     profile: str = "compact",
     lossless: bool = False,
     dtype: Optional[str] = None,
+    version: Optional[int] = None,
 ) -> bytes:
-    """Encodes a 2D/3D float32 array within an absolute or range-relative bound (exactly one);
-    NaN, infinities and fill_value are kept exactly. lossless=True: stores a float32, float16,
-    or bfloat16 array of 1 to 4 axes bit for bit (NaN payloads, -0.0); bfloat16 is given as a
-    uint16 array of bit patterns with dtype="bfloat16", or an array whose dtype is named
-    "bfloat16" (ml_dtypes). fill_value must be exact in the dtype."""
+    """Encodes a float32 array within an absolute or range-relative bound (exactly one); NaN,
+    infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes, decodes on
+    the GPU too; version=3: 1 to 4 axes, lattice interpolation or differences, CPU decoder.
+    lossless=True: stores a float32, float16, or bfloat16 array of 1 to 4 axes bit for bit
+    (NaN payloads, -0.0); bfloat16 is given as a uint16 array of bit patterns with
+    dtype="bfloat16", or an array whose dtype is named "bfloat16" (ml_dtypes). fill_value
+    must be exact in the dtype."""
 
 def decode_field(
     data: _Bytes, *, limits: Optional[Limits] = None
@@ -262,7 +265,9 @@ def decode_field(
     stored dtype for lossless ones (float32, float16, or bfloat16 as uint16 bit patterns)."""
 
 def field_info(data: _Bytes) -> Dict[str, Any]:
-    """mode "error_bounded": shape, max_error (absolute), bin_width, offset, fill_value,
-    exception_runs. mode "lossless": shape, dtype, fill_value (bit pattern or None),
+    """mode "error_bounded": version (1 or 3), shape, max_error (absolute), offset,
+    fill_value, exception_runs; version 1 also bin_width; version 3 also predictor ("lattice"
+    or "differences"), unit, axes (axis order, or bits of the differenced axes), chunks,
+    chunk_values, segments. mode "lossless": shape, dtype, fill_value (bit pattern or None),
     float_mult_base, axes (bit a = axis a differenced), chunks, chunk_values, segments,
     exception_runs."""

@@ -1,13 +1,14 @@
-//! Float fields: `encode_field` (error-bounded, or `lossless=True` for float32, float16 and
-//! bfloat16 arrays of 1 to 4 axes), `decode_field` (either version, the stored dtype back;
-//! bfloat16 as uint16 bit patterns) and `field_info` (the header, with its "mode").
+//! Float fields: `encode_field` (error-bounded: version 1 of 2 or 3 axes, or `version=3` of
+//! 1 to 4 axes; or `lossless=True` for float32, float16 and bfloat16 arrays of 1 to 4 axes),
+//! `decode_field` (any version, the stored dtype back; bfloat16 as uint16 bit patterns) and
+//! `field_info` (the header, with its "mode").
 
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use l3::decode::DecodeOptions;
-use l3::field::{FloatSlice, FloatType, FloatVec, LOSSLESS_VERSION};
+use l3::field::{FloatSlice, FloatType, FloatVec, BOUNDED_VERSION, LOSSLESS_VERSION};
 
 use crate::codec::{bytes_of, encode_options};
 use crate::{limits_of, parameter_error, to_py_err, OrPyErr, PyLimits};
@@ -26,13 +27,14 @@ fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
         .collect()
 }
 
-/// Encodes a float array. Error-bounded (a float32 array of 2 or 3 dimensions within an
-/// absolute `max_error` or value-range-relative `relative` bound; NaN, infinities and
-/// `fill_value` kept exactly), or with `lossless=True` bit for bit: float32, float16, or
+/// Encodes a float array. Error-bounded (a float32 array within an absolute `max_error` or
+/// value-range-relative `relative` bound; NaN, infinities and `fill_value` kept exactly):
+/// version 1 (default, 2 or 3 dimensions, decodes on the GPU too) or `version=3` (1 to 4
+/// axes, CPU decoder for now). With `lossless=True` bit for bit: float32, float16, or
 /// bfloat16 given as a uint16 array of bit patterns with `dtype="bfloat16"` (or an array
 /// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes.
 #[pyfunction]
-#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None))]
+#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None))]
 #[allow(clippy::too_many_arguments)]
 fn encode_field<'py>(
     py: Python<'py>,
@@ -43,14 +45,29 @@ fn encode_field<'py>(
     profile: &str,
     lossless: bool,
     dtype: Option<&str>,
+    version: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     if lossless {
-        if max_error.is_some() || relative.is_some() {
+        if max_error.is_some() || relative.is_some() || version.is_some() {
             return Err(parameter_error(
-                "lossless=True takes no max_error or relative",
+                "lossless=True takes no max_error, relative or version",
             ));
         }
         return encode_lossless(py, array, fill_value, dtype);
+    }
+    match version {
+        None | Some(1) => {}
+        Some(3) => {
+            if dtype.is_some() {
+                return Err(parameter_error("dtype is for lossless=True"));
+            }
+            return encode_bounded(py, array, max_error, relative, fill_value);
+        }
+        Some(v) => {
+            return Err(parameter_error(format!(
+                "version must be 1 or 3 (lossless=True writes version 2), got {v}"
+            )))
+        }
     }
     if dtype.is_some() {
         return Err(parameter_error("dtype is for lossless=True"));
@@ -78,6 +95,51 @@ fn encode_field<'py>(
     options.image = encode_options(profile, 1 << options.image.patch_log2, 0)?;
     let file = py
         .detach(|| l3::field::encode_field(&values, &shape, &options))
+        .py_err()?;
+    Ok(PyBytes::new(py, &file))
+}
+
+/// `encode_field(version=3)`: a float32 array of 1 to 4 axes; a relative bound is that
+/// fraction of the regular values' range (max - min of the finite, non-fill values).
+fn encode_bounded<'py>(
+    py: Python<'py>,
+    array: &Bound<'py, PyAny>,
+    max_error: Option<f64>,
+    relative: Option<f64>,
+    fill_value: Option<f64>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let np = py.import("numpy")?;
+    let contiguous = np.call_method1("ascontiguousarray", (array,))?;
+    let a = contiguous.cast::<PyArrayDyn<f32>>().map_err(|_| {
+        parameter_error("expected a float32 array (native byte order) of 1 to 4 axes")
+    })?;
+    let shape = shape_of(a.shape())?;
+    let ro = a.readonly();
+    let values = ro.as_slice()?;
+    let fill = fill_value.map(|f| f as f32);
+    let bound = match (max_error, relative) {
+        (Some(e), None) => e,
+        (None, Some(r)) => {
+            let regular = values
+                .iter()
+                .filter(|v| v.is_finite() && fill.is_none_or(|f| f.to_bits() != v.to_bits()));
+            let (lo, hi) = regular.fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+                (a.min(v), b.max(v))
+            });
+            r * if lo <= hi { hi as f64 - lo as f64 } else { 0.0 }
+        }
+        _ => {
+            return Err(parameter_error(
+                "give exactly one of max_error (absolute) and relative (fraction of the range)",
+            ))
+        }
+    };
+    let options = l3::field::BoundedOptions {
+        fill_value: fill,
+        ..l3::field::BoundedOptions::new(bound)
+    };
+    let file = py
+        .detach(|| l3::field::encode_bounded(values, &shape, &options))
         .py_err()?;
     Ok(PyBytes::new(py, &file))
 }
@@ -209,6 +271,15 @@ fn decode_field<'py>(
             FloatVec::BF16(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
         });
     }
+    if l3::field::field_version(&bytes) == Some(BOUNDED_VERSION) {
+        let (h, values) = py
+            .detach(|| l3::field::decode_bounded(&bytes, &options))
+            .py_err()?;
+        let shape: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
+        return Ok(numpy::PyArray1::from_vec(py, values)
+            .reshape(shape)?
+            .into_any());
+    }
     let (h, values) = py
         .detach(|| l3::field::decode_field(&bytes, &options))
         .py_err()?;
@@ -218,8 +289,11 @@ fn decode_field<'py>(
         .into_any())
 }
 
-/// A field file's header. Error-bounded: mode "error_bounded", shape, max_error (absolute),
-/// bin_width, offset, fill_value, exception_runs. Lossless: mode "lossless", shape, dtype,
+/// A field file's header. Error-bounded: mode "error_bounded", version (1 or 3), shape,
+/// max_error (absolute), offset, fill_value, exception_runs; version 1 also bin_width;
+/// version 3 also predictor ("lattice" or "differences"), unit (lattice unit or bin width),
+/// axes (lattice: the axis order; differences: bit a = axis a differenced), chunks,
+/// chunk_values, segments. Lossless: mode "lossless", shape, dtype,
 /// fill_value (the dtype's bit pattern, or None), float_mult_base, axes (differenced, bit a =
 /// axis a), chunks, chunk_values, segments, exception_runs.
 #[pyfunction]
@@ -240,8 +314,31 @@ fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<
         d.set_item("exception_runs", h.runs)?;
         return Ok(d);
     }
+    if l3::field::field_version(&bytes) == Some(BOUNDED_VERSION) {
+        let h = l3::field::parse_bounded(&bytes).map_err(to_py_err)?;
+        d.set_item("mode", "error_bounded")?;
+        d.set_item("version", BOUNDED_VERSION)?;
+        d.set_item("shape", pyo3::types::PyTuple::new(py, &h.shape)?)?;
+        d.set_item("max_error", h.bound)?;
+        d.set_item("offset", h.offset)?;
+        d.set_item("fill_value", h.fill_value)?;
+        d.set_item("exception_runs", h.runs)?;
+        let axes: Vec<u32> = h.axes.iter().map(|&a| a as u32).collect();
+        let predictor = match h.predictor {
+            l3::field::Predictor::Lattice => "lattice",
+            l3::field::Predictor::Differences => "differences",
+        };
+        d.set_item("predictor", predictor)?;
+        d.set_item("unit", h.unit)?;
+        d.set_item("axes", axes)?;
+        d.set_item("chunks", h.chunks())?;
+        d.set_item("chunk_values", 1u64 << h.chunk_log2)?;
+        d.set_item("segments", h.segments)?;
+        return Ok(d);
+    }
     let h = l3::field::FieldHeader::parse(&bytes).map_err(|e| to_py_err(e.into()))?;
     d.set_item("mode", "error_bounded")?;
+    d.set_item("version", 1)?;
     d.set_item("shape", pyo3::types::PyTuple::new(py, h.dims())?)?;
     d.set_item("max_error", h.bound)?;
     d.set_item("bin_width", h.bin_width)?;

@@ -17,8 +17,11 @@
 //! [`parse_field`]), `encode` ([`encode_field`]), `decode` ([`decode_field`] on the CPU) and,
 //! with the `gpu` feature, `gpu` (the fields stage on the GPU: `gpu::decode_fields`).
 //! `lossless` holds the lossless float arrays (version 2 of the same container: float32,
-//! float16, bfloat16, 1 to 4 axes); [`field_version`] tells the two apart.
+//! float16, bfloat16, 1 to 4 axes), `bounded` the error-bounded arrays of 1 to 4 axes
+//! (version 3: lattice interpolation or differences, [`encode_bounded`]);
+//! [`field_version`] tells them apart.
 
+mod bounded;
 mod decode;
 mod encode;
 mod format;
@@ -31,6 +34,12 @@ mod gpu_tests;
 #[cfg(test)]
 mod tests;
 
+pub use bounded::{
+    decode_bounded, decode_bounded_into, encode_bounded, lattice_limit, levels_for, parse_bounded,
+    reconstruct_bounded, BoundedHeader, BoundedOptions, Predictor, BOUNDED_ALPHABET,
+    BOUNDED_FLAG_FILL, BOUNDED_MAX_BINS, BOUNDED_MAX_NDIM, BOUNDED_RUN_MAX, BOUNDED_RUN_TOKENS,
+    BOUNDED_VERSION, LATTICE_STEP_MAX, LATTICE_UNIT_BITS, PAIR_LIMIT, PRODUCT_BITS,
+};
 pub use decode::{decode_field, reconstruct, reconstruct_field};
 pub use encode::{encode_field, Bound, FieldOptions};
 pub use format::{
@@ -43,7 +52,8 @@ pub use lossless::{
     LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION, MAX_SEGMENTS,
 };
 
-/// The version byte of a field file (1 error-bounded, 2 lossless), or `None` when `data` does
+/// The version byte of a field file (1 error-bounded, 2 lossless, 3 error-bounded of 1 to 4
+/// axes), or `None` when `data` does
 /// not start with [`FIELD_MAGIC`] and a version byte.
 pub fn field_version(data: &[u8]) -> Option<u8> {
     (data.len() > 8 && data[..8] == FIELD_MAGIC).then(|| data[8])

@@ -118,6 +118,7 @@ pub(crate) fn cmd_encode(a: EncodeArgs) -> Result<u64> {
                 force: a.force,
                 lossless: false,
                 dtype: None,
+                format: None,
             };
             if args.max_error.is_none() && args.relative.is_none() {
                 bail!("float32 arrays are stored within a bound: give --max-error or --relative");

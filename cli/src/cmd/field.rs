@@ -1,6 +1,7 @@
 //! `l3 encode-field` and `l3 decode-field`: float32 arrays (raw `.f32` with a JSON sidecar,
-//! or `.npy`) to error-bounded field files (`.l3f`, `l3::field`) and back; with `--lossless`,
-//! float32, float16 or bfloat16 arrays of 1 to 4 axes stored bit for bit (field version 2).
+//! or `.npy`) to error-bounded field files (`.l3f`, `l3::field`: version 1 of 2 or 3 axes,
+//! version 3 of 1 to 4 axes) and back; with `--lossless`, float32, float16 or bfloat16 arrays
+//! of 1 to 4 axes stored bit for bit (field version 2).
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +42,13 @@ pub struct EncodeFieldArgs {
     /// Fill value kept exactly (default: the sidecar's `fill_value`, if any).
     #[arg(long)]
     pub fill_value: Option<f32>,
-    /// Profile of the bin image.
+    /// Error-bounded format: v1 (2 or 3 axes, the bins as an L3 image; decodes on the GPU
+    /// too) or v3 (1 to 4 axes, lattice interpolation or differences along the array's own
+    /// axes; CPU decoder only for now). Default: v3 for 1 or 4 axes, and v1 for 2 or 3 axes
+    /// until a GPU decoder of version 3 exists.
+    #[arg(long, value_enum, conflicts_with = "lossless")]
+    pub format: Option<FieldFormatArg>,
+    /// Profile of the bin image (version 1).
     #[arg(long, value_enum, default_value_t = ProfileArg::Compact)]
     pub profile: ProfileArg,
     /// Encode even if the output is up to date, and replace an existing output that is not a
@@ -50,6 +57,15 @@ pub struct EncodeFieldArgs {
     /// (name, length, modification time); otherwise it is encoded again and replaced.
     #[arg(long)]
     pub force: bool,
+}
+
+/// Error-bounded field format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FieldFormatArg {
+    /// Version 1: 2 or 3 axes, bins as an L3 image.
+    V1,
+    /// Version 3: 1 to 4 axes, lattice interpolation or differences.
+    V3,
 }
 
 /// Element type of a raw lossless input.
@@ -141,9 +157,10 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     };
     // Everything that changes the output's bytes (the sidecar's fill value is in its stamp).
     let key = format!(
-        "field bound={bound:?} fill={:?} profile={}",
+        "field bound={bound:?} fill={:?} profile={} format={:?}",
         a.fill_value.map(f32::to_bits),
-        a.profile.name()
+        a.profile.name(),
+        a.format
     );
     let stamps = sources
         .iter()
@@ -158,13 +175,42 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         "npy" => read_npy(&a.input, array_limit()),
         _ => read_raw(&a.input, array_limit()),
     }?;
-    let mut options = l3::field::FieldOptions::new(bound);
-    options.fill_value = a.fill_value.or(array.fill);
-    options.image = l3::EncodeOptions::for_profile(a.profile.profile());
-    let file = l3::field::encode_field(&array.values, &array.shape, &options)?;
+    let fill = a.fill_value.or(array.fill);
+    let v3 = match a.format {
+        Some(f) => f == FieldFormatArg::V3,
+        None => !(2..=3).contains(&array.shape.len()),
+    };
+    let (file, stated, runs, back) = if v3 {
+        let e = match bound {
+            l3::field::Bound::Absolute(e) => e,
+            l3::field::Bound::Relative(r) => {
+                let regular = array
+                    .values
+                    .iter()
+                    .filter(|v| v.is_finite() && fill.is_none_or(|f| f.to_bits() != v.to_bits()));
+                let (lo, hi) = regular.fold((f32::INFINITY, f32::NEG_INFINITY), |(x, y), &v| {
+                    (x.min(v), y.max(v))
+                });
+                r * if lo <= hi { hi as f64 - lo as f64 } else { 0.0 }
+            }
+        };
+        let options = l3::field::BoundedOptions {
+            fill_value: fill,
+            ..l3::field::BoundedOptions::new(e)
+        };
+        let file = l3::field::encode_bounded(&array.values, &array.shape, &options)?;
+        let (h, back) = l3::field::decode_bounded(&file, &decode_options())?;
+        (file, h.bound, h.runs, back)
+    } else {
+        let mut options = l3::field::FieldOptions::new(bound);
+        options.fill_value = fill;
+        options.image = l3::EncodeOptions::for_profile(a.profile.profile());
+        let file = l3::field::encode_field(&array.values, &array.shape, &options)?;
+        let (h, back) = l3::field::decode_field(&file, &decode_options())?;
+        (file, h.bound, h.runs, back)
+    };
     // Verified before anything is written: the bound, and NaN / fill exactly.
-    let (h, back) = l3::field::decode_field(&file, &decode_options())?;
-    let fill_bits = options.fill_value.map(f32::to_bits);
+    let fill_bits = fill.map(f32::to_bits);
     let mut worst = 0f64;
     for (&x, &y) in array.values.iter().zip(&back) {
         if !x.is_finite() || Some(x.to_bits()) == fill_bits {
@@ -175,11 +221,8 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
             worst = worst.max((x as f64 - y as f64).abs());
         }
     }
-    if worst > h.bound {
-        bail!(
-            "verification failed: error {worst} over the bound {} (encoder bug)",
-            h.bound
-        );
+    if worst > stated {
+        bail!("verification failed: error {worst} over the bound {stated} (encoder bug)");
     }
     resume::forget_output(&out)?;
     fsio::write_atomic(&out, &file)?;
@@ -190,16 +233,17 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         );
     }
     println!(
-        "{} -> {}: {} values, {} -> {} bytes ({:.2}x), bound {:.4e}, max error {:.4e}, {} exact runs",
+        "{} -> {}: {} values, {} -> {} bytes ({:.2}x), version {}, bound {:.4e}, max error {:.4e}, {} exact runs",
         a.input.display(),
         out.display(),
         array.values.len(),
         array.values.len() * 4,
         file.len(),
         (array.values.len() * 4) as f64 / file.len() as f64,
-        h.bound,
+        if v3 { 3 } else { 1 },
+        stated,
         worst,
-        h.runs
+        runs
     );
     Ok(0)
 }
@@ -493,9 +537,16 @@ pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
     if l3::field::field_version(&data) == Some(l3::field::LOSSLESS_VERSION) {
         return decode_lossless(&a, &data);
     }
-    let (h, values) = l3::field::decode_field(&data, &decode_options())
-        .with_context(|| a.input.display().to_string())?;
-    let shape = h.dims().to_vec();
+    let (shape, fill_value, bound, values) =
+        if l3::field::field_version(&data) == Some(l3::field::BOUNDED_VERSION) {
+            let (h, values) = l3::field::decode_bounded(&data, &decode_options())
+                .with_context(|| a.input.display().to_string())?;
+            (h.shape, h.fill_value, h.bound, values)
+        } else {
+            let (h, values) = l3::field::decode_field(&data, &decode_options())
+                .with_context(|| a.input.display().to_string())?;
+            (h.dims().to_vec(), h.fill_value, h.bound, values)
+        };
     let pending =
         |path: &Path,
          write: &dyn Fn(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>| {
@@ -520,12 +571,12 @@ pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
             check_free(&sidecar, a.force)?;
             let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
             let meta = Sidecar {
-                shape,
-                fill_value: h.fill_value,
+                shape: shape.clone(),
+                fill_value,
                 dtype: Some("float32".into()),
                 byte_order: Some("little".into()),
                 order: Some("C".into()),
-                max_error: Some(h.bound),
+                max_error: Some(bound),
                 bytes: Some(body.len() as u64),
                 crc32: Some(crc32fast::hash(&body)),
             };
@@ -552,8 +603,8 @@ pub fn cmd_decode_field(a: DecodeFieldArgs) -> Result<u64> {
         "{} -> {}: shape {:?}, within {:.4e} of the original",
         a.input.display(),
         a.output.display(),
-        h.dims(),
-        h.bound
+        shape,
+        bound
     );
     Ok(0)
 }

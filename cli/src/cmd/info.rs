@@ -22,6 +22,9 @@ pub(crate) fn cmd_info(a: InfoArgs) -> Result<u64> {
             if l3::field::field_version(&data) == Some(l3::field::LOSSLESS_VERSION) {
                 return print_lossless_info(path, &data);
             }
+            if l3::field::field_version(&data) == Some(l3::field::BOUNDED_VERSION) {
+                return print_bounded_info(path, &data);
+            }
             if data.starts_with(&l3::field::FIELD_MAGIC) {
                 return print_field_info(path, &data);
             }
@@ -72,6 +75,57 @@ fn print_lossless_info(path: &Path, data: &[u8]) -> Result<()> {
         "  size       {} bytes for {} raw ({:.3}x)",
         data.len(),
         h.output_bytes(),
+        h.output_bytes() as f64 / data.len() as f64
+    );
+    Ok(())
+}
+
+/// An error-bounded array of 1 to 4 axes (field version 3): its header (the rest is checked
+/// by a decode).
+fn print_bounded_info(path: &Path, data: &[u8]) -> Result<()> {
+    let h = l3::field::parse_bounded(data)?;
+    l3::field::decode_bounded(data, &decode_options())?;
+    println!("{}", path.display());
+    println!(
+        "  format     L3 error-bounded array (field version {}), float32 shape {:?}",
+        l3::field::BOUNDED_VERSION,
+        h.shape
+    );
+    match h.predictor {
+        l3::field::Predictor::Lattice => println!(
+            "  predictor  lattice interpolation: unit {:e} from {:e}, axis order {:?}, {} levels, steps {:?}, {} of {} passes cubic",
+            h.unit,
+            h.offset,
+            h.axes,
+            h.levels,
+            h.steps,
+            h.cubic.iter().filter(|&&c| c).count(),
+            h.cubic.len()
+        ),
+        l3::field::Predictor::Differences => println!(
+            "  predictor  differences of bins of {:e} from {:e} along axes {:#b}",
+            h.unit, h.offset, h.axes[0]
+        ),
+    }
+    println!("  bound      every regular value within {:.6e}", h.bound);
+    match h.fill_value {
+        Some(f) => println!("  fill       {f} (kept exactly)"),
+        None => println!("  fill       none declared"),
+    }
+    println!(
+        "  exact      {} runs (NaN, infinities, fill, and values the predictor would miss)",
+        h.runs
+    );
+    println!(
+        "  chunks     {} of {} values, {} segments each",
+        h.chunks(),
+        1u64 << h.chunk_log2,
+        h.segments
+    );
+    println!(
+        "  size       {} bytes for {} values: {:.2}x smaller than raw float32",
+        data.len(),
+        h.len(),
         h.output_bytes() as f64 / data.len() as f64
     );
     Ok(())

@@ -16,7 +16,9 @@ use crate::error::{FormatError, ParameterError, Result};
 
 /// An unsigned word of the decoding arithmetic: u32 for float32, u16 for the 16-bit types
 /// (residuals, sums and differences wrap at the word's width).
-pub(super) trait Word: Copy + Default + Send + Sync + bytemuck::Pod {
+pub(in crate::field) trait Word:
+    Copy + Default + Send + Sync + bytemuck::Pod
+{
     /// The low bits of `v`.
     fn from_u32(v: u32) -> Self;
     /// Widened.
@@ -412,7 +414,7 @@ fn decode_group_body<W: Word, const RUNS: bool>(
 
 /// Inverts the differences along `axes` for values `start..end` in place: `out` holds their
 /// zigzag residuals and the reconstructed values of everything before `start`.
-pub(super) fn reconstruct<W: Word>(
+pub(in crate::field) fn reconstruct<W: Word>(
     out: &mut [W],
     start: usize,
     end: usize,

@@ -497,7 +497,12 @@ fn choose_axes(
 
 /// The zigzag residuals: `x` differenced along each axis in `axes` (wrapping, the value
 /// before the first along an axis being 0), in `width` bits.
-fn differences(mut x: Vec<u32>, shape: &[u32], axes: u8, width: u32) -> Vec<u32> {
+pub(in crate::field) fn differences(
+    mut x: Vec<u32>,
+    shape: &[u32],
+    axes: u8,
+    width: u32,
+) -> Vec<u32> {
     let st = strides(shape);
     for (a, &s) in st.iter().enumerate() {
         if axes >> a & 1 == 0 {

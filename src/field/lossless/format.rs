@@ -142,7 +142,7 @@ pub fn from_ordered(o: u32, width: u32) -> u32 {
 
 /// Why a code-length table is invalid: a length above 11, no used token, a lone used token
 /// of length other than 1, or (two or more used) a Kraft sum other than exactly 1.
-pub(super) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
+pub(in crate::field) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
     if lengths.iter().any(|&l| l as u32 > MAX_CODE_LEN) {
         return Err("a code length exceeds 11");
     }
@@ -168,7 +168,7 @@ pub(super) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
 }
 
 /// C-order strides of `shape`.
-pub(super) fn strides(shape: &[u32]) -> Vec<usize> {
+pub(in crate::field) fn strides(shape: &[u32]) -> Vec<usize> {
     let mut s = vec![1usize; shape.len()];
     for a in (0..shape.len().saturating_sub(1)).rev() {
         s[a] = s[a + 1] * shape[a + 1] as usize;
@@ -177,7 +177,11 @@ pub(super) fn strides(shape: &[u32]) -> Vec<usize> {
 }
 
 /// The value range of segment `s` of `segments` in a chunk of `m` values.
-pub(super) fn segment_range(m: usize, segments: usize, s: usize) -> std::ops::Range<usize> {
+pub(in crate::field) fn segment_range(
+    m: usize,
+    segments: usize,
+    s: usize,
+) -> std::ops::Range<usize> {
     let q = m.div_ceil(segments);
     (s * q).min(m)..((s + 1) * q).min(m)
 }

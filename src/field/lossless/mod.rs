@@ -14,10 +14,10 @@
 //! layout, tokens), `code` (Huffman codes), `encode` ([`encode_lossless`]) and `decode`
 //! ([`decode_lossless`], [`decode_lossless_into`]).
 
-mod code;
-mod decode;
-mod encode;
-mod format;
+pub(super) mod code;
+pub(super) mod decode;
+pub(super) mod encode;
+pub(super) mod format;
 #[cfg(any(test, feature = "gpu"))]
 pub(crate) mod gpu;
 

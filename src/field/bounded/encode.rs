@@ -1,0 +1,483 @@
+//! The error-bounded encoder: the lattice predictor (axis order by an estimate, then three
+//! level-step settings coded in full) and the differences predictor on dual-quantised bins
+//! (axis set by an estimate), each with its exception runs (the two on two threads when
+//! asked); the smallest file is kept.
+
+use super::format::*;
+use super::predict::{differences_forward, lattice_forward, passes, Forward, Geometry};
+use super::tokens::encode_chunks;
+use crate::error::{ParameterError, Result};
+use crate::field::format::{write_runs, Run};
+use crate::field::lossless::format::{token_of, MAX_SEGMENTS};
+use crate::field::lossless::format::{CHUNK_LOG2_MAX, CHUNK_LOG2_MIN};
+
+/// Options of [`encode_bounded`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundedOptions {
+    /// The absolute bound: every regular decoded value is within it (no default; a relative
+    /// bound is `rel x (max - min)` of the regular values, which front ends compute).
+    pub max_error: f64,
+    /// A fill value (missing data) stored exactly, like NaN (default none).
+    pub fill_value: Option<f32>,
+    /// Use this predictor, or `None` for the one whose file is smaller (default `None`).
+    pub predictor: Option<Predictor>,
+    /// log2 of the values per chunk, 8 to 20 (default 16).
+    pub chunk_log2: u8,
+    /// Segments per chunk, 1 to 32 (default 8).
+    pub segments: u8,
+    /// Encode on rayon's thread pool (default true).
+    pub parallel: bool,
+}
+
+impl BoundedOptions {
+    /// The absolute bound `max_error` with the defaults.
+    pub fn new(max_error: f64) -> Self {
+        BoundedOptions {
+            max_error,
+            fill_value: None,
+            predictor: None,
+            chunk_log2: 16,
+            segments: 8,
+            parallel: true,
+        }
+    }
+}
+
+/// QoZ-style level-step settings `(alpha, beta)` the encoder tries: level `l >= 1` (stride
+/// `2^(l-1)`) quantises with step `round(16 / min(alpha^(l-1), beta))`.
+const LEVEL_SETTINGS: [(f64, f64); 3] = [(1.0, 1.0), (1.5, 4.0), (2.0, 2.0)];
+
+fn bad_option(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
+    ParameterError::InvalidOption {
+        name,
+        value,
+        reason,
+    }
+    .into()
+}
+
+/// The largest positive normal f32 at most `limit` with at most `bits` significant bits.
+pub(super) fn unit_for(limit: f64, bits: u32) -> Option<f32> {
+    if !(limit.is_finite() && limit >= f32::MIN_POSITIVE as f64) {
+        return None;
+    }
+    let x = (limit as f32).min(f32::MAX);
+    let x = if x as f64 > limit {
+        f32::from_bits(x.to_bits() - 1)
+    } else {
+        x
+    };
+    let u = f32::from_bits(x.to_bits() & !((1u32 << (24 - bits)) - 1));
+    u.is_normal().then_some(u)
+}
+
+/// An encoded candidate: its header (without chunk table), runs and chunks.
+struct Candidate {
+    header: BoundedHeader,
+    runs: Vec<u8>,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Candidate {
+    fn len(&self) -> usize {
+        self.header.to_bytes().len()
+            + 4 * self.chunks.len()
+            + self.runs.len()
+            + self.chunks.iter().map(Vec::len).sum::<usize>()
+            + CRC_LEN
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        let mut out = self.header.to_bytes();
+        out.reserve(self.len());
+        for c in &self.chunks {
+            out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        }
+        out.extend_from_slice(&self.runs);
+        for c in &self.chunks {
+            out.extend_from_slice(c);
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+}
+
+/// Estimated bits of a zigzag stream: order-0 entropy of its single tokens plus raw bits.
+fn quick_bits(z: &[u32]) -> f64 {
+    let mut hist = [0u64; SINGLES as usize];
+    let mut raw = 0u64;
+    for &v in z {
+        let (t, r, _) = token_of(v);
+        hist[t as usize] += 1;
+        raw += r as u64;
+    }
+    let n = z.len() as f64;
+    raw as f64
+        - hist
+            .iter()
+            .filter(|&&c| c > 0)
+            .map(|&c| c as f64 * (c as f64 / n).log2())
+            .sum::<f64>()
+}
+
+/// Runs of equal bits over the exception cells, and the runs section's bytes.
+fn runs_of(values: &[f32], exc: impl Iterator<Item = usize>) -> Result<(u32, Vec<u8>)> {
+    let mut runs: Vec<Run> = Vec::new();
+    for i in exc {
+        let bits = values[i].to_bits();
+        match runs.last_mut() {
+            Some(r) if r.bits == bits && r.start + r.len == i as u32 => r.len += 1,
+            _ => runs.push(Run {
+                start: i as u32,
+                len: 1,
+                bits,
+            }),
+        }
+    }
+    let mut out = Vec::new();
+    if !runs.is_empty() {
+        write_runs(&runs, &mut out)?;
+    }
+    Ok((runs.len() as u32, out))
+}
+
+/// The common part of the input: shape, bound, regular cells, offset.
+struct Input<'a> {
+    values: &'a [f32],
+    shape: &'a [u32],
+    bound: f64,
+    /// Cells that are not regular (NaN, infinities, the fill value).
+    special: Vec<bool>,
+    offset: f32,
+    /// Largest regular value minus the offset (0 without regular values).
+    range: f64,
+    options: &'a BoundedOptions,
+}
+
+impl Input<'_> {
+    fn header(&self, predictor: Predictor, unit: f32) -> BoundedHeader {
+        BoundedHeader {
+            shape: self.shape.to_vec(),
+            bound: self.bound,
+            offset: self.offset,
+            unit,
+            fill_value: self.options.fill_value,
+            predictor,
+            axes: Vec::new(),
+            segments: self.options.segments,
+            chunk_log2: self.options.chunk_log2,
+            levels: 0,
+            steps: Vec::new(),
+            cubic: Vec::new(),
+            runs: 0,
+            runs_len: 0,
+        }
+    }
+
+    fn misses(&self, rec: impl Fn(usize) -> f32) -> impl Iterator<Item = usize> + '_ {
+        let mut bad = Vec::new();
+        for (i, &v) in self.values.iter().enumerate() {
+            if self.special[i] {
+                bad.push(i);
+                continue;
+            }
+            let r = rec(i);
+            if r.is_subnormal() || (r as f64 - v as f64).abs() > self.bound {
+                bad.push(i);
+            }
+        }
+        bad.into_iter()
+    }
+}
+
+/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.max_error`.
+pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Result<Vec<u8>> {
+    if shape.is_empty() || shape.len() > BOUNDED_MAX_NDIM {
+        return Err(bad_option("shape", shape.len() as u64, "1 to 4 axes"));
+    }
+    if shape.contains(&0) {
+        return Err(bad_option("shape", 0, "every axis must be >= 1"));
+    }
+    let n = shape.iter().map(|&d| d as u128).product::<u128>();
+    if n > u32::MAX as u128 {
+        return Err(bad_option(
+            "shape",
+            n.min(u64::MAX as u128) as u64,
+            "at most 2^32 - 1 values",
+        ));
+    }
+    if n != values.len() as u128 {
+        return Err(ParameterError::BufferSize {
+            got: values.len(),
+            needed: n as usize,
+        }
+        .into());
+    }
+    if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
+        return Err(bad_option(
+            "chunk_log2",
+            options.chunk_log2 as u64,
+            "8 to 20",
+        ));
+    }
+    if !(1..=MAX_SEGMENTS).contains(&options.segments) {
+        return Err(bad_option("segments", options.segments as u64, "1 to 32"));
+    }
+    let bound = options.max_error;
+    if !(bound.is_finite() && bound > 0.0) {
+        return Err(ParameterError::InvalidFloat {
+            name: "max_error",
+            value_bits: bound.to_bits(),
+            reason: "must be finite and positive (a relative bound of a constant array is 0)",
+        }
+        .into());
+    }
+    let fill = options.fill_value;
+    let special: Vec<bool> = values
+        .iter()
+        .map(|&v| !v.is_finite() || fill.is_some_and(|f| f.to_bits() == v.to_bits()))
+        .collect();
+    let (lo, hi) = values
+        .iter()
+        .zip(&special)
+        .filter(|(_, &s)| !s)
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), (&v, _)| {
+            (a.min(v), b.max(v))
+        });
+    let offset = if lo <= hi && !lo.is_subnormal() {
+        lo
+    } else {
+        0.0
+    };
+    let range = if lo <= hi {
+        hi as f64 - offset as f64
+    } else {
+        0.0
+    };
+    let input = Input {
+        values,
+        shape,
+        bound,
+        special,
+        offset,
+        range,
+        options,
+    };
+    let mut best: Option<Candidate> = None;
+    let mut keep = |c: Candidate| {
+        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
+            best = Some(c);
+        }
+    };
+    let try_lattice = || match options.predictor {
+        Some(Predictor::Differences) => Ok(None),
+        _ => lattice(&input),
+    };
+    let try_bins = || match options.predictor {
+        Some(Predictor::Lattice) => Ok(None),
+        _ => bins(&input),
+    };
+    // The two predictors' candidates are independent: on two threads when asked.
+    let (l, b) = if options.parallel {
+        rayon::join(try_lattice, try_bins)
+    } else {
+        (try_lattice(), try_bins())
+    };
+    for c in [l?, b?].into_iter().flatten() {
+        keep(c);
+    }
+    let best = best.ok_or_else(|| {
+        ParameterError::InvalidFloat {
+            name: "max_error",
+            value_bits: bound.to_bits(),
+            reason: "too small for the value range (lattice values past 2^23, or more than 65536 bins): loosen the bound",
+        }
+    })?;
+    Ok(best.into_bytes())
+}
+
+/// Steps per level (entry `l` for stride `2^l`, entry `L` for value 0) of a setting.
+fn level_steps(levels: u32, (alpha, beta): (f64, f64)) -> Vec<u8> {
+    let mut steps: Vec<u8> = (0..levels)
+        .map(|l| {
+            let q = (LATTICE_STEP_MAX as f64 / alpha.powi(l as i32).min(beta)).round_ties_even();
+            q.clamp(1.0, LATTICE_STEP_MAX as f64) as u8
+        })
+        .collect();
+    steps.push(LATTICE_STEP_MAX as u8);
+    steps
+}
+
+/// The lattice predictor's best candidate, or `None` when the range needs lattice values
+/// past the exact-product limit.
+fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
+    let limit_for = |bits: u32| 1i64 << (PRODUCT_BITS - bits);
+    let s = LATTICE_STEP_MAX as f64;
+    // The unit: 7 significant bits, fewer when the range needs more lattice values.
+    let mut chosen = None;
+    for bits in (1..=LATTICE_UNIT_BITS).rev() {
+        let Some(mut unit) = unit_for(2.0 * input.bound / (s + 1.0), bits) else {
+            return Ok(None);
+        };
+        while unit as f64 * (s + 1.0) > 2.0 * input.bound {
+            unit = f32::from_bits(unit.to_bits() - (1 << (24 - bits)));
+        }
+        if !unit.is_normal() {
+            return Ok(None);
+        }
+        if (input.range / unit as f64 + 2.0 * s) * 4.0 < limit_for(bits) as f64 {
+            chosen = Some(unit);
+            break;
+        }
+    }
+    let Some(unit) = chosen else {
+        return Ok(None);
+    };
+    let limit = lattice_limit(unit);
+    let (values, special) = (input.values, &input.special);
+    let u: Vec<i32> = values
+        .iter()
+        .zip(special)
+        .map(|(&v, &sp)| {
+            if sp {
+                0
+            } else {
+                ((v as f64 - input.offset as f64) / unit as f64).round_ties_even() as i32
+            }
+        })
+        .collect();
+    let geo = Geometry::new(input.shape);
+    let nd = input.shape.len();
+    let levels = levels_for(input.shape);
+    let mut orders: Vec<Vec<u8>> = vec![(0..nd as u8).collect()];
+    if nd > 1 {
+        orders.push((0..nd as u8).rev().collect());
+    }
+    // The axis order by the estimate at the first setting.
+    let steps0 = level_steps(levels, LEVEL_SETTINGS[0]);
+    let mut first: Option<(f64, Vec<u8>, Forward)> = None;
+    for order in orders {
+        let ps = passes(nd, levels, &order);
+        let r = lattice_forward(&geo, &ps, &u, special, &steps0, None);
+        let b = quick_bits(&r.0);
+        if first.as_ref().is_none_or(|f| b < f.0) {
+            first = Some((b, order, r));
+        }
+    }
+    let (_, order, r0) = first.expect("one order at least");
+    let ps = passes(nd, levels, &order);
+    let mut best: Option<Candidate> = None;
+    let mut r0 = Some(r0);
+    for (i, &setting) in LEVEL_SETTINGS.iter().enumerate() {
+        let steps = level_steps(levels, setting);
+        if i > 0 && steps == steps0 {
+            continue;
+        }
+        let (z, x, cubic) = match r0.take() {
+            Some(r) if i == 0 => r,
+            _ => lattice_forward(&geo, &ps, &u, special, &steps, None),
+        };
+        if x.iter().any(|&v| (v as i64).abs() >= limit) {
+            continue;
+        }
+        let rec = |i: usize| input.offset + x[i] as f32 * unit;
+        let (nruns, runs) = runs_of(values, input.misses(rec))?;
+        let mut header = input.header(Predictor::Lattice, unit);
+        header.axes = order.clone();
+        header.levels = levels as u8;
+        header.steps = steps;
+        header.cubic = cubic;
+        header.runs = nruns;
+        header.runs_len = runs.len() as u32;
+        let chunks = encode_chunks(
+            &z,
+            input.options.chunk_log2,
+            input.options.segments as usize,
+            input.options.parallel,
+        );
+        let c = Candidate {
+            header,
+            runs,
+            chunks,
+        };
+        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
+            best = Some(c);
+        }
+    }
+    Ok(best)
+}
+
+/// The differences predictor's candidate on dual-quantised bins (SPEC.md, "Float fields":
+/// a bin or its neighbour within the bound, exceptions holding the previous bin), or `None`
+/// when the range needs more than [`BOUNDED_MAX_BINS`] bins.
+fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
+    let Some(width) = unit_for(2.0 * input.bound, crate::field::BIN_WIDTH_BITS) else {
+        return Ok(None);
+    };
+    if (input.range / width as f64).floor() + 1.0 > BOUNDED_MAX_BINS as f64 {
+        return Ok(None);
+    }
+    let off = input.offset;
+    let mut q = vec![0u32; input.values.len()];
+    let mut exc = Vec::new();
+    let mut last = None;
+    for (i, &v) in input.values.iter().enumerate() {
+        let mut chosen = None;
+        if !input.special[i] {
+            let c0 = ((v as f64 - off as f64) / width as f64).round();
+            for dq in [0.0, -1.0, 1.0] {
+                let c = c0 + dq;
+                if !(0.0..BOUNDED_MAX_BINS as f64).contains(&c) {
+                    continue;
+                }
+                let r = off + c as f32 * width;
+                if !r.is_subnormal() && (r as f64 - v as f64).abs() <= input.bound {
+                    chosen = Some(c as u32);
+                    break;
+                }
+            }
+        }
+        match chosen {
+            Some(b) => {
+                q[i] = b;
+                last = Some(b);
+            }
+            None => {
+                exc.push(i);
+                q[i] = last.unwrap_or(0);
+            }
+        }
+    }
+    // Exceptions before the first regular value hold its bin.
+    if let Some(first) = (0..q.len()).find(|i| exc.binary_search(i).is_err()) {
+        let b = q[first];
+        q[..first].fill(b);
+    }
+    let (nruns, runs) = runs_of(input.values, exc.into_iter())?;
+    let nd = input.shape.len();
+    let mut best: Option<(f64, u8)> = None;
+    for set in 1..1u8 << nd {
+        let b = quick_bits(&differences_forward(q.clone(), input.shape, set));
+        if best.is_none_or(|x| b < x.0) {
+            best = Some((b, set));
+        }
+    }
+    let (_, axes) = best.expect("one axis set at least");
+    let z = differences_forward(q, input.shape, axes);
+    let mut header = input.header(Predictor::Differences, width);
+    header.axes = vec![axes];
+    header.runs = nruns;
+    header.runs_len = runs.len() as u32;
+    let chunks = encode_chunks(
+        &z,
+        input.options.chunk_log2,
+        input.options.segments as usize,
+        input.options.parallel,
+    );
+    Ok(Some(Candidate {
+        header,
+        runs,
+        chunks,
+    }))
+}

@@ -1,0 +1,36 @@
+//! Error-bounded float32 arrays of 1 to 4 axes (SPEC.md, "Error-bounded float arrays",
+//! `.l3f` version 3): every regular value decodes within a stated absolute bound.
+//!
+//! The encoder picks per array the smaller of two predictors. The **lattice** predictor
+//! (SZ3's closed loop, in integers) puts values on a lattice of unit `u <= 2 bound / 17` and
+//! visits them level by level (strides `2^(L-1)` down to 1), axis by axis: each new point is
+//! predicted linearly or cubically (a bit per pass) from points decoded in earlier passes and
+//! stored as `k = round((x - prediction) / S)`, `S` lattice units per step (per level); the
+//! decoder computes `prediction + S k`. The **differences** predictor differences the
+//! dual-quantised bins of version 1 along an axis set. Either way the residuals are coded as
+//! the lossless coder's 32-bit tokens plus pair tokens and zero runs, under one canonical
+//! Huffman code per chunk; values decode as `offset + f32(x) x unit` (an exact product, one
+//! rounded addition) after integer-only work, so a GPU decoder can match bit for bit. NaN,
+//! infinities, the fill value and values whose reconstruction misses the bound are stored
+//! exactly as runs.
+//!
+//! Modules: `format` (the format in code: [`BoundedHeader`], [`parse_bounded`]), `predict`
+//! (both predictors, forward and inverse), `tokens` (the entropy stage), `encode`
+//! ([`encode_bounded`]) and `decode` ([`decode_bounded`], [`decode_bounded_into`]).
+
+mod decode;
+mod encode;
+mod format;
+mod predict;
+mod tokens;
+
+#[cfg(test)]
+mod tests;
+
+pub use decode::{decode_bounded, decode_bounded_into, reconstruct_bounded};
+pub use encode::{encode_bounded, BoundedOptions};
+pub use format::{
+    lattice_limit, levels_for, parse_bounded, BoundedHeader, Predictor, BOUNDED_ALPHABET,
+    BOUNDED_FLAG_FILL, BOUNDED_MAX_BINS, BOUNDED_MAX_NDIM, BOUNDED_RUN_MAX, BOUNDED_RUN_TOKENS,
+    BOUNDED_VERSION, LATTICE_STEP_MAX, LATTICE_UNIT_BITS, PAIR_LIMIT, PRODUCT_BITS,
+};

@@ -1,0 +1,306 @@
+//! The predictors on integers, forward (encoder) and inverse (decoder): the lattice
+//! predictor's passes (level by level, axis by axis, each target predicted linearly or
+//! cubically from values decoded in earlier passes, stored as `k` quantisation steps of the
+//! closed loop) and the differences predictor's axis sets on bins (the lossless coder's
+//! wrapping differences and their inverse).
+
+use crate::field::lossless::decode::reconstruct as undo_differences;
+use crate::field::lossless::encode::differences;
+use crate::field::lossless::format::strides;
+
+/// Zigzag of a signed residual: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
+#[inline(always)]
+pub(super) fn zig(k: i32) -> u32 {
+    ((k << 1) ^ (k >> 31)) as u32
+}
+
+/// Inverse of [`zig`].
+#[inline(always)]
+pub(super) fn unzig(z: u32) -> i32 {
+    ((z >> 1) ^ 0u32.wrapping_sub(z & 1)) as i32
+}
+
+/// One pass of the lattice predictor: the targets are the points whose coordinate along
+/// `axis` is an odd multiple of `stride`, along the axes before it in the order a multiple of
+/// `stride`, along those after it a multiple of `2 stride`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pass {
+    /// Distance between a target and its nearest known neighbours along `axis`.
+    pub stride: usize,
+    /// The axis predicted along (0 the slowest).
+    pub axis: usize,
+    /// The level: `stride = 2^level`.
+    pub level: u32,
+    /// Per axis, the step between targets along it.
+    steps: [usize; 4],
+}
+
+/// The passes in decode order: levels `L-1` down to 0, and in each the axes in `order`.
+pub(super) fn passes(ndim: usize, levels: u32, order: &[u8]) -> Vec<Pass> {
+    let mut out = Vec::with_capacity(levels as usize * ndim);
+    for level in (0..levels).rev() {
+        let s = 1usize << level;
+        for (k, &d) in order.iter().enumerate() {
+            let mut steps = [1usize; 4];
+            for (kk, &a) in order.iter().enumerate() {
+                steps[a as usize] = if kk <= k { s } else { 2 * s };
+            }
+            steps[d as usize] = 2 * s;
+            out.push(Pass {
+                stride: s,
+                axis: d as usize,
+                level,
+                steps,
+            });
+        }
+    }
+    out
+}
+
+/// An array's shape and strides, padded to 4 axes at the front.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Geometry {
+    dims: [usize; 4],
+    strides: [usize; 4],
+    ndim: usize,
+}
+
+impl Geometry {
+    /// The geometry of `shape` (1 to 4 axes).
+    pub fn new(shape: &[u32]) -> Self {
+        let ndim = shape.len();
+        let mut dims = [1usize; 4];
+        for (a, &d) in shape.iter().enumerate() {
+            dims[4 - ndim + a] = d as usize;
+        }
+        let mut strides = [1usize; 4];
+        for a in (0..3).rev() {
+            strides[a] = strides[a + 1] * dims[a + 1];
+        }
+        Geometry {
+            dims,
+            strides,
+            ndim,
+        }
+    }
+
+    /// Targets of `pass`.
+    pub fn count(&self, pass: &Pass) -> usize {
+        let pad = 4 - self.ndim;
+        (0..self.ndim)
+            .map(|a| {
+                let n = self.dims[pad + a];
+                if a == pass.axis {
+                    (n + pass.stride - 1) / (2 * pass.stride)
+                } else {
+                    n.div_ceil(pass.steps[a])
+                }
+            })
+            .product()
+    }
+
+    /// Calls `f(index, coordinate along the pass's axis)` for each target of `pass`, in C
+    /// order.
+    #[inline(always)]
+    pub fn for_targets(&self, pass: &Pass, mut f: impl FnMut(usize, usize)) {
+        let pad = 4 - self.ndim;
+        let mut start = [0usize; 4];
+        let mut step = [1usize; 4];
+        step[pad..].copy_from_slice(&pass.steps[..self.ndim]);
+        let d = pad + pass.axis;
+        start[d] = pass.stride;
+        let [n0, n1, n2, n3] = self.dims;
+        let [s0, s1, s2, _] = self.strides;
+        for i0 in (start[0]..n0).step_by(step[0]) {
+            for i1 in (start[1]..n1).step_by(step[1]) {
+                for i2 in (start[2]..n2).step_by(step[2]) {
+                    let base = i0 * s0 + i1 * s1 + i2 * s2;
+                    let outer = [i0, i1, i2];
+                    for i3 in (start[3]..n3).step_by(step[3]) {
+                        let c = if d == 3 { i3 } else { outer[d] };
+                        f(base + i3, c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Along the pass's axis: its length, and the index distance of a neighbour at `stride`.
+    #[inline(always)]
+    pub fn along(&self, pass: &Pass) -> (usize, usize) {
+        let d = 4 - self.ndim + pass.axis;
+        (self.dims[d], self.strides[d] * pass.stride)
+    }
+}
+
+/// The prediction of the target at index `i`, coordinate `c` along an axis of length `n`,
+/// neighbours `sd` apart in the array, stride `s`: cubic `(-a + 9b + 9c - d + 8) >> 4` where
+/// both outer neighbours exist and `cubic` is asked, else linear `(b + c + 1) >> 1`, else
+/// (no right neighbour) the left one.
+#[inline(always)]
+pub(super) fn predict(
+    x: &[i32],
+    i: usize,
+    c: usize,
+    n: usize,
+    s: usize,
+    sd: usize,
+    cubic: bool,
+) -> i64 {
+    let b = x[i - sd] as i64;
+    if c + s >= n {
+        return b;
+    }
+    let cc = x[i + sd] as i64;
+    if cubic && c >= 3 * s && c + 3 * s < n {
+        let a = x[i - 3 * sd] as i64;
+        let d = x[i + 3 * sd] as i64;
+        return (-a + 9 * b + 9 * cc - d + 8) >> 4;
+    }
+    (b + cc + 1) >> 1
+}
+
+/// `k` of the closed loop: `floor((target - prediction + floor(step / 2)) / step)`, a shift
+/// for steps that are powers of two.
+#[inline(always)]
+fn quantise(diff: i64, step: i64) -> i64 {
+    let d = diff + step / 2;
+    if step & (step - 1) == 0 {
+        d >> step.trailing_zeros()
+    } else {
+        d.div_euclid(step)
+    }
+}
+
+/// Passes with at least this many targets choose their kind on a sample of them ...
+const KIND_SAMPLE_FROM: usize = 1 << 16;
+/// ... every this many targets.
+const KIND_SAMPLE: usize = 4;
+
+/// The lattice predictor's forward pass: `u` the lattice values of the input, `exc` the
+/// exception cells (their `k` is 0), `steps` per level and for value 0, `cubic` the kinds
+/// to use (or `None`: per pass the kind whose `k` have the smaller sum of magnitudes, on a
+/// sample of a large pass's targets).
+/// Returns the zigzag stream of `k` in decode order, the decoded lattice values and the kinds.
+pub(super) fn lattice_forward(
+    geo: &Geometry,
+    passes: &[Pass],
+    u: &[i32],
+    exc: &[bool],
+    steps: &[u8],
+    cubic: Option<&[bool]>,
+) -> Forward {
+    let n = u.len();
+    let mut x = vec![0i32; n];
+    let mut stream = Vec::with_capacity(n);
+    let s0 = steps[steps.len() - 1] as i64;
+    let k0 = if exc[0] { 0 } else { quantise(u[0] as i64, s0) };
+    x[0] = (k0 * s0) as i32;
+    stream.push(zig(k0 as i32));
+    let mut kinds = Vec::with_capacity(passes.len());
+    for (j, p) in passes.iter().enumerate() {
+        let step = steps[p.level as usize] as i64;
+        let (len, sd) = geo.along(p);
+        let s = p.stride;
+        let kind = match cubic {
+            Some(c) => c[j],
+            None => {
+                // Large passes choose their kind on every KIND_SAMPLE-th target.
+                let every = if geo.count(p) >= KIND_SAMPLE_FROM {
+                    KIND_SAMPLE
+                } else {
+                    1
+                };
+                let (mut lin, mut cub, mut t) = (0u64, 0u64, 0usize);
+                geo.for_targets(p, |i, c| {
+                    t += 1;
+                    if exc[i] || t % every != 0 {
+                        return;
+                    }
+                    let t = u[i] as i64;
+                    let cost = |k: i64| 64 - (zig(k as i32) as u64).leading_zeros() as u64;
+                    lin += cost(quantise(t - predict(&x, i, c, len, s, sd, false), step));
+                    cub += cost(quantise(t - predict(&x, i, c, len, s, sd, true), step));
+                });
+                cub < lin
+            }
+        };
+        geo.for_targets(p, |i, c| {
+            let pred = predict(&x, i, c, len, s, sd, kind);
+            let k = if exc[i] {
+                0
+            } else {
+                quantise(u[i] as i64 - pred, step)
+            };
+            x[i] = (pred + step * k) as i32;
+            stream.push(zig(k as i32));
+        });
+        kinds.push(kind);
+    }
+    (stream, x, kinds)
+}
+
+/// What the lattice predictor's forward pass gives: the zigzag stream of `k` in decode
+/// order, the decoded lattice values and the kind of each pass (cubic or not).
+pub(super) type Forward = (Vec<u32>, Vec<i32>, Vec<bool>);
+
+/// Why a lattice stream is invalid: `(value index, reason)`.
+pub(super) type LatticeError = (usize, &'static str);
+
+/// The lattice predictor's inverse: from the zigzag stream `z` (decode order) to the lattice
+/// values `x` (C order), each checked against `limit` (`|x| < limit`).
+pub(super) fn lattice_inverse(
+    geo: &Geometry,
+    passes: &[Pass],
+    z: &[u32],
+    steps: &[u8],
+    cubic: &[bool],
+    limit: i64,
+    x: &mut [i32],
+) -> Result<(), LatticeError> {
+    let s0 = steps[steps.len() - 1] as i64;
+    let check = |v: i64, i: usize| -> Result<i32, LatticeError> {
+        if v.abs() < limit {
+            Ok(v as i32)
+        } else {
+            Err((i, "a lattice value past the exact-product limit"))
+        }
+    };
+    x[0] = check(unzig(z[0]) as i64 * s0, 0)?;
+    let mut pos = 1;
+    for (j, p) in passes.iter().enumerate() {
+        let step = steps[p.level as usize] as i64;
+        let (len, sd) = geo.along(p);
+        let s = p.stride;
+        let kind = cubic[j];
+        let mut err = None;
+        geo.for_targets(p, |i, c| {
+            let pred = predict(x, i, c, len, s, sd, kind);
+            let v = pred + step * unzig(z[pos]) as i64;
+            pos += 1;
+            if v.abs() < limit {
+                x[i] = v as i32;
+            } else if err.is_none() {
+                err = Some(i);
+                x[i] = 0;
+            }
+        });
+        if let Some(i) = err {
+            return Err((i, "a lattice value past the exact-product limit"));
+        }
+    }
+    Ok(())
+}
+
+/// The differences predictor's forward pass: zigzag residuals of the bins `q` differenced
+/// along `axes` (wrapping at 32 bits).
+pub(super) fn differences_forward(q: Vec<u32>, shape: &[u32], axes: u8) -> Vec<u32> {
+    differences(q, shape, axes, 32)
+}
+
+/// The differences predictor's inverse, in place: zigzag residuals to bins.
+pub(super) fn differences_inverse(words: &mut [u32], shape: &[u32], axes: u8) {
+    let st = strides(shape);
+    let n = words.len();
+    undo_differences(words, 0, n, shape, &st, axes);
+}

@@ -1,0 +1,253 @@
+//! Unit tests of the error-bounded arrays: pass geometry, each predictor's inverse, the
+//! token stage, and small round trips.
+
+use super::encode::unit_for;
+use super::format::*;
+use super::predict::*;
+use super::tokens::{decode_chunks, encode_chunk};
+use super::*;
+use crate::decode::DecodeOptions;
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const SHAPES: &[&[u32]] = &[
+    &[1],
+    &[2],
+    &[7],
+    &[64],
+    &[5, 3],
+    &[1, 9],
+    &[17, 9],
+    &[4, 4, 4],
+    &[3, 1, 5, 2],
+    &[2, 3, 5, 7],
+];
+
+fn orders(nd: usize) -> Vec<Vec<u8>> {
+    vec![(0..nd as u8).collect(), (0..nd as u8).rev().collect()]
+}
+
+#[test]
+fn passes_visit_every_value_but_the_first_once() {
+    for shape in SHAPES {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let geo = Geometry::new(shape);
+        for order in orders(shape.len()) {
+            let mut seen = vec![0u32; n];
+            seen[0] = 1;
+            let ps = passes(shape.len(), levels_for(shape), &order);
+            for p in &ps {
+                let mut count = 0;
+                geo.for_targets(p, |i, _| {
+                    seen[i] += 1;
+                    count += 1;
+                });
+                assert_eq!(count, geo.count(p), "{shape:?} {p:?}");
+            }
+            assert!(
+                seen.iter().all(|&s| s == 1),
+                "{shape:?} {order:?}: {seen:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn lattice_inverse_undoes_forward() {
+    let mut rng = Rng(7);
+    for shape in SHAPES {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let geo = Geometry::new(shape);
+        for order in orders(shape.len()) {
+            let levels = levels_for(shape);
+            let ps = passes(shape.len(), levels, &order);
+            let u: Vec<i32> = (0..n)
+                .map(|i| (i as i32 * 37) % 500 + rng.below(40) as i32)
+                .collect();
+            let exc: Vec<bool> = (0..n).map(|_| rng.below(10) == 0).collect();
+            let steps: Vec<u8> = (0..=levels).map(|l| (16 >> (l.min(3))) as u8).collect();
+            let (z, x, cubic) = lattice_forward(&geo, &ps, &u, &exc, &steps, None);
+            assert_eq!(z.len(), n);
+            // Every regular target within half a step of its lattice value.
+            for i in 0..n {
+                if !exc[i] {
+                    assert!(
+                        (x[i] - u[i]).abs() <= 8,
+                        "{shape:?} {i}: {} vs {}",
+                        x[i],
+                        u[i]
+                    );
+                }
+            }
+            let mut back = vec![0i32; n];
+            lattice_inverse(&geo, &ps, &z, &steps, &cubic, 1 << 17, &mut back).unwrap();
+            assert_eq!(back, x, "{shape:?} {order:?}");
+            // A limit below the values is an error, not a panic.
+            if x.iter().any(|&v| v.abs() >= 4) {
+                assert!(lattice_inverse(&geo, &ps, &z, &steps, &cubic, 4, &mut back).is_err());
+            }
+        }
+    }
+}
+
+#[test]
+fn cubic_and_linear_predictions() {
+    // x = 0, 10, 20, 30, ... along one axis: both kinds predict the middle exactly.
+    let x: Vec<i32> = (0..9).map(|i| 10 * i).collect();
+    assert_eq!(predict(&x, 4, 4, 9, 1, 1, false), 40);
+    assert_eq!(predict(&x, 4, 4, 9, 1, 1, true), 40);
+    // Cubic (-a + 9b + 9c - d + 8) >> 4 of a = 0, b = 16, c = 16, d = 0: 18.
+    let y = [0, 0, 16, 0, 16, 0, 0];
+    assert_eq!(predict(&y, 3, 3, 7, 1, 1, true), 18);
+    assert_eq!(predict(&y, 3, 3, 7, 1, 1, false), 16);
+    // No right neighbour: the left one.
+    assert_eq!(predict(&y, 6, 6, 7, 1, 1, true), 0);
+    // Negative values floor as arithmetic shifts do.
+    let w = [-3, 0, -4];
+    assert_eq!(predict(&w, 1, 1, 3, 1, 1, false), -3);
+}
+
+#[test]
+fn differences_inverse_undoes_forward() {
+    let mut rng = Rng(3);
+    for shape in SHAPES {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let q: Vec<u32> = (0..n).map(|_| rng.below(65536) as u32).collect();
+        for axes in 0..1u8 << shape.len() {
+            let mut z = differences_forward(q.clone(), shape, axes);
+            differences_inverse(&mut z, shape, axes);
+            assert_eq!(z, q, "{shape:?} axes {axes}");
+        }
+    }
+}
+
+#[test]
+fn tokens_round_trip() {
+    let mut rng = Rng(11);
+    for n in [1usize, 2, 3, 7, 300, 5001, 70000] {
+        let mut z: Vec<u32> = (0..n)
+            .map(|_| match rng.below(12) {
+                0..=5 => 0,
+                6..=8 => rng.below(4) as u32,
+                9 => rng.below(1000) as u32,
+                10 => u32::MAX - rng.below(3) as u32,
+                _ => rng.next() as u32,
+            })
+            .collect();
+        if n > 400 {
+            z[10..400].fill(0);
+        }
+        if n > 69000 {
+            z[20000..60000].fill(0);
+        }
+        for segments in [1usize, 3, 8] {
+            let c = encode_chunk(&z, segments);
+            let mut back = vec![7u32; n];
+            decode_chunks(&c, &[&c], 20, segments, false, &mut back).unwrap();
+            assert_eq!(back, z, "n {n} segments {segments}");
+        }
+    }
+}
+
+#[test]
+fn units_have_the_asked_bits() {
+    for limit in [1e-3, 0.7, 3.0, 1e6] {
+        for bits in 1..=8 {
+            let u = unit_for(limit, bits).unwrap();
+            assert!(u as f64 <= limit && u as f64 > limit / 2.0);
+            assert!(crate::field::format::bin_width_significand_bits(u) <= bits);
+        }
+    }
+    assert!(unit_for(1e-300, 7).is_none());
+    assert_eq!(lattice_limit(0.5), 1 << 23);
+    assert_eq!(lattice_limit(f32::from_bits(0x3f82_0000)), 1 << 17);
+}
+
+fn check_round_trip(values: &[f32], shape: &[u32], opts: &BoundedOptions) -> Vec<u8> {
+    let file = encode_bounded(values, shape, opts).unwrap();
+    let (h, back) = decode_bounded(&file, &DecodeOptions::default()).unwrap();
+    assert_eq!(h.shape, shape);
+    assert_eq!(h.bound, opts.max_error);
+    for (i, (&v, &b)) in values.iter().zip(&back).enumerate() {
+        let special = !v.is_finite() || opts.fill_value.is_some_and(|f| f.to_bits() == v.to_bits());
+        if special {
+            assert_eq!(v.to_bits(), b.to_bits(), "value {i}");
+        } else {
+            assert!(
+                (v as f64 - b as f64).abs() <= opts.max_error,
+                "value {i}: {v} -> {b}"
+            );
+        }
+    }
+    file
+}
+
+#[test]
+fn small_round_trips_both_predictors() {
+    let mut rng = Rng(5);
+    for shape in SHAPES {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let mut values: Vec<f32> = (0..n)
+            .map(|i| (i as f32 * 0.37).sin() * 100.0 + rng.below(100) as f32 * 0.01)
+            .collect();
+        if n > 4 {
+            values[1] = f32::NAN;
+            values[n - 1] = -9999.0;
+            values[n / 2] = f32::INFINITY;
+        }
+        for predictor in [Some(Predictor::Lattice), Some(Predictor::Differences), None] {
+            for e in [1.0, 0.01] {
+                let opts = BoundedOptions {
+                    fill_value: Some(-9999.0),
+                    predictor,
+                    ..BoundedOptions::new(e)
+                };
+                let file = check_round_trip(&values, shape, &opts);
+                if let Some(p) = predictor {
+                    assert_eq!(parse_bounded(&file).unwrap().predictor, p);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn constant_and_all_nan_arrays() {
+    check_round_trip(&[3.5; 100], &[10, 10], &BoundedOptions::new(0.1));
+    check_round_trip(&[f32::NAN; 9], &[9], &BoundedOptions::new(0.1));
+    check_round_trip(&[1e-40, 0.0, -1e-40], &[3], &BoundedOptions::new(1e-3));
+}
+
+#[test]
+fn a_too_small_bound_is_refused() {
+    let v: Vec<f32> = (0..1000).map(|i| i as f32 * 1000.0).collect();
+    assert!(encode_bounded(&v, &[1000], &BoundedOptions::new(1e-6)).is_err());
+    assert!(encode_bounded(&v, &[1000], &BoundedOptions::new(0.0)).is_err());
+    assert!(encode_bounded(&v, &[10, 10], &BoundedOptions::new(1.0)).is_err());
+    assert!(encode_bounded(&v, &[1000, 1, 1, 1, 1], &BoundedOptions::new(1.0)).is_err());
+}
+
+#[test]
+fn decoding_into_a_wrong_buffer_is_an_error() {
+    let v: Vec<f32> = (0..50).map(|i| i as f32).collect();
+    let file = encode_bounded(&v, &[50], &BoundedOptions::new(0.5)).unwrap();
+    let mut out = vec![0f32; 49];
+    assert!(decode_bounded_into(&file, &DecodeOptions::default(), &mut out).is_err());
+    let mut out = vec![0f32; 50];
+    decode_bounded_into(&file, &DecodeOptions::default(), &mut out).unwrap();
+    assert!(out.iter().zip(&v).all(|(a, b)| (a - b).abs() <= 0.5));
+    let _ = (PAIR_LIMIT, BOUNDED_ALPHABET);
+}
