@@ -23,8 +23,8 @@ use l3::gpu::GpuDecoder;
 use l3::loader::gpu::GpuOutput;
 use l3::loader::tensor::f32_to_f16_bits;
 use l3::loader::{
-    Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition,
-    Tensor, TensorAugment, TensorType,
+    Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition, Tensor,
+    TensorAugment, TensorType,
 };
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
 use l3::shard::TensorDataset;
@@ -184,7 +184,11 @@ fn assert_same(cpu: &[Batch], gpu: &[Batch], what: &str) {
         for (x, y) in c.arrays.iter().zip(&g.arrays) {
             assert_eq!((&x.name, &x.shape), (&y.name, &y.shape), "{at}");
             assert_eq!(x.tensor.len(), y.tensor.len(), "{at} {}", x.name);
-            assert!(bits(&x.tensor) == bits(&y.tensor), "{at}: {} differs", x.name);
+            assert!(
+                bits(&x.tensor) == bits(&y.tensor),
+                "{at}: {} differs",
+                x.name
+            );
         }
     }
 }
@@ -325,7 +329,11 @@ fn corrupt_records_are_skipped_or_fail_as_on_the_cpu() {
         .iter()
         .flat_map(|b| b.skipped.iter().map(|s| s.sample))
         .collect();
-    assert_eq!(skipped.len(), 4, "each bad record once per epoch: {skipped:?}");
+    assert_eq!(
+        skipped.len(),
+        4,
+        "each bad record once per epoch: {skipped:?}"
+    );
     assert!(skipped.contains(&bad_crc) && skipped.contains(&bad_header));
     assert_same(&cpu, &on_gpu, "skip");
     let kept: usize = on_gpu.iter().map(|b| b.samples.len()).sum();
@@ -396,7 +404,9 @@ fn options_the_gpu_path_does_not_take_are_refused() {
     let wide = tempfile::tempdir().unwrap();
     let mut p = TensorPacker::new(wide.path(), TensorPackOptions::new(4, ArrayMode::Raw)).unwrap();
     for i in 0..3u8 {
-        let bytes: Vec<u8> = (0..64u64).flat_map(|k| (k * i as u64).to_le_bytes()).collect();
+        let bytes: Vec<u8> = (0..64u64)
+            .flat_map(|k| (k * i as u64).to_le_bytes())
+            .collect();
         p.push(TensorSample {
             key: None,
             class: None,
@@ -418,6 +428,53 @@ fn options_the_gpu_path_does_not_take_are_refused() {
     assert!(e.to_string().contains("64-bit"), "{e}");
     o.gpu = None;
     assert!(Loader::open(LoaderDataset::Tensors(wide), o, start()).is_ok());
+    // Error-bounded arrays of 4 axes (.l3f version 3) load on the CPU path only.
+    let four = tempfile::tempdir().unwrap();
+    let mut p = TensorPacker::new(
+        four.path(),
+        TensorPackOptions::new(4, ArrayMode::Absolute(1e-3)),
+    )
+    .unwrap();
+    let source = |i: u32| -> Vec<f32> {
+        (0..2 * 3 * 8 * 8)
+            .map(|k| ((k as f32) * 0.1 + i as f32).sin())
+            .collect()
+    };
+    for i in 0..3u32 {
+        p.push(TensorSample {
+            key: None,
+            class: None,
+            meta: Vec::new(),
+            arrays: vec![(
+                "vol".into(),
+                NdArray::from_f32(vec![2, 3, 8, 8], &source(i)).unwrap(),
+            )],
+        })
+        .unwrap();
+    }
+    p.finish().unwrap();
+    let four = Arc::new(TensorDataset::open(four.path()).unwrap());
+    let mut o = options(3, None);
+    o.gpu = Some(gpu.clone());
+    let e = Loader::open(LoaderDataset::Tensors(four.clone()), o.clone(), start())
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("CPU path only"), "{e}");
+    o.gpu = None;
+    o.end_epoch = 1;
+    let batches = ok(run(&four, o, start()));
+    assert_eq!(batches.len(), 1);
+    let b = &batches[0];
+    let Tensor::F32(values) = &b.arrays[0].tensor else {
+        panic!("f32")
+    };
+    for (k, &s) in b.samples.iter().enumerate() {
+        let want = source(s as u32);
+        let got = &values[k * want.len()..(k + 1) * want.len()];
+        for (x, y) in want.iter().zip(got) {
+            assert!((x - y).abs() as f64 <= 1e-3, "{x} {y}");
+        }
+    }
 }
 
 #[test]

@@ -416,7 +416,10 @@ fn a_record_is_one_read_and_nearby_records_share_reads() {
         shards_per_batch += shards.len();
     }
     let calls: usize = adjacent.iter().map(|b| b.read_calls).sum();
-    assert!(calls < 2 * RECORDS as usize, "some records share a read: {calls}");
+    assert!(
+        calls < 2 * RECORDS as usize,
+        "some records share a read: {calls}"
+    );
     assert!(shards_per_batch < calls, "{shards_per_batch} < {calls}");
     assert_eq!(values(&adjacent), values(&near));
     assert_eq!(

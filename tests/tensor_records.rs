@@ -105,7 +105,7 @@ fn every_dtype_and_rank_round_trips_raw() {
 #[test]
 fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     let tmp = tempfile::tempdir().unwrap();
-    for shape in [vec![24u32, 31], vec![3, 17, 9]] {
+    for shape in [vec![24u32, 31], vec![3, 17, 9], vec![400], vec![2, 3, 7, 9]] {
         let n: usize = shape.iter().map(|&d| d as usize).product();
         let mut values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.05).sin() * 3.0).collect();
         values[5] = f32::NAN;
@@ -120,6 +120,9 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
             };
             let e = encode_array("field", &src, &opts).unwrap();
             assert_eq!(e.spec.mode, StorageMode::ErrorBounded);
+            // 2 or 3 axes: version 1 (decodes on the GPU too); 1 or 4: version 3.
+            let version = if matches!(shape.len(), 2 | 3) { 1 } else { 3 };
+            assert_eq!(l3::field::field_version(&e.payload), Some(version));
             let bound = match mode {
                 ArrayMode::Absolute(b) => b,
                 _ => 1e-2 * 6.0,
@@ -161,11 +164,6 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
         encode_array("x", &f64s, &abs),
         Err(Error::Parameter(_))
     ));
-    let one_axis = array(DType::Float32, &[64], 0);
-    assert!(matches!(
-        encode_array("x", &one_axis, &abs),
-        Err(Error::Parameter(_))
-    ));
     // A constant array under a relative bound is stored exactly.
     let flat = NdArray::from_f32(vec![4, 4], &[2.5; 16]).unwrap();
     let rel = ArrayOptions {
@@ -175,6 +173,16 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     let e = encode_array("c", &flat, &rel).unwrap();
     let d = decode_array(&e.spec, &e.payload, &DecodeOptions::default()).unwrap();
     assert_eq!(d, flat);
+    // So is one of 1 axis (version 3), and one whose only regular value sits among NaNs.
+    let mut values = vec![f32::NAN; 40];
+    values[3] = -7.25;
+    for v in [vec![2.5f32; 40], values] {
+        let flat = NdArray::from_f32(vec![40], &v).unwrap();
+        let e = encode_array("c", &flat, &rel).unwrap();
+        assert_eq!(l3::field::field_version(&e.payload), Some(3));
+        let d = decode_array(&e.spec, &e.payload, &DecodeOptions::default()).unwrap();
+        assert_eq!(d, flat);
+    }
 }
 
 #[test]
@@ -595,7 +603,12 @@ fn a_field_payload_that_disagrees_with_its_entry_is_a_format_error() {
     bound.spec.bound *= 2.0;
     let mut fill = good.clone();
     fill.spec.fill = Some(0);
-    for bad in [shape, bound, fill] {
+    // A version 1 payload under a 1-axis entry (1 and 4 axes are version 3), and the reverse.
+    let mut version = good.clone();
+    version.spec.shape = vec![32];
+    let mut v3 = encode_array("v", &array(DType::Float32, &[32], 3), &opts).unwrap();
+    v3.spec.shape = vec![4, 8];
+    for bad in [shape, bound, fill, version, v3] {
         let mut w = TensorShardWriter::new();
         let rec = TensorRecordInput {
             key: "k".into(),

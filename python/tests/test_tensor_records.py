@@ -209,3 +209,34 @@ def test_unpack_writes_npy_files_numpy_loads(tmp_path):
             assert got.dtype == src[name].dtype and np.array_equal(got, src[name]), name
         target = np.load(folder / "target.npy")
         assert np.array_equal(target, l3.open_dataset(tmp_path / "ds")[i]["target"], equal_nan=True)
+
+
+def test_error_bounded_arrays_of_one_and_four_axes(tmp_path):
+    """1- and 4-axis float32 arrays are stored error-bounded (.l3f version 3) within their
+    bound, NaN kept, and the CPU loader reads them whole."""
+    rng = np.random.default_rng(3)
+    samples = []
+    for i in range(5):
+        signal = np.cumsum(rng.standard_normal(500)).astype(np.float32)
+        signal[7] = np.nan
+        grid = np.sin(np.arange(2 * 3 * 6 * 8, dtype=np.float32) * 0.1 + i).reshape(2, 3, 6, 8)
+        samples.append({"signal": signal, "grid": grid})
+    out = tmp_path / "ds"
+    l3.pack_arrays(samples, out, modes={"signal": {"relative": 1e-3}, "grid": {"absolute": 1e-3}})
+    ds = l3.open_dataset(out)
+    for i, s in enumerate(samples):
+        rec, info = ds[i], ds.record(i)
+        bound = {a["name"]: a["bound"] for a in info["arrays"]}
+        span = float(np.nanmax(s["signal"])) - float(np.nanmin(s["signal"]))  # in f64
+        assert 0 < bound["signal"] <= 1e-3 * span
+        assert np.isnan(rec["signal"][7])
+        ok = ~np.isnan(s["signal"])
+        assert np.abs(rec["signal"][ok] - s["signal"][ok]).max() <= bound["signal"]
+        assert np.abs(rec["grid"] - s["grid"]).max() <= bound["grid"] <= 1e-3
+    got = {}
+    for b in l3.Loader(out, 2, end_epoch=1):
+        for k, n in enumerate(b["samples"]):
+            got[int(n)] = b["grid"][k]
+    assert sorted(got) == list(range(5))
+    for n, grid in got.items():
+        assert np.abs(grid - samples[n]["grid"]).max() <= 1e-3

@@ -26,7 +26,7 @@ use super::tensor::{Tensor, TensorType};
 use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
 use crate::error::{Error, FormatError, ParameterError, Result};
 use crate::shard::{TensorDataset, TensorManifest};
-use crate::tensor::{decode_array, DType, NdArray};
+use crate::tensor::{decode_array, DType, NdArray, StorageMode};
 
 /// One sample decoded into its slots: the decode time, the window time, its window.
 pub(super) type TensorDecoded = Result<(Duration, Duration, Option<TensorWindow>)>;
@@ -336,6 +336,14 @@ impl GpuWindows {
                     64,
                     "64-bit arrays (float64, int64, uint64) load on the CPU path: leave gpu \
                      unset",
+                ));
+            }
+            if d.mode == StorageMode::ErrorBounded.name() && !matches!(d.shape.len(), 2 | 3) {
+                return Err(invalid(
+                    "tensor axes",
+                    d.shape.len() as u64,
+                    "error-bounded arrays of 1 or 4 axes (.l3f version 3) decode on the CPU \
+                     path only: leave gpu unset",
                 ));
             }
         }

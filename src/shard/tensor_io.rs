@@ -342,8 +342,7 @@ impl TensorShardReader {
         max_read: u64,
     ) -> (Vec<RecordPayloads>, usize) {
         let max_read = max_read.min(self.max_read);
-        let mut results: Vec<Option<RecordPayloads>> =
-            (0..records.len()).map(|_| None).collect();
+        let mut results: Vec<Option<RecordPayloads>> = (0..records.len()).map(|_| None).collect();
         let mut calls = 0;
         // (start, end, index in records) of the spans read in runs.
         let mut spans = Vec::with_capacity(records.len());
@@ -396,7 +395,11 @@ impl TensorShardReader {
             .par_iter()
             .map(|run| {
                 let first = spans[run.start].0;
-                let end = spans[run.clone()].iter().map(|s| s.1).max().unwrap_or(first);
+                let end = spans[run.clone()]
+                    .iter()
+                    .map(|s| s.1)
+                    .max()
+                    .unwrap_or(first);
                 // In the data area: every span was checked by parse_tensor_index.
                 match read_at(&self.file, first, (end - first) as usize) {
                     Ok(bytes) => spans[run.clone()]

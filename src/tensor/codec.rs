@@ -1,5 +1,6 @@
-//! One array to its payload and back: raw (the bytes), error-bounded (a `.l3f` field, float32
-//! of 2 or 3 axes) and lossless (a `.l3f` version 2 field of a float32, float16 or bfloat16
+//! One array to its payload and back: raw (the bytes), error-bounded (a float32 `.l3f`
+//! field: version 1 for 2 or 3 axes, which the GPU decodes too, version 3 for 1 or 4) and
+//! lossless (a `.l3f` version 2 field of a float32, float16 or bfloat16
 //! array; other types are stored raw). A payload whose header disagrees
 //! with its index entry is a [`FormatError`], never a wrong array.
 
@@ -7,8 +8,9 @@ use super::model::{ArraySpec, DType, NdArray, StorageMode};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, LimitsError, ParameterError, Result};
 use crate::field::{
-    parse_lossless, Bound, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec,
-    LosslessOptions,
+    decode_bounded, encode_bounded, field_version, parse_bounded, parse_lossless, Bound,
+    BoundedOptions, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec, LosslessOptions,
+    BOUNDED_VERSION, FIELD_VERSION,
 };
 
 /// How an array is to be stored, as a packer asks for it.
@@ -19,7 +21,7 @@ pub enum ArrayMode {
     /// Lossless: a lossless float field for float32, float16 and bfloat16 arrays, the bytes
     /// for the others (float64 and integers).
     Lossless,
-    /// Error-bounded within this absolute bound (float32 arrays of 2 or 3 axes).
+    /// Error-bounded within this absolute bound (float32 arrays).
     Absolute(f64),
     /// Error-bounded within this fraction of each array's value range (max - min over its
     /// finite, non-fill values; an array with no range is stored exactly).
@@ -133,19 +135,51 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                 }
                 _ => unreachable!("the error-bounded modes"),
             };
-            let field = crate::field::encode_field(
-                &values,
-                array.shape(),
-                &FieldOptions {
-                    fill_value,
-                    ..FieldOptions::new(bound)
-                },
-            )?;
-            spec.bound = FieldHeader::parse(&field)?.bound;
-            field
+            if matches!(array.shape().len(), 2 | 3) {
+                let field = crate::field::encode_field(
+                    &values,
+                    array.shape(),
+                    &FieldOptions {
+                        fill_value,
+                        ..FieldOptions::new(bound)
+                    },
+                )?;
+                spec.bound = FieldHeader::parse(&field)?.bound;
+                field
+            } else {
+                let e = match bound {
+                    Bound::Absolute(e) => e,
+                    Bound::Relative(r) => r * regular_range(&values, fill_value),
+                };
+                let field = encode_bounded(
+                    &values,
+                    array.shape(),
+                    &BoundedOptions {
+                        fill_value,
+                        ..BoundedOptions::new(e)
+                    },
+                )?;
+                spec.bound = parse_bounded(&field)?.bound;
+                field
+            }
         }
     };
     Ok(EncodedArray { spec, payload })
+}
+
+/// `max - min` (in f64) of the finite values that are not the fill value, 0 without any.
+fn regular_range(values: &[f32], fill: Option<f32>) -> f64 {
+    let (lo, hi) = values
+        .iter()
+        .filter(|v| v.is_finite() && fill.is_none_or(|f| v.to_bits() != f.to_bits()))
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if lo <= hi {
+        hi as f64 - lo as f64
+    } else {
+        0.0
+    }
 }
 
 /// Checks that `payload`'s own header agrees with `spec` (without decoding it): a raw payload
@@ -172,7 +206,36 @@ pub fn check_payload(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
         }
         StorageMode::Lossless => check_lossless(spec, payload)?,
         StorageMode::ErrorBounded => {
-            let h = FieldHeader::parse(payload)?;
+            let want = if matches!(spec.shape.len(), 2 | 3) {
+                FIELD_VERSION
+            } else {
+                BOUNDED_VERSION
+            };
+            if field_version(payload) != Some(want) {
+                return Err(disagree(
+                    "field version",
+                    field_version(payload).unwrap_or(0) as u64,
+                    "an error-bounded array of 2 or 3 axes is a .l3f version 1 file, of 1 or 4 \
+                     axes version 3",
+                ));
+            }
+            let (dims, bound, fill) = match field_version(payload) {
+                Some(FIELD_VERSION) => {
+                    let h = FieldHeader::parse(payload)?;
+                    (h.dims().to_vec(), h.bound, h.fill_value)
+                }
+                Some(BOUNDED_VERSION) => {
+                    let h = parse_bounded(payload)?;
+                    (h.shape, h.bound, h.fill_value)
+                }
+                v => {
+                    return Err(disagree(
+                        "field version",
+                        v.unwrap_or(0) as u64,
+                        "an error-bounded payload is a .l3f file of version 1 or 3",
+                    ))
+                }
+            };
             if spec.dtype != DType::Float32 {
                 return Err(disagree(
                     "dtype",
@@ -180,24 +243,24 @@ pub fn check_payload(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
                     "an error-bounded field holds float32",
                 ));
             }
-            if h.dims() != spec.shape.as_slice() {
+            if dims.as_slice() != spec.shape.as_slice() {
                 return Err(disagree(
                     "field shape",
-                    h.len(),
+                    dims.iter().map(|&d| d as u64).product(),
                     "the field's shape is not the index entry's",
                 ));
             }
-            if h.bound.to_bits() != spec.bound.to_bits() {
+            if bound.to_bits() != spec.bound.to_bits() {
                 return Err(disagree(
                     "field bound",
-                    h.bound.to_bits(),
+                    bound.to_bits(),
                     "the field's bound is not the index entry's",
                 ));
             }
-            if h.fill_value.map(|f| f.to_bits() as u64) != spec.fill {
+            if fill.map(|f| f.to_bits() as u64) != spec.fill {
                 return Err(disagree(
                     "field fill value",
-                    h.fill_value.map_or(0, |f| f.to_bits() as u64),
+                    fill.map_or(0, |f| f.to_bits() as u64),
                     "the field's fill value is not the index entry's",
                 ));
             }
@@ -223,7 +286,11 @@ pub fn decode_array(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -
         StorageMode::Raw => NdArray::new(spec.dtype, spec.shape.clone(), payload.to_vec()),
         StorageMode::Lossless => decode_lossless(spec, payload, options),
         StorageMode::ErrorBounded => {
-            let (_, values) = crate::field::decode_field(payload, options)?;
+            let values = if field_version(payload) == Some(BOUNDED_VERSION) {
+                decode_bounded(payload, options)?.1
+            } else {
+                crate::field::decode_field(payload, options)?.1
+            };
             NdArray::from_f32(spec.shape.clone(), &values)
         }
     }
