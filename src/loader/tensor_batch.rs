@@ -26,7 +26,7 @@ use super::tensor::{Tensor, TensorType};
 use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
 use crate::error::{Error, FormatError, ParameterError, Result};
 use crate::shard::{TensorDataset, TensorManifest};
-use crate::tensor::{decode_array, DType, NdArray, StorageMode};
+use crate::tensor::{decode_array, DType, NdArray};
 
 /// One sample decoded into its slots: the decode time, the window time, its window.
 pub(super) type TensorDecoded = Result<(Duration, Duration, Option<TensorWindow>)>;
@@ -338,7 +338,9 @@ impl GpuWindows {
                      unset",
                 ));
             }
-            if d.mode == StorageMode::ErrorBounded.name() && !matches!(d.shape.len(), 2 | 3) {
+            if d.mode == crate::tensor::StorageMode::ErrorBounded.name()
+                && !matches!(d.shape.len(), 2 | 3)
+            {
                 return Err(invalid(
                     "tensor axes",
                     d.shape.len() as u64,
