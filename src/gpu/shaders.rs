@@ -21,6 +21,7 @@ const LEVELS: &str = include_str!("../../shaders/levels.wgsl");
 const FIELDS: &str = include_str!("../../shaders/fields.wgsl");
 const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
 const LOSSLESS: &str = include_str!("../../shaders/lossless.wgsl");
+const BOUNDED: &str = include_str!("../../shaders/bounded.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,12 +44,15 @@ pub(crate) enum Stage {
     /// `lossless.wgsl`: lossless float arrays (entry points `decode_segments`,
     /// `undiff_axis0` .. `undiff_axis3`, `finish`).
     Lossless,
+    /// `bounded.wgsl`: error-bounded float arrays of 1 to 4 axes (entry points
+    /// `decode_segments`, `undiff_axis0` .. `undiff_axis3`, `lattice_pass`, `finish`).
+    Bounded,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
@@ -56,6 +60,7 @@ impl Stage {
         Stage::Augment,
         Stage::Fields,
         Stage::Lossless,
+        Stage::Bounded,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -66,6 +71,7 @@ impl Stage {
             Stage::Augment => "augment.wgsl",
             Stage::Fields => "fields.wgsl",
             Stage::Lossless => "lossless.wgsl",
+            Stage::Bounded => "bounded.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -82,6 +88,12 @@ impl Stage {
             Stage::Lossless => &[
                 &abi::LosslessSegment::WGSL_STRUCT,
                 &abi::LosslessArray::WGSL_STRUCT,
+            ],
+            Stage::Bounded => &[
+                &abi::LosslessSegment::WGSL_STRUCT,
+                &abi::BoundedArray::WGSL_STRUCT,
+                &abi::BoundedPass::WGSL_STRUCT,
+                &abi::BoundedStep::WGSL_STRUCT,
             ],
         }
     }
@@ -114,6 +126,7 @@ pub(crate) fn prelude() -> String {
         ("ERR_SEGMENT", abi::flags::SEGMENT),
         ("ERR_PALETTE", abi::flags::PALETTE),
         ("ERR_MULT", abi::flags::MULT),
+        ("ERR_VALUE", abi::flags::VALUE),
         ("MAX_CHANNELS", 4),
         ("TRANSFORM_BITS", cf::TRANSFORM_BITS),
         ("TRANSFORM_MAX_ID", cf::Transform::Palette as u32),
@@ -156,6 +169,13 @@ pub(crate) fn prelude() -> String {
         ("AUGMENT_WG", abi::AUGMENT_WORKGROUP_SIZE),
         ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
         ("LOSSLESS_WG", abi::LOSSLESS_WORKGROUP_SIZE),
+        ("BOUNDED_WG", abi::BOUNDED_WORKGROUP_SIZE),
+        ("BOUNDED_PAIR0", abi::BOUNDED_PAIR0),
+        ("BOUNDED_RUN0", abi::BOUNDED_RUN0),
+        ("BOUNDED_PAIR_LIMIT", abi::BOUNDED_PAIR_LIMIT),
+        ("BOUNDED_MAX_BINS", abi::BOUNDED_MAX_BINS),
+        ("PASS_ORIGIN", abi::PASS_ORIGIN),
+        ("PASS_CUBIC", abi::PASS_CUBIC),
         ("RUN_WORDS", abi::FIELD_RUN_WORDS),
         ("BAND_H", crate::format::levels::BAND_H as u32),
         ("BAND_V", crate::format::levels::BAND_V as u32),
@@ -173,7 +193,12 @@ pub(crate) fn prelude() -> String {
 /// then (for the decode) the output layout's file and the entry points.
 pub(crate) fn source(stage: Stage) -> String {
     let output = match stage {
-        Stage::PrefixSum | Stage::Levels | Stage::Augment | Stage::Fields | Stage::Lossless => None,
+        Stage::PrefixSum
+        | Stage::Levels
+        | Stage::Augment
+        | Stage::Fields
+        | Stage::Lossless
+        | Stage::Bounded => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -185,6 +210,9 @@ pub(crate) fn source(stage: Stage) -> String {
         None if stage == Stage::Fields => vec![("fields.wgsl", FIELDS)],
         None if stage == Stage::Lossless => {
             vec![("shared/bits.wgsl", BITS), ("lossless.wgsl", LOSSLESS)]
+        }
+        None if stage == Stage::Bounded => {
+            vec![("shared/bits.wgsl", BITS), ("bounded.wgsl", BOUNDED)]
         }
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![

@@ -2,8 +2,9 @@
 //! same arithmetic, one invocation after another. One file per kernel, named after its WGSL
 //! file: [`prefix_sum`] (`shaders/prefix_sum.wgsl`), [`decode_streams`] (entry point `main`,
 //! `shaders/shared/decode_streams.wgsl`), [`decode_compact`] (entry point `main_compact`,
-//! `shaders/shared/decode_compact.wgsl`) and [`lossless`] (`shaders/lossless.wgsl`, held to
-//! the CPU decoder by `field::lossless::gpu`'s tests). The decode twins are generic over the
+//! `shaders/shared/decode_compact.wgsl`), [`lossless`] (`shaders/lossless.wgsl`, held to
+//! the CPU decoder by `field::lossless::gpu`'s tests) and [`bounded`] (`shaders/bounded.wgsl`,
+//! held to the CPU decoder by `field::bounded::gpu`'s tests). The decode twins are generic over the
 //! [`OutputSink`] that stands for the output layout's `put_sample` (as the shader assembler
 //! pairs the shared entry points with one `shaders/output/*.wgsl`). This file holds what the
 //! kernels share: the twins of `shaders/shared/bits.wgsl` and `images.wgsl`, the sinks, and
@@ -11,6 +12,7 @@
 //! its shader on the same inputs and compare, and hold the twins to the CPU decoder; the
 //! twins also document what each kernel computes.
 
+pub(crate) mod bounded;
 mod decode_compact;
 mod decode_streams;
 pub(crate) mod lossless;
