@@ -4,14 +4,18 @@
 //! file parses the files, plans the buffers ([`plan_fields`]) and builds the kernel's jobs;
 //! the engine's `gpu::fields` binds and dispatches them. Lossless float arrays (version 2)
 //! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them,
-//! `gpu::lossless` dispatches `shaders/lossless.wgsl`.
+//! `gpu::lossless` dispatches `shaders/lossless.wgsl`. Error-bounded arrays of 1 to 4 axes
+//! (version 3) decode with [`decode_bounded_fields`]: `field::bounded::gpu` checks and plans
+//! them, `gpu::bounded` dispatches `shaders/bounded.wgsl`.
 
+use super::bounded::gpu::plan_bounded;
 use super::lossless::gpu::plan_lossless;
-use super::{parse_field, FieldHeader, FieldLayout, LosslessHeader};
+use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
 use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
 use crate::gpu::bindings::{BindLimits, Binding};
+use crate::gpu::bounded::BoundedTables;
 use crate::gpu::fields::{self, FieldDispatch};
 use crate::gpu::lossless::LosslessTables;
 use crate::gpu::readback::read_buffer;
@@ -268,4 +272,90 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
     })
+}
+
+/// Decoded error-bounded arrays (`.l3f` version 3) in one GPU buffer of f32 values.
+#[derive(Debug)]
+pub struct GpuBoundedBatch {
+    /// The values (usage `STORAGE | COPY_SRC`): array `i` at `offsets[i]` bytes, C order.
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of each array (multiples of 256).
+    pub offsets: Vec<u64>,
+    /// Each array's header.
+    pub headers: Vec<BoundedHeader>,
+    /// Compute dispatches the batch took (token decode, prefix sums, lattice passes,
+    /// finish).
+    pub dispatches: u32,
+    /// Bytes written to the GPU for the batch: the files, the segment, decode, run, array
+    /// and pass tables, and the pass uniforms.
+    pub uploaded_bytes: u64,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl GpuBoundedBatch {
+    /// Array `i`'s values, read back (blocking): what [`super::decode_bounded`] gives.
+    pub fn read_back_array(&self, i: usize) -> Result<Vec<f32>> {
+        let n = self.headers[i].len();
+        let bytes = read_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            self.offsets[i],
+            n * 4,
+        )?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+/// Decodes error-bounded arrays of 1 to 4 axes on the GPU, bit for bit what
+/// [`super::decode_bounded`] gives: every file is checked on the CPU first with `options`
+/// (the CPU decoder's checks; the first bad file's error comes back as [`Error::InBatch`]),
+/// then `shaders/bounded.wgsl` decodes them all in one submission; a stream or value error
+/// is reported for the first file with one as [`FormatError::GpuReported`].
+pub fn decode_bounded_fields(
+    decoder: &GpuDecoder,
+    files: &[&[u8]],
+    options: &DecodeOptions,
+) -> Result<GpuBoundedBatch> {
+    let plan = plan_bounded(files, options)?;
+    let batch = |buffer, dispatches, uploaded_bytes, offsets, headers| GpuBoundedBatch {
+        buffer,
+        offsets,
+        headers,
+        dispatches,
+        uploaded_bytes,
+        device: decoder.device().clone(),
+        queue: decoder.queue().clone(),
+    };
+    if files.is_empty() {
+        // Nothing to bind (a table binding must hold one entry).
+        let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3 error-bounded output"),
+            size: 4,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        return Ok(batch(buffer, 0, 0, Vec::new(), Vec::new()));
+    }
+    let tables = BoundedTables {
+        input_words: &plan.input_words,
+        segments: &plan.segments,
+        tables: &plan.tables,
+        words: plan.words,
+        arrays: &plan.arrays,
+        passes: &plan.passes,
+        max_passes: plan.max_passes,
+        output_words: plan.output_words,
+    };
+    let (buffer, flags, dispatches, uploaded) =
+        crate::gpu::bounded::dispatch(decoder, &tables, &BindLimits::of(decoder.device()))?;
+    if let Some((image, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
+        return Err(Error::InBatch {
+            image,
+            error: Box::new(FormatError::GpuReported { image, flags }.into()),
+        });
+    }
+    let offsets = plan.arrays.iter().map(|a| a.out_word as u64 * 4).collect();
+    Ok(batch(buffer, dispatches, uploaded, offsets, plan.headers))
 }

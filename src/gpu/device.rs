@@ -118,6 +118,18 @@ pub(crate) struct Pipelines {
     pub lossless_undiff: [wgpu::ComputePipeline; 4],
     /// `lossless.wgsl`'s `finish`.
     pub lossless_finish: wgpu::ComputePipeline,
+    /// Bindings of `bounded.wgsl`: input words, segments, tables (read), words, errors
+    /// (read-write), arrays, passes (read), output (read-write), the pass (uniform, dynamic
+    /// offset).
+    pub bounded_bgl: wgpu::BindGroupLayout,
+    /// `bounded.wgsl`'s `decode_segments`.
+    pub bounded_segments: wgpu::ComputePipeline,
+    /// `bounded.wgsl`'s `undiff_axis0` .. `undiff_axis3`.
+    pub bounded_undiff: [wgpu::ComputePipeline; 4],
+    /// `bounded.wgsl`'s `lattice_pass`.
+    pub bounded_lattice: wgpu::ComputePipeline,
+    /// `bounded.wgsl`'s `finish`.
+    pub bounded_finish: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -197,6 +209,20 @@ impl Pipelines {
                 storage_entry(7, false),
             ],
         );
+        let bounded_bgl = bgl(
+            "l3 bounded",
+            &[
+                storage_entry(0, true),
+                storage_entry(1, true),
+                storage_entry(2, true),
+                storage_entry(3, false),
+                storage_entry(4, false),
+                storage_entry(5, true),
+                storage_entry(6, true),
+                storage_entry(7, false),
+                uniform_dynamic_entry(8),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -266,6 +292,21 @@ impl Pipelines {
         ]
         .map(lossless);
         let lossless_finish = lossless("finish");
+        let bounded_module = module(Stage::Bounded);
+        let bounded = |entry: &'static str| {
+            let label = format!("l3 bounded.wgsl {entry}");
+            pipeline(&label, &bounded_bgl, &bounded_module, entry)
+        };
+        let bounded_segments = bounded("decode_segments");
+        let bounded_undiff = [
+            "undiff_axis0",
+            "undiff_axis1",
+            "undiff_axis2",
+            "undiff_axis3",
+        ]
+        .map(bounded);
+        let bounded_lattice = bounded("lattice_pass");
+        let bounded_finish = bounded("finish");
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -288,6 +329,11 @@ impl Pipelines {
             lossless_segments,
             lossless_undiff,
             lossless_finish,
+            bounded_bgl,
+            bounded_segments,
+            bounded_undiff,
+            bounded_lattice,
+            bounded_finish,
         })
     }
 
@@ -317,6 +363,20 @@ fn uniform_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
         ty: wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Uniform,
             has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+/// A uniform binding whose offset is given per `set_bind_group`.
+fn uniform_dynamic_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
             min_binding_size: None,
         },
         count: None,

@@ -66,7 +66,8 @@
 //! the device's limits before a bind group exists), the kernels' dispatch for the data side
 //! (`augment`, `fields`, `levels`: one dispatch per stage per batch, through `jobs`, the job
 //! table each workgroup finds its job in; `lossless`: the lossless float arrays' three
-//! stages over whole-buffer tables), and `interop` (feature `interop`: [`GpuBatch`] memory
+//! stages over whole-buffer tables; `bounded`: the error-bounded arrays' (`.l3f` version 3)
+//! token decode, prefix sums or lattice passes, and finish), and `interop` (feature `interop`: [`GpuBatch`] memory
 //! exported to CUDA or another process). Without the `gpu` feature only the ABI
 //! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
 //! here.
@@ -97,6 +98,8 @@ mod shaders;
 mod batcher;
 #[cfg(feature = "gpu")]
 pub(crate) mod bindings;
+#[cfg(feature = "gpu")]
+pub(crate) mod bounded;
 #[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]

@@ -277,7 +277,10 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
     }
     // The runs follow the decode tables in one binding.
     let runs_at = u32_of(plan.tables.len() as u64, "error-bounded tables")?;
-    u32_of(plan.tables.len() as u64 + runs.len() as u64, "error-bounded tables")?;
+    u32_of(
+        plan.tables.len() as u64 + runs.len() as u64,
+        "error-bounded tables",
+    )?;
     for a in &mut plan.arrays {
         a.runs += runs_at;
     }

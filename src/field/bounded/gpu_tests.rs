@@ -5,9 +5,7 @@
 use super::*;
 use crate::field::bounded::format::{PAIR0, RUN0};
 use crate::field::bounded::predict::{passes, Geometry};
-use crate::field::{
-    decode_bounded, encode_bounded, BoundedOptions, BOUNDED_MAX_BINS, PAIR_LIMIT,
-};
+use crate::field::{decode_bounded, encode_bounded, BoundedOptions, BOUNDED_MAX_BINS, PAIR_LIMIT};
 use crate::gpu::abi;
 
 #[test]
@@ -125,7 +123,10 @@ fn check(files: &[Vec<u8>]) -> usize {
                 assert!(first.is_none(), "file {f}: twin differs at {first:?}");
             }
             Err(e) => {
-                assert_ne!(errors[f], 0, "file {f}: the CPU refuses ({e}), the twin not");
+                assert_ne!(
+                    errors[f], 0,
+                    "file {f}: the CPU refuses ({e}), the twin not"
+                );
                 refused += 1;
             }
         }
@@ -170,8 +171,14 @@ fn twin_matches_the_cpu_decoder() {
             .any(|a| a.predictor == 1 && a.shape0 > 1 && a.axes != 0),
         "4-D differences"
     );
-    assert!(plan.passes.iter().any(|p| p.kind == abi::PASS_CUBIC), "cubic passes");
-    assert!(plan.passes.iter().any(|p| p.kind == abi::PASS_LINEAR), "linear passes");
+    assert!(
+        plan.passes.iter().any(|p| p.kind == abi::PASS_CUBIC),
+        "cubic passes"
+    );
+    assert!(
+        plan.passes.iter().any(|p| p.kind == abi::PASS_LINEAR),
+        "linear passes"
+    );
     // Every file alone, then all of them in one batch.
     for f in &files {
         assert_eq!(check(std::slice::from_ref(f)), 0);
@@ -233,5 +240,8 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
         }
     }
     eprintln!("{planned} corrupt files passed the plan: {refused_by_twin} refused by the twin's flags, {decoded} decoded as on the CPU");
-    assert!(refused_by_twin > 0, "some corruptions are refused by the flags");
+    assert!(
+        refused_by_twin > 0,
+        "some corruptions are refused by the flags"
+    );
 }

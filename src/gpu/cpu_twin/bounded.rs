@@ -82,7 +82,8 @@ pub(crate) fn decode_segments(
                 i += 2;
             } else {
                 let j = token - BOUNDED_RUN0 + 1;
-                let v = (1 << j) + (read_bits32(input_words, seg.in_byte, pos + cl) & ((1 << j) - 1));
+                let v =
+                    (1 << j) + (read_bits32(input_words, seg.in_byte, pos + cl) & ((1 << j) - 1));
                 pos += cl + j;
                 if pos > total || v > seg.count - i {
                     bad = flags::OVERRUN;
@@ -198,7 +199,13 @@ pub(crate) fn lattice_pass(
 
 /// Twin of `value_bits` in `bounded.wgsl`: value `i` of array `a` as f32 bits, and whether
 /// its bin is past the limit.
-fn value_bits(a: &BoundedArray, words: &[u32], tables: &[u32], output: &[u32], i: u32) -> (u32, bool) {
+fn value_bits(
+    a: &BoundedArray,
+    words: &[u32],
+    tables: &[u32],
+    output: &[u32],
+    i: u32,
+) -> (u32, bool) {
     let (x, bad) = if a.predictor == 0 {
         (output[(a.out_word + i) as usize] as i32, false)
     } else {
