@@ -245,3 +245,100 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
         "some corruptions are refused by the flags"
     );
 }
+
+/// The shared float32 arrays (`$L3_TEST_DATA/float32` or `../shared/data/float32`): name,
+/// shape, values and fill value of each; none when the corpus is absent (an error in CI).
+#[cfg(feature = "dataset")]
+fn shared_arrays() -> Vec<(String, Vec<u32>, Vec<f32>, Option<f32>)> {
+    let root = std::env::var_os("L3_TEST_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+        .join("float32");
+    let Ok(dir) = std::fs::read_dir(&root) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but no arrays at {}",
+            root.display()
+        );
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = dir
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "f32"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(p.with_extension("json")).expect("json"))
+                    .expect("sidecar");
+            let shape = meta["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|d| d.as_u64().expect("axis") as u32)
+                .collect();
+            let values = std::fs::read(&p)
+                .expect("values")
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let fill = meta["fill_value"].as_f64().map(|f| f as f32);
+            let name = p.file_stem().expect("name").to_string_lossy().into_owned();
+            (name, shape, values, fill)
+        })
+        .collect()
+}
+
+/// Every shared array (its first 2^16 values, whole slices along axis 0) as 1-D, in its own
+/// shape and as 4-D, at relative bounds 1e-2, 1e-3 and 1e-4 with both predictors: the twin
+/// equals the CPU decoder bit for bit, array by array and all in one batch.
+#[cfg(feature = "dataset")]
+#[test]
+fn twin_matches_the_cpu_on_the_shared_arrays() {
+    let arrays = shared_arrays();
+    let mut files = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    for (_, shape, values, fill) in &arrays {
+        let slice: usize = shape[1..].iter().map(|&d| d as usize).product();
+        let rows = ((1 << 16) / slice).clamp(1, shape[0] as usize);
+        let mut own = shape.clone();
+        own[0] = rows as u32;
+        let v = &values[..rows * slice];
+        let m = v.len() / 30;
+        let cases: [(Vec<u32>, &[f32]); 3] = [
+            (vec![v.len() as u32], v),
+            (own, v),
+            (vec![2, 3, 5, m as u32], &v[..30 * m]),
+        ];
+        for (s, v) in cases {
+            let (lo, hi) = v
+                .iter()
+                .filter(|x| x.is_finite() && Some(**x) != *fill)
+                .fold((f64::MAX, f64::MIN), |(lo, hi), &x| {
+                    (lo.min(x as f64), hi.max(x as f64))
+                });
+            for rel in [1e-2, 1e-3, 1e-4] {
+                for p in [Predictor::Lattice, Predictor::Differences] {
+                    let opts = BoundedOptions {
+                        fill_value: *fill,
+                        predictor: Some(p),
+                        ..BoundedOptions::new((rel * (hi - lo)).max(1e-30))
+                    };
+                    // A bound too tight for the range is refused by the encoder.
+                    if let Ok(f) = encode_bounded(v, &s, &opts) {
+                        kinds.insert((s.len(), p == Predictor::Lattice));
+                        assert_eq!(check(std::slice::from_ref(&f)), 0);
+                        files.push(f);
+                    }
+                }
+            }
+        }
+    }
+    if !arrays.is_empty() {
+        assert_eq!(kinds.len(), 8, "1 to 4 axes, both predictors: {kinds:?}");
+        assert!(files.len() >= 100, "{} files", files.len());
+    }
+    assert_eq!(check(&files), 0);
+}
