@@ -246,10 +246,14 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
     );
 }
 
-/// The shared float32 arrays (`$L3_TEST_DATA/float32` or `../shared/data/float32`): name,
-/// shape, values and fill value of each; none when the corpus is absent (an error in CI).
+/// A shared array: name, shape, values and fill value.
 #[cfg(feature = "dataset")]
-fn shared_arrays() -> Vec<(String, Vec<u32>, Vec<f32>, Option<f32>)> {
+type Shared = (String, Vec<u32>, Vec<f32>, Option<f32>);
+
+/// The shared float32 arrays (`$L3_TEST_DATA/float32` or `../shared/data/float32`); none
+/// when the corpus is absent (an error in CI).
+#[cfg(feature = "dataset")]
+fn shared_arrays() -> Vec<Shared> {
     let root = std::env::var_os("L3_TEST_DATA")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
