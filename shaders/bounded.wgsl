@@ -15,7 +15,11 @@
 //    lattice values of earlier passes and writes `P + S k` into `output` (C order).
 // 3. `finish`: one invocation per value: `offset + f32(x) * unit`, then the runs.
 // Every loop has an explicit bound (a segment's value count, a line's length, the grid
-// stride over a count); WGSL clamps indices on top.
+// stride over a count); WGSL clamps indices on top. llvmpipe (lavapipe) ends an
+// invocation's loops after 65535 iterations in all, so there a segment of more than about
+// 32768 values or a prefix-sum line of more than 65536 values comes back wrong or flagged;
+// the encoder's chunks (2^16 values, 8 segments) keep within it, long lines do not (a
+// blocked prefix sum is the next step).
 
 // `LosslessSegment`, `BoundedArray`, `BoundedPass` and `BoundedStep` are generated from
 // src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl.

@@ -314,3 +314,84 @@ fn dispatches_are_the_passes_plus_two() {
     let empty = decode_bounded_fields(gpu, &[], &o).unwrap();
     assert!(empty.offsets.is_empty());
 }
+
+#[test]
+fn a_batch_over_a_binding_splits_into_submissions() {
+    if gpu_support::gpu().is_none() {
+        return;
+    }
+    let adapter = l3::gpu::select_adapter().unwrap();
+    let mut limits = l3::gpu::required_limits(&adapter);
+    limits.max_storage_buffer_binding_size = 1 << 20;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("1 MiB bindings"),
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .unwrap();
+    let small = l3::gpu::GpuDecoder::new(&device, &queue).unwrap();
+    // 12 arrays of 64 Ki values (256 KiB of output each): 3 MiB of output, residuals and
+    // decode tables beyond a 1 MiB binding. (Lines of at most 65536 values: llvmpipe ends
+    // an invocation's loops after 65535 iterations in all, so a longer prefix-sum line
+    // fails on lavapipe; see the module head.)
+    let v = synthetic(64 << 10);
+    let mut files = Vec::new();
+    for (k, shape) in [
+        &[64u32 << 10][..],
+        &[64, 1024],
+        &[2, 32, 32, 32],
+        &[4, 16, 1024],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for p in [
+            Predictor::Lattice,
+            Predictor::Differences,
+            Predictor::Lattice,
+        ] {
+            let opts = BoundedOptions {
+                fill_value: Some(-9999.0),
+                predictor: Some(p),
+                chunk_log2: 10 + k as u8,
+                ..BoundedOptions::new(1e-2)
+            };
+            files.push(encode_bounded(&v, shape, &opts).unwrap());
+        }
+    }
+    let refs: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
+    let o = DecodeOptions::default();
+    let batch = decode_bounded_fields(&small, &refs, &o).unwrap();
+    eprintln!(
+        "{} arrays: {} submissions, {} dispatches",
+        files.len(),
+        batch.submissions,
+        batch.dispatches
+    );
+    assert!(batch.submissions >= 3, "{} submissions", batch.submissions);
+    for (i, f) in files.iter().enumerate() {
+        let (_, want) = decode_bounded(f, &o).unwrap();
+        let got = batch.read_back_array(i).unwrap();
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "array {i}"
+        );
+    }
+    // A corrupt file in a later sub-batch is named by its index in the whole batch.
+    let mut bad = files[10].clone();
+    let at = bad.len() - 40;
+    bad[at] ^= 0x10;
+    gpu_support::fix_crc(&mut bad);
+    let mut refs = refs.clone();
+    refs[10] = &bad;
+    match (
+        decode_bounded(&bad, &o),
+        decode_bounded_fields(&small, &refs, &o),
+    ) {
+        (Err(_), Err(e)) => assert!(e.to_string().contains("image 10"), "{e}"),
+        (Ok(_), Ok(_)) => {}
+        (c, g) => panic!("CPU {:?}, GPU {:?}", c.err(), g.err()),
+    }
+}

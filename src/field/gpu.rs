@@ -8,7 +8,7 @@
 //! (version 3) decode with [`decode_bounded_fields`]: `field::bounded::gpu` checks and plans
 //! them, `gpu::bounded` dispatches `shaders/bounded.wgsl`.
 
-use super::bounded::gpu::plan_bounded;
+use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
 use super::lossless::gpu::plan_lossless;
 use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
@@ -286,6 +286,8 @@ pub struct GpuBoundedBatch {
     /// Compute dispatches the batch took (token decode, prefix sums, lattice passes,
     /// finish).
     pub dispatches: u32,
+    /// Submissions the batch took (one per sub-batch that fits the device's bindings).
+    pub submissions: u32,
     /// Bytes written to the GPU for the batch: the files, the segment, decode, run, array
     /// and pass tables, and the pass uniforms.
     pub uploaded_bytes: u64,
@@ -311,51 +313,73 @@ impl GpuBoundedBatch {
 /// Decodes error-bounded arrays of 1 to 4 axes on the GPU, bit for bit what
 /// [`super::decode_bounded`] gives: every file is checked on the CPU first with `options`
 /// (the CPU decoder's checks; the first bad file's error comes back as [`Error::InBatch`]),
-/// then `shaders/bounded.wgsl` decodes them all in one submission; a stream or value error
-/// is reported for the first file with one as [`FormatError::GpuReported`].
+/// then `shaders/bounded.wgsl` decodes them in one submission, or in one per sub-batch where
+/// the batch outgrows a storage binding (into one buffer); a stream or value error is
+/// reported for the first file with one as [`FormatError::GpuReported`].
 pub fn decode_bounded_fields(
     decoder: &GpuDecoder,
     files: &[&[u8]],
     options: &DecodeOptions,
 ) -> Result<GpuBoundedBatch> {
-    let plan = plan_bounded(files, options)?;
-    let batch = |buffer, dispatches, uploaded_bytes, offsets, headers| GpuBoundedBatch {
+    let limits = BindLimits::of(decoder.device());
+    let split = SplitLimits {
+        max_binding: limits.max_binding,
+        max_buffer: limits.max_buffer,
+    };
+    let plans = plan_bounded_batches(files, options, split)?;
+    let total: u64 = plans.iter().map(|p| p.output_words as u64 * 4).sum();
+    let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("l3 error-bounded output"),
+        size: total.max(4),
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let (mut dispatches, mut uploaded, mut offsets, mut headers) = (0, 0, Vec::new(), Vec::new());
+    let submissions = if files.is_empty() {
+        0
+    } else {
+        plans.len() as u32
+    };
+    for plan in plans.into_iter().filter(|p| !p.arrays.is_empty()) {
+        let tables = BoundedTables {
+            input_words: &plan.input_words,
+            segments: &plan.segments,
+            tables: &plan.tables,
+            words: plan.words,
+            arrays: &plan.arrays,
+            passes: &plan.passes,
+            max_passes: plan.max_passes,
+            output: (
+                &buffer,
+                plan.output_base * 4,
+                (plan.output_words as u64 * 4).max(4),
+            ),
+        };
+        let (flags, d, u) = crate::gpu::bounded::dispatch(decoder, &tables, &limits)?;
+        if let Some((local, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
+            let image = plan.first_file + local;
+            return Err(Error::InBatch {
+                image,
+                error: Box::new(FormatError::GpuReported { image, flags }.into()),
+            });
+        }
+        dispatches += d;
+        uploaded += u;
+        offsets.extend(
+            plan.arrays
+                .iter()
+                .map(|a| (plan.output_base + a.out_word as u64) * 4),
+        );
+        headers.extend(plan.headers);
+    }
+    Ok(GpuBoundedBatch {
         buffer,
         offsets,
         headers,
         dispatches,
-        uploaded_bytes,
+        submissions,
+        uploaded_bytes: uploaded,
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
-    };
-    if files.is_empty() {
-        // Nothing to bind (a table binding must hold one entry).
-        let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
-            label: Some("l3 error-bounded output"),
-            size: 4,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        return Ok(batch(buffer, 0, 0, Vec::new(), Vec::new()));
-    }
-    let tables = BoundedTables {
-        input_words: &plan.input_words,
-        segments: &plan.segments,
-        tables: &plan.tables,
-        words: plan.words,
-        arrays: &plan.arrays,
-        passes: &plan.passes,
-        max_passes: plan.max_passes,
-        output_words: plan.output_words,
-    };
-    let (buffer, flags, dispatches, uploaded) =
-        crate::gpu::bounded::dispatch(decoder, &tables, &BindLimits::of(decoder.device()))?;
-    if let Some((image, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
-        return Err(Error::InBatch {
-            image,
-            error: Box::new(FormatError::GpuReported { image, flags }.into()),
-        });
-    }
-    let offsets = plan.arrays.iter().map(|a| a.out_word as u64 * 4).collect();
-    Ok(batch(buffer, dispatches, uploaded, offsets, plan.headers))
+    })
 }

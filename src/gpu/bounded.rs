@@ -2,10 +2,11 @@
 //! `.l3f` version 3 arrays (planned by the data side, `field::bounded::gpu`): one dispatch of
 //! `decode_segments`, one of `undiff_axis0` .. `undiff_axis3` for each axis some array is
 //! differenced along, one of `lattice_pass` per pass (the pass index a dynamic uniform
-//! offset), one of `finish`, in one submission. Every buffer is bound whole and checked
-//! against the device's limits first; a batch over a limit is refused (not split yet).
-//! Returns the output buffer, the per-file error flags (read back), the dispatch count and
-//! the bytes uploaded.
+//! offset), one of `finish`, in one submission. Every buffer is bound whole, but the output,
+//! which the caller gives as a range of its buffer, so that sub-batches (planned by the data
+//! side to fit the device's bindings) write one output buffer; every binding is checked
+//! against the device's limits first. Returns the per-file error flags (read back), the
+//! dispatch count and the bytes uploaded.
 
 use super::abi::{BoundedArray, BoundedPass, BoundedStep, LosslessSegment, BOUNDED_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
@@ -31,13 +32,14 @@ pub(crate) struct BoundedTables<'a> {
     pub passes: &'a [BoundedPass],
     /// The most passes of any array: `lattice_pass` dispatches.
     pub max_passes: u32,
-    /// Binding 7: words of the output buffer.
-    pub output_words: u32,
+    /// Binding 7: the output buffer (usage `STORAGE`), and the byte range of it the batch
+    /// writes (offset on the storage alignment).
+    pub output: (&'a wgpu::Buffer, u64, u64),
 }
 
-/// What one batch gave: the output buffer, each file's error flags, the dispatches and the
-/// bytes written to the GPU.
-pub(crate) type BoundedResult = (wgpu::Buffer, Vec<u32>, u32, u64);
+/// What one batch gave: each file's error flags, the dispatches and the bytes written to the
+/// GPU.
+pub(crate) type BoundedResult = (Vec<u32>, u32, u64);
 
 /// Most workgroups along x or y of one dispatch (WebGPU's default limit).
 const MAX_GROUPS: u32 = 65535;
@@ -95,16 +97,25 @@ pub(crate) fn dispatch(
             "error-bounded passes",
             bytes(table_words(t.passes.len(), word(size_of::<BoundedPass>()))),
         ),
-        ("error-bounded output", bytes(t.output_words as usize)),
     ];
+    let (output, out_offset, out_size) = t.output;
     check_bindings(
-        sizes.iter().map(|&(what, size)| Binding {
-            what,
-            buffer_len: size,
-            offset: 0,
-            size,
-            copy: false,
-        }),
+        sizes
+            .iter()
+            .map(|&(what, size)| Binding {
+                what,
+                buffer_len: size,
+                offset: 0,
+                size,
+                copy: false,
+            })
+            .chain([Binding {
+                what: "error-bounded output",
+                buffer_len: output.size(),
+                offset: out_offset,
+                size: out_size,
+                copy: false,
+            }]),
         limits,
     )?;
     let d = &decoder.device;
@@ -123,7 +134,7 @@ pub(crate) fn dispatch(
     ]
     .iter()
     .sum::<usize>() as u64;
-    let (out, errors, dispatches) = decoder.with_error_scopes(|| {
+    let (errors, dispatches) = decoder.with_error_scopes(|| {
         let bufs: Vec<wgpu::Buffer> = sizes
             .iter()
             .map(|&(what, size)| storage_buffer(d, what, size))
@@ -158,6 +169,10 @@ pub(crate) fn dispatch(
                 resource: b.as_entire_binding(),
             })
             .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: 7,
+            resource: super::device::range(output, out_offset, out_size),
+        });
         entries.push(wgpu::BindGroupEntry {
             binding: 8,
             resource: super::device::range(&steps, 0, size_of::<BoundedStep>() as u64),
@@ -217,14 +232,8 @@ pub(crate) fn dispatch(
         }
         q.submit([encoder.finish()]);
         let mut bufs = bufs;
-        let out = bufs.swap_remove(7);
-        Ok((out, bufs.swap_remove(4), dispatches))
+        Ok((bufs.swap_remove(4), dispatches))
     })?;
     let flags = read_buffer(d, q, &errors, 0, files as u64 * 4)?;
-    Ok((
-        out,
-        bytemuck::pod_collect_to_vec(&flags),
-        dispatches,
-        uploaded,
-    ))
+    Ok((bytemuck::pod_collect_to_vec(&flags), dispatches, uploaded))
 }

@@ -38,6 +38,10 @@ pub(crate) struct BoundedPlan {
     pub output_words: u32,
     /// Each file's header.
     pub headers: Vec<BoundedHeader>,
+    /// The batch's index of the sub-batch's first file (error slots are counted from it).
+    pub first_file: usize,
+    /// Word of the shared output buffer where the sub-batch's output starts.
+    pub output_base: u64,
 }
 
 /// Words of a residual or output region: every array starts at a multiple of 64 words
@@ -177,13 +181,103 @@ fn lattice_passes(h: &BoundedHeader) -> Vec<BoundedPass> {
     out
 }
 
-/// Checks every file and plans its tables; the first bad file's error is returned with its
-/// index.
-pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<BoundedPlan> {
-    let mut plan = BoundedPlan::default();
-    let mut runs: Vec<u32> = Vec::new();
-    let (mut words, mut output) = (0u64, 0u64);
-    for (f, &data) in files.iter().enumerate() {
+/// Binding limits a batch is split for (bytes): the largest storage binding and buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SplitLimits {
+    /// Largest storage binding.
+    pub max_binding: u64,
+    /// Largest buffer (the output buffer holds every sub-batch).
+    pub max_buffer: u64,
+}
+
+impl SplitLimits {
+    /// No limit: one batch.
+    #[cfg(test)]
+    pub const NONE: SplitLimits = SplitLimits {
+        max_binding: u64::MAX,
+        max_buffer: u64::MAX,
+    };
+}
+
+/// Most arrays in one sub-batch (workgroups along y of one dispatch).
+const MAX_ARRAYS: usize = 65535;
+
+/// A sub-batch being built: the plan and its runs (appended to the tables at the end).
+#[derive(Default)]
+struct Builder {
+    plan: BoundedPlan,
+    runs: Vec<u32>,
+    words: u64,
+    output: u64,
+}
+
+impl Builder {
+    /// Bytes of each storage binding `shaders/bounded.wgsl` binds for the sub-batch so far
+    /// (`gpu::bounded::dispatch` binds the same sizes).
+    fn binding_bytes(&self) -> [(&'static str, u64); 8] {
+        let p = &self.plan;
+        let b = |words: u64| (words * 4).max(4);
+        let table = |len: usize, size: usize| b((len.max(1) * size / 4) as u64);
+        [
+            ("error-bounded input", b(p.input_words.len() as u64 + 1)),
+            (
+                "error-bounded segments",
+                table(p.segments.len(), size_of::<LosslessSegment>()),
+            ),
+            (
+                "error-bounded tables",
+                b((p.tables.len() + self.runs.len()) as u64),
+            ),
+            ("error-bounded residuals", b(self.words)),
+            ("error-bounded error flags", b(p.arrays.len() as u64)),
+            (
+                "error-bounded arrays",
+                table(p.arrays.len(), size_of::<BoundedArray>()),
+            ),
+            (
+                "error-bounded passes",
+                table(p.passes.len(), size_of::<BoundedPass>()),
+            ),
+            ("error-bounded output", b(self.output)),
+        ]
+    }
+
+    /// The first binding over `max` bytes, if any.
+    fn over(&self, max: u64) -> Option<(&'static str, u64)> {
+        self.binding_bytes().into_iter().find(|&(_, n)| n > max)
+    }
+
+    /// Undoes everything past the marks of [`Builder::mark`].
+    fn rollback(&mut self, m: [usize; 6], words: u64, output: u64) {
+        let p = &mut self.plan;
+        p.input_words.truncate(m[0]);
+        p.segments.truncate(m[1]);
+        p.tables.truncate(m[2]);
+        p.arrays.truncate(m[3]);
+        p.passes.truncate(m[4]);
+        p.headers.truncate(m[3]);
+        self.runs.truncate(m[5]);
+        self.words = words;
+        self.output = output;
+    }
+
+    /// The lengths [`Builder::rollback`] returns to.
+    fn mark(&self) -> [usize; 6] {
+        let p = &self.plan;
+        [
+            p.input_words.len(),
+            p.segments.len(),
+            p.tables.len(),
+            p.arrays.len(),
+            p.passes.len(),
+            self.runs.len(),
+        ]
+    }
+
+    /// Checks file `f` of the batch and adds it (error slot: its index in the sub-batch).
+    fn add(&mut self, f: usize, data: &[u8], options: &DecodeOptions) -> Result<()> {
+        let plan = &mut self.plan;
+        let local = plan.arrays.len() as u32;
         let layout: Layout<'_> = parse_layout(data, options).map_err(|e| in_batch(f, e))?;
         let h = &layout.header;
         let n = h.len();
@@ -194,8 +288,8 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
             u32::from_le_bytes(w)
         }));
         let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
-        let res_at = words;
-        words = align(words + n);
+        let res_at = self.words;
+        self.words = align(self.words + n);
         let chunk = 1u64 << h.chunk_log2;
         let segs = h.segments as usize;
         for (c, &bytes) in layout.chunks.iter().enumerate() {
@@ -229,7 +323,7 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
                     count: r.len() as u32,
                     lut,
                     width: 32,
-                    file: f as u32,
+                    file: local,
                     pad: 0,
                 });
             }
@@ -248,7 +342,6 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
             }
             Predictor::Differences => (1, (h.axes[0] as u32) << pad, 0, 0, 0),
         };
-        plan.max_passes = plan.max_passes.max(pass_count);
         plan.arrays.push(BoundedArray {
             count: n as u32,
             shape0: shape[0],
@@ -258,37 +351,118 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
             predictor,
             axes,
             words: u32_of(res_at, "error-bounded words")?,
-            out_word: u32_of(output, "error-bounded output words")?,
-            runs: u32_of(runs.len() as u64, "error-bounded runs")?,
+            out_word: u32_of(self.output, "error-bounded output words")?,
+            runs: u32_of(self.runs.len() as u64, "error-bounded runs")?,
             run_count: u32_of(layout.runs.len() as u64, "error-bounded runs")?,
             offset_bits: h.offset.to_bits(),
             unit_bits: h.unit.to_bits(),
             limit,
             passes,
             pass_count,
-            file: f as u32,
+            file: local,
             ..Default::default()
         });
         for r in &layout.runs {
-            runs.extend([r.start, r.len, r.bits]);
+            self.runs.extend([r.start, r.len, r.bits]);
         }
-        output = align(output + n);
+        self.output = align(self.output + n);
         plan.headers.push(layout.header);
+        Ok(())
     }
-    // The runs follow the decode tables in one binding.
-    let runs_at = u32_of(plan.tables.len() as u64, "error-bounded tables")?;
-    u32_of(
-        plan.tables.len() as u64 + runs.len() as u64,
-        "error-bounded tables",
-    )?;
-    for a in &mut plan.arrays {
-        a.runs += runs_at;
+
+    /// The finished sub-batch: the runs after the decode tables, one zero input word.
+    fn finish(mut self) -> Result<BoundedPlan> {
+        let plan = &mut self.plan;
+        let runs_at = u32_of(plan.tables.len() as u64, "error-bounded tables")?;
+        u32_of(
+            plan.tables.len() as u64 + self.runs.len() as u64,
+            "error-bounded tables",
+        )?;
+        for a in &mut plan.arrays {
+            a.runs += runs_at;
+        }
+        plan.tables.extend(self.runs);
+        plan.input_words.push(0);
+        plan.words = u32_of(self.words, "error-bounded words")?;
+        plan.output_words = u32_of(self.output, "error-bounded output words")?;
+        plan.max_passes = plan.arrays.iter().map(|a| a.pass_count).max().unwrap_or(0);
+        Ok(self.plan)
     }
-    plan.tables.extend(runs);
-    plan.input_words.push(0);
-    plan.words = u32_of(words, "error-bounded words")?;
-    plan.output_words = u32_of(output, "error-bounded output words")?;
-    Ok(plan)
+}
+
+/// Checks every file and plans the batch as sub-batches of consecutive files whose every
+/// binding fits `limits` (one sub-batch when all fit); their outputs follow each other in
+/// one buffer ([`BoundedPlan::output_base`]). The first bad file's error is returned with
+/// its index; a file too large for a binding alone is a [`LimitsError::GpuBuffer`].
+pub(crate) fn plan_bounded_batches(
+    files: &[&[u8]],
+    options: &DecodeOptions,
+    limits: SplitLimits,
+) -> Result<Vec<BoundedPlan>> {
+    let mut out = Vec::new();
+    let mut b = Builder::default();
+    let mut output_base = 0u64;
+    for (f, &data) in files.iter().enumerate() {
+        let (m, words, output) = (b.mark(), b.words, b.output);
+        b.add(f, data, options)?;
+        let full = b.plan.arrays.len() > MAX_ARRAYS;
+        if !full && b.over(limits.max_binding).is_none() {
+            continue;
+        }
+        if b.plan.arrays.len() == 1 {
+            let (what, needed) = b.over(limits.max_binding).expect("over a limit");
+            return Err(in_batch(
+                f,
+                LimitsError::GpuBuffer {
+                    what,
+                    needed,
+                    max: limits.max_binding,
+                }
+                .into(),
+            ));
+        }
+        b.rollback(m, words, output);
+        let mut done = std::mem::take(&mut b).finish()?;
+        done.output_base = output_base;
+        output_base += done.output_words as u64;
+        out.push(done);
+        b.plan.first_file = f;
+        b.add(f, data, options)?;
+        if let Some((what, needed)) = b.over(limits.max_binding) {
+            return Err(in_batch(
+                f,
+                LimitsError::GpuBuffer {
+                    what,
+                    needed,
+                    max: limits.max_binding,
+                }
+                .into(),
+            ));
+        }
+    }
+    if !b.plan.arrays.is_empty() || out.is_empty() {
+        let mut done = b.finish()?;
+        done.output_base = output_base;
+        output_base += done.output_words as u64;
+        out.push(done);
+    }
+    if output_base * 4 > limits.max_buffer {
+        return Err(LimitsError::GpuBuffer {
+            what: "error-bounded output buffer",
+            needed: output_base * 4,
+            max: limits.max_buffer,
+        }
+        .into());
+    }
+    Ok(out)
+}
+
+/// Checks every file and plans them as one batch (no limits).
+#[cfg(test)]
+pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<BoundedPlan> {
+    let mut plans = plan_bounded_batches(files, options, SplitLimits::NONE)?;
+    assert_eq!(plans.len(), 1, "one batch without limits");
+    Ok(plans.remove(0))
 }
 
 /// The twin's pipeline over a plan (what the GPU runs, one stage after another): the output

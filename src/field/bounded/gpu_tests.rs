@@ -346,3 +346,63 @@ fn twin_matches_the_cpu_on_the_shared_arrays() {
     }
     assert_eq!(check(&files), 0);
 }
+
+#[test]
+fn batches_split_where_a_binding_would_outgrow_the_limit() {
+    let mut files = Vec::new();
+    for (s, shape) in [&[3000u32][..], &[40, 50], &[3, 4, 5, 30], &[7, 300]]
+        .iter()
+        .enumerate()
+    {
+        let n = shape.iter().product::<u32>() as usize;
+        for predictor in [Predictor::Lattice, Predictor::Differences] {
+            let opts = BoundedOptions {
+                fill_value: Some(-9999.0),
+                predictor: Some(predictor),
+                chunk_log2: 9,
+                ..BoundedOptions::new(1e-2)
+            };
+            files.push(encode_bounded(&values(n, s as u32), shape, &opts).expect("encode"));
+        }
+    }
+    let refs: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
+    let o = DecodeOptions::default();
+    let limits = SplitLimits {
+        max_binding: 128 << 10,
+        max_buffer: u64::MAX,
+    };
+    let plans = plan_bounded_batches(&refs, &o, limits).expect("plan");
+    assert!(plans.len() >= 3, "{} sub-batches", plans.len());
+    let total: u64 = plans.iter().map(|p| p.output_words as u64).sum();
+    let mut output = vec![0u32; total as usize];
+    let mut next = 0;
+    for p in &plans {
+        assert_eq!(p.first_file, next, "consecutive files");
+        next += p.arrays.len();
+        let (out, errors) = run_twin(p);
+        assert!(errors.iter().all(|&e| e == 0));
+        output[p.output_base as usize..][..out.len()].copy_from_slice(&out);
+    }
+    assert_eq!(next, files.len());
+    for p in &plans {
+        for (k, a) in p.arrays.iter().enumerate() {
+            let (_, want) = decode_bounded(&files[p.first_file + k], &o).expect("cpu");
+            let at = (p.output_base + a.out_word as u64) as usize;
+            let got = &output[at..][..want.len()];
+            assert!(got.iter().zip(&want).all(|(g, w)| *g == w.to_bits()));
+        }
+    }
+    // A file whose tables alone outgrow the binding is refused, naming it.
+    let tiny = SplitLimits {
+        max_binding: 16 << 10,
+        max_buffer: u64::MAX,
+    };
+    let e = plan_bounded_batches(&refs[..2], &o, tiny).expect_err("too large");
+    assert!(e.to_string().contains("image 0"), "{e}");
+    // The output buffer holds every sub-batch.
+    let small_buffer = SplitLimits {
+        max_binding: 128 << 10,
+        max_buffer: 64 << 10,
+    };
+    assert!(plan_bounded_batches(&refs, &o, small_buffer).is_err());
+}
