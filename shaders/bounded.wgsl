@@ -8,18 +8,17 @@
 //    (singles, pairs, zero runs) through its 2^11-entry table in `tables` (code length |
 //    token << 4) into `words` as residuals `k` (inverse zigzag, i32 bits); a stream error ORs
 //    a flag into the file's slot.
-// 2. Differences: `undiff_axis0` .. `undiff_axis3`, one invocation per line along that
-//    (padded) axis runs the wrapping prefix sum (the bins). Workgroup y is the array.
+// 2. Differences: `undiff`, three dispatches per (padded) axis some array is differenced
+//    along: the wrapping prefix sums (the bins), block by block. Workgroup y is the array.
 //    Lattice: `lattice_pass`, one dispatch per pass (`current.pass_index`: value 0, then levels
 //    coarse to fine, axes in the array's order): one invocation per target predicts it from
 //    lattice values of earlier passes and writes `P + S k` into `output` (C order).
 // 3. `finish`: one invocation per value: `offset + f32(x) * unit`, then the runs.
 // Every loop has an explicit bound (a segment's value count, a line's length, the grid
 // stride over a count); WGSL clamps indices on top. llvmpipe (lavapipe) ends an
-// invocation's loops after 65535 iterations in all, so there a segment of more than about
-// 32768 values or a prefix-sum line of more than 65536 values comes back wrong or flagged;
-// the encoder's chunks (2^16 values, 8 segments) keep within it, long lines do not (a
-// blocked prefix sum is the next step).
+// invocation's loops after 65535 iterations in all: prefix-sum lines go in blocks (up to
+// 2^28 values a line), and the encoder's segments (2^16 / 8 values) keep within it, but a
+// segment of more than about 32768 values fails there (flagged).
 
 // `LosslessSegment`, `BoundedArray`, `BoundedPass` and `BoundedStep` are generated from
 // src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl.
@@ -120,13 +119,20 @@ fn padded_shape(a: BoundedArray) -> array<u32, 4> {
     return array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
 }
 
-// The wrapping prefix sums along `axis` of array `gid.y` (differences only), one line per
-// invocation.
-fn undiff(axis: u32, gid: vec3<u32>, nwg: vec3<u32>) {
+// One stage (`current.stage`) of the wrapping prefix sums along padded axis
+// `current.axis` of array `gid.y` (differences only). A line is cut into blocks of
+// LINE_BLOCK values: stage 0 sums within each block (one invocation per block), stage 1
+// sums the blocks' last values into each block's carry (one invocation per line of more
+// than one block), stage 2 adds each block's carry to it (one invocation per block after
+// the first).
+@compute @workgroup_size(BOUNDED_WG)
+fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
     if (gid.y >= arrayLength(&arrays)) {
         return;
     }
     let a = arrays[gid.y];
+    let axis = current.axis;
     if (a.predictor != 1u || ((a.axes >> axis) & 1u) == 0u) {
         return;
     }
@@ -137,41 +143,41 @@ fn undiff(axis: u32, gid: vec3<u32>, nwg: vec3<u32>) {
     }
     let len = shape[axis];
     let lines = a.count / len;
-    for (var line = gid.x; line < lines; line += grid_width(nwg)) {
-        let outer = line / stride;
-        let inner = line % stride;
-        let first = a.words + outer * len * stride + inner;
-        var s = words[first];
-        for (var k = 1u; k < len; k++) {
-            let at = first + k * stride;
-            s += words[at];
-            words[at] = s;
+    let nb = (len + LINE_BLOCK - 1u) / LINE_BLOCK;
+    if (current.stage == 1u) {
+        if (nb == 1u) {
+            return;
+        }
+        for (var line = gid.x; line < lines; line += grid_width(nwg)) {
+            let first = a.words + (line / stride) * len * stride + line % stride;
+            var c = 0u;
+            for (var blk = 1u; blk < nb; blk++) {
+                c += words[first + (blk * LINE_BLOCK - 1u) * stride];
+                words[a.carry + line * nb + blk] = c;
+            }
+        }
+        return;
+    }
+    for (var item = gid.x; item < lines * nb; item += grid_width(nwg)) {
+        let line = item / nb;
+        let blk = item % nb;
+        let first = a.words + (line / stride) * len * stride + line % stride;
+        let k0 = blk * LINE_BLOCK;
+        let k1 = min(len, k0 + LINE_BLOCK);
+        if (current.stage == 0u) {
+            var s = words[first + k0 * stride];
+            for (var k = k0 + 1u; k < k1; k++) {
+                let at = first + k * stride;
+                s += words[at];
+                words[at] = s;
+            }
+        } else if (blk > 0u) {
+            let c = words[a.carry + item];
+            for (var k = k0; k < k1; k++) {
+                words[first + k * stride] += c;
+            }
         }
     }
-}
-
-@compute @workgroup_size(BOUNDED_WG)
-fn undiff_axis0(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(0u, gid, nwg);
-}
-
-@compute @workgroup_size(BOUNDED_WG)
-fn undiff_axis1(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(1u, gid, nwg);
-}
-
-@compute @workgroup_size(BOUNDED_WG)
-fn undiff_axis2(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(2u, gid, nwg);
-}
-
-@compute @workgroup_size(BOUNDED_WG)
-fn undiff_axis3(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(3u, gid, nwg);
 }
 
 // Lattice value `i` of the array whose values start at word `at` of `output`.

@@ -4,7 +4,9 @@
 //! 1e-2, 1e-3 and 1e-4, as 1-D, in its own shape and as 4-D, with either predictor (the
 //! first 2^16 values of each; the whole arrays once, the encoder's choice); corrupt files
 //! (bit flips with the CRC mended, truncations) are refused exactly when the CPU refuses
-//! them, naming the file; the dispatch count of a batch is its passes plus two.
+//! them, naming the file; the dispatch count of a batch is its passes, three per axis
+//! summed and two; a batch over a 1 MiB binding splits into submissions; prefix-sum lines
+//! longer than llvmpipe's loop limit decode in blocks.
 #![cfg(all(feature = "gpu", feature = "dataset"))]
 
 mod common;
@@ -265,7 +267,7 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
 }
 
 #[test]
-fn dispatches_are_the_passes_plus_two() {
+fn dispatches_are_the_passes_and_prefix_sums_plus_two() {
     let Some(gpu) = gpu_support::gpu() else {
         return;
     };
@@ -296,8 +298,8 @@ fn dispatches_are_the_passes_plus_two() {
     for (files, want) in [
         (vec![&one[..]], 1 + 17 + 1),
         (vec![&four[..]], 1 + 17 + 1),
-        (vec![&diff[..]], 1 + axes + 1),
-        (vec![&one[..], &four[..], &diff[..]], 1 + axes + 17 + 1),
+        (vec![&diff[..]], 1 + 3 * axes + 1),
+        (vec![&one[..], &four[..], &diff[..]], 1 + 3 * axes + 17 + 1),
     ] {
         let batch = decode_bounded_fields(gpu, &files, &o).unwrap();
         let input: usize = files.iter().map(|f| f.len()).sum();
@@ -394,4 +396,29 @@ fn a_batch_over_a_binding_splits_into_submissions() {
         (Ok(_), Ok(_)) => {}
         (c, g) => panic!("CPU {:?}, GPU {:?}", c.err(), g.err()),
     }
+}
+
+#[test]
+fn long_lines_decode_in_blocks() {
+    if gpu_support::gpu().is_none() {
+        return;
+    }
+    // Prefix-sum lines of 2^17 + 3 and 70001 values: longer than one invocation may loop on
+    // llvmpipe (65535 iterations), so they sum in blocks.
+    let v = synthetic(1 << 18);
+    let mut files = Vec::new();
+    for shape in [&[(1u32 << 17) + 3][..], &[3, 70001], &[70001, 3]] {
+        let n = shape.iter().product::<u32>() as usize;
+        let opts = BoundedOptions {
+            fill_value: Some(-9999.0),
+            predictor: Some(Predictor::Differences),
+            ..BoundedOptions::new(1e-2)
+        };
+        let f = encode_bounded(&v[..n], shape, &opts).unwrap();
+        files.push((format!("{shape:?}"), f));
+    }
+    for f in &files {
+        check(std::slice::from_ref(f));
+    }
+    check(&files);
 }

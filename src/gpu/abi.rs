@@ -34,6 +34,10 @@ pub(crate) const BOUNDED_RUN0: u32 = 88;
 pub(crate) const BOUNDED_PAIR_LIMIT: u32 = 4;
 /// Bins of the differences predictor are below this (`BOUNDED_MAX_BINS`).
 pub(crate) const BOUNDED_MAX_BINS: u32 = 1 << 16;
+/// Values of a block of a prefix-sum line in `bounded.wgsl` (`LINE_BLOCK`): a line sums
+/// block by block, then the blocks' carries, then adds them, so no invocation loops past
+/// llvmpipe's 65535 iterations (in all of its loops) on lines up to 2^28 values.
+pub(crate) const LINE_BLOCK: u32 = 1 << 12;
 /// [`BoundedPass::kind`] of value 0 (its prediction is 0).
 pub(crate) const PASS_ORIGIN: u32 = 0;
 /// [`BoundedPass::kind`] of a linear pass.
@@ -589,8 +593,9 @@ wgsl_struct! {
         pub(crate) pass_count: u32,
         /// The file's index in its batch (its error-flag slot).
         pub(crate) file: u32,
-        /// Padding (0).
-        pub(crate) pad0: u32,
+        /// Differences: the first of the prefix sums' block carries in the `words` binding
+        /// (one per block of each line along the axis being summed).
+        pub(crate) carry: u32,
         /// Padding (0).
         pub(crate) pad1: u32,
         /// Padding (0).
@@ -641,18 +646,18 @@ wgsl_struct! {
 }
 
 wgsl_struct! {
-    /// The uniform of one `lattice_pass` dispatch of `bounded.wgsl` (`step`, bound at a
-    /// dynamic offset per dispatch): which pass of each array it runs.
+    /// The uniform of one `lattice_pass` or `undiff` dispatch of `bounded.wgsl` (`current`,
+    /// bound at a dynamic offset per dispatch): which pass, or which axis and stage.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct BoundedStep {
-        /// The pass (from each array's first).
+        /// `lattice_pass`: the pass (from each array's first).
         pub(crate) pass_index: u32,
+        /// `undiff`: the padded axis summed along.
+        pub(crate) axis: u32,
+        /// `undiff`: 0 sums within blocks, 1 the carries, 2 adds them.
+        pub(crate) stage: u32,
         /// Padding (0).
         pub(crate) pad0: u32,
-        /// Padding (0).
-        pub(crate) pad1: u32,
-        /// Padding (0).
-        pub(crate) pad2: u32,
     }
 }
 

@@ -1,8 +1,8 @@
 //! The error-bounded arrays' kernel: `shaders/bounded.wgsl` over the tables of a batch of
 //! `.l3f` version 3 arrays (planned by the data side, `field::bounded::gpu`): one dispatch of
-//! `decode_segments`, one of `undiff_axis0` .. `undiff_axis3` for each axis some array is
-//! differenced along, one of `lattice_pass` per pass (the pass index a dynamic uniform
-//! offset), one of `finish`, in one submission. Every buffer is bound whole, but the output,
+//! `decode_segments`, three of `undiff` (blocks, carries, adds) for each axis some array is
+//! differenced along, one of `lattice_pass` per pass with targets (the pass, axis and stage
+//! a dynamic uniform offset), one of `finish`, in one submission. Every buffer is bound whole, but the output,
 //! which the caller gives as a range of its buffer, so that sub-batches (planned by the data
 //! side to fit the device's bindings) write one output buffer; every binding is checked
 //! against the device's limits first. Returns the per-file error flags (read back), the
@@ -123,7 +123,8 @@ pub(crate) fn dispatch(
     // One uniform slot per lattice pass, at the device's uniform offset alignment.
     let slot = (d.limits().min_uniform_buffer_offset_alignment as u64)
         .max(size_of::<BoundedStep>() as u64);
-    let slots = t.max_passes.max(1) as u64;
+    // Slots: the passes, then 3 per axis (the prefix sums' stages).
+    let slots = t.max_passes as u64 + 12;
     let uploaded = [
         bytemuck::cast_slice::<_, u8>(t.input_words).len(),
         bytemuck::cast_slice::<_, u8>(t.segments).len(),
@@ -151,9 +152,12 @@ pub(crate) fn dispatch(
             mapped_at_creation: false,
         });
         let mut step_bytes = vec![0u8; (slot * slots) as usize];
-        for j in 0..t.max_passes {
+        for j in 0..t.max_passes + 12 {
+            let u = j.saturating_sub(t.max_passes);
             let s = BoundedStep {
                 pass_index: j,
+                axis: u / 3,
+                stage: u % 3,
                 ..Default::default()
             };
             let at = (j as u64 * slot) as usize;
@@ -197,7 +201,8 @@ pub(crate) fn dispatch(
             pass.set_pipeline(&p.bounded_segments);
             pass.dispatch_workgroups(groups(t.segments.len() as u64), 1, 1);
             dispatches += 1;
-            for (axis, undiff) in p.bounded_undiff.iter().enumerate() {
+            pass.set_pipeline(&p.bounded_undiff);
+            for axis in 0..4u32 {
                 if !t
                     .arrays
                     .iter()
@@ -205,9 +210,12 @@ pub(crate) fn dispatch(
                 {
                     continue;
                 }
-                pass.set_pipeline(undiff);
-                pass.dispatch_workgroups(groups(max_count), files_y, 1);
-                dispatches += 1;
+                for stage in 0..3 {
+                    let j = t.max_passes + 3 * axis + stage;
+                    pass.set_bind_group(0, &group, &[(j as u64 * slot) as u32]);
+                    pass.dispatch_workgroups(groups(max_count), files_y, 1);
+                    dispatches += 1;
+                }
             }
             pass.set_pipeline(&p.bounded_lattice);
             for j in 0..t.max_passes {

@@ -124,8 +124,8 @@ pub(crate) struct Pipelines {
     pub bounded_bgl: wgpu::BindGroupLayout,
     /// `bounded.wgsl`'s `decode_segments`.
     pub bounded_segments: wgpu::ComputePipeline,
-    /// `bounded.wgsl`'s `undiff_axis0` .. `undiff_axis3`.
-    pub bounded_undiff: [wgpu::ComputePipeline; 4],
+    /// `bounded.wgsl`'s `undiff`.
+    pub bounded_undiff: wgpu::ComputePipeline,
     /// `bounded.wgsl`'s `lattice_pass`.
     pub bounded_lattice: wgpu::ComputePipeline,
     /// `bounded.wgsl`'s `finish`.
@@ -298,13 +298,7 @@ impl Pipelines {
             pipeline(&label, &bounded_bgl, &bounded_module, entry)
         };
         let bounded_segments = bounded("decode_segments");
-        let bounded_undiff = [
-            "undiff_axis0",
-            "undiff_axis1",
-            "undiff_axis2",
-            "undiff_axis3",
-        ]
-        .map(bounded);
+        let bounded_undiff = bounded("undiff");
         let bounded_lattice = bounded("lattice_pass");
         let bounded_finish = bounded("finish");
         if let Some(e) = pollster::block_on(scope.pop()) {

@@ -45,7 +45,7 @@ pub(crate) enum Stage {
     /// `undiff_axis0` .. `undiff_axis3`, `finish`).
     Lossless,
     /// `bounded.wgsl`: error-bounded float arrays of 1 to 4 axes (entry points
-    /// `decode_segments`, `undiff_axis0` .. `undiff_axis3`, `lattice_pass`, `finish`).
+    /// `decode_segments`, `undiff`, `lattice_pass`, `finish`).
     Bounded,
 }
 
@@ -170,6 +170,7 @@ pub(crate) fn prelude() -> String {
         ("FIELDS_WG", abi::FIELDS_WORKGROUP_SIZE),
         ("LOSSLESS_WG", abi::LOSSLESS_WORKGROUP_SIZE),
         ("BOUNDED_WG", abi::BOUNDED_WORKGROUP_SIZE),
+        ("LINE_BLOCK", abi::LINE_BLOCK),
         ("BOUNDED_PAIR0", abi::BOUNDED_PAIR0),
         ("BOUNDED_RUN0", abi::BOUNDED_RUN0),
         ("BOUNDED_PAIR_LIMIT", abi::BOUNDED_PAIR_LIMIT),

@@ -12,7 +12,7 @@ use crate::error::{Error, FormatError, LimitsError, Result};
 use crate::field::lossless::code::{canonical, LUT_SIZE};
 use crate::field::lossless::format::segment_range;
 use crate::gpu::abi::{
-    BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
+    BoundedArray, BoundedPass, LosslessSegment, LINE_BLOCK, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
 
 /// The tables of one batch of error-bounded arrays, in the shader's binding order.
@@ -342,6 +342,20 @@ impl Builder {
             }
             Predictor::Differences => (1, (h.axes[0] as u32) << pad, 0, 0, 0),
         };
+        // The prefix sums' block carries: one per block of each line, for the axis with
+        // the most (the axes are summed one after another).
+        let carry_at = self.words;
+        if predictor == 1 {
+            let carries = (0..4)
+                .filter(|a| axes >> a & 1 == 1)
+                .map(|a| {
+                    let len = shape[a] as u64;
+                    n / len * len.div_ceil(LINE_BLOCK as u64)
+                })
+                .max()
+                .unwrap_or(0);
+            self.words = align(self.words + carries);
+        }
         plan.arrays.push(BoundedArray {
             count: n as u32,
             shape0: shape[0],
@@ -360,6 +374,7 @@ impl Builder {
             passes,
             pass_count,
             file: local,
+            carry: u32_of(carry_at, "error-bounded words")?,
             ..Default::default()
         });
         for r in &layout.runs {
@@ -481,7 +496,9 @@ pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
         &mut errors,
     );
     for axis in 0..4 {
-        twin::undiff(&plan.arrays, &mut words, axis);
+        for stage in 0..3 {
+            twin::undiff(&plan.arrays, &mut words, axis, stage);
+        }
     }
     for j in 0..plan.max_passes {
         twin::lattice_pass(

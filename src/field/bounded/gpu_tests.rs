@@ -136,9 +136,12 @@ fn check(files: &[Vec<u8>]) -> usize {
 
 #[test]
 fn twin_matches_the_cpu_decoder() {
-    let shapes: [&[u32]; 7] = [
+    let shapes: [&[u32]; 9] = [
         &[1],
         &[5000],
+        // Lines of several prefix-sum blocks.
+        &[150_001],
+        &[2, 9000, 2],
         &[61, 83],
         &[9, 17, 23],
         &[3, 5, 7, 11],
