@@ -259,7 +259,10 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
             }
         }
     }
-    eprintln!("180 corruptions: {refused} refused ({on_gpu} by the GPU's flags), {decoded} decoded as on the CPU");
+    eprintln!(
+        "180 corruptions: {refused} refused ({on_gpu} by the GPU's flags), {decoded} decoded \
+         as on the CPU"
+    );
     assert!(
         on_gpu > 0,
         "some corruptions are refused by the GPU's flags"

@@ -2,11 +2,11 @@
 //! `.l3f` version 3 arrays (planned by the data side, `field::bounded::gpu`): one dispatch of
 //! `decode_segments`, three of `undiff` (blocks, carries, adds) for each axis some array is
 //! differenced along, one of `lattice_pass` per pass with targets (the pass, axis and stage
-//! a dynamic uniform offset), one of `finish`, in one submission. Every buffer is bound whole, but the output,
-//! which the caller gives as a range of its buffer, so that sub-batches (planned by the data
-//! side to fit the device's bindings) write one output buffer; every binding is checked
-//! against the device's limits first. Returns the per-file error flags (read back), the
-//! dispatch count and the bytes uploaded.
+//! a dynamic uniform offset), one of `finish`, in one submission. Every buffer is bound
+//! whole, but the output, which the caller gives as a range of its buffer, so that
+//! sub-batches (planned by the data side to fit the device's bindings) write one output
+//! buffer; every binding is checked against the device's limits first. Returns the per-file
+//! error flags (read back), the dispatch count and the bytes uploaded.
 
 use super::abi::{BoundedArray, BoundedPass, BoundedStep, LosslessSegment, BOUNDED_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};

@@ -67,10 +67,10 @@
 //! (`augment`, `fields`, `levels`: one dispatch per stage per batch, through `jobs`, the job
 //! table each workgroup finds its job in; `lossless`: the lossless float arrays' three
 //! stages over whole-buffer tables; `bounded`: the error-bounded arrays' (`.l3f` version 3)
-//! token decode, prefix sums or lattice passes, and finish), and `interop` (feature `interop`: [`GpuBatch`] memory
-//! exported to CUDA or another process). Without the `gpu` feature only the ABI
-//! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
-//! here.
+//! token decode, prefix sums or lattice passes, and finish), and `interop` (feature
+//! `interop`: [`GpuBatch`] memory exported to CUDA or another process). Without the `gpu`
+//! feature only the ABI ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and
+//! the layout types are here.
 //!
 //! ```no_run
 //! # #[cfg(feature = "gpu")] {

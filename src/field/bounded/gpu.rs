@@ -3,7 +3,9 @@
 //! then turned into the tables `shaders/bounded.wgsl` reads: the files' bytes as words, one
 //! [`LosslessSegment`] per segment, the decode tables and exception runs (one binding), one
 //! [`BoundedArray`] per file and, for the lattice predictor, one [`BoundedPass`] per pass
-//! (value 0 first). Stream and value errors are left to the GPU, which reports them per file.
+//! (value 0 first), in sub-batches of consecutive files that fit the device's bindings
+//! ([`plan_bounded_batches`]). Stream and value errors are left to the GPU, which reports
+//! them per file.
 
 use super::format::{parse_chunk, parse_layout, Layout};
 use super::{BoundedHeader, Predictor};

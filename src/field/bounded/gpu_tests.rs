@@ -242,7 +242,10 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
             }
         }
     }
-    eprintln!("{planned} corrupt files passed the plan: {refused_by_twin} refused by the twin's flags, {decoded} decoded as on the CPU");
+    eprintln!(
+        "{planned} corrupt files passed the plan: {refused_by_twin} refused by the twin's \
+         flags, {decoded} decoded as on the CPU"
+    );
     assert!(
         refused_by_twin > 0,
         "some corruptions are refused by the flags"
