@@ -5,14 +5,19 @@
 //! the engine's `gpu::fields` binds and dispatches them. Lossless float arrays (version 2)
 //! decode with [`decode_lossless_fields`]: `field::lossless::gpu` checks and plans them (in
 //! sub-batches where the batch outgrows a binding), `gpu::lossless` dispatches
-//! `shaders/lossless.wgsl` once per sub-batch into one output buffer.
+//! `shaders/lossless.wgsl` once per sub-batch into one output buffer. Error-bounded arrays of
+//! 1 to 4 axes (version 3) decode with [`decode_bounded_fields`]: `field::bounded::gpu`
+//! checks and plans them (split the same way), `gpu::bounded` dispatches
+//! `shaders/bounded.wgsl`.
 
+use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
 use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
-use super::{parse_field, FieldHeader, FieldLayout, LosslessHeader};
+use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
 use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
 use crate::gpu::bindings::{BindLimits, Binding};
+use crate::gpu::bounded::BoundedTables;
 use crate::gpu::fields::{self, FieldDispatch};
 use crate::gpu::lossless::{self, LosslessTables};
 use crate::gpu::readback::read_buffer;
@@ -299,4 +304,114 @@ fn tables(plan: &LosslessPlan) -> LosslessTables<'_> {
         runs: &plan.runs,
         output_words: plan.output_words,
     }
+}
+
+/// Decoded error-bounded arrays (`.l3f` version 3) in one GPU buffer of f32 values.
+#[derive(Debug)]
+pub struct GpuBoundedBatch {
+    /// The values (usage `STORAGE | COPY_SRC`): array `i` at `offsets[i]` bytes, C order.
+    pub buffer: wgpu::Buffer,
+    /// Byte offset of each array (multiples of 256).
+    pub offsets: Vec<u64>,
+    /// Each array's header.
+    pub headers: Vec<BoundedHeader>,
+    /// Compute dispatches the batch took (token decode, prefix sums, lattice passes,
+    /// finish).
+    pub dispatches: u32,
+    /// Submissions the batch took (one per sub-batch that fits the device's bindings).
+    pub submissions: u32,
+    /// Bytes written to the GPU for the batch: the files, the segment, decode, run, array
+    /// and pass tables, and the pass uniforms.
+    pub uploaded_bytes: u64,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl GpuBoundedBatch {
+    /// Array `i`'s values, read back (blocking): what [`super::decode_bounded`] gives.
+    pub fn read_back_array(&self, i: usize) -> Result<Vec<f32>> {
+        let n = self.headers[i].len();
+        let bytes = read_buffer(
+            &self.device,
+            &self.queue,
+            &self.buffer,
+            self.offsets[i],
+            n * 4,
+        )?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+/// Decodes error-bounded arrays of 1 to 4 axes on the GPU, bit for bit what
+/// [`super::decode_bounded`] gives: every file is checked on the CPU first with `options`
+/// (the CPU decoder's checks; the first bad file's error comes back as [`Error::InBatch`]),
+/// then `shaders/bounded.wgsl` decodes them in one submission, or in one per sub-batch where
+/// the batch outgrows a storage binding (into one buffer); a stream or value error is
+/// reported for the first file with one as [`FormatError::GpuReported`].
+pub fn decode_bounded_fields(
+    decoder: &GpuDecoder,
+    files: &[&[u8]],
+    options: &DecodeOptions,
+) -> Result<GpuBoundedBatch> {
+    let limits = BindLimits::of(decoder.device());
+    let split = SplitLimits {
+        max_binding: limits.max_binding,
+        max_buffer: limits.max_buffer,
+    };
+    let plans = plan_bounded_batches(files, options, split)?;
+    let total: u64 = plans.iter().map(|p| p.output_words as u64 * 4).sum();
+    let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("l3 error-bounded output"),
+        size: total.max(4),
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let (mut dispatches, mut uploaded, mut offsets, mut headers) = (0, 0, Vec::new(), Vec::new());
+    let submissions = if files.is_empty() {
+        0
+    } else {
+        plans.len() as u32
+    };
+    for plan in plans.into_iter().filter(|p| !p.arrays.is_empty()) {
+        let tables = BoundedTables {
+            input_words: &plan.input_words,
+            segments: &plan.segments,
+            tables: &plan.tables,
+            words: plan.words,
+            arrays: &plan.arrays,
+            passes: &plan.passes,
+            max_passes: plan.max_passes,
+            output: (
+                &buffer,
+                plan.output_base * 4,
+                (plan.output_words as u64 * 4).max(4),
+            ),
+        };
+        let (flags, d, u) = crate::gpu::bounded::dispatch(decoder, &tables, &limits)?;
+        if let Some((local, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
+            let image = plan.first_file + local;
+            return Err(Error::InBatch {
+                image,
+                error: Box::new(FormatError::GpuReported { image, flags }.into()),
+            });
+        }
+        dispatches += d;
+        uploaded += u;
+        offsets.extend(
+            plan.arrays
+                .iter()
+                .map(|a| (plan.output_base + a.out_word as u64) * 4),
+        );
+        headers.extend(plan.headers);
+    }
+    Ok(GpuBoundedBatch {
+        buffer,
+        offsets,
+        headers,
+        dispatches,
+        submissions,
+        uploaded_bytes: uploaded,
+        device: decoder.device().clone(),
+        queue: decoder.queue().clone(),
+    })
 }

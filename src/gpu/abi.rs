@@ -25,6 +25,27 @@ pub(crate) const FIELDS_WORKGROUP_SIZE: u32 = 64;
 pub(crate) const LOSSLESS_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `tensor_window.wgsl` (`TENSOR_WG` in its generated prelude).
 pub(crate) const TENSOR_WORKGROUP_SIZE: u32 = 64;
+/// Workgroup size of `bounded.wgsl` (`BOUNDED_WG` in its generated prelude).
+pub(crate) const BOUNDED_WORKGROUP_SIZE: u32 = 64;
+/// The first pair token of error-bounded arrays (`field::bounded`'s `PAIR0`, held equal by
+/// its tests; `BOUNDED_PAIR0` in the prelude).
+pub(crate) const BOUNDED_PAIR0: u32 = 72;
+/// The first zero-run token of error-bounded arrays (`RUN0`; `BOUNDED_RUN0`).
+pub(crate) const BOUNDED_RUN0: u32 = 88;
+/// Zigzag values of a pair token are below this (`PAIR_LIMIT`; `BOUNDED_PAIR_LIMIT`).
+pub(crate) const BOUNDED_PAIR_LIMIT: u32 = 4;
+/// Bins of the differences predictor are below this (`BOUNDED_MAX_BINS`).
+pub(crate) const BOUNDED_MAX_BINS: u32 = 1 << 16;
+/// Values of a block of a prefix-sum line in `bounded.wgsl` (`LINE_BLOCK`): a line sums
+/// block by block, then the blocks' carries, then adds them, so no invocation loops past
+/// llvmpipe's 65535 iterations (in all of its loops) on lines up to 2^28 values.
+pub(crate) const LINE_BLOCK: u32 = 1 << 12;
+/// [`BoundedPass::kind`] of value 0 (its prediction is 0).
+pub(crate) const PASS_ORIGIN: u32 = 0;
+/// [`BoundedPass::kind`] of a linear pass.
+pub(crate) const PASS_LINEAR: u32 = 1;
+/// [`BoundedPass::kind`] of a cubic pass.
+pub(crate) const PASS_CUBIC: u32 = 2;
 /// u32 words of one exception run in `fields.wgsl`'s `runs` binding: start, length, f32 bits
 /// (`RUN_WORDS` in its generated prelude).
 pub(crate) const FIELD_RUN_WORDS: u32 = 3;
@@ -169,6 +190,9 @@ pub mod flags {
     /// Lossless float arrays: a float-mult multiplier of 2^24 or more, or a subnormal
     /// product.
     pub const MULT: u32 = 2048;
+    /// Error-bounded arrays: a residual of 2^26 or more, a lattice value past the
+    /// exact-product limit, or a bin past 65535.
+    pub const VALUE: u32 = 4096;
 }
 
 wgsl_struct! {
@@ -612,9 +636,118 @@ wgsl_struct! {
     }
 }
 
+wgsl_struct! {
+    /// One error-bounded array in the table `bounded.wgsl` reads (`arrays`). Its segments
+    /// are [`LosslessSegment`]s of width 32.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct BoundedArray {
+        /// Values.
+        pub(crate) count: u32,
+        /// Axis 0 (the slowest) of the shape padded to 4 axes with leading 1s.
+        pub(crate) shape0: u32,
+        /// Axis 1 of the padded shape.
+        pub(crate) shape1: u32,
+        /// Axis 2 of the padded shape.
+        pub(crate) shape2: u32,
+        /// Axis 3 (the fastest) of the padded shape.
+        pub(crate) shape3: u32,
+        /// 0: lattice interpolation; 1: differences of bins.
+        pub(crate) predictor: u32,
+        /// Differences: bit `a`, differenced along padded axis `a`. Lattice: 0.
+        pub(crate) axes: u32,
+        /// First residual (stream order) in the `words` binding; differences: the bins
+        /// after the prefix sums.
+        pub(crate) words: u32,
+        /// First word of the array in the `output` binding: lattice values (C order), then
+        /// the f32 values.
+        pub(crate) out_word: u32,
+        /// First run (3 words: start, length, bits) in the `tables` binding.
+        pub(crate) runs: u32,
+        /// Exception runs.
+        pub(crate) run_count: u32,
+        /// f32 bits of the value of lattice value (or bin) 0.
+        pub(crate) offset_bits: u32,
+        /// f32 bits of the lattice unit (or bin width).
+        pub(crate) unit_bits: u32,
+        /// Lattice: every `|x|` must be below this (`lattice_limit`). Differences: 0.
+        pub(crate) limit: u32,
+        /// First entry of the array's passes in the `passes` binding.
+        pub(crate) passes: u32,
+        /// Passes of the array, value 0's included (lattice: `L ndim + 1`; differences: 0).
+        pub(crate) pass_count: u32,
+        /// The file's index in its batch (its error-flag slot).
+        pub(crate) file: u32,
+        /// Differences: the first of the prefix sums' block carries in the `words` binding
+        /// (one per block of each line along the axis being summed).
+        pub(crate) carry: u32,
+        /// Padding (0).
+        pub(crate) pad1: u32,
+        /// Padding (0).
+        pub(crate) pad2: u32,
+    }
+}
+
+wgsl_struct! {
+    /// One pass of the lattice predictor of one array in the table `bounded.wgsl`'s
+    /// `lattice_pass` reads (`passes`). Its targets are a grid of `g0 x g1 x g2 x g3`
+    /// values (padded axes, `g0 = count / (g1 g2 g3)`): target `(t0, t1, t2, t3)` is value
+    /// `base + sum t_a istep_a` and takes stream position `stream + t`, `t` its C-order rank.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct BoundedPass {
+        /// Targets.
+        pub(crate) count: u32,
+        /// Stream position of the first target (from the array's first residual).
+        pub(crate) stream: u32,
+        /// [`PASS_ORIGIN`], [`PASS_LINEAR`] or [`PASS_CUBIC`].
+        pub(crate) kind: u32,
+        /// Lattice units per quantisation step.
+        pub(crate) step: u32,
+        /// The padded axis predicted along.
+        pub(crate) axis: u32,
+        /// The stride `s` (coordinate distance to the nearest known neighbours).
+        pub(crate) stride: u32,
+        /// The axis's length.
+        pub(crate) len: u32,
+        /// Index distance of the neighbours at `s` (the axis's index stride times `s`).
+        pub(crate) dist: u32,
+        /// Index of the first target.
+        pub(crate) base: u32,
+        /// Targets along padded axis 1.
+        pub(crate) g1: u32,
+        /// Targets along padded axis 2.
+        pub(crate) g2: u32,
+        /// Targets along padded axis 3.
+        pub(crate) g3: u32,
+        /// Index step between targets along padded axis 0 (0 with one target along it).
+        pub(crate) istep0: u32,
+        /// Index step along padded axis 1.
+        pub(crate) istep1: u32,
+        /// Index step along padded axis 2.
+        pub(crate) istep2: u32,
+        /// Index step along padded axis 3.
+        pub(crate) istep3: u32,
+    }
+}
+
+wgsl_struct! {
+    /// The uniform of one `lattice_pass` or `undiff` dispatch of `bounded.wgsl` (`current`,
+    /// bound at a dynamic offset per dispatch): which pass, or which axis and stage.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct BoundedStep {
+        /// `lattice_pass`: the pass (from each array's first).
+        pub(crate) pass_index: u32,
+        /// `undiff`: the padded axis summed along.
+        pub(crate) axis: u32,
+        /// `undiff`: 0 sums within blocks, 1 the carries, 2 adds them.
+        pub(crate) stage: u32,
+        /// Padding (0).
+        pub(crate) pad0: u32,
+    }
+}
+
 /// Every struct a shader reads, for the layout test.
 #[cfg(test)]
-pub(crate) const WGSL_STRUCTS: [&WgslStruct; 9] = [
+pub(crate) const WGSL_STRUCTS: [&WgslStruct; 12] = [
     &ImageInfo::WGSL_STRUCT,
     &Params::WGSL_STRUCT,
     &ScanParams::WGSL_STRUCT,
@@ -623,6 +756,9 @@ pub(crate) const WGSL_STRUCTS: [&WgslStruct; 9] = [
     &LevelJob::WGSL_STRUCT,
     &LosslessSegment::WGSL_STRUCT,
     &LosslessArray::WGSL_STRUCT,
+    &BoundedArray::WGSL_STRUCT,
+    &BoundedPass::WGSL_STRUCT,
+    &BoundedStep::WGSL_STRUCT,
     &TensorWindowJob::WGSL_STRUCT,
 ];
 

@@ -122,6 +122,18 @@ pub(crate) struct Pipelines {
     pub tensor_window_bgl: wgpu::BindGroupLayout,
     /// `tensor_window.wgsl`'s `tensor_window`.
     pub tensor_window: wgpu::ComputePipeline,
+    /// Bindings of `bounded.wgsl`: input words, segments, tables (read), words, errors
+    /// (read-write), arrays, passes (read), output (read-write), the pass (uniform, dynamic
+    /// offset).
+    pub bounded_bgl: wgpu::BindGroupLayout,
+    /// `bounded.wgsl`'s `decode_segments`.
+    pub bounded_segments: wgpu::ComputePipeline,
+    /// `bounded.wgsl`'s `undiff`.
+    pub bounded_undiff: wgpu::ComputePipeline,
+    /// `bounded.wgsl`'s `lattice_pass`.
+    pub bounded_lattice: wgpu::ComputePipeline,
+    /// `bounded.wgsl`'s `finish`.
+    pub bounded_finish: wgpu::ComputePipeline,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -211,6 +223,20 @@ impl Pipelines {
                 storage_entry(4, false),
             ],
         );
+        let bounded_bgl = bgl(
+            "l3 bounded",
+            &[
+                storage_entry(0, true),
+                storage_entry(1, true),
+                storage_entry(2, true),
+                storage_entry(3, false),
+                storage_entry(4, false),
+                storage_entry(5, true),
+                storage_entry(6, true),
+                storage_entry(7, false),
+                uniform_dynamic_entry(8),
+            ],
+        );
         let pipeline =
             |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -286,6 +312,15 @@ impl Pipelines {
             &module(Stage::TensorWindow),
             "tensor_window",
         );
+        let bounded_module = module(Stage::Bounded);
+        let bounded = |entry: &'static str| {
+            let label = format!("l3 bounded.wgsl {entry}");
+            pipeline(&label, &bounded_bgl, &bounded_module, entry)
+        };
+        let bounded_segments = bounded("decode_segments");
+        let bounded_undiff = bounded("undiff");
+        let bounded_lattice = bounded("lattice_pass");
+        let bounded_finish = bounded("finish");
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!(
                 "creating the decoder's pipelines failed: {e:?}"
@@ -310,6 +345,11 @@ impl Pipelines {
             lossless_finish,
             tensor_window_bgl,
             tensor_window,
+            bounded_bgl,
+            bounded_segments,
+            bounded_undiff,
+            bounded_lattice,
+            bounded_finish,
         })
     }
 
@@ -339,6 +379,20 @@ fn uniform_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
         ty: wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Uniform,
             has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+/// A uniform binding whose offset is given per `set_bind_group`.
+fn uniform_dynamic_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
             min_binding_size: None,
         },
         count: None,

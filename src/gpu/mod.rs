@@ -67,10 +67,11 @@
 //! (`augment`, `fields`, `levels`, `tensor_window`: one dispatch per stage per batch, through
 //! `jobs`, the job table each workgroup finds its job in; `lossless`: the lossless float
 //! arrays' three stages over whole-buffer tables, a sub-batch per group of arrays that fits
-//! the device's bindings), and `interop` (feature `interop`: [`GpuBatch`] memory
-//! exported to CUDA or another process). Without the `gpu` feature only the ABI
-//! ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants) and the layout types are
-//! here.
+//! the device's bindings; `bounded`: the error-bounded arrays' (`.l3f` version 3) token
+//! decode, prefix sums or lattice passes, and finish, split the same way), and `interop`
+//! (feature `interop`: [`GpuBatch`] memory exported to CUDA or another process). Without the
+//! `gpu` feature only the ABI ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants)
+//! and the layout types are here.
 //!
 //! ```no_run
 //! # #[cfg(feature = "gpu")] {
@@ -98,6 +99,8 @@ mod shaders;
 mod batcher;
 #[cfg(feature = "gpu")]
 pub(crate) mod bindings;
+#[cfg(feature = "gpu")]
+pub(crate) mod bounded;
 #[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]

@@ -22,6 +22,7 @@ const FIELDS: &str = include_str!("../../shaders/fields.wgsl");
 const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
 const LOSSLESS: &str = include_str!("../../shaders/lossless.wgsl");
 const TENSOR_WINDOW: &str = include_str!("../../shaders/tensor_window.wgsl");
+const BOUNDED: &str = include_str!("../../shaders/bounded.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,12 +48,15 @@ pub(crate) enum Stage {
     /// `tensor_window.wgsl`: windows of tensor records into the batch tensors (entry point
     /// `tensor_window`).
     TensorWindow,
+    /// `bounded.wgsl`: error-bounded float arrays of 1 to 4 axes (entry points
+    /// `decode_segments`, `undiff`, `lattice_pass`, `finish`).
+    Bounded,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
@@ -61,6 +65,7 @@ impl Stage {
         Stage::Fields,
         Stage::Lossless,
         Stage::TensorWindow,
+        Stage::Bounded,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -72,6 +77,7 @@ impl Stage {
             Stage::Fields => "fields.wgsl",
             Stage::Lossless => "lossless.wgsl",
             Stage::TensorWindow => "tensor_window.wgsl",
+            Stage::Bounded => "bounded.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -90,6 +96,12 @@ impl Stage {
                 &abi::LosslessArray::WGSL_STRUCT,
             ],
             Stage::TensorWindow => &[&abi::TensorWindowJob::WGSL_STRUCT],
+            Stage::Bounded => &[
+                &abi::LosslessSegment::WGSL_STRUCT,
+                &abi::BoundedArray::WGSL_STRUCT,
+                &abi::BoundedPass::WGSL_STRUCT,
+                &abi::BoundedStep::WGSL_STRUCT,
+            ],
         }
     }
 }
@@ -121,6 +133,7 @@ pub(crate) fn prelude() -> String {
         ("ERR_SEGMENT", abi::flags::SEGMENT),
         ("ERR_PALETTE", abi::flags::PALETTE),
         ("ERR_MULT", abi::flags::MULT),
+        ("ERR_VALUE", abi::flags::VALUE),
         ("MAX_CHANNELS", 4),
         ("TRANSFORM_BITS", cf::TRANSFORM_BITS),
         ("TRANSFORM_MAX_ID", cf::Transform::Palette as u32),
@@ -173,6 +186,14 @@ pub(crate) fn prelude() -> String {
         ("ELEMENT_I16", abi::element::I16),
         ("ELEMENT_U32", abi::element::U32),
         ("ELEMENT_I32", abi::element::I32),
+        ("BOUNDED_WG", abi::BOUNDED_WORKGROUP_SIZE),
+        ("LINE_BLOCK", abi::LINE_BLOCK),
+        ("BOUNDED_PAIR0", abi::BOUNDED_PAIR0),
+        ("BOUNDED_RUN0", abi::BOUNDED_RUN0),
+        ("BOUNDED_PAIR_LIMIT", abi::BOUNDED_PAIR_LIMIT),
+        ("BOUNDED_MAX_BINS", abi::BOUNDED_MAX_BINS),
+        ("PASS_ORIGIN", abi::PASS_ORIGIN),
+        ("PASS_CUBIC", abi::PASS_CUBIC),
         ("RUN_WORDS", abi::FIELD_RUN_WORDS),
         ("BAND_H", crate::format::levels::BAND_H as u32),
         ("BAND_V", crate::format::levels::BAND_V as u32),
@@ -196,6 +217,7 @@ pub(crate) fn source(stage: Stage) -> String {
         | Stage::Fields
         | Stage::Lossless
         | Stage::TensorWindow => None,
+        Stage::Bounded => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -208,6 +230,9 @@ pub(crate) fn source(stage: Stage) -> String {
         None if stage == Stage::TensorWindow => vec![("tensor_window.wgsl", TENSOR_WINDOW)],
         None if stage == Stage::Lossless => {
             vec![("shared/bits.wgsl", BITS), ("lossless.wgsl", LOSSLESS)]
+        }
+        None if stage == Stage::Bounded => {
+            vec![("shared/bits.wgsl", BITS), ("bounded.wgsl", BOUNDED)]
         }
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![

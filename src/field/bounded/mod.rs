@@ -16,11 +16,14 @@
 //!
 //! Modules: `format` (the format in code: [`BoundedHeader`], [`parse_bounded`]), `predict`
 //! (both predictors, forward and inverse), `tokens` (the entropy stage), `encode`
-//! ([`encode_bounded`]) and `decode` ([`decode_bounded`], [`decode_bounded_into`]).
+//! ([`encode_bounded`]), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
+//! (the GPU plan: `shaders/bounded.wgsl`'s tables).
 
 mod decode;
 mod encode;
 mod format;
+#[cfg(any(test, feature = "gpu"))]
+pub(crate) mod gpu;
 mod predict;
 mod tokens;
 

@@ -1,0 +1,298 @@
+// Error-bounded float arrays of 1 to 4 axes (SPEC.md, "Error-bounded float arrays", `.l3f`
+// version 3): decode on the GPU, bit for bit the CPU decoder's output. CPU twin:
+// gpu/cpu_twin/bounded.rs (same names, same steps); field/bounded/gpu.rs checks every file on
+// the CPU and builds the tables read here.
+//
+// Stages, in one submission:
+// 1. `decode_segments`: one invocation per segment (table `segments`) decodes its tokens
+//    (singles, pairs, zero runs) through its 2^11-entry table in `tables` (code length |
+//    token << 4) into `words` as residuals `k` (inverse zigzag, i32 bits); a stream error ORs
+//    a flag into the file's slot.
+// 2. Differences: `undiff`, three dispatches per (padded) axis some array is differenced
+//    along: the wrapping prefix sums (the bins), block by block. Workgroup y is the array.
+//    Lattice: `lattice_pass`, one dispatch per pass (`current.pass_index`: value 0, then levels
+//    coarse to fine, axes in the array's order): one invocation per target predicts it from
+//    lattice values of earlier passes and writes `P + S k` into `output` (C order).
+// 3. `finish`: one invocation per value: `offset + f32(x) * unit`, then the runs.
+// Every loop has an explicit bound (a segment's value count, a line's length, the grid
+// stride over a count); WGSL clamps indices on top. llvmpipe (lavapipe) ends an
+// invocation's loops after 65535 iterations in all: prefix-sum lines go in blocks (up to
+// 2^28 values a line), and the encoder's segments (2^16 / 8 values) keep within it, but a
+// segment of more than about 32768 values fails there (flagged).
+
+// `LosslessSegment`, `BoundedArray`, `BoundedPass` and `BoundedStep` are generated from
+// src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl.
+
+@group(0) @binding(0) var<storage, read> input_words: array<u32>;
+@group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
+// The decode tables, then the exception runs (3 words each: start, length, bits).
+@group(0) @binding(2) var<storage, read> tables: array<u32>;
+@group(0) @binding(3) var<storage, read_write> words: array<u32>;
+@group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read> arrays: array<BoundedArray>;
+@group(0) @binding(6) var<storage, read> passes: array<BoundedPass>;
+@group(0) @binding(7) var<storage, read_write> output: array<u32>;
+@group(0) @binding(8) var<uniform> current: BoundedStep;
+
+// The inverse zigzag, mod 2^32.
+fn unzig(z: u32) -> u32 {
+    return (z >> 1u) ^ (0u - (z & 1u));
+}
+
+// Invocations along x of a grid dispatch.
+fn grid_width(nwg: vec3<u32>) -> u32 {
+    return nwg.x * BOUNDED_WG;
+}
+
+@compute @workgroup_size(BOUNDED_WG)
+fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
+                   @builtin(num_workgroups) nwg: vec3<u32>) {
+    let n = arrayLength(&segments);
+    for (var g = gid.x; g < n; g += grid_width(nwg)) {
+        let seg = segments[g];
+        let total = seg.in_len * 8u;
+        var pos = 0u;
+        var i = 0u;
+        var bad = 0u;
+        // Every symbol gives at least one value: `count` iterations at most.
+        for (var it = 0u; it < seg.count; it++) {
+            if (i >= seg.count) {
+                break;
+            }
+            let peek = read_bits32(seg.in_byte, pos);
+            let e = tables[seg.lut + (peek & 2047u)];
+            let cl = e & 15u;
+            let token = e >> 4u;
+            if (token < BOUNDED_PAIR0) {
+                // A single: the lossless array's 32-bit tokens.
+                var base = token;
+                var nraw = 0u;
+                if (token >= 16u) {
+                    let nb = 4u + (token - 16u) / 2u;
+                    base = (1u << nb) | (((token - 16u) & 1u) << (nb - 1u));
+                    nraw = nb - 1u;
+                }
+                let raw = read_bits32(seg.in_byte, pos + cl) & ((1u << nraw) - 1u);
+                pos += cl + nraw;
+                if (pos > total) {
+                    bad = ERR_OVERRUN;
+                    break;
+                }
+                words[seg.out_start + i] = unzig(base + raw);
+                i += 1u;
+            } else if (token < BOUNDED_RUN0) {
+                pos += cl;
+                if (pos > total || seg.count - i < 2u) {
+                    bad = ERR_OVERRUN;
+                    break;
+                }
+                let p = token - BOUNDED_PAIR0;
+                words[seg.out_start + i] = unzig(p / BOUNDED_PAIR_LIMIT);
+                words[seg.out_start + i + 1u] = unzig(p % BOUNDED_PAIR_LIMIT);
+                i += 2u;
+            } else {
+                let j = token - BOUNDED_RUN0 + 1u;
+                let v = (1u << j) + (read_bits32(seg.in_byte, pos + cl) & ((1u << j) - 1u));
+                pos += cl + j;
+                if (pos > total || v > seg.count - i) {
+                    bad = ERR_OVERRUN;
+                    break;
+                }
+                for (var k = 0u; k < v; k++) {
+                    words[seg.out_start + i + k] = 0u;
+                }
+                i += v;
+            }
+        }
+        let tail = pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u;
+        if (bad == 0u && ((pos + 7u) / 8u != seg.in_len || tail)) {
+            bad = ERR_TRAILING;
+        }
+        if (bad != 0u) {
+            atomicOr(&errors[seg.file], bad);
+        }
+    }
+}
+
+// The array's shape padded to 4 axes.
+fn padded_shape(a: BoundedArray) -> array<u32, 4> {
+    return array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
+}
+
+// One stage (`current.stage`) of the wrapping prefix sums along padded axis
+// `current.axis` of array `gid.y` (differences only). A line is cut into blocks of
+// LINE_BLOCK values: stage 0 sums within each block (one invocation per block), stage 1
+// sums the blocks' last values into each block's carry (one invocation per line of more
+// than one block), stage 2 adds each block's carry to it (one invocation per block after
+// the first).
+@compute @workgroup_size(BOUNDED_WG)
+fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
+    if (gid.y >= arrayLength(&arrays)) {
+        return;
+    }
+    let a = arrays[gid.y];
+    let axis = current.axis;
+    if (a.predictor != 1u || ((a.axes >> axis) & 1u) == 0u) {
+        return;
+    }
+    var shape = padded_shape(a);
+    var stride = 1u;
+    for (var b = axis + 1u; b < 4u; b++) {
+        stride *= shape[b];
+    }
+    let len = shape[axis];
+    let lines = a.count / len;
+    let nb = (len + LINE_BLOCK - 1u) / LINE_BLOCK;
+    if (current.stage == 1u) {
+        if (nb == 1u) {
+            return;
+        }
+        for (var line = gid.x; line < lines; line += grid_width(nwg)) {
+            let first = a.words + (line / stride) * len * stride + line % stride;
+            var c = 0u;
+            for (var blk = 1u; blk < nb; blk++) {
+                c += words[first + (blk * LINE_BLOCK - 1u) * stride];
+                words[a.carry + line * nb + blk] = c;
+            }
+        }
+        return;
+    }
+    for (var item = gid.x; item < lines * nb; item += grid_width(nwg)) {
+        let line = item / nb;
+        let blk = item % nb;
+        let first = a.words + (line / stride) * len * stride + line % stride;
+        let k0 = blk * LINE_BLOCK;
+        let k1 = min(len, k0 + LINE_BLOCK);
+        if (current.stage == 0u) {
+            var s = words[first + k0 * stride];
+            for (var k = k0 + 1u; k < k1; k++) {
+                let at = first + k * stride;
+                s += words[at];
+                words[at] = s;
+            }
+        } else if (blk > 0u) {
+            let c = words[a.carry + item];
+            for (var k = k0; k < k1; k++) {
+                words[first + k * stride] += c;
+            }
+        }
+    }
+}
+
+// Lattice value `i` of the array whose values start at word `at` of `output`.
+fn lattice(at: u32, i: u32) -> i32 {
+    return bitcast<i32>(output[at + i]);
+}
+
+// The prediction of the target at index `i`, coordinate `c` along the pass's axis: cubic
+// `(-a + 9b + 9c - d + 8) >> 4` where both outer neighbours exist in a cubic pass, else
+// linear `(b + c + 1) >> 1`, else (no right neighbour) the left one. Lattice values are
+// below 2^23, so no i32 overflows.
+fn predict(at: u32, p: BoundedPass, i: u32, c: u32) -> i32 {
+    let b = lattice(at, i - p.dist);
+    if (p.len - c <= p.stride) {
+        return b;
+    }
+    let cc = lattice(at, i + p.dist);
+    let s = p.stride;
+    if (p.kind == PASS_CUBIC && s <= p.len / 3u && c >= 3u * s && p.len - c > 3u * s) {
+        let a = lattice(at, i - 3u * p.dist);
+        let d = lattice(at, i + 3u * p.dist);
+        return (-a + 9i * b + 9i * cc - d + 8i) >> 4u;
+    }
+    return (b + cc + 1i) >> 1u;
+}
+
+@compute @workgroup_size(BOUNDED_WG)
+fn lattice_pass(@builtin(global_invocation_id) gid: vec3<u32>,
+                @builtin(num_workgroups) nwg: vec3<u32>) {
+    if (gid.y >= arrayLength(&arrays)) {
+        return;
+    }
+    let a = arrays[gid.y];
+    if (a.predictor != 0u || current.pass_index >= a.pass_count) {
+        return;
+    }
+    let p = passes[a.passes + current.pass_index];
+    var bad = false;
+    for (var t = gid.x; t < p.count; t += grid_width(nwg)) {
+        var r = t;
+        let t3 = r % p.g3;
+        r /= p.g3;
+        let t2 = r % p.g2;
+        r /= p.g2;
+        let t1 = r % p.g1;
+        let t0 = r / p.g1;
+        let i = p.base + t0 * p.istep0 + t1 * p.istep1 + t2 * p.istep2 + t3 * p.istep3;
+        var tc = array<u32, 4>(t0, t1, t2, t3);
+        let c = p.stride + 2u * p.stride * tc[p.axis];
+        let k = bitcast<i32>(words[a.words + p.stream + t]);
+        var pred = 0i;
+        if (p.kind != PASS_ORIGIN) {
+            pred = predict(a.out_word, p, i, c);
+        }
+        // |k| >= 2^26 would put `x` past the limit anyway; refusing it first keeps the
+        // product below in i32.
+        let big = k >= (1i << 26u) || k <= -(1i << 26u);
+        let x = pred + i32(p.step) * select(k, 0i, big);
+        if (big || abs(x) >= i32(a.limit)) {
+            bad = true;
+        }
+        output[a.out_word + i] = bitcast<u32>(x);
+    }
+    if (bad) {
+        atomicOr(&errors[a.file], ERR_VALUE);
+    }
+}
+
+// Value `i` of array `a` as f32 bits, and whether its bin is past the limit (y: 1).
+fn value_bits(a: BoundedArray, i: u32) -> vec2<u32> {
+    var x = 0i;
+    var bad = 0u;
+    if (a.predictor == 0u) {
+        x = bitcast<i32>(output[a.out_word + i]);
+    } else {
+        let q = words[a.words + i];
+        bad = select(0u, 1u, q >= BOUNDED_MAX_BINS);
+        x = bitcast<i32>(q);
+    }
+    var v = bitcast<u32>(bitcast<f32>(a.offset_bits) + f32(x) * bitcast<f32>(a.unit_bits));
+    // The last run starting at or before `i`, if it covers `i`, overrides the value (the
+    // check above still counts, as on the CPU).
+    var lo = 0u;
+    var hi = a.run_count;
+    while (lo < hi) {
+        let mid = (lo + hi) / 2u;
+        if (tables[a.runs + 3u * mid] <= i) {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo > 0u) {
+        let r = a.runs + 3u * (lo - 1u);
+        if (i - tables[r] < tables[r + 1u]) {
+            v = tables[r + 2u];
+        }
+    }
+    return vec2<u32>(v, bad);
+}
+
+@compute @workgroup_size(BOUNDED_WG)
+fn finish(@builtin(global_invocation_id) gid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
+    if (gid.y >= arrayLength(&arrays)) {
+        return;
+    }
+    let a = arrays[gid.y];
+    var bad = 0u;
+    for (var i = gid.x; i < a.count; i += grid_width(nwg)) {
+        let vb = value_bits(a, i);
+        output[a.out_word + i] = vb.x;
+        bad |= vb.y;
+    }
+    if (bad != 0u) {
+        atomicOr(&errors[a.file], ERR_VALUE);
+    }
+}

@@ -1,0 +1,521 @@
+//! The GPU plan of error-bounded arrays (`.l3f` version 3): every file is checked on the CPU
+//! as the CPU decoder checks it (header, limits, CRC, runs, chunk table, every chunk's head),
+//! then turned into the tables `shaders/bounded.wgsl` reads: the files' bytes as words, one
+//! [`LosslessSegment`] per segment, the decode tables and exception runs (one binding), one
+//! [`BoundedArray`] per file and, for the lattice predictor, one [`BoundedPass`] per pass
+//! (value 0 first), in sub-batches of consecutive files that fit the device's bindings
+//! ([`plan_bounded_batches`]). Stream and value errors are left to the GPU, which reports
+//! them per file.
+
+use super::format::{parse_chunk, parse_layout, Layout};
+use super::{BoundedHeader, Predictor};
+use crate::decode::DecodeOptions;
+use crate::error::{Error, FormatError, LimitsError, Result};
+use crate::field::lossless::code::{canonical, LUT_SIZE};
+use crate::field::lossless::format::segment_range;
+use crate::gpu::abi::{
+    BoundedArray, BoundedPass, LosslessSegment, LINE_BLOCK, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
+};
+
+/// The tables of one batch of error-bounded arrays, in the shader's binding order.
+#[derive(Debug, Default)]
+pub(crate) struct BoundedPlan {
+    /// The files' bytes as little-endian words, each file from a word boundary, plus one
+    /// zero word (a bit read near the end may touch the next word).
+    pub input_words: Vec<u32>,
+    /// One entry per segment of every chunk.
+    pub segments: Vec<LosslessSegment>,
+    /// The chunks' decode tables (2^11 entries each: code length | token << 4), then the
+    /// exception runs (3 words each: start, length, bits).
+    pub tables: Vec<u32>,
+    /// Words of the residual binding.
+    pub words: u32,
+    /// One entry per file.
+    pub arrays: Vec<BoundedArray>,
+    /// Every lattice array's passes.
+    pub passes: Vec<BoundedPass>,
+    /// The most passes of any array: the `lattice_pass` dispatches.
+    pub max_passes: u32,
+    /// Words of the output binding.
+    pub output_words: u32,
+    /// Each file's header.
+    pub headers: Vec<BoundedHeader>,
+    /// The batch's index of the sub-batch's first file (error slots are counted from it).
+    pub first_file: usize,
+    /// Word of the shared output buffer where the sub-batch's output starts.
+    pub output_base: u64,
+}
+
+/// Words of a residual or output region: every array starts at a multiple of 64 words
+/// (256 bytes, the storage-offset alignment).
+const REGION_ALIGN: u64 = 64;
+
+fn align(n: u64) -> u64 {
+    n.div_ceil(REGION_ALIGN) * REGION_ALIGN
+}
+
+fn u32_of(v: u64, what: &'static str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| {
+        LimitsError::GpuBuffer {
+            what,
+            needed: v,
+            max: u32::MAX as u64,
+        }
+        .into()
+    })
+}
+
+fn in_batch(f: usize, e: Error) -> Error {
+    Error::InBatch {
+        image: f,
+        error: Box::new(e),
+    }
+}
+
+/// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
+/// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token:
+/// length 0).
+fn push_lut(lengths: &[u8], tables: &mut Vec<u32>) {
+    let at = tables.len();
+    tables.resize(at + LUT_SIZE, 0);
+    let lut = &mut tables[at..];
+    if lengths.iter().filter(|&&l| l > 0).count() == 1 {
+        let t = lengths.iter().position(|&l| l > 0).expect("one used token");
+        lut.fill((t as u32) << 4);
+        return;
+    }
+    for (t, &(code, l)) in canonical(lengths).iter().enumerate() {
+        if l == 0 {
+            continue;
+        }
+        let mut i = code as usize;
+        while i < LUT_SIZE {
+            lut[i] = l | (t as u32) << 4;
+            i += 1 << l;
+        }
+    }
+}
+
+/// The lattice predictor's passes of `h` as the shader reads them: value 0, then for each
+/// level `L-1` down to 0 and each axis of the order, the grid of its targets (SPEC.md,
+/// "Predictor 0"). Positions are below 2^32 (the shape's product is).
+fn lattice_passes(h: &BoundedHeader) -> Vec<BoundedPass> {
+    let nd = h.shape.len();
+    let pad = 4 - nd;
+    let mut dims = [1u64; 4];
+    for (a, &d) in h.shape.iter().enumerate() {
+        dims[pad + a] = d as u64;
+    }
+    let mut strides = [1u64; 4];
+    for a in (0..3).rev() {
+        strides[a] = strides[a + 1] * dims[a + 1];
+    }
+    let levels = h.levels as u32;
+    let mut out = vec![BoundedPass {
+        count: 1,
+        kind: PASS_ORIGIN,
+        step: h.steps[levels as usize] as u32,
+        g1: 1,
+        g2: 1,
+        g3: 1,
+        ..Default::default()
+    }];
+    let mut stream = 1u64;
+    let mut j = 0;
+    for level in (0..levels).rev() {
+        let s = 1u64 << level;
+        for (m, &d) in h.axes.iter().enumerate() {
+            let d = d as usize;
+            let mut grid = [1u64; 4];
+            let mut step = [1u64; 4];
+            for (kk, &a) in h.axes.iter().enumerate() {
+                let a = a as usize;
+                step[pad + a] = if kk < m { s } else { 2 * s };
+                grid[pad + a] = if a == d {
+                    (dims[pad + a] + s - 1) / (2 * s)
+                } else {
+                    dims[pad + a].div_ceil(step[pad + a])
+                };
+            }
+            let count: u64 = grid.iter().product();
+            let axis = pad + d;
+            let istep = |a: usize| {
+                if grid[a] > 1 {
+                    (step[a] * strides[a]) as u32
+                } else {
+                    0
+                }
+            };
+            let pass = if count == 0 {
+                BoundedPass {
+                    stream: stream as u32,
+                    g1: 1,
+                    g2: 1,
+                    g3: 1,
+                    ..Default::default()
+                }
+            } else {
+                BoundedPass {
+                    count: count as u32,
+                    stream: stream as u32,
+                    kind: if h.cubic[j] { PASS_CUBIC } else { PASS_LINEAR },
+                    step: h.steps[level as usize] as u32,
+                    axis: axis as u32,
+                    stride: s as u32,
+                    len: dims[axis] as u32,
+                    dist: (s * strides[axis]) as u32,
+                    base: (s * strides[axis]) as u32,
+                    g1: grid[1] as u32,
+                    g2: grid[2] as u32,
+                    g3: grid[3] as u32,
+                    istep0: istep(0),
+                    istep1: istep(1),
+                    istep2: istep(2),
+                    istep3: istep(3),
+                }
+            };
+            out.push(pass);
+            stream += count;
+            j += 1;
+        }
+    }
+    debug_assert_eq!(stream, h.len());
+    out
+}
+
+/// Binding limits a batch is split for (bytes): the largest storage binding and buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SplitLimits {
+    /// Largest storage binding.
+    pub max_binding: u64,
+    /// Largest buffer (the output buffer holds every sub-batch).
+    pub max_buffer: u64,
+}
+
+impl SplitLimits {
+    /// No limit: one batch.
+    #[cfg(test)]
+    pub const NONE: SplitLimits = SplitLimits {
+        max_binding: u64::MAX,
+        max_buffer: u64::MAX,
+    };
+}
+
+/// Most arrays in one sub-batch (workgroups along y of one dispatch).
+const MAX_ARRAYS: usize = 65535;
+
+/// A sub-batch being built: the plan and its runs (appended to the tables at the end).
+#[derive(Default)]
+struct Builder {
+    plan: BoundedPlan,
+    runs: Vec<u32>,
+    words: u64,
+    output: u64,
+}
+
+impl Builder {
+    /// Bytes of each storage binding `shaders/bounded.wgsl` binds for the sub-batch so far
+    /// (`gpu::bounded::dispatch` binds the same sizes).
+    fn binding_bytes(&self) -> [(&'static str, u64); 8] {
+        let p = &self.plan;
+        let b = |words: u64| (words * 4).max(4);
+        let table = |len: usize, size: usize| b((len.max(1) * size / 4) as u64);
+        [
+            ("error-bounded input", b(p.input_words.len() as u64 + 1)),
+            (
+                "error-bounded segments",
+                table(p.segments.len(), size_of::<LosslessSegment>()),
+            ),
+            (
+                "error-bounded tables",
+                b((p.tables.len() + self.runs.len()) as u64),
+            ),
+            ("error-bounded residuals", b(self.words)),
+            ("error-bounded error flags", b(p.arrays.len() as u64)),
+            (
+                "error-bounded arrays",
+                table(p.arrays.len(), size_of::<BoundedArray>()),
+            ),
+            (
+                "error-bounded passes",
+                table(p.passes.len(), size_of::<BoundedPass>()),
+            ),
+            ("error-bounded output", b(self.output)),
+        ]
+    }
+
+    /// The first binding over `max` bytes, if any.
+    fn over(&self, max: u64) -> Option<(&'static str, u64)> {
+        self.binding_bytes().into_iter().find(|&(_, n)| n > max)
+    }
+
+    /// Undoes everything past the marks of [`Builder::mark`].
+    fn rollback(&mut self, m: [usize; 6], words: u64, output: u64) {
+        let p = &mut self.plan;
+        p.input_words.truncate(m[0]);
+        p.segments.truncate(m[1]);
+        p.tables.truncate(m[2]);
+        p.arrays.truncate(m[3]);
+        p.passes.truncate(m[4]);
+        p.headers.truncate(m[3]);
+        self.runs.truncate(m[5]);
+        self.words = words;
+        self.output = output;
+    }
+
+    /// The lengths [`Builder::rollback`] returns to.
+    fn mark(&self) -> [usize; 6] {
+        let p = &self.plan;
+        [
+            p.input_words.len(),
+            p.segments.len(),
+            p.tables.len(),
+            p.arrays.len(),
+            p.passes.len(),
+            self.runs.len(),
+        ]
+    }
+
+    /// Checks file `f` of the batch and adds it (error slot: its index in the sub-batch).
+    fn add(&mut self, f: usize, data: &[u8], options: &DecodeOptions) -> Result<()> {
+        let plan = &mut self.plan;
+        let local = plan.arrays.len() as u32;
+        let layout: Layout<'_> = parse_layout(data, options).map_err(|e| in_batch(f, e))?;
+        let h = &layout.header;
+        let n = h.len();
+        let file_byte = plan.input_words.len() as u64 * 4;
+        plan.input_words.extend(data.chunks(4).map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        }));
+        let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
+        let res_at = self.words;
+        self.words = align(self.words + n);
+        let chunk = 1u64 << h.chunk_log2;
+        let segs = h.segments as usize;
+        for (c, &bytes) in layout.chunks.iter().enumerate() {
+            let cl = parse_chunk(bytes, base(bytes) as usize, segs)
+                .map_err(|e| in_batch(f, e.into()))?;
+            let first = c as u64 * chunk;
+            let m = chunk.min(n - first);
+            let lut = u32_of(plan.tables.len() as u64, "error-bounded decode tables")?;
+            push_lut(&cl.lengths, &mut plan.tables);
+            for (k, seg) in cl.segments.iter().enumerate() {
+                // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
+                // most); the CPU decoder refuses such a segment at its end, and the shader
+                // counts its bits in u32.
+                if seg.len() >= 1 << 28 {
+                    return Err(in_batch(
+                        f,
+                        FormatError::InvalidHeader {
+                            field: "segment",
+                            offset: base(seg),
+                            value: seg.len() as u64,
+                            reason: "longer than any segment's symbols",
+                        }
+                        .into(),
+                    ));
+                }
+                let r = segment_range(m as usize, segs, k);
+                plan.segments.push(LosslessSegment {
+                    in_byte: u32_of(file_byte + base(seg), "error-bounded input bytes")?,
+                    in_len: seg.len() as u32,
+                    out_start: u32_of(res_at + first + r.start as u64, "error-bounded words")?,
+                    count: r.len() as u32,
+                    lut,
+                    width: 32,
+                    file: local,
+                    pad: 0,
+                });
+            }
+        }
+        let mut shape = [1u32; 4];
+        let pad = 4 - h.shape.len();
+        shape[pad..].copy_from_slice(&h.shape);
+        let (predictor, axes, limit, passes, pass_count) = match h.predictor {
+            Predictor::Lattice => {
+                let ps = lattice_passes(h);
+                let at = u32_of(plan.passes.len() as u64, "error-bounded passes")?;
+                let count = ps.len() as u32;
+                plan.passes.extend(ps);
+                let limit = crate::field::lattice_limit(h.unit) as u32;
+                (0, 0, limit, at, count)
+            }
+            Predictor::Differences => (1, (h.axes[0] as u32) << pad, 0, 0, 0),
+        };
+        // The prefix sums' block carries: one per block of each line, for the axis with
+        // the most (the axes are summed one after another).
+        let carry_at = self.words;
+        if predictor == 1 {
+            let carries = (0..4)
+                .filter(|a| axes >> a & 1 == 1)
+                .map(|a| {
+                    let len = shape[a] as u64;
+                    n / len * len.div_ceil(LINE_BLOCK as u64)
+                })
+                .max()
+                .unwrap_or(0);
+            self.words = align(self.words + carries);
+        }
+        plan.arrays.push(BoundedArray {
+            count: n as u32,
+            shape0: shape[0],
+            shape1: shape[1],
+            shape2: shape[2],
+            shape3: shape[3],
+            predictor,
+            axes,
+            words: u32_of(res_at, "error-bounded words")?,
+            out_word: u32_of(self.output, "error-bounded output words")?,
+            runs: u32_of(self.runs.len() as u64, "error-bounded runs")?,
+            run_count: u32_of(layout.runs.len() as u64, "error-bounded runs")?,
+            offset_bits: h.offset.to_bits(),
+            unit_bits: h.unit.to_bits(),
+            limit,
+            passes,
+            pass_count,
+            file: local,
+            carry: u32_of(carry_at, "error-bounded words")?,
+            ..Default::default()
+        });
+        for r in &layout.runs {
+            self.runs.extend([r.start, r.len, r.bits]);
+        }
+        self.output = align(self.output + n);
+        plan.headers.push(layout.header);
+        Ok(())
+    }
+
+    /// The finished sub-batch: the runs after the decode tables, one zero input word.
+    fn finish(mut self) -> Result<BoundedPlan> {
+        let plan = &mut self.plan;
+        let runs_at = u32_of(plan.tables.len() as u64, "error-bounded tables")?;
+        u32_of(
+            plan.tables.len() as u64 + self.runs.len() as u64,
+            "error-bounded tables",
+        )?;
+        for a in &mut plan.arrays {
+            a.runs += runs_at;
+        }
+        plan.tables.extend(self.runs);
+        plan.input_words.push(0);
+        plan.words = u32_of(self.words, "error-bounded words")?;
+        plan.output_words = u32_of(self.output, "error-bounded output words")?;
+        plan.max_passes = plan.arrays.iter().map(|a| a.pass_count).max().unwrap_or(0);
+        Ok(self.plan)
+    }
+}
+
+/// Checks every file and plans the batch as sub-batches of consecutive files whose every
+/// binding fits `limits` (one sub-batch when all fit); their outputs follow each other in
+/// one buffer ([`BoundedPlan::output_base`]). The first bad file's error is returned with
+/// its index; a file too large for a binding alone is a [`LimitsError::GpuBuffer`].
+pub(crate) fn plan_bounded_batches(
+    files: &[&[u8]],
+    options: &DecodeOptions,
+    limits: SplitLimits,
+) -> Result<Vec<BoundedPlan>> {
+    let mut out = Vec::new();
+    let mut b = Builder::default();
+    let mut output_base = 0u64;
+    for (f, &data) in files.iter().enumerate() {
+        let (m, words, output) = (b.mark(), b.words, b.output);
+        b.add(f, data, options)?;
+        let full = b.plan.arrays.len() > MAX_ARRAYS;
+        if !full && b.over(limits.max_binding).is_none() {
+            continue;
+        }
+        if b.plan.arrays.len() == 1 {
+            let (what, needed) = b.over(limits.max_binding).expect("over a limit");
+            return Err(in_batch(
+                f,
+                LimitsError::GpuBuffer {
+                    what,
+                    needed,
+                    max: limits.max_binding,
+                }
+                .into(),
+            ));
+        }
+        b.rollback(m, words, output);
+        let mut done = std::mem::take(&mut b).finish()?;
+        done.output_base = output_base;
+        output_base += done.output_words as u64;
+        out.push(done);
+        b.plan.first_file = f;
+        b.add(f, data, options)?;
+        if let Some((what, needed)) = b.over(limits.max_binding) {
+            return Err(in_batch(
+                f,
+                LimitsError::GpuBuffer {
+                    what,
+                    needed,
+                    max: limits.max_binding,
+                }
+                .into(),
+            ));
+        }
+    }
+    if !b.plan.arrays.is_empty() || out.is_empty() {
+        let mut done = b.finish()?;
+        done.output_base = output_base;
+        output_base += done.output_words as u64;
+        out.push(done);
+    }
+    if output_base * 4 > limits.max_buffer {
+        return Err(LimitsError::GpuBuffer {
+            what: "error-bounded output buffer",
+            needed: output_base * 4,
+            max: limits.max_buffer,
+        }
+        .into());
+    }
+    Ok(out)
+}
+
+/// Checks every file and plans them as one batch (no limits).
+#[cfg(test)]
+pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<BoundedPlan> {
+    let mut plans = plan_bounded_batches(files, options, SplitLimits::NONE)?;
+    assert_eq!(plans.len(), 1, "one batch without limits");
+    Ok(plans.remove(0))
+}
+
+/// The twin's pipeline over a plan (what the GPU runs, one stage after another): the output
+/// words and the per-file error flags.
+#[cfg(test)]
+pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
+    use crate::gpu::cpu_twin::bounded as twin;
+    let mut words = vec![0u32; plan.words as usize];
+    let mut errors = vec![0u32; plan.arrays.len()];
+    let mut output = vec![0u32; plan.output_words as usize];
+    twin::decode_segments(
+        &plan.input_words,
+        &plan.segments,
+        &plan.tables,
+        &mut words,
+        &mut errors,
+    );
+    for axis in 0..4 {
+        for stage in 0..3 {
+            twin::undiff(&plan.arrays, &mut words, axis, stage);
+        }
+    }
+    for j in 0..plan.max_passes {
+        twin::lattice_pass(
+            &words,
+            &mut errors,
+            &plan.arrays,
+            &plan.passes,
+            &mut output,
+            j,
+        );
+    }
+    twin::finish(&plan.tables, &words, &mut errors, &plan.arrays, &mut output);
+    (output, errors)
+}
+
+#[cfg(test)]
+#[path = "gpu_tests.rs"]
+mod tests;

@@ -1,0 +1,285 @@
+//! CPU twin of `shaders/bounded.wgsl`, the decode of error-bounded arrays of 1 to 4 axes:
+//! entry points `decode_segments` (one invocation per segment: tokens to residuals `k`),
+//! `undiff` (differences: the wrapping prefix sums along one axis in three stages over
+//! blocks of lines),
+//! `lattice_pass` (lattice: one invocation per target of one pass) and `finish` (one
+//! invocation per value: `offset + f32(x) * unit`, then the exception runs).
+
+use super::read_byte;
+use crate::gpu::abi::{
+    flags, BoundedArray, BoundedPass, LosslessSegment, BOUNDED_MAX_BINS, BOUNDED_PAIR0,
+    BOUNDED_PAIR_LIMIT, BOUNDED_RUN0, LINE_BLOCK, PASS_CUBIC, PASS_ORIGIN,
+};
+
+/// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the payload
+/// starting at byte `base`. Words past the end read as 0.
+fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
+    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
+    let abs_bit = (base & 3) * 8 + p;
+    let w = (base >> 2) + (abs_bit >> 5);
+    let sh = abs_bit & 31;
+    let mut v = word(w) >> sh;
+    if sh != 0 {
+        v |= word(w + 1) << (32 - sh);
+    }
+    v
+}
+
+/// Twin of `unzig` in `bounded.wgsl`: the inverse zigzag, mod 2^32.
+fn unzig(z: u32) -> u32 {
+    (z >> 1) ^ 0u32.wrapping_sub(z & 1)
+}
+
+/// Twin of the entry point `decode_segments`: segment `g` decodes its symbols (a lookup in
+/// its 2^11-entry table in `tables`, then the raw bits: a single value, a pair or a zero
+/// run) into `words[out_start ..]` as residuals (inverse zigzag), and ORs
+/// [`flags::OVERRUN`] (a symbol, pair or zero run past the segment's end) or
+/// [`flags::TRAILING`] (the symbols do not end in the last byte, or the padding is not zero)
+/// into `errors[file]`. Arguments in binding order.
+pub(crate) fn decode_segments(
+    input_words: &[u32],
+    segments: &[LosslessSegment],
+    tables: &[u32],
+    words: &mut [u32],
+    errors: &mut [u32],
+) {
+    for seg in segments {
+        let total = seg.in_len * 8;
+        let (mut pos, mut i, mut bad) = (0u32, 0u32, 0u32);
+        let out = seg.out_start as usize;
+        // Every symbol gives at least one value: `count` iterations at most.
+        for _ in 0..seg.count {
+            if i >= seg.count {
+                break;
+            }
+            let peek = read_bits32(input_words, seg.in_byte, pos);
+            let e = tables[(seg.lut + (peek & 2047)) as usize];
+            let cl = e & 15;
+            let token = e >> 4;
+            if token < BOUNDED_PAIR0 {
+                let (mut base, mut nraw) = (token, 0);
+                if token >= 16 {
+                    let nb = 4 + (token - 16) / 2;
+                    base = (1 << nb) | (((token - 16) & 1) << (nb - 1));
+                    nraw = nb - 1;
+                }
+                let raw = read_bits32(input_words, seg.in_byte, pos + cl) & ((1u32 << nraw) - 1);
+                pos += cl + nraw;
+                if pos > total {
+                    bad = flags::OVERRUN;
+                    break;
+                }
+                words[out + i as usize] = unzig(base + raw);
+                i += 1;
+            } else if token < BOUNDED_RUN0 {
+                pos += cl;
+                if pos > total || seg.count - i < 2 {
+                    bad = flags::OVERRUN;
+                    break;
+                }
+                let p = token - BOUNDED_PAIR0;
+                words[out + i as usize] = unzig(p / BOUNDED_PAIR_LIMIT);
+                words[out + i as usize + 1] = unzig(p % BOUNDED_PAIR_LIMIT);
+                i += 2;
+            } else {
+                let j = token - BOUNDED_RUN0 + 1;
+                let v =
+                    (1 << j) + (read_bits32(input_words, seg.in_byte, pos + cl) & ((1 << j) - 1));
+                pos += cl + j;
+                if pos > total || v > seg.count - i {
+                    bad = flags::OVERRUN;
+                    break;
+                }
+                words[out + i as usize..out + (i + v) as usize].fill(0);
+                i += v;
+            }
+        }
+        let tail = pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0;
+        if bad == 0 && (pos.div_ceil(8) != seg.in_len || tail) {
+            bad = flags::TRAILING;
+        }
+        errors[seg.file as usize] |= bad;
+    }
+}
+
+/// Twin of `padded_shape` in `bounded.wgsl`.
+fn padded_shape(a: &BoundedArray) -> [u32; 4] {
+    [a.shape0, a.shape1, a.shape2, a.shape3]
+}
+
+/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): for
+/// every differences array differenced along `axis`, each line in blocks of [`LINE_BLOCK`]
+/// values: stage 0 sums within each block, stage 1 sums the blocks' last values into their
+/// carries, stage 2 adds each block's carry to it (wrapping).
+pub(crate) fn undiff(arrays: &[BoundedArray], words: &mut [u32], axis: u32, stage: u32) {
+    for a in arrays {
+        if a.predictor != 1 || a.axes >> axis & 1 == 0 {
+            continue;
+        }
+        let shape = padded_shape(a);
+        let stride: u32 = shape[axis as usize + 1..].iter().product();
+        let len = shape[axis as usize];
+        let lines = a.count / len;
+        let nb = len.div_ceil(LINE_BLOCK);
+        let first = |line: u32| a.words + (line / stride) * len * stride + line % stride;
+        if stage == 1 {
+            if nb == 1 {
+                continue;
+            }
+            for line in 0..lines {
+                let f = first(line);
+                let mut c = 0u32;
+                for blk in 1..nb {
+                    c = c.wrapping_add(words[(f + (blk * LINE_BLOCK - 1) * stride) as usize]);
+                    words[(a.carry + line * nb + blk) as usize] = c;
+                }
+            }
+            continue;
+        }
+        for item in 0..lines * nb {
+            let (line, blk) = (item / nb, item % nb);
+            let f = first(line);
+            let k0 = blk * LINE_BLOCK;
+            let k1 = len.min(k0 + LINE_BLOCK);
+            if stage == 0 {
+                let mut s = words[(f + k0 * stride) as usize];
+                for k in k0 + 1..k1 {
+                    let at = (f + k * stride) as usize;
+                    s = s.wrapping_add(words[at]);
+                    words[at] = s;
+                }
+            } else if blk > 0 {
+                let c = words[(a.carry + item) as usize];
+                for k in k0..k1 {
+                    let at = (f + k * stride) as usize;
+                    words[at] = words[at].wrapping_add(c);
+                }
+            }
+        }
+    }
+}
+
+/// Twin of `predict` in `bounded.wgsl`: the prediction of the target at index `i`,
+/// coordinate `c` along the pass's axis, from the lattice values at `output[at ..]`.
+fn predict(output: &[u32], at: u32, p: &BoundedPass, i: u32, c: u32) -> i32 {
+    let x = |j: u32| output[(at + j) as usize] as i32;
+    let b = x(i - p.dist);
+    if p.len - c <= p.stride {
+        return b;
+    }
+    let cc = x(i + p.dist);
+    let s = p.stride;
+    if p.kind == PASS_CUBIC && s <= p.len / 3 && c >= 3 * s && p.len - c > 3 * s {
+        let a = x(i - 3 * p.dist);
+        let d = x(i + 3 * p.dist);
+        return (-a)
+            .wrapping_add(9i32.wrapping_mul(b))
+            .wrapping_add(9i32.wrapping_mul(cc))
+            .wrapping_sub(d)
+            .wrapping_add(8)
+            >> 4;
+    }
+    b.wrapping_add(cc).wrapping_add(1) >> 1
+}
+
+/// Twin of the entry point `lattice_pass` with `pass_index` (the dispatch's uniform): every
+/// lattice array's pass `pass_index` sets its targets to `P + S k`, ORing [`flags::VALUE`]
+/// into `errors[file]` for `|k| >= 2^26` or `|x|` at or past the array's limit.
+pub(crate) fn lattice_pass(
+    words: &[u32],
+    errors: &mut [u32],
+    arrays: &[BoundedArray],
+    passes: &[BoundedPass],
+    output: &mut [u32],
+    pass_index: u32,
+) {
+    for a in arrays {
+        if a.predictor != 0 || pass_index >= a.pass_count {
+            continue;
+        }
+        let p = &passes[(a.passes + pass_index) as usize];
+        let mut bad = false;
+        for t in 0..p.count {
+            let mut r = t;
+            let t3 = r % p.g3;
+            r /= p.g3;
+            let t2 = r % p.g2;
+            r /= p.g2;
+            let t1 = r % p.g1;
+            let t0 = r / p.g1;
+            let i = p.base + t0 * p.istep0 + t1 * p.istep1 + t2 * p.istep2 + t3 * p.istep3;
+            let c = p.stride + 2 * p.stride * [t0, t1, t2, t3][p.axis as usize];
+            let k = words[(a.words + p.stream + t) as usize] as i32;
+            let pred = if p.kind == PASS_ORIGIN {
+                0
+            } else {
+                predict(output, a.out_word, p, i, c)
+            };
+            let big = k >= 1 << 26 || k <= -(1 << 26);
+            let x = pred.wrapping_add((p.step as i32).wrapping_mul(if big { 0 } else { k }));
+            if big || x.wrapping_abs() >= a.limit as i32 {
+                bad = true;
+            }
+            output[(a.out_word + i) as usize] = x as u32;
+        }
+        if bad {
+            errors[a.file as usize] |= flags::VALUE;
+        }
+    }
+}
+
+/// Twin of `value_bits` in `bounded.wgsl`: value `i` of array `a` as f32 bits, and whether
+/// its bin is past the limit.
+fn value_bits(
+    a: &BoundedArray,
+    words: &[u32],
+    tables: &[u32],
+    output: &[u32],
+    i: u32,
+) -> (u32, bool) {
+    let (x, bad) = if a.predictor == 0 {
+        (output[(a.out_word + i) as usize] as i32, false)
+    } else {
+        let q = words[(a.words + i) as usize];
+        (q as i32, q >= BOUNDED_MAX_BINS)
+    };
+    let mut v = (f32::from_bits(a.offset_bits) + x as f32 * f32::from_bits(a.unit_bits)).to_bits();
+    let (mut lo, mut hi) = (0u32, a.run_count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if tables[(a.runs + 3 * mid) as usize] <= i {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo > 0 {
+        let r = (a.runs + 3 * (lo - 1)) as usize;
+        if i - tables[r] < tables[r + 1] {
+            v = tables[r + 2];
+        }
+    }
+    (v, bad)
+}
+
+/// Twin of the entry point `finish`: every value to `offset + f32(x) * unit` (or its run's
+/// bits), ORing [`flags::VALUE`] into `errors[file]` for a bin past 65535.
+pub(crate) fn finish(
+    tables: &[u32],
+    words: &[u32],
+    errors: &mut [u32],
+    arrays: &[BoundedArray],
+    output: &mut [u32],
+) {
+    for a in arrays {
+        let mut bad = false;
+        for i in 0..a.count {
+            let (v, b) = value_bits(a, words, tables, output, i);
+            output[(a.out_word + i) as usize] = v;
+            bad |= b;
+        }
+        if bad {
+            errors[a.file as usize] |= flags::VALUE;
+        }
+    }
+}
