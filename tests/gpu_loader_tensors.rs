@@ -428,50 +428,67 @@ fn options_the_gpu_path_does_not_take_are_refused() {
     assert!(e.to_string().contains("64-bit"), "{e}");
     o.gpu = None;
     assert!(Loader::open(LoaderDataset::Tensors(wide), o, start()).is_ok());
-    // Error-bounded arrays of 4 axes (.l3f version 3) load on the CPU path only.
+    // Error-bounded arrays of 4 axes (.l3f version 3) beside ones of 2 (version 1): the GPU
+    // path decodes both kinds and gives the CPU path's batches bit for bit.
     let four = tempfile::tempdir().unwrap();
     let mut p = TensorPacker::new(
         four.path(),
         TensorPackOptions::new(4, ArrayMode::Absolute(1e-3)),
     )
     .unwrap();
-    let source = |i: u32| -> Vec<f32> {
-        (0..2 * 3 * 8 * 8)
+    let source = |i: u32, n: usize| -> Vec<f32> {
+        (0..n)
             .map(|k| ((k as f32) * 0.1 + i as f32).sin())
             .collect()
     };
-    for i in 0..3u32 {
+    for i in 0..6u32 {
         p.push(TensorSample {
             key: None,
             class: None,
             meta: Vec::new(),
-            arrays: vec![(
-                "vol".into(),
-                NdArray::from_f32(vec![2, 3, 8, 8], &source(i)).unwrap(),
-            )],
+            arrays: vec![
+                (
+                    "vol".into(),
+                    NdArray::from_f32(vec![2, 3, 8, 8], &source(i, 384)).unwrap(),
+                ),
+                (
+                    "img".into(),
+                    NdArray::from_f32(vec![8, 8], &source(i + 9, 64)).unwrap(),
+                ),
+            ],
         })
         .unwrap();
     }
     p.finish().unwrap();
     let four = Arc::new(TensorDataset::open(four.path()).unwrap());
-    let mut o = options(3, None);
-    o.gpu = Some(gpu.clone());
-    let e = Loader::open(LoaderDataset::Tensors(four.clone()), o.clone(), start())
-        .err()
-        .expect("refused");
-    assert!(e.to_string().contains("CPU path only"), "{e}");
-    o.gpu = None;
+    let crop = TensorAugment {
+        crop: vec![4, 4],
+        flips: true,
+        rot90: true,
+        normalise: true,
+        ..Default::default()
+    };
+    for tensor in [None, Some(crop)] {
+        let cpu = ok(run(&four, options(4, tensor.clone()), start()));
+        let mut o = options(4, tensor);
+        o.gpu = Some(gpu.clone());
+        let on_gpu = ok(run(&four, o, start()));
+        assert_same(&cpu, &on_gpu, "version 1 and 3 error-bounded arrays");
+        let Tensor::F32(values) = &cpu[0].arrays[0].tensor else {
+            panic!("f32")
+        };
+        assert!(!values.is_empty());
+    }
+    // Whole arrays on the CPU are within the bound of the source.
+    let mut o = options(6, None);
     o.end_epoch = 1;
-    let batches = ok(run(&four, o, start()));
-    assert_eq!(batches.len(), 1);
-    let b = &batches[0];
+    let b = &ok(run(&four, o, start()))[0];
     let Tensor::F32(values) = &b.arrays[0].tensor else {
         panic!("f32")
     };
     for (k, &s) in b.samples.iter().enumerate() {
-        let want = source(s as u32);
-        let got = &values[k * want.len()..(k + 1) * want.len()];
-        for (x, y) in want.iter().zip(got) {
+        let want = source(s as u32, 384);
+        for (x, y) in want.iter().zip(&values[k * 384..(k + 1) * 384]) {
             assert!((x - y).abs() as f64 <= 1e-3, "{x} {y}");
         }
     }

@@ -146,8 +146,7 @@ def pack_arrays(
     ``modes`` is one mode for every array or a dict ``{name: mode}`` (unnamed arrays:
     lossless). A mode is ``"raw"``, ``"lossless"`` (a lossless float field for float arrays,
     the bytes for integer ones), ``{"absolute": e}`` or ``{"relative": r}`` (error-bounded
-    float32; relative to each array's value range; 1- and 4-axis arrays load on the CPU
-    path only for now), each with an optional
+    float32; relative to each array's value range), each with an optional
     ``"fill_value"`` (``{"mode": "raw", "fill_value": -9999}``), left out of the statistics
     and stored exactly. ``keys`` and ``labels`` give each sample's key (default its index,
     8 digits) and class. Shards are written as they fill (at most one shard's samples in

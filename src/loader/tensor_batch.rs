@@ -338,16 +338,6 @@ impl GpuWindows {
                      unset",
                 ));
             }
-            if d.mode == crate::tensor::StorageMode::ErrorBounded.name()
-                && !matches!(d.shape.len(), 2 | 3)
-            {
-                return Err(invalid(
-                    "tensor axes",
-                    d.shape.len() as u64,
-                    "error-bounded arrays of 1 or 4 axes (.l3f version 3) decode on the CPU \
-                     path only: leave gpu unset",
-                ));
-            }
         }
         if let Some(a) = augment {
             return Ok(GpuWindows {

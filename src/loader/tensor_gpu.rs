@@ -63,8 +63,12 @@ pub struct TensorGpuCounts {
     pub raw_upload_bytes: u64,
     /// Bytes of compressed payloads handed to the field decoders.
     pub compressed_bytes: u64,
-    /// Error-bounded arrays decoded (one `decode_fields` batch).
+    /// Error-bounded arrays of 2 or 3 axes decoded (`.l3f` version 1, one `decode_fields`
+    /// batch).
     pub error_bounded: usize,
+    /// Error-bounded arrays of 1 or 4 axes decoded (`.l3f` version 3, one
+    /// `decode_bounded_fields` batch).
+    pub bounded: usize,
     /// Lossless arrays decoded (one `decode_lossless_fields` batch).
     pub lossless: usize,
     /// Raw arrays uploaded.
@@ -175,6 +179,13 @@ pub enum ArraySource {
         /// Bytes.
         len: u64,
     },
+    /// Array `k` of the version 3 error-bounded batch (f32 values, `len` bytes).
+    Bounded {
+        /// Index in [`TensorBatchPlan::bounded`].
+        k: usize,
+        /// Bytes.
+        len: u64,
+    },
     /// Array `k` of the lossless batch (`len` bytes).
     Lossless {
         /// Index in [`TensorBatchPlan::lossless`].
@@ -207,19 +218,27 @@ pub struct TensorBatchPlan<'a> {
     pub raw: Vec<(u64, &'a [u8])>,
     /// Bytes of the raw upload.
     pub raw_bytes: u64,
-    /// The error-bounded payloads (`.l3f` version 1), in job order.
+    /// The error-bounded payloads of 2 or 3 axes (`.l3f` version 1), in job order.
     pub error_bounded: Vec<&'a [u8]>,
+    /// The error-bounded payloads of 1 or 4 axes (`.l3f` version 3), in job order. They
+    /// share the window kernel's source binding with version 1's, after them.
+    pub bounded: Vec<&'a [u8]>,
     /// The lossless payloads (`.l3f` version 2), in job order.
     pub lossless: Vec<&'a [u8]>,
-    /// Per decoder batch entry: its job (error-bounded, then lossless).
-    pub decoded_jobs: [Vec<usize>; 2],
+    /// Per decoder batch entry: its job (error-bounded, lossless, then version 3).
+    pub decoded_jobs: [Vec<usize>; 3],
     /// What the batch moves.
     pub counts: TensorGpuCounts,
 }
 
 impl TensorBatchPlan<'_> {
     /// The engine's tasks, given the byte offsets of the decoded arrays in their buffers.
-    pub(crate) fn tasks(&self, error_bounded: &[u64], lossless: &[u64]) -> Vec<WindowTask> {
+    pub(crate) fn tasks(
+        &self,
+        error_bounded: &[u64],
+        lossless: &[u64],
+        bounded: &[u64],
+    ) -> Vec<WindowTask> {
         self.jobs
             .iter()
             .map(|&(job, source, dst)| {
@@ -228,6 +247,7 @@ impl TensorBatchPlan<'_> {
                     ArraySource::ErrorBounded { k, len } => {
                         ((error_bounded[k], len), SOURCE_ERROR_BOUNDED)
                     }
+                    ArraySource::Bounded { k, len } => ((bounded[k], len), SOURCE_ERROR_BOUNDED),
                     ArraySource::Lossless { k, len } => ((lossless[k], len), SOURCE_LOSSLESS),
                 };
                 WindowTask {
@@ -389,8 +409,9 @@ pub fn plan_tensor_batch<'a>(
         raw: Vec::new(),
         raw_bytes: 0,
         error_bounded: Vec::new(),
+        bounded: Vec::new(),
         lossless: Vec::new(),
-        decoded_jobs: [Vec::new(), Vec::new()],
+        decoded_jobs: [Vec::new(), Vec::new(), Vec::new()],
         counts: TensorGpuCounts::default(),
     };
     for (i, (name, shape)) in names.iter().zip(&shapes).enumerate() {
@@ -430,6 +451,18 @@ pub fn plan_tensor_batch<'a>(
                     plan.counts.raw += 1;
                     ArraySource::Raw { offset, len }
                 }
+                StorageMode::ErrorBounded
+                    if crate::field::field_version(a.payload)
+                        == Some(crate::field::BOUNDED_VERSION) =>
+                {
+                    plan.bounded.push(a.payload);
+                    plan.decoded_jobs[2].push(plan.jobs.len());
+                    plan.counts.compressed_bytes += a.payload.len() as u64;
+                    ArraySource::Bounded {
+                        k: plan.bounded.len() - 1,
+                        len,
+                    }
+                }
                 StorageMode::ErrorBounded => {
                     plan.error_bounded.push(a.payload);
                     plan.decoded_jobs[0].push(plan.jobs.len());
@@ -467,6 +500,7 @@ pub fn plan_tensor_batch<'a>(
     plan.counts.raw_upload_bytes = plan.raw.iter().map(|(_, p)| p.len() as u64).sum();
     plan.counts.error_bounded = plan.error_bounded.len();
     plan.counts.lossless = plan.lossless.len();
+    plan.counts.bounded = plan.bounded.len();
     plan.counts.output_bytes = plan.output_bytes;
     Ok(plan)
 }
@@ -626,7 +660,33 @@ pub fn window_batch(
             .map_err(|e| named(1, e))?;
         (b.buffer, b.offsets)
     };
-    let tasks = plan.tasks(&field_offsets, &lossless_offsets);
+    // Version 3 arrays decode into their own buffer; the window kernel reads them from the
+    // error-bounded binding, after version 1's (one device-side copy when both are present).
+    let (fields, bounded_offsets) = if plan.bounded.is_empty() {
+        (fields, Vec::new())
+    } else {
+        let b = crate::field::gpu::decode_bounded_fields(decoder, &plan.bounded, decoder.options())
+            .map_err(|e| named(2, e))?;
+        if plan.error_bounded.is_empty() {
+            (b.buffer, b.offsets)
+        } else {
+            let base = fields.size().next_multiple_of(OUT_ALIGN);
+            let both = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3 tensor error-bounded arrays"),
+                size: base + b.buffer.size(),
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("l3 tensor error-bounded arrays"),
+            });
+            enc.copy_buffer_to_buffer(&fields, 0, &both, 0, fields.size());
+            enc.copy_buffer_to_buffer(&b.buffer, 0, &both, base, b.buffer.size());
+            decoder.queue().submit([enc.finish()]);
+            (both, b.offsets.iter().map(|o| base + o).collect())
+        }
+    };
+    let tasks = plan.tasks(&field_offsets, &lossless_offsets, &bounded_offsets);
     let (buffer, dispatches) = tensor_window::dispatch(
         decoder,
         [&raw, &fields, &lossless],

@@ -219,7 +219,7 @@ fn check(augment: &TensorAugment, recs: &[Vec<EncodedArray>], limits: &BindLimit
     let raw: Vec<u32> = bytemuck::pod_collect_to_vec(&raw);
     let (bounded, bounded_at) = decoded_layout(&plan, recs, 0);
     let (lossless, lossless_at) = decoded_layout(&plan, recs, 1);
-    let tasks = plan.tasks(&bounded_at, &lossless_at);
+    let tasks = plan.tasks(&bounded_at, &lossless_at, &[]);
     let (table, jobs) = tensor_window::plan(&tasks, limits).unwrap();
     let mut dst = vec![0u32; (plan.output_bytes / 4) as usize];
     let sources = [&raw[..], &bounded[..], &lossless[..]];
