@@ -18,36 +18,10 @@ use l3::decode::DecodeOptions;
 use l3::field::gpu::decode_bounded_fields;
 use l3::field::{decode_bounded, encode_bounded, parse_bounded, BoundedOptions, Predictor};
 
-/// A shared array: name, shape, values, fill value.
-type Array = (String, Vec<u32>, Vec<f32>, Option<f32>);
+type Array = common::Float32Array;
 
 fn shared_arrays() -> Vec<Array> {
-    let Some(root) = common::corpus_dir() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for p in common::files_under(&root.join("float32")) {
-        if p.extension().is_none_or(|e| e != "f32") {
-            continue;
-        }
-        let meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(p.with_extension("json")).unwrap()).unwrap();
-        let shape: Vec<u32> = meta["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap() as u32)
-            .collect();
-        let values: Vec<f32> = std::fs::read(&p)
-            .unwrap()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let fill = meta["fill_value"].as_f64().map(|f| f as f32);
-        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-        out.push((name, shape, values, fill));
-    }
-    out
+    common::float32_arrays()
 }
 
 /// The absolute bound `rel x (max - min)` of the regular values.

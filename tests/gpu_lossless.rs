@@ -16,35 +16,17 @@ use l3::field::{decode_lossless, encode_lossless, FloatSlice, LosslessOptions};
 
 /// The shared float32 arrays, losslessly encoded (their fill value declared), by name.
 fn shared_files() -> Vec<(String, Vec<u8>)> {
-    let Some(root) = common::corpus_dir() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for p in common::files_under(&root.join("float32")) {
-        if p.extension().is_none_or(|e| e != "f32") {
-            continue;
-        }
-        let meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(p.with_extension("json")).unwrap()).unwrap();
-        let shape: Vec<u32> = meta["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap() as u32)
-            .collect();
-        let values: Vec<f32> = std::fs::read(&p)
-            .unwrap()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let opts = LosslessOptions {
-            fill_value: meta["fill_value"].as_f64().map(|f| (f as f32).to_bits()),
-            ..Default::default()
-        };
-        let file = encode_lossless(FloatSlice::F32(&values), &shape, &opts).unwrap();
-        out.push((p.file_stem().unwrap().to_string_lossy().into_owned(), file));
-    }
-    out
+    common::float32_arrays()
+        .into_iter()
+        .map(|(name, shape, values, fill)| {
+            let opts = LosslessOptions {
+                fill_value: fill.map(f32::to_bits),
+                ..Default::default()
+            };
+            let file = encode_lossless(FloatSlice::F32(&values), &shape, &opts).unwrap();
+            (name, file)
+        })
+        .collect()
 }
 
 /// Synthetic arrays: every float type in 1 to 4 axes with the special values, and a decimal

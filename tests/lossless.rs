@@ -5,8 +5,6 @@
 //! axes; a property test; and hostile files (every truncation, bit flips with and without the
 //! CRC check, lying headers), each an error or some output, never a panic.
 
-use std::path::PathBuf;
-
 use l3::decode::DecodeOptions;
 use l3::error::{Error, LimitsError};
 use l3::field::{
@@ -15,6 +13,8 @@ use l3::field::{
 };
 use l3::limits::Limits;
 use proptest::prelude::*;
+
+mod common;
 
 fn bytes_of(values: FloatSlice<'_>) -> Vec<u8> {
     match values {
@@ -50,74 +50,8 @@ fn round_trip(values: FloatSlice<'_>, shape: &[u32], options: &LosslessOptions) 
     file
 }
 
-/// The shared float32 folder, or `None` (only without `CI=true`) when it is missing.
-fn shared_dir() -> Option<PathBuf> {
-    let root = std::env::var_os("L3_TEST_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
-    let dir = root.join("float32");
-    if dir.is_dir() {
-        Some(dir)
-    } else if std::env::var("CI").as_deref() == Ok("true") {
-        panic!(
-            "CI=true but {} is missing (set L3_TEST_DATA)",
-            dir.display()
-        );
-    } else {
-        eprintln!("note: {} not found; shared arrays skipped", dir.display());
-        None
-    }
-}
-
-/// The JSON sidecar's "shape" and numeric "fill_value" (a small reader for these two keys).
-fn sidecar(text: &str) -> (Vec<u32>, Option<f32>) {
-    let after = |key: &str| {
-        text[text.find(key).expect(key) + key.len()..].trim_start()[1..]
-            .trim_start()
-            .to_string()
-    };
-    let s = after("\"shape\"");
-    let shape = s[1..s.find(']').unwrap()]
-        .split(',')
-        .map(|d| d.trim().parse().unwrap())
-        .collect();
-    let f = after("\"fill_value\"");
-    let end = f.find([',', '\n', '}']).unwrap();
-    (shape, f[..end].trim().parse::<f64>().ok().map(|v| v as f32))
-}
-
-/// A shared array: name, shape, values, fill value.
-type Shared = (String, Vec<u32>, Vec<f32>, Option<f32>);
-
-fn shared_arrays() -> Vec<Shared> {
-    let Some(dir) = shared_dir() else {
-        return Vec::new();
-    };
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "f32"))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no .f32 arrays in {}", dir.display());
-    paths
-        .iter()
-        .map(|p| {
-            let (shape, fill) =
-                sidecar(&std::fs::read_to_string(p.with_extension("json")).unwrap());
-            let values = std::fs::read(p)
-                .unwrap()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                .collect();
-            (
-                p.file_stem().unwrap().to_string_lossy().into_owned(),
-                shape,
-                values,
-                fill,
-            )
-        })
-        .collect()
+fn shared_arrays() -> Vec<common::Float32Array> {
+    common::float32_arrays()
 }
 
 /// float32 -> float16 bits, round to nearest even (NaN keeps a quiet payload bit).

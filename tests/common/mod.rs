@@ -82,3 +82,41 @@ pub fn corpus_images() -> Vec<PathBuf> {
     });
     files
 }
+
+/// A shared float32 array: name, shape, values, fill value (from its JSON sidecar).
+pub type Float32Array = (String, Vec<u32>, Vec<f32>, Option<f32>);
+
+/// The corpus's float32 arrays (`float32/*.f32` with their `.json` sidecars), sorted by
+/// name; empty without the corpus (which `CI=true` refuses, see [`corpus_dir`]).
+pub fn float32_arrays() -> Vec<Float32Array> {
+    let Some(root) = corpus_dir() else {
+        return Vec::new();
+    };
+    let dir = root.join("float32");
+    let paths: Vec<PathBuf> = files_under(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "f32"))
+        .collect();
+    assert!(!paths.is_empty(), "no .f32 arrays in {}", dir.display());
+    paths
+        .iter()
+        .map(|p| {
+            let meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(p.with_extension("json")).unwrap()).unwrap();
+            let shape = meta["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap() as u32)
+                .collect();
+            let values = std::fs::read(p)
+                .unwrap()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let fill = meta["fill_value"].as_f64().map(|f| f as f32);
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, shape, values, fill)
+        })
+        .collect()
+}
