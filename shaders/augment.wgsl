@@ -44,36 +44,6 @@ fn tap(o: u32, start: u32, len: u32, src_len: u32, out_len: u32) -> Tap {
     return Tap(lo, min(lo + 1u, src_len - 1u), s - f32(lo));
 }
 
-// IEEE binary16 bits of x, rounded to nearest, ties to even (`f32_to_f16_bits` on the CPU,
-// the same integer steps: no float16 capability needed).
-fn round_shift(value: u32, shift: u32) -> u32 {
-    let r = value >> shift;
-    let rem = value & ((1u << shift) - 1u);
-    let half = 1u << (shift - 1u);
-    return r + select(0u, 1u, rem > half || (rem == half && (r & 1u) == 1u));
-}
-
-fn f16_bits(x: f32) -> u32 {
-    let b = bitcast<u32>(x);
-    let sign = (b >> 16u) & 0x8000u;
-    let exp = i32((b >> 23u) & 0xffu);
-    let man = b & 0x7fffffu;
-    if (exp == 255) {
-        return sign | 0x7c00u | select(0u, 0x200u, man != 0u);
-    }
-    let e = exp - 127 + 15;
-    if (e >= 31) {
-        return sign | 0x7c00u;
-    }
-    if (e <= 0) {
-        if (e < -10) {
-            return sign;
-        }
-        return sign | round_shift(man | 0x800000u, u32(14 - e));
-    }
-    return sign | round_shift((u32(e) << 23u) | man, 13u);
-}
-
 // Wellons' lowbias32 (`hash32` on the CPU).
 fn hash32(x_in: u32) -> u32 {
     var x = x_in;
@@ -182,7 +152,8 @@ fn augment(@builtin(workgroup_id) wid: vec3<u32>,
             if (2u * w + 1u < total) {
                 hi = value_at(2u * w + 1u);
             }
-            dst[job.dst_offset + w] = f16_bits(value_at(2u * w)) | (f16_bits(hi) << 16u);
+            let lo = f16_bits(bitcast<u32>(value_at(2u * w)));
+            dst[job.dst_offset + w] = lo | (f16_bits(bitcast<u32>(hi)) << 16u);
         }
         return;
     }

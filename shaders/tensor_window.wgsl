@@ -41,14 +41,6 @@ fn src_word(i: u32) -> u32 {
     return src2[w];
 }
 
-// x >> shift (1..=31), rounded to nearest, ties to even.
-fn round_shift(value: u32, shift: u32) -> u32 {
-    let r = value >> shift;
-    let rem = value & ((1u << shift) - 1u);
-    let half = 1u << (shift - 1u);
-    return r + select(0u, 1u, rem > half || (rem == half && (r & 1u) == 1u));
-}
-
 // f32 bits of the unsigned integer a, rounded to nearest, ties to even.
 fn u32_to_f32_bits(a: u32) -> u32 {
     if (a == 0u) {
@@ -175,28 +167,6 @@ fn value_bits(k: u32) -> u32 {
         return normalised(b);
     }
     return b;
-}
-
-// IEEE binary16 bits of f32 bits b, rounded to nearest, ties to even (`f32_to_f16_bits` on
-// the CPU, the same integer steps as `augment.wgsl`'s `f16_bits`).
-fn f16_bits(b: u32) -> u32 {
-    let sign = (b >> 16u) & 0x8000u;
-    let exp = i32((b >> 23u) & 0xffu);
-    let man = b & 0x7fffffu;
-    if (exp == 255) {
-        return sign | 0x7c00u | select(0u, 0x200u, man != 0u);
-    }
-    let e = exp - 127 + 15;
-    if (e >= 31) {
-        return sign | 0x7c00u;
-    }
-    if (e <= 0) {
-        if (e < -10) {
-            return sign;
-        }
-        return sign | round_shift(man | 0x800000u, u32(14 - e));
-    }
-    return sign | round_shift((u32(e) << 23u) | man, 13u);
 }
 
 // The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without

@@ -9,6 +9,7 @@
 use super::abi::{self, LayoutKind, WgslStruct};
 
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
+const F16: &str = include_str!("../../shaders/shared/f16.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
 const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
 const PREFIX_SUM: &str = include_str!("../../shaders/prefix_sum.wgsl");
@@ -216,8 +217,8 @@ pub(crate) fn source(stage: Stage) -> String {
         | Stage::Augment
         | Stage::Fields
         | Stage::Lossless
-        | Stage::TensorWindow => None,
-        Stage::Bounded => None,
+        | Stage::TensorWindow
+        | Stage::Bounded => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -225,9 +226,16 @@ pub(crate) fn source(stage: Stage) -> String {
     };
     let parts: Vec<(&str, &str)> = match output {
         None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
-        None if stage == Stage::Augment => vec![("augment.wgsl", AUGMENT)],
+        None if stage == Stage::Augment => {
+            vec![("shared/f16.wgsl", F16), ("augment.wgsl", AUGMENT)]
+        }
         None if stage == Stage::Fields => vec![("fields.wgsl", FIELDS)],
-        None if stage == Stage::TensorWindow => vec![("tensor_window.wgsl", TENSOR_WINDOW)],
+        None if stage == Stage::TensorWindow => {
+            vec![
+                ("shared/f16.wgsl", F16),
+                ("tensor_window.wgsl", TENSOR_WINDOW),
+            ]
+        }
         None if stage == Stage::Lossless => {
             vec![("shared/bits.wgsl", BITS), ("lossless.wgsl", LOSSLESS)]
         }
