@@ -14,8 +14,8 @@
 #
 # and prints one summary table (adapter, GPU, CPU, every figure, every step's status), also
 # written to $OUT/summary.md ($OUT when set, else target/device-bench/). Every step runs under
-# `timeout`: the caps add up to about 8 minutes (installs 60 s, steady state 90, corpus 60,
-# pack 45, CPU loaders 100, GPU loaders 75, tests 60), well inside 10; a run takes less. A failed step is a FAILED row and a non-zero
+# `timeout`: the caps add up to about 9 minutes (installs 60 s, steady state 90, corpus 60,
+# pack 45, CPU loaders 100, GPU loaders 75, tensors 120, tests 60), well inside 10; a run takes less. A failed step is a FAILED row and a non-zero
 # exit status; a step that needs CUDA where there is none prints "no CUDA" and is skipped,
 # unless CUDA is required (L3_REQUIRE_CUDA=1, the default where nvidia-smi exists): then it
 # fails.
@@ -346,6 +346,79 @@ if [ -n "$CORPUS" ]; then
     step loader-cpu 100 "$PYTHON" "$WORK/loaders.py" cpu "$CORPUS" "$WORK" "$FIGURES"
     step loader-gpu 75 "$PYTHON" "$WORK/loaders.py" gpu "$CORPUS" "$WORK" "$FIGURES"
 fi
+
+# --- 3b. tensor records: the tensor loader's CPU and GPU paths over float fields
+cat >"$WORK/tensors.py" <<'EOF2'
+"""Tensor-record loader throughput (samples/s) for device-bench.sh. Data: SAMPLES samples of
+three smooth float32 256x256 fields (h, u, v: random spectra falling as k^-3, seeded), packed
+as input (h, u, v) and target (h), lossless and relative 1e-3. Each row: one warm-up epoch,
+then EPOCHS timed ones; crop 128x128, flips, quarter turns, normalised, float32, batch 32."""
+import os, sys, time
+
+import numpy as np
+
+import l3
+
+work, figures = sys.argv[1:3]
+EPOCHS = int(os.environ.get("EPOCHS", "3"))
+SAMPLES = int(os.environ.get("TENSOR_SAMPLES", "1024"))
+CORES = os.cpu_count() or 1
+N = 256
+
+
+def fields(seed):
+    rng = np.random.default_rng(seed)
+    k = np.fft.fftfreq(N) * N
+    kk = np.sqrt(k[:, None] ** 2 + k[None, :] ** 2)
+    amp = np.where(kk > 0, (kk + 1) ** -3.0, 0)
+    out = []
+    for _ in range(3):
+        spec = amp * np.exp(2j * np.pi * rng.random((N, N)))
+        f = np.fft.ifft2(spec).real
+        out.append((f / np.abs(f).max()).astype(np.float32))
+    return np.stack(out)
+
+
+def samples():
+    for i in range(SAMPLES):
+        x = fields(i)
+        yield {"input": x, "target": x[:1].copy()}
+
+
+t0 = time.perf_counter()
+for name, mode in (("lossless", "lossless"), ("rel-1e-3", {"relative": 1e-3})):
+    out = l3.pack_arrays(samples(), f"{work}/tensors-{name}", modes=mode, samples_per_shard=128)
+    print(name, out["records"], "records,", out["bytes"] / 1e6, "MB")
+print(f"packed in {time.perf_counter() - t0:.1f} s")
+
+
+def rate(label, path, **options):
+    loader = l3.Loader(path, 32, crop=(128, 128), flips=True, rot90=True, normalize=True,
+                       seed=1, end_epoch=EPOCHS + 1, threads=CORES, **options)
+    first = None
+    n = 0
+    t_start = time.perf_counter()
+    for b in loader:
+        assert b["input"].shape[1:] == (3, 128, 128) and b["target"].shape[1:] == (1, 128, 128)
+        if b["epoch"] == 0:
+            continue
+        if first is None:
+            first = time.perf_counter()
+            warm = first - t_start
+        n += len(b["samples"])
+    dt = time.perf_counter() - first
+    loader.close()
+    line = f"{label}\t{n / dt:.0f} samples/s\t{n} samples in {dt:.2f} s (warm-up epoch {warm:.2f} s)"
+    print(line.replace("\t", "  "))
+    with open(figures, "a") as f:
+        f.write(line + "\n")
+
+
+for name in ("lossless", "rel-1e-3"):
+    rate(f"l3 tensors {name}, CPU path, {CORES} threads", f"{work}/tensors-{name}")
+    rate(f"l3 tensors {name}, GPU path (host tensors)", f"{work}/tensors-{name}", device="gpu")
+EOF2
+step tensors 120 "$PYTHON" "$WORK/tensors.py" "$WORK" "$FIGURES"
 
 # --- 4. the CUDA interop tests (fail, not skip, where CUDA is required)
 cuda_tests() {
