@@ -43,7 +43,8 @@
 # .bench-bin/l3-bench, else target/release/l3-bench.
 #
 # Vulkan loader: a bare machine may lack libvulkan.so.1. Bring Debian's loader package (on the
-# build machine: `apt-get download libvulkan1` into .gl/) and this script unpacks .gl/*.deb
+# build machine: `apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0
+# libgles2` into .gl/; on the H200 the NVIDIA ICD found no adapter with libvulkan1 alone) and this script unpacks .gl/*.deb
 # into / when the loader is missing. If no NVIDIA ICD is configured, it sets VK_DRIVER_FILES
 # to the NVIDIA ICD under /usr/local/nvidia, /usr/share/vulkan or /etc/vulkan when present.
 #
@@ -418,7 +419,7 @@ for name in ("lossless", "rel-1e-3"):
     rate(f"l3 tensors {name}, CPU path, {CORES} threads", f"{work}/tensors-{name}")
     rate(f"l3 tensors {name}, GPU path (host tensors)", f"{work}/tensors-{name}", device="gpu")
 EOF2
-step tensors 120 "$PYTHON" "$WORK/tensors.py" "$WORK" "$FIGURES"
+step tensors 150 "$PYTHON" "$WORK/tensors.py" "$WORK" "$FIGURES"
 
 # --- 4. the CUDA interop tests (fail, not skip, where CUDA is required)
 cuda_tests() {
