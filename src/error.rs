@@ -404,6 +404,14 @@ pub enum ParameterError {
         /// What is allowed.
         reason: &'static str,
     },
+    /// A dataset location (path or URL) that cannot be used: which, and why.
+    #[error("dataset location {location:?}: {reason}")]
+    Location {
+        /// The location given.
+        location: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// The buffer holds 16-bit samples but was asked for 8-bit ones or the reverse.
     #[error("the image has {depth}-bit samples; use the matching decode function")]
     DepthMismatch {

@@ -63,6 +63,7 @@ pub mod progressive;
 pub mod quantize;
 pub mod raw;
 pub mod shard;
+pub mod store;
 pub mod tensor;
 
 pub use compact::{CompactOptions, PredictorSet};

@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
     &["gpu", "inspect"],
     // `image_support` converts progressive levels to the `image` crate's images too.
     &["progressive", "field", "tensor", "image_support"],
+    &["store"],
     &["shard"],
     &["loader"],
 ];

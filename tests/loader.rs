@@ -10,72 +10,14 @@ mod common;
 mod gpu_support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::Arc;
 
 use l3::loader::{
     Augment, DropLast, Loader, LoaderOptions, LoaderState, OnError, Partition, Policy,
 };
-use l3::progressive::{encode_levels, ProgressiveOptions};
-use l3::shard::{Dataset, Manifest, RecordInput, ShardInfo, ShardWriter, MANIFEST_VERSION};
-use l3::{EncodeOptions, Profile};
+use l3::shard::Dataset;
 
-/// The bundled samples, `copies` times each (keys `copy{j}/{name}`, class = the sample's
-/// index), packed with `levels` levels, 7 records per shard.
-fn pack(dir: &Path, copies: usize, levels: u8) -> usize {
-    let mut files = common::files_under(&common::samples_dir());
-    files.retain(|p| p.extension().is_some_and(|e| e == "png"));
-    let images: Vec<_> = files.iter().map(|p| l3::read_image(p).unwrap()).collect();
-    let opts = EncodeOptions::for_profile(Profile::Compact);
-    let progressive = ProgressiveOptions {
-        levels,
-        ..Default::default()
-    };
-    let encoded: Vec<_> = images
-        .iter()
-        .map(|img| {
-            let raw = l3::image_support::raw_image(img).unwrap();
-            encode_levels(&raw, &progressive, &opts).unwrap()
-        })
-        .collect();
-    let mut records = Vec::new();
-    for j in 0..copies {
-        for (i, (img, enc)) in images.iter().zip(&encoded).enumerate() {
-            records.push(RecordInput {
-                key: format!(
-                    "copy{j}/{}",
-                    files[i].file_name().unwrap().to_string_lossy()
-                ),
-                class: Some(i as u32),
-                meta: Vec::new(),
-                width: img.width(),
-                height: img.height(),
-                levels: enc.clone(),
-            });
-        }
-    }
-    let mut shards = Vec::new();
-    for (s, chunk) in records.chunks(7).enumerate() {
-        let mut w = ShardWriter::new(levels).unwrap();
-        for r in chunk {
-            w.add(r.clone()).unwrap();
-        }
-        let file = format!("shard-{s:05}.l3s");
-        let bytes = w.to_bytes();
-        l3::shard::write_atomic(&dir.join(&file), &bytes).unwrap();
-        shards.push(ShardInfo::of_shard(file, &bytes).unwrap());
-    }
-    Manifest {
-        version: MANIFEST_VERSION,
-        levels,
-        classes: (0..images.len()).map(|i| format!("c{i}")).collect(),
-        records: records.len() as u64,
-        shards,
-    }
-    .write(dir)
-    .unwrap();
-    records.len()
-}
+use common::pack_samples as pack;
 
 fn options(batch: u32, world: u32, rank: u32) -> LoaderOptions {
     let mut o = LoaderOptions::new(Partition {

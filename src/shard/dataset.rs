@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::{Manifest, RecordEntry, RecordRef, ShardInfo, ShardReader};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use crate::store::Store;
 
 /// The most threads opening a dataset's shards.
 const MAX_OPEN_THREADS: usize = 8;
@@ -20,7 +21,9 @@ pub const MAX_SHARD_INDEX_BYTES: u64 = 1 << 30;
 /// An open dataset.
 #[derive(Debug)]
 pub struct Dataset {
+    /// The folder (for an object store, its URL as a path).
     dir: PathBuf,
+    store: Store,
     manifest: Manifest,
     shards: Vec<ShardReader>,
     /// First dataset record of each shard, plus the total at the end.
@@ -49,40 +52,24 @@ impl Dataset {
     /// The shards are opened and checked in parallel; the error returned is the first shard's
     /// in manifest order, as if they were opened one after another.
     pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
+        Self::open_in(&Store::local(dir), limits)
+    }
+
+    /// Like [`Dataset::open_with_limits`], the dataset of `store` (a local folder or an
+    /// object store: see [`Store::open`]).
+    pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
         let started = Instant::now();
-        let manifest = Manifest::read(dir)?;
+        let manifest = Manifest::read_in(store)?;
         let manifest_time = started.elapsed();
         let open = |info: &ShardInfo| -> Result<ShardReader> {
-            let path = dir.join(&info.file);
-            let shard = ShardReader::open_with_limits(&path, MAX_SHARD_INDEX_BYTES, limits)?;
+            let shard = ShardReader::open_in(store, &info.file, MAX_SHARD_INDEX_BYTES, limits)?;
             let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
             if !problems.is_empty() {
                 return Err(Error::Manifest(problems.join("; ")));
             }
             Ok(shard)
         };
-        // Threads of their own, not rayon's global pool: a process forked from one that used
-        // that pool (a `DataLoader` worker) has the pool without its threads, and would wait
-        // on it forever.
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, MAX_OPEN_THREADS);
-        let chunk = manifest.shards.len().div_ceil(threads).max(1);
-        let opened: Vec<Result<ShardReader>> = if manifest.shards.len() <= 1 || threads == 1 {
-            manifest.shards.iter().map(open).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = manifest
-                    .shards
-                    .chunks(chunk)
-                    .map(|part| scope.spawn(move || part.iter().map(open).collect::<Vec<_>>()))
-                    .collect();
-                parts
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            })
-        };
+        let opened = open_all(&manifest.shards, open);
         let mut shards = Vec::with_capacity(manifest.shards.len());
         let mut starts = vec![0u64];
         for (info, shard) in manifest.shards.iter().zip(opened) {
@@ -94,7 +81,8 @@ impl Dataset {
             shards: started.elapsed() - manifest_time,
         };
         Ok(Dataset {
-            dir: dir.to_path_buf(),
+            dir: PathBuf::from(store.location()),
+            store: store.clone(),
             manifest,
             shards,
             starts,
@@ -102,12 +90,17 @@ impl Dataset {
         })
     }
 
+    /// Where the dataset lives.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Where the time of opening went.
     pub fn open_times(&self) -> OpenTimes {
         self.times
     }
 
-    /// The dataset's folder.
+    /// The dataset's folder (for an object store, its URL as a path: see [`Dataset::store`]).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -173,4 +166,28 @@ impl Dataset {
             .get(class as usize)
             .map(String::as_str)
     }
+}
+
+/// `open` applied to every item, on at most [`MAX_OPEN_THREADS`] threads of their own (not
+/// rayon's global pool: a process forked from one that used that pool (a `DataLoader` worker)
+/// has the pool without its threads, and would wait on it forever), results in order.
+pub(super) fn open_all<T: Sync, R: Send>(items: &[T], open: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_OPEN_THREADS);
+    let chunk = items.len().div_ceil(threads).max(1);
+    if items.len() <= 1 || threads == 1 {
+        return items.iter().map(open).collect();
+    }
+    let open = &open;
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(open).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }

@@ -11,6 +11,7 @@ use super::tensor_format::RecordKind;
 use super::ShardReader;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use crate::store::Store;
 
 /// File name of the manifest in a dataset folder.
 pub const MANIFEST_NAME: &str = "manifest.json";
@@ -138,44 +139,35 @@ fn level_bytes(level_count: u8, records: &[super::RecordEntry]) -> Vec<u64> {
 
 /// The kind of the dataset in `dir`, from its manifest's `kind` (images without one).
 pub fn dataset_kind(dir: &Path) -> Result<RecordKind> {
-    let path = dir.join(MANIFEST_NAME);
-    kind_of(&read_manifest_bytes(&path)?, &path)
+    dataset_kind_in(&Store::local(dir))
 }
 
-/// The kind a manifest's bytes (read from `path`) declare.
-fn kind_of(bytes: &[u8], path: &Path) -> Result<RecordKind> {
+/// Like [`dataset_kind`], for the dataset of `store` (a local folder or an object store).
+pub fn dataset_kind_in(store: &Store) -> Result<RecordKind> {
+    kind_of(&read_manifest_bytes(store)?, &store.describe(MANIFEST_NAME))
+}
+
+/// The kind a manifest's bytes (read from `shown`, a path or URL) declare.
+fn kind_of(bytes: &[u8], shown: &str) -> Result<RecordKind> {
     #[derive(Deserialize)]
     struct Kind {
         #[serde(default)]
         kind: Option<String>,
     }
-    let k: Kind = serde_json::from_slice(bytes)
-        .map_err(|e| Error::Manifest(format!("{}: {e}", path.display())))?;
+    let k: Kind =
+        serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
     match k.kind.as_deref() {
         None | Some("images") => Ok(RecordKind::Images),
         Some(TENSOR_KIND) => Ok(RecordKind::Tensors),
         Some(other) => Err(Error::Manifest(format!(
-            "{}: unknown dataset kind {other:?}",
-            path.display()
+            "{shown}: unknown dataset kind {other:?}"
         ))),
     }
 }
 
-/// The bytes of a manifest file, at most `MAX_MANIFEST_BYTES`.
-pub(super) fn read_manifest_bytes(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(crate::error::LimitsError::InputBytes {
-            len: bytes.len() as u64,
-            max: MAX_MANIFEST_BYTES,
-        }
-        .into());
-    }
-    Ok(bytes)
+/// The bytes of the manifest of `store`, at most `MAX_MANIFEST_BYTES`.
+pub(super) fn read_manifest_bytes(store: &Store) -> Result<Vec<u8>> {
+    store.read(MANIFEST_NAME, MAX_MANIFEST_BYTES)
 }
 
 /// CRC-32 of the whole file at `path`, read in 1 MiB pieces.
@@ -228,31 +220,22 @@ impl Manifest {
     /// Reads and validates `DIR/manifest.json` ([`Manifest::check_fields`]); at most
     /// `MAX_MANIFEST_BYTES` are read.
     pub fn read(dir: &Path) -> Result<Self> {
-        use std::io::Read;
-        let path = dir.join(MANIFEST_NAME);
-        let mut bytes = Vec::new();
-        // One byte more than the limit tells a file at the limit from a larger one (also when
-        // it grows while it is read).
-        std::fs::File::open(&path)?
-            .take(MAX_MANIFEST_BYTES + 1)
-            .read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(crate::error::LimitsError::InputBytes {
-                len: std::fs::metadata(&path).map_or(bytes.len() as u64, |m| m.len()),
-                max: MAX_MANIFEST_BYTES,
-            }
-            .into());
-        }
-        if kind_of(&bytes, &path)? == RecordKind::Tensors {
+        Self::read_in(&Store::local(dir))
+    }
+
+    /// Like [`Manifest::read`], the manifest of `store` (a local folder or an object store).
+    pub fn read_in(store: &Store) -> Result<Self> {
+        let shown = store.describe(MANIFEST_NAME);
+        let bytes = read_manifest_bytes(store)?;
+        if kind_of(&bytes, &shown)? == RecordKind::Tensors {
             return Err(Error::Manifest(format!(
-                "{}: a tensor dataset (kind \"tensors\"): open it as tensor records",
-                path.display()
+                "{shown}: a tensor dataset (kind \"tensors\"): open it as tensor records"
             )));
         }
-        let m: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Manifest(format!("{}: {e}", path.display())))?;
+        let m: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
         m.check_fields()
-            .map_err(|what| Error::Manifest(format!("{}: {what}", path.display())))?;
+            .map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
         Ok(m)
     }
 

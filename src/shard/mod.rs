@@ -15,7 +15,8 @@
 //! ([`TensorShardWriter`], [`TensorShardReader`]); with feature `dataset`, `tensor_dataset`
 //! ([`TensorManifest`], [`TensorDataset`]) and [`tensor_pack`] ([`tensor_pack::TensorPacker`]).
 
-mod atomic;
+#[cfg(feature = "dataset")]
+mod copy;
 #[cfg(feature = "dataset")]
 mod dataset;
 pub mod format;
@@ -32,13 +33,18 @@ mod tensor_io;
 pub mod tensor_pack;
 mod writer;
 
-pub use atomic::{remove_stale_temps, write_atomic, write_atomic_with, PendingWrite, TEMP_MARKER};
+pub use crate::store::atomic::{
+    remove_stale_temps, write_atomic, write_atomic_with, PendingWrite, TEMP_MARKER,
+};
+#[cfg(feature = "dataset")]
+pub use copy::{copy_dataset, CopyReport};
 #[cfg(feature = "dataset")]
 pub use dataset::{Dataset, OpenTimes};
 pub use format::{Index, LevelEntry, RecordEntry, RecordRef};
 #[cfg(feature = "dataset")]
 pub use manifest::{
-    dataset_kind, file_crc32, Manifest, ShardInfo, MANIFEST_NAME, MANIFEST_VERSION, TENSOR_KIND,
+    dataset_kind, dataset_kind_in, file_crc32, Manifest, ShardInfo, MANIFEST_NAME,
+    MANIFEST_VERSION, TENSOR_KIND,
 };
 pub use reader::{ShardPrefix, ShardReader};
 #[cfg(feature = "dataset")]

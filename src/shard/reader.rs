@@ -5,7 +5,6 @@
 //! the first `k + 1` levels of every record are one contiguous read
 //! ([`ShardReader::read_prefix`]). No read depends on an unvalidated field.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -19,11 +18,12 @@ use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
 use crate::limits::Limits;
 use crate::progressive::{decode_level, LevelImage, LevelScheme, StoredLevels};
+use crate::store::{Blob, Store};
 
 /// An open shard: its validated index, and the file for positional reads.
 #[derive(Debug)]
 pub struct ShardReader {
-    file: File,
+    file: Blob,
     /// The shard's file name, for errors.
     name: String,
     /// Most bytes one read may take ([`Limits::max_input_bytes`]).
@@ -38,8 +38,8 @@ pub struct ShardReader {
 }
 
 /// `e` naming the shard: a structural error wrapped as [`ShardError::File`] with `name`, an
-/// I/O error prefixed with `path` (image and tensor shard readers).
-pub(super) fn named_error(name: &str, path: &Path, e: crate::error::Error) -> crate::error::Error {
+/// I/O error prefixed with `path` (the file's path or URL; image and tensor shard readers).
+pub(super) fn named_error(name: &str, path: &str, e: crate::error::Error) -> crate::error::Error {
     match e {
         crate::error::Error::Shard(e) => ShardError::File {
             file: name.to_owned(),
@@ -47,7 +47,11 @@ pub(super) fn named_error(name: &str, path: &Path, e: crate::error::Error) -> cr
         }
         .into(),
         crate::error::Error::Io(e) => {
-            std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()
+            if e.to_string().starts_with(path) {
+                e.into()
+            } else {
+                std::io::Error::new(e.kind(), format!("{path}: {e}")).into()
+            }
         }
         e => e,
     }
@@ -70,13 +74,39 @@ impl ShardReader {
             .unwrap_or(path.as_os_str())
             .to_string_lossy()
             .into_owned();
+        let shown = path.display().to_string();
+        let blob = Blob::open_file(path).map_err(|e| named_error(&name, &shown, e))?;
+        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
+    }
+
+    /// Like [`ShardReader::open_with_limits`], for shard `file` of `store` (a local folder
+    /// or an object store: the index is then read with the blob's first ranged read).
+    pub fn open_in(
+        store: &Store,
+        file: &str,
+        max_index_bytes: u64,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let shown = store.describe(file);
+        let blob = store
+            .open_blob(file)
+            .map_err(|e| named_error(file, &shown, e))?;
+        Self::open_blob(blob, file.to_owned(), &shown, max_index_bytes, limits)
+    }
+
+    fn open_blob(
+        file: Blob,
+        name: String,
+        shown: &str,
+        max_index_bytes: u64,
+        limits: &Limits,
+    ) -> Result<Self> {
         let max_read = limits.max_input_bytes;
         // Errors of the file or its structure name the shard.
-        let named = |e| named_error(&name, path, e);
-        type Opened = (File, u64, ShardHeader, Trailer, Index);
-        let (file, len, header, trailer, index) = (|| -> Result<Opened> {
-            let file = File::open(path)?;
-            let len = file.metadata()?.len();
+        let named = |e| named_error(&name, shown, e);
+        type Opened = (u64, ShardHeader, Trailer, Index);
+        let (len, header, trailer, index) = (|| -> Result<Opened> {
+            let len = file.len();
             if len < HEADER_LEN + TRAILER_LEN {
                 return Err(ShardError::Truncated {
                     len,
@@ -84,9 +114,9 @@ impl ShardReader {
                 }
                 .into());
             }
-            let header = ShardHeader::parse(&read_at(&file, 0, HEADER_LEN as usize)?)?;
+            let header = ShardHeader::parse(&file.read_at(0, HEADER_LEN as usize)?)?;
             let trailer = Trailer::parse(
-                &read_at(&file, len - TRAILER_LEN, TRAILER_LEN as usize)?,
+                &file.read_at(len - TRAILER_LEN, TRAILER_LEN as usize)?,
                 len,
                 header.level_count,
             )?;
@@ -100,9 +130,9 @@ impl ShardReader {
                 }
                 .into());
             }
-            let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
+            let index = file.read_at(trailer.index_offset, trailer.index_len as usize)?;
             let index = Index::parse(index, &trailer, header.level_count)?;
-            Ok((file, len, header, trailer, index))
+            Ok((len, header, trailer, index))
         })()
         .map_err(named)?;
         Ok(ShardReader {
@@ -212,7 +242,7 @@ impl ShardReader {
     pub fn read_level(&self, i: usize, level: u8) -> Result<Vec<u8>> {
         let entry = self.level_entry(i, level)?;
         // In the data area: checked by parse_index; at most max_read bytes: checked above.
-        let bytes = read_at(&self.file, entry.offset, entry.len as usize)?;
+        let bytes = self.file.read_at(entry.offset, entry.len as usize)?;
         check_crc(&bytes, entry.crc32, i, level)?;
         Ok(bytes)
     }
@@ -267,7 +297,7 @@ impl ShardReader {
                     .max()
                     .unwrap_or(first);
                 // In the data area: every span was checked by parse_index.
-                match read_at(&self.file, first, (end - first) as usize) {
+                match self.file.read_at(first, (end - first) as usize) {
                     Ok(bytes) => spans[run.clone()]
                         .iter()
                         .map(|&(off, len, crc, w)| {
@@ -327,7 +357,8 @@ impl ShardReader {
             .par_chunks_mut(PREFIX_CHUNK)
             .enumerate()
             .try_for_each(|(i, chunk)| {
-                read_exact_at(&self.file, chunk, range.start + (i * PREFIX_CHUNK) as u64)
+                self.file
+                    .read_into(chunk, range.start + (i * PREFIX_CHUNK) as u64)
             })?;
         // Every offset was validated by the index parser to lie in the data area, level-major,
         // so each range below lies inside the prefix.
@@ -474,32 +505,3 @@ fn check_crc(bytes: &[u8], stored: u32, record: usize, level: u8) -> Result<()> 
 
 /// Bytes of one read of [`ShardReader::read_prefix`].
 const PREFIX_CHUNK: usize = 4 << 20;
-
-/// `len` bytes at `offset` (a positional read: no shared cursor, safe from many threads).
-pub(super) fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; len];
-    read_exact_at(file, &mut buf, offset)?;
-    Ok(buf)
-}
-
-/// Fills `buf` from `offset` with positional reads.
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileExt;
-        file.read_exact_at(buf, offset)
-    }
-    #[cfg(windows)]
-    {
-        use std::os::windows::fs::FileExt;
-        let mut done = 0;
-        while done < buf.len() {
-            let n = file.seek_read(&mut buf[done..], offset + done as u64)?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            done += n;
-        }
-        Ok(())
-    }
-}

@@ -16,6 +16,7 @@ use super::TensorShardReader;
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use crate::store::Store;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, Moments, NdArray, StorageMode};
 
 /// The tensor manifest format this code writes and reads.
@@ -134,11 +135,17 @@ pub fn merge_stats(shards: &[TensorShardInfo]) -> BTreeMap<String, ArrayStats> {
 impl TensorManifest {
     /// Reads and validates `DIR/manifest.json` ([`TensorManifest::check_fields`]).
     pub fn read(dir: &Path) -> Result<Self> {
-        let path = dir.join(MANIFEST_NAME);
-        let m: TensorManifest = serde_json::from_slice(&read_manifest_bytes(&path)?)
-            .map_err(|e| Error::Manifest(format!("{}: {e}", path.display())))?;
+        Self::read_in(&Store::local(dir))
+    }
+
+    /// Like [`TensorManifest::read`], the manifest of `store` (a local folder or an object
+    /// store).
+    pub fn read_in(store: &Store) -> Result<Self> {
+        let shown = store.describe(MANIFEST_NAME);
+        let m: TensorManifest = serde_json::from_slice(&read_manifest_bytes(store)?)
+            .map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
         m.check_fields()
-            .map_err(|what| Error::Manifest(format!("{}: {what}", path.display())))?;
+            .map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
         Ok(m)
     }
 
@@ -255,7 +262,9 @@ impl TensorManifest {
 /// An open tensor dataset.
 #[derive(Debug)]
 pub struct TensorDataset {
+    /// The folder (for an object store, its URL as a path).
     dir: PathBuf,
+    store: Store,
     manifest: TensorManifest,
     shards: Vec<TensorShardReader>,
     /// First dataset record of each shard, plus the total at the end.
@@ -273,29 +282,42 @@ impl TensorDataset {
     /// decoded array at most `limits.max_output_bytes`; each shard is checked against the
     /// manifest ([`TensorManifest::mismatches`]).
     pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
-        let manifest = TensorManifest::read(dir)?;
-        let mut shards = Vec::with_capacity(manifest.shards.len());
-        let mut starts = vec![0u64];
-        for s in &manifest.shards {
-            let shard = TensorShardReader::open_with_limits(
-                &dir.join(&s.file),
-                MAX_SHARD_INDEX_BYTES,
-                limits,
-            )?;
+        Self::open_in(&Store::local(dir), limits)
+    }
+
+    /// Like [`TensorDataset::open_with_limits`], the dataset of `store` (a local folder or an
+    /// object store). The shards are opened in parallel (at most 8 threads of their own); the
+    /// error returned is the first shard's in manifest order.
+    pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
+        let manifest = TensorManifest::read_in(store)?;
+        let open = |s: &TensorShardInfo| -> Result<TensorShardReader> {
+            let shard = TensorShardReader::open_in(store, &s.file, MAX_SHARD_INDEX_BYTES, limits)?;
             let problems = manifest.mismatches(s, &shard);
             if !problems.is_empty() {
                 return Err(Error::Manifest(problems.join("; ")));
             }
+            Ok(shard)
+        };
+        let opened = super::dataset::open_all(&manifest.shards, open);
+        let mut shards = Vec::with_capacity(manifest.shards.len());
+        let mut starts = vec![0u64];
+        for (s, shard) in manifest.shards.iter().zip(opened) {
             starts.push(starts.last().expect("non-empty") + s.records);
-            shards.push(shard);
+            shards.push(shard?);
         }
         Ok(TensorDataset {
-            dir: dir.to_path_buf(),
+            dir: PathBuf::from(store.location()),
+            store: store.clone(),
             manifest,
             shards,
             starts,
             limits: *limits,
         })
+    }
+
+    /// Where the dataset lives.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The dataset's folder.

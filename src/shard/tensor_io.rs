@@ -6,13 +6,11 @@
 //! decoded, against its index entry.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::path::Path;
 
 use rayon::prelude::*;
 
 use super::format::{check_key, Trailer, HEADER_LEN, MAX_META_LEN, NO_CLASS, TRAILER_LEN};
-use super::reader::read_at;
 use super::tensor_format::{
     parse_tensor_header, parse_tensor_index, parse_tensor_trailer, tensor_header, ArrayEntry,
     PayloadEntry, TensorEntry,
@@ -21,6 +19,7 @@ use super::ShardError;
 use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, ParameterError, Result};
 use crate::limits::Limits;
+use crate::store::{Blob, Store};
 use crate::tensor::{check_payload, decode_array, EncodedArray, NdArray, MAX_ARRAYS};
 
 /// One tensor record to write: its arrays encoded ([`crate::tensor::encode_array`]).
@@ -161,7 +160,7 @@ pub type RecordPayloads = Result<Vec<Vec<u8>>>;
 /// An open tensor shard: its validated index and the file for positional reads.
 #[derive(Debug)]
 pub struct TensorShardReader {
-    file: File,
+    file: Blob,
     name: String,
     max_read: u64,
     file_len: u64,
@@ -185,11 +184,38 @@ impl TensorShardReader {
             .unwrap_or(path.as_os_str())
             .to_string_lossy()
             .into_owned();
+        let shown = path.display().to_string();
+        let blob =
+            Blob::open_file(path).map_err(|e| super::reader::named_error(&name, &shown, e))?;
+        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
+    }
+
+    /// Like [`TensorShardReader::open_with_limits`], for shard `file` of `store` (a local
+    /// folder or an object store).
+    pub fn open_in(
+        store: &Store,
+        file: &str,
+        max_index_bytes: u64,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let shown = store.describe(file);
+        let blob = store
+            .open_blob(file)
+            .map_err(|e| super::reader::named_error(file, &shown, e))?;
+        Self::open_blob(blob, file.to_owned(), &shown, max_index_bytes, limits)
+    }
+
+    fn open_blob(
+        file: Blob,
+        name: String,
+        shown: &str,
+        max_index_bytes: u64,
+        limits: &Limits,
+    ) -> Result<Self> {
         let max_read = limits.max_input_bytes;
-        let named = |e| super::reader::named_error(&name, path, e);
-        let (file, len, entries) = (|| -> Result<(File, u64, Vec<TensorEntry>)> {
-            let file = File::open(path)?;
-            let len = file.metadata()?.len();
+        let named = |e| super::reader::named_error(&name, shown, e);
+        let (len, entries) = (|| -> Result<(u64, Vec<TensorEntry>)> {
+            let len = file.len();
             if len < HEADER_LEN + TRAILER_LEN {
                 return Err(ShardError::Truncated {
                     len,
@@ -197,11 +223,9 @@ impl TensorShardReader {
                 }
                 .into());
             }
-            parse_tensor_header(&read_at(&file, 0, HEADER_LEN as usize)?)?;
-            let trailer = parse_tensor_trailer(
-                &read_at(&file, len - TRAILER_LEN, TRAILER_LEN as usize)?,
-                len,
-            )?;
+            parse_tensor_header(&file.read_at(0, HEADER_LEN as usize)?)?;
+            let trailer =
+                parse_tensor_trailer(&file.read_at(len - TRAILER_LEN, TRAILER_LEN as usize)?, len)?;
             let max_index = max_index_bytes.min(max_read);
             if trailer.index_len > max_index {
                 return Err(LimitsError::ShardRead {
@@ -212,9 +236,9 @@ impl TensorShardReader {
                 }
                 .into());
             }
-            let index = read_at(&file, trailer.index_offset, trailer.index_len as usize)?;
+            let index = file.read_at(trailer.index_offset, trailer.index_len as usize)?;
             let entries = parse_tensor_index(&index, &trailer)?;
-            Ok((file, len, entries))
+            Ok((len, entries))
         })()
         .map_err(named)?;
         let payload_bytes = entries
@@ -294,7 +318,9 @@ impl TensorShardReader {
             .into());
         }
         // In the data area: checked by parse_tensor_index.
-        let bytes = read_at(&self.file, a.payload.offset, a.payload.len as usize)?;
+        let bytes = self
+            .file
+            .read_at(a.payload.offset, a.payload.len as usize)?;
         let computed = crc32fast::hash(&bytes);
         if computed != a.payload.crc32 {
             return Err(ShardError::LevelChecksum {
@@ -401,7 +427,7 @@ impl TensorShardReader {
                     .max()
                     .unwrap_or(first);
                 // In the data area: every span was checked by parse_tensor_index.
-                match read_at(&self.file, first, (end - first) as usize) {
+                match self.file.read_at(first, (end - first) as usize) {
                     Ok(bytes) => spans[run.clone()]
                         .iter()
                         .map(|&(.., w)| {

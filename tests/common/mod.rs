@@ -120,3 +120,60 @@ pub fn float32_arrays() -> Vec<Float32Array> {
         })
         .collect()
 }
+
+/// The bundled samples, `copies` times each (keys `copy{j}/{name}`, class = the sample's
+/// index), packed with `levels` levels, 7 records per shard.
+pub fn pack_samples(dir: &Path, copies: usize, levels: u8) -> usize {
+    let mut files = files_under(&samples_dir());
+    files.retain(|p| p.extension().is_some_and(|e| e == "png"));
+    let images: Vec<_> = files.iter().map(|p| l3::read_image(p).unwrap()).collect();
+    let opts = l3::EncodeOptions::for_profile(l3::Profile::Compact);
+    let progressive = l3::progressive::ProgressiveOptions {
+        levels,
+        ..Default::default()
+    };
+    let encoded: Vec<_> = images
+        .iter()
+        .map(|img| {
+            let raw = l3::image_support::raw_image(img).unwrap();
+            l3::progressive::encode_levels(&raw, &progressive, &opts).unwrap()
+        })
+        .collect();
+    let mut records = Vec::new();
+    for j in 0..copies {
+        for (i, (img, enc)) in images.iter().zip(&encoded).enumerate() {
+            records.push(l3::shard::RecordInput {
+                key: format!(
+                    "copy{j}/{}",
+                    files[i].file_name().unwrap().to_string_lossy()
+                ),
+                class: Some(i as u32),
+                meta: Vec::new(),
+                width: img.width(),
+                height: img.height(),
+                levels: enc.clone(),
+            });
+        }
+    }
+    let mut shards = Vec::new();
+    for (s, chunk) in records.chunks(7).enumerate() {
+        let mut w = l3::shard::ShardWriter::new(levels).unwrap();
+        for r in chunk {
+            w.add(r.clone()).unwrap();
+        }
+        let file = format!("shard-{s:05}.l3s");
+        let bytes = w.to_bytes();
+        l3::shard::write_atomic(&dir.join(&file), &bytes).unwrap();
+        shards.push(l3::shard::ShardInfo::of_shard(file, &bytes).unwrap());
+    }
+    l3::shard::Manifest {
+        version: l3::shard::MANIFEST_VERSION,
+        levels,
+        classes: (0..images.len()).map(|i| format!("c{i}")).collect(),
+        records: records.len() as u64,
+        shards,
+    }
+    .write(dir)
+    .unwrap();
+    records.len()
+}

@@ -1,0 +1,465 @@
+//! Object stores (feature `remote`) through the `object_store` crate: S3 and compatibles
+//! (`s3://bucket/prefix`), Google Cloud Storage (`gs://`), Azure (`az://`, `abfs(s)://`) and
+//! plain HTTP(S) servers. Credentials, region and endpoint come from the standard environment
+//! variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+//! `AWS_SKIP_SIGNATURE=true` for public buckets, `GOOGLE_*`, `AZURE_*`); an `http://`
+//! endpoint is allowed when the endpoint variable names one. l3's own knobs are
+//! [`RemoteOptions`].
+//!
+//! Calls are blocking: each runs on a small tokio runtime owned by this module and made anew in
+//! a forked child (a `DataLoader` worker), as is the HTTP client, whose connections belong to
+//! the runtime that opened them.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload,
+    RetryConfig, WriteMultipart,
+};
+
+use super::{Blob, BlobInner, TAIL_BYTES};
+use crate::error::{LimitsError, ParameterError, Result};
+
+/// Objects above this size are uploaded in parts.
+const MULTIPART_ABOVE: u64 = 64 << 20;
+/// Bytes of one part of a multipart upload.
+const PART_BYTES: usize = 16 << 20;
+
+/// How l3 talks to object stores. Defaults, each overridable by an environment variable:
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// Retries of a failed request (5xx, timeouts, dropped connections) before the error is
+    /// returned (default 4; `L3_REMOTE_RETRIES`).
+    pub max_retries: usize,
+    /// Longest time spent retrying one request (default 30 s; `L3_REMOTE_RETRY_TIMEOUT`,
+    /// seconds).
+    pub retry_timeout: Duration,
+    /// Timeout of one request (default 60 s; `L3_REMOTE_TIMEOUT`, seconds).
+    pub request_timeout: Duration,
+    /// Timeout of connecting (default 5 s; `L3_REMOTE_CONNECT_TIMEOUT`, seconds).
+    pub connect_timeout: Duration,
+    /// Requests in flight per process at most (default 32; `L3_REMOTE_IN_FLIGHT`).
+    pub max_in_flight: usize,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            max_retries: 4,
+            retry_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            max_in_flight: 32,
+        }
+    }
+}
+
+impl RemoteOptions {
+    /// The defaults, with the environment's overrides (see the fields).
+    pub fn from_env() -> Result<Self> {
+        let mut o = RemoteOptions::default();
+        let var = |name: &'static str| -> Result<Option<u64>> {
+            match std::env::var(name) {
+                Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+                    ParameterError::Location {
+                        location: format!("{name}={v}"),
+                        reason: "not a whole number".into(),
+                    }
+                    .into()
+                }),
+                Err(_) => Ok(None),
+            }
+        };
+        if let Some(v) = var("L3_REMOTE_RETRIES")? {
+            o.max_retries = v as usize;
+        }
+        if let Some(v) = var("L3_REMOTE_RETRY_TIMEOUT")? {
+            o.retry_timeout = Duration::from_secs(v);
+        }
+        if let Some(v) = var("L3_REMOTE_TIMEOUT")? {
+            o.request_timeout = Duration::from_secs(v.max(1));
+        }
+        if let Some(v) = var("L3_REMOTE_CONNECT_TIMEOUT")? {
+            o.connect_timeout = Duration::from_secs(v.max(1));
+        }
+        if let Some(v) = var("L3_REMOTE_IN_FLIGHT")? {
+            o.max_in_flight = (v as usize).max(1);
+        }
+        Ok(o)
+    }
+}
+
+/// The runtime and client of this process: `(pid, runtime, client)`.
+type PerProcess = (u32, Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>);
+
+/// A prefix of an object store.
+#[derive(Debug)]
+pub(super) struct Remote {
+    /// The URL without a trailing `/`.
+    url: String,
+    /// The prefix inside the bucket.
+    prefix: ObjectPath,
+    options: RemoteOptions,
+    /// Made on first use in each process (see the module docs).
+    client: Mutex<Option<PerProcess>>,
+    /// Bounds the requests in flight.
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+fn location_error(url: &str, reason: impl std::fmt::Display) -> crate::Error {
+    ParameterError::Location {
+        location: url.to_owned(),
+        reason: reason.to_string(),
+    }
+    .into()
+}
+
+/// An `object_store` error as an I/O error naming `object`.
+fn io_error(object: &str, e: object_store::Error) -> std::io::Error {
+    use std::io::ErrorKind;
+    match e {
+        object_store::Error::NotFound { .. } => {
+            std::io::Error::new(ErrorKind::NotFound, format!("{object}: no such object"))
+        }
+        object_store::Error::Precondition { .. } => std::io::Error::other(format!(
+            "{object}: the object changed after it was opened (its ETag no longer matches): \
+                 refusing to mix two versions; open the dataset again"
+        )),
+        e => std::io::Error::other(format!("{object}: {e}")),
+    }
+}
+
+impl Remote {
+    /// Checks `url` and builds its client once, so a bad URL or missing credentials fail here.
+    pub(super) fn open(url: &str, options: &RemoteOptions) -> Result<Remote> {
+        let trimmed = url.trim_end_matches('/');
+        let parsed = url::Url::parse(trimmed).map_err(|e| location_error(url, e))?;
+        let (_, prefix) = object_store::parse_url(&parsed).map_err(|e| location_error(url, e))?;
+        let remote = Remote {
+            url: trimmed.to_owned(),
+            prefix,
+            options: options.clone(),
+            client: Mutex::new(None),
+            slots: Arc::new(tokio::sync::Semaphore::new(options.max_in_flight)),
+        };
+        remote.client()?;
+        Ok(remote)
+    }
+
+    /// The URL (no trailing `/`).
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL of object `name`.
+    pub(super) fn describe(&self, name: &str) -> String {
+        format!("{}/{name}", self.url)
+    }
+
+    fn path(&self, name: &str) -> ObjectPath {
+        self.prefix.clone().join(name)
+    }
+
+    /// This process's runtime and client (made anew after a fork).
+    fn client(&self) -> Result<(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>)> {
+        let pid = std::process::id();
+        let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, rt, c)) = &*slot {
+            if *p == pid {
+                return Ok((rt.clone(), c.clone()));
+            }
+        }
+        if let Some(old) = slot.take() {
+            // The parent's runtime has no threads in this process: dropping it could wait on
+            // them forever.
+            std::mem::forget(old);
+        }
+        let rt = Arc::new(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("l3-remote")
+                .enable_all()
+                .build()?,
+        );
+        let client = self.build()?;
+        *slot = Some((pid, rt.clone(), client.clone()));
+        Ok((rt, client))
+    }
+
+    fn build(&self) -> Result<Arc<dyn ObjectStore>> {
+        let url = &self.url;
+        let o = &self.options;
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(5),
+                base: 2.0,
+            },
+            max_retries: o.max_retries,
+            retry_timeout: o.retry_timeout,
+        };
+        let client = ClientOptions::new()
+            .with_timeout(o.request_timeout)
+            .with_connect_timeout(o.connect_timeout);
+        let scheme = url
+            .split_once("://")
+            .map_or("", |(s, _)| s)
+            .to_ascii_lowercase();
+        let http_endpoint = |vars: &[&str]| {
+            vars.iter()
+                .any(|v| std::env::var(v).is_ok_and(|e| e.starts_with("http://")))
+        };
+        let store: Arc<dyn ObjectStore> = match scheme.as_str() {
+            "s3" | "s3a" => {
+                let allow =
+                    http_endpoint(&["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT"]);
+                Arc::new(
+                    object_store::aws::AmazonS3Builder::from_env()
+                        .with_url(url.as_str())
+                        .with_retry(retry)
+                        .with_client_options(client.with_allow_http(allow))
+                        .build()
+                        .map_err(|e| location_error(url, e))?,
+                )
+            }
+            "gs" => Arc::new(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url.as_str())
+                    .with_retry(retry)
+                    .with_client_options(client)
+                    .build()
+                    .map_err(|e| location_error(url, e))?,
+            ),
+            "az" | "abfs" | "abfss" => {
+                let allow = http_endpoint(&["AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"]);
+                Arc::new(
+                    object_store::azure::MicrosoftAzureBuilder::from_env()
+                        .with_url(url.as_str())
+                        .with_retry(retry)
+                        .with_client_options(client.with_allow_http(allow))
+                        .build()
+                        .map_err(|e| location_error(url, e))?,
+                )
+            }
+            "http" | "https" => {
+                let parsed = url::Url::parse(url).map_err(|e| location_error(url, e))?;
+                let base = format!(
+                    "{}://{}",
+                    parsed.scheme(),
+                    &parsed[url::Position::BeforeHost..url::Position::AfterPort]
+                );
+                Arc::new(
+                    object_store::http::HttpBuilder::new()
+                        .with_url(base)
+                        .with_retry(retry)
+                        .with_client_options(client.with_allow_http(scheme == "http"))
+                        .build()
+                        .map_err(|e| location_error(url, e))?,
+                )
+            }
+            other => return Err(location_error(url, format!("unknown scheme {other:?}"))),
+        };
+        Ok(store)
+    }
+
+    /// Runs `f` (one request) on this process's runtime, within the in-flight bound.
+    fn call<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(Arc<dyn ObjectStore>) -> Fut,
+        Fut: std::future::Future<Output = std::io::Result<T>>,
+    {
+        let (rt, client) = self.client()?;
+        let slots = self.slots.clone();
+        Ok(rt.block_on(async move {
+            let _permit = slots
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed");
+            f(client).await
+        })?)
+    }
+
+    /// The whole of object `name`, at most `max` bytes (checked on the response's size before
+    /// the body is read).
+    pub(super) fn read(&self, name: &str, max: u64) -> Result<Vec<u8>> {
+        let object = self.describe(name);
+        let path = self.path(name);
+        let got = self.call(|c| async move {
+            let r = c.get(&path).await.map_err(|e| io_error(&object, e))?;
+            if r.meta.size > max {
+                return Ok(Err(r.meta.size));
+            }
+            let bytes = r.bytes().await.map_err(|e| io_error(&object, e))?;
+            Ok(Ok(bytes.to_vec()))
+        })?;
+        got.map_err(|len| LimitsError::InputBytes { len, max }.into())
+    }
+
+    /// Whether object `name` exists.
+    pub(super) fn exists(&self, name: &str) -> Result<bool> {
+        let object = self.describe(name);
+        let path = self.path(name);
+        self.call(|c| async move {
+            match c.head(&path).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(io_error(&object, e)),
+            }
+        })
+    }
+
+    /// Opens object `name`: one ranged read of its last [`TAIL_BYTES`], which gives its size
+    /// and ETag.
+    pub(super) fn open_blob(self: &Arc<Remote>, name: &str) -> Result<Blob> {
+        let object = self.describe(name);
+        let path = self.path(name);
+        let obj = object.clone();
+        let p = path.clone();
+        let (len, etag, tail_start, tail) = self.call(|c| async move {
+            let r = c
+                .get_opts(
+                    &p,
+                    GetOptions {
+                        range: Some(GetRange::Suffix(TAIL_BYTES)),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| io_error(&obj, e))?;
+            let (len, etag, range) = (r.meta.size, r.meta.e_tag.clone(), r.range.clone());
+            let bytes = r.bytes().await.map_err(|e| io_error(&obj, e))?;
+            Ok((len, etag, range.start, bytes))
+        })?;
+        if tail_start + tail.len() as u64 != len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{object}: the server sent {} bytes of its last {TAIL_BYTES}",
+                    tail.len()
+                ),
+            )
+            .into());
+        }
+        Ok(Blob {
+            len,
+            inner: BlobInner::Remote(RemoteBlob {
+                remote: self.clone(),
+                object,
+                path,
+                etag,
+                tail_start,
+                tail,
+            }),
+        })
+    }
+
+    /// Uploads `bytes` as object `name`.
+    pub(super) fn put(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        let object = self.describe(name);
+        let path = self.path(name);
+        self.call(|c| async move {
+            c.put(&path, PutPayload::from(bytes))
+                .await
+                .map(|_| ())
+                .map_err(|e| io_error(&object, e))
+        })
+    }
+
+    /// Uploads the local file `from` as object `name`, in parts above [`MULTIPART_ABOVE`].
+    pub(super) fn put_file(&self, name: &str, from: &Path) -> Result<()> {
+        let len = std::fs::metadata(from)?.len();
+        if len <= MULTIPART_ABOVE {
+            return self.put(name, std::fs::read(from)?);
+        }
+        let object = self.describe(name);
+        let path = self.path(name);
+        let from = from.to_path_buf();
+        self.call(|c| async move {
+            use std::io::Read;
+            let upload = c
+                .put_multipart(&path)
+                .await
+                .map_err(|e| io_error(&object, e))?;
+            let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+            let mut file = std::fs::File::open(&from)?;
+            let mut buf = vec![0u8; PART_BYTES];
+            loop {
+                let n = file.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                writer
+                    .wait_for_capacity(4)
+                    .await
+                    .map_err(|e| io_error(&object, e))?;
+                writer.write(&buf[..n]);
+            }
+            writer
+                .finish()
+                .await
+                .map(|_| ())
+                .map_err(|e| io_error(&object, e))
+        })
+    }
+}
+
+/// An object opened for ranged reads, pinned to its ETag.
+#[derive(Debug)]
+pub(super) struct RemoteBlob {
+    remote: Arc<Remote>,
+    /// Its URL, for errors.
+    object: String,
+    path: ObjectPath,
+    etag: Option<String>,
+    /// Where the kept tail starts, and its bytes.
+    tail_start: u64,
+    tail: bytes::Bytes,
+}
+
+impl RemoteBlob {
+    /// `len` bytes at `offset`: from the kept tail, or one ranged GET naming the ETag.
+    pub(super) fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let end = offset + len as u64;
+        if offset >= self.tail_start && end <= self.tail_start + self.tail.len() as u64 {
+            let at = (offset - self.tail_start) as usize;
+            return Ok(self.tail[at..at + len].to_vec());
+        }
+        let object = self.object.clone();
+        let path = self.path.clone();
+        let etag = self.etag.clone();
+        let range: Range<u64> = offset..end;
+        let got = self.remote.call(|c| async move {
+            let r = c
+                .get_opts(
+                    &path,
+                    GetOptions {
+                        range: Some(GetRange::Bounded(range)),
+                        if_match: etag,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| io_error(&object, e))?;
+            r.bytes().await.map_err(|e| io_error(&object, e))
+        });
+        let bytes = got.map_err(|e| match e {
+            crate::Error::Io(e) => e,
+            e => std::io::Error::other(e.to_string()),
+        })?;
+        if bytes.len() != len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: asked for {len} bytes at {offset}, the server sent {}",
+                    self.object,
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(bytes.to_vec())
+    }
+}

@@ -1,0 +1,202 @@
+//! Datasets in an object store, against a real S3 server (SeaweedFS, started by
+//! `scripts/test.sh`, which sets `L3_TEST_S3=s3://BUCKET` and the `AWS_*` variables): a packed
+//! dataset copied into the bucket reads back record for record, level prefix for level prefix
+//! and batch for batch as the local folder does; a destination with a manifest is refused
+//! without force; a truncated shard, a missing object and an object replaced after it was
+//! opened are refused with errors naming the object. With `CI=true` and no server configured
+//! the tests fail instead of skipping.
+
+mod common;
+
+use std::sync::Arc;
+
+use l3::loader::{Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition};
+use l3::shard::{copy_dataset, Dataset, Manifest};
+use l3::store::Store;
+use l3::Limits;
+
+/// A fresh prefix in the test bucket, or `None` (a skip) outside CI without a server.
+fn bucket_prefix(name: &str) -> Option<String> {
+    match std::env::var("L3_TEST_S3") {
+        Ok(bucket) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            Some(format!(
+                "{}/{name}-{}-{nanos}",
+                bucket.trim_end_matches('/'),
+                std::process::id()
+            ))
+        }
+        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true but L3_TEST_S3 is not set: run scripts/test.sh (it starts SeaweedFS)")
+        }
+        Err(_) => {
+            eprintln!("skipped: L3_TEST_S3 is not set (scripts/test.sh starts an S3 server)");
+            None
+        }
+    }
+}
+
+/// The bundled samples packed locally (3 levels), and the same dataset copied to `url`.
+fn local_and_remote(url: &str) -> (tempfile::TempDir, Store, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    common::pack_samples(dir.path(), 2, 3);
+    let local = Store::local(dir.path());
+    let remote = Store::open(url).unwrap();
+    assert!(remote.is_remote());
+    let mut calls = 0;
+    let report = copy_dataset(&local, &remote, false, |_, _| calls += 1).unwrap();
+    assert_eq!(calls, report.shards + 1);
+    (dir, local, remote)
+}
+
+#[test]
+fn a_dataset_in_a_bucket_reads_as_the_local_folder_does() {
+    let Some(url) = bucket_prefix("same") else {
+        return;
+    };
+    let (_dir, local, remote) = local_and_remote(&url);
+    let limits = Limits::default();
+    let a = Dataset::open_in(&local, &limits).unwrap();
+    let b = Dataset::open_in(&remote, &limits).unwrap();
+    assert_eq!(a.manifest(), b.manifest());
+    assert_eq!(b.dir().to_str(), Some(url.as_str()));
+    for i in 0..a.len() {
+        for level in 0..3 {
+            assert_eq!(
+                a.read(i, level).unwrap(),
+                b.read(i, level).unwrap(),
+                "{i} {level}"
+            );
+        }
+    }
+    for (sa, sb) in a.shards().iter().zip(b.shards()) {
+        for level in 0..3 {
+            let (pa, pb) = (
+                sa.read_prefix(level).unwrap(),
+                sb.read_prefix(level).unwrap(),
+            );
+            assert_eq!(
+                sa.prefix_range(level).unwrap(),
+                sb.prefix_range(level).unwrap()
+            );
+            for r in 0..sa.len() {
+                assert_eq!(pa.payloads(r), pb.payloads(r));
+            }
+        }
+        let wanted: Vec<(usize, u8)> = (0..sa.len()).map(|r| (r, (r % 3) as u8)).collect();
+        let (ra, _) = sa.read_levels_coalesced(&wanted, 1 << 16, 8 << 20);
+        let (rb, calls) = sb.read_levels_coalesced(&wanted, 1 << 16, 8 << 20);
+        assert!(calls >= 1);
+        for (x, y) in ra.into_iter().zip(rb) {
+            assert_eq!(x.unwrap(), y.unwrap());
+        }
+    }
+    // The loader over both: the same batches, bit for bit.
+    let epoch = |ds: Dataset| -> Vec<(Vec<u64>, Vec<u32>)> {
+        let mut o = LoaderOptions::new(Partition {
+            batch_size: 5,
+            world_size: 1,
+            rank: 0,
+            drop_last: DropLast::Partial,
+        });
+        o.seed = 3;
+        o.augment = Augment::with_size(24, 16);
+        o.end_epoch = 2;
+        o.threads = 2;
+        Loader::new(Arc::new(ds), o, LoaderState::default())
+            .unwrap()
+            .map(|b| {
+                let b = b.unwrap();
+                assert!(b.skipped.is_empty(), "{:?}", b.skipped);
+                let bits = b
+                    .data
+                    .as_f32()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f.to_bits())
+                    .collect();
+                (b.samples.clone(), bits)
+            })
+            .collect()
+    };
+    let (ea, eb) = (epoch(a), epoch(b));
+    assert!(!ea.is_empty());
+    assert_eq!(ea, eb);
+}
+
+#[test]
+fn a_copy_over_a_dataset_needs_force() {
+    let Some(url) = bucket_prefix("force") else {
+        return;
+    };
+    let (_dir, local, remote) = local_and_remote(&url);
+    let e = copy_dataset(&local, &remote, false, |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("exists") && e.contains(&url), "{e}");
+    let report = copy_dataset(&local, &remote, true, |_, _| {}).unwrap();
+    assert_eq!(report.records, Manifest::read_in(&remote).unwrap().records);
+    // And back: the bucket's copy to a local folder is the same manifest and shards.
+    let back = tempfile::tempdir().unwrap();
+    copy_dataset(&remote, &Store::local(back.path()), false, |_, _| {}).unwrap();
+    let m = Manifest::read(back.path()).unwrap();
+    for s in &m.shards {
+        let (got, want) = (
+            std::fs::read(back.path().join(&s.file)).unwrap(),
+            local.read(&s.file, u64::MAX).unwrap(),
+        );
+        assert!(got == want && !got.is_empty(), "{}", s.file);
+    }
+}
+
+#[test]
+fn broken_and_missing_objects_are_refused_naming_them() {
+    let Some(url) = bucket_prefix("broken") else {
+        return;
+    };
+    let (_dir, local, remote) = local_and_remote(&url);
+    let m = Manifest::read_in(&local).unwrap();
+    let shard = &m.shards[1].file;
+    let bytes = local.read(shard, u64::MAX).unwrap();
+    // Truncated: the trailer is gone.
+    remote.put(shard, &bytes[..bytes.len() - 100]).unwrap();
+    let e = Dataset::open_in(&remote, &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(shard), "{e}");
+    // Missing.
+    let missing = Store::open(&format!("{url}-nothing-here")).unwrap();
+    let e = Dataset::open_in(&missing, &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("manifest.json") && e.contains("-nothing-here"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_object_replaced_after_opening_is_refused() {
+    let Some(url) = bucket_prefix("etag") else {
+        return;
+    };
+    let (_dir, local, remote) = local_and_remote(&url);
+    let ds = Dataset::open_in(&remote, &Limits::default()).unwrap();
+    let (s, r) = ds.locate(0).unwrap();
+    let shard = ds.shards()[s].name().to_owned();
+    let before = ds.read(0, 0).unwrap();
+    // The same bytes again are a new object version with the same content; a changed byte in
+    // the first payload makes a different ETag.
+    let mut bytes = local.read(&shard, u64::MAX).unwrap();
+    let at = ds.shards()[s].entry(r).unwrap().level(0).unwrap().offset as usize;
+    bytes[at] ^= 0xff;
+    remote.put(&shard, &bytes).unwrap();
+    let e = ds.read(0, 0).unwrap_err().to_string();
+    assert!(e.contains("changed") && e.contains(&shard), "{e}");
+    // Opened again, the dataset reads the new object (whose payload fails its CRC).
+    let again = Dataset::open_in(&remote, &Limits::default()).unwrap();
+    assert_ne!(again.read(0, 0).ok(), Some(before));
+}
