@@ -15,30 +15,6 @@ use l3::shard::{copy_dataset, Dataset, Manifest};
 use l3::store::Store;
 use l3::Limits;
 
-/// A fresh prefix in the test bucket, or `None` (a skip) outside CI without a server.
-fn bucket_prefix(name: &str) -> Option<String> {
-    match std::env::var("L3_TEST_S3") {
-        Ok(bucket) => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            Some(format!(
-                "{}/{name}-{}-{nanos}",
-                bucket.trim_end_matches('/'),
-                std::process::id()
-            ))
-        }
-        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true but L3_TEST_S3 is not set: run scripts/test.sh (it starts SeaweedFS)")
-        }
-        Err(_) => {
-            eprintln!("skipped: L3_TEST_S3 is not set (scripts/test.sh starts an S3 server)");
-            None
-        }
-    }
-}
-
 /// The bundled samples packed locally (3 levels), and the same dataset copied to `url`.
 fn local_and_remote(url: &str) -> (tempfile::TempDir, Store, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -54,7 +30,7 @@ fn local_and_remote(url: &str) -> (tempfile::TempDir, Store, Store) {
 
 #[test]
 fn a_dataset_in_a_bucket_reads_as_the_local_folder_does() {
-    let Some(url) = bucket_prefix("same") else {
+    let Some(url) = common::s3_prefix("same") else {
         return;
     };
     let (_dir, local, remote) = local_and_remote(&url);
@@ -129,7 +105,7 @@ fn a_dataset_in_a_bucket_reads_as_the_local_folder_does() {
 
 #[test]
 fn a_copy_over_a_dataset_needs_force() {
-    let Some(url) = bucket_prefix("force") else {
+    let Some(url) = common::s3_prefix("force") else {
         return;
     };
     let (_dir, local, remote) = local_and_remote(&url);
@@ -154,7 +130,7 @@ fn a_copy_over_a_dataset_needs_force() {
 
 #[test]
 fn broken_and_missing_objects_are_refused_naming_them() {
-    let Some(url) = bucket_prefix("broken") else {
+    let Some(url) = common::s3_prefix("broken") else {
         return;
     };
     let (_dir, local, remote) = local_and_remote(&url);
@@ -180,7 +156,7 @@ fn broken_and_missing_objects_are_refused_naming_them() {
 
 #[test]
 fn an_object_replaced_after_opening_is_refused() {
-    let Some(url) = bucket_prefix("etag") else {
+    let Some(url) = common::s3_prefix("etag") else {
         return;
     };
     let (_dir, local, remote) = local_and_remote(&url);

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cmd::{
-    bench_loader, decode, demo, encode, field, info, ls, pack, unpack, verify, verify_dataset,
+    bench_loader, cp, decode, demo, encode, field, info, ls, pack, unpack, verify, verify_dataset,
 };
 
 #[derive(Parser)]
@@ -64,6 +64,8 @@ enum Command {
     Unpack(unpack::UnpackArgs),
     /// Check a dataset: every shard against the manifest, every record decoded.
     VerifyDataset(verify_dataset::DatasetArgs),
+    /// Copy a dataset between folders and object stores (s3://, gs://, az://, https://).
+    Cp(cp::CpArgs),
     /// Run the training loader (CPU path) over a dataset: images/s, stage split, cache.
     BenchLoader(bench_loader::BenchLoaderArgs),
     /// Encode a float32 array (.f32 + .json sidecar, or .npy) within an error bound (.l3f).
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Ls(a) => ls::cmd_ls(a),
         Command::Unpack(a) => unpack::cmd_unpack(a),
         Command::VerifyDataset(a) => verify_dataset::cmd_verify_dataset(a),
+        Command::Cp(a) => cp::cmd_cp(a),
         Command::BenchLoader(a) => bench_loader::cmd_bench_loader(a),
         Command::EncodeField(a) => field::cmd_encode_field(a),
         Command::DecodeField(a) => field::cmd_decode_field(a),

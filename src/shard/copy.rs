@@ -61,7 +61,7 @@ pub fn copy_dataset(
         .map_err(|e| Error::Manifest(format!("{}: {e}", from.describe(MANIFEST_NAME))))?;
     if !force && to.exists(MANIFEST_NAME)? {
         return Err(Error::Manifest(format!(
-            "{} exists: refusing to overwrite a dataset (pass force)",
+            "{} exists: refusing to overwrite a dataset (pass --force, or force=True in Python)",
             to.describe(MANIFEST_NAME)
         )));
     }

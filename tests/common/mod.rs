@@ -177,3 +177,27 @@ pub fn pack_samples(dir: &Path, copies: usize, levels: u8) -> usize {
     .unwrap();
     records.len()
 }
+
+/// A fresh prefix in the test bucket, or `None` (a skip) outside CI without a server.
+pub fn s3_prefix(name: &str) -> Option<String> {
+    match std::env::var("L3_TEST_S3") {
+        Ok(bucket) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            Some(format!(
+                "{}/{name}-{}-{nanos}",
+                bucket.trim_end_matches('/'),
+                std::process::id()
+            ))
+        }
+        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true but L3_TEST_S3 is not set: run scripts/test.sh (it starts SeaweedFS)")
+        }
+        Err(_) => {
+            eprintln!("skipped: L3_TEST_S3 is not set (scripts/test.sh starts an S3 server)");
+            None
+        }
+    }
+}

@@ -3,7 +3,6 @@
 //! the dataset, with its parts), then images/s, the per-stage split, the cache hit rate and the
 //! bytes read, per epoch.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,8 +18,8 @@ use l3::shard::{Dataset, OpenTimes};
 
 #[derive(Args)]
 pub struct BenchLoaderArgs {
-    /// Dataset folder (with manifest.json).
-    pub dataset: PathBuf,
+    /// Dataset folder (with manifest.json), or its URL (`s3://bucket/prefix`, ...).
+    pub dataset: String,
     /// Epochs to run.
     #[arg(long, default_value_t = 2)]
     pub epochs: u64,
@@ -79,8 +78,8 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     let started = Instant::now();
     let ds = Arc::new(
         // Every read of a shard within --max-input-bytes.
-        Dataset::open_with_limits(&a.dataset, &limits())
-            .with_context(|| format!("opening {}", a.dataset.display()))?,
+        Dataset::open_in(&crate::shards::open_store(&a.dataset)?, &limits())
+            .with_context(|| format!("opening {}", a.dataset))?,
     );
     let mut o = LoaderOptions::new(Partition {
         batch_size: a.batch_size,
@@ -123,7 +122,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     let opened = started.elapsed();
     println!(
         "{}: {} records in {} shard(s), {} level(s); reading level {}, {}x{} crops, batches of {} (rank {} of {}), {threads} threads, decode ({}) + augment on the {device}, cache {} MiB ({})",
-        a.dataset.display(),
+        a.dataset,
         ds.len(),
         ds.shards().len(),
         ds.manifest().levels,

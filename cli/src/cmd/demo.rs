@@ -179,7 +179,7 @@ fn demo_dataset(dir: &Path) -> Result<()> {
             quiet: true,
         })?;
         let failed = verify_dataset::cmd_verify_dataset(verify_dataset::DatasetArgs {
-            dataset: tmp.clone(),
+            dataset: tmp.to_string_lossy().into_owned(),
         })?;
         if failed > 0 {
             bail!("{failed} shard(s) of the demo dataset failed verification");

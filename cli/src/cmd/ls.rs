@@ -2,36 +2,37 @@
 //! against the manifest as it is opened); for a tensor dataset its arrays (name, type, shape,
 //! mode, bound), their statistics and bytes.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::Args;
 
 use crate::display::human;
-use crate::shards::open_checked;
+use crate::shards::{open_checked, open_store};
 use l3::progressive::LevelScheme;
 use l3::shard::Manifest;
-use l3::shard::{dataset_kind, RecordKind, TensorDataset, TensorManifest};
+use l3::shard::{dataset_kind_in, RecordKind, TensorDataset, TensorManifest};
+use l3::store::Store;
 use l3::tensor::{ArraySpec, StorageMode};
 
 #[derive(Args)]
 pub struct LsArgs {
-    /// Dataset folder (with manifest.json).
-    pub dataset: PathBuf,
+    /// Dataset folder (with manifest.json), or its URL (`s3://bucket/prefix`, `gs://`,
+    /// `az://`, `https://`; credentials and endpoint from the standard environment variables).
+    pub dataset: String,
     /// Also list every record: shard, index, key, class, shape, scheme and bytes per level.
     #[arg(short, long)]
     pub records: bool,
 }
 
 pub fn cmd_ls(a: LsArgs) -> Result<u64> {
-    if dataset_kind(&a.dataset)? == RecordKind::Tensors {
-        return ls_tensors(&a);
+    let store = open_store(&a.dataset)?;
+    if dataset_kind_in(&store)? == RecordKind::Tensors {
+        return ls_tensors(&a, &store);
     }
-    let m = Manifest::read(&a.dataset)?;
+    let m = Manifest::read_in(&store)?;
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(
         "{}: {} records in {} shard(s), {} level(s), {}",
-        a.dataset.display(),
+        a.dataset,
         m.records,
         m.shards.len(),
         m.levels,
@@ -42,7 +43,7 @@ pub fn cmd_ls(a: LsArgs) -> Result<u64> {
     let mut level_bytes = vec![0u64; m.levels as usize];
     let mut flat_records = 0u64;
     for s in &m.shards {
-        let shard = open_checked(&a.dataset, s, &m)?;
+        let shard = open_checked(&store, s, &m)?;
         for (i, r) in shard.records().iter().enumerate() {
             if a.records {
                 let levels: Vec<String> = r.levels.iter().map(|l| l.len.to_string()).collect();
@@ -118,13 +119,13 @@ fn describe(s: &ArraySpec) -> String {
 
 /// `l3 ls` of a tensor dataset: totals, each declared array and its statistics, bytes per
 /// array name; with `--records`, one line per record.
-fn ls_tensors(a: &LsArgs) -> Result<u64> {
-    let d = TensorDataset::open_with_limits(&a.dataset, &crate::limits::limits())?;
+fn ls_tensors(a: &LsArgs, store: &Store) -> Result<u64> {
+    let d = TensorDataset::open_in(store, &crate::limits::limits())?;
     let m: &TensorManifest = d.manifest();
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(
         "{}: {} tensor records in {} shard(s), {} array(s) each, {}",
-        a.dataset.display(),
+        a.dataset,
         m.records,
         m.shards.len(),
         m.arrays.len(),

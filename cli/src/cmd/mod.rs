@@ -3,6 +3,7 @@
 //! or shards for `verify-dataset`; `main` exits with 1 when it is above 0).
 
 pub(crate) mod bench_loader;
+pub(crate) mod cp;
 pub(crate) mod decode;
 pub(crate) mod demo;
 pub(crate) mod encode;

@@ -32,7 +32,9 @@ pub struct PackArgs {
     /// Folder of images; the first folder level under it names each image's class (images
     /// directly in it have none).
     pub source: PathBuf,
-    /// Dataset folder to create (shards and manifest.json).
+    /// Dataset folder to create (shards and manifest.json), or an object-store URL
+    /// (`s3://bucket/prefix`, ...): then packed in a temporary folder and copied there as
+    /// `l3 cp` does (shards checked, manifest last).
     #[arg(short, long)]
     pub output: PathBuf,
     /// Records per shard.
@@ -125,6 +127,20 @@ fn key_of(job: &Job) -> String {
 }
 
 pub fn cmd_pack(a: PackArgs) -> Result<u64> {
+    let out = a.output.to_string_lossy().into_owned();
+    if l3::store::is_remote(&out) {
+        let (force, quiet) = (a.force, a.quiet);
+        let staging = tempfile::tempdir()?;
+        let failed = cmd_pack(PackArgs {
+            output: staging.path().to_path_buf(),
+            ..a
+        })?;
+        if failed > 0 {
+            bail!("{failed} failure(s) while packing: nothing copied to {out}");
+        }
+        super::cp::copy(&staging.path().to_string_lossy(), &out, force, quiet)?;
+        return Ok(0);
+    }
     if a.records_per_shard == 0 {
         bail!("--records-per-shard must be at least 1");
     }

@@ -10,14 +10,15 @@ use clap::Args;
 
 use crate::fsio;
 use crate::limits::decode_options;
-use crate::shards::open_checked;
+use crate::shards::{open_checked, open_store};
 use l3::shard::format::check_key;
-use l3::shard::{dataset_kind, Manifest, RecordKind, ShardReader, TensorDataset};
+use l3::shard::{dataset_kind_in, Manifest, RecordKind, ShardReader, TensorDataset};
+use l3::store::Store;
 
 #[derive(Args)]
 pub struct UnpackArgs {
-    /// Dataset folder (with manifest.json).
-    pub dataset: PathBuf,
+    /// Dataset folder (with manifest.json), or its URL (`s3://bucket/prefix`, ...).
+    pub dataset: String,
     /// Folder for the PNG files (keys become relative paths, with a .png extension).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -95,14 +96,15 @@ fn check_plan(output: &Path, planned: &[(String, PathBuf)], force: bool) -> Resu
 /// extension), a record whose path is another's folder, or (without `--force`) a file that
 /// exists stops the command before anything is written.
 pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
-    if dataset_kind(&a.dataset)? == RecordKind::Tensors {
-        return unpack_tensors(&a);
+    let store = open_store(&a.dataset)?;
+    if dataset_kind_in(&store)? == RecordKind::Tensors {
+        return unpack_tensors(&a, &store);
     }
-    let m = Manifest::read(&a.dataset)?;
+    let m = Manifest::read_in(&store)?;
     let shards: Vec<ShardReader> = m
         .shards
         .iter()
-        .map(|s| open_checked(&a.dataset, s, &m))
+        .map(|s| open_checked(&store, s, &m))
         .collect::<Result<_>>()?;
     let mut planned: Vec<(usize, usize, PathBuf)> = Vec::new();
     let mut owners = Vec::new();
@@ -138,8 +140,8 @@ pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
 
 /// Writes each array of every record of a tensor dataset as `<key>/<name>.npy` under
 /// `--output` (bfloat16 as its bit patterns, `<u2`), every path planned and checked first.
-fn unpack_tensors(a: &UnpackArgs) -> Result<u64> {
-    let d = TensorDataset::open_with_limits(&a.dataset, &crate::limits::limits())?;
+fn unpack_tensors(a: &UnpackArgs, store: &Store) -> Result<u64> {
+    let d = TensorDataset::open_in(store, &crate::limits::limits())?;
     let mut planned = Vec::new();
     for i in 0..d.len() {
         let (s, r) = d.locate(i)?;

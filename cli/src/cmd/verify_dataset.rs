@@ -1,8 +1,9 @@
 //! `l3 verify-dataset`: every shard checked against the manifest and its pack sidecar, every
 //! record read (CRC-checked) and decoded; each problem on its own line. A tensor dataset's
-//! arrays are each read, their payload headers checked against the index and decoded.
+//! arrays are each read, their payload headers checked against the index and decoded. A
+//! dataset in an object store is first fetched whole into a temporary folder.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 use clap::Args;
@@ -21,8 +22,9 @@ use l3::tensor::{decode_array, StorageMode};
 
 #[derive(Args)]
 pub struct DatasetArgs {
-    /// Dataset folder (with manifest.json).
-    pub dataset: PathBuf,
+    /// Dataset folder (with manifest.json), or its URL (`s3://bucket/prefix`, ...: fetched
+    /// whole into a temporary folder first).
+    pub dataset: String,
 }
 
 /// Most problems reported per shard (the rest are counted).
@@ -34,14 +36,53 @@ const MAX_REPORTED: usize = 20;
 /// Every problem is reported on its own line naming the shard (and the record and key). No
 /// read is larger than `--max-input-bytes`. Returns the number of failed shards.
 pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
-    if dataset_kind(&a.dataset)? == RecordKind::Tensors {
-        return verify_tensors(&a);
+    if l3::store::is_remote(&a.dataset) {
+        let tmp = tempfile::tempdir()?;
+        fetch(&a.dataset, tmp.path())?;
+        return verify_dir(tmp.path(), &a.dataset);
     }
-    let m = Manifest::read(&a.dataset)?;
+    verify_dir(Path::new(&a.dataset), &a.dataset)
+}
+
+/// Copies the manifest and every shard it lists of the dataset at `url` into `dir`, as they are
+/// (each within `--max-input-bytes`); a shard that cannot be fetched is left out, so the
+/// verification reports it.
+fn fetch(url: &str, dir: &Path) -> Result<()> {
+    let store = crate::shards::open_store(url)?;
+    let manifest = store.read(l3::shard::MANIFEST_NAME, 64 << 20)?;
+    std::fs::write(dir.join(l3::shard::MANIFEST_NAME), &manifest)?;
+    let files: Vec<String> = match l3::shard::dataset_kind_in(&store)? {
+        RecordKind::Tensors => TensorManifest::read_in(&store)?
+            .shards
+            .into_iter()
+            .map(|s| s.file)
+            .collect(),
+        RecordKind::Images => Manifest::read_in(&store)?
+            .shards
+            .into_iter()
+            .map(|s| s.file)
+            .collect(),
+    };
+    let max = limits().max_input_bytes;
+    for file in files {
+        match store.read(&file, max) {
+            Ok(bytes) => std::fs::write(dir.join(&file), bytes)?,
+            Err(e) => eprintln!("error: {}: {e}", store.describe(&file)),
+        }
+    }
+    Ok(())
+}
+
+/// Verifies the dataset in folder `dir`, named `shown` in the summary.
+fn verify_dir(dir: &Path, shown: &str) -> Result<u64> {
+    if dataset_kind(dir)? == RecordKind::Tensors {
+        return verify_tensors(dir, shown);
+    }
+    let m = Manifest::read(dir)?;
     let mut failed = 0;
     let mut records = 0u64;
     for s in &m.shards {
-        let problems = verify_shard(&a.dataset, s, &m, &mut records);
+        let problems = verify_shard(dir, s, &m, &mut records);
         if !problems.is_empty() {
             failed += 1;
             for p in problems.iter().take(MAX_REPORTED) {
@@ -55,7 +96,7 @@ pub fn cmd_verify_dataset(a: DatasetArgs) -> Result<u64> {
     }
     println!(
         "{}: {records} records in {} shard(s) decoded, {failed} shard(s) failed",
-        a.dataset.display(),
+        shown,
         m.shards.len()
     );
     Ok(failed)
@@ -190,17 +231,16 @@ fn report(file: &str, problems: &[String]) -> bool {
 /// records, payload bytes, declared arrays) and its pack sidecar, every array read
 /// (CRC-checked), its payload header checked against the index and decoded. Whether
 /// error-bounded values lie within their bound needs the source: not checked here.
-fn verify_tensors(a: &DatasetArgs) -> Result<u64> {
-    let m = TensorManifest::read(&a.dataset)?;
+fn verify_tensors(dir: &Path, shown: &str) -> Result<u64> {
+    let m = TensorManifest::read(dir)?;
     let (mut failed, mut records, mut arrays, mut bounded) = (0, 0u64, 0u64, 0u64);
     for s in &m.shards {
-        let problems =
-            verify_tensor_shard(&a.dataset, s, &m, &mut records, &mut arrays, &mut bounded);
+        let problems = verify_tensor_shard(dir, s, &m, &mut records, &mut arrays, &mut bounded);
         failed += report(&s.file, &problems) as u64;
     }
     println!(
         "{}: {records} tensor records ({arrays} arrays) in {} shard(s) decoded, {failed} shard(s) failed",
-        a.dataset.display(),
+        shown,
         m.shards.len()
     );
     if bounded > 0 {
