@@ -45,9 +45,10 @@ python3 -m venv "$venv"
 # this script exits; the tests find it through L3_TEST_S3 and the standard AWS variables.
 s3dir="$(mktemp -d)"
 s3port="${L3_S3_PORT:-18333}"
-"$venv/bin/weed" server -dir="$s3dir" -ip=127.0.0.1 -s3 -s3.port="$s3port" \
+# (Without AWS keys in its environment: with them SeaweedFS turns on authentication.)
+env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "$venv/bin/weed" server -dir="$s3dir" -ip=127.0.0.1 -s3 -s3.port="$s3port" \
   -master.port=19533 -volume.port=18580 -filer.port=18688 -master.volumeSizeLimitMB=256 \
-  -volume.max=32 >"$s3dir/weed.log" 2>&1 &
+  -volume.max=32 -s3.port.iceberg=0 -s3.port.lance=0 >"$s3dir/weed.log" 2>&1 &
 weed_pid=$!
 trap 'kill "$weed_pid" 2>/dev/null; wait "$weed_pid" 2>/dev/null; rm -rf "$s3dir"' EXIT
 export AWS_ENDPOINT_URL="http://127.0.0.1:$s3port" AWS_ACCESS_KEY_ID=l3test \

@@ -58,6 +58,7 @@ from ._l3 import (
     Dataset,
     Limits,
     TensorDataset,
+    copy_dataset,
     decode,
     decode_batch,
     decode_field,
@@ -82,8 +83,16 @@ IMAGE_EXTENSIONS = (
 )
 
 
+def _is_remote(location: Any) -> bool:
+    """Whether ``location`` is an object-store URL rather than a folder."""
+    scheme = str(location).split("://", 1)[0].lower() if "://" in str(location) else ""
+    return scheme in {"s3", "s3a", "gs", "az", "abfs", "abfss", "http", "https"}
+
+
 def open_dataset(path: str | os.PathLike) -> Dataset | TensorDataset:
-    """Opens a packed dataset (a folder with ``manifest.json``) for random access: a
+    """Opens a packed dataset (a folder with ``manifest.json``, or an object-store URL such as
+    ``s3://bucket/prefix``, ``gs://``, ``az://``, ``https://``; credentials and endpoint from
+    the standard environment variables) for random access: a
     `Dataset` of images, or a `TensorDataset` of named arrays (``ds[i]`` a dict of NumPy
     arrays; ``ds.arrays``, ``ds.stats``, ``ds.record(i)``)."""
     if _l3.dataset_kind(path) == "tensors":
@@ -157,8 +166,19 @@ def pack_arrays(
     Resume: a rerun with the same samples and options keeps the finished shards (the samples
     are read again, not encoded again); other samples or options raise ``L3IOError`` naming
     the shard unless ``force=True``. Returns ``{"records", "shards", "bytes", "written",
-    "kept"}``.
+    "kept"}``. ``out`` may be an object-store URL (``s3://bucket/prefix``, ...): the
+    dataset is packed in a temporary folder (no resume then) and copied there
+    (`copy_dataset`: shards checked, manifest last).
     """
+    if _is_remote(out):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as staging:
+            result = pack_arrays(samples, staging, modes=modes,
+                                 samples_per_shard=samples_per_shard, keys=keys,
+                                 labels=labels, limits=limits)
+            copy_dataset(staging, out, force=force)
+        return result
     if isinstance(modes, dict) and not set(modes) <= _MODE_KEYS:
         default = ("lossless", 0.0, None)
         per_name = {str(n): _mode(repr(n), m) for n, m in modes.items()}
@@ -240,8 +260,19 @@ def pack(
     shard jobs (default: one after the other, each encoding its records on all cores); pass
     e.g. ``concurrent.futures.ProcessPoolExecutor().map`` to spread shards. ``max_error`` > 0
     stores every sample within that bound of the source (records are then flat; changing it
-    needs ``force``). Returns the opened dataset.
+    needs ``force``). ``output`` may be an object-store URL (``s3://bucket/prefix``,
+    ``gs://``, ``az://``): the dataset is then packed in a temporary folder and copied there
+    (`copy_dataset`: shards checked, manifest last). Returns the opened dataset.
     """
+    if _is_remote(output):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as staging:
+            pack(source, staging, levels=levels, profile=profile,
+                 records_per_shard=records_per_shard, max_overhead=max_overhead,
+                 max_error=max_error, map=map)
+            copy_dataset(staging, output, force=force)
+        return Dataset(output)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     classes, jobs = plan_pack(source, records_per_shard)
@@ -336,7 +367,7 @@ class Loader:
 
 
 __all__ = [
-    "Dataset", "TensorDataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
+    "Dataset", "TensorDataset", "copy_dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
     "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_field",
     "encode", "encode_field", "field_info",
     "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "open_source", "pack", "pack_arrays",

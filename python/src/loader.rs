@@ -508,13 +508,14 @@ fn open_dataset(
         })?
     };
     py.detach(|| {
-        if let Ok(RecordKind::Tensors) = l3::shard::dataset_kind(&path) {
-            let d = l3::shard::TensorDataset::open_with_limits(&path, limits)?;
+        let store = l3::store::Store::open(&path.to_string_lossy())?;
+        if let Ok(RecordKind::Tensors) = l3::shard::dataset_kind_in(&store) {
+            let d = l3::shard::TensorDataset::open_in(&store, limits)?;
             return Ok(LoaderDataset::Tensors(Arc::new(d)));
         }
-        Ok(LoaderDataset::Images(Arc::new(l3::shard::Dataset::open(
-            &path,
-        )?)))
+        Ok(LoaderDataset::Images(Arc::new(
+            l3::shard::Dataset::open_in(&store, &l3::Limits::default())?,
+        )))
     })
     .py_err()
 }

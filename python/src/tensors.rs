@@ -24,10 +24,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The kind of the dataset in folder `path`: `"images"` or `"tensors"`.
+/// The kind of the dataset in folder `path` (or at a URL): `"images"` or `"tensors"`.
 #[pyfunction]
 fn dataset_kind(path: PathBuf) -> PyResult<&'static str> {
-    Ok(match l3::shard::dataset_kind(&path).py_err()? {
+    let kind = l3::store::Store::open(&path.to_string_lossy())
+        .and_then(|s| l3::shard::dataset_kind_in(&s));
+    Ok(match kind.py_err()? {
         RecordKind::Images => "images",
         RecordKind::Tensors => "tensors",
     })
@@ -71,7 +73,10 @@ impl PyTensorDataset {
     fn new(py: Python<'_>, path: PathBuf, limits: Option<PyRef<'_, PyLimits>>) -> PyResult<Self> {
         let limits = limits_of(limits.as_deref());
         let inner = py
-            .detach(|| TensorDataset::open_with_limits(&path, &limits))
+            .detach(|| {
+                let store = l3::store::Store::open(&path.to_string_lossy())?;
+                TensorDataset::open_in(&store, &limits)
+            })
             .py_err()?;
         Ok(PyTensorDataset {
             inner: Arc::new(inner),
