@@ -104,6 +104,45 @@ fn a_dataset_in_a_bucket_reads_as_the_local_folder_does() {
 }
 
 #[test]
+fn a_level_prefix_fetches_only_its_levels() {
+    let Some(url) = common::s3_prefix("prefix") else {
+        return;
+    };
+    let (_dir, _local, remote) = local_and_remote(&url);
+    let ds = Dataset::open_in(&remote, &Limits::default()).unwrap();
+    let total: u64 = ds.manifest().shards.iter().map(|s| s.bytes).sum();
+    let mut last = 0;
+    for level in 0..3u8 {
+        let store = Store::open(&url).unwrap();
+        let ds = Dataset::open_in(&store, &Limits::default()).unwrap();
+        let (opened_requests, opened) = store.traffic();
+        // The manifest, then per shard one ranged read of its tail and one of its header.
+        assert_eq!(opened_requests, 1 + 2 * ds.shards().len() as u64);
+        let mut prefix = 0;
+        for shard in ds.shards() {
+            shard.read_prefix(level).unwrap();
+            let r = shard.prefix_range(level).unwrap();
+            prefix += r.end - r.start;
+        }
+        let fetched = store.traffic().1 - opened;
+        // Never more than the prefix (the kept tail may already hold some of it).
+        assert!(fetched <= prefix, "level {level}: {fetched} > {prefix}");
+        assert!(prefix > last && (level < 2 || prefix * 10 > total * 9));
+        last = prefix;
+    }
+    // Level 0 of a 3-level dataset is a small part of it.
+    let ds0: u64 = ds
+        .shards()
+        .iter()
+        .map(|s| {
+            let r = s.prefix_range(0).unwrap();
+            r.end - r.start
+        })
+        .sum();
+    assert!(ds0 * 4 < total, "{ds0} of {total}");
+}
+
+#[test]
 fn a_copy_over_a_dataset_needs_force() {
     let Some(url) = common::s3_prefix("force") else {
         return;

@@ -117,6 +117,16 @@ impl Store {
         }
     }
 
+    /// Read requests made through this store (and the blobs it opened) so far, and the bytes
+    /// they fetched: what crossed the network. Local stores count nothing: `(0, 0)`.
+    pub fn traffic(&self) -> (u64, u64) {
+        match &*self.inner {
+            Inner::Local(_) => (0, 0),
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => r.traffic(),
+        }
+    }
+
     /// The full name of object `name` (a path or a URL), as errors give it.
     pub fn describe(&self, name: &str) -> String {
         match &*self.inner {

@@ -12,6 +12,7 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -108,6 +109,9 @@ pub(super) struct Remote {
     client: Mutex<Option<PerProcess>>,
     /// Bounds the requests in flight.
     slots: Arc<tokio::sync::Semaphore>,
+    /// Read requests made and bytes they fetched.
+    requests: AtomicU64,
+    fetched: AtomicU64,
 }
 
 fn location_error(url: &str, reason: impl std::fmt::Display) -> crate::Error {
@@ -145,9 +149,24 @@ impl Remote {
             options: options.clone(),
             client: Mutex::new(None),
             slots: Arc::new(tokio::sync::Semaphore::new(options.max_in_flight)),
+            requests: AtomicU64::new(0),
+            fetched: AtomicU64::new(0),
         };
         remote.client()?;
         Ok(remote)
+    }
+
+    /// Read requests made so far and the bytes they fetched.
+    pub(super) fn traffic(&self) -> (u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.fetched.load(Ordering::Relaxed),
+        )
+    }
+
+    fn count(&self, bytes: usize) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.fetched.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// The URL (no trailing `/`).
@@ -296,7 +315,9 @@ impl Remote {
             let bytes = r.bytes().await.map_err(|e| io_error(&object, e))?;
             Ok(Ok(bytes.to_vec()))
         })?;
-        got.map_err(|len| LimitsError::InputBytes { len, max }.into())
+        let bytes = got.map_err(|len| LimitsError::InputBytes { len, max })?;
+        self.count(bytes.len());
+        Ok(bytes)
     }
 
     /// Whether object `name` exists.
@@ -334,6 +355,7 @@ impl Remote {
             let bytes = r.bytes().await.map_err(|e| io_error(&obj, e))?;
             Ok((len, etag, range.start, bytes))
         })?;
+        self.count(tail.len());
         if tail_start + tail.len() as u64 != len {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -446,6 +468,9 @@ impl RemoteBlob {
                 .map_err(|e| io_error(&object, e))?;
             r.bytes().await.map_err(|e| io_error(&object, e))
         });
+        if let Ok(b) = &got {
+            self.remote.count(b.len());
+        }
         let bytes = got.map_err(|e| match e {
             crate::Error::Io(e) => e,
             e => std::io::Error::other(e.to_string()),

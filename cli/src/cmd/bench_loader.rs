@@ -142,6 +142,8 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     };
     let mut epochs: Vec<EpochTotals> = (0..a.epochs).map(|_| EpochTotals::default()).collect();
     let open_times = ds.open_times();
+    let store = ds.store().clone();
+    let opening = store.traffic();
     let mut last = Instant::now();
     let mut cache = Default::default();
     let loader_start = Instant::now();
@@ -210,6 +212,15 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         cache.hit_rate(),
         cache.evictions
     );
+    if store.is_remote() {
+        let (requests, bytes) = store.traffic();
+        println!(
+            "network: {} fetched in {requests} GET requests ({} in {} to open the dataset)",
+            human(bytes),
+            human(opening.1),
+            opening.0
+        );
+    }
     Ok(0)
 }
 
