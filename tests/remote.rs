@@ -3,7 +3,9 @@
 //! dataset copied into the bucket reads back record for record, level prefix for level prefix
 //! and batch for batch as the local folder does; a destination with a manifest is refused
 //! without force; a truncated shard, a missing object and an object replaced after it was
-//! opened are refused with errors naming the object. With `CI=true` and no server configured
+//! opened are refused with errors naming the object; a lying HTTP server (a terabyte manifest,
+//! another range, a cut body) is refused before anything it claims is allocated. With
+//! `CI=true` and no S3 server configured
 //! the tests fail instead of skipping.
 
 mod common;
@@ -214,4 +216,100 @@ fn an_object_replaced_after_opening_is_refused() {
     // Opened again, the dataset reads the new object (whose payload fails its CRC).
     let again = Dataset::open_in(&remote, &Limits::default()).unwrap();
     assert_ne!(again.read(0, 0).ok(), Some(before));
+}
+
+/// A one-thread HTTP server on a loopback port that answers every request with `respond(path,
+/// range header)`'s raw bytes and closes the connection; returns its base URL.
+fn hostile_server(respond: fn(&str, &str) -> Vec<u8>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let (mut path, mut range) = (String::new(), String::new());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some(p) = line.strip_prefix("GET ") {
+                    path = p.split(' ').next().unwrap_or("").to_owned();
+                }
+                if line.to_ascii_lowercase().starts_with("range:") {
+                    range = line[6..].trim().to_owned();
+                }
+                line.clear();
+            }
+            let _ = conn.write_all(&respond(&path, &range));
+        }
+    });
+    url
+}
+
+fn response(status: &str, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
+    let mut out = format!("HTTP/1.1 {status}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        out += &format!("{k}: {v}\r\n");
+    }
+    out += "\r\n";
+    let mut out = out.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn lying_servers_are_refused_before_l3_allocates_what_they_claim() {
+    // No S3 needed: plain HTTP(S) datasets read through the same code.
+    // A manifest that claims a terabyte.
+    let url = hostile_server(|_, _| {
+        response(
+            "200 OK",
+            &[("Content-Length", (1u64 << 40).to_string())],
+            b"{\"version\": 1",
+        )
+    });
+    let store = Store::open(&format!("{url}/ds")).unwrap();
+    let e = Dataset::open_in(&store, &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("limit") && e.contains(&(1u64 << 40).to_string()),
+        "{e}"
+    );
+    // A shard whose suffix read comes back as another range.
+    let url = hostile_server(|_, _| {
+        response(
+            "206 Partial Content",
+            &[
+                ("Content-Range", "bytes 0-9/1000".into()),
+                ("Content-Length", "10".into()),
+            ],
+            b"0123456789",
+        )
+    });
+    let e = Store::open(&format!("{url}/ds"))
+        .unwrap()
+        .open_blob("shard-00000.l3s")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("shard-00000.l3s") && e.contains("got 0..10"),
+        "{e}"
+    );
+    // A body cut short of its announced length.
+    let url = hostile_server(|_, _| {
+        response(
+            "206 Partial Content",
+            &[
+                ("Content-Range", "bytes 990-999/1000".into()),
+                ("Content-Length", "10".into()),
+            ],
+            b"0123",
+        )
+    });
+    let e = Store::open(&format!("{url}/ds"))
+        .unwrap()
+        .open_blob("shard-00000.l3s")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("shard-00000.l3s"), "{e}");
 }

@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload,
-    RetryConfig, WriteMultipart,
+    BackoffConfig, ClientOptions, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt,
+    PutPayload, RetryConfig, WriteMultipart,
 };
 
 use super::{Blob, BlobInner, TAIL_BYTES};
@@ -135,6 +136,38 @@ fn io_error(object: &str, e: object_store::Error) -> std::io::Error {
         )),
         e => std::io::Error::other(format!("{object}: {e}")),
     }
+}
+
+/// The body of `r`, which must be exactly `want` bytes (the caller has bounded `want`): a
+/// response announcing another length is refused before its body is read, and one whose body
+/// runs past `want` is stopped there, so a hostile server cannot make l3 allocate more.
+async fn body_exact(r: GetResult, want: u64, object: &str) -> std::io::Result<Vec<u8>> {
+    let announced = r.range.end.saturating_sub(r.range.start);
+    if announced != want {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{object}: the server announced {announced} bytes where {want} were asked for"),
+        ));
+    }
+    let mut out = Vec::with_capacity(want as usize);
+    let mut body = r.into_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| io_error(object, e))?;
+        if (out.len() + chunk.len()) as u64 > want {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{object}: the server sent more than the {want} bytes it announced"),
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    if out.len() as u64 != want {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{object}: the server sent {} of {want} bytes", out.len()),
+        ));
+    }
+    Ok(out)
 }
 
 impl Remote {
@@ -312,8 +345,8 @@ impl Remote {
             if r.meta.size > max {
                 return Ok(Err(r.meta.size));
             }
-            let bytes = r.bytes().await.map_err(|e| io_error(&object, e))?;
-            Ok(Ok(bytes.to_vec()))
+            let size = r.meta.size;
+            Ok(Ok(body_exact(r, size, &object).await?))
         })?;
         let bytes = got.map_err(|len| LimitsError::InputBytes { len, max })?;
         self.count(bytes.len());
@@ -351,9 +384,20 @@ impl Remote {
                 )
                 .await
                 .map_err(|e| io_error(&obj, e))?;
-            let (len, etag, range) = (r.meta.size, r.meta.e_tag.clone(), r.range.clone());
-            let bytes = r.bytes().await.map_err(|e| io_error(&obj, e))?;
-            Ok((len, etag, range.start, bytes))
+            let (len, etag) = (r.meta.size, r.meta.e_tag.clone());
+            // The last TAIL_BYTES, or the whole object when it is smaller.
+            let want = len.min(TAIL_BYTES);
+            if r.range.start != len - want {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{obj}: asked for its last {want} bytes, the server sent a range from {}",
+                        r.range.start
+                    ),
+                ));
+            }
+            let bytes = body_exact(r, want, &obj).await?;
+            Ok((len, etag, len - want, bytes))
         })?;
         self.count(tail.len());
         if tail_start + tail.len() as u64 != len {
@@ -439,7 +483,7 @@ pub(super) struct RemoteBlob {
     etag: Option<String>,
     /// Where the kept tail starts, and its bytes.
     tail_start: u64,
-    tail: bytes::Bytes,
+    tail: Vec<u8>,
 }
 
 impl RemoteBlob {
@@ -466,7 +510,7 @@ impl RemoteBlob {
                 )
                 .await
                 .map_err(|e| io_error(&object, e))?;
-            r.bytes().await.map_err(|e| io_error(&object, e))
+            body_exact(r, len as u64, &object).await
         });
         if let Ok(b) = &got {
             self.remote.count(b.len());
@@ -485,6 +529,6 @@ impl RemoteBlob {
                 ),
             ));
         }
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 }
