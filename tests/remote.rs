@@ -5,8 +5,7 @@
 //! without force; a truncated shard, a missing object and an object replaced after it was
 //! opened are refused with errors naming the object; a lying HTTP server (a terabyte manifest,
 //! another range, a cut body) is refused before anything it claims is allocated. With
-//! `CI=true` and no S3 server configured
-//! the tests fail instead of skipping.
+//! `CI=true` and no S3 server configured the tests fail instead of skipping.
 
 mod common;
 
