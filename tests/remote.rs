@@ -312,3 +312,53 @@ fn lying_servers_are_refused_before_l3_allocates_what_they_claim() {
         .to_string();
     assert!(e.contains("shard-00000.l3s"), "{e}");
 }
+
+#[test]
+fn a_disk_cache_spares_later_epochs_fetches_and_changes_no_batch() {
+    let Some(url) = common::s3_prefix("disk") else {
+        return;
+    };
+    let (_dir, _local, remote) = local_and_remote(&url);
+    let ds = Arc::new(Dataset::open_in(&remote, &Limits::default()).unwrap());
+    let run = |disk: Option<(std::path::PathBuf, u64)>| {
+        let mut o = LoaderOptions::new(Partition {
+            batch_size: 4,
+            world_size: 1,
+            rank: 0,
+            drop_last: DropLast::Partial,
+        });
+        o.seed = 9;
+        o.augment = Augment::with_size(24, 16);
+        o.end_epoch = 3;
+        o.threads = 2;
+        o.disk_cache = disk;
+        let mut fetched = [0u64; 3];
+        let mut out = Vec::new();
+        let mut last = Default::default();
+        for b in Loader::new(ds.clone(), o, LoaderState::default()).unwrap() {
+            let b = b.unwrap();
+            fetched[b.epoch as usize] += b.bytes_read;
+            last = b.disk_cache;
+            out.push((b.samples.clone(), b.data.as_f32().unwrap().to_vec()));
+        }
+        (out, fetched, last)
+    };
+    let (plain, plain_fetched, _) = run(None);
+    let epoch_bytes = plain_fetched[0];
+    assert!(epoch_bytes > 0 && plain_fetched.iter().all(|&f| f == epoch_bytes));
+    let root = tempfile::tempdir().unwrap();
+    // Room for everything: later epochs fetch nothing.
+    let (all, fetched, stats) = run(Some((root.path().to_path_buf(), 2 * epoch_bytes)));
+    assert_eq!(all, plain);
+    assert_eq!(fetched, [epoch_bytes, 0, 0]);
+    assert_eq!((stats.hits, stats.accesses), (2 * ds.len(), 3 * ds.len()));
+    // Room for half: later epochs fetch less than a whole epoch, never more than without.
+    let (half, fetched, _) = run(Some((root.path().to_path_buf(), epoch_bytes / 2)));
+    assert_eq!(half, plain);
+    assert!(
+        fetched[1] < epoch_bytes && fetched[2] < epoch_bytes,
+        "{fetched:?}"
+    );
+    // Each loader's folder went with it.
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+}

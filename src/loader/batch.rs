@@ -91,6 +91,9 @@ pub struct Batch {
     pub times: StageTimes,
     /// The cache's counters so far (cumulative).
     pub cache: CacheStats,
+    /// The disk tier's counters so far (cumulative; zero without one): its lookups are the RAM
+    /// cache's misses.
+    pub disk_cache: CacheStats,
     /// Bytes read from storage for this batch.
     pub bytes_read: u64,
     /// Positional reads made for them (nearby payloads are read together).

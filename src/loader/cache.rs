@@ -190,6 +190,13 @@ impl<V> PlannedCache<V> {
         true
     }
 
+    /// Takes record `id` out of the cache (a disk entry that failed its check), if it is there.
+    pub fn remove(&mut self, id: u32) -> Option<V> {
+        let e = self.entries.remove(&id)?;
+        self.used -= e.bytes;
+        Some(e.value)
+    }
+
     /// Re-keys every cached record with `next_of(id)` (for a new plan horizon, e.g. at an epoch
     /// boundary) and rebuilds the heap. LRU keys are left alone.
     pub fn rekey(&mut self, mut next_of: impl FnMut(u32) -> NextUse) {

@@ -134,8 +134,15 @@ impl Loader {
             .thread_name(|i| format!("l3-loader-{i}"))
             .build()
             .map_err(|e| Error::Io(std::io::Error::other(e)))?;
+        let disk = match &options.disk_cache {
+            Some((dir, bytes)) if *bytes > 0 => Some(
+                super::disk_cache::DiskCache::new(dir, *bytes, options.cache_policy)
+                    .map_err(|e| crate::store::named_io(&dir.display().to_string(), e))?,
+            ),
+            _ => None,
+        };
         Loader::spawn(state, options.prefetch_batches, move |tx, stop| {
-            let mut producer = Producer::new(source, options, pool, stop, tx);
+            let mut producer = Producer::new(source, options, pool, stop, tx, disk);
             producer.run(state);
         })
     }
@@ -267,6 +274,7 @@ mod tests {
             },
             times: StageTimes::default(),
             cache: CacheStats::default(),
+            disk_cache: CacheStats::default(),
             bytes_read: 0,
             read_calls: 0,
             #[cfg(feature = "gpu")]

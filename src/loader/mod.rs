@@ -30,6 +30,8 @@ pub mod cache;
 mod consumer;
 #[cfg(feature = "dataset")]
 mod decode;
+#[cfg(feature = "dataset")]
+mod disk_cache;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 #[cfg(feature = "dataset")]

@@ -47,8 +47,13 @@ pub struct LoaderOptions {
     pub tensor: Option<TensorAugment>,
     /// Host memory for compressed records, bytes (default 0: no cache).
     pub cache_bytes: u64,
-    /// Eviction policy (default [`Policy::Planned`]).
+    /// Eviction policy (default [`Policy::Planned`]), of both tiers.
     pub cache_policy: Policy,
+    /// A disk tier below the RAM cache, for datasets in object stores: `(folder, bytes)`
+    /// (default `None`). Records go to files in a new folder of this loader's own under
+    /// `folder`, at most `bytes` of them, kept by the same plan; the folder is removed when
+    /// the loader ends.
+    pub disk_cache: Option<(std::path::PathBuf, u64)>,
     /// Finished batches kept ready ahead of the consumer (default 2).
     pub prefetch_batches: usize,
     /// Threads of the loader's pool (default 0: one per core).
@@ -99,6 +104,7 @@ impl LoaderOptions {
             tensor: None,
             cache_bytes: 0,
             cache_policy: Policy::Planned,
+            disk_cache: None,
             prefetch_batches: 2,
             threads: 0,
             on_error: OnError::Skip,

@@ -16,6 +16,7 @@ use std::time::Instant;
 use super::batch::{reject, Batch, StageTimes};
 use super::cache::{first_and_next_uses, NextUse, PlannedCache, NEVER};
 use super::decode::Decode;
+use super::disk_cache::DiskCache;
 use super::options::LoaderOptions;
 use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, LoaderState};
 use super::read::{read_coalesced, Payloads};
@@ -51,6 +52,8 @@ pub(super) struct Producer {
     pool: rayon::ThreadPool,
     stop: Arc<AtomicBool>,
     tx: SyncSender<Result<Batch>>,
+    /// The disk tier below the RAM cache, if any.
+    disk: Option<std::cell::RefCell<DiskCache>>,
 }
 
 impl Producer {
@@ -62,6 +65,7 @@ impl Producer {
         pool: rayon::ThreadPool,
         stop: Arc<AtomicBool>,
         tx: SyncSender<Result<Batch>>,
+        disk: Option<DiskCache>,
     ) -> Self {
         Producer {
             source,
@@ -69,6 +73,7 @@ impl Producer {
             pool,
             stop,
             tx,
+            disk: disk.map(std::cell::RefCell::new),
         }
     }
 
@@ -91,7 +96,7 @@ impl Producer {
         // Whether a whole epoch gives this loader any step; if not, no epoch after the
         // current one does either, and the run ends after it.
         let later_epochs = worker_share(steps_per_epoch(n, &p), worker, workers) > 0;
-        let cached = self.options.cache_bytes > 0;
+        let cached = self.options.cache_bytes > 0 || self.disk.is_some();
         // The next epoch's permutation, made for the cache's horizon: kept for that epoch.
         let mut ahead: Option<(u64, Vec<u32>)> = None;
         while state.epoch < self.options.end_epoch {
@@ -141,6 +146,9 @@ impl Producer {
             let next = if cached {
                 let (first, next) = first_and_next_uses(&sequence, n as usize);
                 cache.rekey(|id| first[id as usize]);
+                if let Some(disk) = &self.disk {
+                    disk.borrow_mut().rekey(|id| first[id as usize]);
+                }
                 next
             } else {
                 Vec::new()
@@ -210,6 +218,20 @@ impl Producer {
             .collect();
         let read_start = Instant::now();
         let level = self.level();
+        // RAM misses from the disk tier (promoted to RAM as the plan allows).
+        if let Some(disk) = &self.disk {
+            let mut disk = disk.borrow_mut();
+            for (k, &id) in ids.iter().enumerate() {
+                if payloads[k].is_none() {
+                    let t = t0 + k;
+                    if let Some(p) = disk.get(id, t as u64, next_use(next, t)) {
+                        let bytes = p.iter().map(|x| x.len() as u64).sum();
+                        cache.insert(id, p.clone(), bytes, t as u64, next_use(next, t));
+                        payloads[k] = Some(p);
+                    }
+                }
+            }
+        }
         let misses: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_none()).collect();
         let gap = self.options.coalesce_gap;
         let (reads, read_calls) = match &self.source {
@@ -228,6 +250,10 @@ impl Producer {
                     bytes_read += bytes;
                     let t = t0 + k;
                     cache.insert(ids[k], p.clone(), bytes, t as u64, next_use(next, t));
+                    if let Some(disk) = &self.disk {
+                        disk.borrow_mut()
+                            .insert(ids[k], &p, t as u64, next_use(next, t));
+                    }
                     payloads[k] = Some(p);
                 }
                 Err(e) => errors[k] = Some(e),
@@ -256,6 +282,10 @@ impl Producer {
                 ..StageTimes::default()
             },
             cache: cache.stats(),
+            disk_cache: self
+                .disk
+                .as_ref()
+                .map_or_else(Default::default, |d| d.borrow().stats()),
             bytes_read,
             read_calls,
             #[cfg(feature = "gpu")]
