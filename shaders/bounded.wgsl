@@ -8,8 +8,9 @@
 //    (singles, pairs, zero runs) through its 2^11-entry table in `tables` (code length |
 //    token << 4) into `words` as residuals `k` (inverse zigzag, i32 bits); a stream error ORs
 //    a flag into the file's slot.
-// 2. Differences: `undiff`, three dispatches per (padded) axis some array is differenced
-//    along: the wrapping prefix sums (the bins), block by block. Workgroup y is the array.
+// 2. Differences: `undiff`, one dispatch per (padded) axis some array is differenced
+//    along and stage of shared/line_sum.wgsl's blocked prefix sums (the bins; stages 1 and
+//    2 only where a line has more than one block). Workgroup y is the array.
 //    Lattice: `lattice_pass`, one dispatch per pass (`current.pass_index`: value 0, then levels
 //    coarse to fine, axes in the array's order): one invocation per target predicts it from
 //    lattice values of earlier passes and writes `P + S k` into `output` (C order).
@@ -21,7 +22,8 @@
 // segment of more than about 32768 values fails there (flagged).
 
 // `LosslessSegment`, `BoundedArray`, `BoundedPass` and `BoundedStep` are generated from
-// src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl.
+// src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl,
+// `sum_lines` from shared/line_sum.wgsl.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
@@ -120,11 +122,7 @@ fn padded_shape(a: BoundedArray) -> array<u32, 4> {
 }
 
 // One stage (`current.stage`) of the wrapping prefix sums along padded axis
-// `current.axis` of array `gid.y` (differences only). A line is cut into blocks of
-// LINE_BLOCK values: stage 0 sums within each block (one invocation per block), stage 1
-// sums the blocks' last values into each block's carry (one invocation per line of more
-// than one block), stage 2 adds each block's carry to it (one invocation per block after
-// the first).
+// `current.axis` of array `gid.y` (differences only): `sum_lines` (shared/line_sum.wgsl).
 @compute @workgroup_size(BOUNDED_WG)
 fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -136,48 +134,7 @@ fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
     if (a.predictor != 1u || ((a.axes >> axis) & 1u) == 0u) {
         return;
     }
-    var shape = padded_shape(a);
-    var stride = 1u;
-    for (var b = axis + 1u; b < 4u; b++) {
-        stride *= shape[b];
-    }
-    let len = shape[axis];
-    let lines = a.count / len;
-    let nb = (len + LINE_BLOCK - 1u) / LINE_BLOCK;
-    if (current.stage == 1u) {
-        if (nb == 1u) {
-            return;
-        }
-        for (var line = gid.x; line < lines; line += grid_width(nwg)) {
-            let first = a.words + (line / stride) * len * stride + line % stride;
-            var c = 0u;
-            for (var blk = 1u; blk < nb; blk++) {
-                c += words[first + (blk * LINE_BLOCK - 1u) * stride];
-                words[a.carry + line * nb + blk] = c;
-            }
-        }
-        return;
-    }
-    for (var item = gid.x; item < lines * nb; item += grid_width(nwg)) {
-        let line = item / nb;
-        let blk = item % nb;
-        let first = a.words + (line / stride) * len * stride + line % stride;
-        let k0 = blk * LINE_BLOCK;
-        let k1 = min(len, k0 + LINE_BLOCK);
-        if (current.stage == 0u) {
-            var s = words[first + k0 * stride];
-            for (var k = k0 + 1u; k < k1; k++) {
-                let at = first + k * stride;
-                s += words[at];
-                words[at] = s;
-            }
-        } else if (blk > 0u) {
-            let c = words[a.carry + item];
-            for (var k = k0; k < k1; k++) {
-                words[first + k * stride] += c;
-            }
-        }
-    }
+    sum_lines(padded_shape(a), axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
 }
 
 // Lattice value `i` of the array whose values start at word `at` of `output`.

@@ -2,19 +2,27 @@
 // the CPU decoder's output. CPU twin: gpu/cpu_twin/lossless.rs (same names, same steps);
 // field/lossless/gpu.rs checks every file on the CPU and builds the tables read here.
 //
-// Three stages, one dispatch each per batch (the difference inverse: one per axis):
-// 1. `decode_segments`: one invocation per segment (table `segments`) decodes its tokens
-//    through its 2^11-entry table in `luts` (code length | token << 4) into `words` as
-//    residuals (inverse zigzag, mod 2^32); a stream error ORs a flag into the file's slot.
-// 2. `undiff_axis0` .. `undiff_axis3`: for every array differenced along that (padded) axis,
-//    one invocation per line along it runs the wrapping prefix sum. Workgroup y is the array.
+// Three stages, in one submission (`current`, bound at a dynamic offset per dispatch, says
+// which round, axis and stage):
+// 1. `decode_segments`, one dispatch per round: one invocation per segment (table
+//    `segments`) decodes up to SEGMENT_ROUND of its values a round through its 2^11-entry
+//    table in `luts` (code length | token << 4) into `words` as residuals (inverse zigzag,
+//    mod 2^32); a segment of more values keeps its place in `words` between rounds. A
+//    stream error ORs a flag into the file's slot.
+// 2. `undiff`, one dispatch per (padded) axis some array is differenced along and stage of
+//    shared/line_sum.wgsl's blocked prefix sums (stages 1 and 2 only where a line has more
+//    than one block). Workgroup y is the array.
 // 3. `finish`: one invocation per output word (one float32, or two 16-bit values with the
 //    first in the low half): ordered bits or float-mult to float bits, then the runs.
-// Every loop has an explicit bound (a segment's value count, a line's length, the grid
-// stride over a table's length); WGSL clamps indices on top.
+// Every loop has an explicit bound (a round's values, a block's values, a line's blocks,
+// the grid stride over a table's length); WGSL clamps indices on top. llvmpipe (lavapipe)
+// ends an invocation's loops after 65535 iterations in all: no invocation of a round, a
+// prefix-sum stage or the finish (two values a word, a binary search of the runs) comes
+// near that while a dispatch has an invocation per segment, item or word (up to 2^22).
 
 // `LosslessSegment` and `LosslessArray` are generated from src/gpu/abi.rs (gpu::shaders);
-// `read_bits32` and `read_byte` come from shared/bits.wgsl.
+// `LosslessStep` too; `read_bits32` and `read_byte` come from shared/bits.wgsl, `sum_lines`
+// from shared/line_sum.wgsl.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
@@ -24,6 +32,7 @@
 @group(0) @binding(5) var<storage, read> arrays: array<LosslessArray>;
 @group(0) @binding(6) var<storage, read> runs: array<u32>;
 @group(0) @binding(7) var<storage, read_write> output: array<u32>;
+@group(0) @binding(8) var<uniform> current: LosslessStep;
 
 // A token's base value, raw bit count and run flag (bit 0 of z) at `width` bits.
 struct TokenBase {
@@ -56,6 +65,11 @@ fn grid_width(nwg: vec3<u32>) -> u32 {
     return nwg.x * LOSSLESS_WG;
 }
 
+// Round `current.round` of every segment: values `i` up to SEGMENT_ROUND further, one a
+// loop iteration (a zero run writes its zeros over the next iterations). A segment of more
+// values than a round keeps its bit position, value and zeros left in the 3 words of
+// `words` from `seg.state` (u32::MAX: one round); one that has ended keeps `i == count`
+// there. The checks at its end (trailing bits, padding) run in the round that ends it.
 @compute @workgroup_size(LOSSLESS_WG)
 fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
                    @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -65,11 +79,29 @@ fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
         let total = seg.in_len * 8u;
         var pos = 0u;
         var i = 0u;
-        var bad = 0u;
-        // Every symbol gives at least one value: `count` iterations at most.
-        for (var it = 0u; it < seg.count; it++) {
+        var zeros = 0u;
+        if (current.round > 0u) {
+            if (seg.state == 0xffffffffu) {
+                continue;
+            }
+            pos = words[seg.state];
+            i = words[seg.state + 1u];
+            zeros = words[seg.state + 2u];
             if (i >= seg.count) {
+                continue;
+            }
+        }
+        let end = min(seg.count, i + SEGMENT_ROUND);
+        var bad = 0u;
+        for (var it = 0u; it < SEGMENT_ROUND; it++) {
+            if (i >= end) {
                 break;
+            }
+            if (zeros > 0u) {
+                words[seg.out_start + i] = 0u;
+                zeros -= 1u;
+                i += 1u;
+                continue;
             }
             let peek = read_bits32(seg.in_byte, pos);
             let e = luts[seg.lut + (peek & 2047u)];
@@ -87,14 +119,18 @@ fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
                     bad = ERR_OVERRUN;
                     break;
                 }
-                for (var k = 0u; k < v; k++) {
-                    words[seg.out_start + i + k] = 0u;
-                }
-                i += v;
+                words[seg.out_start + i] = 0u;
+                zeros = v - 1u;
             } else {
                 words[seg.out_start + i] = unzig(v);
-                i += 1u;
             }
+            i += 1u;
+        }
+        if (bad == 0u && i < seg.count) {
+            words[seg.state] = pos;
+            words[seg.state + 1u] = i;
+            words[seg.state + 2u] = zeros;
+            continue;
         }
         let tail = pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u;
         if (bad == 0u && ((pos + 7u) / 8u != seg.in_len || tail)) {
@@ -102,6 +138,9 @@ fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
         }
         if (bad != 0u) {
             atomicOr(&errors[seg.file], bad);
+        }
+        if (seg.state != 0xffffffffu) {
+            words[seg.state + 1u] = seg.count;
         }
     }
 }
@@ -111,57 +150,20 @@ fn padded_shape(a: LosslessArray) -> array<u32, 4> {
     return array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
 }
 
-// The wrapping prefix sums along `axis` of array `gid.y`, one line per invocation.
-fn undiff(axis: u32, gid: vec3<u32>, nwg: vec3<u32>) {
+// One stage (`current.stage`) of the wrapping prefix sums along padded axis `current.axis`
+// of array `gid.y`: `sum_lines` (shared/line_sum.wgsl).
+@compute @workgroup_size(LOSSLESS_WG)
+fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
     if (gid.y >= arrayLength(&arrays)) {
         return;
     }
     let a = arrays[gid.y];
+    let axis = current.axis;
     if (((a.axes >> axis) & 1u) == 0u) {
         return;
     }
-    var shape = padded_shape(a);
-    var stride = 1u;
-    for (var b = axis + 1u; b < 4u; b++) {
-        stride *= shape[b];
-    }
-    let len = shape[axis];
-    let lines = a.count / len;
-    for (var line = gid.x; line < lines; line += grid_width(nwg)) {
-        let outer = line / stride;
-        let inner = line % stride;
-        let first = a.words + outer * len * stride + inner;
-        var s = words[first];
-        for (var k = 1u; k < len; k++) {
-            let at = first + k * stride;
-            s += words[at];
-            words[at] = s;
-        }
-    }
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis0(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(0u, gid, nwg);
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis1(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(1u, gid, nwg);
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis2(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(2u, gid, nwg);
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis3(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(3u, gid, nwg);
+    sum_lines(padded_shape(a), axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
 }
 
 // Value `i` of array `a` as float bits of its width (x), and whether float-mult found it

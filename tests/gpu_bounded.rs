@@ -271,12 +271,13 @@ fn dispatches_are_the_passes_and_prefix_sums_plus_two() {
         },
     )
     .unwrap();
+    // Lines of 256 values are one block: one prefix-sum dispatch per axis.
     let axes = parse_bounded(&diff).unwrap().axes[0].count_ones();
     for (files, want) in [
         (vec![&one[..]], 1 + 17 + 1),
         (vec![&four[..]], 1 + 17 + 1),
-        (vec![&diff[..]], 1 + 3 * axes + 1),
-        (vec![&one[..], &four[..], &diff[..]], 1 + 3 * axes + 17 + 1),
+        (vec![&diff[..]], 1 + axes + 1),
+        (vec![&one[..], &four[..], &diff[..]], 1 + axes + 17 + 1),
     ] {
         let batch = decode_bounded_fields(gpu, &files, &o).unwrap();
         let input: usize = files.iter().map(|f| f.len()).sum();

@@ -1,7 +1,8 @@
 //! The error-bounded arrays' kernel: `shaders/bounded.wgsl` over the tables of a batch of
 //! `.l3f` version 3 arrays (planned by the data side, `field::bounded::gpu`): one dispatch of
-//! `decode_segments`, three of `undiff` (blocks, carries, adds) for each axis some array is
-//! differenced along, one of `lattice_pass` per pass with targets (the pass, axis and stage
+//! `decode_segments`, one of `undiff` per step of the blocked line sums (`gpu::line_sum`:
+//! blocks, then carries and adds where a line has several blocks) for each axis some array
+//! is differenced along, one of `lattice_pass` per pass with targets (the pass, axis and stage
 //! a dynamic uniform offset), one of `finish`, in one submission. Every buffer is bound
 //! whole, but the output, which the caller gives as a range of its buffer, so that
 //! sub-batches (planned by the data side to fit the device's bindings) write one output
@@ -10,6 +11,7 @@
 
 use super::abi::{BoundedArray, BoundedPass, BoundedStep, LosslessSegment, BOUNDED_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::line_sum::line_sum_steps;
 use super::readback::read_buffer;
 use super::upload::storage_buffer;
 use super::GpuDecoder;
@@ -48,6 +50,15 @@ fn groups(items: u64) -> u32 {
     items
         .div_ceil(BOUNDED_WORKGROUP_SIZE as u64)
         .clamp(1, MAX_GROUPS as u64) as u32
+}
+
+/// The (padded shape, differenced axes) of the differences arrays among `arrays`, for
+/// [`line_sum_steps`].
+fn differenced(arrays: &[BoundedArray]) -> impl Iterator<Item = ([u32; 4], u32)> + Clone + '_ {
+    arrays
+        .iter()
+        .filter(|a| a.predictor == 1)
+        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes))
 }
 
 /// Bytes of a binding of `words` words (bindings are never empty).
@@ -202,20 +213,11 @@ pub(crate) fn dispatch(
             pass.dispatch_workgroups(groups(t.segments.len() as u64), 1, 1);
             dispatches += 1;
             pass.set_pipeline(&p.bounded_undiff);
-            for axis in 0..4u32 {
-                if !t
-                    .arrays
-                    .iter()
-                    .any(|a| a.predictor == 1 && a.axes >> axis & 1 == 1)
-                {
-                    continue;
-                }
-                for stage in 0..3 {
-                    let j = t.max_passes + 3 * axis + stage;
-                    pass.set_bind_group(0, &group, &[(j as u64 * slot) as u32]);
-                    pass.dispatch_workgroups(groups(max_count), files_y, 1);
-                    dispatches += 1;
-                }
+            for (axis, stage) in line_sum_steps(differenced(t.arrays)) {
+                let j = t.max_passes + 3 * axis + stage;
+                pass.set_bind_group(0, &group, &[(j as u64 * slot) as u32]);
+                pass.dispatch_workgroups(groups(max_count), files_y, 1);
+                dispatches += 1;
             }
             pass.set_pipeline(&p.bounded_lattice);
             for j in 0..t.max_passes {

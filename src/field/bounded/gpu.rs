@@ -14,8 +14,9 @@ use crate::error::{Error, FormatError, LimitsError, Result};
 use crate::field::lossless::code::{canonical, LUT_SIZE};
 use crate::field::lossless::format::segment_range;
 use crate::gpu::abi::{
-    BoundedArray, BoundedPass, LosslessSegment, LINE_BLOCK, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
+    BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
+use crate::gpu::line_sum::carry_words;
 
 /// The tables of one batch of error-bounded arrays, in the shader's binding order.
 #[derive(Debug, Default)]
@@ -326,7 +327,7 @@ impl Builder {
                     lut,
                     width: 32,
                     file: local,
-                    pad: 0,
+                    state: u32::MAX,
                 });
             }
         }
@@ -344,19 +345,10 @@ impl Builder {
             }
             Predictor::Differences => (1, (h.axes[0] as u32) << pad, 0, 0, 0),
         };
-        // The prefix sums' block carries: one per block of each line, for the axis with
-        // the most (the axes are summed one after another).
+        // The prefix sums' block carries (`gpu::line_sum`).
         let carry_at = self.words;
         if predictor == 1 {
-            let carries = (0..4)
-                .filter(|a| axes >> a & 1 == 1)
-                .map(|a| {
-                    let len = shape[a] as u64;
-                    n / len * len.div_ceil(LINE_BLOCK as u64)
-                })
-                .max()
-                .unwrap_or(0);
-            self.words = align(self.words + carries);
+            self.words = align(self.words + carry_words(shape, axes));
         }
         plan.arrays.push(BoundedArray {
             count: n as u32,
@@ -497,10 +489,13 @@ pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
         &mut words,
         &mut errors,
     );
-    for axis in 0..4 {
-        for stage in 0..3 {
-            twin::undiff(&plan.arrays, &mut words, axis, stage);
-        }
+    let differenced = plan
+        .arrays
+        .iter()
+        .filter(|a| a.predictor == 1)
+        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
+    for (axis, stage) in crate::gpu::line_sum::line_sum_steps(differenced) {
+        twin::undiff(&plan.arrays, &mut words, axis, stage);
     }
     for j in 0..plan.max_passes {
         twin::lattice_pass(

@@ -1,14 +1,15 @@
 //! CPU twin of `shaders/bounded.wgsl`, the decode of error-bounded arrays of 1 to 4 axes:
 //! entry points `decode_segments` (one invocation per segment: tokens to residuals `k`),
-//! `undiff` (differences: the wrapping prefix sums along one axis in three stages over
-//! blocks of lines),
-//! `lattice_pass` (lattice: one invocation per target of one pass) and `finish` (one
-//! invocation per value: `offset + f32(x) * unit`, then the exception runs).
+//! `undiff` (differences: one stage of the blocked prefix sums along one axis, twin
+//! [`super::line_sum`]), `lattice_pass` (lattice: one invocation per target of one pass)
+//! and `finish` (one invocation per value: `offset + f32(x) * unit`, then the exception
+//! runs).
 
+use super::line_sum::sum_lines;
 use super::read_byte;
 use crate::gpu::abi::{
     flags, BoundedArray, BoundedPass, LosslessSegment, BOUNDED_MAX_BINS, BOUNDED_PAIR0,
-    BOUNDED_PAIR_LIMIT, BOUNDED_RUN0, LINE_BLOCK, PASS_CUBIC, PASS_ORIGIN,
+    BOUNDED_PAIR_LIMIT, BOUNDED_RUN0, PASS_CUBIC, PASS_ORIGIN,
 };
 
 /// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the payload
@@ -107,55 +108,15 @@ fn padded_shape(a: &BoundedArray) -> [u32; 4] {
     [a.shape0, a.shape1, a.shape2, a.shape3]
 }
 
-/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): for
-/// every differences array differenced along `axis`, each line in blocks of [`LINE_BLOCK`]
-/// values: stage 0 sums within each block, stage 1 sums the blocks' last values into their
-/// carries, stage 2 adds each block's carry to it (wrapping).
+/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
+/// differences array differenced along `axis` gets that stage of the blocked prefix sums
+/// ([`sum_lines`], `shared/line_sum.wgsl`).
 pub(crate) fn undiff(arrays: &[BoundedArray], words: &mut [u32], axis: u32, stage: u32) {
     for a in arrays {
         if a.predictor != 1 || a.axes >> axis & 1 == 0 {
             continue;
         }
-        let shape = padded_shape(a);
-        let stride: u32 = shape[axis as usize + 1..].iter().product();
-        let len = shape[axis as usize];
-        let lines = a.count / len;
-        let nb = len.div_ceil(LINE_BLOCK);
-        let first = |line: u32| a.words + (line / stride) * len * stride + line % stride;
-        if stage == 1 {
-            if nb == 1 {
-                continue;
-            }
-            for line in 0..lines {
-                let f = first(line);
-                let mut c = 0u32;
-                for blk in 1..nb {
-                    c = c.wrapping_add(words[(f + (blk * LINE_BLOCK - 1) * stride) as usize]);
-                    words[(a.carry + line * nb + blk) as usize] = c;
-                }
-            }
-            continue;
-        }
-        for item in 0..lines * nb {
-            let (line, blk) = (item / nb, item % nb);
-            let f = first(line);
-            let k0 = blk * LINE_BLOCK;
-            let k1 = len.min(k0 + LINE_BLOCK);
-            if stage == 0 {
-                let mut s = words[(f + k0 * stride) as usize];
-                for k in k0 + 1..k1 {
-                    let at = (f + k * stride) as usize;
-                    s = s.wrapping_add(words[at]);
-                    words[at] = s;
-                }
-            } else if blk > 0 {
-                let c = words[(a.carry + item) as usize];
-                for k in k0..k1 {
-                    let at = (f + k * stride) as usize;
-                    words[at] = words[at].wrapping_add(c);
-                }
-            }
-        }
+        sum_lines(words, padded_shape(a), axis, a.words, a.carry, stage);
     }
 }
 

@@ -1,10 +1,12 @@
 //! CPU twin of `shaders/lossless.wgsl`, the decode of lossless float arrays: entry points
-//! `decode_segments` (one invocation per segment: tokens to residuals), `undiff` (one
-//! invocation per line along one axis: a wrapping prefix sum) and `finish` (one invocation
-//! per output word: ordered bits or float-mult to float bits, then the exception runs).
+//! `decode_segments` (one round: one invocation per segment decodes up to
+//! [`SEGMENT_ROUND`] of its tokens to residuals), `undiff` (one stage of the blocked prefix
+//! sums along one axis, twin [`super::line_sum`]) and `finish` (one invocation per output
+//! word: ordered bits or float-mult to float bits, then the exception runs).
 
+use super::line_sum::sum_lines;
 use super::read_byte;
-use crate::gpu::abi::{flags, LosslessArray, LosslessSegment};
+use crate::gpu::abi::{flags, LosslessArray, LosslessSegment, SEGMENT_ROUND};
 
 /// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the payload
 /// starting at byte `base`. Words past the end read as 0.
@@ -41,27 +43,47 @@ fn unzig(z: u32) -> u32 {
     (z >> 1) ^ 0u32.wrapping_sub(z & 1)
 }
 
-/// Twin of the entry point `decode_segments`: segment `g` decodes its tokens (a lookup in
-/// its 2^11-entry table, then the raw bits) into `words[out_start ..]` as residuals (the
-/// inverse zigzag applied, mod 2^32), and ORs [`flags::OVERRUN`] (a symbol or zero run past
-/// the segment's end) or [`flags::TRAILING`] (the symbols do not end in the last byte, or
-/// the padding is not zero) into `errors[file]`. Arguments in binding order.
+/// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform):
+/// segment `g` decodes up to [`SEGMENT_ROUND`] further values (a lookup in its 2^11-entry
+/// table, then the raw bits; a zero run's zeros one a step) into `words[out_start ..]` as
+/// residuals (the inverse zigzag applied, mod 2^32), keeping its place in the 3 words from
+/// `words[state]` where it has more values. In the round that ends it, it ORs
+/// [`flags::OVERRUN`] (a symbol or zero run past the segment's end) or [`flags::TRAILING`]
+/// (the symbols do not end in the last byte, or the padding is not zero) into
+/// `errors[file]`. Arguments in binding order.
 pub(crate) fn decode_segments(
     input_words: &[u32],
     segments: &[LosslessSegment],
     luts: &[u32],
     words: &mut [u32],
     errors: &mut [u32],
+    round: u32,
 ) {
     for seg in segments {
         let total = seg.in_len * 8;
-        let mut pos = 0u32;
-        let mut i = 0u32;
-        let mut bad = 0u32;
-        // Every symbol gives at least one value: `count` iterations at most.
-        for _ in 0..seg.count {
+        let st = seg.state as usize;
+        let (mut pos, mut i, mut zeros) = (0u32, 0u32, 0u32);
+        if round > 0 {
+            if seg.state == u32::MAX {
+                continue;
+            }
+            (pos, i, zeros) = (words[st], words[st + 1], words[st + 2]);
             if i >= seg.count {
+                continue;
+            }
+        }
+        let end = seg.count.min(i + SEGMENT_ROUND);
+        let mut bad = 0u32;
+        for _ in 0..SEGMENT_ROUND {
+            if i >= end {
                 break;
+            }
+            let out = (seg.out_start + i) as usize;
+            if zeros > 0 {
+                words[out] = 0;
+                zeros -= 1;
+                i += 1;
+                continue;
             }
             let peek = read_bits32(input_words, seg.in_byte, pos);
             let e = luts[(seg.lut + (peek & 2047)) as usize];
@@ -79,20 +101,25 @@ pub(crate) fn decode_segments(
                     bad = flags::OVERRUN;
                     break;
                 }
-                for k in 0..v {
-                    words[(seg.out_start + i + k) as usize] = 0;
-                }
-                i += v;
+                words[out] = 0;
+                zeros = v - 1;
             } else {
-                words[(seg.out_start + i) as usize] = unzig(v);
-                i += 1;
+                words[out] = unzig(v);
             }
+            i += 1;
+        }
+        if bad == 0 && i < seg.count {
+            words[st..st + 3].copy_from_slice(&[pos, i, zeros]);
+            continue;
         }
         let tail = pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0;
         if bad == 0 && (pos.div_ceil(8) != seg.in_len || tail) {
             bad = flags::TRAILING;
         }
         errors[seg.file as usize] |= bad;
+        if seg.state != u32::MAX {
+            words[st + 1] = seg.count;
+        }
     }
 }
 
@@ -101,32 +128,15 @@ fn padded_shape(a: &LosslessArray) -> [u32; 4] {
     [a.shape0, a.shape1, a.shape2, a.shape3]
 }
 
-/// Twin of the entry point `undiff` with `axis` (the dispatch's parameter): every array
-/// differenced along `axis` gets the wrapping prefix sum along it, line by line (one
-/// invocation per line: the values that differ only in that coordinate).
-pub(crate) fn undiff(arrays: &[LosslessArray], words: &mut [u32], axis: u32) {
+/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
+/// array differenced along `axis` gets that stage of the blocked prefix sums
+/// ([`sum_lines`], `shared/line_sum.wgsl`).
+pub(crate) fn undiff(arrays: &[LosslessArray], words: &mut [u32], axis: u32, stage: u32) {
     for a in arrays {
         if a.axes >> axis & 1 == 0 {
             continue;
         }
-        let shape = padded_shape(a);
-        let mut stride = 1u32;
-        for b in (axis + 1)..4 {
-            stride *= shape[b as usize];
-        }
-        let len = shape[axis as usize];
-        let lines = a.count / len;
-        for line in 0..lines {
-            let outer = line / stride;
-            let inner = line % stride;
-            let first = a.words + outer * len * stride + inner;
-            let mut s = words[first as usize];
-            for k in 1..len {
-                let at = (first + k * stride) as usize;
-                s = s.wrapping_add(words[at]);
-                words[at] = s;
-            }
-        }
+        sum_lines(words, padded_shape(a), axis, a.words, a.carry, stage);
     }
 }
 
