@@ -6,9 +6,8 @@
 // which round, axis and stage):
 // 1. `decode_segments`, one dispatch per round: one invocation per segment (table
 //    `segments`) decodes up to SEGMENT_ROUND of its values a round through its 2^11-entry
-//    table in `luts` (code length | token << 4) into `words` as residuals (inverse zigzag,
-//    mod 2^32); a segment of more values keeps its place in `words` between rounds. A
-//    stream error ORs a flag into the file's slot.
+//    table in `tables` into `words` as residuals (shared/segments.wgsl: singles and zero
+//    runs); a stream error ORs a flag into the file's slot.
 // 2. `undiff`, one dispatch per (padded) axis some array is differenced along and stage of
 //    shared/line_sum.wgsl's blocked prefix sums (stages 1 and 2 only where a line has more
 //    than one block). Workgroup y is the array.
@@ -21,12 +20,12 @@
 // near that while a dispatch has an invocation per segment, item or word (up to 2^22).
 
 // `LosslessSegment` and `LosslessArray` are generated from src/gpu/abi.rs (gpu::shaders);
-// `LosslessStep` too; `read_bits32` and `read_byte` come from shared/bits.wgsl, `sum_lines`
-// from shared/line_sum.wgsl.
+// `LosslessStep` too; `read_bits32` and `read_byte` come from shared/bits.wgsl,
+// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
-@group(0) @binding(2) var<storage, read> luts: array<u32>;
+@group(0) @binding(2) var<storage, read> tables: array<u32>;
 @group(0) @binding(3) var<storage, read_write> words: array<u32>;
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> arrays: array<LosslessArray>;
@@ -34,114 +33,18 @@
 @group(0) @binding(7) var<storage, read_write> output: array<u32>;
 @group(0) @binding(8) var<uniform> current: LosslessStep;
 
-// A token's base value, raw bit count and run flag (bit 0 of z) at `width` bits.
-struct TokenBase {
-    base: u32,
-    nraw: u32,
-    run: bool,
-}
-
-fn token_base(width: u32, token: u32) -> TokenBase {
-    let singles = 16u + 2u * (width - 4u);
-    if (token < 16u) {
-        return TokenBase(token, 0u, false);
-    }
-    if (token < singles) {
-        let n = 4u + (token - 16u) / 2u;
-        let m = (token - 16u) & 1u;
-        return TokenBase((1u << n) | (m << (n - 1u)), n - 1u, false);
-    }
-    let j = token - singles + 1u;
-    return TokenBase(1u << j, j, true);
-}
-
-// The inverse zigzag, mod 2^32.
-fn unzig(z: u32) -> u32 {
-    return (z >> 1u) ^ (0u - (z & 1u));
-}
-
 // Invocations along x of a grid dispatch.
 fn grid_width(nwg: vec3<u32>) -> u32 {
     return nwg.x * LOSSLESS_WG;
 }
 
-// Round `current.round` of every segment: values `i` up to SEGMENT_ROUND further, one a
-// loop iteration (a zero run writes its zeros over the next iterations). A segment of more
-// values than a round keeps its bit position, value and zeros left in the 3 words of
-// `words` from `seg.state` (u32::MAX: one round); one that has ended keeps `i == count`
-// there. The checks at its end (trailing bits, padding) run in the round that ends it.
+// Round `current.round` of every segment: `decode_round` (shared/segments.wgsl).
 @compute @workgroup_size(LOSSLESS_WG)
 fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
                    @builtin(num_workgroups) nwg: vec3<u32>) {
     let n = arrayLength(&segments);
     for (var g = gid.x; g < n; g += grid_width(nwg)) {
-        let seg = segments[g];
-        let total = seg.in_len * 8u;
-        var pos = 0u;
-        var i = 0u;
-        var zeros = 0u;
-        if (current.round > 0u) {
-            if (seg.state == 0xffffffffu) {
-                continue;
-            }
-            pos = words[seg.state];
-            i = words[seg.state + 1u];
-            zeros = words[seg.state + 2u];
-            if (i >= seg.count) {
-                continue;
-            }
-        }
-        let end = min(seg.count, i + SEGMENT_ROUND);
-        var bad = 0u;
-        for (var it = 0u; it < SEGMENT_ROUND; it++) {
-            if (i >= end) {
-                break;
-            }
-            if (zeros > 0u) {
-                words[seg.out_start + i] = 0u;
-                zeros -= 1u;
-                i += 1u;
-                continue;
-            }
-            let peek = read_bits32(seg.in_byte, pos);
-            let e = luts[seg.lut + (peek & 2047u)];
-            let cl = e & 15u;
-            let t = token_base(seg.width, e >> 4u);
-            let raw = read_bits32(seg.in_byte, pos + cl) & ((1u << t.nraw) - 1u);
-            pos += cl + t.nraw;
-            if (pos > total) {
-                bad = ERR_OVERRUN;
-                break;
-            }
-            let v = t.base + raw;
-            if (t.run) {
-                if (v > seg.count - i) {
-                    bad = ERR_OVERRUN;
-                    break;
-                }
-                words[seg.out_start + i] = 0u;
-                zeros = v - 1u;
-            } else {
-                words[seg.out_start + i] = unzig(v);
-            }
-            i += 1u;
-        }
-        if (bad == 0u && i < seg.count) {
-            words[seg.state] = pos;
-            words[seg.state + 1u] = i;
-            words[seg.state + 2u] = zeros;
-            continue;
-        }
-        let tail = pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u;
-        if (bad == 0u && ((pos + 7u) / 8u != seg.in_len || tail)) {
-            bad = ERR_TRAILING;
-        }
-        if (bad != 0u) {
-            atomicOr(&errors[seg.file], bad);
-        }
-        if (seg.state != 0xffffffffu) {
-            words[seg.state + 1u] = seg.count;
-        }
+        decode_round(segments[g], current.round, 0u);
     }
 }
 

@@ -383,6 +383,7 @@ pub fn decode_bounded_fields(
         let tables = BoundedTables {
             input_words: &plan.input_words,
             segments: &plan.segments,
+            rounds: segment_rounds(&plan.segments),
             tables: &plan.tables,
             words: plan.words,
             arrays: &plan.arrays,

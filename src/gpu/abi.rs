@@ -41,9 +41,9 @@ pub(crate) const BOUNDED_MAX_BINS: u32 = 1 << 16;
 /// sums block by block, then the blocks' carries, then adds them, so no invocation loops
 /// past llvmpipe's 65535 iterations (in all of its loops) on lines up to 2^28 values.
 pub(crate) const LINE_BLOCK: u32 = 1 << 12;
-/// Most values one invocation of `lossless.wgsl`'s `decode_segments` decodes of a segment in
-/// one round (one dispatch; `SEGMENT_ROUND`): a segment of more values takes several
-/// rounds, so no invocation loops past llvmpipe's 65535 iterations.
+/// Most values one invocation of `shared/segments.wgsl` decodes of a segment in one round
+/// (one dispatch of `decode_segments`; `SEGMENT_ROUND`): a segment of more values takes
+/// several rounds, so no invocation loops past llvmpipe's 65535 iterations.
 pub(crate) const SEGMENT_ROUND: u32 = 1 << 15;
 /// [`BoundedPass::kind`] of value 0 (its prediction is 0).
 pub(crate) const PASS_ORIGIN: u32 = 0;
@@ -494,8 +494,9 @@ wgsl_struct! {
 }
 
 wgsl_struct! {
-    /// One segment of a lossless float array in the table `lossless.wgsl`'s
-    /// `decode_segments` reads (`segments`): one invocation decodes it.
+    /// One segment of a lossless or error-bounded float array in the table the
+    /// `decode_segments` of `lossless.wgsl` and `bounded.wgsl` read (`segments`): one
+    /// invocation decodes it, a round at a time (`shared/segments.wgsl`).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct LosslessSegment {
         /// First byte of the segment in the `input_words` binding.
@@ -513,9 +514,8 @@ wgsl_struct! {
         pub(crate) width: u32,
         /// The file's index in its batch (its error-flag slot).
         pub(crate) file: u32,
-        /// `lossless.wgsl`: the first of 3 words in the `words` binding where a segment of
-        /// more than [`SEGMENT_ROUND`] values keeps its place between rounds, else
-        /// `u32::MAX`. `bounded.wgsl` (one round): `u32::MAX`.
+        /// The first of 3 words in the `words` binding where a segment of more than
+        /// [`SEGMENT_ROUND`] values keeps its place between rounds, else `u32::MAX`.
         pub(crate) state: u32,
     }
 }
@@ -755,8 +755,9 @@ wgsl_struct! {
 }
 
 wgsl_struct! {
-    /// The uniform of one `lattice_pass` or `undiff` dispatch of `bounded.wgsl` (`current`,
-    /// bound at a dynamic offset per dispatch): which pass, or which axis and stage.
+    /// The uniform of one `decode_segments`, `lattice_pass` or `undiff` dispatch of
+    /// `bounded.wgsl` (`current`, bound at a dynamic offset per dispatch): which round,
+    /// pass, or axis and stage.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct BoundedStep {
         /// `lattice_pass`: the pass (from each array's first).
@@ -765,8 +766,8 @@ wgsl_struct! {
         pub(crate) axis: u32,
         /// `undiff`: 0 sums within blocks, 1 the carries, 2 adds them.
         pub(crate) stage: u32,
-        /// Padding (0).
-        pub(crate) pad0: u32,
+        /// `decode_segments`: the round (from 0).
+        pub(crate) round: u32,
     }
 }
 

@@ -10,6 +10,7 @@ use super::abi::{self, LayoutKind, WgslStruct};
 
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
 const LINE_SUM: &str = include_str!("../../shaders/shared/line_sum.wgsl");
+const SEGMENTS: &str = include_str!("../../shaders/shared/segments.wgsl");
 const F16: &str = include_str!("../../shaders/shared/f16.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
 const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
@@ -44,14 +45,14 @@ pub(crate) enum Stage {
     /// `fields.wgsl`: float32 field values from a decoded bin image (entry point
     /// `reconstruct_field`).
     Fields,
-    /// `lossless.wgsl` after `shared/line_sum.wgsl`: lossless float arrays (entry points
-    /// `decode_segments`, `undiff`, `finish`).
+    /// `lossless.wgsl` after `shared/segments.wgsl` and `shared/line_sum.wgsl`: lossless
+    /// float arrays (entry points `decode_segments`, `undiff`, `finish`).
     Lossless,
     /// `tensor_window.wgsl`: windows of tensor records into the batch tensors (entry point
     /// `tensor_window`).
     TensorWindow,
-    /// `bounded.wgsl` after `shared/line_sum.wgsl`: error-bounded float arrays of 1 to 4
-    /// axes (entry points
+    /// `bounded.wgsl` after `shared/segments.wgsl` and `shared/line_sum.wgsl`:
+    /// error-bounded float arrays of 1 to 4 axes (entry points
     /// `decode_segments`, `undiff`, `lattice_pass`, `finish`).
     Bounded,
 }
@@ -243,6 +244,7 @@ pub(crate) fn source(stage: Stage) -> String {
         None if stage == Stage::Lossless => {
             vec![
                 ("shared/bits.wgsl", BITS),
+                ("shared/segments.wgsl", SEGMENTS),
                 ("shared/line_sum.wgsl", LINE_SUM),
                 ("lossless.wgsl", LOSSLESS),
             ]
@@ -250,6 +252,7 @@ pub(crate) fn source(stage: Stage) -> String {
         None if stage == Stage::Bounded => {
             vec![
                 ("shared/bits.wgsl", BITS),
+                ("shared/segments.wgsl", SEGMENTS),
                 ("shared/line_sum.wgsl", LINE_SUM),
                 ("bounded.wgsl", BOUNDED),
             ]

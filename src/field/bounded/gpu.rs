@@ -1,18 +1,21 @@
 //! The GPU plan of error-bounded arrays (`.l3f` version 3): every file is checked on the CPU
 //! as the CPU decoder checks it (header, limits, CRC, runs, chunk table, every chunk's head),
 //! then turned into the tables `shaders/bounded.wgsl` reads: the files' bytes as words, one
-//! [`LosslessSegment`] per segment, the decode tables and exception runs (one binding), one
-//! [`BoundedArray`] per file and, for the lattice predictor, one [`BoundedPass`] per pass
-//! (value 0 first), in sub-batches of consecutive files that fit the device's bindings
-//! ([`plan_bounded_batches`]). Stream and value errors are left to the GPU, which reports
-//! them per file.
+//! [`LosslessSegment`] per segment (a segment past one round's values with 3 words to keep
+//! its place between rounds, as `field::lossless::gpu` plans them), the decode tables and
+//! exception runs (one binding), one [`BoundedArray`] per file and, for the lattice
+//! predictor, one [`BoundedPass`] per pass (value 0 first), in sub-batches of consecutive
+//! files that fit the device's bindings ([`plan_bounded_batches`]). Stream and value errors
+//! are left to the GPU, which reports them per file.
 
 use super::format::{parse_chunk, parse_layout, Layout};
 use super::{BoundedHeader, Predictor};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, LimitsError, Result};
-use crate::field::lossless::code::{canonical, LUT_SIZE};
 use crate::field::lossless::format::segment_range;
+#[cfg(test)]
+use crate::field::lossless::gpu::segment_rounds;
+use crate::field::lossless::gpu::{push_lut, segment_state};
 use crate::gpu::abi::{
     BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
@@ -70,30 +73,6 @@ fn in_batch(f: usize, e: Error) -> Error {
     Error::InBatch {
         image: f,
         error: Box::new(e),
-    }
-}
-
-/// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
-/// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token:
-/// length 0).
-fn push_lut(lengths: &[u8], tables: &mut Vec<u32>) {
-    let at = tables.len();
-    tables.resize(at + LUT_SIZE, 0);
-    let lut = &mut tables[at..];
-    if lengths.iter().filter(|&&l| l > 0).count() == 1 {
-        let t = lengths.iter().position(|&l| l > 0).expect("one used token");
-        lut.fill((t as u32) << 4);
-        return;
-    }
-    for (t, &(code, l)) in canonical(lengths).iter().enumerate() {
-        if l == 0 {
-            continue;
-        }
-        let mut i = code as usize;
-        while i < LUT_SIZE {
-            lut[i] = l | (t as u32) << 4;
-            i += 1 << l;
-        }
     }
 }
 
@@ -327,7 +306,7 @@ impl Builder {
                     lut,
                     width: 32,
                     file: local,
-                    state: u32::MAX,
+                    state: segment_state(r.len(), &mut self.words, "error-bounded words")?,
                 });
             }
         }
@@ -482,13 +461,16 @@ pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
     let mut words = vec![0u32; plan.words as usize];
     let mut errors = vec![0u32; plan.arrays.len()];
     let mut output = vec![0u32; plan.output_words as usize];
-    twin::decode_segments(
-        &plan.input_words,
-        &plan.segments,
-        &plan.tables,
-        &mut words,
-        &mut errors,
-    );
+    for round in 0..segment_rounds(&plan.segments) {
+        twin::decode_segments(
+            &plan.input_words,
+            &plan.segments,
+            &plan.tables,
+            &mut words,
+            &mut errors,
+            round,
+        );
+    }
     let differenced = plan
         .arrays
         .iter()

@@ -50,6 +50,18 @@ pub(crate) fn segment_rounds(segments: &[LosslessSegment]) -> u32 {
         .max(1)
 }
 
+/// [`LosslessSegment::state`] of a segment of `count` values: 3 words taken at `*words`
+/// (and `*words` moved past them) where it has more than one round's values, else
+/// `u32::MAX`.
+pub(crate) fn segment_state(count: usize, words: &mut u64, what: &'static str) -> Result<u32> {
+    if count as u64 <= SEGMENT_ROUND as u64 {
+        return Ok(u32::MAX);
+    }
+    let at = u32_of(*words, what)?;
+    *words += 3;
+    Ok(at)
+}
+
 /// Words of a scratch or output region: every array starts at a multiple of 64 words
 /// (256 bytes, the storage-offset alignment).
 const REGION_ALIGN: u32 = 64;
@@ -82,7 +94,7 @@ fn in_batch(f: usize, e: Error) -> Error {
 /// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
 /// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token: length
 /// 0).
-fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
+pub(crate) fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
     let at = luts.len();
     luts.resize(at + LUT_SIZE, 0);
     let lut = &mut luts[at..];
@@ -239,13 +251,7 @@ fn plan_file(
                 ));
             }
             let r = segment_range(m as usize, s.segments.len(), k);
-            // A segment of more than one round's values keeps its place in 3 words.
-            let state = if r.len() as u32 > SEGMENT_ROUND {
-                words += 3;
-                u32_of(words - 3, "lossless scratch words")?
-            } else {
-                u32::MAX
-            };
+            let state = segment_state(r.len(), &mut words, "lossless scratch words")?;
             plan.segments.push(LosslessSegment {
                 in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
                 in_len: seg.len() as u32,

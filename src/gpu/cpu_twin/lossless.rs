@@ -1,126 +1,24 @@
 //! CPU twin of `shaders/lossless.wgsl`, the decode of lossless float arrays: entry points
-//! `decode_segments` (one round: one invocation per segment decodes up to
-//! [`SEGMENT_ROUND`] of its tokens to residuals), `undiff` (one stage of the blocked prefix
-//! sums along one axis, twin [`super::line_sum`]) and `finish` (one invocation per output
-//! word: ordered bits or float-mult to float bits, then the exception runs).
+//! `decode_segments` (one round of the token decode, twin [`super::segments`]), `undiff`
+//! (one stage of the blocked prefix sums along one axis, twin [`super::line_sum`]) and
+//! `finish` (one invocation per output word: ordered bits or float-mult to float bits, then
+//! the exception runs).
 
 use super::line_sum::sum_lines;
-use super::read_byte;
-use crate::gpu::abi::{flags, LosslessArray, LosslessSegment, SEGMENT_ROUND};
-
-/// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the payload
-/// starting at byte `base`. Words past the end read as 0.
-fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
-    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
-    let abs_bit = (base & 3) * 8 + p;
-    let w = (base >> 2) + (abs_bit >> 5);
-    let sh = abs_bit & 31;
-    let mut v = word(w) >> sh;
-    if sh != 0 {
-        v |= word(w + 1) << (32 - sh);
-    }
-    v
-}
-
-/// Twin of `token_base` in `lossless.wgsl`: a token's base value, raw bit count and whether
-/// it is a zero run, at `width` bits (SPEC "Lossless float arrays").
-fn token_base(width: u32, token: u32) -> (u32, u32, bool) {
-    let singles = 16 + 2 * (width - 4);
-    if token < 16 {
-        (token, 0, false)
-    } else if token < singles {
-        let n = 4 + (token - 16) / 2;
-        let m = (token - 16) & 1;
-        ((1 << n) | (m << (n - 1)), n - 1, false)
-    } else {
-        let j = token - singles + 1;
-        (1 << j, j, true)
-    }
-}
-
-/// Twin of `unzig` in `lossless.wgsl`: the inverse zigzag, mod 2^32.
-fn unzig(z: u32) -> u32 {
-    (z >> 1) ^ 0u32.wrapping_sub(z & 1)
-}
+use super::segments::decode_rounds;
+use crate::gpu::abi::{flags, LosslessArray, LosslessSegment};
 
 /// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform):
-/// segment `g` decodes up to [`SEGMENT_ROUND`] further values (a lookup in its 2^11-entry
-/// table, then the raw bits; a zero run's zeros one a step) into `words[out_start ..]` as
-/// residuals (the inverse zigzag applied, mod 2^32), keeping its place in the 3 words from
-/// `words[state]` where it has more values. In the round that ends it, it ORs
-/// [`flags::OVERRUN`] (a symbol or zero run past the segment's end) or [`flags::TRAILING`]
-/// (the symbols do not end in the last byte, or the padding is not zero) into
-/// `errors[file]`. Arguments in binding order.
+/// [`decode_rounds`] without pair tokens. Arguments in binding order.
 pub(crate) fn decode_segments(
     input_words: &[u32],
     segments: &[LosslessSegment],
-    luts: &[u32],
+    tables: &[u32],
     words: &mut [u32],
     errors: &mut [u32],
     round: u32,
 ) {
-    for seg in segments {
-        let total = seg.in_len * 8;
-        let st = seg.state as usize;
-        let (mut pos, mut i, mut zeros) = (0u32, 0u32, 0u32);
-        if round > 0 {
-            if seg.state == u32::MAX {
-                continue;
-            }
-            (pos, i, zeros) = (words[st], words[st + 1], words[st + 2]);
-            if i >= seg.count {
-                continue;
-            }
-        }
-        let end = seg.count.min(i + SEGMENT_ROUND);
-        let mut bad = 0u32;
-        for _ in 0..SEGMENT_ROUND {
-            if i >= end {
-                break;
-            }
-            let out = (seg.out_start + i) as usize;
-            if zeros > 0 {
-                words[out] = 0;
-                zeros -= 1;
-                i += 1;
-                continue;
-            }
-            let peek = read_bits32(input_words, seg.in_byte, pos);
-            let e = luts[(seg.lut + (peek & 2047)) as usize];
-            let cl = e & 15;
-            let (base, nraw, run) = token_base(seg.width, e >> 4);
-            let raw = read_bits32(input_words, seg.in_byte, pos + cl) & ((1u32 << nraw) - 1);
-            pos += cl + nraw;
-            if pos > total {
-                bad = flags::OVERRUN;
-                break;
-            }
-            let v = base + raw;
-            if run {
-                if v > seg.count - i {
-                    bad = flags::OVERRUN;
-                    break;
-                }
-                words[out] = 0;
-                zeros = v - 1;
-            } else {
-                words[out] = unzig(v);
-            }
-            i += 1;
-        }
-        if bad == 0 && i < seg.count {
-            words[st..st + 3].copy_from_slice(&[pos, i, zeros]);
-            continue;
-        }
-        let tail = pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0;
-        if bad == 0 && (pos.div_ceil(8) != seg.in_len || tail) {
-            bad = flags::TRAILING;
-        }
-        errors[seg.file as usize] |= bad;
-        if seg.state != u32::MAX {
-            words[st + 1] = seg.count;
-        }
-    }
+    decode_rounds(input_words, segments, tables, words, errors, round, 0);
 }
 
 /// Twin of `padded_shape` in `lossless.wgsl`.
