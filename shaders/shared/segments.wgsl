@@ -11,7 +11,9 @@
 // values. Values are stored as residuals (the inverse zigzag, mod 2^32).
 //
 // A round decodes up to SEGMENT_ROUND further values of a segment, one symbol or one zero of
-// a run a loop iteration, so no invocation loops past llvmpipe's 65535 iterations. A segment
+// a run a loop iteration, so no invocation loops past llvmpipe's 65535 iterations. (No inner
+// loop for a run's zeros: with one, lavapipe stopped short of a 2^15-value round of singles,
+// as if every symbol cost two iterations.) A segment
 // of more values keeps its bit position, value and zeros left in the 3 words of `words`
 // from `seg.state` (u32::MAX: one round); one that has ended keeps `i == count` there. The
 // checks at its end (trailing bits, padding) run in the round that ends it.

@@ -221,10 +221,10 @@ pub(crate) fn dispatch(
                 dispatches += 1;
             }
             pass.set_pipeline(&p.bounded_undiff);
-            for (axis, stage) in line_sum_steps(differenced(t.arrays)) {
-                let j = t.max_passes + 3 * axis + stage;
+            for step in line_sum_steps(differenced(t.arrays)) {
+                let j = t.max_passes + 3 * step.axis + step.stage;
                 pass.set_bind_group(0, &group, &[(j as u64 * slot) as u32]);
-                pass.dispatch_workgroups(groups(max_count), files_y, 1);
+                pass.dispatch_workgroups(groups(step.items), files_y, 1);
                 dispatches += 1;
             }
             pass.set_pipeline(&p.bounded_lattice);

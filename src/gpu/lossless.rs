@@ -140,9 +140,9 @@ pub(crate) fn dispatch(
                 round,
                 ..Default::default()
             })
-            .chain(steps.iter().map(|&(axis, stage)| LosslessStep {
-                axis,
-                stage,
+            .chain(steps.iter().map(|step| LosslessStep {
+                axis: step.axis,
+                stage: step.stage,
                 ..Default::default()
             }));
         for (j, s) in rounds_then_steps.enumerate() {
@@ -172,7 +172,6 @@ pub(crate) fn dispatch(
             layout: &p.lossless_bgl,
             entries: &entries,
         });
-        let max_count = t.arrays.iter().map(|a| a.count as u64).max().unwrap_or(0);
         let max_words = t
             .arrays
             .iter()
@@ -197,9 +196,9 @@ pub(crate) fn dispatch(
                 dispatches += 1;
             }
             pass.set_pipeline(&p.lossless_undiff);
-            for j in 0..steps.len() {
+            for (j, step) in steps.iter().enumerate() {
                 pass.set_bind_group(0, &group, &offset(rounds as usize + j));
-                pass.dispatch_workgroups(groups(max_count), files_y, 1);
+                pass.dispatch_workgroups(groups(step.items), files_y, 1);
                 dispatches += 1;
             }
             pass.set_bind_group(0, &group, &offset(0));

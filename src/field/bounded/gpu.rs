@@ -476,8 +476,8 @@ pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
         .iter()
         .filter(|a| a.predictor == 1)
         .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
-    for (axis, stage) in crate::gpu::line_sum::line_sum_steps(differenced) {
-        twin::undiff(&plan.arrays, &mut words, axis, stage);
+    for step in crate::gpu::line_sum::line_sum_steps(differenced) {
+        twin::undiff(&plan.arrays, &mut words, step.axis, step.stage);
     }
     for j in 0..plan.max_passes {
         twin::lattice_pass(

@@ -321,8 +321,8 @@ pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
         .arrays
         .iter()
         .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
-    for (axis, stage) in crate::gpu::line_sum::line_sum_steps(shapes) {
-        twin::undiff(&plan.arrays, &mut words, axis, stage);
+    for step in crate::gpu::line_sum::line_sum_steps(shapes) {
+        twin::undiff(&plan.arrays, &mut words, step.axis, step.stage);
     }
     twin::finish(&plan.arrays, &words, &plan.runs, &mut output, &mut errors);
     (output, errors)
