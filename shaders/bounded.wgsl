@@ -3,25 +3,28 @@
 // gpu/cpu_twin/bounded.rs (same names, same steps); field/bounded/gpu.rs checks every file on
 // the CPU and builds the tables read here.
 //
-// Stages, in one submission:
-// 1. `decode_segments`: one invocation per segment (table `segments`) decodes its tokens
-//    (singles, pairs, zero runs) through its 2^11-entry table in `tables` (code length |
-//    token << 4) into `words` as residuals `k` (inverse zigzag, i32 bits); a stream error ORs
-//    a flag into the file's slot.
-// 2. Differences: `undiff`, three dispatches per (padded) axis some array is differenced
-//    along: the wrapping prefix sums (the bins), block by block. Workgroup y is the array.
-//    Lattice: `lattice_pass`, one dispatch per pass (`current.pass_index`: value 0, then levels
-//    coarse to fine, axes in the array's order): one invocation per target predicts it from
-//    lattice values of earlier passes and writes `P + S k` into `output` (C order).
+// Stages, in one submission (`current`, bound at a dynamic offset per dispatch, says which
+// round, axis and stage, or pass):
+// 1. `decode_segments`, one dispatch per round: one invocation per segment (table
+//    `segments`) decodes up to SEGMENT_ROUND of its values a round through its 2^11-entry
+//    table in `tables` into `words` as residuals `k` (shared/segments.wgsl: singles, pairs,
+//    zero runs; i32 bits); a stream error ORs a flag into the file's slot.
+// 2. Differences: `undiff`, one dispatch per (padded) axis some array is differenced
+//    along and stage of shared/line_sum.wgsl's blocked prefix sums (the bins; stages 1 and
+//    2 only where a line has more than one block). Workgroup y is the array.
+//    Lattice: `lattice_pass`, one dispatch per pass (`current.pass_index`: value 0, then
+//    levels coarse to fine, axes in the array's order): one invocation per target predicts
+//    it from lattice values of earlier passes and writes `P + S k` into `output` (C order).
 // 3. `finish`: one invocation per value: `offset + f32(x) * unit`, then the runs.
-// Every loop has an explicit bound (a segment's value count, a line's length, the grid
-// stride over a count); WGSL clamps indices on top. llvmpipe (lavapipe) ends an
-// invocation's loops after 65535 iterations in all: prefix-sum lines go in blocks (up to
-// 2^28 values a line), and the encoder's segments (2^16 / 8 values) keep within it, but a
-// segment of more than about 32768 values fails there (flagged).
+// Every loop has an explicit bound (a round's values, a block's values, a line's blocks,
+// the grid stride over a count); WGSL clamps indices on top. llvmpipe (lavapipe) ends an
+// invocation's loops after 65535 iterations in all: segments go in rounds and prefix-sum
+// lines in blocks (up to 2^28 values a line), so no invocation comes near that while a
+// dispatch has an invocation per segment or item (up to 2^22).
 
 // `LosslessSegment`, `BoundedArray`, `BoundedPass` and `BoundedStep` are generated from
-// src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl.
+// src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl,
+// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
@@ -34,83 +37,19 @@
 @group(0) @binding(7) var<storage, read_write> output: array<u32>;
 @group(0) @binding(8) var<uniform> current: BoundedStep;
 
-// The inverse zigzag, mod 2^32.
-fn unzig(z: u32) -> u32 {
-    return (z >> 1u) ^ (0u - (z & 1u));
-}
-
 // Invocations along x of a grid dispatch.
 fn grid_width(nwg: vec3<u32>) -> u32 {
     return nwg.x * BOUNDED_WG;
 }
 
+// Round `current.round` of every segment: `decode_round` (shared/segments.wgsl) with
+// the pair tokens.
 @compute @workgroup_size(BOUNDED_WG)
 fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
                    @builtin(num_workgroups) nwg: vec3<u32>) {
     let n = arrayLength(&segments);
     for (var g = gid.x; g < n; g += grid_width(nwg)) {
-        let seg = segments[g];
-        let total = seg.in_len * 8u;
-        var pos = 0u;
-        var i = 0u;
-        var bad = 0u;
-        // Every symbol gives at least one value: `count` iterations at most.
-        for (var it = 0u; it < seg.count; it++) {
-            if (i >= seg.count) {
-                break;
-            }
-            let peek = read_bits32(seg.in_byte, pos);
-            let e = tables[seg.lut + (peek & 2047u)];
-            let cl = e & 15u;
-            let token = e >> 4u;
-            if (token < BOUNDED_PAIR0) {
-                // A single: the lossless array's 32-bit tokens.
-                var base = token;
-                var nraw = 0u;
-                if (token >= 16u) {
-                    let nb = 4u + (token - 16u) / 2u;
-                    base = (1u << nb) | (((token - 16u) & 1u) << (nb - 1u));
-                    nraw = nb - 1u;
-                }
-                let raw = read_bits32(seg.in_byte, pos + cl) & ((1u << nraw) - 1u);
-                pos += cl + nraw;
-                if (pos > total) {
-                    bad = ERR_OVERRUN;
-                    break;
-                }
-                words[seg.out_start + i] = unzig(base + raw);
-                i += 1u;
-            } else if (token < BOUNDED_RUN0) {
-                pos += cl;
-                if (pos > total || seg.count - i < 2u) {
-                    bad = ERR_OVERRUN;
-                    break;
-                }
-                let p = token - BOUNDED_PAIR0;
-                words[seg.out_start + i] = unzig(p / BOUNDED_PAIR_LIMIT);
-                words[seg.out_start + i + 1u] = unzig(p % BOUNDED_PAIR_LIMIT);
-                i += 2u;
-            } else {
-                let j = token - BOUNDED_RUN0 + 1u;
-                let v = (1u << j) + (read_bits32(seg.in_byte, pos + cl) & ((1u << j) - 1u));
-                pos += cl + j;
-                if (pos > total || v > seg.count - i) {
-                    bad = ERR_OVERRUN;
-                    break;
-                }
-                for (var k = 0u; k < v; k++) {
-                    words[seg.out_start + i + k] = 0u;
-                }
-                i += v;
-            }
-        }
-        let tail = pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u;
-        if (bad == 0u && ((pos + 7u) / 8u != seg.in_len || tail)) {
-            bad = ERR_TRAILING;
-        }
-        if (bad != 0u) {
-            atomicOr(&errors[seg.file], bad);
-        }
+        decode_round(segments[g], current.round, BOUNDED_RUN0 - BOUNDED_PAIR0);
     }
 }
 
@@ -120,11 +59,7 @@ fn padded_shape(a: BoundedArray) -> array<u32, 4> {
 }
 
 // One stage (`current.stage`) of the wrapping prefix sums along padded axis
-// `current.axis` of array `gid.y` (differences only). A line is cut into blocks of
-// LINE_BLOCK values: stage 0 sums within each block (one invocation per block), stage 1
-// sums the blocks' last values into each block's carry (one invocation per line of more
-// than one block), stage 2 adds each block's carry to it (one invocation per block after
-// the first).
+// `current.axis` of array `gid.y` (differences only): `sum_lines` (shared/line_sum.wgsl).
 @compute @workgroup_size(BOUNDED_WG)
 fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -136,48 +71,7 @@ fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
     if (a.predictor != 1u || ((a.axes >> axis) & 1u) == 0u) {
         return;
     }
-    var shape = padded_shape(a);
-    var stride = 1u;
-    for (var b = axis + 1u; b < 4u; b++) {
-        stride *= shape[b];
-    }
-    let len = shape[axis];
-    let lines = a.count / len;
-    let nb = (len + LINE_BLOCK - 1u) / LINE_BLOCK;
-    if (current.stage == 1u) {
-        if (nb == 1u) {
-            return;
-        }
-        for (var line = gid.x; line < lines; line += grid_width(nwg)) {
-            let first = a.words + (line / stride) * len * stride + line % stride;
-            var c = 0u;
-            for (var blk = 1u; blk < nb; blk++) {
-                c += words[first + (blk * LINE_BLOCK - 1u) * stride];
-                words[a.carry + line * nb + blk] = c;
-            }
-        }
-        return;
-    }
-    for (var item = gid.x; item < lines * nb; item += grid_width(nwg)) {
-        let line = item / nb;
-        let blk = item % nb;
-        let first = a.words + (line / stride) * len * stride + line % stride;
-        let k0 = blk * LINE_BLOCK;
-        let k1 = min(len, k0 + LINE_BLOCK);
-        if (current.stage == 0u) {
-            var s = words[first + k0 * stride];
-            for (var k = k0 + 1u; k < k1; k++) {
-                let at = first + k * stride;
-                s += words[at];
-                words[at] = s;
-            }
-        } else if (blk > 0u) {
-            let c = words[a.carry + item];
-            for (var k = k0; k < k1; k++) {
-                words[first + k * stride] += c;
-            }
-        }
-    }
+    sum_lines(padded_shape(a), axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
 }
 
 // Lattice value `i` of the array whose values start at word `at` of `output`.

@@ -2,107 +2,49 @@
 // the CPU decoder's output. CPU twin: gpu/cpu_twin/lossless.rs (same names, same steps);
 // field/lossless/gpu.rs checks every file on the CPU and builds the tables read here.
 //
-// Three stages, one dispatch each per batch (the difference inverse: one per axis):
-// 1. `decode_segments`: one invocation per segment (table `segments`) decodes its tokens
-//    through its 2^11-entry table in `luts` (code length | token << 4) into `words` as
-//    residuals (inverse zigzag, mod 2^32); a stream error ORs a flag into the file's slot.
-// 2. `undiff_axis0` .. `undiff_axis3`: for every array differenced along that (padded) axis,
-//    one invocation per line along it runs the wrapping prefix sum. Workgroup y is the array.
+// Three stages, in one submission (`current`, bound at a dynamic offset per dispatch, says
+// which round, axis and stage):
+// 1. `decode_segments`, one dispatch per round: one invocation per segment (table
+//    `segments`) decodes up to SEGMENT_ROUND of its values a round through its 2^11-entry
+//    table in `tables` into `words` as residuals (shared/segments.wgsl: singles and zero
+//    runs); a stream error ORs a flag into the file's slot.
+// 2. `undiff`, one dispatch per (padded) axis some array is differenced along and stage of
+//    shared/line_sum.wgsl's blocked prefix sums (stages 1 and 2 only where a line has more
+//    than one block). Workgroup y is the array.
 // 3. `finish`: one invocation per output word (one float32, or two 16-bit values with the
 //    first in the low half): ordered bits or float-mult to float bits, then the runs.
-// Every loop has an explicit bound (a segment's value count, a line's length, the grid
-// stride over a table's length); WGSL clamps indices on top.
+// Every loop has an explicit bound (a round's values, a block's values, a line's blocks,
+// the grid stride over a table's length); WGSL clamps indices on top. llvmpipe (lavapipe)
+// ends an invocation's loops after 65535 iterations in all: no invocation of a round, a
+// prefix-sum stage or the finish (two values a word, a binary search of the runs) comes
+// near that while a dispatch has an invocation per segment, item or word (up to 2^22).
 
 // `LosslessSegment` and `LosslessArray` are generated from src/gpu/abi.rs (gpu::shaders);
-// `read_bits32` and `read_byte` come from shared/bits.wgsl.
+// `LosslessStep` too; `read_bits32` and `read_byte` come from shared/bits.wgsl,
+// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
-@group(0) @binding(2) var<storage, read> luts: array<u32>;
+@group(0) @binding(2) var<storage, read> tables: array<u32>;
 @group(0) @binding(3) var<storage, read_write> words: array<u32>;
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> arrays: array<LosslessArray>;
 @group(0) @binding(6) var<storage, read> runs: array<u32>;
 @group(0) @binding(7) var<storage, read_write> output: array<u32>;
-
-// A token's base value, raw bit count and run flag (bit 0 of z) at `width` bits.
-struct TokenBase {
-    base: u32,
-    nraw: u32,
-    run: bool,
-}
-
-fn token_base(width: u32, token: u32) -> TokenBase {
-    let singles = 16u + 2u * (width - 4u);
-    if (token < 16u) {
-        return TokenBase(token, 0u, false);
-    }
-    if (token < singles) {
-        let n = 4u + (token - 16u) / 2u;
-        let m = (token - 16u) & 1u;
-        return TokenBase((1u << n) | (m << (n - 1u)), n - 1u, false);
-    }
-    let j = token - singles + 1u;
-    return TokenBase(1u << j, j, true);
-}
-
-// The inverse zigzag, mod 2^32.
-fn unzig(z: u32) -> u32 {
-    return (z >> 1u) ^ (0u - (z & 1u));
-}
+@group(0) @binding(8) var<uniform> current: LosslessStep;
 
 // Invocations along x of a grid dispatch.
 fn grid_width(nwg: vec3<u32>) -> u32 {
     return nwg.x * LOSSLESS_WG;
 }
 
+// Round `current.round` of every segment: `decode_round` (shared/segments.wgsl).
 @compute @workgroup_size(LOSSLESS_WG)
 fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
                    @builtin(num_workgroups) nwg: vec3<u32>) {
     let n = arrayLength(&segments);
     for (var g = gid.x; g < n; g += grid_width(nwg)) {
-        let seg = segments[g];
-        let total = seg.in_len * 8u;
-        var pos = 0u;
-        var i = 0u;
-        var bad = 0u;
-        // Every symbol gives at least one value: `count` iterations at most.
-        for (var it = 0u; it < seg.count; it++) {
-            if (i >= seg.count) {
-                break;
-            }
-            let peek = read_bits32(seg.in_byte, pos);
-            let e = luts[seg.lut + (peek & 2047u)];
-            let cl = e & 15u;
-            let t = token_base(seg.width, e >> 4u);
-            let raw = read_bits32(seg.in_byte, pos + cl) & ((1u << t.nraw) - 1u);
-            pos += cl + t.nraw;
-            if (pos > total) {
-                bad = ERR_OVERRUN;
-                break;
-            }
-            let v = t.base + raw;
-            if (t.run) {
-                if (v > seg.count - i) {
-                    bad = ERR_OVERRUN;
-                    break;
-                }
-                for (var k = 0u; k < v; k++) {
-                    words[seg.out_start + i + k] = 0u;
-                }
-                i += v;
-            } else {
-                words[seg.out_start + i] = unzig(v);
-                i += 1u;
-            }
-        }
-        let tail = pos % 8u != 0u && (read_byte(seg.in_byte + pos / 8u) >> (pos % 8u)) != 0u;
-        if (bad == 0u && ((pos + 7u) / 8u != seg.in_len || tail)) {
-            bad = ERR_TRAILING;
-        }
-        if (bad != 0u) {
-            atomicOr(&errors[seg.file], bad);
-        }
+        decode_round(segments[g], current.round, 0u);
     }
 }
 
@@ -111,57 +53,20 @@ fn padded_shape(a: LosslessArray) -> array<u32, 4> {
     return array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
 }
 
-// The wrapping prefix sums along `axis` of array `gid.y`, one line per invocation.
-fn undiff(axis: u32, gid: vec3<u32>, nwg: vec3<u32>) {
+// One stage (`current.stage`) of the wrapping prefix sums along padded axis `current.axis`
+// of array `gid.y`: `sum_lines` (shared/line_sum.wgsl).
+@compute @workgroup_size(LOSSLESS_WG)
+fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
     if (gid.y >= arrayLength(&arrays)) {
         return;
     }
     let a = arrays[gid.y];
+    let axis = current.axis;
     if (((a.axes >> axis) & 1u) == 0u) {
         return;
     }
-    var shape = padded_shape(a);
-    var stride = 1u;
-    for (var b = axis + 1u; b < 4u; b++) {
-        stride *= shape[b];
-    }
-    let len = shape[axis];
-    let lines = a.count / len;
-    for (var line = gid.x; line < lines; line += grid_width(nwg)) {
-        let outer = line / stride;
-        let inner = line % stride;
-        let first = a.words + outer * len * stride + inner;
-        var s = words[first];
-        for (var k = 1u; k < len; k++) {
-            let at = first + k * stride;
-            s += words[at];
-            words[at] = s;
-        }
-    }
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis0(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(0u, gid, nwg);
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis1(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(1u, gid, nwg);
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis2(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(2u, gid, nwg);
-}
-
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff_axis3(@builtin(global_invocation_id) gid: vec3<u32>,
-                @builtin(num_workgroups) nwg: vec3<u32>) {
-    undiff(3u, gid, nwg);
+    sum_lines(padded_shape(a), axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
 }
 
 // Value `i` of array `a` as float bits of its width (x), and whether float-mult found it

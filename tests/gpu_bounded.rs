@@ -4,9 +4,10 @@
 //! 1e-2, 1e-3 and 1e-4, as 1-D, in its own shape and as 4-D, with either predictor (the
 //! first 2^16 values of each; the whole arrays once, the encoder's choice); corrupt files
 //! (bit flips with the CRC mended, truncations) are refused exactly when the CPU refuses
-//! them, naming the file; the dispatch count of a batch is its passes, three per axis
-//! summed and two; a batch over a 1 MiB binding splits into submissions; prefix-sum lines
-//! longer than llvmpipe's loop limit decode in blocks.
+//! them, naming the file; the dispatch count of a batch is its token rounds, passes and
+//! prefix-sum stages and one; a batch over a 1 MiB binding splits into submissions;
+//! prefix-sum lines and segments longer than llvmpipe's loop limit decode in blocks and
+//! rounds.
 #![cfg(all(feature = "gpu", feature = "dataset"))]
 
 mod common;
@@ -271,12 +272,13 @@ fn dispatches_are_the_passes_and_prefix_sums_plus_two() {
         },
     )
     .unwrap();
+    // Lines of 256 values are one block: one prefix-sum dispatch per axis.
     let axes = parse_bounded(&diff).unwrap().axes[0].count_ones();
     for (files, want) in [
         (vec![&one[..]], 1 + 17 + 1),
         (vec![&four[..]], 1 + 17 + 1),
-        (vec![&diff[..]], 1 + 3 * axes + 1),
-        (vec![&one[..], &four[..], &diff[..]], 1 + 3 * axes + 17 + 1),
+        (vec![&diff[..]], 1 + axes + 1),
+        (vec![&one[..], &four[..], &diff[..]], 1 + axes + 17 + 1),
     ] {
         let batch = decode_bounded_fields(gpu, &files, &o).unwrap();
         let input: usize = files.iter().map(|f| f.len()).sum();
@@ -394,6 +396,36 @@ fn long_lines_decode_in_blocks() {
         let f = encode_bounded(&v[..n], shape, &opts).unwrap();
         files.push((format!("{shape:?}"), f));
     }
+    for f in &files {
+        check(std::slice::from_ref(f));
+    }
+    check(&files);
+}
+
+/// A segment of 2^20 values decodes bit for bit. Before segments went in rounds, lavapipe
+/// refused it as corrupt data (flag TRAILING).
+#[test]
+fn a_segment_past_one_round_decodes() {
+    if gpu_support::gpu().is_none() {
+        return;
+    }
+    // One segment of 2^20 values (chunk 2^20, one segment), both predictors: more symbols
+    // than one invocation may loop over on llvmpipe, so the segment decodes in rounds.
+    let v = synthetic(1 << 20);
+    let mut files = Vec::new();
+    for p in [Predictor::Differences, Predictor::Lattice] {
+        let opts = BoundedOptions {
+            fill_value: Some(-9999.0),
+            predictor: Some(p),
+            chunk_log2: 20,
+            segments: 1,
+            ..BoundedOptions::new(1e-3)
+        };
+        let f = encode_bounded(&v, &[1 << 20], &opts).unwrap();
+        files.push((format!("{p:?}"), f));
+    }
+    // 2^20 / 2^15 rounds, three prefix-sum stages (a line of 256 blocks), the finish.
+    assert_eq!(check(&files[..1]), 32 + 3 + 1);
     for f in &files {
         check(std::slice::from_ref(f));
     }

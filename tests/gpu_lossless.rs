@@ -109,6 +109,15 @@ fn shared_arrays_decode_bit_for_bit() {
     }
     let files = shared_files();
     eprintln!("{} shared arrays", files.len());
+    let gpu = gpu_support::gpu().unwrap();
+    for (name, file) in &files {
+        let b = decode_lossless_fields(gpu, &[&file[..]]).unwrap();
+        let h = &b.headers[0];
+        eprintln!(
+            "{name}: shape {:?}, axes {:#b}: {} dispatches",
+            h.shape, h.axes, b.dispatches
+        );
+    }
     // One batch per array, then all of them in one.
     for f in &files {
         check(std::slice::from_ref(f));
@@ -167,6 +176,127 @@ fn a_corrupt_segment_is_the_files_error() {
         }
     }
     eprintln!("{refused} of 40 corruptions refused, {on_gpu} by the GPU's flags");
+    assert!(
+        on_gpu > 0,
+        "some corruptions are refused by the GPU's flags"
+    );
+}
+
+/// Values with NaN payloads, -0.0, infinities and subnormals among a smooth signal.
+fn long_values(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let x = i as f32 * 0.0007;
+            match i % 1009 {
+                3 => f32::from_bits(0x7f80_0001 + i as u32 % 1000),
+                5 => -0.0,
+                7 => f32::INFINITY,
+                11 => f32::from_bits(1 + i as u32 % 500),
+                _ => x.sin() * 25.0 + (x * 3.1).cos(),
+            }
+        })
+        .collect()
+}
+
+/// Arrays whose lines pass llvmpipe's 65535 loop iterations an invocation: 1-D float32 of
+/// 65,600 and 1,000,003 values, a 2-D array of 70,000-value rows (differenced along both
+/// axes), their float16 and bfloat16 forms, and a segment of 2^20 values (chunk 2^20, one
+/// segment): bit for bit the CPU decoder's output. Before the line sums went in blocks and
+/// segments in rounds, lavapipe summed only the first 65,536 values of a line (the rest
+/// wrong, no flag) and refused the long segment as corrupt (flag TRAILING).
+#[test]
+fn long_lines_and_segments_decode_bit_for_bit() {
+    let Some(gpu) = gpu_support::gpu() else {
+        return;
+    };
+    let mut files = Vec::new();
+    let shapes: [&[u32]; 3] = [&[65_600], &[1_000_003], &[3, 70_000]];
+    for shape in shapes {
+        let n = shape.iter().product::<u32>() as usize;
+        let v = long_values(n);
+        let opts = LosslessOptions {
+            axes: Some((1u8 << shape.len()) - 1),
+            ..Default::default()
+        };
+        let name = format!("{shape:?}");
+        files.push((
+            format!("f32 {name}"),
+            encode_lossless(FloatSlice::F32(&v), shape, &opts).unwrap(),
+        ));
+        let bf: Vec<u16> = v.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+        let h: Vec<u16> = v
+            .iter()
+            .map(|x| (x.to_bits() >> 16) as u16 ^ (x.to_bits() as u16 & 0x3f))
+            .collect();
+        files.push((
+            format!("bf16 {name}"),
+            encode_lossless(FloatSlice::BF16(&bf), shape, &opts).unwrap(),
+        ));
+        files.push((
+            format!("f16 {name}"),
+            encode_lossless(FloatSlice::F16(&h), shape, &opts).unwrap(),
+        ));
+    }
+    let v = long_values(1 << 20);
+    let one_segment = LosslessOptions {
+        chunk_log2: 20,
+        segments: 1,
+        ..Default::default()
+    };
+    files.push((
+        "f32 [1048576], one segment".into(),
+        encode_lossless(FloatSlice::F32(&v), &[1 << 20], &one_segment).unwrap(),
+    ));
+    // Dispatches: the token rounds (2^20 / 2^15 for the long segment), one prefix-sum
+    // stage per axis of one-block lines, three where a line has several blocks, the finish.
+    let dispatches = |k: usize| {
+        let b = decode_lossless_fields(gpu, &[&files[k].1[..]]).unwrap();
+        b.dispatches
+    };
+    assert_eq!(dispatches(0), 1 + 3 + 1, "1-D of 65,600");
+    assert_eq!(dispatches(6), 1 + 1 + 3 + 1, "[3, 70000]");
+    assert_eq!(dispatches(9), 32 + 3 + 1, "one segment of 2^20");
+    for f in &files {
+        check(std::slice::from_ref(f));
+    }
+    check(&files);
+}
+
+/// Corruptions in a segment of 2^20 values (decoded over 32 rounds): the GPU refuses a file
+/// exactly when the CPU decoder does, and gives its bytes otherwise.
+#[test]
+fn a_corrupt_long_segment_is_the_files_error() {
+    let Some(gpu) = gpu_support::gpu() else {
+        return;
+    };
+    let v = long_values(1 << 20);
+    let opts = LosslessOptions {
+        chunk_log2: 20,
+        segments: 1,
+        ..Default::default()
+    };
+    let good = encode_lossless(FloatSlice::F32(&v), &[1 << 20], &opts).unwrap();
+    let mut on_gpu = 0;
+    for k in 0..12 {
+        let mut bad = good.clone();
+        // Past the first round's bits, most of them.
+        let at = bad.len() / 8 + k * (bad.len() / 14);
+        bad[at] ^= 0x24;
+        gpu_support::fix_crc(&mut bad);
+        let cpu = decode_lossless(&bad, &DecodeOptions::default());
+        let r = decode_lossless_fields(gpu, &[&bad[..]]);
+        match (&cpu, &r) {
+            (Err(_), Err(e)) => on_gpu += e.to_string().contains("GPU") as usize,
+            (Ok((_, want)), Ok(batch)) => {
+                assert!(batch.read_back_array(0).unwrap() == want.as_bytes());
+            }
+            _ => panic!(
+                "byte {at}: CPU {:?} but GPU {:?}",
+                cpu.as_ref().err(),
+                r.as_ref().err()
+            ),
+        }
+    }
     assert!(
         on_gpu > 0,
         "some corruptions are refused by the GPU's flags"

@@ -11,7 +11,7 @@
 //! `shaders/bounded.wgsl`.
 
 use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
-use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
+use super::lossless::gpu::{plan_lossless_batches, segment_rounds, LosslessPlan};
 use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
@@ -210,6 +210,9 @@ pub struct GpuLosslessBatch {
     /// Submissions the decode took: 1, more where the batch was split to fit the device's
     /// bindings (0 for an empty batch).
     pub submissions: usize,
+    /// Compute dispatches the decode took (token rounds, prefix-sum stages, finish; all
+    /// sub-batches).
+    pub dispatches: u32,
     device: wgpu::Device,
     queue: wgpu::Queue,
 }
@@ -271,8 +274,10 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
     });
     let mut offsets = Vec::with_capacity(files.len());
     let mut headers = Vec::with_capacity(files.len());
+    let mut dispatches = 0;
     for ((first, plan), &at) in batches.into_iter().zip(&base) {
-        let flags = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
+        let (flags, d) = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
+        dispatches += d;
         if let Some((k, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
             let image = first + k;
             return Err(Error::InBatch {
@@ -288,6 +293,7 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
         offsets,
         headers,
         submissions: base.len(),
+        dispatches,
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
     })
@@ -298,6 +304,7 @@ fn tables(plan: &LosslessPlan) -> LosslessTables<'_> {
     LosslessTables {
         input_words: &plan.input_words,
         segments: &plan.segments,
+        rounds: segment_rounds(&plan.segments),
         luts: &plan.luts,
         words: plan.words,
         arrays: &plan.arrays,
@@ -376,6 +383,7 @@ pub fn decode_bounded_fields(
         let tables = BoundedTables {
             input_words: &plan.input_words,
             segments: &plan.segments,
+            rounds: segment_rounds(&plan.segments),
             tables: &plan.tables,
             words: plan.words,
             arrays: &plan.arrays,

@@ -1,6 +1,7 @@
 //! The data the host and the shaders share: the `repr(C)` tables bound to the kernels
-//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, and the job tables of the
-//! augment, fields, levels and tensor-window kernels), the error flags the shaders report ([`flags`]), and the
+//! ([`ImageInfo`], [`Params`], the prefix sum's `ScanParams`, the job tables of the
+//! augment, fields, levels and tensor-window kernels, the float arrays' tables and step
+//! uniforms), the error flags the shaders report ([`flags`]), and the
 //! workgroup constants. Every struct a shader reads is declared once, by `wgsl_struct!`, which
 //! gives both the Rust struct and its WGSL `struct` text; `gpu::shaders` writes those texts
 //! and constants generated from these values into each stage's source, so no WGSL mirrors
@@ -36,10 +37,14 @@ pub(crate) const BOUNDED_RUN0: u32 = 88;
 pub(crate) const BOUNDED_PAIR_LIMIT: u32 = 4;
 /// Bins of the differences predictor are below this (`BOUNDED_MAX_BINS`).
 pub(crate) const BOUNDED_MAX_BINS: u32 = 1 << 16;
-/// Values of a block of a prefix-sum line in `bounded.wgsl` (`LINE_BLOCK`): a line sums
-/// block by block, then the blocks' carries, then adds them, so no invocation loops past
-/// llvmpipe's 65535 iterations (in all of its loops) on lines up to 2^28 values.
+/// Values of a block of a prefix-sum line in `shared/line_sum.wgsl` (`LINE_BLOCK`): a line
+/// sums block by block, then the blocks' carries, then adds them, so no invocation loops
+/// past llvmpipe's 65535 iterations (in all of its loops) on lines up to 2^28 values.
 pub(crate) const LINE_BLOCK: u32 = 1 << 12;
+/// Most values one invocation of `shared/segments.wgsl` decodes of a segment in one round
+/// (one dispatch of `decode_segments`; `SEGMENT_ROUND`): a segment of more values takes
+/// several rounds, so no invocation loops past llvmpipe's 65535 iterations.
+pub(crate) const SEGMENT_ROUND: u32 = 1 << 15;
 /// [`BoundedPass::kind`] of value 0 (its prediction is 0).
 pub(crate) const PASS_ORIGIN: u32 = 0;
 /// [`BoundedPass::kind`] of a linear pass.
@@ -489,8 +494,9 @@ wgsl_struct! {
 }
 
 wgsl_struct! {
-    /// One segment of a lossless float array in the table `lossless.wgsl`'s
-    /// `decode_segments` reads (`segments`): one invocation decodes it.
+    /// One segment of a lossless or error-bounded float array in the table the
+    /// `decode_segments` of `lossless.wgsl` and `bounded.wgsl` read (`segments`): one
+    /// invocation decodes it, a round at a time (`shared/segments.wgsl`).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct LosslessSegment {
         /// First byte of the segment in the `input_words` binding.
@@ -508,8 +514,9 @@ wgsl_struct! {
         pub(crate) width: u32,
         /// The file's index in its batch (its error-flag slot).
         pub(crate) file: u32,
-        /// Padding (0).
-        pub(crate) pad: u32,
+        /// The first of 3 words in the `words` binding where a segment of more than
+        /// [`SEGMENT_ROUND`] values keeps its place between rounds, else `u32::MAX`.
+        pub(crate) state: u32,
     }
 }
 
@@ -547,10 +554,28 @@ wgsl_struct! {
         pub(crate) out_word: u32,
         /// The file's index in its batch (its error-flag slot).
         pub(crate) file: u32,
-        /// Padding (0).
-        pub(crate) pad0: u32,
+        /// The first of the prefix sums' block carries in the `words` binding (one per block
+        /// of each line along the axis being summed).
+        pub(crate) carry: u32,
         /// Padding (0).
         pub(crate) pad1: u32,
+    }
+}
+
+wgsl_struct! {
+    /// The uniform of one `decode_segments` or `undiff` dispatch of `lossless.wgsl`
+    /// (`current`, bound at a dynamic offset per dispatch): which round, or which axis and
+    /// stage.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub(crate) struct LosslessStep {
+        /// `decode_segments`: the round (from 0).
+        pub(crate) round: u32,
+        /// `undiff`: the padded axis summed along.
+        pub(crate) axis: u32,
+        /// `undiff`: 0 sums within blocks, 1 the carries, 2 adds them.
+        pub(crate) stage: u32,
+        /// Padding (0).
+        pub(crate) pad0: u32,
     }
 }
 
@@ -730,8 +755,9 @@ wgsl_struct! {
 }
 
 wgsl_struct! {
-    /// The uniform of one `lattice_pass` or `undiff` dispatch of `bounded.wgsl` (`current`,
-    /// bound at a dynamic offset per dispatch): which pass, or which axis and stage.
+    /// The uniform of one `decode_segments`, `lattice_pass` or `undiff` dispatch of
+    /// `bounded.wgsl` (`current`, bound at a dynamic offset per dispatch): which round,
+    /// pass, or axis and stage.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
     pub(crate) struct BoundedStep {
         /// `lattice_pass`: the pass (from each array's first).
@@ -740,14 +766,14 @@ wgsl_struct! {
         pub(crate) axis: u32,
         /// `undiff`: 0 sums within blocks, 1 the carries, 2 adds them.
         pub(crate) stage: u32,
-        /// Padding (0).
-        pub(crate) pad0: u32,
+        /// `decode_segments`: the round (from 0).
+        pub(crate) round: u32,
     }
 }
 
 /// Every struct a shader reads, for the layout test.
 #[cfg(test)]
-pub(crate) const WGSL_STRUCTS: [&WgslStruct; 12] = [
+pub(crate) const WGSL_STRUCTS: [&WgslStruct; 13] = [
     &ImageInfo::WGSL_STRUCT,
     &Params::WGSL_STRUCT,
     &ScanParams::WGSL_STRUCT,
@@ -756,6 +782,7 @@ pub(crate) const WGSL_STRUCTS: [&WgslStruct; 12] = [
     &LevelJob::WGSL_STRUCT,
     &LosslessSegment::WGSL_STRUCT,
     &LosslessArray::WGSL_STRUCT,
+    &LosslessStep::WGSL_STRUCT,
     &BoundedArray::WGSL_STRUCT,
     &BoundedPass::WGSL_STRUCT,
     &BoundedStep::WGSL_STRUCT,

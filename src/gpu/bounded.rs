@@ -1,15 +1,18 @@
 //! The error-bounded arrays' kernel: `shaders/bounded.wgsl` over the tables of a batch of
 //! `.l3f` version 3 arrays (planned by the data side, `field::bounded::gpu`): one dispatch of
-//! `decode_segments`, three of `undiff` (blocks, carries, adds) for each axis some array is
-//! differenced along, one of `lattice_pass` per pass with targets (the pass, axis and stage
-//! a dynamic uniform offset), one of `finish`, in one submission. Every buffer is bound
-//! whole, but the output, which the caller gives as a range of its buffer, so that
-//! sub-batches (planned by the data side to fit the device's bindings) write one output
-//! buffer; every binding is checked against the device's limits first. Returns the per-file
-//! error flags (read back), the dispatch count and the bytes uploaded.
+//! `decode_segments` per round (as many as the plan says), one of `undiff` per step of the
+//! blocked line sums (`gpu::line_sum`: blocks, then carries and adds where a line has
+//! several blocks) for each axis some array is differenced along, one of `lattice_pass` per
+//! pass with targets (the round, pass, axis and stage a dynamic uniform offset), one of
+//! `finish`, in one submission. Every buffer is bound whole, but the output, which the
+//! caller gives as a range of its buffer, so that sub-batches (planned by the data side to
+//! fit the device's bindings) write one output buffer; every binding is checked against the
+//! device's limits first. Returns the per-file error flags (read back), the dispatch count
+//! and the bytes uploaded.
 
 use super::abi::{BoundedArray, BoundedPass, BoundedStep, LosslessSegment, BOUNDED_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::line_sum::line_sum_steps;
 use super::readback::read_buffer;
 use super::upload::storage_buffer;
 use super::GpuDecoder;
@@ -22,6 +25,9 @@ pub(crate) struct BoundedTables<'a> {
     pub input_words: &'a [u32],
     /// Binding 1: one entry per segment.
     pub segments: &'a [LosslessSegment],
+    /// Rounds of `decode_segments` (1 at least): the longest segment's values over
+    /// `SEGMENT_ROUND`, rounded up.
+    pub rounds: u32,
     /// Binding 2: the decode tables, then the exception runs.
     pub tables: &'a [u32],
     /// Binding 3: words of the residual buffer.
@@ -48,6 +54,15 @@ fn groups(items: u64) -> u32 {
     items
         .div_ceil(BOUNDED_WORKGROUP_SIZE as u64)
         .clamp(1, MAX_GROUPS as u64) as u32
+}
+
+/// The (padded shape, differenced axes) of the differences arrays among `arrays`, for
+/// [`line_sum_steps`].
+fn differenced(arrays: &[BoundedArray]) -> impl Iterator<Item = ([u32; 4], u32)> + Clone + '_ {
+    arrays
+        .iter()
+        .filter(|a| a.predictor == 1)
+        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes))
 }
 
 /// Bytes of a binding of `words` words (bindings are never empty).
@@ -120,11 +135,13 @@ pub(crate) fn dispatch(
     )?;
     let d = &decoder.device;
     let q = &decoder.queue;
-    // One uniform slot per lattice pass, at the device's uniform offset alignment.
+    // One uniform slot per lattice pass, then 3 per axis (the prefix sums' stages), then one
+    // per round, at the device's uniform offset alignment.
     let slot = (d.limits().min_uniform_buffer_offset_alignment as u64)
         .max(size_of::<BoundedStep>() as u64);
-    // Slots: the passes, then 3 per axis (the prefix sums' stages).
-    let slots = t.max_passes as u64 + 12;
+    let rounds = t.rounds.max(1);
+    let slots = t.max_passes as u64 + 12 + rounds as u64;
+    let round_slot = |r: u32| t.max_passes + 12 + r;
     let uploaded = [
         bytemuck::cast_slice::<_, u8>(t.input_words).len(),
         bytemuck::cast_slice::<_, u8>(t.segments).len(),
@@ -152,13 +169,13 @@ pub(crate) fn dispatch(
             mapped_at_creation: false,
         });
         let mut step_bytes = vec![0u8; (slot * slots) as usize];
-        for j in 0..t.max_passes + 12 {
+        for j in 0..slots as u32 {
             let u = j.saturating_sub(t.max_passes);
             let s = BoundedStep {
                 pass_index: j,
                 axis: u / 3,
                 stage: u % 3,
-                ..Default::default()
+                round: j.saturating_sub(round_slot(0)),
             };
             let at = (j as u64 * slot) as usize;
             step_bytes[at..at + size_of::<BoundedStep>()].copy_from_slice(bytemuck::bytes_of(&s));
@@ -197,25 +214,18 @@ pub(crate) fn dispatch(
                 label: Some("l3 bounded"),
                 timestamp_writes: None,
             });
-            pass.set_bind_group(0, &group, &[0]);
             pass.set_pipeline(&p.bounded_segments);
-            pass.dispatch_workgroups(groups(t.segments.len() as u64), 1, 1);
-            dispatches += 1;
+            for r in 0..rounds {
+                pass.set_bind_group(0, &group, &[(round_slot(r) as u64 * slot) as u32]);
+                pass.dispatch_workgroups(groups(t.segments.len() as u64), 1, 1);
+                dispatches += 1;
+            }
             pass.set_pipeline(&p.bounded_undiff);
-            for axis in 0..4u32 {
-                if !t
-                    .arrays
-                    .iter()
-                    .any(|a| a.predictor == 1 && a.axes >> axis & 1 == 1)
-                {
-                    continue;
-                }
-                for stage in 0..3 {
-                    let j = t.max_passes + 3 * axis + stage;
-                    pass.set_bind_group(0, &group, &[(j as u64 * slot) as u32]);
-                    pass.dispatch_workgroups(groups(max_count), files_y, 1);
-                    dispatches += 1;
-                }
+            for step in line_sum_steps(differenced(t.arrays)) {
+                let j = t.max_passes + 3 * step.axis + step.stage;
+                pass.set_bind_group(0, &group, &[(j as u64 * slot) as u32]);
+                pass.dispatch_workgroups(groups(step.items), files_y, 1);
+                dispatches += 1;
             }
             pass.set_pipeline(&p.bounded_lattice);
             for j in 0..t.max_passes {

@@ -110,12 +110,13 @@ pub(crate) struct Pipelines {
     /// `fields.wgsl`'s `reconstruct_field`.
     pub fields: wgpu::ComputePipeline,
     /// Bindings of `lossless.wgsl`: input words, segments, tables (read), words, errors
-    /// (read-write), arrays, runs (read), output (read-write).
+    /// (read-write), arrays, runs (read), output (read-write), the step (uniform, dynamic
+    /// offset).
     pub lossless_bgl: wgpu::BindGroupLayout,
     /// `lossless.wgsl`'s `decode_segments`.
     pub lossless_segments: wgpu::ComputePipeline,
-    /// `lossless.wgsl`'s `undiff_axis0` .. `undiff_axis3`.
-    pub lossless_undiff: [wgpu::ComputePipeline; 4],
+    /// `lossless.wgsl`'s `undiff`.
+    pub lossless_undiff: wgpu::ComputePipeline,
     /// `lossless.wgsl`'s `finish`.
     pub lossless_finish: wgpu::ComputePipeline,
     /// Bindings of `tensor_window.wgsl`: jobs, src0, src1, src2 (read), dst (read-write).
@@ -211,6 +212,7 @@ impl Pipelines {
                 storage_entry(5, true),
                 storage_entry(6, true),
                 storage_entry(7, false),
+                uniform_dynamic_entry(8),
             ],
         );
         let tensor_window_bgl = bgl(
@@ -298,13 +300,7 @@ impl Pipelines {
             pipeline(&label, &lossless_bgl, &lossless_module, entry)
         };
         let lossless_segments = lossless("decode_segments");
-        let lossless_undiff = [
-            "undiff_axis0",
-            "undiff_axis1",
-            "undiff_axis2",
-            "undiff_axis3",
-        ]
-        .map(lossless);
+        let lossless_undiff = lossless("undiff");
         let lossless_finish = lossless("finish");
         let tensor_window = pipeline(
             "l3 tensor_window.wgsl tensor_window",

@@ -1,13 +1,15 @@
 //! The lossless kernel: `shaders/lossless.wgsl` over the tables of a batch of lossless float
 //! arrays (planned by the data side, `field::lossless::gpu`): one dispatch of
-//! `decode_segments`, one of `undiff_axis0` .. `undiff_axis3` each, one of `finish`, in one
-//! submission. Every buffer is bound whole, but the output, which the caller gives as a range
-//! of its buffer, so that sub-batches (planned by the data side to pass [`fits`]) write one
-//! output buffer; every binding is checked against the device's limits first. Returns the
-//! per-file error flags, read back.
+//! `decode_segments` per round (as many as the plan says), one of `undiff` per step of the blocked
+//! line sums (`gpu::line_sum`), one of `finish`, in one submission (the round, axis and
+//! stage a dynamic uniform offset). Every buffer is bound whole, but the output, which the
+//! caller gives as a range of its buffer, so that sub-batches (planned by the data side to
+//! pass [`fits`]) write one output buffer; every binding is checked against the device's
+//! limits first. Returns the per-file error flags (read back) and the dispatch count.
 
-use super::abi::{LosslessArray, LosslessSegment, LOSSLESS_WORKGROUP_SIZE};
+use super::abi::{LosslessArray, LosslessSegment, LosslessStep, LOSSLESS_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::line_sum::line_sum_steps;
 use super::readback::read_buffer;
 use super::upload::storage_buffer;
 use super::GpuDecoder;
@@ -20,6 +22,9 @@ pub(crate) struct LosslessTables<'a> {
     pub input_words: &'a [u32],
     /// Binding 1: one entry per segment.
     pub segments: &'a [LosslessSegment],
+    /// Rounds of `decode_segments` (1 at least): the longest segment's values over
+    /// `SEGMENT_ROUND`, rounded up.
+    pub rounds: u32,
     /// Binding 2: the decode tables.
     pub luts: &'a [u32],
     /// Binding 3: words of the scratch buffer.
@@ -70,14 +75,15 @@ pub(crate) fn fits(t: &LosslessTables<'_>, limits: &BindLimits) -> bool {
 }
 
 /// Decodes the batch on the GPU into `out` (a buffer with usage `STORAGE`) from byte
-/// `out_offset` (a multiple of the storage alignment): each file's error flags.
+/// `out_offset` (a multiple of the storage alignment): each file's error flags and the
+/// dispatches.
 pub(crate) fn dispatch(
     decoder: &GpuDecoder,
     t: &LosslessTables<'_>,
     out: &wgpu::Buffer,
     out_offset: u64,
     limits: &BindLimits,
-) -> Result<Vec<u32>> {
+) -> Result<(Vec<u32>, u32)> {
     let files = t.arrays.len();
     if files as u64 > MAX_GROUPS as u64 {
         return Err(LimitsError::GpuBuffer {
@@ -101,7 +107,18 @@ pub(crate) fn dispatch(
     )?;
     let d = &decoder.device;
     let q = &decoder.queue;
-    let errors = decoder.with_error_scopes(|| {
+    // One uniform slot per round, then one per line-sum step, at the device's uniform
+    // offset alignment.
+    let rounds = t.rounds.max(1);
+    let steps = line_sum_steps(
+        t.arrays
+            .iter()
+            .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes)),
+    );
+    let slot = (d.limits().min_uniform_buffer_offset_alignment as u64)
+        .max(size_of::<LosslessStep>() as u64);
+    let slots = rounds as usize + steps.len();
+    let (errors, dispatches) = decoder.with_error_scopes(|| {
         let bufs: Vec<wgpu::Buffer> = sizes[..7]
             .iter()
             .map(|&(what, size)| storage_buffer(d, what, size))
@@ -111,6 +128,28 @@ pub(crate) fn dispatch(
         q.write_buffer(&bufs[2], 0, bytemuck::cast_slice(t.luts));
         q.write_buffer(&bufs[5], 0, bytemuck::cast_slice(t.arrays));
         q.write_buffer(&bufs[6], 0, bytemuck::cast_slice(t.runs));
+        let step_buffer = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lossless steps"),
+            size: slot * slots as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut step_bytes = vec![0u8; slot as usize * slots];
+        let rounds_then_steps = (0..rounds)
+            .map(|round| LosslessStep {
+                round,
+                ..Default::default()
+            })
+            .chain(steps.iter().map(|step| LosslessStep {
+                axis: step.axis,
+                stage: step.stage,
+                ..Default::default()
+            }));
+        for (j, s) in rounds_then_steps.enumerate() {
+            let at = j * slot as usize;
+            step_bytes[at..at + size_of::<LosslessStep>()].copy_from_slice(bytemuck::bytes_of(&s));
+        }
+        q.write_buffer(&step_buffer, 0, &step_bytes);
         let p = &decoder.pipelines;
         let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
             .iter()
@@ -124,18 +163,24 @@ pub(crate) fn dispatch(
             binding: 7,
             resource: super::device::range(out, out_offset, out_size),
         });
+        entries.push(wgpu::BindGroupEntry {
+            binding: 8,
+            resource: super::device::range(&step_buffer, 0, size_of::<LosslessStep>() as u64),
+        });
         let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("l3 lossless"),
             layout: &p.lossless_bgl,
             entries: &entries,
         });
-        let max_lines = t.arrays.iter().map(|a| a.count as u64).max().unwrap_or(0);
         let max_words = t
             .arrays
             .iter()
             .map(|a| (a.count as u64).div_ceil(32 / a.width.max(1) as u64))
             .max()
             .unwrap_or(0);
+        let files_y = files.max(1) as u32;
+        let offset = |j: usize| [(j as u64 * slot) as u32];
+        let mut dispatches = 0u32;
         let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("l3 lossless"),
         });
@@ -144,20 +189,27 @@ pub(crate) fn dispatch(
                 label: Some("l3 lossless"),
                 timestamp_writes: None,
             });
-            pass.set_bind_group(0, &group, &[]);
             pass.set_pipeline(&p.lossless_segments);
-            pass.dispatch_workgroups(groups(t.segments.len() as u64), 1, 1);
-            for undiff in &p.lossless_undiff {
-                pass.set_pipeline(undiff);
-                pass.dispatch_workgroups(groups(max_lines), files.max(1) as u32, 1);
+            for j in 0..rounds as usize {
+                pass.set_bind_group(0, &group, &offset(j));
+                pass.dispatch_workgroups(groups(t.segments.len() as u64), 1, 1);
+                dispatches += 1;
             }
+            pass.set_pipeline(&p.lossless_undiff);
+            for (j, step) in steps.iter().enumerate() {
+                pass.set_bind_group(0, &group, &offset(rounds as usize + j));
+                pass.dispatch_workgroups(groups(step.items), files_y, 1);
+                dispatches += 1;
+            }
+            pass.set_bind_group(0, &group, &offset(0));
             pass.set_pipeline(&p.lossless_finish);
-            pass.dispatch_workgroups(groups(max_words), files.max(1) as u32, 1);
+            pass.dispatch_workgroups(groups(max_words), files_y, 1);
+            dispatches += 1;
         }
         q.submit([encoder.finish()]);
         let mut bufs = bufs;
-        Ok(bufs.swap_remove(4))
+        Ok((bufs.swap_remove(4), dispatches))
     })?;
     let flags = read_buffer(d, q, &errors, 0, files as u64 * 4)?;
-    Ok(bytemuck::pod_collect_to_vec(&flags))
+    Ok((bytemuck::pod_collect_to_vec(&flags), dispatches))
 }

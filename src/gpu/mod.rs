@@ -91,6 +91,8 @@ pub(crate) mod augment;
 #[cfg(test)]
 pub(crate) mod cpu_twin;
 #[cfg(any(test, feature = "gpu"))]
+pub(crate) mod line_sum;
+#[cfg(any(test, feature = "gpu"))]
 mod plan;
 #[cfg(any(test, feature = "gpu"))]
 mod shaders;

@@ -9,6 +9,8 @@
 use super::abi::{self, LayoutKind, WgslStruct};
 
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
+const LINE_SUM: &str = include_str!("../../shaders/shared/line_sum.wgsl");
+const SEGMENTS: &str = include_str!("../../shaders/shared/segments.wgsl");
 const F16: &str = include_str!("../../shaders/shared/f16.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
 const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
@@ -43,13 +45,14 @@ pub(crate) enum Stage {
     /// `fields.wgsl`: float32 field values from a decoded bin image (entry point
     /// `reconstruct_field`).
     Fields,
-    /// `lossless.wgsl`: lossless float arrays (entry points `decode_segments`,
-    /// `undiff_axis0` .. `undiff_axis3`, `finish`).
+    /// `lossless.wgsl` after `shared/segments.wgsl` and `shared/line_sum.wgsl`: lossless
+    /// float arrays (entry points `decode_segments`, `undiff`, `finish`).
     Lossless,
     /// `tensor_window.wgsl`: windows of tensor records into the batch tensors (entry point
     /// `tensor_window`).
     TensorWindow,
-    /// `bounded.wgsl`: error-bounded float arrays of 1 to 4 axes (entry points
+    /// `bounded.wgsl` after `shared/segments.wgsl` and `shared/line_sum.wgsl`:
+    /// error-bounded float arrays of 1 to 4 axes (entry points
     /// `decode_segments`, `undiff`, `lattice_pass`, `finish`).
     Bounded,
 }
@@ -95,6 +98,7 @@ impl Stage {
             Stage::Lossless => &[
                 &abi::LosslessSegment::WGSL_STRUCT,
                 &abi::LosslessArray::WGSL_STRUCT,
+                &abi::LosslessStep::WGSL_STRUCT,
             ],
             Stage::TensorWindow => &[&abi::TensorWindowJob::WGSL_STRUCT],
             Stage::Bounded => &[
@@ -189,6 +193,7 @@ pub(crate) fn prelude() -> String {
         ("ELEMENT_I32", abi::element::I32),
         ("BOUNDED_WG", abi::BOUNDED_WORKGROUP_SIZE),
         ("LINE_BLOCK", abi::LINE_BLOCK),
+        ("SEGMENT_ROUND", abi::SEGMENT_ROUND),
         ("BOUNDED_PAIR0", abi::BOUNDED_PAIR0),
         ("BOUNDED_RUN0", abi::BOUNDED_RUN0),
         ("BOUNDED_PAIR_LIMIT", abi::BOUNDED_PAIR_LIMIT),
@@ -237,10 +242,20 @@ pub(crate) fn source(stage: Stage) -> String {
             ]
         }
         None if stage == Stage::Lossless => {
-            vec![("shared/bits.wgsl", BITS), ("lossless.wgsl", LOSSLESS)]
+            vec![
+                ("shared/bits.wgsl", BITS),
+                ("shared/segments.wgsl", SEGMENTS),
+                ("shared/line_sum.wgsl", LINE_SUM),
+                ("lossless.wgsl", LOSSLESS),
+            ]
         }
         None if stage == Stage::Bounded => {
-            vec![("shared/bits.wgsl", BITS), ("bounded.wgsl", BOUNDED)]
+            vec![
+                ("shared/bits.wgsl", BITS),
+                ("shared/segments.wgsl", SEGMENTS),
+                ("shared/line_sum.wgsl", LINE_SUM),
+                ("bounded.wgsl", BOUNDED),
+            ]
         }
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![

@@ -1,21 +1,25 @@
 //! The GPU plan of error-bounded arrays (`.l3f` version 3): every file is checked on the CPU
 //! as the CPU decoder checks it (header, limits, CRC, runs, chunk table, every chunk's head),
 //! then turned into the tables `shaders/bounded.wgsl` reads: the files' bytes as words, one
-//! [`LosslessSegment`] per segment, the decode tables and exception runs (one binding), one
-//! [`BoundedArray`] per file and, for the lattice predictor, one [`BoundedPass`] per pass
-//! (value 0 first), in sub-batches of consecutive files that fit the device's bindings
-//! ([`plan_bounded_batches`]). Stream and value errors are left to the GPU, which reports
-//! them per file.
+//! [`LosslessSegment`] per segment (a segment past one round's values with 3 words to keep
+//! its place between rounds, as `field::lossless::gpu` plans them), the decode tables and
+//! exception runs (one binding), one [`BoundedArray`] per file and, for the lattice
+//! predictor, one [`BoundedPass`] per pass (value 0 first), in sub-batches of consecutive
+//! files that fit the device's bindings ([`plan_bounded_batches`]). Stream and value errors
+//! are left to the GPU, which reports them per file.
 
 use super::format::{parse_chunk, parse_layout, Layout};
 use super::{BoundedHeader, Predictor};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, LimitsError, Result};
-use crate::field::lossless::code::{canonical, LUT_SIZE};
 use crate::field::lossless::format::segment_range;
+#[cfg(test)]
+use crate::field::lossless::gpu::segment_rounds;
+use crate::field::lossless::gpu::{push_lut, segment_state};
 use crate::gpu::abi::{
-    BoundedArray, BoundedPass, LosslessSegment, LINE_BLOCK, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
+    BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
+use crate::gpu::line_sum::carry_words;
 
 /// The tables of one batch of error-bounded arrays, in the shader's binding order.
 #[derive(Debug, Default)]
@@ -69,30 +73,6 @@ fn in_batch(f: usize, e: Error) -> Error {
     Error::InBatch {
         image: f,
         error: Box::new(e),
-    }
-}
-
-/// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
-/// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token:
-/// length 0).
-fn push_lut(lengths: &[u8], tables: &mut Vec<u32>) {
-    let at = tables.len();
-    tables.resize(at + LUT_SIZE, 0);
-    let lut = &mut tables[at..];
-    if lengths.iter().filter(|&&l| l > 0).count() == 1 {
-        let t = lengths.iter().position(|&l| l > 0).expect("one used token");
-        lut.fill((t as u32) << 4);
-        return;
-    }
-    for (t, &(code, l)) in canonical(lengths).iter().enumerate() {
-        if l == 0 {
-            continue;
-        }
-        let mut i = code as usize;
-        while i < LUT_SIZE {
-            lut[i] = l | (t as u32) << 4;
-            i += 1 << l;
-        }
     }
 }
 
@@ -326,7 +306,7 @@ impl Builder {
                     lut,
                     width: 32,
                     file: local,
-                    pad: 0,
+                    state: segment_state(r.len(), &mut self.words, "error-bounded words")?,
                 });
             }
         }
@@ -344,19 +324,10 @@ impl Builder {
             }
             Predictor::Differences => (1, (h.axes[0] as u32) << pad, 0, 0, 0),
         };
-        // The prefix sums' block carries: one per block of each line, for the axis with
-        // the most (the axes are summed one after another).
+        // The prefix sums' block carries (`gpu::line_sum`).
         let carry_at = self.words;
         if predictor == 1 {
-            let carries = (0..4)
-                .filter(|a| axes >> a & 1 == 1)
-                .map(|a| {
-                    let len = shape[a] as u64;
-                    n / len * len.div_ceil(LINE_BLOCK as u64)
-                })
-                .max()
-                .unwrap_or(0);
-            self.words = align(self.words + carries);
+            self.words = align(self.words + carry_words(shape, axes));
         }
         plan.arrays.push(BoundedArray {
             count: n as u32,
@@ -490,17 +461,23 @@ pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
     let mut words = vec![0u32; plan.words as usize];
     let mut errors = vec![0u32; plan.arrays.len()];
     let mut output = vec![0u32; plan.output_words as usize];
-    twin::decode_segments(
-        &plan.input_words,
-        &plan.segments,
-        &plan.tables,
-        &mut words,
-        &mut errors,
-    );
-    for axis in 0..4 {
-        for stage in 0..3 {
-            twin::undiff(&plan.arrays, &mut words, axis, stage);
-        }
+    for round in 0..segment_rounds(&plan.segments) {
+        twin::decode_segments(
+            &plan.input_words,
+            &plan.segments,
+            &plan.tables,
+            &mut words,
+            &mut errors,
+            round,
+        );
+    }
+    let differenced = plan
+        .arrays
+        .iter()
+        .filter(|a| a.predictor == 1)
+        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
+    for step in crate::gpu::line_sum::line_sum_steps(differenced) {
+        twin::undiff(&plan.arrays, &mut words, step.axis, step.stage);
     }
     for j in 0..plan.max_passes {
         twin::lattice_pass(

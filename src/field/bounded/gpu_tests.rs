@@ -189,6 +189,31 @@ fn twin_matches_the_cpu_decoder() {
     assert_eq!(check(&files), 0);
 }
 
+/// A segment of 2^20 values (chunk 2^20, one segment) with either predictor: its state
+/// words are planned and the twin's 32 rounds give the CPU decoder's values.
+#[test]
+fn a_segment_past_one_round_decodes_on_the_twin() {
+    let v = values(1 << 20, 3);
+    let files: Vec<Vec<u8>> = [Predictor::Lattice, Predictor::Differences]
+        .into_iter()
+        .map(|predictor| {
+            let opts = BoundedOptions {
+                fill_value: Some(-9999.0),
+                predictor: Some(predictor),
+                chunk_log2: 20,
+                segments: 1,
+                ..BoundedOptions::new(1e-3)
+            };
+            encode_bounded(&v, &[1 << 20], &opts).expect("encode")
+        })
+        .collect();
+    let refs: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
+    let plan = plan_bounded(&refs, &DecodeOptions::default()).expect("plan");
+    assert_eq!(segment_rounds(&plan.segments), 32);
+    assert!(plan.segments.iter().all(|s| s.state != u32::MAX));
+    assert_eq!(check(&files), 0);
+}
+
 /// The CRC-32 at the end mended after a change.
 fn fix_crc(file: &mut [u8]) {
     let body = file.len() - 4;

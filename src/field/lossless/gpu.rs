@@ -1,8 +1,10 @@
 //! The GPU plan of lossless float arrays: every file is checked on the CPU as the CPU decoder
 //! checks it (header, limits, CRC, runs, chunk table, every chunk's head), then turned into
 //! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
-//! [`LosslessSegment`] per segment with its decode table, one [`LosslessArray`] per file and
-//! the exception runs, for the whole batch or in sub-batches that each fit the device's
+//! [`LosslessSegment`] per segment with its decode table (and, past [`SEGMENT_ROUND`]
+//! values, its place between rounds in the scratch words), one [`LosslessArray`] per file
+//! (with its prefix sums' block carries in the scratch words) and the exception runs, for
+//! the whole batch or in sub-batches that each fit the device's
 //! bindings ([`plan_lossless_batches`]). Stream errors are left to the GPU, which reports them
 //! per file.
 
@@ -11,7 +13,8 @@ use super::format::{parse_chunk, parse_layout, segment_range, Stream};
 use super::LosslessHeader;
 use crate::decode::DecodeOptions;
 use crate::error::{Error, LimitsError, Result};
-use crate::gpu::abi::{LosslessArray, LosslessSegment};
+use crate::gpu::abi::{LosslessArray, LosslessSegment, SEGMENT_ROUND};
+use crate::gpu::line_sum::carry_words;
 
 /// The tables of one batch of lossless arrays, in the shader's binding order.
 #[derive(Debug, Default)]
@@ -23,7 +26,8 @@ pub(crate) struct LosslessPlan {
     pub segments: Vec<LosslessSegment>,
     /// The streams' decode tables, 2^11 entries each: code length | token << 4.
     pub luts: Vec<u32>,
-    /// Words of the scratch binding (residuals, then adjustments, per array).
+    /// Words of the scratch binding (per array: residuals, adjustments, block carries, the
+    /// long segments' places).
     pub words: u32,
     /// One entry per file.
     pub arrays: Vec<LosslessArray>,
@@ -33,6 +37,29 @@ pub(crate) struct LosslessPlan {
     pub output_words: u32,
     /// Each file's header.
     pub headers: Vec<LosslessHeader>,
+}
+
+/// Rounds of `decode_segments` the segments take: enough for the longest to decode
+/// [`SEGMENT_ROUND`] values a round (1 at least).
+pub(crate) fn segment_rounds(segments: &[LosslessSegment]) -> u32 {
+    segments
+        .iter()
+        .map(|s| s.count.div_ceil(SEGMENT_ROUND))
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+/// [`LosslessSegment::state`] of a segment of `count` values: 3 words taken at `*words`
+/// (and `*words` moved past them) where it has more than one round's values, else
+/// `u32::MAX`.
+pub(crate) fn segment_state(count: usize, words: &mut u64, what: &'static str) -> Result<u32> {
+    if count as u64 <= SEGMENT_ROUND as u64 {
+        return Ok(u32::MAX);
+    }
+    let at = u32_of(*words, what)?;
+    *words += 3;
+    Ok(at)
 }
 
 /// Words of a scratch or output region: every array starts at a multiple of 64 words
@@ -67,7 +94,7 @@ fn in_batch(f: usize, e: Error) -> Error {
 /// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
 /// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token: length
 /// 0).
-fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
+pub(crate) fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
     let at = luts.len();
     luts.resize(at + LUT_SIZE, 0);
     let lut = &mut luts[at..];
@@ -224,6 +251,7 @@ fn plan_file(
                 ));
             }
             let r = segment_range(m as usize, s.segments.len(), k);
+            let state = segment_state(r.len(), &mut words, "lossless scratch words")?;
             plan.segments.push(LosslessSegment {
                 in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
                 in_len: seg.len() as u32,
@@ -232,13 +260,16 @@ fn plan_file(
                 lut: lut_at,
                 width: w,
                 file: slot,
-                pad: 0,
+                state,
             });
         }
     }
     let mut shape = [1u32; 4];
     let pad = 4 - h.shape.len();
     shape[pad..].copy_from_slice(&h.shape);
+    let axes = (h.axes as u32) << pad;
+    let carry = u32_of(words, "lossless scratch words")?;
+    words = align(words + carry_words(shape, axes));
     let per = 32 / width as u64;
     plan.arrays.push(LosslessArray {
         count: n as u32,
@@ -247,7 +278,7 @@ fn plan_file(
         shape1: shape[1],
         shape2: shape[2],
         shape3: shape[3],
-        axes: (h.axes as u32) << pad,
+        axes,
         words: u32_of(res_at, "lossless scratch words")?,
         adjust: adjust_at,
         mult_base: h.mult_base.map_or(0, f32::to_bits),
@@ -255,7 +286,7 @@ fn plan_file(
         run_count: u32_of(layout.runs.len() as u64, "lossless runs")?,
         out_word: plan.output_words,
         file: slot,
-        pad0: 0,
+        carry,
         pad1: 0,
     });
     for r in &layout.runs {
@@ -276,15 +307,22 @@ pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
     let mut words = vec![0u32; plan.words as usize];
     let mut errors = vec![0u32; plan.arrays.len()];
     let mut output = vec![0u32; plan.output_words as usize];
-    twin::decode_segments(
-        &plan.input_words,
-        &plan.segments,
-        &plan.luts,
-        &mut words,
-        &mut errors,
-    );
-    for axis in 0..4 {
-        twin::undiff(&plan.arrays, &mut words, axis);
+    for round in 0..segment_rounds(&plan.segments) {
+        twin::decode_segments(
+            &plan.input_words,
+            &plan.segments,
+            &plan.luts,
+            &mut words,
+            &mut errors,
+            round,
+        );
+    }
+    let shapes = plan
+        .arrays
+        .iter()
+        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
+    for step in crate::gpu::line_sum::line_sum_steps(shapes) {
+        twin::undiff(&plan.arrays, &mut words, step.axis, step.stage);
     }
     twin::finish(&plan.arrays, &words, &plan.runs, &mut output, &mut errors);
     (output, errors)
@@ -402,6 +440,39 @@ mod tests {
         let plan = plan_lossless(&[&file], &DecodeOptions::default()).expect("plan");
         assert_ne!(plan.arrays[0].adjust, u32::MAX, "adjustments present");
         check(&[file]);
+    }
+
+    /// Lines past one block and a segment past one round (chunk 2^20, one segment, long
+    /// zero runs): the plan gives the segment its 3 state words and the array its carries,
+    /// and the twin's rounds and blocked sums give the CPU decoder's bytes.
+    #[test]
+    fn long_lines_and_segments_decode_on_the_twin() {
+        let mut v = values(1 << 20, false);
+        v[200_000..300_000].fill(0.0);
+        let opts = LosslessOptions {
+            chunk_log2: 20,
+            segments: 1,
+            ..Default::default()
+        };
+        let long = encode_lossless(FloatSlice::F32(&v), &[1 << 20], &opts).expect("enc");
+        let wide = encode_lossless(
+            FloatSlice::F32(&v[..3 * 70_000]),
+            &[3, 70_000],
+            &LosslessOptions {
+                axes: Some(0b11),
+                ..Default::default()
+            },
+        )
+        .expect("enc");
+        let plan = plan_lossless(&[&long, &wide], &DecodeOptions::default()).expect("plan");
+        assert_eq!(segment_rounds(&plan.segments), 32);
+        assert_ne!(plan.segments[0].state, u32::MAX, "the long segment's state");
+        assert!(plan.segments[1..].iter().all(|s| s.state == u32::MAX));
+        let carries =
+            |a: &LosslessArray| carry_words([a.shape0, a.shape1, a.shape2, a.shape3], a.axes);
+        assert_eq!(carries(&plan.arrays[0]), 256);
+        assert_eq!(carries(&plan.arrays[1]), 3 * 18);
+        check(&[long, wide]);
     }
 
     /// Sub-batches under a small output binding: each passes the limit, files stay in

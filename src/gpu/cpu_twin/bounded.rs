@@ -1,105 +1,29 @@
 //! CPU twin of `shaders/bounded.wgsl`, the decode of error-bounded arrays of 1 to 4 axes:
-//! entry points `decode_segments` (one invocation per segment: tokens to residuals `k`),
-//! `undiff` (differences: the wrapping prefix sums along one axis in three stages over
-//! blocks of lines),
-//! `lattice_pass` (lattice: one invocation per target of one pass) and `finish` (one
-//! invocation per value: `offset + f32(x) * unit`, then the exception runs).
+//! entry points `decode_segments` (one round of the token decode, twin [`super::segments`]),
+//! `undiff` (differences: one stage of the blocked prefix sums along one axis, twin
+//! [`super::line_sum`]), `lattice_pass` (lattice: one invocation per target of one pass)
+//! and `finish` (one invocation per value: `offset + f32(x) * unit`, then the exception
+//! runs).
 
-use super::read_byte;
+use super::line_sum::sum_lines;
+use super::segments::decode_rounds;
 use crate::gpu::abi::{
     flags, BoundedArray, BoundedPass, LosslessSegment, BOUNDED_MAX_BINS, BOUNDED_PAIR0,
-    BOUNDED_PAIR_LIMIT, BOUNDED_RUN0, LINE_BLOCK, PASS_CUBIC, PASS_ORIGIN,
+    BOUNDED_RUN0, PASS_CUBIC, PASS_ORIGIN,
 };
 
-/// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the payload
-/// starting at byte `base`. Words past the end read as 0.
-fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
-    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
-    let abs_bit = (base & 3) * 8 + p;
-    let w = (base >> 2) + (abs_bit >> 5);
-    let sh = abs_bit & 31;
-    let mut v = word(w) >> sh;
-    if sh != 0 {
-        v |= word(w + 1) << (32 - sh);
-    }
-    v
-}
-
-/// Twin of `unzig` in `bounded.wgsl`: the inverse zigzag, mod 2^32.
-fn unzig(z: u32) -> u32 {
-    (z >> 1) ^ 0u32.wrapping_sub(z & 1)
-}
-
-/// Twin of the entry point `decode_segments`: segment `g` decodes its symbols (a lookup in
-/// its 2^11-entry table in `tables`, then the raw bits: a single value, a pair or a zero
-/// run) into `words[out_start ..]` as residuals (inverse zigzag), and ORs
-/// [`flags::OVERRUN`] (a symbol, pair or zero run past the segment's end) or
-/// [`flags::TRAILING`] (the symbols do not end in the last byte, or the padding is not zero)
-/// into `errors[file]`. Arguments in binding order.
+/// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform):
+/// [`decode_rounds`] with the pair tokens. Arguments in binding order.
 pub(crate) fn decode_segments(
     input_words: &[u32],
     segments: &[LosslessSegment],
     tables: &[u32],
     words: &mut [u32],
     errors: &mut [u32],
+    round: u32,
 ) {
-    for seg in segments {
-        let total = seg.in_len * 8;
-        let (mut pos, mut i, mut bad) = (0u32, 0u32, 0u32);
-        let out = seg.out_start as usize;
-        // Every symbol gives at least one value: `count` iterations at most.
-        for _ in 0..seg.count {
-            if i >= seg.count {
-                break;
-            }
-            let peek = read_bits32(input_words, seg.in_byte, pos);
-            let e = tables[(seg.lut + (peek & 2047)) as usize];
-            let cl = e & 15;
-            let token = e >> 4;
-            if token < BOUNDED_PAIR0 {
-                let (mut base, mut nraw) = (token, 0);
-                if token >= 16 {
-                    let nb = 4 + (token - 16) / 2;
-                    base = (1 << nb) | (((token - 16) & 1) << (nb - 1));
-                    nraw = nb - 1;
-                }
-                let raw = read_bits32(input_words, seg.in_byte, pos + cl) & ((1u32 << nraw) - 1);
-                pos += cl + nraw;
-                if pos > total {
-                    bad = flags::OVERRUN;
-                    break;
-                }
-                words[out + i as usize] = unzig(base + raw);
-                i += 1;
-            } else if token < BOUNDED_RUN0 {
-                pos += cl;
-                if pos > total || seg.count - i < 2 {
-                    bad = flags::OVERRUN;
-                    break;
-                }
-                let p = token - BOUNDED_PAIR0;
-                words[out + i as usize] = unzig(p / BOUNDED_PAIR_LIMIT);
-                words[out + i as usize + 1] = unzig(p % BOUNDED_PAIR_LIMIT);
-                i += 2;
-            } else {
-                let j = token - BOUNDED_RUN0 + 1;
-                let v =
-                    (1 << j) + (read_bits32(input_words, seg.in_byte, pos + cl) & ((1 << j) - 1));
-                pos += cl + j;
-                if pos > total || v > seg.count - i {
-                    bad = flags::OVERRUN;
-                    break;
-                }
-                words[out + i as usize..out + (i + v) as usize].fill(0);
-                i += v;
-            }
-        }
-        let tail = pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0;
-        if bad == 0 && (pos.div_ceil(8) != seg.in_len || tail) {
-            bad = flags::TRAILING;
-        }
-        errors[seg.file as usize] |= bad;
-    }
+    let pairs = BOUNDED_RUN0 - BOUNDED_PAIR0;
+    decode_rounds(input_words, segments, tables, words, errors, round, pairs);
 }
 
 /// Twin of `padded_shape` in `bounded.wgsl`.
@@ -107,55 +31,15 @@ fn padded_shape(a: &BoundedArray) -> [u32; 4] {
     [a.shape0, a.shape1, a.shape2, a.shape3]
 }
 
-/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): for
-/// every differences array differenced along `axis`, each line in blocks of [`LINE_BLOCK`]
-/// values: stage 0 sums within each block, stage 1 sums the blocks' last values into their
-/// carries, stage 2 adds each block's carry to it (wrapping).
+/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
+/// differences array differenced along `axis` gets that stage of the blocked prefix sums
+/// ([`sum_lines`], `shared/line_sum.wgsl`).
 pub(crate) fn undiff(arrays: &[BoundedArray], words: &mut [u32], axis: u32, stage: u32) {
     for a in arrays {
         if a.predictor != 1 || a.axes >> axis & 1 == 0 {
             continue;
         }
-        let shape = padded_shape(a);
-        let stride: u32 = shape[axis as usize + 1..].iter().product();
-        let len = shape[axis as usize];
-        let lines = a.count / len;
-        let nb = len.div_ceil(LINE_BLOCK);
-        let first = |line: u32| a.words + (line / stride) * len * stride + line % stride;
-        if stage == 1 {
-            if nb == 1 {
-                continue;
-            }
-            for line in 0..lines {
-                let f = first(line);
-                let mut c = 0u32;
-                for blk in 1..nb {
-                    c = c.wrapping_add(words[(f + (blk * LINE_BLOCK - 1) * stride) as usize]);
-                    words[(a.carry + line * nb + blk) as usize] = c;
-                }
-            }
-            continue;
-        }
-        for item in 0..lines * nb {
-            let (line, blk) = (item / nb, item % nb);
-            let f = first(line);
-            let k0 = blk * LINE_BLOCK;
-            let k1 = len.min(k0 + LINE_BLOCK);
-            if stage == 0 {
-                let mut s = words[(f + k0 * stride) as usize];
-                for k in k0 + 1..k1 {
-                    let at = (f + k * stride) as usize;
-                    s = s.wrapping_add(words[at]);
-                    words[at] = s;
-                }
-            } else if blk > 0 {
-                let c = words[(a.carry + item) as usize];
-                for k in k0..k1 {
-                    let at = (f + k * stride) as usize;
-                    words[at] = words[at].wrapping_add(c);
-                }
-            }
-        }
+        sum_lines(words, padded_shape(a), axis, a.words, a.carry, stage);
     }
 }
 

@@ -1,99 +1,24 @@
 //! CPU twin of `shaders/lossless.wgsl`, the decode of lossless float arrays: entry points
-//! `decode_segments` (one invocation per segment: tokens to residuals), `undiff` (one
-//! invocation per line along one axis: a wrapping prefix sum) and `finish` (one invocation
-//! per output word: ordered bits or float-mult to float bits, then the exception runs).
+//! `decode_segments` (one round of the token decode, twin [`super::segments`]), `undiff`
+//! (one stage of the blocked prefix sums along one axis, twin [`super::line_sum`]) and
+//! `finish` (one invocation per output word: ordered bits or float-mult to float bits, then
+//! the exception runs).
 
-use super::read_byte;
+use super::line_sum::sum_lines;
+use super::segments::decode_rounds;
 use crate::gpu::abi::{flags, LosslessArray, LosslessSegment};
 
-/// Twin of `read_bits32` in `shaders/shared/bits.wgsl`: the 32 bits at bit `p` of the payload
-/// starting at byte `base`. Words past the end read as 0.
-fn read_bits32(input_words: &[u32], base: u32, p: u32) -> u32 {
-    let word = |i: u32| input_words.get(i as usize).copied().unwrap_or(0);
-    let abs_bit = (base & 3) * 8 + p;
-    let w = (base >> 2) + (abs_bit >> 5);
-    let sh = abs_bit & 31;
-    let mut v = word(w) >> sh;
-    if sh != 0 {
-        v |= word(w + 1) << (32 - sh);
-    }
-    v
-}
-
-/// Twin of `token_base` in `lossless.wgsl`: a token's base value, raw bit count and whether
-/// it is a zero run, at `width` bits (SPEC "Lossless float arrays").
-fn token_base(width: u32, token: u32) -> (u32, u32, bool) {
-    let singles = 16 + 2 * (width - 4);
-    if token < 16 {
-        (token, 0, false)
-    } else if token < singles {
-        let n = 4 + (token - 16) / 2;
-        let m = (token - 16) & 1;
-        ((1 << n) | (m << (n - 1)), n - 1, false)
-    } else {
-        let j = token - singles + 1;
-        (1 << j, j, true)
-    }
-}
-
-/// Twin of `unzig` in `lossless.wgsl`: the inverse zigzag, mod 2^32.
-fn unzig(z: u32) -> u32 {
-    (z >> 1) ^ 0u32.wrapping_sub(z & 1)
-}
-
-/// Twin of the entry point `decode_segments`: segment `g` decodes its tokens (a lookup in
-/// its 2^11-entry table, then the raw bits) into `words[out_start ..]` as residuals (the
-/// inverse zigzag applied, mod 2^32), and ORs [`flags::OVERRUN`] (a symbol or zero run past
-/// the segment's end) or [`flags::TRAILING`] (the symbols do not end in the last byte, or
-/// the padding is not zero) into `errors[file]`. Arguments in binding order.
+/// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform):
+/// [`decode_rounds`] without pair tokens. Arguments in binding order.
 pub(crate) fn decode_segments(
     input_words: &[u32],
     segments: &[LosslessSegment],
-    luts: &[u32],
+    tables: &[u32],
     words: &mut [u32],
     errors: &mut [u32],
+    round: u32,
 ) {
-    for seg in segments {
-        let total = seg.in_len * 8;
-        let mut pos = 0u32;
-        let mut i = 0u32;
-        let mut bad = 0u32;
-        // Every symbol gives at least one value: `count` iterations at most.
-        for _ in 0..seg.count {
-            if i >= seg.count {
-                break;
-            }
-            let peek = read_bits32(input_words, seg.in_byte, pos);
-            let e = luts[(seg.lut + (peek & 2047)) as usize];
-            let cl = e & 15;
-            let (base, nraw, run) = token_base(seg.width, e >> 4);
-            let raw = read_bits32(input_words, seg.in_byte, pos + cl) & ((1u32 << nraw) - 1);
-            pos += cl + nraw;
-            if pos > total {
-                bad = flags::OVERRUN;
-                break;
-            }
-            let v = base + raw;
-            if run {
-                if v > seg.count - i {
-                    bad = flags::OVERRUN;
-                    break;
-                }
-                for k in 0..v {
-                    words[(seg.out_start + i + k) as usize] = 0;
-                }
-                i += v;
-            } else {
-                words[(seg.out_start + i) as usize] = unzig(v);
-                i += 1;
-            }
-        }
-        let tail = pos % 8 != 0 && read_byte(input_words, seg.in_byte + pos / 8) >> (pos % 8) != 0;
-        if bad == 0 && (pos.div_ceil(8) != seg.in_len || tail) {
-            bad = flags::TRAILING;
-        }
-        errors[seg.file as usize] |= bad;
-    }
+    decode_rounds(input_words, segments, tables, words, errors, round, 0);
 }
 
 /// Twin of `padded_shape` in `lossless.wgsl`.
@@ -101,32 +26,15 @@ fn padded_shape(a: &LosslessArray) -> [u32; 4] {
     [a.shape0, a.shape1, a.shape2, a.shape3]
 }
 
-/// Twin of the entry point `undiff` with `axis` (the dispatch's parameter): every array
-/// differenced along `axis` gets the wrapping prefix sum along it, line by line (one
-/// invocation per line: the values that differ only in that coordinate).
-pub(crate) fn undiff(arrays: &[LosslessArray], words: &mut [u32], axis: u32) {
+/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
+/// array differenced along `axis` gets that stage of the blocked prefix sums
+/// ([`sum_lines`], `shared/line_sum.wgsl`).
+pub(crate) fn undiff(arrays: &[LosslessArray], words: &mut [u32], axis: u32, stage: u32) {
     for a in arrays {
         if a.axes >> axis & 1 == 0 {
             continue;
         }
-        let shape = padded_shape(a);
-        let mut stride = 1u32;
-        for b in (axis + 1)..4 {
-            stride *= shape[b as usize];
-        }
-        let len = shape[axis as usize];
-        let lines = a.count / len;
-        for line in 0..lines {
-            let outer = line / stride;
-            let inner = line % stride;
-            let first = a.words + outer * len * stride + inner;
-            let mut s = words[first as usize];
-            for k in 1..len {
-                let at = (first + k * stride) as usize;
-                s = s.wrapping_add(words[at]);
-                words[at] = s;
-            }
-        }
+        sum_lines(words, padded_shape(a), axis, a.words, a.carry, stage);
     }
 }
 

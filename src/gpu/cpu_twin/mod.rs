@@ -2,9 +2,11 @@
 //! same arithmetic, one invocation after another. One file per kernel, named after its WGSL
 //! file: [`prefix_sum`] (`shaders/prefix_sum.wgsl`), [`decode_streams`] (entry point `main`,
 //! `shaders/shared/decode_streams.wgsl`), [`decode_compact`] (entry point `main_compact`,
-//! `shaders/shared/decode_compact.wgsl`), [`lossless`] (`shaders/lossless.wgsl`, held to
-//! the CPU decoder by `field::lossless::gpu`'s tests), [`bounded`] (`shaders/bounded.wgsl`,
-//! held to the CPU decoder by `field::bounded::gpu`'s tests) and `tensor_window`
+//! `shaders/shared/decode_compact.wgsl`), [`segments`] (`shaders/shared/segments.wgsl`) and
+//! [`line_sum`] (`shaders/shared/line_sum.wgsl`), the token decode and the difference
+//! inverse of both float-array kernels, [`lossless`] (`shaders/lossless.wgsl`, held to the
+//! CPU decoder by `field::lossless::gpu`'s tests), [`bounded`] (`shaders/bounded.wgsl`, held
+//! to the CPU decoder by `field::bounded::gpu`'s tests) and `tensor_window`
 //! (`shaders/tensor_window.wgsl`, held to `loader::TensorAugment::apply` by
 //! `loader::tensor_gpu`'s tests). The decode twins are generic over the [`OutputSink`] that
 //! stands for the output layout's `put_sample` (as the shader assembler pairs the shared
@@ -17,8 +19,10 @@
 pub(crate) mod bounded;
 mod decode_compact;
 mod decode_streams;
+mod line_sum;
 pub(crate) mod lossless;
 mod prefix_sum;
+mod segments;
 #[cfg(feature = "gpu")]
 pub(crate) mod tensor_window;
 
