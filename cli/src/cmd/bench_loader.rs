@@ -44,9 +44,16 @@ pub struct BenchLoaderArgs {
     /// Cache for compressed records, MiB (0: none).
     #[arg(long, default_value_t = 0)]
     pub cache_mb: u64,
-    /// Evict least recently used records instead of by the plan.
+    /// Evict least recently used records instead of by the plan (both tiers).
     #[arg(long)]
     pub lru: bool,
+    /// A disk tier for compressed records under this folder (for remote datasets), its size
+    /// in MiB given by --disk-cache-mb.
+    #[arg(long, requires = "disk_cache_mb")]
+    pub disk_cache: Option<std::path::PathBuf>,
+    /// Size of the disk tier, MiB.
+    #[arg(long, default_value_t = 0)]
+    pub disk_cache_mb: u64,
     /// Loader threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -95,6 +102,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     }
     o.cache_bytes = a.cache_mb << 20;
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
+    o.disk_cache = a.disk_cache.clone().map(|d| (d, a.disk_cache_mb << 20));
     o.threads = a.threads;
     o.end_epoch = a.epochs;
     o.crop_window_decode = !a.no_crop_window;
@@ -146,6 +154,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     let opening = store.traffic();
     let mut last = Instant::now();
     let mut cache = Default::default();
+    let mut disk: l3::loader::cache::CacheStats = Default::default();
     let loader_start = Instant::now();
     let loader = Loader::new(ds, o, start)?;
     let loader_started = loader_start.elapsed();
@@ -180,6 +189,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             );
         }
         cache = b.cache;
+        disk = b.disk_cache;
         if a.steps > 0 && k as u64 + 1 >= a.steps {
             break;
         }
@@ -212,6 +222,14 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         cache.hit_rate(),
         cache.evictions
     );
+    if a.disk_cache.is_some() {
+        println!(
+            "disk cache: {} lookups, hit rate {:.3}, {} evictions",
+            disk.accesses,
+            disk.hit_rate(),
+            disk.evictions
+        );
+    }
     if store.is_remote() {
         let (requests, bytes) = store.traffic();
         println!(
