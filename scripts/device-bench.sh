@@ -14,11 +14,12 @@
 #
 # and prints one summary table (adapter, GPU, CPU, every figure, every step's status), also
 # written to $OUT/summary.md ($OUT when set, else target/device-bench/). Every step runs under
-# `timeout`: the caps add up to about 9 minutes (installs 60 s, steady state 90, corpus 60,
-# pack 45, CPU loaders 100, GPU loaders 75, tensors 120, tests 60), well inside 10; a run takes less. A failed step is a FAILED row and a non-zero
-# exit status; a step that needs CUDA where there is none prints "no CUDA" and is skipped,
-# unless CUDA is required (L3_REQUIRE_CUDA=1, the default where nvidia-smi exists): then it
-# fails.
+# `timeout`: the caps add up to about 12 minutes (installs 60 s, steady state 90, corpus 60,
+# pack 45, CPU loaders 100, GPU loaders 75, tensors 150, exact 120, tests 60); a run on an
+# H200 takes about 2 (a call limited to 10 stops late steps). A failed step is a FAILED row
+# and a non-zero exit status; a step that needs CUDA where there is none prints "no CUDA"
+# and is skipped, unless CUDA is required (L3_REQUIRE_CUDA=1, the default where nvidia-smi
+# exists): then it fails.
 #
 #   scripts/device-bench.sh [WHEEL]
 #
@@ -420,6 +421,77 @@ for name in ("lossless", "rel-1e-3"):
     rate(f"l3 tensors {name}, GPU path (host tensors)", f"{work}/tensors-{name}", device="gpu")
 EOF2
 step tensors 150 "$PYTHON" "$WORK/tensors.py" "$WORK" "$FIGURES"
+
+# --- 3c. the GPU decoders against the CPU's, bit for bit, through the tensor loader
+cat >"$WORK/exact.py" <<'EOF2'
+"""GPU decode = CPU decode, bit for bit, on this machine's adapter: tensor datasets of
+lossless float32 / float16 / bfloat16 arrays and error-bounded ones (.l3f v1 for 2-D and
+3-D, v3 for 4-D), lines past 65,535 values among them; every batch of the GPU
+path (device="gpu", whole arrays, no augmentation) equals the CPU path's."""
+import sys
+
+import numpy as np
+
+import l3
+
+work, figures = sys.argv[1:3]
+rng = np.random.default_rng(7)
+
+
+def smooth(shape):
+    f = rng.standard_normal(shape)
+    for ax in range(len(shape)):
+        f = np.cumsum(f, axis=ax)
+    f += rng.standard_normal(shape) * 0.01 * f.std()
+    return f.astype(np.float32)
+
+
+def with_specials(a):
+    flat = a.reshape(-1)
+    flat[:: max(1, flat.size // 7)] = np.float32(-0.0)
+    flat[3] = np.float32("nan")
+    return a
+
+
+cases = {
+    "lossless-f32-2d": ([{"x": with_specials(smooth((96, 80)))} for _ in range(6)], "lossless"),
+    "lossless-f16-3d": ([{"x": smooth((4, 40, 48)).astype(np.float16)} for _ in range(6)], "lossless"),
+    "lossless-f32-lines-1000003": ([{"x": smooth((1, 1_000_003))} for _ in range(2)], "lossless"),
+    "lossless-f32-lines-65600": ([{"x": smooth((2, 65_600))} for _ in range(3)], "lossless"),
+    "rel1e-3-2d": ([{"x": smooth((96, 80))} for _ in range(6)], {"relative": 1e-3}),
+    "rel1e-2-3d": ([{"x": smooth((6, 40, 48))} for _ in range(4)], {"relative": 1e-2}),
+    "rel1e-3-lines-200000": ([{"x": smooth((1, 200_000))} for _ in range(3)], {"relative": 1e-3}),
+    "rel1e-4-4d": ([{"x": smooth((3, 4, 20, 24))} for _ in range(4)], {"relative": 1e-4}),
+}
+try:
+    import ml_dtypes
+
+    cases["lossless-bf16-2d"] = (
+        [{"x": smooth((64, 72)).astype(ml_dtypes.bfloat16)} for _ in range(5)], "lossless")
+except ImportError:
+    print("no ml_dtypes: the bfloat16 case is left out")
+
+failed = 0
+for name, (samples, mode) in cases.items():
+    path = f"{work}/exact-{name}"
+    l3.pack_arrays(samples, path, modes=mode, samples_per_shard=4, force=True)
+    opts = dict(seed=1, end_epoch=1)
+    bs = 2
+    try:
+        cpu = [np.asarray(b["x"]).tobytes() for b in l3.Loader(path, bs, device="cpu", **opts)]
+        gpu = [np.asarray(b["x"]).tobytes() for b in l3.Loader(path, bs, device="gpu", **opts)]
+        same = cpu == gpu and len(cpu) > 0
+    except Exception as e:  # a refusal is a failure here too
+        print(f"{name}: {type(e).__name__}: {e}")
+        same = False
+    failed += not same
+    line = f"GPU = CPU bit for bit: {name}\t{'yes' if same else 'NO'}\t{len(samples)} records"
+    print(line.replace("\t", "  "))
+    with open(figures, "a") as f:
+        f.write(line + "\n")
+sys.exit(1 if failed else 0)
+EOF2
+step exact 120 "$PYTHON" "$WORK/exact.py" "$WORK" "$FIGURES"
 
 # --- 4. the CUDA interop tests (fail, not skip, where CUDA is required)
 cuda_tests() {
