@@ -306,7 +306,9 @@ class Loader:
     ``scale`` (0.08, 1) and ``ratio`` (3/4, 4/3)), ``flip`` (0.5), ``mean``/``std`` (ImageNet),
     ``channels`` (3), ``rotate90`` (False), ``max_angle`` (0 degrees), ``padding`` (0),
     ``fill`` (0), ``noise_std`` (0), ``dtype`` ("float32" | "float16"), ``cache_mb`` (0),
-    ``cache_policy`` ("planned" | "lru"), ``threads`` (0: one per core), ``prefetch`` (2),
+    ``cache_policy`` ("planned" | "lru", both tiers), ``disk_cache`` (None: a folder for a disk
+    tier below the RAM cache, for remote datasets: a folder of the loader's own is made in it
+    and removed with it) and ``disk_cache_mb`` (its size), ``threads`` (0: one per core), ``prefetch`` (2),
     ``device`` ("cpu"), ``end_epoch`` (None: run until closed), ``worker`` / ``num_workers``
     (0 / 1: this loader takes every num_workers-th step of the rank, for data-loading
     workers), ``on_error`` ("skip" | "fail"), ``crop_window`` (True: decode only the patches a

@@ -30,6 +30,7 @@ INT_OPTIONS: Dict[str, Tuple[int, int, bool]] = {
     "channels": (0, U8, False),
     "level": (0, U8, True),
     "cache_mb": (0, U64 >> 20, False),
+    "disk_cache_mb": (0, U64 >> 20, False),
     "threads": (0, 1024, False),
     "prefetch": (1, 1024, False),
     "end_epoch": (0, U64, True),

@@ -39,6 +39,7 @@ const BATCH_KEYS: &[&str] = &[
     "bytes_read",
     "read_calls",
     "cache",
+    "disk_cache",
     "windows",
     "f16_bits",
     "images",
@@ -144,7 +145,7 @@ impl Loader {
         dtype = "float32", cache_mb = 0, cache_policy = "planned", threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
         crop_window = true, limits = None, gpu_output = "array", flips = None, rot90 = None,
-        normalize = None, spatial = None
+        normalize = None, spatial = None, disk_cache = None, disk_cache_mb = 0
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -188,6 +189,8 @@ impl Loader {
         rot90: Option<bool>,
         normalize: Option<bool>,
         spatial: Option<i64>,
+        disk_cache: Option<std::path::PathBuf>,
+        disk_cache_mb: u64,
     ) -> PyResult<Self> {
         let spatial = spatial
             .map(|s| {
@@ -292,6 +295,15 @@ impl Loader {
             cache_policy,
             &[("planned", Policy::Planned), ("lru", Policy::Lru)],
         )?;
+        o.disk_cache = match (disk_cache, disk_cache_mb) {
+            (Some(dir), mb) if mb > 0 => Some((
+                dir,
+                mb.checked_mul(1 << 20)
+                    .ok_or_else(|| parameter_error(format!("disk_cache_mb {mb} is too large")))?,
+            )),
+            (Some(_), _) => return Err(parameter_error("disk_cache needs disk_cache_mb above 0")),
+            (None, _) => None,
+        };
         o.threads = threads;
         if prefetch == 0 {
             return Err(parameter_error("prefetch must be at least 1"));
@@ -421,13 +433,15 @@ impl Loader {
         d.set_item("skipped", skipped)?;
         d.set_item("bytes_read", b.bytes_read)?;
         d.set_item("read_calls", b.read_calls)?;
-        let cache = PyDict::new(py);
-        cache.set_item("accesses", b.cache.accesses)?;
-        cache.set_item("hits", b.cache.hits)?;
-        cache.set_item("hit_bytes", b.cache.hit_bytes)?;
-        cache.set_item("miss_bytes", b.cache.miss_bytes)?;
-        cache.set_item("evictions", b.cache.evictions)?;
-        d.set_item("cache", cache)?;
+        for (name, stats) in [("cache", &b.cache), ("disk_cache", &b.disk_cache)] {
+            let cache = PyDict::new(py);
+            cache.set_item("accesses", stats.accesses)?;
+            cache.set_item("hits", stats.hits)?;
+            cache.set_item("hit_bytes", stats.hit_bytes)?;
+            cache.set_item("miss_bytes", stats.miss_bytes)?;
+            cache.set_item("evictions", stats.evictions)?;
+            d.set_item(name, cache)?;
+        }
         Ok(Some(d))
     }
 

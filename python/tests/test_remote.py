@@ -217,3 +217,29 @@ def test_a_server_stopped_mid_epoch_fails_clearly_and_resume_continues_exactly(
         same(got, whole)
     finally:
         server.stop()
+
+
+def test_a_disk_cache_spares_the_second_epoch(dataset3, tmp_path):
+    url = bucket_url("disk")
+    l3.copy_dataset(dataset3, url)
+    opts = dict(seed=3, size=(24, 24), end_epoch=2, threads=2)
+
+    def run(**extra):
+        fetched, out = [0, 0], []
+        loader = l3.Loader(url, 2, **opts, **extra)
+        for b in loader:
+            fetched[b["epoch"]] += b["bytes_read"]
+            out.append({"samples": np.asarray(b["samples"]), "images": np.asarray(b["images"])})
+            last = b["disk_cache"]
+        loader.close()
+        return out, fetched, last
+
+    plain, fetched, _ = run()
+    assert fetched[0] == fetched[1] > 0
+    cached, fetched2, stats = run(disk_cache=str(tmp_path / "c"), disk_cache_mb=64)
+    same(cached, plain)
+    assert fetched2 == [fetched[0], 0]
+    assert stats["hits"] == len(l3.open_dataset(dataset3))
+    assert list((tmp_path / "c").iterdir()) == []
+    with pytest.raises(l3.ParameterError, match="disk_cache_mb"):
+        l3.Loader(url, 2, disk_cache=str(tmp_path / "c"))
