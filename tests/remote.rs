@@ -3,7 +3,8 @@
 //! dataset copied into the bucket reads back record for record, level prefix for level prefix
 //! and batch for batch as the local folder does; a destination with a manifest is refused
 //! without force; a truncated shard, a missing object and an object replaced after it was
-//! opened are refused with errors naming the object; a lying HTTP server (a terabyte manifest,
+//! opened are refused with errors naming the object; a 70 MiB object goes up in parts and
+//! reads back by range; a lying HTTP server (a terabyte manifest,
 //! another range, a cut body) is refused before anything it claims is allocated. With
 //! `CI=true` and no S3 server configured the tests fail instead of skipping.
 
@@ -361,4 +362,44 @@ fn a_disk_cache_spares_later_epochs_fetches_and_changes_no_batch() {
     );
     // Each loader's folder went with it.
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_large_object_goes_up_in_parts_and_reads_back_by_range() {
+    let Some(url) = common::s3_prefix("parts") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big");
+    // 70 MiB: above the 64 MiB where uploads switch to parts of 16 MiB.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let bytes: Vec<u8> = (0..70usize << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let store = Store::open(&url).unwrap();
+    store.put_file("big", &path).unwrap();
+    let blob = store.open_blob("big").unwrap();
+    assert_eq!(blob.len(), bytes.len() as u64);
+    for (offset, len) in [
+        (0u64, 1000usize),
+        (16 << 20, 4096),
+        ((70 << 20) - 5000, 5000),
+    ] {
+        let got = blob.read_at(offset, len).unwrap();
+        assert!(
+            got == bytes[offset as usize..offset as usize + len],
+            "at {offset}"
+        );
+    }
+    let (_, fetched) = store.traffic();
+    assert!(
+        fetched < 1 << 20,
+        "{fetched} bytes fetched for a few small ranges"
+    );
 }

@@ -39,7 +39,8 @@ struct ListedShard {
     crc32: u32,
 }
 
-/// Copies the dataset of `from` to `to` (one shard in memory at a time): shards first (each checked against the manifest's
+/// Copies the dataset of `from` to `to` (from a folder, shards stream from their files; from
+/// an object store, one shard in memory at a time): shards first (each checked against the manifest's
 /// size and CRC-32 as it is read), the manifest last, then the copy opened through `to` and
 /// checked. A destination that already has a manifest is refused unless `force`; shards left
 /// by an unfinished copy (no manifest yet) are overwritten. Calls `progress(done, total)` in
@@ -68,8 +69,16 @@ pub fn copy_dataset(
     let total: u64 = listing.shards.iter().map(|s| s.bytes).sum::<u64>() + manifest.len() as u64;
     let mut sent = 0u64;
     for s in &listing.shards {
-        let bytes = read_checked(from, s)?;
-        to.put(&s.file, &bytes)?;
+        match from.local_dir() {
+            // From a folder: checked and sent in pieces (in parts above 64 MiB for an
+            // object store), never whole in memory.
+            Some(dir) => {
+                let path = dir.join(&s.file);
+                check_file(&path, s, &from.describe(&s.file))?;
+                to.put_file(&s.file, &path)?;
+            }
+            None => to.put(&s.file, &read_checked(from, s)?)?,
+        }
         sent += s.bytes;
         progress(sent, total);
     }
@@ -88,6 +97,27 @@ pub fn copy_dataset(
         records: listing.shards.iter().map(|s| s.records).sum(),
         bytes: sent,
     })
+}
+
+/// Checks the local shard file `path` against the manifest's size and CRC-32 (read in pieces).
+fn check_file(path: &std::path::Path, s: &ListedShard, shown: &str) -> Result<()> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| crate::store::named_io(shown, e))?
+        .len();
+    if len != s.bytes {
+        return Err(Error::Manifest(format!(
+            "{shown}: {len} bytes, the manifest says {}",
+            s.bytes
+        )));
+    }
+    let crc = super::file_crc32(path).map_err(|e| crate::store::named_io(shown, e))?;
+    if crc != s.crc32 {
+        return Err(Error::Manifest(format!(
+            "{shown}: CRC-32 {crc:08x}, the manifest says {:08x}",
+            s.crc32
+        )));
+    }
+    Ok(())
 }
 
 /// The whole of shard `s` of `from`, checked against the manifest's size and CRC-32.
