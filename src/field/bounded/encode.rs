@@ -1,7 +1,7 @@
-//! The error-bounded encoder: the lattice predictor (axis order by an estimate, then three
-//! level-step settings coded in full) and the differences predictor on dual-quantised bins
-//! (axis set by an estimate), each with its exception runs (the two on two threads when
-//! asked); the smallest file is kept.
+//! The error-bounded encoder: the lattice predictor (axis order by an estimate, then QoZ's
+//! grid of level-step settings ranked by an estimate, the best three coded in full) and the
+//! differences predictor on dual-quantised bins (axis set by an estimate), each with its
+//! exception runs (the two on two threads when asked); the smallest file is kept.
 
 use super::format::*;
 use super::predict::{differences_forward, lattice_forward, passes, Forward, Geometry};
@@ -43,9 +43,23 @@ impl BoundedOptions {
     }
 }
 
-/// QoZ-style level-step settings `(alpha, beta)` the encoder tries: level `l >= 1` (stride
-/// `2^(l-1)`) quantises with step `round(16 / min(alpha^(l-1), beta))`.
-const LEVEL_SETTINGS: [(f64, f64); 3] = [(1.0, 1.0), (1.5, 4.0), (2.0, 2.0)];
+/// QoZ's grid of level-step settings `(alpha, beta)`: level `l >= 1` (stride `2^(l-1)`)
+/// quantises with step `round(16 / min(alpha^(l-1), beta))`. The encoder ranks them by an
+/// estimate and codes the best [`SETTINGS_CODED`] in full.
+const LEVEL_SETTINGS: [(f64, f64); 9] = [
+    (1.0, 1.0),
+    (1.25, 2.0),
+    (1.25, 4.0),
+    (1.5, 2.0),
+    (1.5, 4.0),
+    (1.75, 2.0),
+    (1.75, 4.0),
+    (2.0, 2.0),
+    (2.0, 4.0),
+];
+
+/// Level-step settings coded in full, the best by estimate.
+const SETTINGS_CODED: usize = 3;
 
 fn bad_option(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
     ParameterError::InvalidOption {
@@ -113,6 +127,37 @@ fn quick_bits(z: &[u32]) -> f64 {
         raw += r as u64;
     }
     let n = z.len() as f64;
+    raw as f64
+        - hist
+            .iter()
+            .filter(|&&c| c > 0)
+            .map(|&c| c as f64 * (c as f64 / n).log2())
+            .sum::<f64>()
+}
+
+/// Estimated bits of a zigzag stream as [`quick_bits`], with each zero run of 4 or more
+/// counted as one run symbol plus its length's bits (as the token stage codes it): sparse
+/// streams rank by their non-zero values, not by their zeros.
+fn run_bits(z: &[u32]) -> f64 {
+    let mut hist = [0u64; SINGLES as usize + 1];
+    let mut raw = 0u64;
+    let mut i = 0;
+    while i < z.len() {
+        if z[i] == 0 {
+            let run = z[i..].iter().take_while(|&&v| v == 0).count();
+            if run >= 4 {
+                hist[SINGLES as usize] += 1;
+                raw += (usize::BITS - run.leading_zeros()) as u64;
+                i += run;
+                continue;
+            }
+        }
+        let (t, r, _) = token_of(z[i]);
+        hist[t as usize] += 1;
+        raw += r as u64;
+        i += 1;
+    }
+    let n = hist.iter().sum::<u64>() as f64;
     raw as f64
         - hist
             .iter()
@@ -367,17 +412,23 @@ fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
     }
     let (_, order, r0) = first.expect("one order at least");
     let ps = passes(nd, levels, &order);
-    let mut best: Option<Candidate> = None;
-    let mut r0 = Some(r0);
-    for (i, &setting) in LEVEL_SETTINGS.iter().enumerate() {
+    // Every distinct setting's residuals, ranked by the estimate; the best few are kept (and
+    // coded in full below), so memory stays at a few streams.
+    let mut seen = vec![steps0.clone()];
+    let mut ranked: Vec<(f64, Vec<u8>, Forward)> = vec![(run_bits(&r0.0), steps0, r0)];
+    for &setting in &LEVEL_SETTINGS[1..] {
         let steps = level_steps(levels, setting);
-        if i > 0 && steps == steps0 {
+        if seen.contains(&steps) {
             continue;
         }
-        let (z, x, cubic) = match r0.take() {
-            Some(r) if i == 0 => r,
-            _ => lattice_forward(&geo, &ps, &u, special, &steps, None),
-        };
+        seen.push(steps.clone());
+        let r = lattice_forward(&geo, &ps, &u, special, &steps, None);
+        ranked.push((run_bits(&r.0), steps, r));
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ranked.truncate(SETTINGS_CODED);
+    }
+    let mut best: Option<Candidate> = None;
+    for (_, steps, (z, x, cubic)) in ranked {
         if x.iter().any(|&v| (v as i64).abs() >= limit) {
             continue;
         }
