@@ -6,9 +6,9 @@
 //! endpoint is allowed when the endpoint variable names one. l3's own knobs are
 //! [`RemoteOptions`].
 //!
-//! Calls are blocking: each runs on a small tokio runtime owned by this module and made anew in
-//! a forked child (a `DataLoader` worker), as is the HTTP client, whose connections belong to
-//! the runtime that opened them.
+//! Calls are blocking: each runs on one small tokio runtime per process (2 threads), shared by
+//! every store and made anew in a forked child (a `DataLoader` worker), as is each store's
+//! HTTP client, whose connections belong to the runtime that opened them.
 
 use std::ops::Range;
 use std::path::Path;
@@ -97,6 +97,31 @@ impl RemoteOptions {
 
 /// The runtime and client of this process: `(pid, runtime, client)`.
 type PerProcess = (u32, Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>);
+
+/// This process's runtime, shared by every remote store (made anew in a forked child).
+fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
+    static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((p, rt)) = &*slot {
+        if *p == pid {
+            return Ok(rt.clone());
+        }
+    }
+    if let Some(old) = slot.take() {
+        // A forked child: see `Remote::client`.
+        std::mem::forget(old);
+    }
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("l3-remote")
+            .enable_all()
+            .build()?,
+    );
+    *slot = Some((pid, rt.clone()));
+    Ok(rt)
+}
 
 /// A prefix of an object store.
 #[derive(Debug)]
@@ -226,17 +251,11 @@ impl Remote {
             }
         }
         if let Some(old) = slot.take() {
-            // The parent's runtime has no threads in this process: dropping it could wait on
-            // them forever.
+            // The parent's client and runtime have no threads in this process: dropping them
+            // could wait on those threads forever.
             std::mem::forget(old);
         }
-        let rt = Arc::new(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("l3-remote")
-                .enable_all()
-                .build()?,
-        );
+        let rt = runtime()?;
         let client = self.build()?;
         *slot = Some((pid, rt.clone(), client.clone()));
         Ok((rt, client))
