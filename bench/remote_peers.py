@@ -225,7 +225,7 @@ def client_env(proxy: str) -> Dict[str, str]:
 
 def sigv4_check(args: argparse.Namespace) -> int:
     """SeaweedFS with authentication on (keys in its environment), the proxy in front: boto3
-    (a signed bucket creation, put, multipart upload with aws-chunked bodies, ranged get,
+    (a signed bucket creation, put, multipart upload, ranged get,
     listing) and l3 (`l3.pack` to the bucket, `open_dataset`, a `Loader` epoch) through the
     proxy must pass the server's signature check; a wrong secret must fail
     (SignatureDoesNotMatch: the check is on), and so must a header-signed request whose Host
@@ -260,7 +260,7 @@ def sigv4_check(args: argparse.Namespace) -> int:
         s3.create_bucket(Bucket="sig")
         s3.put_object(Bucket="sig", Key="small", Body=b"abc" * 1000)
         big = os.urandom(12 << 20)
-        s3.upload_fileobj(io.BytesIO(big), "sig", "big")  # multipart, aws-chunked parts
+        s3.upload_fileobj(io.BytesIO(big), "sig", "big")  # multipart
         got = s3.get_object(Bucket="sig", Key="big", Range="bytes=1000-1999")["Body"].read()
         keys_listed = [o["Key"] for o in s3.list_objects_v2(Bucket="sig")["Contents"]]
         check("boto3 through the proxy: bucket, put, multipart upload, ranged get, list",
