@@ -60,6 +60,18 @@ fn copy_dataset(
     Ok(d)
 }
 
+/// `store`'s location for Python: a `pathlib.Path` for a folder, the URL as a `str` for an
+/// object store.
+pub(crate) fn location<'py>(
+    py: Python<'py>,
+    store: &l3::store::Store,
+) -> PyResult<Bound<'py, PyAny>> {
+    match store.local_dir() {
+        Some(dir) => dir.to_path_buf().into_pyobject(py).map(|p| p.into_any()),
+        None => Ok(pyo3::types::PyString::new(py, &store.location()).into_any()),
+    }
+}
+
 /// A packed dataset (a folder of record shards and `manifest.json`), opened for random
 /// access. Every shard's index is read and checked when it is opened.
 #[pyclass(module = "l3._l3", frozen)]
@@ -121,10 +133,11 @@ impl Dataset {
         Ok((image, class.map_or(-1, i64::from)))
     }
 
-    /// The dataset's folder.
+    /// The dataset's folder (a `pathlib.Path`), or its URL (a `str`: a path would fold its
+    /// `//`).
     #[getter]
-    fn path(&self) -> std::path::PathBuf {
-        self.inner.dir().to_path_buf()
+    fn path<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        location(py, self.inner.store())
     }
 
     /// Levels per record (level `levels - 1` is full resolution).

@@ -100,10 +100,10 @@ impl PyTensorDataset {
         Ok(d)
     }
 
-    /// The dataset's folder.
+    /// The dataset's folder (a `pathlib.Path`), or its URL (a `str`).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.inner.dir().to_path_buf()
+    fn path<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::dataset::location(py, self.inner.store())
     }
 
     /// The arrays every record holds: a list of dicts (name, dtype, shape, mode, bound as

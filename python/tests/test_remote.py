@@ -77,6 +77,10 @@ def test_torch_workers_read_a_bucket(dataset3):
 
     # Worker processes fork after the parent opened the dataset: each makes its own runtime.
     same(epoch(url, 2), epoch(str(dataset3), 2))
+    # An opened dataset gives its URL as it was written (not folded like a path).
+    opened = l3.open_dataset(url)
+    assert opened.path == url
+    same(epoch(opened, 2), epoch(str(dataset3), 2))
 
 
 def test_tensor_records_in_a_bucket(tmp_path):
