@@ -83,12 +83,6 @@ IMAGE_EXTENSIONS = (
 )
 
 
-def _is_remote(location: Any) -> bool:
-    """Whether ``location`` is an object-store URL rather than a folder."""
-    scheme = str(location).split("://", 1)[0].lower() if "://" in str(location) else ""
-    return scheme in {"s3", "s3a", "gs", "az", "abfs", "abfss", "http", "https"}
-
-
 def open_dataset(path: str | os.PathLike) -> Dataset | TensorDataset:
     """Opens a packed dataset (a folder with ``manifest.json``, or an object-store URL such as
     ``s3://bucket/prefix``, ``gs://``, ``az://``, ``https://``; credentials and endpoint from
@@ -170,7 +164,7 @@ def pack_arrays(
     dataset is packed in a temporary folder (no resume then) and copied there
     (`copy_dataset`: shards checked, manifest last).
     """
-    if _is_remote(out):
+    if _l3.is_remote(out):
         import tempfile
 
         with tempfile.TemporaryDirectory() as staging:
@@ -264,7 +258,7 @@ def pack(
     ``gs://``, ``az://``): the dataset is then packed in a temporary folder and copied there
     (`copy_dataset`: shards checked, manifest last). Returns the opened dataset.
     """
-    if _is_remote(output):
+    if _l3.is_remote(output):
         import tempfile
 
         with tempfile.TemporaryDirectory() as staging:

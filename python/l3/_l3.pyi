@@ -90,6 +90,9 @@ def write_manifest(
 ) -> None:
     """Writes output/manifest.json over the shard files (each read and checked)."""
 
+def is_remote(location: _Path) -> bool:
+    """Whether ``location`` is an object-store URL rather than a folder."""
+
 def copy_dataset(source: _Path, dest: _Path, *, force: bool = False) -> dict:
     """Copies a dataset between folders and object-store URLs: shards checked against the
     manifest's size and CRC-32, the manifest last, the copy reopened and checked."""

@@ -27,7 +27,15 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_shard, m)?)?;
     m.add_function(wrap_pyfunction!(write_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(copy_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(is_remote, m)?)?;
     Ok(())
+}
+
+/// Whether `location` is an object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`, ...)
+/// rather than a folder.
+#[pyfunction]
+fn is_remote(location: PathBuf) -> bool {
+    l3::store::is_remote(&location.to_string_lossy())
 }
 
 /// Copies the dataset at `source` to `dest` (folders or object-store URLs): shards checked

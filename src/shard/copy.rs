@@ -99,18 +99,16 @@ pub fn copy_dataset(
     })
 }
 
-/// Checks the local shard file `path` against the manifest's size and CRC-32 (read in pieces).
-fn check_file(path: &std::path::Path, s: &ListedShard, shown: &str) -> Result<()> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| crate::store::named_io(shown, e))?
-        .len();
+/// Whether a shard of `len` bytes and CRC-32 `crc` (`crc` computed only when the size
+/// agrees) is the manifest's shard `s`; `shown` names it in the error.
+fn check(shown: &str, s: &ListedShard, len: u64, crc: impl FnOnce() -> Result<u32>) -> Result<()> {
     if len != s.bytes {
         return Err(Error::Manifest(format!(
             "{shown}: {len} bytes, the manifest says {}",
             s.bytes
         )));
     }
-    let crc = super::file_crc32(path).map_err(|e| crate::store::named_io(shown, e))?;
+    let crc = crc()?;
     if crc != s.crc32 {
         return Err(Error::Manifest(format!(
             "{shown}: CRC-32 {crc:08x}, the manifest says {:08x}",
@@ -120,24 +118,23 @@ fn check_file(path: &std::path::Path, s: &ListedShard, shown: &str) -> Result<()
     Ok(())
 }
 
+/// Checks the local shard file `path` against the manifest's size and CRC-32 (read in pieces).
+fn check_file(path: &std::path::Path, s: &ListedShard, shown: &str) -> Result<()> {
+    let named = |e| crate::store::named_io(shown, e);
+    let len = std::fs::metadata(path).map_err(named)?.len();
+    check(
+        shown,
+        s,
+        len,
+        || Ok(super::file_crc32(path).map_err(named)?),
+    )
+}
+
 /// The whole of shard `s` of `from`, checked against the manifest's size and CRC-32.
 fn read_checked(from: &Store, s: &ListedShard) -> Result<Vec<u8>> {
     let bytes = from.read(&s.file, s.bytes)?;
-    if bytes.len() as u64 != s.bytes {
-        return Err(Error::Manifest(format!(
-            "{}: {} bytes, the manifest says {}",
-            from.describe(&s.file),
-            bytes.len(),
-            s.bytes
-        )));
-    }
-    let crc = crc32fast::hash(&bytes);
-    if crc != s.crc32 {
-        return Err(Error::Manifest(format!(
-            "{}: CRC-32 {crc:08x}, the manifest says {:08x}",
-            from.describe(&s.file),
-            s.crc32
-        )));
-    }
+    check(&from.describe(&s.file), s, bytes.len() as u64, || {
+        Ok(crc32fast::hash(&bytes))
+    })?;
     Ok(bytes)
 }

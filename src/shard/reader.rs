@@ -57,6 +57,28 @@ pub(super) fn named_error(name: &str, path: &str, e: crate::error::Error) -> cra
     }
 }
 
+/// A shard's blob opened from a local `path`, with the name errors give it and its shown path
+/// (image and tensor shard readers).
+pub(super) fn open_path(path: &Path) -> Result<(Blob, String, String)> {
+    let name = path
+        .file_name()
+        .unwrap_or(path.as_os_str())
+        .to_string_lossy()
+        .into_owned();
+    let shown = path.display().to_string();
+    let blob = Blob::open_file(path).map_err(|e| named_error(&name, &shown, e))?;
+    Ok((blob, name, shown))
+}
+
+/// Shard `file` of `store` opened as a blob, with its name and its shown path or URL.
+pub(super) fn open_named(store: &Store, file: &str) -> Result<(Blob, String, String)> {
+    let shown = store.describe(file);
+    let blob = store
+        .open_blob(file)
+        .map_err(|e| named_error(file, &shown, e))?;
+    Ok((blob, file.to_owned(), shown))
+}
+
 impl ShardReader {
     /// Opens a shard and validates its header, trailer and index; the index may take at most
     /// `max_index_bytes` (what opening allocates, besides the parsed entries). Later reads are
@@ -69,13 +91,7 @@ impl ShardReader {
     /// prefix) at most `limits.max_input_bytes`: a larger one is a [`LimitsError::ShardRead`]
     /// naming the shard (and the record and key), returned before anything is allocated for it.
     pub fn open_with_limits(path: &Path, max_index_bytes: u64, limits: &Limits) -> Result<Self> {
-        let name = path
-            .file_name()
-            .unwrap_or(path.as_os_str())
-            .to_string_lossy()
-            .into_owned();
-        let shown = path.display().to_string();
-        let blob = Blob::open_file(path).map_err(|e| named_error(&name, &shown, e))?;
+        let (blob, name, shown) = open_path(path)?;
         Self::open_blob(blob, name, &shown, max_index_bytes, limits)
     }
 
@@ -87,11 +103,8 @@ impl ShardReader {
         max_index_bytes: u64,
         limits: &Limits,
     ) -> Result<Self> {
-        let shown = store.describe(file);
-        let blob = store
-            .open_blob(file)
-            .map_err(|e| named_error(file, &shown, e))?;
-        Self::open_blob(blob, file.to_owned(), &shown, max_index_bytes, limits)
+        let (blob, name, shown) = open_named(store, file)?;
+        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
     }
 
     fn open_blob(

@@ -179,14 +179,7 @@ impl TensorShardReader {
     /// `limits.max_input_bytes`, refused before anything is allocated for it. Errors of the
     /// file's structure name the shard.
     pub fn open_with_limits(path: &Path, max_index_bytes: u64, limits: &Limits) -> Result<Self> {
-        let name = path
-            .file_name()
-            .unwrap_or(path.as_os_str())
-            .to_string_lossy()
-            .into_owned();
-        let shown = path.display().to_string();
-        let blob =
-            Blob::open_file(path).map_err(|e| super::reader::named_error(&name, &shown, e))?;
+        let (blob, name, shown) = super::reader::open_path(path)?;
         Self::open_blob(blob, name, &shown, max_index_bytes, limits)
     }
 
@@ -198,11 +191,8 @@ impl TensorShardReader {
         max_index_bytes: u64,
         limits: &Limits,
     ) -> Result<Self> {
-        let shown = store.describe(file);
-        let blob = store
-            .open_blob(file)
-            .map_err(|e| super::reader::named_error(file, &shown, e))?;
-        Self::open_blob(blob, file.to_owned(), &shown, max_index_bytes, limits)
+        let (blob, name, shown) = super::reader::open_named(store, file)?;
+        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
     }
 
     fn open_blob(

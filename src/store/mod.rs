@@ -31,18 +31,14 @@ pub use remote::RemoteOptions;
 pub const TAIL_BYTES: u64 = 256 << 10;
 
 /// URL schemes of object stores (with feature `remote`).
-pub const REMOTE_SCHEMES: [&str; 7] = ["s3", "s3a", "gs", "az", "abfs", "abfss", "http"];
+pub const REMOTE_SCHEMES: [&str; 8] = ["s3", "s3a", "gs", "az", "abfs", "abfss", "http", "https"];
 
 /// Whether `location` names an object store (`scheme://...` with a scheme of
-/// [`REMOTE_SCHEMES`] or `https`) rather than a local path.
+/// [`REMOTE_SCHEMES`], in any case) rather than a local path.
 pub fn is_remote(location: &str) -> bool {
-    match location.split_once("://") {
-        Some((scheme, _)) => {
-            let scheme = scheme.to_ascii_lowercase();
-            scheme == "https" || REMOTE_SCHEMES.contains(&scheme.as_str())
-        }
-        None => false,
-    }
+    location
+        .split_once("://")
+        .is_some_and(|(scheme, _)| REMOTE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
 }
 
 /// A dataset's root: a local folder or a prefix in an object store. Cheap to clone.

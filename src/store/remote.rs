@@ -95,8 +95,8 @@ impl RemoteOptions {
     }
 }
 
-/// The runtime and client of this process: `(pid, runtime, client)`.
-type PerProcess = (u32, Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>);
+/// The client of this process: `(pid, client)`.
+type PerProcess = (u32, Arc<dyn ObjectStore>);
 
 /// This process's runtime, shared by every remote store (made anew in a forked child).
 fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
@@ -242,23 +242,22 @@ impl Remote {
     }
 
     /// This process's runtime and client (made anew after a fork).
-    fn client(&self) -> Result<(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>)> {
+    fn client(&self) -> Result<Arc<dyn ObjectStore>> {
         let pid = std::process::id();
         let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((p, rt, c)) = &*slot {
+        if let Some((p, c)) = &*slot {
             if *p == pid {
-                return Ok((rt.clone(), c.clone()));
+                return Ok(c.clone());
             }
         }
         if let Some(old) = slot.take() {
-            // The parent's client and runtime have no threads in this process: dropping them
-            // could wait on those threads forever.
+            // The parent's client belongs to a runtime with no threads in this process:
+            // dropping it could wait on those threads forever.
             std::mem::forget(old);
         }
-        let rt = runtime()?;
         let client = self.build()?;
-        *slot = Some((pid, rt.clone(), client.clone()));
-        Ok((rt, client))
+        *slot = Some((pid, client.clone()));
+        Ok(client)
     }
 
     fn build(&self) -> Result<Arc<dyn ObjectStore>> {
@@ -343,9 +342,9 @@ impl Remote {
         F: FnOnce(Arc<dyn ObjectStore>) -> Fut,
         Fut: std::future::Future<Output = std::io::Result<T>>,
     {
-        let (rt, client) = self.client()?;
+        let client = self.client()?;
         let slots = self.slots.clone();
-        Ok(rt.block_on(async move {
+        Ok(runtime()?.block_on(async move {
             let _permit = slots
                 .acquire_owned()
                 .await
@@ -419,16 +418,6 @@ impl Remote {
             Ok((len, etag, len - want, bytes))
         })?;
         self.count(tail.len());
-        if tail_start + tail.len() as u64 != len {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{object}: the server sent {} bytes of its last {TAIL_BYTES}",
-                    tail.len()
-                ),
-            )
-            .into());
-        }
         Ok(Blob {
             len,
             inner: BlobInner::Remote(RemoteBlob {
@@ -534,20 +523,10 @@ impl RemoteBlob {
         if let Ok(b) = &got {
             self.remote.count(b.len());
         }
-        let bytes = got.map_err(|e| match e {
+        // body_exact gave exactly `len` bytes.
+        got.map_err(|e| match e {
             crate::Error::Io(e) => e,
             e => std::io::Error::other(e.to_string()),
-        })?;
-        if bytes.len() != len {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{}: asked for {len} bytes at {offset}, the server sent {}",
-                    self.object,
-                    bytes.len()
-                ),
-            ));
-        }
-        Ok(bytes)
+        })
     }
 }
