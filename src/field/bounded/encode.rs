@@ -21,6 +21,10 @@ pub struct BoundedOptions {
     pub fill_value: Option<f32>,
     /// Use this predictor, or `None` for the one whose file is smaller (default `None`).
     pub predictor: Option<Predictor>,
+    /// The differences predictor's axis set (bit `a` differences along axis `a`; nonzero,
+    /// below `2^ndim`), or `None` for the set an estimate finds smallest (default `None`).
+    /// Fixing it skips the estimate (one pass over the array per candidate set).
+    pub axes: Option<u8>,
     /// log2 of the values per chunk, 8 to 20 (default 16).
     pub chunk_log2: u8,
     /// Segments per chunk, 1 to 32 (default 8).
@@ -36,6 +40,7 @@ impl BoundedOptions {
             max_error,
             fill_value: None,
             predictor: None,
+            axes: None,
             chunk_log2: 16,
             segments: 8,
             parallel: true,
@@ -268,6 +273,15 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
     }
     if !(1..=MAX_SEGMENTS).contains(&options.segments) {
         return Err(bad_option("segments", options.segments as u64, "1 to 32"));
+    }
+    if let Some(set) = options.axes {
+        if set == 0 || set as u32 >= 1 << shape.len() {
+            return Err(bad_option(
+                "axes",
+                set as u64,
+                "a nonzero set of the array's axes (below 2^ndim)",
+            ));
+        }
     }
     let bound = options.max_error;
     if !(bound.is_finite() && bound > 0.0) {
@@ -507,14 +521,19 @@ fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
     }
     let (nruns, runs) = runs_of(input.values, exc.into_iter())?;
     let nd = input.shape.len();
-    let mut best: Option<(f64, u8)> = None;
-    for set in 1..1u8 << nd {
-        let b = quick_bits(&differences_forward(q.clone(), input.shape, set));
-        if best.is_none_or(|x| b < x.0) {
-            best = Some((b, set));
+    let axes = match input.options.axes {
+        Some(set) => set,
+        None => {
+            let mut best: Option<(f64, u8)> = None;
+            for set in 1..1u8 << nd {
+                let b = quick_bits(&differences_forward(q.clone(), input.shape, set));
+                if best.is_none_or(|x| b < x.0) {
+                    best = Some((b, set));
+                }
+            }
+            best.expect("one axis set at least").1
         }
-    }
-    let (_, axes) = best.expect("one axis set at least");
+    };
     let z = differences_forward(q, input.shape, axes);
     let mut header = input.header(Predictor::Differences, width);
     header.axes = vec![axes];
