@@ -106,6 +106,81 @@ fn a_dataset_in_a_bucket_reads_as_the_local_folder_does() {
 }
 
 #[test]
+fn an_index_cache_makes_reopening_cost_only_the_manifest() {
+    let Some(url) = common::s3_prefix("indexcache") else {
+        return;
+    };
+    let (_dir, local, _remote) = local_and_remote(&url);
+    let cache = tempfile::tempdir().unwrap();
+    let shards = Manifest::read_in(&local).unwrap().shards.len() as u64;
+    // Four "processes" (each its own store, as each DataLoader worker has) open the dataset at
+    // once, sharing the cache: each shard is fetched once, by whichever took its lock first.
+    let opened: Vec<(Store, Dataset)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let store = Store::open_with_index_cache(&url, Some(cache.path())).unwrap();
+                    let ds = Dataset::open_in(&store, &Limits::default()).unwrap();
+                    (store, ds)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let requests: u64 = opened.iter().map(|(s, _)| s.traffic().0).sum();
+    let hits: u64 = opened.iter().map(|(s, _)| s.index_cache_hits()).sum();
+    assert_eq!(hits, 3 * shards, "every shard fetched once");
+    assert_eq!(requests, 4 + 2 * shards, "4 manifests, one opening per shard");
+    // A later opening asks only for the manifest, and reads what the local folder holds.
+    let store = Store::open_with_index_cache(&url, Some(cache.path())).unwrap();
+    let ds = Dataset::open_in(&store, &Limits::default()).unwrap();
+    assert_eq!((store.traffic().0, store.index_cache_hits()), (1, shards));
+    let a = Dataset::open_in(&local, &Limits::default()).unwrap();
+    for i in (0..a.len()).step_by(3) {
+        assert_eq!(a.read(i, 2).unwrap(), ds.read(i, 2).unwrap(), "{i}");
+    }
+    // A damaged entry is a miss (refetched and replaced), never an error or wrong data.
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "l3ix") {
+            let mut b = std::fs::read(&path).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= 0xff;
+            std::fs::write(&path, b).unwrap();
+        }
+    }
+    let store = Store::open_with_index_cache(&url, Some(cache.path())).unwrap();
+    let ds = Dataset::open_in(&store, &Limits::default()).unwrap();
+    assert_eq!(store.index_cache_hits(), 0);
+    assert_eq!(store.traffic().0, 1 + 2 * shards);
+    assert_eq!(a.read(1, 2).unwrap(), ds.read(1, 2).unwrap());
+    // A repacked dataset (another manifest) misses the old entries.
+    let (_dir2, local2) = {
+        let dir = tempfile::tempdir().unwrap();
+        common::pack_samples(dir.path(), 3, 3);
+        let local = Store::local(dir.path());
+        (dir, local)
+    };
+    copy_dataset(&local2, &Store::open(&url).unwrap(), true, |_, _| ()).unwrap();
+    let store = Store::open_with_index_cache(&url, Some(cache.path())).unwrap();
+    let ds = Dataset::open_in(&store, &Limits::default()).unwrap();
+    // Only a shard with the same name, size and CRC-32 as a cached one is a hit.
+    let old = &a.manifest().shards;
+    let same = ds
+        .manifest()
+        .shards
+        .iter()
+        .filter(|s| old.iter().any(|o| (&o.file, o.bytes, o.crc32) == (&s.file, s.bytes, s.crc32)))
+        .count() as u64;
+    assert!(same < ds.manifest().shards.len() as u64);
+    assert_eq!(store.index_cache_hits(), same);
+    let b = Dataset::open_in(&local2, &Limits::default()).unwrap();
+    for i in 0..b.len() {
+        assert_eq!(b.read(i, 2).unwrap(), ds.read(i, 2).unwrap(), "{i}");
+    }
+}
+
+#[test]
 fn a_level_prefix_fetches_only_its_levels() {
     let Some(url) = common::s3_prefix("prefix") else {
         return;
@@ -118,17 +193,27 @@ fn a_level_prefix_fetches_only_its_levels() {
         let store = Store::open(&url).unwrap();
         let ds = Dataset::open_in(&store, &Limits::default()).unwrap();
         let (opened_requests, opened) = store.traffic();
-        // The manifest, then per shard one ranged read of its tail and one of its header.
+        // The manifest, then per shard two concurrent ranged reads: exactly its header, and
+        // exactly its index and trailer (the manifest tells their sizes).
         assert_eq!(opened_requests, 1 + 2 * ds.shards().len() as u64);
+        let manifest_len = store.read("manifest.json", 1 << 20).unwrap().len() as u64;
+        let heads_and_indexes: u64 = ds
+            .manifest()
+            .shards
+            .iter()
+            .map(|s| s.hint().head + s.hint().tail)
+            .sum();
+        assert_eq!(opened, manifest_len + heads_and_indexes);
+        let before = store.traffic().1;
         let mut prefix = 0;
         for shard in ds.shards() {
             shard.read_prefix(level).unwrap();
             let r = shard.prefix_range(level).unwrap();
             prefix += r.end - r.start;
         }
-        let fetched = store.traffic().1 - opened;
-        // Never more than the prefix (the kept tail may already hold some of it).
-        assert!(fetched <= prefix, "level {level}: {fetched} > {prefix}");
+        let fetched = store.traffic().1 - before;
+        // Exactly the prefix: none of it was read when opening.
+        assert_eq!(fetched, prefix, "level {level}");
         assert!(prefix > last && (level < 2 || prefix * 10 > total * 9));
         last = prefix;
     }

@@ -83,15 +83,23 @@ IMAGE_EXTENSIONS = (
 )
 
 
-def open_dataset(path: str | os.PathLike) -> Dataset | TensorDataset:
+def open_dataset(
+    path: str | os.PathLike, *, index_cache: Optional[str | os.PathLike] = None
+) -> Dataset | TensorDataset:
     """Opens a packed dataset (a folder with ``manifest.json``, or an object-store URL such as
     ``s3://bucket/prefix``, ``gs://``, ``az://``, ``https://``; credentials and endpoint from
     the standard environment variables) for random access: a
     `Dataset` of images, or a `TensorDataset` of named arrays (``ds[i]`` a dict of NumPy
-    arrays; ``ds.arrays``, ``ds.stats``, ``ds.record(i)``)."""
+    arrays; ``ds.arrays``, ``ds.stats``, ``ds.record(i)``).
+
+    ``index_cache`` (default: the environment's ``L3_INDEX_CACHE``, else none): a local folder
+    where opening each remote shard keeps what it fetched (size, ETag, header, index), shared
+    by every process naming it, so that the next opening asks the server only for the
+    manifest; of processes opening a shard at once, one fetches it and the others wait for it.
+    Local datasets ignore it."""
     if _l3.dataset_kind(path) == "tensors":
-        return TensorDataset(path)
-    return Dataset(path)
+        return TensorDataset(path, index_cache=index_cache)
+    return Dataset(path, index_cache=index_cache)
 
 
 #: Keys of a dict that is one mode for every array of `pack_arrays` (not one per name).
@@ -302,7 +310,8 @@ class Loader:
     ``fill`` (0), ``noise_std`` (0), ``dtype`` ("float32" | "float16"), ``cache_mb`` (0),
     ``cache_policy`` ("planned" | "lru", both tiers), ``disk_cache`` (None: a folder for a disk
     tier below the RAM cache, for remote datasets: a folder of the loader's own is made in it
-    and removed with it) and ``disk_cache_mb`` (its size), ``threads`` (0: one per core), ``prefetch`` (2),
+    and removed with it) and ``disk_cache_mb`` (its size), ``index_cache`` (None: see
+    `open_dataset`), ``threads`` (0: one per core), ``prefetch`` (2),
     ``device`` ("cpu"), ``end_epoch`` (None: run until closed), ``worker`` / ``num_workers``
     (0 / 1: this loader takes every num_workers-th step of the rank, for data-loading
     workers), ``on_error`` ("skip" | "fail"), ``crop_window`` (True: decode only the patches a

@@ -100,7 +100,7 @@ def copy_dataset(source: _Path, dest: _Path, *, force: bool = False) -> dict:
 class Dataset:
     """A packed dataset opened for random access."""
 
-    def __init__(self, path: _Path) -> None: ...
+    def __init__(self, path: _Path, *, index_cache: Optional[_Path] = None) -> None: ...
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> Tuple[_Image, int]:
         """(image at full resolution, label or -1)."""
@@ -126,7 +126,9 @@ def dataset_kind(path: _Path) -> str:
 class TensorDataset:
     """A tensor dataset (records of named arrays) opened for random access."""
 
-    def __init__(self, path: _Path, *, limits: Optional[Limits] = None) -> None: ...
+    def __init__(
+        self, path: _Path, *, limits: Optional[Limits] = None, index_cache: Optional[_Path] = None
+    ) -> None: ...
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> Dict[str, npt.NDArray[Any]]:
         """Record i's arrays by name (float16 as np.float16, bfloat16 as np.uint16 bits)."""
@@ -256,6 +258,8 @@ def encode_field(
     lossless: bool = False,
     dtype: Optional[str] = None,
     version: Optional[int] = None,
+    predictor: Optional[str] = None,
+    axes: Optional[int] = None,
 ) -> bytes:
     """Encodes a float32 array within an absolute or range-relative bound (exactly one); NaN,
     infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes, decodes on

@@ -67,17 +67,26 @@ and ``output`` must be None over a tensor dataset.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import warnings
+import weakref
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 import torch.utils.data
 
 from . import Dataset, Loader, ParameterError, TensorDataset, open_dataset
-from ._l3 import dataset_kind
+from ._l3 import dataset_kind, is_remote
 from ._handoff import check_output, choose_output
 from ._handoff import pool as handoff_pool
 from ._options import INT_OPTIONS, check_int, check_options, check_state
+
+
+def _remove_own(folder: str, pid: int) -> None:
+    """Removes ``folder`` in the process that made it (not in a forked worker's copy)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _distributed() -> Tuple[int, int]:
@@ -138,6 +147,15 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         # A path, not the opened Dataset: the dataset object is pickled into spawned workers.
         opened = isinstance(dataset, (Dataset, TensorDataset))
         self.path = os.fspath(dataset.path if opened else dataset)
+        # A remote dataset's index cache, shared with the data-loading workers: of workers
+        # opening a shard together one fetches its index, the others read it from here (and
+        # every later epoch's opening too). A folder of this object's own, removed with it by
+        # the process that made it, unless the caller or L3_INDEX_CACHE names one.
+        if (is_remote(self.path) and options.get("index_cache") is None
+                and not os.environ.get("L3_INDEX_CACHE")):
+            folder = tempfile.mkdtemp(prefix="l3-index-")
+            options = dict(options, index_cache=folder)
+            weakref.finalize(self, _remove_own, folder, os.getpid())
         self.batch_size = batch_size
         self.seed = seed
         # Records of the dataset (read when a state is loaded, to check it).
@@ -184,7 +202,8 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         Anything else is a ``TypeError`` or a ``ParameterError`` (a ``ValueError``), and the
         current state is kept."""
         if self._records is None:
-            self._records = len(open_dataset(self.path))
+            self._records = len(
+                open_dataset(self.path, index_cache=self.options.get("index_cache")))
         seed, epoch, consumed = check_state(state, self._records)
         if seed != self.seed:
             raise ParameterError(

@@ -116,11 +116,17 @@ impl Dataset {
 impl Dataset {
     /// Opens the dataset in folder `path`, or at an object-store URL (`s3://bucket/prefix`,
     /// `gs://`, `az://`, `https://`).
+    /// `index_cache`: a local folder keeping what opening each remote shard fetched, for the
+    /// next process (see `l3.open_dataset`).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, index_cache = None))]
+    fn new(py: Python<'_>, path: PathBuf, index_cache: Option<PathBuf>) -> PyResult<Self> {
         let inner = py
             .detach(|| {
-                let store = l3::store::Store::open(&path.to_string_lossy())?;
+                let store = l3::store::Store::open_with_index_cache(
+                    &path.to_string_lossy(),
+                    index_cache.as_deref(),
+                )?;
                 l3::shard::Dataset::open_in(&store, &l3::Limits::default())
             })
             .py_err()?;

@@ -32,9 +32,11 @@ fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
 /// version 1 (default, 2 or 3 dimensions, decodes on the GPU too) or `version=3` (1 to 4
 /// axes, CPU decoder for now). With `lossless=True` bit for bit: float32, float16, or
 /// bfloat16 given as a uint16 array of bit patterns with `dtype="bfloat16"` (or an array
-/// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes.
+/// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes. Version 3 also takes
+/// `predictor` ("lattice" or "differences"; default: the smaller file) and `axes` (the
+/// differences predictor's axis set, bit a = axis a; default: by an estimate).
 #[pyfunction]
-#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None))]
+#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None, predictor = None, axes = None))]
 #[allow(clippy::too_many_arguments)]
 fn encode_field<'py>(
     py: Python<'py>,
@@ -46,7 +48,12 @@ fn encode_field<'py>(
     lossless: bool,
     dtype: Option<&str>,
     version: Option<u8>,
+    predictor: Option<&str>,
+    axes: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    if (predictor.is_some() || axes.is_some()) && version != Some(3) {
+        return Err(parameter_error("predictor and axes are for version=3"));
+    }
     if lossless {
         if max_error.is_some() || relative.is_some() || version.is_some() {
             return Err(parameter_error(
@@ -61,7 +68,17 @@ fn encode_field<'py>(
             if dtype.is_some() {
                 return Err(parameter_error("dtype is for lossless=True"));
             }
-            return encode_bounded(py, array, max_error, relative, fill_value);
+            let predictor = match predictor {
+                None => None,
+                Some("lattice") => Some(l3::field::Predictor::Lattice),
+                Some("differences") => Some(l3::field::Predictor::Differences),
+                Some(p) => {
+                    return Err(parameter_error(format!(
+                        "predictor must be \"lattice\" or \"differences\", got {p:?}"
+                    )))
+                }
+            };
+            return encode_bounded(py, array, max_error, relative, fill_value, predictor, axes);
         }
         Some(v) => {
             return Err(parameter_error(format!(
@@ -107,6 +124,8 @@ fn encode_bounded<'py>(
     max_error: Option<f64>,
     relative: Option<f64>,
     fill_value: Option<f64>,
+    predictor: Option<l3::field::Predictor>,
+    axes: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let np = py.import("numpy")?;
     let contiguous = np.call_method1("ascontiguousarray", (array,))?;
@@ -136,6 +155,8 @@ fn encode_bounded<'py>(
     };
     let options = l3::field::BoundedOptions {
         fill_value: fill,
+        predictor,
+        axes,
         ..l3::field::BoundedOptions::new(bound)
     };
     let file = py

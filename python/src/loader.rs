@@ -145,7 +145,8 @@ impl Loader {
         dtype = "float32", cache_mb = 0, cache_policy = "planned", threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
         crop_window = true, limits = None, gpu_output = "array", flips = None, rot90 = None,
-        normalize = None, spatial = None, disk_cache = None, disk_cache_mb = 0
+        normalize = None, spatial = None, disk_cache = None, disk_cache_mb = 0,
+        index_cache = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -191,6 +192,7 @@ impl Loader {
         spatial: Option<i64>,
         disk_cache: Option<std::path::PathBuf>,
         disk_cache_mb: u64,
+        index_cache: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let spatial = spatial
             .map(|s| {
@@ -200,7 +202,12 @@ impl Loader {
                     .ok_or_else(|| parameter_error(format!("spatial must be 2 or 3, got {s}")))
             })
             .transpose()?;
-        let dataset = open_dataset(py, dataset, &limits_of(limits.as_deref()))?;
+        let dataset = open_dataset(
+            py,
+            dataset,
+            &limits_of(limits.as_deref()),
+            index_cache.as_deref(),
+        )?;
         let output = choose(
             "dtype",
             dtype,
@@ -508,6 +515,7 @@ fn open_dataset(
     py: Python<'_>,
     dataset: &Bound<'_, PyAny>,
     limits: &l3::Limits,
+    index_cache: Option<&std::path::Path>,
 ) -> PyResult<LoaderDataset> {
     if let Ok(d) = dataset.cast::<Dataset>() {
         return Ok(LoaderDataset::Images(d.get().inner.clone()));
@@ -522,7 +530,7 @@ fn open_dataset(
         })?
     };
     py.detach(|| {
-        let store = l3::store::Store::open(&path.to_string_lossy())?;
+        let store = l3::store::Store::open_with_index_cache(&path.to_string_lossy(), index_cache)?;
         if let Ok(RecordKind::Tensors) = l3::shard::dataset_kind_in(&store) {
             let d = l3::shard::TensorDataset::open_in(&store, limits)?;
             return Ok(LoaderDataset::Tensors(Arc::new(d)));

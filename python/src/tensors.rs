@@ -69,12 +69,20 @@ impl PyTensorDataset {
     /// Opens the tensor dataset in folder `path`, every read and decoded array within
     /// `limits` (default `l3.Limits()`).
     #[new]
-    #[pyo3(signature = (path, *, limits = None))]
-    fn new(py: Python<'_>, path: PathBuf, limits: Option<PyRef<'_, PyLimits>>) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, limits = None, index_cache = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        limits: Option<PyRef<'_, PyLimits>>,
+        index_cache: Option<PathBuf>,
+    ) -> PyResult<Self> {
         let limits = limits_of(limits.as_deref());
         let inner = py
             .detach(|| {
-                let store = l3::store::Store::open(&path.to_string_lossy())?;
+                let store = l3::store::Store::open_with_index_cache(
+                    &path.to_string_lossy(),
+                    index_cache.as_deref(),
+                )?;
                 TensorDataset::open_in(&store, &limits)
             })
             .py_err()?;

@@ -5,6 +5,7 @@ server-stopped-mid-epoch test. `pack` and `pack_arrays` write to a bucket; `open
 `Loader` and `L3IterableDataset` (also in DataLoader worker processes) read from it exactly
 what they read from a local folder."""
 
+import json
 import os
 import shutil
 import socket
@@ -81,6 +82,65 @@ def test_torch_workers_read_a_bucket(dataset3):
     opened = l3.open_dataset(url)
     assert opened.path == url
     same(epoch(opened, 2), epoch(str(dataset3), 2))
+
+
+def start_proxy(tmp_path):
+    """bench/s3_proxy.py in front of the test server: it counts the requests l3 makes."""
+    script = Path(__file__).resolve().parents[2] / "bench" / "s3_proxy.py"
+    ready = tmp_path / "proxy-port"
+    proc = subprocess.Popen([sys.executable, str(script), "--upstream",
+                             os.environ["AWS_ENDPOINT_URL"], "--port", "0",
+                             "--ready-file", str(ready)])
+    for _ in range(100):
+        if ready.exists() and ready.read_text().strip():
+            return proc, f"http://127.0.0.1:{int(ready.read_text())}"
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail("the counting proxy did not start")
+
+
+def proxy_gets(endpoint, reset=False):
+    with urllib.request.urlopen(urllib.request.Request(
+            endpoint + ("/__stats/reset" if reset else "/__stats"),
+            method="POST" if reset else "GET"), timeout=10) as r:
+        return json.loads(r.read())["get"]["requests"]
+
+
+def test_workers_share_one_index_fetch_per_shard(dataset3, tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from l3.torch import L3IterableDataset
+
+    url = bucket_url("storm")
+    l3.copy_dataset(dataset3, url)
+    shards = len(json.loads((dataset3 / "manifest.json").read_text())["shards"])
+    monkeypatch.delenv("L3_INDEX_CACHE", raising=False)
+    proc, endpoint = start_proxy(tmp_path)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+
+        def epoch(workers):
+            proxy_gets(endpoint, reset=True)
+            ds = L3IterableDataset(url, 2, seed=4, size=(24, 24))
+            loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+            out = [{"samples": b["samples"].numpy(), "images": b["images"].numpy()}
+                   for b in loader]
+            return out, proxy_gets(endpoint), ds
+
+        one, gets_in_process, _ = epoch(0)
+        four, gets_four, ds = epoch(4)
+        same(four, one)
+        folder = Path(ds.options["index_cache"])
+        assert len(list(folder.glob("*.l3ix"))) == shards
+        # Each worker reads the manifest (twice: its kind, then the dataset); the shards'
+        # headers and indexes are fetched once between them (before: once per worker).
+        assert gets_four - gets_in_process <= 3 * 2, (gets_four, gets_in_process, shards)
+        del ds
+        import gc
+        gc.collect()
+        assert not folder.exists(), "the dataset's own index cache is removed with it"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_tensor_records_in_a_bucket(tmp_path):

@@ -62,7 +62,13 @@ impl Dataset {
         let manifest = Manifest::read_in(store)?;
         let manifest_time = started.elapsed();
         let open = |info: &ShardInfo| -> Result<ShardReader> {
-            let shard = ShardReader::open_in(store, &info.file, MAX_SHARD_INDEX_BYTES, limits)?;
+            let shard = ShardReader::open_in_hinted(
+                store,
+                &info.file,
+                &info.hint(),
+                MAX_SHARD_INDEX_BYTES,
+                limits,
+            )?;
             let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
             if !problems.is_empty() {
                 return Err(Error::Manifest(problems.join("; ")));

@@ -38,6 +38,21 @@ pub struct ShardInfo {
 }
 
 impl ShardInfo {
+    /// What opening the shard reads first: its header, and its index and trailer (after the
+    /// levels' payloads, which follow the header).
+    pub fn hint(&self) -> crate::store::BlobHint {
+        let payloads = self
+            .level_bytes
+            .iter()
+            .fold(super::format::HEADER_LEN, |a, &b| a.saturating_add(b));
+        crate::store::BlobHint {
+            len: self.bytes,
+            crc32: self.crc32,
+            head: super::format::HEADER_LEN,
+            tail: self.bytes.saturating_sub(payloads),
+        }
+    }
+
     /// The manifest's entry for the shard `file` whose bytes are `bytes` (parsed and validated
     /// here: a shard that does not parse is an error).
     pub fn of_shard(file: String, bytes: &[u8]) -> Result<Self> {

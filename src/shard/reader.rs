@@ -18,7 +18,7 @@ use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
 use crate::limits::Limits;
 use crate::progressive::{decode_level, LevelImage, LevelScheme, StoredLevels};
-use crate::store::{Blob, Store};
+use crate::store::{Blob, BlobHint, Store};
 
 /// An open shard: its validated index, and the file for positional reads.
 #[derive(Debug)]
@@ -70,12 +70,19 @@ pub(super) fn open_path(path: &Path) -> Result<(Blob, String, String)> {
     Ok((blob, name, shown))
 }
 
-/// Shard `file` of `store` opened as a blob, with its name and its shown path or URL.
-pub(super) fn open_named(store: &Store, file: &str) -> Result<(Blob, String, String)> {
+/// Shard `file` of `store` opened as a blob (with the manifest's `hint`, when known), with its
+/// name and its shown path or URL.
+pub(super) fn open_named(
+    store: &Store,
+    file: &str,
+    hint: Option<&BlobHint>,
+) -> Result<(Blob, String, String)> {
     let shown = store.describe(file);
-    let blob = store
-        .open_blob(file)
-        .map_err(|e| named_error(file, &shown, e))?;
+    let blob = match hint {
+        Some(h) => store.open_blob_hinted(file, h),
+        None => store.open_blob(file),
+    }
+    .map_err(|e| named_error(file, &shown, e))?;
     Ok((blob, file.to_owned(), shown))
 }
 
@@ -103,7 +110,21 @@ impl ShardReader {
         max_index_bytes: u64,
         limits: &Limits,
     ) -> Result<Self> {
-        let (blob, name, shown) = open_named(store, file)?;
+        let (blob, name, shown) = open_named(store, file, None)?;
+        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
+    }
+
+    /// Like [`ShardReader::open_in`], for a shard the dataset's manifest describes as `hint`
+    /// (a remote store then reads exactly its header and index, or takes them from its index
+    /// cache).
+    pub fn open_in_hinted(
+        store: &Store,
+        file: &str,
+        hint: &BlobHint,
+        max_index_bytes: u64,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let (blob, name, shown) = open_named(store, file, Some(hint))?;
         Self::open_blob(blob, name, &shown, max_index_bytes, limits)
     }
 

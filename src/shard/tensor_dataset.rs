@@ -95,6 +95,21 @@ pub struct TensorShardInfo {
     pub moments: BTreeMap<String, Moments>,
 }
 
+impl TensorShardInfo {
+    /// What opening the shard reads first: its header, and its index and trailer (after the
+    /// payloads, which follow the header).
+    pub fn hint(&self) -> crate::store::BlobHint {
+        crate::store::BlobHint {
+            len: self.bytes,
+            crc32: self.crc32,
+            head: super::format::HEADER_LEN,
+            tail: self
+                .bytes
+                .saturating_sub(super::format::HEADER_LEN.saturating_add(self.payload_bytes)),
+        }
+    }
+}
+
 /// The manifest of a tensor dataset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorManifest {
@@ -291,7 +306,13 @@ impl TensorDataset {
     pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
         let manifest = TensorManifest::read_in(store)?;
         let open = |s: &TensorShardInfo| -> Result<TensorShardReader> {
-            let shard = TensorShardReader::open_in(store, &s.file, MAX_SHARD_INDEX_BYTES, limits)?;
+            let shard = TensorShardReader::open_in_hinted(
+                store,
+                &s.file,
+                &s.hint(),
+                MAX_SHARD_INDEX_BYTES,
+                limits,
+            )?;
             let problems = manifest.mismatches(s, &shard);
             if !problems.is_empty() {
                 return Err(Error::Manifest(problems.join("; ")));

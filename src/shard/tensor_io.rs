@@ -191,7 +191,20 @@ impl TensorShardReader {
         max_index_bytes: u64,
         limits: &Limits,
     ) -> Result<Self> {
-        let (blob, name, shown) = super::reader::open_named(store, file)?;
+        let (blob, name, shown) = super::reader::open_named(store, file, None)?;
+        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
+    }
+
+    /// Like [`TensorShardReader::open_in`], for a shard the dataset's manifest describes as
+    /// `hint` (see [`ShardReader::open_in_hinted`](super::ShardReader::open_in_hinted)).
+    pub fn open_in_hinted(
+        store: &Store,
+        file: &str,
+        hint: &crate::store::BlobHint,
+        max_index_bytes: u64,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let (blob, name, shown) = super::reader::open_named(store, file, Some(hint))?;
         Self::open_blob(blob, name, &shown, max_index_bytes, limits)
     }
 

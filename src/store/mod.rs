@@ -5,7 +5,8 @@
 //! Files: this one (locations, [`Store`], [`Blob`], local folders), `atomic` (atomic file
 //! writes: unique temporary file, fsync, rename) and, with feature `remote`, `remote` (object
 //! stores through the `object_store` crate: retries, requests in flight, reads pinned to the
-//! object's ETag).
+//! object's ETag) and `index_cache` (what opening a remote object fetched, kept on local disk
+//! for the next process).
 //!
 //! A remote [`Blob`] is opened with one ranged read of the object's last [`TAIL_BYTES`] (a
 //! shard's trailer and, for most shards, its whole index), which also gives the object's size
@@ -13,6 +14,8 @@
 //! read is refused instead of mixing two versions.
 
 pub(crate) mod atomic;
+#[cfg(feature = "remote")]
+mod index_cache;
 #[cfg(feature = "remote")]
 mod remote;
 
@@ -29,6 +32,21 @@ pub use remote::RemoteOptions;
 /// index when the index is smaller, so opening a shard costs two requests (this and the
 /// header).
 pub const TAIL_BYTES: u64 = 256 << 10;
+
+/// What a dataset's manifest says of one of its objects (a shard), so that opening it asks
+/// for exactly the bytes the reader needs first: its first `head` bytes (the header) and last
+/// `tail` bytes (index and trailer). Wrong hints cost extra reads, never wrong data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobHint {
+    /// The object's size.
+    pub len: u64,
+    /// CRC-32 of the whole object (keys the index cache).
+    pub crc32: u32,
+    /// Bytes to read from its start.
+    pub head: u64,
+    /// Bytes to read from its end.
+    pub tail: u64,
+}
 
 /// URL schemes of object stores (with feature `remote`).
 pub const REMOTE_SCHEMES: [&str; 8] = ["s3", "s3a", "gs", "az", "abfs", "abfss", "http", "https"];
@@ -65,6 +83,12 @@ impl Store {
     /// `location`: an object-store URL ([`is_remote`]; credentials and endpoint from the
     /// environment, see [`RemoteOptions`]), a `file://` URL or a local path.
     pub fn open(location: &str) -> Result<Store> {
+        Self::open_with_index_cache(location, None)
+    }
+
+    /// Like [`Store::open`], with `index_cache` (a local folder) as the index cache, over the
+    /// environment's (see [`RemoteOptions::index_cache`]); local stores ignore it.
+    pub fn open_with_index_cache(location: &str, index_cache: Option<&Path>) -> Result<Store> {
         if let Some(path) = location.strip_prefix("file://") {
             return Ok(Store::local(Path::new(path)));
         }
@@ -73,15 +97,19 @@ impl Store {
         }
         #[cfg(feature = "remote")]
         {
+            let mut options = RemoteOptions::from_env()?;
+            if let Some(dir) = index_cache {
+                options.index_cache = Some(dir.to_path_buf());
+            }
             Ok(Store {
                 inner: Arc::new(Inner::Remote(Arc::new(remote::Remote::open(
-                    location,
-                    &RemoteOptions::from_env()?,
+                    location, &options,
                 )?))),
             })
         }
         #[cfg(not(feature = "remote"))]
         {
+            let _ = index_cache;
             Err(crate::error::ParameterError::Location {
                 location: location.to_owned(),
                 reason: "this build of l3 reads no object stores (feature `remote`)".into(),
@@ -120,6 +148,15 @@ impl Store {
             Inner::Local(_) => (0, 0),
             #[cfg(feature = "remote")]
             Inner::Remote(r) => r.traffic(),
+        }
+    }
+
+    /// Objects opened from the index cache so far (see [`RemoteOptions::index_cache`]).
+    pub fn index_cache_hits(&self) -> u64 {
+        match &*self.inner {
+            Inner::Local(_) => 0,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => r.cache_hits(),
         }
     }
 
@@ -175,6 +212,20 @@ impl Store {
             Inner::Local(dir) => Blob::open_file(&dir.join(name)),
             #[cfg(feature = "remote")]
             Inner::Remote(r) => r.open_blob(name),
+        }
+    }
+
+    /// Opens object `name`, which the dataset's manifest describes as `hint` (see
+    /// [`BlobHint`]; a remote store asks for exactly those bytes, or nothing when its index
+    /// cache holds them).
+    pub fn open_blob_hinted(&self, name: &str, hint: &BlobHint) -> Result<Blob> {
+        match &*self.inner {
+            Inner::Local(dir) => {
+                let _ = hint;
+                Blob::open_file(&dir.join(name))
+            }
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => r.open_blob_hinted(name, hint),
         }
     }
 

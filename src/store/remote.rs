@@ -11,7 +11,7 @@
 //! HTTP client, whose connections belong to the runtime that opened them.
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +23,8 @@ use object_store::{
     PutPayload, RetryConfig, WriteMultipart,
 };
 
-use super::{Blob, BlobInner, TAIL_BYTES};
+use super::index_cache::{self, Opened, MAX_KEPT};
+use super::{Blob, BlobHint, BlobInner, TAIL_BYTES};
 use crate::error::{LimitsError, ParameterError, Result};
 
 /// Objects above this size are uploaded in parts.
@@ -46,6 +47,13 @@ pub struct RemoteOptions {
     pub connect_timeout: Duration,
     /// Requests in flight per process at most (default 32; `L3_REMOTE_IN_FLIGHT`).
     pub max_in_flight: usize,
+    /// The index cache: a local folder where opening a shard keeps what it fetched (size,
+    /// ETag, header, index), shared by every process that names it, so the next opening of
+    /// the same shard asks the server nothing (default none; `L3_INDEX_CACHE`, a folder).
+    /// Entries are small (a shard's index) and keyed by the manifest's size and CRC-32 of the
+    /// shard: a repacked dataset misses. The Python `Loader` and `L3IterableDataset` make one
+    /// for their workers when none is set.
+    pub index_cache: Option<PathBuf>,
 }
 
 impl Default for RemoteOptions {
@@ -56,6 +64,7 @@ impl Default for RemoteOptions {
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(5),
             max_in_flight: 32,
+            index_cache: None,
         }
     }
 }
@@ -90,6 +99,9 @@ impl RemoteOptions {
         }
         if let Some(v) = var("L3_REMOTE_IN_FLIGHT")? {
             o.max_in_flight = (v as usize).max(1);
+        }
+        if let Some(dir) = std::env::var_os("L3_INDEX_CACHE").filter(|d| !d.is_empty()) {
+            o.index_cache = Some(PathBuf::from(dir));
         }
         Ok(o)
     }
@@ -138,6 +150,8 @@ pub(super) struct Remote {
     /// Read requests made and bytes they fetched.
     requests: AtomicU64,
     fetched: AtomicU64,
+    /// Blobs opened from the index cache.
+    cache_hits: AtomicU64,
 }
 
 fn location_error(url: &str, reason: impl std::fmt::Display) -> crate::Error {
@@ -195,6 +209,14 @@ async fn body_exact(r: GetResult, want: u64, object: &str) -> std::io::Result<Ve
     Ok(out)
 }
 
+/// A suffix read answered with another range.
+fn range_refused(object: &str, want: u64, start: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{object}: asked for its last {want} bytes, the server sent a range from {start}"),
+    )
+}
+
 impl Remote {
     /// Checks `url` and builds its client once, so a bad URL or missing credentials fail here.
     pub(super) fn open(url: &str, options: &RemoteOptions) -> Result<Remote> {
@@ -209,6 +231,7 @@ impl Remote {
             slots: Arc::new(tokio::sync::Semaphore::new(options.max_in_flight)),
             requests: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
+            cache_hits: AtomicU64::new(0),
         };
         remote.client()?;
         Ok(remote)
@@ -220,6 +243,11 @@ impl Remote {
             self.requests.load(Ordering::Relaxed),
             self.fetched.load(Ordering::Relaxed),
         )
+    }
+
+    /// Blobs opened from the index cache so far.
+    pub(super) fn cache_hits(&self) -> u64 {
+        self.cache_hits.load(Ordering::Relaxed)
     }
 
     fn count(&self, bytes: usize) {
@@ -342,11 +370,22 @@ impl Remote {
         F: FnOnce(Arc<dyn ObjectStore>) -> Fut,
         Fut: std::future::Future<Output = std::io::Result<T>>,
     {
+        self.call_n(1, f)
+    }
+
+    /// Runs `f` (`n` concurrent requests) on this process's runtime, holding `n` of the
+    /// in-flight slots.
+    fn call_n<T, F, Fut>(&self, n: u32, f: F) -> Result<T>
+    where
+        F: FnOnce(Arc<dyn ObjectStore>) -> Fut,
+        Fut: std::future::Future<Output = std::io::Result<T>>,
+    {
         let client = self.client()?;
         let slots = self.slots.clone();
+        let n = n.min(self.options.max_in_flight as u32).max(1);
         Ok(runtime()?.block_on(async move {
             let _permit = slots
-                .acquire_owned()
+                .acquire_many_owned(n)
                 .await
                 .expect("the semaphore is never closed");
             f(client).await
@@ -406,29 +445,135 @@ impl Remote {
             // The last TAIL_BYTES, or the whole object when it is smaller.
             let want = len.min(TAIL_BYTES);
             if r.range.start != len - want {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!(
-                        "{obj}: asked for its last {want} bytes, the server sent a range from {}",
-                        r.range.start
-                    ),
-                ));
+                return Err(range_refused(&obj, want, r.range.start));
             }
             let bytes = body_exact(r, want, &obj).await?;
             Ok((len, etag, len - want, bytes))
         })?;
         self.count(tail.len());
-        Ok(Blob {
-            len,
+        Ok(self.blob(
+            object,
+            path,
+            Opened {
+                len,
+                etag,
+                head: Vec::new(),
+                tail_start,
+                tail,
+            },
+        ))
+    }
+
+    fn blob(self: &Arc<Remote>, object: String, path: ObjectPath, o: Opened) -> Blob {
+        Blob {
+            len: o.len,
             inner: BlobInner::Remote(RemoteBlob {
                 remote: self.clone(),
                 object,
                 path,
-                etag,
-                tail_start,
-                tail,
+                etag: o.etag,
+                head: o.head,
+                tail_start: o.tail_start,
+                tail: o.tail,
             }),
-        })
+        }
+    }
+
+    /// Opens object `name`, which the dataset's manifest describes as `hint`: from the index
+    /// cache when it holds it (no request), else with two concurrent ranged reads (its first
+    /// `hint.head` and last `hint.tail` bytes, one read when they meet), kept in the cache.
+    pub(super) fn open_blob_hinted(self: &Arc<Remote>, name: &str, hint: &BlobHint) -> Result<Blob> {
+        let object = self.describe(name);
+        let path = self.path(name);
+        let cache = self.options.index_cache.as_deref();
+        let cached = |dir: &Path| index_cache::load(dir, &object, hint.len, hint.crc32);
+        if let Some(o) = cache.and_then(&cached) {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(self.blob(object, path, o));
+        }
+        // Of the processes opening this object now, one fetches while the others wait, then
+        // find it cached (no request storm when a loader's workers start together).
+        let _lock = cache.and_then(|d| index_cache::lock(d, &object, hint.len, hint.crc32));
+        if let Some(o) = cache.and_then(&cached) {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(self.blob(object, path, o));
+        }
+        if hint.head.saturating_add(hint.tail) > MAX_KEPT || hint.len == 0 {
+            // An index too large to keep (or a hint not worth trusting): the plain opening.
+            return self.open_blob(name);
+        }
+        let (head_len, tail_len) = (hint.head, hint.tail.max(1));
+        let whole = head_len.saturating_add(tail_len) >= hint.len;
+        let obj = object.clone();
+        let p = path.clone();
+        let opened = self.call_n(if whole { 1 } else { 2 }, |c| async move {
+            let get = |range: GetRange| {
+                let (c, p) = (c.clone(), p.clone());
+                async move {
+                    c.get_opts(
+                        &p,
+                        GetOptions {
+                            range: Some(range),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                }
+            };
+            if whole {
+                // Small enough to read whole (at most the hint's bytes, the size unknown yet).
+                let r = get(GetRange::Suffix(hint.len)).await.map_err(|e| io_error(&obj, e))?;
+                let (len, etag) = (r.meta.size, r.meta.e_tag.clone());
+                let want = len.min(hint.len);
+                if r.range.start != len - want {
+                    return Err(range_refused(&obj, want, r.range.start));
+                }
+                let tail = body_exact(r, want, &obj).await?;
+                return Ok(Opened {
+                    len,
+                    etag,
+                    head: Vec::new(),
+                    tail_start: len - want,
+                    tail,
+                });
+            }
+            let (t, h) = futures_util::join!(
+                get(GetRange::Suffix(tail_len)),
+                get(GetRange::Bounded(0..head_len))
+            );
+            let (t, h) = (t.map_err(|e| io_error(&obj, e))?, h.map_err(|e| io_error(&obj, e))?);
+            let (len, etag) = (t.meta.size, t.meta.e_tag.clone());
+            if h.meta.e_tag != etag || h.meta.size != len {
+                return Err(std::io::Error::other(format!(
+                    "{obj}: the object changed while it was opened (two reads saw two versions)"
+                )));
+            }
+            let want = len.min(tail_len);
+            if t.range.start != len - want {
+                return Err(range_refused(&obj, want, t.range.start));
+            }
+            let head_want = head_len.min(len);
+            let head = body_exact(h, head_want, &obj).await?;
+            let tail = body_exact(t, want, &obj).await?;
+            Ok(Opened {
+                len,
+                etag,
+                head,
+                tail_start: len - want,
+                tail,
+            })
+        })?;
+        if !whole {
+            self.count(opened.head.len());
+        }
+        self.count(opened.tail.len());
+        if let Some(dir) = cache {
+            // Only what matches the manifest is kept (a mismatch is reported by the reader).
+            if opened.len == hint.len {
+                index_cache::save(dir, &object, hint.crc32, &opened);
+            }
+        }
+        Ok(self.blob(object, path, opened))
     }
 
     /// Uploads `bytes` as object `name`.
@@ -489,7 +634,8 @@ pub(super) struct RemoteBlob {
     object: String,
     path: ObjectPath,
     etag: Option<String>,
-    /// Where the kept tail starts, and its bytes.
+    /// The kept head (the object's first bytes), the kept tail's start and bytes.
+    head: Vec<u8>,
     tail_start: u64,
     tail: Vec<u8>,
 }
@@ -501,6 +647,9 @@ impl RemoteBlob {
         if offset >= self.tail_start && end <= self.tail_start + self.tail.len() as u64 {
             let at = (offset - self.tail_start) as usize;
             return Ok(self.tail[at..at + len].to_vec());
+        }
+        if end <= self.head.len() as u64 {
+            return Ok(self.head[offset as usize..end as usize].to_vec());
         }
         let object = self.object.clone();
         let path = self.path.clone();

@@ -1,0 +1,459 @@
+"""Error-bounded compression of the activations autograd saves for the backward pass (COMET's
+idea, on l3's error-bounded float codec). Used as ``l3.torch.compress_activations``.
+
+Every floating-point tensor autograd saves during the forward pass (inside the context) and
+that is at least ``min_bytes`` is encoded as an l3 error-bounded array (version 3, the
+differences predictor) on a thread pool, off the Python thread (the Rust encoder releases the
+GIL); backward gets it back decoded (the next ones are decoded ahead, also on the pool).
+Everything else is kept as it is: parameters (leaf tensors that require grad), integer and
+bool tensors, small tensors, tensors listed in ``exclude`` or saved by a listed module, CUDA
+tensors (for now) and tensors whose bound would be below what the codec can hold.
+
+The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
+min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
+layer from the gradients it measures (``model=`` is then required), after COMET's analysis: a
+layer's weight gradient is ``dW = sum_n delta_n a_n`` over the ``N`` positions (batch x
+spatial) that share a weight; an error ``e`` on the saved activation ``a``, spread over
+``[-eb, eb]`` with variance at most ``eb^2 / 3``, changes ``dW`` by noise of standard
+deviation ``eb sqrt(N mean(delta^2) / 3)``. The layer's bound is the ``eb`` that makes that
+noise ``tau`` times the RMS of its own weight gradient:
+
+    eb = tau * rms(dW) / sqrt(N * mean(delta^2) / 3)
+
+``delta`` (the gradient of the layer's output) and ``dW`` are measured in every backward pass
+(hooks on the output and the weight), the bound follows their running mean (halfway each
+step), and until a layer's first measurement its tensors use the relative bound ``start``.
+Layers are the modules with a ``weight`` of two or more axes (convolutions, linear layers);
+a tensor saved inside one takes its bound, a tensor saved outside all of them (by an
+activation function, a normalisation, pooling) the bound of the last one that ran. Bounds are capped at ``max_relative`` of the
+tensor's range.
+
+float16 and bfloat16 tensors are encoded as float32 within the bound less half a unit in the
+last place of the dtype at the tensor's largest magnitude, so the value cast back to the dtype
+is still within the bound (a bound below that is kept exact).
+
+``stats`` counts exactly what the hooks hold: the bytes of the saved tensors as they came
+(``raw``) and as kept (``stored``: compressed bytes, or the tensor's bytes when kept exact),
+now and at peak, the tensors compressed and kept, and the seconds spent encoding and decoding
+(summed over threads).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Dict, Iterable, List, Optional, Union
+
+import numpy as np
+import torch
+
+from . import _l3
+from ._errors import ParameterError
+
+#: Significand bits (without the implicit one) of the dtypes compressed.
+_MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
+
+
+class ActivationStats:
+    """What the hooks hold and did (see the module documentation)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.saved = 0  # tensors packed (after deduplication)
+        self.compressed = 0  # of them, compressed
+        self.exact = 0  # of them, kept as they are
+        self.raw_bytes = 0  # bytes of every packed tensor, summed
+        self.stored_bytes = 0  # bytes kept for them, summed
+        self.live_raw = 0
+        self.live_stored = 0
+        self.peak_raw = 0
+        self.peak_stored = 0
+        self.encode_seconds = 0.0
+        self.decode_seconds = 0.0
+
+    def _add(self, raw: int, stored: int) -> None:
+        with self._lock:
+            self.live_raw += raw
+            self.live_stored += stored
+            self.peak_raw = max(self.peak_raw, self.live_raw)
+            self.peak_stored = max(self.peak_stored, self.live_stored)
+
+    def reset_peaks(self) -> None:
+        """Peaks from now on start at what is held now."""
+        with self._lock:
+            self.peak_raw, self.peak_stored = self.live_raw, self.live_stored
+
+    def as_dict(self) -> Dict[str, Any]:
+        with self._lock:
+            return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        return f"ActivationStats({self.as_dict()})"
+
+
+class _Packed:
+    """One saved tensor as the hooks keep it: exact, or compressed (a future of the bytes)."""
+
+    __slots__ = ("owner", "tensor", "future", "shape", "dtype", "raw", "stored", "decoded",
+                 "__weakref__")
+
+    def __init__(self, owner: "compress_activations", raw: int) -> None:
+        self.owner = owner
+        self.tensor: Optional[torch.Tensor] = None
+        self.future: Optional[Future] = None
+        self.decoded: Optional[Future] = None
+        self.shape: tuple = ()
+        self.dtype = torch.float32
+        self.raw = raw
+        self.stored = 0
+
+    def __del__(self) -> None:
+        try:
+            self.owner.stats._add(-self.raw, -self.stored)
+        except Exception:
+            pass
+
+
+def _axes_for(ndim: int) -> int:
+    """The differences predictor's axes for an activation: the two spatial axes of an image
+    batch (N, C, H, W), the last axis of a sequence batch (N, C, L) and of anything else."""
+    if ndim == 4:
+        return 0b1100
+    if ndim == 5:
+        return 0b11000  # not reached: the codec holds 4 axes; 5-D tensors are reshaped
+    return 1 << (ndim - 1)
+
+
+def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
+    """Half a unit in the last place of ``dtype`` at ``magnitude`` (0 for float32: the codec
+    already decodes float32 within the bound)."""
+    if dtype == torch.float32 or magnitude <= 0 or not math.isfinite(magnitude):
+        return 0.0
+    exponent = math.frexp(magnitude)[1] - 1
+    return math.ldexp(1.0, exponent - _MANTISSA[dtype] - 1)
+
+
+class compress_activations:
+    """Context manager compressing the activations saved for backward (see the module
+    documentation). ``bound``: a relative bound (float), ``"auto"`` (needs ``model``), or
+    ``None`` (nothing compressed; ``stats`` still counts: the baseline).
+
+    Options (defaults): ``absolute`` (False: ``bound`` is relative to each tensor's range),
+    ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures), ``tau`` (0.05: the weight
+    gradient noise ``"auto"`` allows, as a fraction of its RMS), ``start`` (1e-3: the relative
+    bound before a layer's first measurement), ``max_relative`` (0.05), ``min_bytes`` (64 KiB:
+    smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
+    exact), ``threads`` (encode/decode threads; default: the cores), ``prefetch`` (2: tensors
+    decoded ahead in backward).
+
+        with l3.torch.compress_activations("auto", model=model) as ca:
+            loss = criterion(model(x), y)
+        loss.backward()          # may run after the block
+        print(ca.stats)
+    """
+
+    def __init__(
+        self,
+        bound: Union[float, str, None] = "auto",
+        *,
+        absolute: bool = False,
+        model: Optional[torch.nn.Module] = None,
+        tau: float = 0.05,
+        start: float = 1e-3,
+        max_relative: float = 0.05,
+        min_bytes: int = 64 << 10,
+        exclude: Iterable[Any] = (),
+        threads: Optional[int] = None,
+        prefetch: int = 2,
+    ) -> None:
+        if bound == "auto":
+            if model is None:
+                raise ParameterError("bound='auto' measures the model's layers: pass model=")
+            if absolute:
+                raise ParameterError("absolute=True is for a numeric bound, not 'auto'")
+        elif bound is not None:
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+                raise TypeError(f"bound must be a float, 'auto' or None, got {bound!r}")
+            if not (math.isfinite(bound) and bound > 0):
+                raise ParameterError(f"bound must be finite and positive, got {bound}")
+        for name, v in (("tau", tau), ("start", start), ("max_relative", max_relative)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ParameterError(f"{name} must be finite and positive, got {v!r}")
+        if not isinstance(min_bytes, int) or min_bytes < 0:
+            raise ParameterError(f"min_bytes must be an int >= 0, got {min_bytes!r}")
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise ParameterError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        self.bound = bound
+        self.absolute = absolute
+        self.model = model
+        self.tau, self.start, self.max_relative = float(tau), float(start), float(max_relative)
+        self.min_bytes = min_bytes
+        self.prefetch = prefetch
+        excluded = list(exclude)
+        self._excluded_modules = {id(m) for m in excluded if isinstance(m, torch.nn.Module)}
+        self._excluded_tensors = [t for t in excluded if isinstance(t, torch.Tensor)]
+        self.stats = ActivationStats()
+        self._pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1,
+                                        thread_name_prefix="l3-activations")
+        self._hooks: Optional[torch.autograd.graph.saved_tensors_hooks] = None
+        self._handles: List[Any] = []
+        # Deduplication: a tensor saved twice (an activation's output and the next layer's
+        # input) is kept once while both hold it.
+        # Keyed by storage, offset, shape, strides, version and dtype; the tensor is checked
+        # to be the same object (weakly), so reused memory never matches.
+        self._seen: Dict[tuple, tuple] = {}
+        # Packed tensors in pack order (weak), for decoding ahead in backward.
+        self._order: List[weakref.ReferenceType] = []
+        self._position: "weakref.WeakKeyDictionary[_Packed, int]" = weakref.WeakKeyDictionary()
+        # "auto": the module running now (a stack), the last layer that ran, and per layer
+        # (by id) its measured bound and the sums of its last backward.
+        self._stack: List[torch.nn.Module] = []
+        self._last_layer: Optional[torch.nn.Module] = None
+        self._layer_bound: Dict[int, float] = {}
+        self._delta: Dict[int, tuple] = {}
+        self._names: Dict[int, str] = {}
+
+    # -- the context ---------------------------------------------------------------------
+    def __enter__(self) -> "compress_activations":
+        if self._hooks is not None:
+            raise RuntimeError("compress_activations is already active")
+        if self.bound == "auto":
+            self._hook_layers()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        hooks, self._hooks = self._hooks, None
+        if hooks is not None:
+            hooks.__exit__(*exc)
+        # Layer hooks stay until close(): a backward after the block still measures.
+
+    def close(self) -> None:
+        """Removes the layer hooks and stops the thread pool (after pending work)."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._pool.shutdown(wait=True)
+
+    def bounds(self) -> Dict[str, float]:
+        """``"auto"``: each measured layer's absolute bound, by module name."""
+        return {self._names.get(k, str(k)): v for k, v in self._layer_bound.items()}
+
+    # -- "auto": measuring the layers ----------------------------------------------------
+    def _hook_layers(self) -> None:
+        assert self.model is not None
+        if self._handles:
+            return
+        for name, m in self.model.named_modules():
+            w = getattr(m, "weight", None)
+            layer = isinstance(w, torch.nn.Parameter) and w.requires_grad and w.dim() >= 2
+            self._handles.append(m.register_forward_pre_hook(self._enter_module))
+            self._handles.append(m.register_forward_hook(self._leave_module(layer)))
+            if layer:
+                self._names[id(m)] = name or type(m).__name__
+                self._handles.append(w.register_hook(self._weight_grad(m)))
+
+    def _enter_module(self, m: torch.nn.Module, _inputs: Any) -> None:
+        self._stack.append(m)
+
+    def _leave_module(self, layer: bool) -> Any:
+        def hook(m: torch.nn.Module, _inputs: Any, output: Any) -> None:
+            if self._stack and self._stack[-1] is m:
+                self._stack.pop()
+            if not layer:
+                return
+            self._last_layer = m
+            if isinstance(output, torch.Tensor) and output.requires_grad:
+                key = id(m)
+                # Output features: the last axis of a linear layer's output, else axis 1.
+                dim = -1 if isinstance(m, torch.nn.Linear) or output.dim() < 2 else 1
+                out_ch = output.shape[dim]
+
+                def on_grad(g: torch.Tensor) -> None:
+                    # N: the terms summed into each weight (batch x positions).
+                    n = g.numel() / max(1, out_ch)
+                    self._delta[key] = (float(g.detach().float().square().mean()), n)
+                output.register_hook(on_grad)
+        return hook
+
+    def _weight_grad(self, m: torch.nn.Module) -> Any:
+        key = id(m)
+
+        def hook(g: torch.Tensor) -> None:
+            measured = self._delta.pop(key, None)
+            if measured is None:
+                return
+            mean_d2, n = measured
+            rms_w = float(g.detach().float().square().mean().sqrt())
+            if mean_d2 <= 0 or n <= 0 or rms_w <= 0 or not math.isfinite(rms_w):
+                return
+            eb = self.tau * rms_w / math.sqrt(n * mean_d2 / 3.0)
+            old = self._layer_bound.get(key)
+            self._layer_bound[key] = eb if old is None else math.sqrt(old * eb)
+        return hook
+
+    def _site_bound(self) -> Optional[float]:
+        """The absolute bound of a tensor saved now ("auto"), or None for the start bound."""
+        for m in reversed(self._stack):
+            if id(m) in self._names:
+                return self._layer_bound.get(id(m))
+        if self._last_layer is not None:
+            return self._layer_bound.get(id(self._last_layer))
+        return None
+
+    # -- packing -------------------------------------------------------------------------
+    def _keep_exact(self, t: torch.Tensor) -> bool:
+        if not t.is_floating_point() or t.dtype not in _MANTISSA:
+            return True
+        if t.is_leaf and t.requires_grad:  # a parameter
+            return True
+        if t.device.type != "cpu" or t.is_sparse or t.numel() == 0:
+            return True
+        if t.numel() * t.element_size() < self.min_bytes:
+            return True
+        if any(m for m in self._stack if id(m) in self._excluded_modules):
+            return True
+        return any(t is x for x in self._excluded_tensors)
+
+    def _pack(self, t: torch.Tensor) -> Any:
+        if t.is_leaf and t.requires_grad:
+            return t  # a parameter: not an activation, held by the model anyway
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(),
+               t._version, t.dtype)
+        seen = self._seen.get(key)
+        if seen is not None:
+            t_ref, p_ref = seen
+            p = p_ref()
+            if p is not None and t_ref() is t:
+                return p
+        if self.stats.live_raw == 0:
+            # Nothing held: a new step. Forget the last one's order.
+            self._order.clear()
+            self._position = weakref.WeakKeyDictionary()
+        if len(self._seen) > 4096:
+            self._seen = {k: v for k, v in self._seen.items()
+                          if v[0]() is not None and v[1]() is not None}
+        if self.bound is None or self._keep_exact(t):
+            p = self._exact(t)
+        else:
+            p = self._compress(t)
+        self._seen[key] = (weakref.ref(t), weakref.ref(p))
+        return p
+
+    def _compress(self, t: torch.Tensor) -> _Packed:
+        raw = t.numel() * t.element_size()
+        p = _Packed(self, raw)
+        p.shape, p.dtype = tuple(t.shape), t.dtype
+        p.stored = raw  # until the encoder is done
+        self.stats._add(raw, raw)
+        with self.stats._lock:
+            self.stats.saved += 1
+            self.stats.raw_bytes += raw
+        if self.bound == "auto":
+            site = self._site_bound()
+            spec = ("absolute", site) if site is not None else ("relative", self.start)
+        elif self.absolute:
+            spec = ("absolute", float(self.bound))  # type: ignore[arg-type]
+        else:
+            spec = ("relative", float(self.bound))  # type: ignore[arg-type]
+        p.tensor = t.detach()
+        p.future = self._pool.submit(self._encode, p, spec)
+        self._position[p] = len(self._order)
+        self._order.append(weakref.ref(p))
+        return p
+
+    def _exact(self, t: torch.Tensor) -> _Packed:
+        raw = t.numel() * t.element_size()
+        p = _Packed(self, raw)
+        p.tensor, p.stored = t, raw
+        self.stats._add(raw, raw)
+        with self.stats._lock:
+            self.stats.saved += 1
+            self.stats.exact += 1
+            self.stats.raw_bytes += raw
+            self.stats.stored_bytes += raw
+        return p
+
+    def _encode(self, p: _Packed, spec: tuple) -> Optional[bytes]:
+        """The bytes of ``p.tensor`` within ``spec``, or None to keep it exact."""
+        started = time.perf_counter()
+        t = p.tensor
+        assert t is not None
+        data = None
+        try:
+            x = t.float() if t.dtype != torch.float32 else t
+            finite = torch.isfinite(x)
+            regular = x if bool(finite.all()) else x[finite]
+            if regular.numel() == 0:
+                raise ParameterError("no finite value")
+            lo_hi = torch.aminmax(regular)
+            lo, hi = float(lo_hi[0]), float(lo_hi[1])
+            span = hi - lo
+            kind, value = spec
+            eb = value * span if kind == "relative" else value
+            if span > 0:
+                eb = min(eb, self.max_relative * span)
+            eb -= _half_ulp(t.dtype, max(abs(lo), abs(hi)) + eb)
+            # Bounds the codec cannot hold (far below the range) stay exact.
+            if span > 0 and eb > span * 2.0 ** -15:
+                arr = x.contiguous().numpy()
+                if arr.ndim > 4:
+                    arr = arr.reshape(arr.shape[0], -1, *arr.shape[-2:])
+                data = _l3.encode_field(arr, max_error=eb, version=3, predictor="differences",
+                                        axes=_axes_for(arr.ndim))
+        except ParameterError:
+            data = None
+        elapsed = time.perf_counter() - started
+        stored = len(data) if data is not None else p.raw
+        with self.stats._lock:
+            self.stats.encode_seconds += elapsed
+            self.stats.stored_bytes += stored
+            if data is not None:
+                self.stats.compressed += 1
+            else:
+                self.stats.exact += 1
+        self.stats._add(0, stored - p.raw)
+        p.stored = stored
+        if data is not None:
+            p.tensor = None  # the original is released: only the bytes are kept
+        return data
+
+    # -- unpacking -----------------------------------------------------------------------
+    def _decode(self, p: _Packed) -> torch.Tensor:
+        data = p.future.result() if p.future is not None else None
+        if data is None:
+            assert p.tensor is not None
+            return p.tensor
+        started = time.perf_counter()
+        y = torch.from_numpy(np.asarray(_l3.decode_field(data))).reshape(p.shape)
+        if p.dtype != torch.float32:
+            info = torch.finfo(p.dtype)
+            y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
+        with self.stats._lock:
+            self.stats.decode_seconds += time.perf_counter() - started
+        return y
+
+    def _unpack(self, p: Any) -> torch.Tensor:
+        if isinstance(p, torch.Tensor):
+            return p
+        if p.future is None:
+            assert p.tensor is not None
+            return p.tensor
+        if p.decoded is None:
+            # Kept for a second consumer of the same saved tensor, while it lives.
+            done: Future = Future()
+            done.set_result(self._decode(p))
+            p.decoded = done
+        # Decode the tensors backward needs next (saved before this one) ahead, on the pool.
+        at = self._position.get(p)
+        if at is not None and self.prefetch:
+            for ref in self._order[max(0, at - self.prefetch):at]:
+                q = ref()
+                if q is not None and q.future is not None and q.decoded is None:
+                    q.decoded = self._pool.submit(self._decode, q)
+        return p.decoded.result()
