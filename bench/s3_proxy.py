@@ -18,7 +18,7 @@ upstream connection per client connection).
 
 Counters (since start or the last reset): requests and response-body bytes per method, and
 for GET the size of each response body (count, sum, min, median, max) and how many GETs
-carried a `Range` header. Response bodies are the bytes a loader fetches; request bodies
+carried a `Range` header (and the sorted list of sizes). Response bodies are the bytes a loader fetches; request bodies
 (uploads) are counted separately as `request_body_bytes`.
 
 Control, on the proxy's own port (paths no S3 bucket can have, so they never reach S3):
@@ -127,6 +127,7 @@ class Stats:
                     "median": sizes[len(sizes) // 2] if sizes else 0,
                     "max": sizes[-1] if sizes else 0,
                     "mean": sum(sizes) / len(sizes) if sizes else 0.0,
+                    "sizes": sizes,
                 },
             }
             if reset:

@@ -178,6 +178,9 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         self._live: Optional[_Live] = None
         # Where the next iteration starts.
         self.start: Tuple[int, int, int] = (seed, 0, 0)
+        if is_remote(self.path):
+            # Known before workers start, so that each does not ask the server again.
+            self._tensors()
 
     def _tensors(self) -> bool:
         """Whether the dataset holds tensor records (its manifest says so)."""
