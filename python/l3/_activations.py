@@ -40,6 +40,7 @@ now and at peak, the tensors compressed and kept, and the seconds spent encoding
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import threading
@@ -143,12 +144,13 @@ class compress_activations:
     ``None`` (nothing compressed; ``stats`` still counts: the baseline).
 
     Options (defaults): ``absolute`` (False: ``bound`` is relative to each tensor's range),
-    ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures), ``tau`` (0.05: the weight
+    ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures), ``tau`` (0.01: the weight
     gradient noise ``"auto"`` allows, as a fraction of its RMS), ``start`` (1e-3: the relative
-    bound before a layer's first measurement), ``max_relative`` (0.05), ``min_bytes`` (64 KiB:
+    bound before a layer's first measurement), ``max_relative`` (0.02), ``min_bytes`` (64 KiB:
     smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
     exact), ``threads`` (encode/decode threads; default: the cores), ``prefetch`` (2: tensors
-    decoded ahead in backward).
+    decoded ahead in backward), ``pending_mb`` (16: the forward pass waits while more than
+    this many MiB of saved tensors await encoding; 0: each is encoded before it goes on).
 
         with l3.torch.compress_activations("auto", model=model) as ca:
             loss = criterion(model(x), y)
@@ -162,13 +164,14 @@ class compress_activations:
         *,
         absolute: bool = False,
         model: Optional[torch.nn.Module] = None,
-        tau: float = 0.05,
+        tau: float = 0.01,
         start: float = 1e-3,
-        max_relative: float = 0.05,
+        max_relative: float = 0.02,
         min_bytes: int = 64 << 10,
         exclude: Iterable[Any] = (),
         threads: Optional[int] = None,
         prefetch: int = 2,
+        pending_mb: int = 16,
     ) -> None:
         if bound == "auto":
             if model is None:
@@ -187,6 +190,12 @@ class compress_activations:
             raise ParameterError(f"min_bytes must be an int >= 0, got {min_bytes!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
             raise ParameterError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        if not isinstance(pending_mb, int) or pending_mb < 0:
+            raise ParameterError(f"pending_mb must be an int >= 0, got {pending_mb!r}")
+        self.pending_bytes = pending_mb << 20
+        # Encodes not yet finished, oldest first, and the raw bytes they hold.
+        self._pending: "collections.deque[tuple]" = collections.deque()
+        self._pending_raw = 0
         self.bound = bound
         self.absolute = absolute
         self.model = model
@@ -365,6 +374,15 @@ class compress_activations:
         p.future = self._pool.submit(self._encode, p, spec)
         self._position[p] = len(self._order)
         self._order.append(weakref.ref(p))
+        # The forward pass waits while more than pending_bytes of tensors await encoding:
+        # what the hooks hold stays near the compressed size, not the raw one.
+        self._pending.append((p.future, raw))
+        self._pending_raw += raw
+        while self._pending and (self._pending[0][0].done()
+                                 or self._pending_raw > self.pending_bytes):
+            future, size = self._pending.popleft()
+            future.result()
+            self._pending_raw -= size
         return p
 
     def _exact(self, t: torch.Tensor) -> _Packed:

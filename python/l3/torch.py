@@ -77,6 +77,7 @@ import torch
 import torch.utils.data
 
 from . import Dataset, Loader, ParameterError, TensorDataset, open_dataset
+from ._activations import ActivationStats, compress_activations  # noqa: F401
 from ._l3 import dataset_kind, is_remote
 from ._handoff import check_output, choose_output
 from ._handoff import pool as handoff_pool

@@ -1,0 +1,171 @@
+"""l3.torch.compress_activations: saved activations compressed within their bound and
+restored for backward; exact where it must be; counted exactly; options checked."""
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import l3  # noqa: E402
+from l3.torch import compress_activations  # noqa: E402
+
+
+def smooth(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g)
+    return nn.functional.avg_pool2d(x, 5, 1, 2) if x.dim() == 4 else x
+
+
+def round_trip(ca, t):
+    packed = ca._pack(t)
+    return ca._unpack(packed), packed
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rel", [1e-2, 1e-3])
+def test_a_saved_tensor_comes_back_within_its_bound(dtype, rel):
+    x = (smooth(4, 8, 48, 48) * 3 + 1).to(dtype)
+    x[0, 0, 0, :3] = torch.tensor([math.nan, math.inf, -math.inf], dtype=dtype)
+    ca = compress_activations(rel, min_bytes=0)
+    y, packed = round_trip(ca, x)
+    assert y.dtype == dtype and y.shape == x.shape
+    if dtype == torch.bfloat16 and rel == 1e-3:
+        # Below half a bfloat16 ulp at the largest magnitude: no bound is left, kept exact.
+        assert packed.future.result() is None
+        assert torch.equal(y.view(torch.int16), x.view(torch.int16))
+        return
+    assert packed.future.result() is not None, "it was compressed"
+    finite = torch.isfinite(x)
+    # NaN and infinities exactly; the rest within rel x range, after the cast back.
+    assert torch.equal(torch.isnan(y), torch.isnan(x))
+    assert torch.equal(y[torch.isinf(x)], x[torch.isinf(x)])
+    xf, yf = x[finite].double(), y[finite].double()
+    bound = rel * float(xf.max() - xf.min())
+    err = float((yf - xf).abs().max())
+    assert err <= bound, (err, bound)
+    assert err > 0, "lossy at this bound"
+    stats = ca.stats.as_dict()
+    assert stats["compressed"] == 1 and stats["stored_bytes"] < x.numel() * x.element_size()
+    ca.close()
+
+
+def test_an_absolute_bound_and_tensors_kept_exact():
+    ca = compress_activations(0.05, absolute=True, min_bytes=1024)
+    x = smooth(2, 4, 32, 32)
+    y, _ = round_trip(ca, x)
+    assert float((y - x).abs().max()) <= 0.05
+    # Small, integer, parameters and listed tensors come back as they were (the same data).
+    small = torch.randn(10)
+    ints = torch.arange(100000)
+    param = nn.Parameter(torch.randn(300, 300))
+    for t in (small, ints, param):
+        back, _ = round_trip(ca, t)
+        assert back is t or torch.equal(back, t)
+    listed = smooth(2, 4, 32, 32, seed=3)
+    ca2 = compress_activations(0.05, min_bytes=0, exclude=[listed])
+    back, packed = round_trip(ca2, listed)
+    assert torch.equal(back, listed) and packed.future is None
+    # A constant tensor has no range: kept exact.
+    const = torch.full((64, 64, 8), 2.5)
+    back, packed = round_trip(ca2, const)
+    assert torch.equal(back, const)
+    ca.close()
+    ca2.close()
+
+
+def train_step(model, x, ca=None, **kw):
+    model.zero_grad()
+    if ca is None:
+        model(x).square().mean().backward()
+    else:
+        with ca:
+            loss = model(x).square().mean()
+        loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+def model_of():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GELU(), nn.Conv2d(16, 16, 3, padding=1),
+                         nn.ReLU(), nn.Conv2d(16, 3, 3, padding=1))
+
+
+def test_backward_through_compressed_activations():
+    model, x = model_of(), smooth(4, 3, 40, 40)
+    exact = train_step(model, x)
+    errors = {}
+    for rel in (1e-4, 1e-2):
+        ca = compress_activations(rel, min_bytes=0)
+        got = train_step(model, x, ca)
+        errors[rel] = float((got - exact).norm() / exact.norm())
+        s = ca.stats.as_dict()
+        assert s["compressed"] >= 4 and s["live_raw"] == 0, s
+        ca.close()
+    # The gradient is close, and closer at the tighter bound.
+    assert 0 < errors[1e-4] < errors[1e-2] < 0.05, errors
+
+
+def test_the_baseline_counts_what_autograd_saves():
+    model, x = model_of(), smooth(4, 3, 40, 40)
+    ca = compress_activations(None)
+    train_step(model, x, ca)
+    s = ca.stats.as_dict()
+    # Saved (parameters excluded): x, each conv's output (GELU's and ReLU's input, or the
+    # ReLU's output), GELU's output (the next conv's input): each counted once.
+    assert s["compressed"] == 0 and s["saved"] == s["exact"] >= 4
+    assert s["peak_raw"] == s["peak_stored"] >= 4 * 16 * 40 * 40 * 4
+    assert s["live_raw"] == 0
+    ca.close()
+
+
+def test_a_tensor_saved_twice_is_kept_once():
+    x = smooth(2, 4, 40, 40).requires_grad_()
+    ca = compress_activations(1e-2, min_bytes=0)
+    with ca:
+        y = x.exp()  # saves its output y (x, a leaf that requires grad, is not an activation)
+        z = (y * y).sum()  # saves y twice more (both operands)
+    z.backward()
+    # Three saves of one tensor: kept (and counted) once.
+    assert ca.stats.saved == 1 and ca.stats.raw_bytes == y.numel() * 4, ca.stats
+    assert torch.allclose(x.grad, 2 * y.detach() * y.detach(), rtol=0.05, atol=0.05)
+    ca.close()
+
+
+def test_auto_measures_each_layer_and_adapts():
+    model, x = model_of(), smooth(4, 3, 40, 40)
+    ca = compress_activations("auto", model=model, min_bytes=0)
+    for _ in range(3):
+        train_step(model, x, ca)
+    bounds = ca.bounds()
+    assert set(bounds) == {"0", "2", "4"}, bounds
+    assert all(v > 0 and math.isfinite(v) for v in bounds.values())
+    # A tighter tolerance gives tighter bounds.
+    ca2 = compress_activations("auto", model=model, min_bytes=0, tau=1e-4)
+    for _ in range(3):
+        train_step(model, x, ca2)
+    assert all(ca2.bounds()[k] < bounds[k] for k in bounds)
+    ca.close()
+    ca2.close()
+
+
+def test_options_are_checked():
+    with pytest.raises(l3.ParameterError, match="model"):
+        compress_activations("auto")
+    with pytest.raises(l3.ParameterError):
+        compress_activations(-1.0)
+    with pytest.raises(l3.ParameterError):
+        compress_activations(float("nan"))
+    with pytest.raises(TypeError):
+        compress_activations("fast")
+    with pytest.raises(l3.ParameterError):
+        compress_activations(1e-2, min_bytes=-1)
+    with pytest.raises(l3.ParameterError):
+        compress_activations("auto", model=nn.Linear(2, 2), tau=0)
+    ca = compress_activations(1e-2)
+    with ca:
+        with pytest.raises(RuntimeError, match="already"):
+            ca.__enter__()
+    ca.close()
