@@ -6,8 +6,14 @@ that is at least ``min_bytes`` is encoded as an l3 error-bounded array (version 
 differences predictor) on a thread pool, off the Python thread (the Rust encoder releases the
 GIL); backward gets it back decoded (the next ones are decoded ahead, also on the pool).
 Everything else is kept as it is: parameters (leaf tensors that require grad), integer and
-bool tensors, small tensors, tensors listed in ``exclude`` or saved by a listed module, CUDA
-tensors (for now) and tensors whose bound would be below what the codec can hold.
+bool tensors, small tensors, tensors listed in ``exclude`` or saved by a listed module, and
+tensors whose bound would be below what the codec can hold.
+
+CUDA tensors are copied to pinned host memory (on their stream; the encoding thread waits for
+the copy's event), encoded there, and copied back to their device when backward needs them:
+the device memory of every compressed activation is free between forward and backward, and
+the host keeps the compressed bytes (``save_on_cpu`` with compression). The copy back is
+issued on the current stream of the thread that decodes, after its decode.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
 min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
@@ -100,7 +106,7 @@ class _Packed:
     """One saved tensor as the hooks keep it: exact, or compressed (a future of the bytes)."""
 
     __slots__ = ("owner", "tensor", "future", "shape", "dtype", "raw", "stored", "decoded",
-                 "__weakref__")
+                 "device", "copied", "__weakref__")
 
     def __init__(self, owner: "compress_activations", raw: int) -> None:
         self.owner = owner
@@ -111,6 +117,8 @@ class _Packed:
         self.dtype = torch.float32
         self.raw = raw
         self.stored = 0
+        self.device = torch.device("cpu")
+        self.copied: Optional[Any] = None
 
     def __del__(self) -> None:
         try:
@@ -321,7 +329,7 @@ class compress_activations:
             return True
         if t.is_leaf and t.requires_grad:  # a parameter
             return True
-        if t.device.type != "cpu" or t.is_sparse or t.numel() == 0:
+        if t.device.type not in ("cpu", "cuda") or t.is_sparse or t.numel() == 0:
             return True
         if t.numel() * t.element_size() < self.min_bytes:
             return True
@@ -370,7 +378,17 @@ class compress_activations:
             spec = ("absolute", float(self.bound))  # type: ignore[arg-type]
         else:
             spec = ("relative", float(self.bound))  # type: ignore[arg-type]
-        p.tensor = t.detach()
+        p.device = t.device
+        if t.device.type == "cuda":
+            # Copied to pinned host memory on the tensor's stream; the encoder thread waits
+            # for the copy (an event), then the device memory is free.
+            host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            host.copy_(t.detach(), non_blocking=True)
+            p.copied = torch.cuda.Event()
+            p.copied.record()
+            p.tensor = host
+        else:
+            p.tensor = t.detach()
         p.future = self._pool.submit(self._encode, p, spec)
         self._position[p] = len(self._order)
         self._order.append(weakref.ref(p))
@@ -402,6 +420,9 @@ class compress_activations:
         started = time.perf_counter()
         t = p.tensor
         assert t is not None
+        if p.copied is not None:
+            p.copied.synchronize()
+            p.copied = None
         data = None
         try:
             x = t.float() if t.dtype != torch.float32 else t
@@ -446,12 +467,14 @@ class compress_activations:
         data = p.future.result() if p.future is not None else None
         if data is None:
             assert p.tensor is not None
-            return p.tensor
+            return p.tensor.to(p.device, non_blocking=True)
         started = time.perf_counter()
         y = torch.from_numpy(np.asarray(_l3.decode_field(data))).reshape(p.shape)
         if p.dtype != torch.float32:
             info = torch.finfo(p.dtype)
             y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
+        if p.device.type == "cuda":
+            y = y.pin_memory().to(p.device, non_blocking=True)
         with self.stats._lock:
             self.stats.decode_seconds += time.perf_counter() - started
         return y

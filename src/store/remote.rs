@@ -222,7 +222,9 @@ impl Remote {
     pub(super) fn open(url: &str, options: &RemoteOptions) -> Result<Remote> {
         let trimmed = url.trim_end_matches('/');
         let parsed = url::Url::parse(trimmed).map_err(|e| location_error(url, e))?;
-        let (_, prefix) = object_store::parse_url(&parsed).map_err(|e| location_error(url, e))?;
+        // The prefix only: building a store here would miss the environment's settings.
+        let (_, prefix) =
+            object_store::ObjectStoreScheme::parse(&parsed).map_err(|e| location_error(url, e))?;
         let remote = Remote {
             url: trimmed.to_owned(),
             prefix,
@@ -430,8 +432,8 @@ impl Remote {
         let path = self.path(name);
         let obj = object.clone();
         let p = path.clone();
-        let (len, etag, tail_start, tail) = self.call(|c| async move {
-            let r = c
+        let (len, etag, tail_start, tail, asked) = self.call(|c| async move {
+            let suffix = c
                 .get_opts(
                     &p,
                     GetOptions {
@@ -439,8 +441,32 @@ impl Remote {
                         ..Default::default()
                     },
                 )
-                .await
-                .map_err(|e| io_error(&obj, e))?;
+                .await;
+            let (r, asked) = match suffix {
+                Ok(r) => (r, 1),
+                // Azure's API has no suffix ranges: the size first, then a bounded read
+                // pinned to the ETag the size came with.
+                Err(object_store::Error::NotSupported { .. }) => {
+                    let meta = c.head(&p).await.map_err(|e| io_error(&obj, e))?;
+                    let want = meta.size.min(TAIL_BYTES);
+                    if want == 0 {
+                        return Ok((0, meta.e_tag, 0, Vec::new(), 1));
+                    }
+                    let r = c
+                        .get_opts(
+                            &p,
+                            GetOptions {
+                                range: Some(GetRange::Bounded(meta.size - want..meta.size)),
+                                if_match: meta.e_tag.clone(),
+                                ..Default::default()
+                            },
+                        )
+                        .await
+                        .map_err(|e| io_error(&obj, e))?;
+                    (r, 2)
+                }
+                Err(e) => return Err(io_error(&obj, e)),
+            };
             let (len, etag) = (r.meta.size, r.meta.e_tag.clone());
             // The last TAIL_BYTES, or the whole object when it is smaller.
             let want = len.min(TAIL_BYTES);
@@ -448,8 +474,11 @@ impl Remote {
                 return Err(range_refused(&obj, want, r.range.start));
             }
             let bytes = body_exact(r, want, &obj).await?;
-            Ok((len, etag, len - want, bytes))
+            Ok((len, etag, len - want, bytes, asked))
         })?;
+        if asked == 2 {
+            self.count(0); // the size
+        }
         self.count(tail.len());
         Ok(self.blob(
             object,
@@ -482,7 +511,11 @@ impl Remote {
     /// Opens object `name`, which the dataset's manifest describes as `hint`: from the index
     /// cache when it holds it (no request), else with two concurrent ranged reads (its first
     /// `hint.head` and last `hint.tail` bytes, one read when they meet), kept in the cache.
-    pub(super) fn open_blob_hinted(self: &Arc<Remote>, name: &str, hint: &BlobHint) -> Result<Blob> {
+    pub(super) fn open_blob_hinted(
+        self: &Arc<Remote>,
+        name: &str,
+        hint: &BlobHint,
+    ) -> Result<Blob> {
         let object = self.describe(name);
         let path = self.path(name);
         let cache = self.options.index_cache.as_deref();
@@ -504,6 +537,7 @@ impl Remote {
         }
         let (head_len, tail_len) = (hint.head, hint.tail.max(1));
         let whole = head_len.saturating_add(tail_len) >= hint.len;
+        // (head_len + tail_len < hint.len below: both ranges lie inside the object.)
         let obj = object.clone();
         let p = path.clone();
         let opened = self.call_n(if whole { 1 } else { 2 }, |c| async move {
@@ -521,48 +555,58 @@ impl Remote {
                 }
             };
             if whole {
-                // Small enough to read whole (at most the hint's bytes, the size unknown yet).
-                let r = get(GetRange::Suffix(hint.len)).await.map_err(|e| io_error(&obj, e))?;
-                let (len, etag) = (r.meta.size, r.meta.e_tag.clone());
-                let want = len.min(hint.len);
-                if r.range.start != len - want {
-                    return Err(range_refused(&obj, want, r.range.start));
-                }
-                let tail = body_exact(r, want, &obj).await?;
-                return Ok(Opened {
-                    len,
+                // Small enough to read whole.
+                let r = get(GetRange::Bounded(0..hint.len)).await;
+                let r = match r {
+                    Ok(r) if r.meta.size == hint.len => r,
+                    // Another size than the manifest's: the plain opening (below).
+                    Ok(_) => return Ok(None),
+                    Err(e @ object_store::Error::NotFound { .. }) => return Err(io_error(&obj, e)),
+                    Err(_) => return Ok(None),
+                };
+                let etag = r.meta.e_tag.clone();
+                let tail = body_exact(r, hint.len, &obj).await?;
+                return Ok(Some(Opened {
+                    len: hint.len,
                     etag,
                     head: Vec::new(),
-                    tail_start: len - want,
+                    tail_start: 0,
                     tail,
-                });
+                }));
             }
+            // Bounded ranges from the manifest's size (Azure has no suffix ranges).
+            let len = hint.len;
             let (t, h) = futures_util::join!(
-                get(GetRange::Suffix(tail_len)),
+                get(GetRange::Bounded(len - tail_len..len)),
                 get(GetRange::Bounded(0..head_len))
             );
-            let (t, h) = (t.map_err(|e| io_error(&obj, e))?, h.map_err(|e| io_error(&obj, e))?);
-            let (len, etag) = (t.meta.size, t.meta.e_tag.clone());
+            let (t, h) = match (t, h) {
+                (Ok(t), Ok(h)) if t.meta.size == len => (t, h),
+                (Err(e @ object_store::Error::NotFound { .. }), _) => {
+                    return Err(io_error(&obj, e))
+                }
+                // Another size (a range past the end, or a stale manifest): the plain opening.
+                _ => return Ok(None),
+            };
+            let etag = t.meta.e_tag.clone();
             if h.meta.e_tag != etag || h.meta.size != len {
                 return Err(std::io::Error::other(format!(
                     "{obj}: the object changed while it was opened (two reads saw two versions)"
                 )));
             }
-            let want = len.min(tail_len);
-            if t.range.start != len - want {
-                return Err(range_refused(&obj, want, t.range.start));
-            }
-            let head_want = head_len.min(len);
-            let head = body_exact(h, head_want, &obj).await?;
-            let tail = body_exact(t, want, &obj).await?;
-            Ok(Opened {
+            let head = body_exact(h, head_len, &obj).await?;
+            let tail = body_exact(t, tail_len, &obj).await?;
+            Ok(Some(Opened {
                 len,
                 etag,
                 head,
-                tail_start: len - want,
+                tail_start: len - tail_len,
                 tail,
-            })
+            }))
         })?;
+        let Some(opened) = opened else {
+            return self.open_blob(name);
+        };
         if !whole {
             self.count(opened.head.len());
         }

@@ -201,3 +201,20 @@ pub fn s3_prefix(name: &str) -> Option<String> {
         }
     }
 }
+
+/// A fresh prefix in the Azure Blob container `L3_TEST_AZ` (`az://CONTAINER`, for example
+/// Azurite with `AZURE_STORAGE_USE_EMULATOR=true`), or `None` when it is not set: CI runs no
+/// Azure emulator, so these tests are run by hand (see BENCHMARKS.md, "Remote datasets").
+#[allow(dead_code)]
+pub fn az_prefix(name: &str) -> Option<String> {
+    let container = std::env::var("L3_TEST_AZ").ok()?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    Some(format!(
+        "{}/{name}-{}-{nanos}",
+        container.trim_end_matches('/'),
+        std::process::id()
+    ))
+}
