@@ -1,4 +1,5 @@
-"""Training memory: the surrogate CNN of `examples/train_surrogate.py` trained on the CPU with
+"""Training memory: the surrogate CNN of `examples/train_surrogate.py` (made 12 convolutions deep
+by default, `--depth 4` for the original) trained on the CPU with
 the activations saved for backward kept as they are, compressed by l3
 (`l3.torch.compress_activations` at relative bounds 1e-3, 1e-2 and "auto"), offloaded
 (`torch.autograd.graph.save_on_cpu`) and recomputed (`torch.utils.checkpoint`).
@@ -43,6 +44,23 @@ HERE = Path(__file__).resolve().parent
 ARMS = ("none", "l3 1e-3", "l3 1e-2", "l3 auto", "save_on_cpu", "checkpoint")
 
 
+class Deep(nn.Module):
+    """The surrogate's layers (3x3 convolutions with circular padding, GELU between) with
+    ``depth`` convolutions instead of 4, predicting the change over one step."""
+
+    def __init__(self, width: int, depth: int):
+        super().__init__()
+        conv = lambda a, b: nn.Conv2d(a, b, 3, padding=1, padding_mode="circular")  # noqa: E731
+        layers = [conv(3, width)]
+        for _ in range(depth - 2):
+            layers += [nn.GELU(), conv(width, width)]
+        layers += [nn.GELU(), conv(width, 3)]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.net(x)
+
+
 def surrogate_module():
     spec = importlib.util.spec_from_file_location("train_surrogate", HERE / "train_surrogate.py")
     mod = importlib.util.module_from_spec(spec)
@@ -82,7 +100,10 @@ def child(arm: str, args: argparse.Namespace) -> dict:
     std = torch.from_numpy(train.std((0, 2, 3), dtype=np.float64).astype(np.float32))
     mean, std = mean.reshape(1, 3, 1, 1), std.reshape(1, 3, 1, 1)
     torch.manual_seed(args.seed)
-    model = surrogate_module().Surrogate(args.width)
+    if args.depth == 4:
+        model = surrogate_module().Surrogate(args.width)
+    else:
+        model = Deep(args.width, args.depth)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.train_steps)
     counting = arm in ("none", "checkpoint")
@@ -163,6 +184,7 @@ def main() -> int:
     ap.add_argument("--crop", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--depth", type=int, default=12, help="convolutions (4: the surrogate's)")
     ap.add_argument("--train-steps", type=int, default=300)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--val-fraction", type=float, default=0.2)
@@ -185,7 +207,7 @@ def main() -> int:
         rows = []
         for arm in args.arms.split(","):
             cmd = [sys.executable, __file__, "--child", arm, "--sim", str(args.sim)]
-            for k in ("crop", "batch_size", "width", "train_steps", "lr", "val_fraction",
+            for k in ("crop", "batch_size", "width", "depth", "train_steps", "lr", "val_fraction",
                       "seed", "threads"):
                 cmd += ["--" + k.replace("_", "-"), str(getattr(args, k))]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -194,7 +216,7 @@ def main() -> int:
     base = next((r for r in rows if r["arm"] == "none"), rows[0])
     lines = [
         f"{args.train_steps} steps, batch {args.batch_size} of {args.crop}x{args.crop} crops, "
-        f"width {args.width}, {args.threads} threads, torch {torch.__version__}",
+        f"width {args.width}, depth {args.depth}, {args.threads} threads, torch {torch.__version__}",
         "",
         "| arm | peak saved activations MB | less than none | peak RSS MB | step ms | "
         "val MSE | vs none | gradient error |",
