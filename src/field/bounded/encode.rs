@@ -98,7 +98,7 @@ pub(super) struct Candidate {
 }
 
 impl Candidate {
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.header.to_bytes().len()
             + 4 * self.chunks.len()
             + self.runs.len()
