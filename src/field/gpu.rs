@@ -426,7 +426,7 @@ pub fn decode_bounded_fields(
 
 /// Encodes a float32 array (C order, `shape` of 1 to 4 axes) on the GPU, byte for byte what
 /// [`super::encode_bounded`] gives with the same options. Supported: `predictor:
-/// Some(Predictor::Differences)`, a fixed `axes` set, at most 2^15 values a segment
+/// Some(Predictor::Differences)`, any `axes` (or the estimate's set), at most 2^15 values a segment
 /// (`2^chunk_log2 / segments`, for the defaults 8192), a bin width from 2^-100 to 2^100; other
 /// options are an [`Error::Parameter`] (never a CPU fallback), buffers past the device's
 /// limits an [`Error::Limits`]. The values are uploaded, quantised, differenced, tokenized and

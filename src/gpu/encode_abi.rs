@@ -31,6 +31,14 @@ pub(crate) const BOUNDED_RUN_MAX: u32 = (2 << 14) - 1;
 /// Words of one token histogram in `hist`: a count per token, then the raw bits
 /// (`HIST_WORDS`).
 pub(crate) const HIST_WORDS: u32 = BOUNDED_ALPHABET + 1;
+/// Values one invocation of `estimate` reads (`EST_ITEM`), 64 invocations apart: a
+/// workgroup sums the single tokens of `EST_ITEM x 64` values under one axis set.
+pub(crate) const EST_ITEM: u32 = 256;
+/// Single tokens of 32-bit zigzag values (`SINGLES`; `EST_TOKENS`).
+pub(crate) const EST_TOKENS: u32 = 72;
+/// Words of one `estimate` workgroup's output in `results`: a count per single token, then
+/// the raw bits (`EST_WORDS`).
+pub(crate) const EST_WORDS: u32 = EST_TOKENS + 1;
 /// Words of the block table per block: last regular bin, first regular bin, carried bin.
 pub(crate) const FILL_WORDS: u32 = 3;
 
@@ -70,6 +78,15 @@ wgsl_struct! {
         pub(crate) segments: u32,
         /// First word of the exception flags in the `fill` binding (after the blocks).
         pub(crate) flags_at: u32,
+        /// `estimate`: the axis sets estimated (`2^ndim - 1`, sets 1 to `2^ndim - 1` of the
+        /// array's own axes), or 0.
+        pub(crate) sets: u32,
+        /// Leading axes of 1 the shape is padded with (`4 - ndim`).
+        pub(crate) pad_axes: u32,
+        /// Padding (0).
+        pub(crate) pad1: u32,
+        /// Padding (0).
+        pub(crate) pad2: u32,
     }
 }
 

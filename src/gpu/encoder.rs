@@ -1,7 +1,8 @@
 //! [`GpuEncoder`]: the error-bounded encoder's kernels (`shaders/encode_quantise.wgsl`,
 //! `encode_differences.wgsl`, `encode_histogram.wgsl`, `encode_pack.wgsl`) on a device, and
-//! their dispatch in three submissions ([`EncodeRun`]): the extent of the regular values
-//! (read back: 2 words); the bins, the exception fill, the differences and the token
+//! their dispatch in four submissions ([`EncodeRun`]): the extent of the regular values
+//! (read back: 2 words); the bins and the exception fill, with the axis sets' estimate when
+//! the caller gives no set (read back: its histograms); the differences and the token
 //! histograms (read back: the histograms and one flag bit per value); the bit packing
 //! (read back: the packed segments). The data side (`field::bounded::gpu_encode`) computes
 //! the parameters between them and assembles the file; this module knows buffers, bindings
@@ -10,7 +11,8 @@
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::{request_device, select_adapter, storage_entry, uniform_entry};
 use super::encode_abi::{
-    EncodeParams, EncodeSegment, ENCODE_WORKGROUP_SIZE, FILL_WORDS, HIST_WORDS, RANGE_ITEM,
+    EncodeParams, EncodeSegment, ENCODE_WORKGROUP_SIZE, EST_ITEM, EST_WORDS, FILL_WORDS,
+    HIST_WORDS, RANGE_ITEM,
 };
 use super::readback::read_buffer;
 use super::shaders::{self, Stage};
@@ -30,6 +32,7 @@ pub struct GpuEncoder {
     fill_carry: wgpu::ComputePipeline,
     fill_apply: wgpu::ComputePipeline,
     differences: wgpu::ComputePipeline,
+    estimate: wgpu::ComputePipeline,
     histogram: wgpu::ComputePipeline,
     pack: wgpu::ComputePipeline,
 }
@@ -106,6 +109,7 @@ impl GpuEncoder {
                 fill_carry: pipeline(&quantise, "fill_carry"),
                 fill_apply: pipeline(&quantise, "fill_apply"),
                 differences: pipeline(&differences, "differences"),
+                estimate: pipeline(&differences, "estimate"),
                 histogram: pipeline(&histogram, "histogram"),
                 pack: pipeline(&pack, "pack"),
                 bgl,
@@ -329,7 +333,58 @@ impl<'a> EncodeRun<'a> {
         })
     }
 
-    /// Submission 2: bins, exception fill, differences and the histograms of `segments`
+    /// Submission 2: the bins and the exception fill, and with `params.sets` nonzero the
+    /// axis sets' estimate (read back: `EST_WORDS` per workgroup of `EST_ITEM x 64` values
+    /// and set; empty without).
+    pub fn bins(&self, params: &EncodeParams) -> Result<Vec<u32>> {
+        let e = self.enc;
+        let n = params.count as u64;
+        let per = (EST_ITEM * ENCODE_WORKGROUP_SIZE) as u64;
+        let groups = n.div_ceil(per) * params.sets as u64;
+        let words = groups * EST_WORDS as u64;
+        if params.sets > 0 {
+            let size = bytes(words);
+            check_bindings(
+                [Binding {
+                    what: "encoder estimate",
+                    buffer_len: size,
+                    offset: 0,
+                    size,
+                    copy: false,
+                }],
+                &self.limits,
+            )?;
+        }
+        scoped(&e.device, || {
+            let q = &e.queue;
+            q.write_buffer(&self.params, 0, bytemuck::bytes_of(params));
+            let dummy = storage_buffer(&e.device, "encoder placeholder", 4);
+            let est = if params.sets > 0 {
+                storage_buffer(&e.device, "encoder estimate", bytes(words))
+            } else {
+                storage_buffer(&e.device, "encoder placeholder", 4)
+            };
+            let group = self.group(&est, &dummy);
+            let blocks = params.blocks as u64;
+            let mut steps = vec![
+                (&e.quantise, n),
+                (&e.fill_blocks, blocks),
+                (&e.fill_carry, 1),
+                (&e.fill_apply, blocks),
+            ];
+            if params.sets > 0 {
+                steps.push((&e.estimate, groups * ENCODE_WORKGROUP_SIZE as u64));
+            }
+            self.submit(&group, &steps);
+            if params.sets > 0 {
+                self.read(&est, words)
+            } else {
+                Ok(Vec::new())
+            }
+        })
+    }
+
+    /// Submission 3: the differences along `params.axes` and the histograms of `segments`
     /// (their `start` and `count`); returns the histograms (`HIST_WORDS` per segment and
     /// token set) and the exception flags (a bit per value).
     pub fn histograms(
@@ -345,14 +400,9 @@ impl<'a> EncodeRun<'a> {
             let dummy = storage_buffer(&e.device, "encoder placeholder", 4);
             let group = self.group(&self.hist, &dummy);
             let n = params.count as u64;
-            let blocks = params.blocks as u64;
             self.submit(
                 &group,
                 &[
-                    (&e.quantise, n),
-                    (&e.fill_blocks, blocks),
-                    (&e.fill_carry, 1),
-                    (&e.fill_apply, blocks),
                     (&e.differences, n),
                     (&e.histogram, 3 * self.segments as u64),
                 ],
@@ -365,7 +415,7 @@ impl<'a> EncodeRun<'a> {
         })
     }
 
-    /// Submission 3: the segments' bits (`segments` with their `set`, `codes` and
+    /// Submission 4: the segments' bits (`segments` with their `set`, `codes` and
     /// `out_word`; `codes` the code tables) into `words` words, read back.
     pub fn pack(
         &self,

@@ -66,7 +66,8 @@ pub(crate) enum Stage {
     /// encoder's extent, bins and exception fill (entry points `value_range`, `quantise`,
     /// `fill_blocks`, `fill_carry`, `fill_apply`).
     EncodeQuantise,
-    /// `encode_differences.wgsl`: the bins' zigzag differences (entry point `differences`).
+    /// `encode_differences.wgsl`: the bins' zigzag differences and the axis sets' estimate
+    /// (entry points `differences`, `estimate`).
     EncodeDifferences,
     /// `encode_histogram.wgsl` after `shared/tokenize.wgsl`: token histograms per segment
     /// and token set (entry point `histogram`).
@@ -245,6 +246,9 @@ pub(crate) fn prelude() -> String {
         ("HIST_WORDS", encode_abi::HIST_WORDS),
         ("BOUNDED_ALPHABET", encode_abi::BOUNDED_ALPHABET),
         ("BOUNDED_RUN_MAX", encode_abi::BOUNDED_RUN_MAX),
+        ("EST_ITEM", encode_abi::EST_ITEM),
+        ("EST_TOKENS", encode_abi::EST_TOKENS),
+        ("EST_WORDS", encode_abi::EST_WORDS),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");

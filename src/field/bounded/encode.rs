@@ -131,7 +131,13 @@ fn quick_bits(z: &[u32]) -> f64 {
         hist[t as usize] += 1;
         raw += r as u64;
     }
-    let n = z.len() as f64;
+    quick_bits_of(&hist, raw, z.len())
+}
+
+/// [`quick_bits`] of a stream of `n` values from its single tokens' histogram and raw bits
+/// (the GPU encoder's estimate sums its histograms and calls this).
+pub(super) fn quick_bits_of(hist: &[u64], raw: u64, n: usize) -> f64 {
+    let n = n as f64;
     raw as f64
         - hist
             .iter()
@@ -611,6 +617,18 @@ pub(super) fn bins_of(values: &[f32], special: &[bool], rule: &BinRule) -> (Vec<
     (q, exc)
 }
 
+/// The axis set (of `ndim` axes) whose estimate `bits(set)` is smallest, the first on ties.
+pub(super) fn choose_axes(ndim: usize, mut bits: impl FnMut(u8) -> f64) -> u8 {
+    let mut best: Option<(f64, u8)> = None;
+    for set in 1..1u8 << ndim {
+        let b = bits(set);
+        if best.is_none_or(|x| b < x.0) {
+            best = Some((b, set));
+        }
+    }
+    best.expect("one axis set at least").1
+}
+
 /// The differences predictor's candidate on dual-quantised bins ([`BinRule`]), or `None`
 /// when the range needs more than [`BOUNDED_MAX_BINS`] bins.
 fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
@@ -623,16 +641,9 @@ fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
     let nd = input.shape.len();
     let axes = match input.options.axes {
         Some(set) => set,
-        None => {
-            let mut best: Option<(f64, u8)> = None;
-            for set in 1..1u8 << nd {
-                let b = quick_bits(&differences_forward(q.clone(), input.shape, set));
-                if best.is_none_or(|x| b < x.0) {
-                    best = Some((b, set));
-                }
-            }
-            best.expect("one axis set at least").1
-        }
+        None => choose_axes(nd, |set| {
+            quick_bits(&differences_forward(q.clone(), input.shape, set))
+        }),
     };
     let z = differences_forward(q, input.shape, axes);
     let mut header = input.header(Predictor::Differences, width);

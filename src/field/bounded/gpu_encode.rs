@@ -2,21 +2,23 @@
 //! `gpu::GpuEncoder`'s kernels, bit for bit [`encode_bounded`](super::encode_bounded) with the
 //! same options. The host checks the arguments (the CPU encoder's checks, then what the GPU
 //! encoder does not support, as errors: never a CPU fallback), plans the segments, and between
-//! the three submissions computes what is small: the bin rule from the extent the GPU found
+//! the four submissions computes what is small: the bin rule from the extent the GPU found
 //! ([`BinRule`]), each chunk's token set and code from the GPU's per-segment histograms
 //! ([`choose_code`], the CPU encoder's own function), each segment's place in the packed
 //! words; then assembles the file (header, runs from the GPU's exception flags, chunk heads,
 //! the GPU's packed segments, CRC).
 //!
-//! Supported: `predictor: Some(Predictor::Differences)`, a fixed `axes` set, at most
+//! Supported: `predictor: Some(Predictor::Differences)`, any `axes` (without one, the GPU
+//! histograms the single tokens of every axis set and the host ranks them by the CPU's
+//! `quick_bits`), at most
 //! `ENCODE_SEGMENT_MAX` values a segment, a bin width in [2^-100, 2^100] (a bound from about
 //! 4e-31 to 6e29), and buffers within the device's binding limits.
 
 use std::borrow::Cow;
 
 use super::encode::{
-    check_arguments, offset_and_range, runs_of, too_small, BinRule, BoundedOptions, Candidate,
-    GPU_WIDTH_MAX, GPU_WIDTH_MIN,
+    check_arguments, choose_axes, offset_and_range, quick_bits_of, runs_of, too_small, BinRule,
+    BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
 };
 use super::format::*;
 use super::tokens::{choose_code, chunk_head, Histogram, HIST_WORDS, TOKEN_SETS};
@@ -25,15 +27,20 @@ use crate::error::{LimitsError, ParameterError, Result};
 use crate::field::lossless::code::canonical;
 use crate::field::lossless::format::segment_range;
 use crate::gpu::encode_abi::{
-    EncodeParams, EncodeSegment, ENCODE_SEGMENT_MAX, FILL_BLOCKS_MAX, FILL_BLOCK_MIN, FILL_WORDS,
+    EncodeParams, EncodeSegment, ENCODE_SEGMENT_MAX, EST_TOKENS, EST_WORDS, FILL_BLOCKS_MAX,
+    FILL_BLOCK_MIN, FILL_WORDS,
 };
 
-/// What the encoder's three submissions give: the GPU (`gpu::EncodeRun`) or the kernels'
+/// What the encoder's four submissions give: the GPU (`gpu::EncodeRun`) or the kernels'
 /// CPU twins (tests).
 pub(crate) trait EncodeDevice {
     /// The order keys of the smallest and largest regular value.
     fn extent(&mut self, params: &EncodeParams) -> Result<[u32; 2]>;
-    /// The histograms (`HIST_WORDS` per segment and token set) and the exception flags.
+    /// The bins and the exception fill, and with `params.sets` the estimate's histograms
+    /// (`EST_WORDS` per block of `EST_ITEM x 64` values and set).
+    fn bins(&mut self, params: &EncodeParams) -> Result<Vec<u32>>;
+    /// The differences, the histograms (`HIST_WORDS` per segment and token set) and the
+    /// exception flags.
     fn histograms(
         &mut self,
         params: &EncodeParams,
@@ -55,8 +62,8 @@ pub(crate) struct EncodePlan {
     pub params: EncodeParams,
     /// One entry per segment of every chunk.
     pub segments: Vec<EncodeSegment>,
-    /// The differenced axes (original numbering).
-    axes: u8,
+    /// The differenced axes (original numbering), or `None` for the estimate's.
+    axes: Option<u8>,
 }
 
 fn unsupported(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
@@ -97,13 +104,6 @@ pub(crate) fn plan_encode(
             "the GPU encoder codes the differences predictor only: Some(Predictor::Differences) (1)",
         ));
     }
-    let Some(axes) = options.axes else {
-        return Err(unsupported(
-            "axes",
-            0,
-            "the GPU encoder needs a fixed axis set (Some(bits)); the estimate is CPU-only",
-        ));
-    };
     let n = len as u64;
     let chunk = 1u64 << options.chunk_log2;
     let per_segment = n.min(chunk).div_ceil(options.segments as u64);
@@ -148,7 +148,13 @@ pub(crate) fn plan_encode(
         shape1: padded[1],
         shape2: padded[2],
         shape3: padded[3],
-        axes: (axes as u32) << (4 - nd),
+        axes: options.axes.map_or(0, |a| (a as u32) << (4 - nd)),
+        sets: if options.axes.is_some() {
+            0
+        } else {
+            (1 << nd) - 1
+        },
+        pad_axes: (4 - nd) as u32,
         fill_bits: options.fill_value.map_or(0, f32::to_bits),
         has_fill: options.fill_value.is_some() as u32,
         block,
@@ -160,7 +166,7 @@ pub(crate) fn plan_encode(
     Ok(EncodePlan {
         params,
         segments,
-        axes,
+        axes: options.axes,
     })
 }
 
@@ -169,7 +175,7 @@ fn from_key(k: u32) -> f32 {
     f32::from_bits(if k >> 31 == 1 { k ^ 0x8000_0000 } else { !k })
 }
 
-/// Runs the plan's three submissions on `dev` and assembles the file; `values` gives the
+/// Runs the plan's four submissions on `dev` and assembles the file; `values` gives the
 /// input values when the exception runs need them.
 pub(crate) fn encode_planned<'v, D: EncodeDevice>(
     dev: &mut D,
@@ -196,6 +202,29 @@ pub(crate) fn encode_planned<'v, D: EncodeDevice>(
     p.width_bits = rule.width.to_bits();
     p.inv_bits = rule.inv.to_bits();
     p.bound_bits = rule.bound32.to_bits();
+    let est = dev.bins(&plan.params)?;
+    let axes = match plan.axes {
+        Some(a) => a,
+        None => {
+            // The CPU's estimate (`quick_bits` per set) from the GPU's histograms.
+            let sets = plan.params.sets as usize;
+            let ew = EST_WORDS as usize;
+            let mut sums = vec![([0u64; EST_TOKENS as usize], 0u64); sets];
+            for (w, h) in est.chunks_exact(ew).enumerate() {
+                let (hist, raw) = &mut sums[w % sets];
+                for (c, &v) in hist.iter_mut().zip(h) {
+                    *c += v as u64;
+                }
+                *raw += h[ew - 1] as u64;
+            }
+            let n = plan.params.count as usize;
+            choose_axes(shape.len(), |set| {
+                let (hist, raw) = &sums[set as usize - 1];
+                quick_bits_of(hist, *raw, n)
+            })
+        }
+    };
+    plan.params.axes = (axes as u32) << plan.params.pad_axes;
     let (hist, flags) = dev.histograms(&plan.params, &plan.segments)?;
     // Per chunk: the sums of its segments' histograms, the code, the segments' bits.
     let segs = options.segments as usize;
@@ -284,7 +313,7 @@ pub(crate) fn encode_planned<'v, D: EncodeDevice>(
         unit: rule.width,
         fill_value: options.fill_value,
         predictor: Predictor::Differences,
-        axes: vec![plan.axes],
+        axes: vec![axes],
         segments: options.segments,
         chunk_log2: options.chunk_log2,
         levels: 0,
@@ -309,6 +338,9 @@ mod device {
     impl EncodeDevice for EncodeRun<'_> {
         fn extent(&mut self, params: &EncodeParams) -> Result<[u32; 2]> {
             EncodeRun::extent(self, params)
+        }
+        fn bins(&mut self, params: &EncodeParams) -> Result<Vec<u32>> {
+            EncodeRun::bins(self, params)
         }
         fn histograms(
             &mut self,

@@ -10,13 +10,16 @@ use super::*;
 use crate::decode::DecodeOptions;
 use crate::error::Result;
 use crate::gpu::cpu_twin::encode as twin;
-use crate::gpu::encode_abi::{EncodeParams, EncodeSegment, FILL_WORDS};
+use crate::gpu::encode_abi::{
+    EncodeParams, EncodeSegment, ENCODE_WORKGROUP_SIZE, EST_ITEM, EST_WORDS, FILL_WORDS,
+};
 
 /// The kernels' twins as the encoder's device.
 struct Twin {
     values: Vec<u32>,
     q: Vec<u32>,
     z: Vec<u32>,
+    flags: Vec<u32>,
 }
 
 impl EncodeDevice for Twin {
@@ -26,24 +29,31 @@ impl EncodeDevice for Twin {
         Ok(e)
     }
 
+    fn bins(&mut self, p: &EncodeParams) -> Result<Vec<u32>> {
+        let n = p.count as usize;
+        self.q = vec![0; n];
+        let mut blocks = vec![0; (FILL_WORDS * p.blocks + 1) as usize];
+        self.flags = vec![0; n.div_ceil(32)];
+        twin::quantise(&self.values, &mut self.q, p);
+        twin::fill_blocks(&self.q, &mut blocks, p);
+        twin::fill_carry(&mut blocks, p);
+        twin::fill_apply(&mut self.q, &blocks, &mut self.flags, p);
+        let per = EST_ITEM * ENCODE_WORKGROUP_SIZE;
+        let mut est = vec![0; (p.count.div_ceil(per) * p.sets * EST_WORDS) as usize];
+        twin::estimate(&self.q, &mut est, p);
+        Ok(est)
+    }
+
     fn histograms(
         &mut self,
         p: &EncodeParams,
         segments: &[EncodeSegment],
     ) -> Result<(Vec<u32>, Vec<u32>)> {
-        let n = p.count as usize;
-        self.q = vec![0; n];
-        self.z = vec![0; n];
-        let mut blocks = vec![0; (FILL_WORDS * p.blocks + 1) as usize];
-        let mut flags = vec![0; n.div_ceil(32)];
-        twin::quantise(&self.values, &mut self.q, p);
-        twin::fill_blocks(&self.q, &mut blocks, p);
-        twin::fill_carry(&mut blocks, p);
-        twin::fill_apply(&mut self.q, &blocks, &mut flags, p);
+        self.z = vec![0; p.count as usize];
         twin::differences(&self.q, &mut self.z, p);
         let mut hist = vec![0; 3 * segments.len() * tokens::HIST_WORDS];
         twin::histogram(&self.z, segments, &mut hist);
-        Ok((hist, flags))
+        Ok((hist, std::mem::take(&mut self.flags)))
     }
 
     fn pack(
@@ -66,6 +76,7 @@ fn twin_encode(values: &[f32], shape: &[u32], o: &BoundedOptions) -> Result<Vec<
         values: values.iter().map(|v| v.to_bits()).collect(),
         q: Vec::new(),
         z: Vec::new(),
+        flags: Vec::new(),
     };
     encode_planned(&mut dev, plan, shape, o, || Ok(Cow::Borrowed(values)))
 }
@@ -179,7 +190,8 @@ fn cases() -> Vec<(Vec<f32>, Vec<u32>, BoundedOptions)> {
                     BoundedOptions {
                         fill_value: (k % 3 != 0).then_some(-9999.0),
                         predictor: Some(Predictor::Differences),
-                        axes: Some(set),
+                        // Every fifth case leaves the set to the estimate.
+                        axes: (k % 5 != 0).then_some(set),
                         chunk_log2,
                         segments,
                         parallel: k % 2 == 0,
@@ -255,13 +267,6 @@ fn unsupported_and_hostile_arguments_are_errors() {
             vec![100],
             BoundedOptions {
                 predictor: Some(Predictor::Lattice),
-                ..good.clone()
-            },
-        ),
-        (
-            vec![100],
-            BoundedOptions {
-                axes: None,
                 ..good.clone()
             },
         ),
@@ -459,10 +464,10 @@ mod on_gpu {
         let n = 8 * 16 * 32 * 32;
         let values = make(Kind::Relu, n, &mut rng);
         let shape = [8u32, 16, 32, 32];
-        for (chunk_log2, segments, axes) in [(16, 8, 1u8), (17, 4, 3), (15, 1, 15), (20, 32, 8)] {
+        for (chunk_log2, segments, axes) in [(16, 8, 1u8), (17, 4, 3), (15, 1, 15), (20, 32, 0)] {
             let o = BoundedOptions {
                 predictor: Some(Predictor::Differences),
-                axes: Some(axes),
+                axes: (axes > 0).then_some(axes),
                 chunk_log2,
                 segments,
                 ..BoundedOptions::new(1e-3)
@@ -523,7 +528,7 @@ fn shared_cases() -> Vec<(String, Vec<f32>, Vec<u32>, Option<f32>, f64)> {
 }
 
 /// Runs `f(name, values, shape, options)` for the shared arrays at relative bounds 1e-2 to
-/// 1e-4 and every axis set (arrays whose slice is constant, whose relative bound would be
+/// 1e-4, every axis set and the estimate's (arrays whose slice is constant, whose relative bound would be
 /// below the GPU encoder's bin widths, are left out).
 #[cfg(feature = "dataset")]
 fn for_shared_cases(mut f: impl FnMut(&str, &[f32], &[u32], &BoundedOptions)) {
@@ -532,11 +537,12 @@ fn for_shared_cases(mut f: impl FnMut(&str, &[f32], &[u32], &BoundedOptions)) {
             continue;
         }
         for rel in [1e-2, 1e-3, 1e-4] {
-            for set in 1..1u8 << shape.len() {
+            for set in 0..1u8 << shape.len() {
                 let o = BoundedOptions {
                     fill_value: fill,
                     predictor: Some(Predictor::Differences),
-                    axes: Some(set),
+                    // 0: the estimate's set.
+                    axes: (set > 0).then_some(set),
                     ..BoundedOptions::new(rel * range)
                 };
                 f(&name, &v, &shape, &o);

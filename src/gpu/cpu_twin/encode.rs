@@ -1,6 +1,6 @@
 //! CPU twins of the error-bounded encoder's kernels: `shaders/encode_quantise.wgsl`
 //! (`value_range`, `quantise`, `fill_blocks`, `fill_carry`, `fill_apply`),
-//! `encode_differences.wgsl` (`differences`), `shared/tokenize.wgsl` (`tok_step`),
+//! `encode_differences.wgsl` (`differences`, `estimate`), `shared/tokenize.wgsl` (`tok_step`),
 //! `encode_histogram.wgsl` (`histogram`) and `encode_pack.wgsl` (`pack`): the same steps,
 //! one invocation after another, on slices standing for the bindings. Held to the CPU
 //! encoder by `field::bounded::gpu_encode`'s tests (the whole pipeline on the twins gives
@@ -8,7 +8,8 @@
 
 use crate::gpu::abi::{BOUNDED_MAX_BINS, BOUNDED_PAIR0, BOUNDED_PAIR_LIMIT, BOUNDED_RUN0};
 use crate::gpu::encode_abi::{
-    EncodeParams, EncodeSegment, BOUNDED_ALPHABET, BOUNDED_RUN_MAX, FILL_WORDS, HIST_WORDS, NO_BIN,
+    EncodeParams, EncodeSegment, BOUNDED_ALPHABET, BOUNDED_RUN_MAX, ENCODE_WORKGROUP_SIZE,
+    EST_ITEM, EST_TOKENS, EST_WORDS, FILL_WORDS, HIST_WORDS, NO_BIN,
 };
 
 /// Twin of `is_special`.
@@ -140,11 +141,11 @@ pub(crate) fn fill_apply(q: &mut [u32], blocks: &[u32], flags: &mut [u32], p: &E
     }
 }
 
-/// Twin of `differences`.
-pub(crate) fn differences(q: &[u32], z: &mut [u32], p: &EncodeParams) {
+/// Twin of `residual`.
+fn residual(q: &[u32], i: u32, axes: u32, p: &EncodeParams) -> u32 {
     let (s1, s2, s3) = (p.shape1, p.shape2, p.shape3);
     let st = [s1 * s2 * s3, s2 * s3, s3, 1];
-    for i in 0..p.count {
+    {
         let mut r = i;
         let c3 = r % s3;
         r /= s3;
@@ -155,7 +156,7 @@ pub(crate) fn differences(q: &[u32], z: &mut [u32], p: &EncodeParams) {
         let c = [c0, c1, c2, c3];
         let mut acc = 0u32;
         for t in 0..16u32 {
-            if t & !p.axes != 0 {
+            if t & !axes != 0 {
                 continue;
             }
             let mut j = i;
@@ -176,7 +177,43 @@ pub(crate) fn differences(q: &[u32], z: &mut [u32], p: &EncodeParams) {
                 acc.wrapping_sub(v)
             };
         }
-        z[i as usize] = (acc << 1) ^ 0u32.wrapping_sub(acc >> 31);
+        (acc << 1) ^ 0u32.wrapping_sub(acc >> 31)
+    }
+}
+
+/// Twin of `differences`.
+pub(crate) fn differences(q: &[u32], z: &mut [u32], p: &EncodeParams) {
+    for i in 0..p.count {
+        z[i as usize] = residual(q, i, p.axes, p);
+    }
+}
+
+/// Twin of `estimate` over every workgroup: `results` gets `EST_WORDS` words per workgroup.
+pub(crate) fn estimate(q: &[u32], results: &mut [u32], p: &EncodeParams) {
+    let per = EST_ITEM * ENCODE_WORKGROUP_SIZE;
+    let total = p.count.div_ceil(per) * p.sets;
+    for w in 0..total {
+        let mut est = [0u32; EST_WORDS as usize];
+        let axes = (w % p.sets + 1) << p.pad_axes;
+        let block = w / p.sets;
+        for lid in 0..ENCODE_WORKGROUP_SIZE {
+            for j in 0..EST_ITEM {
+                let i = (block * EST_ITEM + j) * ENCODE_WORKGROUP_SIZE + lid;
+                if i < p.count {
+                    let v = residual(q, i, axes, p);
+                    let (mut token, mut nraw) = (v, 0);
+                    if v >= 16 {
+                        let n = 31 - v.leading_zeros();
+                        nraw = n - 1;
+                        token = 16 + 2 * (n - 4) + ((v >> nraw) & 1);
+                    }
+                    est[token as usize] += 1;
+                    est[EST_TOKENS as usize] += nraw;
+                }
+            }
+        }
+        let at = (w * EST_WORDS) as usize;
+        results[at..at + EST_WORDS as usize].copy_from_slice(&est);
     }
 }
 
