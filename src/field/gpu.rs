@@ -423,3 +423,33 @@ pub fn decode_bounded_fields(
         queue: decoder.queue().clone(),
     })
 }
+
+/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) on the GPU, byte for byte what
+/// [`super::encode_bounded`] gives with the same options. Supported: `predictor:
+/// Some(Predictor::Differences)`, any `axes` (or the estimate's set), at most 2^15 values a segment
+/// (`2^chunk_log2 / segments`, for the defaults 8192), a bin width from 2^-100 to 2^100; other
+/// options are an [`Error::Parameter`] (never a CPU fallback), buffers past the device's
+/// limits an [`Error::Limits`]. The values are uploaded, quantised, differenced, tokenized and
+/// bit-packed on the GPU (`shaders/encode_*.wgsl`); the host picks each chunk's code from the
+/// GPU's histograms and assembles the file.
+pub fn encode_bounded_gpu(
+    encoder: &crate::gpu::GpuEncoder,
+    values: &[f32],
+    shape: &[u32],
+    options: &super::BoundedOptions,
+) -> Result<Vec<u8>> {
+    super::bounded::gpu_encode::encode_host(encoder, values, shape, options)
+}
+
+/// [`encode_bounded_gpu`] of values already on the encoder's device: `shape`'s product of
+/// f32 at byte `offset` of `buffer` (usage `STORAGE`, and `COPY_SRC`: the values of exception
+/// cells are read back when there are any; `offset` on the device's storage alignment).
+pub fn encode_bounded_buffer(
+    encoder: &crate::gpu::GpuEncoder,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    shape: &[u32],
+    options: &super::BoundedOptions,
+) -> Result<Vec<u8>> {
+    super::bounded::gpu_encode::encode_device(encoder, buffer, offset, shape, options)
+}

@@ -165,6 +165,9 @@ macro_rules! wgsl_struct {
     };
 }
 
+/// For the other ABI modules (`encode_abi`).
+pub(crate) use wgsl_struct;
+
 /// Error flag bits the decode shader ORs into an image's slot
 /// ([`crate::error::FormatError::GpuReported`]).
 pub mod flags {
@@ -773,7 +776,7 @@ wgsl_struct! {
 
 /// Every struct a shader reads, for the layout test.
 #[cfg(test)]
-pub(crate) const WGSL_STRUCTS: [&WgslStruct; 13] = [
+pub(crate) const WGSL_STRUCTS: [&WgslStruct; 15] = [
     &ImageInfo::WGSL_STRUCT,
     &Params::WGSL_STRUCT,
     &ScanParams::WGSL_STRUCT,
@@ -787,6 +790,8 @@ pub(crate) const WGSL_STRUCTS: [&WgslStruct; 13] = [
     &BoundedPass::WGSL_STRUCT,
     &BoundedStep::WGSL_STRUCT,
     &TensorWindowJob::WGSL_STRUCT,
+    &super::encode_abi::EncodeParams::WGSL_STRUCT,
+    &super::encode_abi::EncodeSegment::WGSL_STRUCT,
 ];
 
 #[cfg(test)]

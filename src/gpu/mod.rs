@@ -90,6 +90,7 @@ pub(crate) mod abi;
 pub(crate) mod augment;
 #[cfg(test)]
 pub(crate) mod cpu_twin;
+pub(crate) mod encode_abi;
 #[cfg(any(test, feature = "gpu"))]
 pub(crate) mod line_sum;
 #[cfg(any(test, feature = "gpu"))]
@@ -107,6 +108,8 @@ pub(crate) mod bounded;
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
+#[cfg(feature = "gpu")]
+mod encoder;
 #[cfg(feature = "gpu")]
 pub(crate) mod fields;
 #[cfg(all(feature = "interop", unix))]
@@ -142,6 +145,10 @@ pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT
 pub use decoder::GpuDecoder;
 #[cfg(feature = "gpu")]
 pub use device::{required_limits, select_adapter};
+#[cfg(feature = "gpu")]
+pub use encoder::GpuEncoder;
+#[cfg(feature = "gpu")]
+pub(crate) use encoder::{read_values, upload_values, EncodeInput, EncodeRun};
 #[cfg(feature = "gpu")]
 pub use readback::{GpuBatch, ImageLayout, StagedBuffer};
 #[cfg(feature = "gpu")]

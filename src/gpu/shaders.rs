@@ -7,6 +7,7 @@
 //! layout is all a new layout adds.
 
 use super::abi::{self, LayoutKind, WgslStruct};
+use super::encode_abi;
 
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
 const LINE_SUM: &str = include_str!("../../shaders/shared/line_sum.wgsl");
@@ -26,6 +27,12 @@ const AUGMENT: &str = include_str!("../../shaders/augment.wgsl");
 const LOSSLESS: &str = include_str!("../../shaders/lossless.wgsl");
 const TENSOR_WINDOW: &str = include_str!("../../shaders/tensor_window.wgsl");
 const BOUNDED: &str = include_str!("../../shaders/bounded.wgsl");
+const ENCODE_BINDINGS: &str = include_str!("../../shaders/shared/encode_bindings.wgsl");
+const TOKENIZE: &str = include_str!("../../shaders/shared/tokenize.wgsl");
+const ENCODE_QUANTISE: &str = include_str!("../../shaders/encode_quantise.wgsl");
+const ENCODE_DIFFERENCES: &str = include_str!("../../shaders/encode_differences.wgsl");
+const ENCODE_HISTOGRAM: &str = include_str!("../../shaders/encode_histogram.wgsl");
+const ENCODE_PACK: &str = include_str!("../../shaders/encode_pack.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,12 +62,25 @@ pub(crate) enum Stage {
     /// error-bounded float arrays of 1 to 4 axes (entry points
     /// `decode_segments`, `undiff`, `lattice_pass`, `finish`).
     Bounded,
+    /// `encode_quantise.wgsl` after `shared/encode_bindings.wgsl`: the error-bounded
+    /// encoder's extent, bins and exception fill (entry points `value_range`, `quantise`,
+    /// `fill_blocks`, `fill_carry`, `fill_apply`).
+    EncodeQuantise,
+    /// `encode_differences.wgsl`: the bins' zigzag differences and the axis sets' estimate
+    /// (entry points `differences`, `estimate`).
+    EncodeDifferences,
+    /// `encode_histogram.wgsl` after `shared/tokenize.wgsl`: token histograms per segment
+    /// and token set (entry point `histogram`).
+    EncodeHistogram,
+    /// `encode_pack.wgsl` after `shared/tokenize.wgsl`: the segments' bits (entry point
+    /// `pack`).
+    EncodePack,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 9] = [
+    pub const ALL: [Stage; 13] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
@@ -70,6 +90,10 @@ impl Stage {
         Stage::Lossless,
         Stage::TensorWindow,
         Stage::Bounded,
+        Stage::EncodeQuantise,
+        Stage::EncodeDifferences,
+        Stage::EncodeHistogram,
+        Stage::EncodePack,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -82,6 +106,10 @@ impl Stage {
             Stage::Lossless => "lossless.wgsl",
             Stage::TensorWindow => "tensor_window.wgsl",
             Stage::Bounded => "bounded.wgsl",
+            Stage::EncodeQuantise => "encode_quantise.wgsl",
+            Stage::EncodeDifferences => "encode_differences.wgsl",
+            Stage::EncodeHistogram => "encode_histogram.wgsl",
+            Stage::EncodePack => "encode_pack.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -106,6 +134,13 @@ impl Stage {
                 &abi::BoundedArray::WGSL_STRUCT,
                 &abi::BoundedPass::WGSL_STRUCT,
                 &abi::BoundedStep::WGSL_STRUCT,
+            ],
+            Stage::EncodeQuantise
+            | Stage::EncodeDifferences
+            | Stage::EncodeHistogram
+            | Stage::EncodePack => &[
+                &encode_abi::EncodeParams::WGSL_STRUCT,
+                &encode_abi::EncodeSegment::WGSL_STRUCT,
             ],
         }
     }
@@ -204,6 +239,16 @@ pub(crate) fn prelude() -> String {
         ("BAND_H", crate::format::levels::BAND_H as u32),
         ("BAND_V", crate::format::levels::BAND_V as u32),
         ("BAND_D", crate::format::levels::BAND_D as u32),
+        ("ENCODE_WG", encode_abi::ENCODE_WORKGROUP_SIZE),
+        ("NO_BIN", encode_abi::NO_BIN),
+        ("FILL_WORDS", encode_abi::FILL_WORDS),
+        ("RANGE_ITEM", encode_abi::RANGE_ITEM),
+        ("HIST_WORDS", encode_abi::HIST_WORDS),
+        ("BOUNDED_ALPHABET", encode_abi::BOUNDED_ALPHABET),
+        ("BOUNDED_RUN_MAX", encode_abi::BOUNDED_RUN_MAX),
+        ("EST_ITEM", encode_abi::EST_ITEM),
+        ("EST_TOKENS", encode_abi::EST_TOKENS),
+        ("EST_WORDS", encode_abi::EST_WORDS),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");
@@ -223,7 +268,11 @@ pub(crate) fn source(stage: Stage) -> String {
         | Stage::Fields
         | Stage::Lossless
         | Stage::TensorWindow
-        | Stage::Bounded => None,
+        | Stage::Bounded
+        | Stage::EncodeQuantise
+        | Stage::EncodeDifferences
+        | Stage::EncodeHistogram
+        | Stage::EncodePack => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -257,6 +306,24 @@ pub(crate) fn source(stage: Stage) -> String {
                 ("bounded.wgsl", BOUNDED),
             ]
         }
+        None if stage == Stage::EncodeQuantise => vec![
+            ("shared/encode_bindings.wgsl", ENCODE_BINDINGS),
+            ("encode_quantise.wgsl", ENCODE_QUANTISE),
+        ],
+        None if stage == Stage::EncodeDifferences => vec![
+            ("shared/encode_bindings.wgsl", ENCODE_BINDINGS),
+            ("encode_differences.wgsl", ENCODE_DIFFERENCES),
+        ],
+        None if stage == Stage::EncodeHistogram => vec![
+            ("shared/encode_bindings.wgsl", ENCODE_BINDINGS),
+            ("shared/tokenize.wgsl", TOKENIZE),
+            ("encode_histogram.wgsl", ENCODE_HISTOGRAM),
+        ],
+        None if stage == Stage::EncodePack => vec![
+            ("shared/encode_bindings.wgsl", ENCODE_BINDINGS),
+            ("shared/tokenize.wgsl", TOKENIZE),
+            ("encode_pack.wgsl", ENCODE_PACK),
+        ],
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![
             ("shared/images.wgsl", IMAGES),

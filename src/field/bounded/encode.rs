@@ -91,14 +91,14 @@ pub(super) fn unit_for(limit: f64, bits: u32) -> Option<f32> {
 }
 
 /// An encoded candidate: its header (without chunk table), runs and chunks.
-struct Candidate {
-    header: BoundedHeader,
-    runs: Vec<u8>,
-    chunks: Vec<Vec<u8>>,
+pub(super) struct Candidate {
+    pub header: BoundedHeader,
+    pub runs: Vec<u8>,
+    pub chunks: Vec<Vec<u8>>,
 }
 
 impl Candidate {
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.header.to_bytes().len()
             + 4 * self.chunks.len()
             + self.runs.len()
@@ -106,7 +106,7 @@ impl Candidate {
             + CRC_LEN
     }
 
-    fn into_bytes(self) -> Vec<u8> {
+    pub fn into_bytes(self) -> Vec<u8> {
         let mut out = self.header.to_bytes();
         out.reserve(self.len());
         for c in &self.chunks {
@@ -131,7 +131,13 @@ fn quick_bits(z: &[u32]) -> f64 {
         hist[t as usize] += 1;
         raw += r as u64;
     }
-    let n = z.len() as f64;
+    quick_bits_of(&hist, raw, z.len())
+}
+
+/// [`quick_bits`] of a stream of `n` values from its single tokens' histogram and raw bits
+/// (the GPU encoder's estimate sums its histograms and calls this).
+pub(super) fn quick_bits_of(hist: &[u64], raw: u64, n: usize) -> f64 {
+    let n = n as f64;
     raw as f64
         - hist
             .iter()
@@ -172,7 +178,7 @@ fn run_bits(z: &[u32]) -> f64 {
 }
 
 /// Runs of equal bits over the exception cells, and the runs section's bytes.
-fn runs_of(values: &[f32], exc: impl Iterator<Item = usize>) -> Result<(u32, Vec<u8>)> {
+pub(super) fn runs_of(values: &[f32], exc: impl Iterator<Item = usize>) -> Result<(u32, Vec<u8>)> {
     let mut runs: Vec<Run> = Vec::new();
     for i in exc {
         let bits = values[i].to_bits();
@@ -241,8 +247,9 @@ impl Input<'_> {
     }
 }
 
-/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.max_error`.
-pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Result<Vec<u8>> {
+/// The checks of [`encode_bounded`]'s arguments, shared with the GPU encoder
+/// (`field::bounded::gpu_encode`): shape, length, chunk, segments, axis set, bound.
+pub(super) fn check_arguments(len: usize, shape: &[u32], options: &BoundedOptions) -> Result<()> {
     if shape.is_empty() || shape.len() > BOUNDED_MAX_NDIM {
         return Err(bad_option("shape", shape.len() as u64, "1 to 4 axes"));
     }
@@ -257,9 +264,9 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
             "at most 2^32 - 1 values",
         ));
     }
-    if n != values.len() as u128 {
+    if n != len as u128 {
         return Err(ParameterError::BufferSize {
-            got: values.len(),
+            got: len,
             needed: n as usize,
         }
         .into());
@@ -292,28 +299,58 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
         }
         .into());
     }
-    let fill = options.fill_value;
-    let special: Vec<bool> = values
+    Ok(())
+}
+
+/// Whether `v` is not a regular value: NaN, an infinity, a subnormal (stored exactly, so that
+/// no arithmetic of the bins ever meets one: a GPU may flush subnormals to zero) or the fill
+/// value.
+pub(super) fn is_special(v: f32, fill: Option<f32>) -> bool {
+    !v.is_finite() || v.is_subnormal() || fill.is_some_and(|f| f.to_bits() == v.to_bits())
+}
+
+/// The smallest and largest regular value in the total order of `f32::total_cmp` (-0 below
+/// +0), or `None` without regular values.
+pub(super) fn regular_extent(values: &[f32], special: &[bool]) -> Option<(f32, f32)> {
+    values
         .iter()
-        .map(|&v| !v.is_finite() || fill.is_some_and(|f| f.to_bits() == v.to_bits()))
-        .collect();
-    let (lo, hi) = values
-        .iter()
-        .zip(&special)
+        .zip(special)
         .filter(|(_, &s)| !s)
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), (&v, _)| {
-            (a.min(v), b.max(v))
-        });
-    let offset = if lo <= hi && !lo.is_subnormal() {
-        lo
-    } else {
-        0.0
-    };
-    let range = if lo <= hi {
-        hi as f64 - offset as f64
-    } else {
-        0.0
-    };
+        .fold(None, |acc, (&v, _)| match acc {
+            None => Some((v, v)),
+            Some((a, b)) => Some((
+                if v.total_cmp(&a).is_lt() { v } else { a },
+                if v.total_cmp(&b).is_gt() { v } else { b },
+            )),
+        })
+}
+
+/// The offset (the smallest regular value, 0 without one) and the range (largest regular
+/// value minus the offset, 0 without one) of an extent.
+pub(super) fn offset_and_range(extent: Option<(f32, f32)>) -> (f32, f64) {
+    match extent {
+        Some((lo, hi)) => (lo, hi as f64 - lo as f64),
+        None => (0.0, 0.0),
+    }
+}
+
+/// The error when no candidate fits the bound.
+pub(super) fn too_small(bound: f64) -> crate::error::Error {
+    ParameterError::InvalidFloat {
+        name: "max_error",
+        value_bits: bound.to_bits(),
+        reason: "too small for the value range (lattice values past 2^23, or more than 65536 bins): loosen the bound",
+    }
+    .into()
+}
+
+/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.max_error`.
+pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Result<Vec<u8>> {
+    check_arguments(values.len(), shape, options)?;
+    let bound = options.max_error;
+    let fill = options.fill_value;
+    let special: Vec<bool> = values.iter().map(|&v| is_special(v, fill)).collect();
+    let (offset, range) = offset_and_range(regular_extent(values, &special));
     let input = Input {
         values,
         shape,
@@ -346,13 +383,7 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
     for c in [l?, b?].into_iter().flatten() {
         keep(c);
     }
-    let best = best.ok_or_else(|| {
-        ParameterError::InvalidFloat {
-            name: "max_error",
-            value_bits: bound.to_bits(),
-            reason: "too small for the value range (lattice values past 2^23, or more than 65536 bins): loosen the bound",
-        }
-    })?;
+    let best = best.ok_or_else(|| too_small(bound))?;
     Ok(best.into_bytes())
 }
 
@@ -473,36 +504,100 @@ fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
     Ok(best)
 }
 
-/// The differences predictor's candidate on dual-quantised bins (SPEC.md, "Float fields":
-/// a bin or its neighbour within the bound, exceptions holding the previous bin), or `None`
-/// when the range needs more than [`BOUNDED_MAX_BINS`] bins.
-fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
-    let Some(width) = unit_for(2.0 * input.bound, crate::field::BIN_WIDTH_BITS) else {
-        return Ok(None);
-    };
-    if (input.range / width as f64).floor() + 1.0 > BOUNDED_MAX_BINS as f64 {
-        return Ok(None);
+/// The bin rule of the differences predictor, the same on the CPU and on the GPU
+/// (`shaders/encode_quantise.wgsl`): every step is an IEEE f32 operation on normal numbers
+/// (or zero) whose result does not depend on how a device treats subnormals.
+///
+/// A regular value `v` (finite, not subnormal, not the fill value) with offset `off` (the
+/// smallest regular value) takes the first of the bins `c0`, `c0 - 1`, `c0 + 1` in
+/// `0..BOUNDED_MAX_BINS` whose reconstruction `r = off + f32(c) * width` (the product is exact:
+/// `c` below 2^16, `width` of 8 significant bits, so a fused multiply-add gives the same `r`)
+/// is not subnormal and has `fl32(|r - v|) < bound32`, where
+/// `c0 = round_ties_even(fl32(fl32(v - off) * inv))`, `inv = fl32(1 / width)` (computed once,
+/// on the host) and `bound32` is the largest f32 at most the bound. A value with no such bin
+/// is an exception (stored exactly).
+///
+/// Why the bound holds: if the exact `|r - v|` exceeded the bound, it would exceed `bound32`
+/// (`bound32 <= bound`), and rounding is monotone, so `fl32(|r - v|) >= fl32(bound32) =
+/// bound32`: the strict test fails. (`r - v` itself is computed exactly when `r` and `v` are
+/// within a factor 2, Sterbenz; otherwise rounding only matters through that monotonicity.)
+/// The decoder computes the same `r` (`offset + f32(x) * unit`, one rounding), so every
+/// accepted value decodes within the bound.
+///
+/// Why a GPU that flushes subnormals computes the same bins, for widths in
+/// [`GPU_WIDTH_MIN`, `GPU_WIDTH_MAX`] (the GPU encoder refuses others): `v` and `off` are normal
+/// or zero; `v - off` is subnormal only when below 2^-126, and then `fl32(d * inv)` is below
+/// 2^-26 (`inv <= 2^100`) either way, so `c0 = 0` whether or not it was flushed; `r` is never
+/// subnormal (`f32(c) * width` is 0 or at least 2^-100, and a sum of multiples of 2^-124 is 0
+/// or at least 2^-124); a subnormal `r - v` (flushed or not) is below `bound32` (at least
+/// `width / 2`) either way. WGSL's `round` is ties-to-even, and `+`, `-`, `*` on f32 are
+/// correctly rounded; the division is not, hence `inv` from the host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct BinRule {
+    /// The bin width (8 significant bits).
+    pub width: f32,
+    /// `fl32(1 / width)`.
+    pub inv: f32,
+    /// The largest f32 at most the bound.
+    pub bound32: f32,
+    /// The value of bin 0.
+    pub offset: f32,
+}
+
+/// Smallest bin width the GPU encoder supports (2^-100; see [`BinRule`]).
+pub(super) const GPU_WIDTH_MIN: f32 = f32::from_bits((127 - 100) << 23);
+/// Largest bin width the GPU encoder supports (2^100).
+pub(super) const GPU_WIDTH_MAX: f32 = f32::from_bits((127 + 100) << 23);
+
+impl BinRule {
+    /// The rule for `bound` and the values' offset and range, or `None` when the bin width
+    /// is not a normal f32 or the range needs more than [`BOUNDED_MAX_BINS`] bins.
+    pub fn new(bound: f64, offset: f32, range: f64) -> Option<BinRule> {
+        let width = unit_for(2.0 * bound, crate::field::BIN_WIDTH_BITS)?;
+        if (range / width as f64).floor() + 1.0 > BOUNDED_MAX_BINS as f64 {
+            return None;
+        }
+        let b = bound as f32;
+        let bound32 = if b as f64 > bound {
+            f32::from_bits(b.to_bits() - 1)
+        } else {
+            b
+        };
+        Some(BinRule {
+            width,
+            inv: 1.0 / width,
+            bound32,
+            offset,
+        })
     }
-    let off = input.offset;
-    let mut q = vec![0u32; input.values.len()];
-    let mut exc = Vec::new();
-    let mut last = None;
-    for (i, &v) in input.values.iter().enumerate() {
-        let mut chosen = None;
-        if !input.special[i] {
-            let c0 = ((v as f64 - off as f64) / width as f64).round();
-            for dq in [0.0, -1.0, 1.0] {
-                let c = c0 + dq;
-                if !(0.0..BOUNDED_MAX_BINS as f64).contains(&c) {
-                    continue;
-                }
-                let r = off + c as f32 * width;
-                if !r.is_subnormal() && (r as f64 - v as f64).abs() <= input.bound {
-                    chosen = Some(c as u32);
-                    break;
-                }
+
+    /// The bin of the regular value `v`, or `None` (an exception).
+    #[inline(always)]
+    pub fn bin(&self, v: f32) -> Option<u32> {
+        let off = self.offset;
+        let c0 = ((v - off) * self.inv).round_ties_even() as i64;
+        for c in [c0, c0 - 1, c0 + 1] {
+            if !(0..BOUNDED_MAX_BINS as i64).contains(&c) {
+                continue;
+            }
+            let r = off + c as f32 * self.width;
+            if !r.is_subnormal() && (r - v).abs() < self.bound32 {
+                return Some(c as u32);
             }
         }
+        None
+    }
+}
+
+/// The bins of `values` under `rule` (exceptions, `special` or without a bin, hold the last
+/// regular bin before them, those before the first regular value its bin, all 0 without
+/// one) and the exception cells in order.
+pub(super) fn bins_of(values: &[f32], special: &[bool], rule: &BinRule) -> (Vec<u32>, Vec<usize>) {
+    let mut q = vec![0u32; values.len()];
+    let mut exc = Vec::new();
+    let mut last = None;
+    for (i, &v) in values.iter().enumerate() {
+        let chosen = if special[i] { None } else { rule.bin(v) };
         match chosen {
             Some(b) => {
                 q[i] = b;
@@ -519,20 +614,36 @@ fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
         let b = q[first];
         q[..first].fill(b);
     }
+    (q, exc)
+}
+
+/// The axis set (of `ndim` axes) whose estimate `bits(set)` is smallest, the first on ties.
+pub(super) fn choose_axes(ndim: usize, mut bits: impl FnMut(u8) -> f64) -> u8 {
+    let mut best: Option<(f64, u8)> = None;
+    for set in 1..1u8 << ndim {
+        let b = bits(set);
+        if best.is_none_or(|x| b < x.0) {
+            best = Some((b, set));
+        }
+    }
+    best.expect("one axis set at least").1
+}
+
+/// The differences predictor's candidate on dual-quantised bins ([`BinRule`]), or `None`
+/// when the range needs more than [`BOUNDED_MAX_BINS`] bins.
+fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
+    let Some(rule) = BinRule::new(input.bound, input.offset, input.range) else {
+        return Ok(None);
+    };
+    let width = rule.width;
+    let (q, exc) = bins_of(input.values, &input.special, &rule);
     let (nruns, runs) = runs_of(input.values, exc.into_iter())?;
     let nd = input.shape.len();
     let axes = match input.options.axes {
         Some(set) => set,
-        None => {
-            let mut best: Option<(f64, u8)> = None;
-            for set in 1..1u8 << nd {
-                let b = quick_bits(&differences_forward(q.clone(), input.shape, set));
-                if best.is_none_or(|x| b < x.0) {
-                    best = Some((b, set));
-                }
-            }
-            best.expect("one axis set at least").1
-        }
+        None => choose_axes(nd, |set| {
+            quick_bits(&differences_forward(q.clone(), input.shape, set))
+        }),
     };
     let z = differences_forward(q, input.shape, axes);
     let mut header = input.header(Predictor::Differences, width);

@@ -495,4 +495,4 @@ pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
 
 #[cfg(test)]
 #[path = "gpu_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -279,12 +279,12 @@ fn corrupt_files_are_refused_as_the_cpu_refuses_them() {
 
 /// A shared array: name, shape, values and fill value.
 #[cfg(feature = "dataset")]
-type Shared = (String, Vec<u32>, Vec<f32>, Option<f32>);
+pub(crate) type Shared = (String, Vec<u32>, Vec<f32>, Option<f32>);
 
 /// The shared float32 arrays (`$L3_TEST_DATA/float32` or `../shared/data/float32`); none
 /// when the corpus is absent (an error in CI).
 #[cfg(feature = "dataset")]
-fn shared_arrays() -> Vec<Shared> {
+pub(crate) fn shared_arrays() -> Vec<Shared> {
     let root = std::env::var_os("L3_TEST_DATA")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))

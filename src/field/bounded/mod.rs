@@ -17,16 +17,22 @@
 //! Modules: `format` (the format in code: [`BoundedHeader`], [`parse_bounded`]), `predict`
 //! (both predictors, forward and inverse), `tokens` (the entropy stage), `encode`
 //! ([`encode_bounded`]), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
-//! (the GPU plan: `shaders/bounded.wgsl`'s tables).
+//! (the GPU plan: `shaders/bounded.wgsl`'s tables) and `gpu_encode` (the GPU encoder's host
+//! side: `shaders/encode_*.wgsl`, bit for bit [`encode_bounded`] for the differences
+//! predictor).
 
 mod decode;
 mod encode;
 mod format;
 #[cfg(any(test, feature = "gpu"))]
 pub(crate) mod gpu;
+#[cfg(any(test, feature = "gpu"))]
+pub(crate) mod gpu_encode;
 mod predict;
 mod tokens;
 
+#[cfg(test)]
+mod gpu_encode_tests;
 #[cfg(test)]
 mod tests;
 

@@ -251,3 +251,89 @@ fn decoding_into_a_wrong_buffer_is_an_error() {
     assert!(out.iter().zip(&v).all(|(a, b)| (a - b).abs() <= 0.5));
     let _ = (PAIR_LIMIT, BOUNDED_ALPHABET);
 }
+
+/// The bin rule (`BinRule`) at ties and near the bound: values exactly half a bin from a
+/// bin centre, one ulp either side, values whose nearest bin misses the bound by an ulp, and
+/// bounds that are not f32 values. Every accepted value reconstructs within the bound (in
+/// exact arithmetic: f64 holds an f32 difference exactly), a rejected one has no bin among
+/// the three candidates within the strict f32 test, and the CPU encoder's output decodes
+/// within the bound with the exceptions exact.
+#[test]
+fn the_bin_rule_holds_the_bound_at_ties_and_edges() {
+    use super::encode::BinRule;
+    let mut rng = Rng(11);
+    let mut accepted = 0;
+    let mut rejected = 0;
+    for bound in [0.5f64, 0.1, 1e-3, 0.3 + 1e-12, 7.25e-5, 1e-5 / 3.0] {
+        for offset in [0.0f32, -0.0, -3.25, 1e3, -7.5e-3] {
+            let rule = BinRule::new(bound, offset, 1e4 * bound).unwrap();
+            assert!(rule.bound32 as f64 <= bound);
+            assert!(f32::from_bits(rule.bound32.to_bits() + 1) as f64 > bound);
+            let w = rule.width;
+            let mut values = Vec::new();
+            for k in 0..200u32 {
+                let c = (k * 37 % 9000) as f32;
+                let centre = offset + c * w;
+                for x in [
+                    centre + 0.5 * w,
+                    centre - 0.5 * w,
+                    centre + rule.bound32,
+                    centre - rule.bound32,
+                    centre + bound as f32,
+                ] {
+                    for d in -2i32..=2 {
+                        let b = x.to_bits() as i64 + d as i64;
+                        values.push(f32::from_bits(b as u32));
+                    }
+                }
+                values.push(centre + (rng.below(1000) as f32 / 1000.0 - 0.5) * 2.0 * w);
+            }
+            for &v in &values {
+                if !v.is_finite() || v.is_subnormal() || v < offset {
+                    continue;
+                }
+                match rule.bin(v) {
+                    Some(c) => {
+                        accepted += 1;
+                        let r = offset + c as f32 * w;
+                        assert!(
+                            (r as f64 - v as f64).abs() <= bound,
+                            "bound {bound} offset {offset}: {v} -> bin {c} = {r}"
+                        );
+                    }
+                    None => rejected += 1,
+                }
+            }
+            let opts = BoundedOptions {
+                predictor: Some(Predictor::Differences),
+                axes: Some(1),
+                ..BoundedOptions::new(bound)
+            };
+            let finite: Vec<f32> = values.iter().copied().filter(|v| *v >= offset).collect();
+            check_round_trip(&finite, &[finite.len() as u32], &opts);
+        }
+    }
+    // Most values have a bin; the ones exactly at or past the bound do not.
+    assert!(
+        accepted > 10 * rejected,
+        "{accepted} accepted, {rejected} rejected"
+    );
+    assert!(rejected > 0);
+}
+
+/// Subnormal values are exceptions (stored exactly), and -0 sorts below +0 for the offset.
+#[test]
+fn subnormals_are_exact_and_negative_zero_is_the_smallest() {
+    let v = [0.0f32, -0.0, 1e-40, -1e-41, 2.0, 1.0];
+    let opts = BoundedOptions {
+        predictor: Some(Predictor::Differences),
+        ..BoundedOptions::new(0.1)
+    };
+    let file = check_round_trip(&v, &[6], &opts);
+    let h = parse_bounded(&file).unwrap();
+    assert_eq!(h.offset.to_bits(), (-0.0f32).to_bits());
+    assert_eq!(h.runs, 2);
+    let (_, back) = decode_bounded(&file, &DecodeOptions::default()).unwrap();
+    assert_eq!(back[2].to_bits(), 1e-40f32.to_bits());
+    assert_eq!(back[3].to_bits(), (-1e-41f32).to_bits());
+}

@@ -53,29 +53,42 @@ fn tokenize(z: &[u32], pairs: bool, runs: bool, mut emit: impl FnMut(u32, u32, u
     }
 }
 
-/// One chunk's bytes: head (code lengths, segment lengths), segments; the token set
-/// (singles, +pairs, +pairs and runs) that makes it smallest.
-pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
-    let mut best: Option<(u64, bool, bool, Vec<u8>)> = None;
-    let small = z.iter().any(|&v| v < PAIR_LIMIT);
-    let zeros = z.windows(RUN_MIN_ENCODE).any(|w| w.iter().all(|&v| v == 0));
-    for (pairs, runs) in [(false, false), (true, false), (true, true)] {
-        if (pairs && !small) || (runs && !zeros) {
-            continue;
-        }
-        let mut hist = [0u64; BOUNDED_ALPHABET as usize];
-        let mut raw = 0u64;
-        for s in 0..segments {
-            tokenize(
-                &z[segment_range(z.len(), segments, s)],
-                pairs,
-                runs,
-                |t, r, _| {
-                    hist[t as usize] += 1;
-                    raw += r as u64;
-                },
-            );
-        }
+/// The token sets a chunk may use, `(pairs, runs)`, in the order they are tried (the GPU
+/// encoder's set index is the position here).
+pub(super) const TOKEN_SETS: [(bool, bool); 3] = [(false, false), (true, false), (true, true)];
+
+/// Words of one token histogram: a count per token, then the raw bits.
+pub(super) const HIST_WORDS: usize = BOUNDED_ALPHABET as usize + 1;
+
+/// A token histogram and its raw bits.
+pub(super) type Histogram = ([u64; BOUNDED_ALPHABET as usize], u64);
+
+/// The histogram of one segment's symbols under a token set.
+pub(super) fn histogram(z: &[u32], (pairs, runs): (bool, bool), into: &mut Histogram) {
+    tokenize(z, pairs, runs, |t, r, _| {
+        into.0[t as usize] += 1;
+        into.1 += r as u64;
+    });
+}
+
+/// A chunk's code: the token set (index in [`TOKEN_SETS`]), the code lengths and the bits
+/// the chunk takes with it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ChunkCode {
+    /// Index in [`TOKEN_SETS`].
+    pub set: usize,
+    /// Code lengths, token 0 to the last used one.
+    pub lengths: Vec<u8>,
+}
+
+/// The code of a chunk from the histograms of its symbols under each token set (`None` for
+/// a set not worth trying: pairs without a value below [`PAIR_LIMIT`], runs without 4 zeros
+/// in a row; such a set tokenizes as the one before it, so it could not win the strict
+/// comparison anyway): the set whose chunk is smallest, the first on ties.
+pub(super) fn choose_code(hists: &[Option<Histogram>; 3], segments: usize) -> ChunkCode {
+    let mut best: Option<(u64, usize, Vec<u8>)> = None;
+    for (set, h) in hists.iter().enumerate() {
+        let Some((hist, raw)) = h else { continue };
         let ntok = hist.iter().rposition(|&c| c > 0).map_or(1, |t| t + 1);
         let mut lengths = vec![0u8; ntok];
         code_lengths(&hist[..ntok], &mut lengths);
@@ -94,15 +107,62 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
         // Every segment pads to a byte.
         bits += 4 * segments as u64;
         if best.as_ref().is_none_or(|b| bits < b.0) {
-            best = Some((bits, pairs, runs, lengths));
+            best = Some((bits, set, lengths));
         }
     }
-    let (bits, pairs, runs, lengths) = best.expect("singles are always tried");
-    let codes = canonical(&lengths);
+    let (_, set, lengths) = best.expect("singles are always tried");
+    ChunkCode { set, lengths }
+}
+
+/// A chunk's head: `ntok - 1`, the code lengths, the width of the segment lengths and the
+/// segment lengths in bytes.
+pub(super) fn chunk_head(
+    lengths: &[u8],
+    segment_bytes: impl Iterator<Item = usize> + Clone,
+) -> Vec<u8> {
+    let width = segment_bytes
+        .clone()
+        .map(|s| 32 - (s as u32).leading_zeros())
+        .max()
+        .unwrap_or(0);
+    debug_assert!(width <= SEG_WIDTH_MAX);
+    let mut head = BitWriter::with_prefix(&[], 64);
+    head.write(lengths.len() as u32 - 1, NTOK_BITS);
+    for_each_length_field(lengths, |value, bits| head.write(value, bits));
+    head.write(width, SEG_WIDTH_BITS);
+    for s in segment_bytes {
+        head.write(s as u32, width);
+    }
+    head.finish()
+}
+
+/// One chunk's bytes: head (code lengths, segment lengths), segments; the token set
+/// (singles, +pairs, +pairs and runs) that makes it smallest.
+pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
+    let small = z.iter().any(|&v| v < PAIR_LIMIT);
+    let zeros = z.windows(RUN_MIN_ENCODE).any(|w| w.iter().all(|&v| v == 0));
+    let mut hists: [Option<Histogram>; 3] = [None, None, None];
+    for (k, &(pairs, runs)) in TOKEN_SETS.iter().enumerate() {
+        if (pairs && !small) || (runs && !zeros) {
+            continue;
+        }
+        let mut h = ([0u64; BOUNDED_ALPHABET as usize], 0u64);
+        for s in 0..segments {
+            histogram(
+                &z[segment_range(z.len(), segments, s)],
+                (pairs, runs),
+                &mut h,
+            );
+        }
+        hists[k] = Some(h);
+    }
+    let code = choose_code(&hists, segments);
+    let (pairs, runs) = TOKEN_SETS[code.set];
+    let codes = canonical(&code.lengths);
     let bytes: Vec<Vec<u8>> = (0..segments)
         .map(|s| {
             let seg = &z[segment_range(z.len(), segments, s)];
-            let mut w = BitWriter::with_prefix(&[], (bits / 8) as usize / segments + 16);
+            let mut w = BitWriter::with_prefix(&[], seg.len() / 2 + 16);
             tokenize(seg, pairs, runs, |t, r, v| {
                 let (code, l) = codes[t as usize];
                 w.write(code, l);
@@ -111,20 +171,7 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
             w.finish()
         })
         .collect();
-    let width = bytes
-        .iter()
-        .map(|s| 32 - (s.len() as u32).leading_zeros())
-        .max()
-        .unwrap_or(0);
-    debug_assert!(width <= SEG_WIDTH_MAX);
-    let mut head = BitWriter::with_prefix(&[], 64);
-    head.write(lengths.len() as u32 - 1, NTOK_BITS);
-    for_each_length_field(&lengths, |value, bits| head.write(value, bits));
-    head.write(width, SEG_WIDTH_BITS);
-    for s in &bytes {
-        head.write(s.len() as u32, width);
-    }
-    let mut out = head.finish();
+    let mut out = chunk_head(&code.lengths, bytes.iter().map(Vec::len));
     for s in bytes {
         out.extend_from_slice(&s);
     }

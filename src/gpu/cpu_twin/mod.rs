@@ -8,7 +8,8 @@
 //! CPU decoder by `field::lossless::gpu`'s tests), [`bounded`] (`shaders/bounded.wgsl`, held
 //! to the CPU decoder by `field::bounded::gpu`'s tests) and `tensor_window`
 //! (`shaders/tensor_window.wgsl`, held to `loader::TensorAugment::apply` by
-//! `loader::tensor_gpu`'s tests). The decode twins are generic over the [`OutputSink`] that
+//! `loader::tensor_gpu`'s tests) and [`encode`] (the error-bounded encoder's kernels,
+//! `shaders/encode_*.wgsl`, held to the CPU encoder by `field::bounded::gpu_encode`'s tests). The decode twins are generic over the [`OutputSink`] that
 //! stands for the output layout's `put_sample` (as the shader assembler pairs the shared
 //! entry points with one `shaders/output/*.wgsl`). This file holds what the kernels share:
 //! the twins of `shaders/shared/bits.wgsl` and `images.wgsl`, the sinks, and [`run_chunk`],
@@ -19,6 +20,7 @@
 pub(crate) mod bounded;
 mod decode_compact;
 mod decode_streams;
+pub(crate) mod encode;
 mod line_sum;
 pub(crate) mod lossless;
 mod prefix_sum;
