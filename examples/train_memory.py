@@ -104,6 +104,12 @@ def child(arm: str, args: argparse.Namespace) -> dict:
         model = surrogate_module().Surrogate(args.width)
     else:
         model = Deep(args.width, args.depth)
+    dev = torch.device(args.device)
+    model.to(dev)
+    mean, std = mean.to(dev), std.to(dev)
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.train_steps)
     counting = arm in ("none", "checkpoint")
@@ -117,7 +123,7 @@ def child(arm: str, args: argparse.Namespace) -> dict:
     times, grad_errors = [], []
     probe = {0, args.train_steps // 2, args.train_steps - 1} if arm.startswith("l3 ") else set()
     for step, (x, y) in enumerate(batches(train, args)):
-        x, y = (x - mean) / std, (y - mean) / std
+        x, y = (x.to(dev) - mean) / std, (y.to(dev) - mean) / std
         exact = None
         if step in probe:
             # The gradient with activations kept exact, on the same weights and batch.
@@ -147,13 +153,15 @@ def child(arm: str, args: argparse.Namespace) -> dict:
             grad_errors.append(float((got - exact).norm() / exact.norm()))
         opt.step()
         sched.step()
+        if cuda:
+            torch.cuda.synchronize(dev)
         times.append(time.perf_counter() - started)
     model.eval()
     se = count = 0.0
     with torch.no_grad():
         for t in range(len(val) - 1):
-            x = (torch.from_numpy(val[t : t + 1]) - mean) / std
-            y = (torch.from_numpy(val[t + 1 : t + 2]) - mean) / std
+            x = (torch.from_numpy(val[t : t + 1]).to(dev) - mean) / std
+            y = (torch.from_numpy(val[t + 1 : t + 2]).to(dev) - mean) / std
             se += float(((model(x) - y) ** 2).sum())
             count += y.numel()
     out = {
@@ -164,6 +172,8 @@ def child(arm: str, args: argparse.Namespace) -> dict:
         "final_train_loss": float(loss),
         "grad_rel_error": grad_errors,
     }
+    if cuda:
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20
     if ca is not None:
         s = ca.stats.as_dict()
         out.update(peak_saved=s["peak_stored"], peak_saved_raw=s["peak_raw"],
@@ -190,6 +200,7 @@ def main() -> int:
     ap.add_argument("--val-fraction", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (then peak CUDA memory too)")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", type=Path, help="markdown report (figures beside it, .json)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -208,7 +219,7 @@ def main() -> int:
         for arm in args.arms.split(","):
             cmd = [sys.executable, __file__, "--child", arm, "--sim", str(args.sim)]
             for k in ("crop", "batch_size", "width", "depth", "train_steps", "lr", "val_fraction",
-                      "seed", "threads"):
+                      "seed", "threads", "device"):
                 cmd += ["--" + k.replace("_", "-"), str(getattr(args, k))]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
@@ -216,11 +227,11 @@ def main() -> int:
     base = next((r for r in rows if r["arm"] == "none"), rows[0])
     lines = [
         f"{args.train_steps} steps, batch {args.batch_size} of {args.crop}x{args.crop} crops, "
-        f"width {args.width}, depth {args.depth}, {args.threads} threads, torch {torch.__version__}",
+        f"width {args.width}, depth {args.depth}, {args.device}, {args.threads} threads, torch {torch.__version__}",
         "",
-        "| arm | peak saved activations MB | less than none | peak RSS MB | step ms | "
-        "val MSE | vs none | gradient error |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| arm | peak saved activations MB | less than none | peak RSS MB | peak CUDA MB | "
+        "step ms | val MSE | vs none | gradient error |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         saved = r.get("peak_saved")
@@ -228,7 +239,8 @@ def main() -> int:
         lines.append(
             f"| {r['arm']} | {saved / 1e6:.1f} | {less} | " if saved else f"| {r['arm']} | - | - | "
         )
-        lines[-1] += (f"{r['peak_rss_mb']:.0f} | {r['step_ms']:.0f} | {r['val_mse']:.4e} | "
+        cuda_mb = f"{r['peak_cuda_mb']:.0f}" if "peak_cuda_mb" in r else "-"
+        lines[-1] += (f"{r['peak_rss_mb']:.0f} | {cuda_mb} | {r['step_ms']:.0f} | {r['val_mse']:.4e} | "
                       f"{100 * (r['val_mse'] / base['val_mse'] - 1):+.2f} % | ")
         g = r.get("grad_rel_error")
         lines[-1] += (" / ".join(f"{e:.1e}" for e in g) + " |") if g else "- |"

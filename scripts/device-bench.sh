@@ -49,7 +49,7 @@
 # into / when the loader is missing. If no NVIDIA ICD is configured, it sets VK_DRIVER_FILES
 # to the NVIDIA ICD under /usr/local/nvidia, /usr/share/vulkan or /etc/vulkan when present.
 #
-# Knobs: STEADY_MB (decoded MB of the steady-state batch, default 1024), EPOCHS (timed epochs
+# Knobs: ONLY (a comma-separated list of step names: run those steps only), STEADY_MB (decoded MB of the steady-state batch, default 1024), EPOCHS (timed epochs
 # per loader, default 3, after one warm-up epoch), L3_REQUIRE_CUDA (0/1), PYTHON (default
 # python3). A local check without CUDA: `STEADY_MB=16 EPOCHS=1 L3_REQUIRE_CUDA=0
 # scripts/device-bench.sh` (the CUDA rows then say "no CUDA").
@@ -84,6 +84,9 @@ log() { echo "[device-bench +$(($(date +%s) - START))s] $*" >&2; }
 step() {
     local name=$1 limit=$2 rc
     shift 2
+    if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
+        return 0
+    fi
     log "step $name (at most ${limit}s)"
     set +e
     timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUTDIR/$name.log"
@@ -505,6 +508,42 @@ cuda_tests() {
 export -f cuda_tests
 export CUDA
 step cuda-tests 60 bash -c cuda_tests
+
+# --- 5. training memory on CUDA: compress_activations' CUDA test, then the training
+# benchmark (examples/train_memory.py --device cuda): peak CUDA memory, step time, val loss
+activations_tests() {
+    if [ "$CUDA" != 1 ]; then
+        echo "no CUDA: the CUDA activation test would skip; step skipped"
+        [ "$L3_REQUIRE_CUDA" = 1 ] && return 1
+        return 77
+    fi
+    cd python/tests
+    CI=true "$PYTHON" -m pytest -q -rs -p no:cacheprovider test_activations.py
+}
+export -f activations_tests
+step activations-tests 90 bash -c activations_tests
+
+activations_train() {
+    if [ "$CUDA" != 1 ]; then
+        echo "no CUDA: step skipped"
+        [ "$L3_REQUIRE_CUDA" = 1 ] && return 1
+        return 77
+    fi
+    "$PYTHON" examples/train_memory.py --device cuda --train-steps "${TRAIN_STEPS:-60}" \
+        --sim-steps 120 --size 192 --crop 128 --batch-size 64 --width 64 --depth 12 \
+        --threads "$(nproc)" --out "$OUTDIR/train_memory.md"
+    while IFS= read -r line; do
+        case $line in
+            "| arm "*) ;;
+            "| "[a-z]*) printf '%s\t%s\t%s\n' "train_memory $(echo "$line" | cut -d'|' -f2)" \
+                "$(echo "$line" | cut -d'|' -f3,6,7 | tr -s ' ')" "saved MB | CUDA MB | step ms" \
+                >>"$FIGURES" ;;
+        esac
+    done <"$OUTDIR/train_memory.md"
+}
+export -f activations_train
+export OUTDIR FIGURES
+step activations-train 240 bash -c activations_train
 
 # --- summary
 SUMMARY="$OUTDIR/summary.md"

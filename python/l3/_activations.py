@@ -9,11 +9,17 @@ Everything else is kept as it is: parameters (leaf tensors that require grad), i
 bool tensors, small tensors, tensors listed in ``exclude`` or saved by a listed module, and
 tensors whose bound would be below what the codec can hold.
 
-CUDA tensors are copied to pinned host memory (on their stream; the encoding thread waits for
-the copy's event), encoded there, and copied back to their device when backward needs them:
-the device memory of every compressed activation is free between forward and backward, and
-the host keeps the compressed bytes (``save_on_cpu`` with compression). The copy back is
-issued on the current stream of the thread that decodes, after its decode.
+CUDA tensors are encoded on the GPU when l3's GPU (wgpu, Vulkan) is the tensor's CUDA device
+(``gpu_encode``): the tensor is copied as float32 into a staging buffer that l3 allocated
+exportable and CUDA imported (`l3.cuda`'s hand-off, reversed), the tensor's stream is
+synchronised (the rule: CUDA's writes complete before l3's GPU reads; the copy and the encode
+are one after the other on the forward thread), and l3's WGSL encoder (`shaders/encode_*.wgsl`,
+byte for byte the CPU encoder's file) encodes it there; only the compressed bytes come back
+to the host. Otherwise CUDA tensors are copied to pinned host memory (on their stream; the
+encoding thread waits for the copy's event) and encoded there. Either way the device memory
+of every compressed activation is free between forward and backward, the host keeps the
+compressed bytes, and backward gets the tensor decoded on the host and copied back on the
+current stream of the thread that decodes.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
 min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
@@ -79,6 +85,7 @@ class ActivationStats:
         self.live_stored = 0
         self.peak_raw = 0
         self.peak_stored = 0
+        self.gpu_encoded = 0  # of the compressed, encoded by l3's GPU encoder
         self.encode_seconds = 0.0
         self.decode_seconds = 0.0
 
@@ -100,6 +107,27 @@ class ActivationStats:
 
     def __repr__(self) -> str:
         return f"ActivationStats({self.as_dict()})"
+
+
+def _gpu_error(message: str) -> Exception:
+    from ._errors import GpuError
+
+    return GpuError(message)
+
+
+class _CudaStaging:
+    """l3's exported staging buffer (`l3._l3.GpuEncodeStaging`) imported into CUDA: ``view``
+    is a float32 CUDA tensor over it. The import is released before the buffer."""
+
+    def __init__(self, nbytes: int) -> None:
+        from .cuda import _CudaImport, _CudaMapping, cuda_device_of
+
+        self.size = nbytes
+        self.staging = _l3.GpuEncodeStaging(nbytes)
+        device = cuda_device_of(self.staging.device_uuid)
+        self._import = _CudaImport(self.staging, device)
+        mapping = _CudaMapping(self._import, self._import.ptr, (nbytes // 4,), (4,), "<f4")
+        self.view = torch.as_tensor(mapping, device=f"cuda:{device}")
 
 
 class _Packed:
@@ -132,9 +160,17 @@ def _axes_for(ndim: int) -> int:
     batch (N, C, H, W), the last axis of a sequence batch (N, C, L) and of anything else."""
     if ndim == 4:
         return 0b1100
-    if ndim == 5:
-        return 0b11000  # not reached: the codec holds 4 axes; 5-D tensors are reshaped
     return 1 << (ndim - 1)
+
+
+def _codec_shape(shape: tuple) -> tuple:
+    """``shape`` in at most 4 axes (the codec's most): the middle axes of a longer one merged,
+    a 0-d tensor as one value."""
+    if len(shape) == 0:
+        return (1,)
+    if len(shape) > 4:
+        return (shape[0], int(np.prod(shape[1:-2])), shape[-2], shape[-1])
+    return tuple(shape)
 
 
 def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
@@ -156,7 +192,10 @@ class compress_activations:
     gradient noise ``"auto"`` allows, as a fraction of its RMS), ``start`` (1e-3: the relative
     bound before a layer's first measurement), ``max_relative`` (0.02), ``min_bytes`` (64 KiB:
     smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
-    exact), ``threads`` (encode/decode threads; default: the cores), ``prefetch`` (2: tensors
+    exact), ``gpu_encode`` (None: CUDA tensors are encoded on the GPU by l3's WGSL encoder when l3's
+    GPU is the tensor's CUDA device and ``cuda.bindings`` is installed, else on the host;
+    True: on the GPU or an error; False: on the host), ``threads`` (encode/decode threads;
+    default: the cores), ``prefetch`` (2: tensors
     decoded ahead in backward), ``pending_mb`` (16: the forward pass waits while more than
     this many MiB of saved tensors await encoding; 0: each is encoded before it goes on).
 
@@ -180,6 +219,7 @@ class compress_activations:
         threads: Optional[int] = None,
         prefetch: int = 2,
         pending_mb: int = 16,
+        gpu_encode: Optional[bool] = None,
     ) -> None:
         if bound == "auto":
             if model is None:
@@ -201,6 +241,12 @@ class compress_activations:
         if not isinstance(pending_mb, int) or pending_mb < 0:
             raise ParameterError(f"pending_mb must be an int >= 0, got {pending_mb!r}")
         self.pending_bytes = pending_mb << 20
+        if gpu_encode not in (None, True, False):
+            raise TypeError(f"gpu_encode must be None, True or False, got {gpu_encode!r}")
+        self.gpu_encode = gpu_encode
+        # The GPU encoder's staging buffer imported into CUDA ("gpu_encode"), made on first use.
+        self._staging: Optional[_CudaStaging] = None
+        self._gpu_ok: Optional[bool] = None
         # Encodes not yet finished, oldest first, and the raw bytes they hold.
         self._pending: "collections.deque[tuple]" = collections.deque()
         self._pending_raw = 0
@@ -379,6 +425,9 @@ class compress_activations:
         else:
             spec = ("relative", float(self.bound))  # type: ignore[arg-type]
         p.device = t.device
+        if t.device.type == "cuda" and self._use_gpu(t):
+            self._encode_on_gpu(p, t, spec)
+            return p
         if t.device.type == "cuda":
             # Copied to pinned host memory on the tensor's stream; the encoder thread waits
             # for the copy (an event), then the device memory is free.
@@ -415,6 +464,84 @@ class compress_activations:
             self.stats.stored_bytes += raw
         return p
 
+    def _use_gpu(self, t: torch.Tensor) -> bool:
+        """Whether CUDA tensor ``t`` is encoded by l3's GPU encoder (see ``gpu_encode``)."""
+        if self.gpu_encode is False:
+            return False
+        if self._gpu_ok is None:
+            try:
+                from .cuda import cuda_device_of_l3
+
+                self._gpu_ok = cuda_device_of_l3() == (t.device.index or 0)
+                why = "l3's GPU is another device than the tensor's"
+            except Exception as e:  # no Vulkan adapter, no cuda.bindings, no export
+                self._gpu_ok, why = False, str(e)
+            if not self._gpu_ok and self.gpu_encode:
+                raise _gpu_error(f"gpu_encode=True, but l3's GPU encoder cannot take CUDA "
+                                 f"tensors here: {why}")
+        return self._gpu_ok
+
+    def _encode_on_gpu(self, p: _Packed, t: torch.Tensor, spec: tuple) -> None:
+        """Encodes CUDA tensor ``t`` where it is: copied (as float32) into the staging buffer
+        l3 exported and CUDA imported, the stream synchronised (the rule: CUDA's writes are
+        complete before l3's GPU reads), then encoded by the WGSL encoder; the bytes come
+        back to the host. Done on this thread: the tensor is free when it returns."""
+        started = time.perf_counter()
+        x = t.detach().float()
+        data = None
+        eb = self._bound(x, t.dtype, spec)
+        if eb is not None:
+            n = x.numel()
+            if self._staging is None or self._staging.size < 4 * n:
+                self._staging = None  # the old one goes first
+                self._staging = _CudaStaging(max(4 * n, 1 << 20))
+            view = self._staging.view[:n]
+            view.copy_(x.reshape(-1))
+            torch.cuda.current_stream(t.device).synchronize()
+            shape = _codec_shape(tuple(t.shape))
+            try:
+                data = self._staging.staging.encode(list(shape), max_error=eb,
+                                                    axes=_axes_for(len(shape)))
+            except ParameterError:
+                data = None
+        done: Future = Future()
+        done.set_result(data)
+        p.future = done
+        if data is None:
+            p.tensor = t.detach()  # kept exact, on its device
+        stored = len(data) if data is not None else p.raw
+        with self.stats._lock:
+            self.stats.encode_seconds += time.perf_counter() - started
+            self.stats.stored_bytes += stored
+            self.stats.gpu_encoded += data is not None
+            if data is not None:
+                self.stats.compressed += 1
+            else:
+                self.stats.exact += 1
+        self.stats._add(0, stored - p.raw)
+        p.stored = stored
+
+    def _bound(self, x: torch.Tensor, dtype: torch.dtype, spec: tuple) -> Optional[float]:
+        """The absolute bound for ``x`` (float32 values of a ``dtype`` tensor) under
+        ``spec``, or None to keep it exact (no finite value, no range, or a bound the codec
+        cannot hold)."""
+        finite = torch.isfinite(x)
+        regular = x if bool(finite.all()) else x[finite]
+        if regular.numel() == 0:
+            return None
+        lo_hi = torch.aminmax(regular)
+        lo, hi = float(lo_hi[0]), float(lo_hi[1])
+        span = hi - lo
+        kind, value = spec
+        eb = value * span if kind == "relative" else value
+        if span > 0:
+            eb = min(eb, self.max_relative * span)
+        eb -= _half_ulp(dtype, max(abs(lo), abs(hi)) + eb)
+        # Bounds far below the range (more bins than the codec holds) stay exact.
+        if not (span > 0 and eb > span * 2.0 ** -15):
+            return None
+        return eb
+
     def _encode(self, p: _Packed, spec: tuple) -> Optional[bytes]:
         """The bytes of ``p.tensor`` within ``spec``, or None to keep it exact."""
         started = time.perf_counter()
@@ -426,25 +553,12 @@ class compress_activations:
         data = None
         try:
             x = t.float() if t.dtype != torch.float32 else t
-            finite = torch.isfinite(x)
-            regular = x if bool(finite.all()) else x[finite]
-            if regular.numel() == 0:
-                raise ParameterError("no finite value")
-            lo_hi = torch.aminmax(regular)
-            lo, hi = float(lo_hi[0]), float(lo_hi[1])
-            span = hi - lo
-            kind, value = spec
-            eb = value * span if kind == "relative" else value
-            if span > 0:
-                eb = min(eb, self.max_relative * span)
-            eb -= _half_ulp(t.dtype, max(abs(lo), abs(hi)) + eb)
-            # Bounds the codec cannot hold (far below the range) stay exact.
-            if span > 0 and eb > span * 2.0 ** -15:
+            eb = self._bound(x, t.dtype, spec)
+            if eb is not None:
                 arr = x.contiguous().numpy()
-                if arr.ndim > 4:
-                    arr = arr.reshape(arr.shape[0], -1, *arr.shape[-2:])
-                data = _l3.encode_field(arr, max_error=eb, version=3, predictor="differences",
-                                        axes=_axes_for(arr.ndim))
+                shape = _codec_shape(arr.shape)
+                data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
+                                        predictor="differences", axes=_axes_for(len(shape)))
         except ParameterError:
             data = None
         elapsed = time.perf_counter() - started

@@ -282,3 +282,28 @@ def field_info(data: _Bytes) -> Dict[str, Any]:
     chunk_values, segments. mode "lossless": shape, dtype, fill_value (bit pattern or None),
     float_mult_base, axes (bit a = axis a differenced), chunks, chunk_values, segments,
     exception_runs."""
+
+def gpu_encode_field(
+    array: npt.NDArray[np.float32], *, max_error: float, axes: Optional[int] = None
+) -> bytes:
+    """Encodes a float32 array of 1 to 4 axes on l3's GPU within the absolute bound: the bytes
+    of encode_field(array, max_error=..., version=3, predictor="differences", axes=...)."""
+
+class GpuEncodeStaging:
+    """A buffer on l3's GPU over exportable memory (opaque fd), filled by another API (CUDA)
+    and encoded in place."""
+
+    def __init__(self, size: int) -> None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def allocation_size(self) -> int: ...
+    @property
+    def dedicated(self) -> bool: ...
+    @property
+    def device_uuid(self) -> bytes: ...
+    def take_fd(self) -> int: ...
+    def write(self, array: npt.NDArray[np.float32]) -> None:
+        """Writes float32 values at the buffer's start from the host and waits for it."""
+    def encode(self, shape: Sequence[int], *, max_error: float, axes: Optional[int] = None) -> bytes:
+        """Encodes the float32 values of `shape` at the buffer's start (see gpu_encode_field)."""

@@ -12,6 +12,7 @@ mod arrays;
 mod codec;
 mod dataset;
 mod fields;
+mod gpu_encode;
 mod handoff;
 mod loader;
 mod tensors;
@@ -184,6 +185,7 @@ fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLimits>()?;
     codec::register(m)?;
     fields::register(m)?;
+    gpu_encode::register(m)?;
     dataset::register(m)?;
     loader::register(m)?;
     handoff::register(m)?;

@@ -209,3 +209,83 @@ def test_cuda_activations_leave_the_device_between_forward_and_backward():
     err = float((got - exact).norm() / exact.norm())
     assert 0 < err < 1e-2, err
     ca.close()
+
+
+def test_the_gpu_encoder_gives_the_cpu_encoders_bytes(gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    rng = np.random.default_rng(5)
+    for shape, axes in [((4, 8, 40, 40), 0b1100), ((3, 1000), 0b10), ((70001,), None),
+                        ((2, 3, 17, 9), None)]:
+        x = np.cumsum(rng.standard_normal(shape).astype(np.float32), axis=-1)
+        x.reshape(-1)[::97] = np.nan
+        eb = 1e-2 * float(np.nanmax(x) - np.nanmin(x))
+        cpu = l3.encode_field(x, max_error=eb, version=3, predictor="differences", axes=axes)
+        gpu = l3._l3.gpu_encode_field(x, max_error=eb, axes=axes)
+        assert gpu == cpu, (shape, axes)
+        y = l3.decode_field(gpu)
+        ok = ~np.isnan(x)
+        assert np.array_equal(np.isnan(y), ~ok) and np.abs(y[ok] - x[ok]).max() <= eb
+
+
+def test_a_staging_buffer_is_encoded_where_it_is(gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    try:
+        staging = l3._l3.GpuEncodeStaging(4 * 2 * 8 * 40 * 40 + 4096)
+    except l3.GpuError as e:
+        if "external_memory" in str(e) or "export" in str(e):
+            pytest.skip(f"this Vulkan device exports no memory: {e}")
+        raise
+    x = smooth(2, 8, 40, 40).numpy()
+    eb = 1e-3 * float(x.max() - x.min())
+    staging.write(x)
+    got = staging.encode(list(x.shape), max_error=eb, axes=0b1100)
+    assert got == l3.encode_field(x, max_error=eb, version=3, predictor="differences",
+                                  axes=0b1100)
+    with pytest.raises(l3.ParameterError, match="staging"):
+        staging.encode([1 << 20, 8], max_error=eb)
+    with pytest.raises(l3.ParameterError):
+        l3._l3.GpuEncodeStaging(6)
+    assert staging.size >= x.nbytes and len(staging.device_uuid) == 16
+
+
+@cuda
+def test_cuda_activations_are_encoded_on_the_gpu_byte_for_byte():
+    pytest.importorskip("cuda.bindings")
+    dev = torch.device("cuda")
+    x = nn.functional.avg_pool2d(torch.randn(8, 16, 64, 64, device=dev), 5, 1, 2)
+    ca = compress_activations(1e-2, gpu_encode=True, min_bytes=0)
+    y, packed = round_trip(ca, x)
+    data = packed.future.result()
+    assert data is not None and ca.stats.gpu_encoded == 1
+    host = x.cpu().numpy()
+    eb = l3.field_info(data)["max_error"]
+    assert data == l3.encode_field(host, max_error=eb, version=3, predictor="differences",
+                                   axes=0b1100)
+    assert y.device == x.device
+    assert float((y - x).abs().max()) <= eb
+    ca.close()
+
+
+@cuda
+def test_cuda_training_with_the_gpu_encoder():
+    pytest.importorskip("cuda.bindings")
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Conv2d(64, 64, 3, padding=1),
+                                                          nn.GELU())]).to(dev)
+    x = nn.functional.avg_pool2d(torch.randn(32, 64, 96, 96, device=dev), 5, 1, 2)
+    model.zero_grad()
+    model(x).square().mean().backward()
+    exact = torch.cat([p.grad.flatten() for p in model.parameters()])
+    ca = compress_activations(1e-3, gpu_encode=True)
+    model.zero_grad()
+    with ca:
+        loss = model(x).square().mean()
+    loss.backward()
+    got = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert ca.stats.gpu_encoded >= 8, ca.stats
+    err = float((got - exact).norm() / exact.norm())
+    assert 0 < err < 1e-2, err
+    ca.close()
