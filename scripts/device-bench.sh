@@ -511,6 +511,19 @@ step cuda-tests 60 bash -c cuda_tests
 
 # --- 5. training memory on CUDA: compress_activations' CUDA test, then the training
 # benchmark (examples/train_memory.py --device cuda): peak CUDA memory, step time, val loss
+gpu_encode() {
+    set -o pipefail
+    "$PYTHON" bench/gpu_encode_speed.py --shape 64,64,128,128 --repeats 5 | tee "$OUTDIR/gpu_encode.txt"
+    while IFS= read -r line; do
+        case $line in
+            *" s, "*) printf '%s\t%s\t\n' "encode: ${line%%:*}" "${line#*: }" >>"$FIGURES" ;;
+            *"copy: "*) printf '%s\t%s\t\n' "encode: ${line%%:*}" "${line#*: }" >>"$FIGURES" ;;
+        esac
+    done <"$OUTDIR/gpu_encode.txt"
+}
+export -f gpu_encode
+step gpu-encode 120 bash -c gpu_encode
+
 activations_tests() {
     if [ "$CUDA" != 1 ]; then
         echo "no CUDA: the CUDA activation test would skip; step skipped"
@@ -529,8 +542,8 @@ activations_train() {
         [ "$L3_REQUIRE_CUDA" = 1 ] && return 1
         return 77
     fi
-    "$PYTHON" examples/train_memory.py --device cuda --train-steps "${TRAIN_STEPS:-60}" \
-        --sim-steps 120 --size 192 --crop 128 --batch-size 64 --width 64 --depth 12 \
+    "$PYTHON" examples/train_memory.py --device cuda --train-steps "${TRAIN_STEPS:-30}" \
+        --sim-steps 120 --size 192 --crop 128 --batch-size 16 --width 64 --depth 12 \
         --threads "$(nproc)" --out "$OUTDIR/train_memory.md"
     while IFS= read -r line; do
         case $line in

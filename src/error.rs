@@ -341,10 +341,12 @@ pub enum LimitsError {
         /// Allowed bytes.
         max: u64,
     },
-    /// A GPU buffer the decoder needs is larger than the device allows (e.g. a single image
+    /// A GPU buffer the decoder or encoder needs is larger than the device allows (e.g. a single image
     /// whose f32 output, for planar f32 output, or one of whose patch rows, for interleaved
     /// output, exceeds `max_storage_buffer_binding_size`).
-    #[error("GPU decode needs a {what} of {needed} bytes, above the device limit of {max} bytes")]
+    #[error(
+        "the GPU needs a buffer ({what}) of {needed} bytes, above the device limit of {max} bytes"
+    )]
     GpuBuffer {
         /// Which buffer.
         what: &'static str,

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Throughput of l3's error-bounded encoder (version 3, differences predictor) on one
+activation-like array (post-GELU convolution output, N x C x H x W float32): the CPU encoder
+(`encode_field`, rayon on every core), the GPU encoder from a host array (`gpu_encode_field`:
+upload included) and, with CUDA, from a CUDA tensor through the exported staging buffer (the
+D2D copy, the stream synchronisation and the encode), next to a CUDA device-to-device copy of
+the same bytes. Every GPU file is checked byte for byte against the CPU's.
+
+    python bench/gpu_encode_speed.py [--shape 64,64,128,128] [--rel 1e-2] [--repeats 5]
+
+Prints one line per path: median seconds of --repeats, GB/s of input, the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def timed(f, repeats):
+    out = None
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="64,64,128,128")
+    ap.add_argument("--rel", type=float, default=1e-2)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    import torch
+
+    import l3
+
+    shape = tuple(int(s) for s in args.shape.split(","))
+    torch.manual_seed(0)
+    x = torch.nn.functional.avg_pool2d(torch.randn(*shape), 5, 1, 2)
+    x = torch.nn.functional.gelu(x * 3).numpy()
+    eb = args.rel * float(x.max() - x.min())
+    gb = x.nbytes / 1e9
+    print(f"array {shape} float32, {x.nbytes / 1e6:.0f} MB, bound {args.rel} of the range; "
+          f"GPU: {l3.gpu_adapter()}")
+    kw = dict(max_error=eb, axes=0b1100)
+    t, cpu = timed(lambda: l3.encode_field(x, version=3, predictor="differences", **kw),
+                   args.repeats)
+    print(f"CPU encode_field: {t:.3f} s, {gb / t:.2f} GB/s, ratio {x.nbytes / len(cpu):.1f}")
+    t, gpu = timed(lambda: l3._l3.gpu_encode_field(x, **kw), args.repeats)
+    print(f"GPU gpu_encode_field (host array): {t:.3f} s, {gb / t:.2f} GB/s, "
+          f"{'same bytes' if gpu == cpu else 'DIFFERENT BYTES'}")
+    ok = gpu == cpu
+    if torch.cuda.is_available():
+        from l3._activations import _CudaStaging
+
+        xc = torch.from_numpy(x).cuda()
+        staging = _CudaStaging(x.nbytes)
+
+        def via_staging():
+            staging.view[: xc.numel()].copy_(xc.reshape(-1))
+            torch.cuda.current_stream().synchronize()
+            return staging.staging.encode(list(shape), **kw)
+
+        t, dev = timed(via_staging, args.repeats)
+        print(f"GPU from a CUDA tensor (copy + sync + encode): {t:.3f} s, {gb / t:.2f} GB/s, "
+              f"{'same bytes' if dev == cpu else 'DIFFERENT BYTES'}")
+        ok = ok and dev == cpu
+        dst = torch.empty_like(xc)
+
+        def copy():
+            dst.copy_(xc)
+            torch.cuda.synchronize()
+
+        t, _ = timed(copy, args.repeats)
+        print(f"CUDA device-to-device copy: {t * 1e3:.2f} ms, {gb / t:.1f} GB/s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
