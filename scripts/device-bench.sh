@@ -542,7 +542,7 @@ activations_train() {
         [ "$L3_REQUIRE_CUDA" = 1 ] && return 1
         return 77
     fi
-    "$PYTHON" examples/train_memory.py --device cuda --train-steps "${TRAIN_STEPS:-30}" \
+    "$PYTHON" examples/train_memory.py --device cuda --train-steps "${TRAIN_STEPS:-20}" \
         --sim-steps 120 --size 192 --crop 128 --batch-size 16 --width 64 --depth 12 \
         --threads "$(nproc)" --out "$OUTDIR/train_memory.md"
     while IFS= read -r line; do
@@ -556,7 +556,7 @@ activations_train() {
 }
 export -f activations_train
 export OUTDIR FIGURES
-step activations-train 240 bash -c activations_train
+step activations-train 250 bash -c activations_train
 
 # --- summary
 SUMMARY="$OUTDIR/summary.md"

@@ -18,8 +18,11 @@ byte for byte the CPU encoder's file) encodes it there; only the compressed byte
 to the host. Otherwise CUDA tensors are copied to pinned host memory (on their stream; the
 encoding thread waits for the copy's event) and encoded there. Either way the device memory
 of every compressed activation is free between forward and backward, the host keeps the
-compressed bytes, and backward gets the tensor decoded on the host and copied back on the
-current stream of the thread that decodes.
+compressed bytes. Backward gets a GPU-encoded tensor decoded by l3's GPU decoder into a second
+exported buffer and copied from there into a tensor of torch's own (l3 waits for its decode
+before CUDA reads; CUDA's read is waited for, by an event, before l3 writes again), and a
+host-encoded one decoded on the host and copied back on the current stream of the thread that
+decodes.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
 min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
@@ -134,7 +137,7 @@ class _Packed:
     """One saved tensor as the hooks keep it: exact, or compressed (a future of the bytes)."""
 
     __slots__ = ("owner", "tensor", "future", "shape", "dtype", "raw", "stored", "decoded",
-                 "device", "copied", "__weakref__")
+                 "device", "copied", "on_gpu", "__weakref__")
 
     def __init__(self, owner: "compress_activations", raw: int) -> None:
         self.owner = owner
@@ -147,6 +150,7 @@ class _Packed:
         self.stored = 0
         self.device = torch.device("cpu")
         self.copied: Optional[Any] = None
+        self.on_gpu = False  # encoded (and decoded) by l3's GPU codec
 
     def __del__(self) -> None:
         try:
@@ -246,6 +250,10 @@ class compress_activations:
         self.gpu_encode = gpu_encode
         # The GPU encoder's staging buffer imported into CUDA ("gpu_encode"), made on first use.
         self._staging: Optional[_CudaStaging] = None
+        self._decode_staging: Optional[_CudaStaging] = None
+        # Recorded after CUDA last read the decode staging buffer: waited for before l3
+        # writes it again.
+        self._decode_read: Optional[Any] = None
         self._gpu_ok: Optional[bool] = None
         # Encodes not yet finished, oldest first, and the raw bytes they hold.
         self._pending: "collections.deque[tuple]" = collections.deque()
@@ -507,6 +515,7 @@ class compress_activations:
         done: Future = Future()
         done.set_result(data)
         p.future = done
+        p.on_gpu = data is not None
         if data is None:
             p.tensor = t.detach()  # kept exact, on its device
         stored = len(data) if data is not None else p.raw
@@ -583,14 +592,32 @@ class compress_activations:
             assert p.tensor is not None
             return p.tensor.to(p.device, non_blocking=True)
         started = time.perf_counter()
-        y = torch.from_numpy(np.asarray(_l3.decode_field(data))).reshape(p.shape)
+        if p.on_gpu:
+            y = self._decode_on_gpu(data, p)
+        else:
+            y = torch.from_numpy(np.asarray(_l3.decode_field(data))).reshape(p.shape)
         if p.dtype != torch.float32:
             info = torch.finfo(p.dtype)
             y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
-        if p.device.type == "cuda":
+        if p.device.type == "cuda" and not p.on_gpu:
             y = y.pin_memory().to(p.device, non_blocking=True)
         with self.stats._lock:
             self.stats.decode_seconds += time.perf_counter() - started
+        return y
+
+    def _decode_on_gpu(self, data: bytes, p: _Packed) -> torch.Tensor:
+        """``data`` decoded by l3's GPU decoder into the decode staging buffer (exported to
+        CUDA), then copied into a tensor of torch's own on the tensor's device."""
+        n = math.prod(p.shape)
+        if self._decode_staging is None or self._decode_staging.size < 4 * n:
+            self._decode_staging = None
+            self._decode_staging = _CudaStaging(max(4 * n, 1 << 20))
+        if self._decode_read is not None:
+            self._decode_read.synchronize()  # CUDA's last read of it is done
+        self._decode_staging.staging.decode_into(data)  # waited for by l3
+        y = self._decode_staging.view[:n].reshape(p.shape).clone()
+        self._decode_read = torch.cuda.Event()
+        self._decode_read.record()
         return y
 
     def _unpack(self, p: Any) -> torch.Tensor:
@@ -609,6 +636,7 @@ class compress_activations:
         if at is not None and self.prefetch:
             for ref in self._order[max(0, at - self.prefetch):at]:
                 q = ref()
-                if q is not None and q.future is not None and q.decoded is None:
+                if (q is not None and q.future is not None and q.decoded is None
+                        and not q.on_gpu):
                     q.decoded = self._pool.submit(self._decode, q)
         return p.decoded.result()

@@ -170,6 +170,61 @@ impl GpuEncodeStaging {
         Ok(())
     }
 
+    /// The first `count` float32 values of the buffer, read back to the host (tests).
+    fn read<'py>(&self, py: Python<'py>, count: u64) -> PyResult<Bound<'py, numpy::PyArray1<f32>>> {
+        let bytes = count
+            .checked_mul(4)
+            .filter(|&b| b <= self.size)
+            .ok_or_else(|| parameter_error(format!("{count} values do not fit the buffer")))?;
+        let raw = py
+            .detach(|| {
+                self.exported
+                    .read_back(self.encoder.device(), self.encoder.queue(), bytes)
+            })
+            .py_err()?;
+        let values: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(numpy::PyArray1::from_vec(py, values))
+    }
+
+    /// Decodes an error-bounded array file (`.l3f` version 3) on l3's GPU into the buffer's
+    /// start and waits for it; returns its shape. The values are the CPU decoder's, bit for
+    /// bit. Whoever reads the buffer afterwards (CUDA) must finish before the next write.
+    fn decode_into(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let bytes = crate::codec::bytes_of(data)?;
+        let Some(gpu) = crate::codec::device_gpu("gpu")? else {
+            return Err(to_py_err(l3::Error::Gpu("no GPU adapter".into())));
+        };
+        let exported = &self.exported;
+        let size = self.size;
+        py.detach(|| -> l3::Result<Vec<u32>> {
+            let batch = l3::field::gpu::decode_bounded_fields(
+                &gpu,
+                &[&bytes[..]],
+                &l3::decode::DecodeOptions::default(),
+            )?;
+            let header = &batch.headers[0];
+            let len = header.shape.iter().map(|&d| d as u64).product::<u64>() * 4;
+            if len > size {
+                return Err(l3::Error::Parameter(l3::ParameterError::BufferSize {
+                    got: size as usize,
+                    needed: len as usize,
+                }));
+            }
+            exported.copy_from_at(
+                gpu.device(),
+                gpu.queue(),
+                &batch.buffer,
+                batch.offsets[0],
+                len,
+            )?;
+            Ok(header.shape.clone())
+        })
+        .py_err()
+    }
+
     /// Encodes the `shape` (C order, 1 to 4 axes) float32 values at the buffer's start within
     /// the absolute bound `max_error` (see `gpu_encode_field`).
     #[pyo3(signature = (shape, *, max_error, axes = None))]

@@ -289,3 +289,20 @@ def test_cuda_training_with_the_gpu_encoder():
     err = float((got - exact).norm() / exact.norm())
     assert 0 < err < 1e-2, err
     ca.close()
+
+
+def test_a_staging_buffer_takes_a_gpu_decode(gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    x = smooth(2, 8, 40, 40).numpy()
+    data = l3.encode_field(x, max_error=1e-3, version=3, predictor="differences", axes=0b1100)
+    try:
+        staging = l3._l3.GpuEncodeStaging(x.nbytes)
+    except l3.GpuError as e:
+        pytest.skip(f"this Vulkan device exports no memory: {e}")
+    assert staging.decode_into(data) == list(x.shape)
+    got = staging.read(x.size)
+    assert np.array_equal(got.view(np.uint32), l3.decode_field(data).reshape(-1).view(np.uint32))
+    small = l3._l3.GpuEncodeStaging(1024)
+    with pytest.raises(l3.ParameterError):
+        small.decode_into(data)

@@ -333,7 +333,24 @@ impl ExportedBuffer {
         src: &wgpu::Buffer,
         size: u64,
     ) -> Result<()> {
-        if size > src.size() || size > self.size() || size % 4 != 0 {
+        self.copy_from_at(device, queue, src, 0, size)
+    }
+
+    /// Like [`ExportedBuffer::copy_from`], `size` bytes from byte `offset` of `src` (a
+    /// multiple of 4).
+    pub fn copy_from_at(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        src: &wgpu::Buffer,
+        offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if offset.checked_add(size).is_none_or(|end| end > src.size())
+            || size > self.size()
+            || size % 4 != 0
+            || offset % 4 != 0
+        {
             return Err(Error::Gpu(format!(
                 "cannot copy {size} bytes from a buffer of {} into an exported buffer of {}",
                 src.size(),
@@ -346,7 +363,7 @@ impl ExportedBuffer {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("l3 export copy"),
         });
-        encoder.copy_buffer_to_buffer(src, 0, &self.buffer, 0, size);
+        encoder.copy_buffer_to_buffer(src, offset, &self.buffer, 0, size);
         queue.submit([encoder.finish()]);
         wait_idle(device)
     }
