@@ -141,9 +141,11 @@ def child(arm: str, args: argparse.Namespace) -> dict:
         elif arm == "checkpoint":
             # Two segments, recomputed in backward; the counting hooks stay on through
             # backward, so the recomputed segment's saved tensors are counted too.
+            # (Reentrant checkpointing computes no parameter gradients for a segment whose
+            # inputs need none: the input is marked as needing one.)
             with ca:
                 out = x + torch.utils.checkpoint.checkpoint_sequential(
-                    model.net, 2, x, use_reentrant=True)
+                    model.net, 2, x.requires_grad_(), use_reentrant=True)
                 loss = nn.functional.mse_loss(out, y)
                 loss.backward()
         else:

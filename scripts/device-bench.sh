@@ -544,7 +544,7 @@ activations_train() {
     fi
     "$PYTHON" examples/train_memory.py --device cuda --train-steps "${TRAIN_STEPS:-20}" \
         --sim-steps 120 --size 192 --crop 128 --batch-size 16 --width 64 --depth 12 \
-        --threads "$(nproc)" --out "$OUTDIR/train_memory.md"
+        --threads "$(nproc)" ${ARMS:+--arms "$ARMS"} --out "$OUTDIR/train_memory.md"
     while IFS= read -r line; do
         case $line in
             "| arm "*) ;;
