@@ -505,9 +505,13 @@ mod on_gpu {
     }
 }
 
+/// A shared array's name, values, shape, fill value and value range.
+#[cfg(feature = "dataset")]
+type SharedCase = (String, Vec<f32>, Vec<u32>, Option<f32>, f64);
+
 /// The shared arrays' first 2^18 values (whole slices along axis 0), in their own shape.
 #[cfg(feature = "dataset")]
-fn shared_cases() -> Vec<(String, Vec<f32>, Vec<u32>, Option<f32>, f64)> {
+fn shared_cases() -> Vec<SharedCase> {
     super::gpu::tests::shared_arrays()
         .into_iter()
         .map(|(name, shape, values, fill)| {
