@@ -113,3 +113,20 @@ wgsl_struct! {
         pub(crate) pad2: u32,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated WGSL structs have the Rust layout (naga); the sizes the kernels rely on.
+    /// (The constants shared with the format are held to it by `field::bounded`'s tests.)
+    #[test]
+    fn structs_and_constants_match() {
+        super::super::abi::assert_wgsl_layout(&EncodeParams::WGSL_STRUCT);
+        super::super::abi::assert_wgsl_layout(&EncodeSegment::WGSL_STRUCT);
+        assert_eq!(size_of::<EncodeParams>() % 16, 0, "a uniform");
+        assert_eq!(FILL_BLOCK_MIN % 32, 0);
+        assert_eq!(FILL_BLOCKS_MAX % 32, 0);
+        assert!(EST_WORDS <= 2 * ENCODE_WORKGROUP_SIZE);
+    }
+}

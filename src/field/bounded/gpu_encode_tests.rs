@@ -69,6 +69,15 @@ impl EncodeDevice for Twin {
     }
 }
 
+#[test]
+fn encode_abi_constants_are_the_formats() {
+    use crate::gpu::encode_abi as abi;
+    assert_eq!(abi::BOUNDED_ALPHABET, BOUNDED_ALPHABET);
+    assert_eq!(abi::BOUNDED_RUN_MAX, BOUNDED_RUN_MAX);
+    assert_eq!(abi::EST_TOKENS, format::SINGLES);
+    assert_eq!(abi::HIST_WORDS as usize, tokens::HIST_WORDS);
+}
+
 /// The pipeline on the twins.
 fn twin_encode(values: &[f32], shape: &[u32], o: &BoundedOptions) -> Result<Vec<u8>> {
     let plan = plan_encode(values.len(), shape, o, u64::MAX)?;
