@@ -15,12 +15,13 @@
 //   and ranks the sets as the CPU encoder does.
 // - `differences`: one invocation per value, the residual under `params.axes`.
 
-// The zigzag residual of value `i` differenced along the padded axes `axes`.
+// The zigzag residual of value `i` differenced along the padded axes `axes`: the subsets T
+// of `axes` are enumerated from `axes` down to the empty set (`t = (t - 1) & axes`), those
+// with an axis at coordinate 0 skipped.
 fn residual(i: u32, axes: u32) -> u32 {
     let s3 = params.shape3;
     let s2 = params.shape2;
     let s1 = params.shape1;
-    let st = array<u32, 4>(s1 * s2 * s3, s2 * s3, s3, 1u);
     var r = i;
     let c3 = r % s3;
     r /= s3;
@@ -28,28 +29,25 @@ fn residual(i: u32, axes: u32) -> u32 {
     r /= s2;
     let c1 = r % s1;
     let c0 = r / s1;
-    let c = array<u32, 4>(c0, c1, c2, c3);
+    // Bit a: padded axis a has a previous value.
+    let valid = select(0u, 1u, c0 > 0u) | select(0u, 2u, c1 > 0u) | select(0u, 4u, c2 > 0u)
+        | select(0u, 8u, c3 > 0u);
     var acc = 0u;
-    for (var t = 0u; t < 16u; t++) {
-        if ((t & ~axes) != 0u) {
-            continue;
-        }
-        var j = i;
-        var ok = true;
-        for (var a = 0u; a < 4u; a++) {
-            if (((t >> a) & 1u) != 0u) {
-                ok = ok && c[a] > 0u;
-                j -= st[a];
+    var t = axes;
+    for (var k = 0u; k < 16u; k++) {
+        if ((t & ~valid) == 0u) {
+            let j = i - select(0u, s1 * s2 * s3, (t & 1u) != 0u) - select(0u, s2 * s3, (t & 2u) != 0u)
+                - select(0u, s3, (t & 4u) != 0u) - select(0u, 1u, (t & 8u) != 0u);
+            if ((countOneBits(t) & 1u) == 0u) {
+                acc += q[j];
+            } else {
+                acc -= q[j];
             }
         }
-        if (!ok) {
-            continue;
+        if (t == 0u) {
+            break;
         }
-        if ((countOneBits(t) & 1u) == 0u) {
-            acc += q[j];
-        } else {
-            acc -= q[j];
-        }
+        t = (t - 1u) & axes;
     }
     return (acc << 1u) ^ (0u - (acc >> 31u));
 }

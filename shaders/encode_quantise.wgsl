@@ -57,25 +57,32 @@ fn value_range(@builtin(workgroup_id) wid: vec3<u32>,
     }
 }
 
-// The bin of the regular value with bits `b` (BinRule::bin), or NO_BIN.
+// Whether bin `c` reconstructs `v` within the bound (BinRule::bin's test).
+fn fits(c: i32, v: f32, off: f32, w: f32, bound: f32) -> bool {
+    if (c < 0i || c >= i32(BOUNDED_MAX_BINS)) {
+        return false;
+    }
+    let r = off + f32(c) * w;
+    let rb = bitcast<u32>(r);
+    let subnormal = (rb & 0x7f800000u) == 0u && (rb & 0x7fffffu) != 0u;
+    return !subnormal && abs(r - v) < bound;
+}
+
+// The bin of the regular value with bits `b` (BinRule::bin): c0, c0 - 1, c0 + 1, or NO_BIN.
 fn bin_of(b: u32) -> u32 {
     let v = bitcast<f32>(b);
     let off = bitcast<f32>(params.offset_bits);
     let w = bitcast<f32>(params.width_bits);
     let c0 = i32(round((v - off) * bitcast<f32>(params.inv_bits)));
     let bound = bitcast<f32>(params.bound_bits);
-    let tries = array<i32, 3>(c0, c0 - 1i, c0 + 1i);
-    for (var k = 0u; k < 3u; k++) {
-        let c = tries[k];
-        if (c < 0i || c >= i32(BOUNDED_MAX_BINS)) {
-            continue;
-        }
-        let r = off + f32(c) * w;
-        let rb = bitcast<u32>(r);
-        let subnormal = (rb & 0x7f800000u) == 0u && (rb & 0x7fffffu) != 0u;
-        if (!subnormal && abs(r - v) < bound) {
-            return u32(c);
-        }
+    if (fits(c0, v, off, w, bound)) {
+        return u32(c0);
+    }
+    if (fits(c0 - 1i, v, off, w, bound)) {
+        return u32(c0 - 1i);
+    }
+    if (fits(c0 + 1i, v, off, w, bound)) {
+        return u32(c0 + 1i);
     }
     return NO_BIN;
 }

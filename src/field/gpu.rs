@@ -8,7 +8,9 @@
 //! `shaders/lossless.wgsl` once per sub-batch into one output buffer. Error-bounded arrays of
 //! 1 to 4 axes (version 3) decode with [`decode_bounded_fields`]: `field::bounded::gpu`
 //! checks and plans them (split the same way), `gpu::bounded` dispatches
-//! `shaders/bounded.wgsl`.
+//! `shaders/bounded.wgsl`. They encode on the GPU too (differences predictor, byte for byte
+//! the CPU encoder) with [`encode_bounded_gpu`] and [`encode_bounded_buffer`]
+//! (`field::bounded::gpu_encode` over `gpu::GpuEncoder`).
 
 use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
 use super::lossless::gpu::{plan_lossless_batches, segment_rounds, LosslessPlan};

@@ -42,6 +42,11 @@ pub(crate) const EST_WORDS: u32 = EST_TOKENS + 1;
 /// Words of the block table per block: last regular bin, first regular bin, carried bin.
 pub(crate) const FILL_WORDS: u32 = 3;
 
+// `estimate` clears and writes its words two an invocation; the fill's blocks hold whole
+// flag words.
+const _: () = assert!(EST_WORDS <= 2 * ENCODE_WORKGROUP_SIZE);
+const _: () = assert!(FILL_BLOCK_MIN % 32 == 0 && FILL_BLOCKS_MAX % 32 == 0);
+
 wgsl_struct! {
     /// The uniform of one encode (`params`): the array, its bin rule and the tables' sizes.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -111,5 +116,20 @@ wgsl_struct! {
         pub(crate) pad1: u32,
         /// Padding (0).
         pub(crate) pad2: u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated WGSL structs have the Rust layout (naga), the uniform a multiple of 16
+    /// bytes.
+    /// (The constants shared with the format are held to it by `field::bounded`'s tests.)
+    #[test]
+    fn structs_and_constants_match() {
+        super::super::abi::assert_wgsl_layout(&EncodeParams::WGSL_STRUCT);
+        super::super::abi::assert_wgsl_layout(&EncodeSegment::WGSL_STRUCT);
+        assert_eq!(size_of::<EncodeParams>() % 16, 0, "a uniform");
     }
 }

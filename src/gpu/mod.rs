@@ -69,7 +69,9 @@
 //! arrays' three stages over whole-buffer tables, a sub-batch per group of arrays that fits
 //! the device's bindings; `bounded`: the error-bounded arrays' (`.l3f` version 3) token
 //! decode, prefix sums or lattice passes, and finish, split the same way), and `interop`
-//! (feature `interop`: [`GpuBatch`] memory exported to CUDA or another process). Without the
+//! (feature `interop`: [`GpuBatch`] memory exported to CUDA or another process), and
+//! `encoder` ([`GpuEncoder`]: the error-bounded encoder's kernels, `shaders/encode_*.wgsl`,
+//! their structs in `encode_abi`; the data side is `field::bounded::gpu_encode`). Without the
 //! `gpu` feature only the ABI ([`ImageInfo`], [`Params`], [`flags`], the workgroup constants)
 //! and the layout types are here.
 //!

@@ -90,6 +90,7 @@ pub(crate) fn plan_encode(
     len: usize,
     shape: &[u32],
     options: &BoundedOptions,
+    max_binding: u64,
 ) -> Result<EncodePlan> {
     check_arguments(len, shape, options)?;
     if options.predictor != Some(Predictor::Differences) {
@@ -114,16 +115,32 @@ pub(crate) fn plan_encode(
             "the GPU encoder takes at most 2^15 values a segment: more segments or a smaller chunk_log2",
         ));
     }
+    // The largest bindings, against the device's limit, before any table exists.
     let max_values = FILL_BLOCKS_MAX as u64 * 65_504;
-    if n > max_values {
-        return Err(LimitsError::GpuBuffer {
-            what: "error-bounded encoder input",
-            needed: n * 4,
-            max: max_values * 4,
+    let chunks = n.div_ceil(chunk);
+    let nseg = chunks * options.segments as u64;
+    for (what, needed, max) in [
+        (
+            "error-bounded encoder input",
+            n * 4,
+            (max_values * 4).min(max_binding),
+        ),
+        (
+            "error-bounded encoder histograms",
+            nseg * 3 * HIST_WORDS as u64 * 4,
+            max_binding,
+        ),
+        (
+            "error-bounded encoder segments",
+            nseg * size_of::<EncodeSegment>() as u64,
+            max_binding,
+        ),
+    ] {
+        if needed > max {
+            return Err(LimitsError::GpuBuffer { what, needed, max }.into());
         }
-        .into());
     }
-    let mut segments = Vec::new();
+    let mut segments = Vec::with_capacity(nseg as usize);
     let segs = options.segments as usize;
     let mut start = 0u64;
     while start < n {
@@ -360,6 +377,11 @@ mod device {
         }
     }
 
+    /// The device's largest storage binding.
+    fn max_binding(encoder: &GpuEncoder) -> u64 {
+        encoder.device().limits().max_storage_buffer_binding_size
+    }
+
     /// Encodes `values` (C order, `shape`) on the GPU: see
     /// [`encode_bounded_gpu`](crate::field::gpu::encode_bounded_gpu).
     pub(crate) fn encode_host(
@@ -368,7 +390,7 @@ mod device {
         shape: &[u32],
         options: &BoundedOptions,
     ) -> Result<Vec<u8>> {
-        let plan = plan_encode(values.len(), shape, options)?;
+        let plan = plan_encode(values.len(), shape, options, max_binding(encoder))?;
         let buffer = crate::gpu::upload_values(encoder, bytemuck::cast_slice(values));
         let input = EncodeInput {
             buffer: &buffer,
@@ -403,7 +425,8 @@ mod device {
                 .unwrap_or(u64::MAX)
         };
         let n = usize::try_from(n.min(u32::MAX as u64 + 1)).unwrap_or(usize::MAX);
-        let plan = plan_encode(n, shape, options)?;
+        // The shape and options first (so `n` is the shape's), then the buffer, then the plan.
+        check_arguments(n, shape, options)?;
         let bytes = n as u64 * 4;
         if offset
             .checked_add(bytes)
@@ -415,6 +438,18 @@ mod device {
             }
             .into());
         }
+        let align = encoder
+            .device()
+            .limits()
+            .min_storage_buffer_offset_alignment as u64;
+        if offset % align.max(4) != 0 {
+            return Err(unsupported(
+                "offset",
+                offset,
+                "the values' byte offset must be a multiple of the device's storage alignment",
+            ));
+        }
+        let plan = plan_encode(n, shape, options, max_binding(encoder))?;
         let input = EncodeInput {
             buffer,
             offset,

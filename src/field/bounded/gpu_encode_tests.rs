@@ -69,9 +69,18 @@ impl EncodeDevice for Twin {
     }
 }
 
+#[test]
+fn encode_abi_constants_are_the_formats() {
+    use crate::gpu::encode_abi as abi;
+    assert_eq!(abi::BOUNDED_ALPHABET, BOUNDED_ALPHABET);
+    assert_eq!(abi::BOUNDED_RUN_MAX, BOUNDED_RUN_MAX);
+    assert_eq!(abi::EST_TOKENS, format::SINGLES);
+    assert_eq!(abi::HIST_WORDS as usize, tokens::HIST_WORDS);
+}
+
 /// The pipeline on the twins.
 fn twin_encode(values: &[f32], shape: &[u32], o: &BoundedOptions) -> Result<Vec<u8>> {
-    let plan = plan_encode(values.len(), shape, o)?;
+    let plan = plan_encode(values.len(), shape, o, u64::MAX)?;
     let mut dev = Twin {
         values: values.iter().map(|v| v.to_bits()).collect(),
         q: Vec::new(),
@@ -356,6 +365,20 @@ fn unsupported_and_hostile_arguments_are_errors() {
     for (shape, o) in bad {
         assert!(twin_encode(&v, &shape, &o).is_err(), "{shape:?} {o:?}");
     }
+    // Bindings past the device's limit are refused before any table is built.
+    let e = plan_encode(1 << 20, &[1 << 20], &good, 1 << 16)
+        .err()
+        .expect("refused");
+    assert!(matches!(e, crate::Error::Limits(_)), "{e:?}");
+    let tiny = BoundedOptions {
+        chunk_log2: 8,
+        segments: 32,
+        ..good.clone()
+    };
+    let e = plan_encode(1 << 24, &[1 << 24], &tiny, 1 << 26)
+        .err()
+        .expect("refused");
+    assert!(matches!(e, crate::Error::Limits(_)), "{e:?}");
     // Segments of more than 2^15 values.
     let big = vec![1.0f32; 1 << 17];
     let o = BoundedOptions {
@@ -499,15 +522,25 @@ mod on_gpu {
         let cpu = encode_bounded(&values, &shape, &o).unwrap();
         let got = encode_bounded_buffer(&enc, &buffer, align, &shape, &o).unwrap();
         assert!(cpu == got);
-        // A shape past the buffer's end is an error.
+        // A shape past the buffer's end, a hostile shape, an offset past the end: errors.
         let e = encode_bounded_buffer(&enc, &buffer, align, &[values.len() as u32 + 1], &o);
         assert!(e.is_err());
+        for shape in [&[u32::MAX, u32::MAX][..], &[0], &[], &[1, 1, 1, 1, 1]] {
+            assert!(encode_bounded_buffer(&enc, &buffer, 0, shape, &o).is_err());
+        }
+        assert!(encode_bounded_buffer(&enc, &buffer, u64::MAX - 3, &[1], &o).is_err());
+        let e = encode_bounded_buffer(&enc, &buffer, 2, &[1], &o).unwrap_err();
+        assert!(matches!(e, crate::Error::Parameter(_)), "{e:?}");
     }
 }
 
+/// A shared array's name, values, shape, fill value and value range.
+#[cfg(feature = "dataset")]
+type SharedCase = (String, Vec<f32>, Vec<u32>, Option<f32>, f64);
+
 /// The shared arrays' first 2^18 values (whole slices along axis 0), in their own shape.
 #[cfg(feature = "dataset")]
-fn shared_cases() -> Vec<(String, Vec<f32>, Vec<u32>, Option<f32>, f64)> {
+fn shared_cases() -> Vec<SharedCase> {
     super::gpu::tests::shared_arrays()
         .into_iter()
         .map(|(name, shape, values, fill)| {

@@ -144,32 +144,25 @@ pub(crate) fn fill_apply(q: &mut [u32], blocks: &[u32], flags: &mut [u32], p: &E
 /// Twin of `residual`.
 fn residual(q: &[u32], i: u32, axes: u32, p: &EncodeParams) -> u32 {
     let (s1, s2, s3) = (p.shape1, p.shape2, p.shape3);
-    let st = [s1 * s2 * s3, s2 * s3, s3, 1];
-    {
-        let mut r = i;
-        let c3 = r % s3;
-        r /= s3;
-        let c2 = r % s2;
-        r /= s2;
-        let c1 = r % s1;
-        let c0 = r / s1;
-        let c = [c0, c1, c2, c3];
-        let mut acc = 0u32;
-        for t in 0..16u32 {
-            if t & !axes != 0 {
-                continue;
-            }
-            let mut j = i;
-            let mut ok = true;
-            for a in 0..4 {
-                if (t >> a) & 1 != 0 {
-                    ok = ok && c[a] > 0;
-                    j = j.wrapping_sub(st[a]);
-                }
-            }
-            if !ok {
-                continue;
-            }
+    let mut r = i;
+    let c3 = r % s3;
+    r /= s3;
+    let c2 = r % s2;
+    r /= s2;
+    let c1 = r % s1;
+    let c0 = r / s1;
+    let valid =
+        (c0 > 0) as u32 | ((c1 > 0) as u32) << 1 | ((c2 > 0) as u32) << 2 | ((c3 > 0) as u32) << 3;
+    let mut acc = 0u32;
+    let mut t = axes;
+    for _ in 0..16 {
+        if t & !valid == 0 {
+            let pick = |bit: u32, s: u32| if t & bit != 0 { s } else { 0 };
+            let j = i
+                .wrapping_sub(pick(1, s1 * s2 * s3))
+                .wrapping_sub(pick(2, s2 * s3))
+                .wrapping_sub(pick(4, s3))
+                .wrapping_sub(pick(8, 1));
             let v = q[j as usize];
             acc = if t.count_ones() & 1 == 0 {
                 acc.wrapping_add(v)
@@ -177,8 +170,12 @@ fn residual(q: &[u32], i: u32, axes: u32, p: &EncodeParams) -> u32 {
                 acc.wrapping_sub(v)
             };
         }
-        (acc << 1) ^ 0u32.wrapping_sub(acc >> 31)
+        if t == 0 {
+            break;
+        }
+        t = (t - 1) & axes;
     }
+    (acc << 1) ^ 0u32.wrapping_sub(acc >> 31)
 }
 
 /// Twin of `differences`.
