@@ -81,6 +81,7 @@ fn estimate(@builtin(workgroup_id) wid: vec3<u32>,
         workgroupBarrier();
         let axes = (w % params.sets + 1u) << params.pad_axes;
         let block = w / params.sets;
+        var raw = 0u;
         for (var j = 0u; j < EST_ITEM; j++) {
             let i = (block * EST_ITEM + j) * ENCODE_WG + lid;
             if (i < params.count) {
@@ -93,9 +94,10 @@ fn estimate(@builtin(workgroup_id) wid: vec3<u32>,
                     token = 16u + 2u * (n - 4u) + ((v >> nraw) & 1u);
                 }
                 atomicAdd(&est[token], 1u);
-                atomicAdd(&est[EST_TOKENS], nraw);
+                raw += nraw;
             }
         }
+        atomicAdd(&est[EST_TOKENS], raw);
         workgroupBarrier();
         if (lid < EST_WORDS) {
             results[w * EST_WORDS + lid] = atomicLoad(&est[lid]);
