@@ -41,8 +41,10 @@ fn four_axes(shape: &[u32]) -> Vec<u32> {
     s
 }
 
+/// Values stored exactly: NaN, infinities, the fill value and (the encoder's choice, so that
+/// its bins are the same on a GPU that flushes subnormals) subnormal values.
 fn is_special(v: f32, fill: Option<f32>) -> bool {
-    !v.is_finite() || fill.is_some_and(|f| f.to_bits() == v.to_bits())
+    !v.is_finite() || v.is_subnormal() || fill.is_some_and(|f| f.to_bits() == v.to_bits())
 }
 
 /// Encodes, decodes (one thread and parallel, by value and into a buffer), checks the bound

@@ -32,19 +32,20 @@ pub(crate) const BOUNDED_RUN_MAX: u32 = (2 << 14) - 1;
 /// (`HIST_WORDS`).
 pub(crate) const HIST_WORDS: u32 = BOUNDED_ALPHABET + 1;
 /// Values one invocation of `estimate` reads (`EST_ITEM`), 64 invocations apart: a
-/// workgroup sums the single tokens of `EST_ITEM x 64` values under one axis set.
+/// workgroup sums the single tokens of `EST_ITEM x 64` values under every axis set.
 pub(crate) const EST_ITEM: u32 = 256;
 /// Single tokens of 32-bit zigzag values (`SINGLES`; `EST_TOKENS`).
 pub(crate) const EST_TOKENS: u32 = 72;
 /// Words of one `estimate` workgroup's output in `results`: a count per single token, then
 /// the raw bits (`EST_WORDS`).
 pub(crate) const EST_WORDS: u32 = EST_TOKENS + 1;
+/// Words of one `estimate` workgroup's histograms at most, for 15 axis sets
+/// (`EST_SETS_WORDS`, its workgroup memory).
+pub(crate) const EST_SETS_WORDS: u32 = 15 * EST_WORDS;
 /// Words of the block table per block: last regular bin, first regular bin, carried bin.
 pub(crate) const FILL_WORDS: u32 = 3;
 
-// `estimate` clears and writes its words two an invocation; the fill's blocks hold whole
-// flag words.
-const _: () = assert!(EST_WORDS <= 2 * ENCODE_WORKGROUP_SIZE);
+// The fill's blocks hold whole flag words.
 const _: () = assert!(FILL_BLOCK_MIN % 32 == 0 && FILL_BLOCKS_MAX % 32 == 0);
 
 wgsl_struct! {

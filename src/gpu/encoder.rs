@@ -340,8 +340,8 @@ impl<'a> EncodeRun<'a> {
         let e = self.enc;
         let n = params.count as u64;
         let per = (EST_ITEM * ENCODE_WORKGROUP_SIZE) as u64;
-        let groups = n.div_ceil(per) * params.sets as u64;
-        let words = groups * EST_WORDS as u64;
+        let groups = n.div_ceil(per);
+        let words = groups * params.sets as u64 * EST_WORDS as u64;
         if params.sets > 0 {
             let size = bytes(words);
             check_bindings(

@@ -249,6 +249,7 @@ pub(crate) fn prelude() -> String {
         ("EST_ITEM", encode_abi::EST_ITEM),
         ("EST_TOKENS", encode_abi::EST_TOKENS),
         ("EST_WORDS", encode_abi::EST_WORDS),
+        ("EST_SETS_WORDS", encode_abi::EST_SETS_WORDS),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");

@@ -10,9 +10,9 @@
 //!
 //! Supported: `predictor: Some(Predictor::Differences)`, any `axes` (without one, the GPU
 //! histograms the single tokens of every axis set and the host ranks them by the CPU's
-//! `quick_bits`), at most
-//! `ENCODE_SEGMENT_MAX` values a segment, a bin width in [2^-100, 2^100] (a bound from about
-//! 4e-31 to 6e29), and buffers within the device's binding limits.
+//! `quick_bits`), at most `ENCODE_SEGMENT_MAX` (2^15) values a segment, a bin width in
+//! [2^-100, 2^100] (a bound from about 4e-31 to 6e29), and buffers within the device's
+//! binding limits. The lattice predictor stays CPU-only.
 
 use std::borrow::Cow;
 

@@ -185,32 +185,78 @@ pub(crate) fn differences(q: &[u32], z: &mut [u32], p: &EncodeParams) {
     }
 }
 
-/// Twin of `estimate` over every workgroup: `results` gets `EST_WORDS` words per workgroup.
+/// Twin of `estimate` over every workgroup: `results` gets `EST_WORDS` words per
+/// workgroup and set.
 pub(crate) fn estimate(q: &[u32], results: &mut [u32], p: &EncodeParams) {
     let per = EST_ITEM * ENCODE_WORKGROUP_SIZE;
-    let total = p.count.div_ceil(per) * p.sets;
-    for w in 0..total {
-        let mut est = [0u32; EST_WORDS as usize];
-        let axes = (w % p.sets + 1) << p.pad_axes;
-        let block = w / p.sets;
+    let sets = p.sets as usize;
+    let (s1, s2, s3) = (p.shape1, p.shape2, p.shape3);
+    let all = p.sets << p.pad_axes;
+    for w in 0..p.count.div_ceil(per) {
+        let mut est = vec![0u32; sets * EST_WORDS as usize];
         for lid in 0..ENCODE_WORKGROUP_SIZE {
+            let mut raw = [0u32; 15];
             for j in 0..EST_ITEM {
-                let i = (block * EST_ITEM + j) * ENCODE_WORKGROUP_SIZE + lid;
-                if i < p.count {
-                    let v = residual(q, i, axes, p);
+                let i = (w * EST_ITEM + j) * ENCODE_WORKGROUP_SIZE + lid;
+                if i >= p.count {
+                    continue;
+                }
+                let mut r = i;
+                let c3 = r % s3;
+                r /= s3;
+                let c2 = r % s2;
+                r /= s2;
+                let c1 = r % s1;
+                let c0 = r / s1;
+                let valid = ((c0 > 0) as u32
+                    | ((c1 > 0) as u32) << 1
+                    | ((c2 > 0) as u32) << 2
+                    | ((c3 > 0) as u32) << 3)
+                    & all;
+                let mut a = [0u32; 16];
+                for (t, at) in a.iter_mut().enumerate() {
+                    let t = t as u32;
+                    if t & !valid == 0 {
+                        let pick = |bit: u32, s: u32| if t & bit != 0 { s } else { 0 };
+                        let jj = i
+                            .wrapping_sub(pick(1, s1 * s2 * s3))
+                            .wrapping_sub(pick(2, s2 * s3))
+                            .wrapping_sub(pick(4, s3))
+                            .wrapping_sub(pick(8, 1));
+                        let v = q[jj as usize];
+                        *at = if t.count_ones() & 1 != 0 {
+                            0u32.wrapping_sub(v)
+                        } else {
+                            v
+                        };
+                    }
+                }
+                for b in 0..4 {
+                    for t in 0..16usize {
+                        if (t >> b) & 1 != 0 {
+                            a[t] = a[t].wrapping_add(a[t ^ (1 << b)]);
+                        }
+                    }
+                }
+                for k in 0..sets {
+                    let d = a[(k + 1) << p.pad_axes];
+                    let v = (d << 1) ^ 0u32.wrapping_sub(d >> 31);
                     let (mut token, mut nraw) = (v, 0);
                     if v >= 16 {
                         let n = 31 - v.leading_zeros();
                         nraw = n - 1;
                         token = 16 + 2 * (n - 4) + ((v >> nraw) & 1);
                     }
-                    est[token as usize] += 1;
-                    est[EST_TOKENS as usize] += nraw;
+                    est[k * EST_WORDS as usize + token as usize] += 1;
+                    raw[k] += nraw;
                 }
             }
+            for k in 0..sets {
+                est[k * EST_WORDS as usize + EST_TOKENS as usize] += raw[k];
+            }
         }
-        let at = (w * EST_WORDS) as usize;
-        results[at..at + EST_WORDS as usize].copy_from_slice(&est);
+        let at = w as usize * sets * EST_WORDS as usize;
+        results[at..at + est.len()].copy_from_slice(&est);
     }
 }
 
