@@ -21,7 +21,7 @@ fn sample(x: u32, y: u32, c: u32, h: u32, max: u32, noise: &mut u32) -> u32 {
         (x + y) / 3 + (x * y) % 3 + c
     } else if y < 3 * h / 4 {
         c * 50 + (y / 8) * 20
-    } else if (x + y) % 7 == 0 {
+    } else if (x + y).is_multiple_of(7) {
         *noise >> 8
     } else {
         x * y

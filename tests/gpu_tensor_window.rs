@@ -67,7 +67,7 @@ fn elements(rng: &mut Rng, dtype: DType, n: usize, specials: bool, tiny: bool) -
             continue;
         }
         let x = (i as f32 * 0.37).sin() * 50.0 + (r % 1000) as f32 * 1e-3;
-        let f = match (specials && r % 23 == 0, r % 5) {
+        let f = match (specials && r.is_multiple_of(23), r % 5) {
             (true, 0) => f32::from_bits(0x7fa0_0000 | (r >> 40) as u32 & 0xffff),
             (true, 1) => -0.0,
             (true, 2) => f32::NEG_INFINITY,

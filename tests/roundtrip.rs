@@ -79,11 +79,11 @@ fn every_readable_corpus_image_round_trips() {
                 let compact = CompactPredictor::ALL
                     .map(|p| CompactOptions {
                         predictors: PredictorSet::only(&[p]),
-                        subtract_green: p as u8 % 2 == 0,
-                        pair_tokens: p as u8 % 3 != 0,
+                        subtract_green: (p as u8).is_multiple_of(2),
+                        pair_tokens: !(p as u8).is_multiple_of(3),
                         run_tokens: p as u8 % 2 == 1,
                         palette: p as u8 % 3 != 1,
-                        shared_codes: p as u8 % 2 == 0,
+                        shared_codes: (p as u8).is_multiple_of(2),
                     })
                     .into_iter()
                     .chain([CompactOptions::default()])

@@ -267,7 +267,7 @@ mod tests {
     /// A `.npy` file: the version 1 preamble, then `dict` padded as NumPy pads it.
     fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
         let mut header = dict.to_string();
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');

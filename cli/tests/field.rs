@@ -13,7 +13,7 @@ use support::{l3, l3_within, s, text};
 /// A `.npy` file: version 1 preamble, `header` padded to 64 bytes with its newline, `data`.
 fn npy(header: &str, data: &[u8]) -> Vec<u8> {
     let mut header = header.to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

@@ -122,7 +122,7 @@ pub(crate) fn interleave_u16<const C: usize, T: Sample>(
 /// the bytes the bits take.
 pub(crate) fn check_padding(payload: &[u8], used: u64) -> Result<(), u64> {
     let used_bytes = used.div_ceil(8);
-    let padding_ok = used % 8 == 0
+    let padding_ok = used.is_multiple_of(8)
         || payload
             .get((used / 8) as usize)
             .is_some_and(|&b| b >> (used % 8) == 0);

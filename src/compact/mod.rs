@@ -299,7 +299,7 @@ mod tests {
         let mut builds = 0;
         let mut held = vec![None; h.channels() as usize];
         for p in 0..h.patch_count() as usize {
-            if p as u64 % h.patches_x() as u64 == 0 {
+            if (p as u64).is_multiple_of(h.patches_x() as u64) {
                 held.fill(None);
             }
             let (_, _, _, ph) = h.patch_rect(p as u64);
@@ -367,7 +367,7 @@ mod tests {
             let x = p % header.patches_x() as u64;
             let (this, left) = (lengths(p), lengths(p - 1));
             let same = this.iter().zip(&left).filter(|(a, b)| a == b).count();
-            if x != 0 && x % super::encode::RUN_PATCHES == 0 {
+            if x != 0 && x.is_multiple_of(super::encode::RUN_PATCHES) {
                 shared_across += same;
             } else if x != 0 {
                 shared_inside += same;

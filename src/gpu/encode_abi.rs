@@ -46,7 +46,7 @@ pub(crate) const EST_SETS_WORDS: u32 = 15 * EST_WORDS;
 pub(crate) const FILL_WORDS: u32 = 3;
 
 // The fill's blocks hold whole flag words.
-const _: () = assert!(FILL_BLOCK_MIN % 32 == 0 && FILL_BLOCKS_MAX % 32 == 0);
+const _: () = assert!(FILL_BLOCK_MIN.is_multiple_of(32) && FILL_BLOCKS_MAX.is_multiple_of(32));
 
 wgsl_struct! {
     /// The uniform of one encode (`params`): the array, its bin rule and the tables' sizes.

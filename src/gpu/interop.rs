@@ -348,8 +348,8 @@ impl ExportedBuffer {
     ) -> Result<()> {
         if offset.checked_add(size).is_none_or(|end| end > src.size())
             || size > self.size()
-            || size % 4 != 0
-            || offset % 4 != 0
+            || !size.is_multiple_of(4)
+            || !offset.is_multiple_of(4)
         {
             return Err(Error::Gpu(format!(
                 "cannot copy {size} bytes from a buffer of {} into an exported buffer of {}",
@@ -376,7 +376,7 @@ impl ExportedBuffer {
         queue: &wgpu::Queue,
         size: u64,
     ) -> Result<Vec<u8>> {
-        if size > self.size() || size % 4 != 0 {
+        if size > self.size() || !size.is_multiple_of(4) {
             return Err(Error::Gpu(format!(
                 "cannot read {size} bytes of an exported buffer of {}",
                 self.size()

@@ -260,7 +260,7 @@ pub fn rank_steps(n: u64, consumed: u64, partition: &Partition) -> Vec<StepSlice
 /// [`rank_steps`]`(n, 0, partition)`, without building them.
 pub fn steps_per_epoch(n: u64, partition: &Partition) -> u64 {
     let g = partition.global_batch().max(1);
-    let short = n % g > 0 && partition.drop_last != DropLast::Drop;
+    let short = !n.is_multiple_of(g) && partition.drop_last != DropLast::Drop;
     n / g + short as u64
 }
 

@@ -30,7 +30,7 @@ fn elements(rng: &mut Rng, dtype: DType, n: usize, smooth: bool) -> Vec<u8> {
     for i in 0..n {
         let r = rng.next();
         let x = (i as f32 * 0.37).sin() * 50.0 + (r % 1000) as f32 * 1e-3;
-        let special = !smooth && r % 23 == 0;
+        let special = !smooth && r.is_multiple_of(23);
         let f = match (special, r % 5) {
             (true, 0) => f32::from_bits(0x7fa0_0000 | (r >> 40) as u32 & 0xffff),
             (true, 1) => -0.0,

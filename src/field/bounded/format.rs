@@ -380,7 +380,7 @@ pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
             cubic = (0..l * ndim)
                 .map(|j| kinds[j / 8] >> (j % 8) & 1 == 1)
                 .collect();
-            if (l * ndim) % 8 != 0 && kinds[kinds_len - 1] >> ((l * ndim) % 8) != 0 {
+            if !(l * ndim).is_multiple_of(8) && kinds[kinds_len - 1] >> ((l * ndim) % 8) != 0 {
                 return Err(invalid(
                     "kinds",
                     t - 1,

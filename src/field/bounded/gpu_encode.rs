@@ -442,7 +442,7 @@ mod device {
             .device()
             .limits()
             .min_storage_buffer_offset_alignment as u64;
-        if offset % align.max(4) != 0 {
+        if !offset.is_multiple_of(align.max(4)) {
             return Err(unsupported(
                 "offset",
                 offset,

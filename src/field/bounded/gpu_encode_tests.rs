@@ -197,13 +197,13 @@ fn cases() -> Vec<(Vec<f32>, Vec<u32>, BoundedOptions)> {
                     values.clone(),
                     shape.to_vec(),
                     BoundedOptions {
-                        fill_value: (k % 3 != 0).then_some(-9999.0),
+                        fill_value: (!k.is_multiple_of(3)).then_some(-9999.0),
                         predictor: Some(Predictor::Differences),
                         // Every fifth case leaves the set to the estimate.
-                        axes: (k % 5 != 0).then_some(set),
+                        axes: (!k.is_multiple_of(5)).then_some(set),
                         chunk_log2,
                         segments,
-                        parallel: k % 2 == 0,
+                        parallel: k.is_multiple_of(2),
                         ..BoundedOptions::new(rel * range)
                     },
                 ));

@@ -250,7 +250,7 @@ fn decode_segment(seg: &[u8], lut: &[Entry; LUT_SIZE], out: &mut [u32]) -> Resul
     if used.div_ceil(8) != len as u64 {
         return Err((used, "the symbols do not end in the segment's last byte"));
     }
-    if used % 8 != 0 && seg[len - 1] >> (used % 8) != 0 {
+    if !used.is_multiple_of(8) && seg[len - 1] >> (used % 8) != 0 {
         return Err((used, "padding bits are not zero"));
     }
     Ok(())

@@ -336,7 +336,7 @@ impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
         if used.div_ceil(8) != len as u64 {
             return Err((used, "the symbols do not end in the segment's last byte"));
         }
-        if used % 8 != 0 && self.seg[len - 1] >> (used % 8) != 0 {
+        if !used.is_multiple_of(8) && self.seg[len - 1] >> (used % 8) != 0 {
             return Err((used, "padding bits are not zero"));
         }
         Ok(())
