@@ -26,7 +26,8 @@ decodes.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
 min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
-layer from the gradients it measures (``model=`` is then required), after COMET's analysis: a
+layer from the gradients it measures (the layers of ``model=``, or without it every layer that
+runs inside the block, found by global module hooks), after COMET's analysis: a
 layer's weight gradient is ``dW = sum_n delta_n a_n`` over the ``N`` positions (batch x
 spatial) that share a weight; an error ``e`` on the saved activation ``a``, spread over
 ``[-eb, eb]`` with variance at most ``eb^2 / 3``, changes ``dW`` by noise of standard
@@ -112,6 +113,12 @@ class ActivationStats:
         return f"ActivationStats({self.as_dict()})"
 
 
+def _is_layer(m: torch.nn.Module) -> bool:
+    """Whether ``m`` is a layer "auto" measures: a weight of two or more axes that trains."""
+    w = getattr(m, "weight", None)
+    return isinstance(w, torch.nn.Parameter) and w.requires_grad and w.dim() >= 2
+
+
 def _gpu_error(message: str) -> Exception:
     from ._errors import GpuError
 
@@ -188,11 +195,12 @@ def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
 
 class compress_activations:
     """Context manager compressing the activations saved for backward (see the module
-    documentation). ``bound``: a relative bound (float), ``"auto"`` (needs ``model``), or
+    documentation). ``bound``: a relative bound (float), ``"auto"``, or
     ``None`` (nothing compressed; ``stats`` still counts: the baseline).
 
     Options (defaults): ``absolute`` (False: ``bound`` is relative to each tensor's range),
-    ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures), ``tau`` (0.01: the weight
+    ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures; default: every layer run
+    inside the block), ``tau`` (0.01: the weight
     gradient noise ``"auto"`` allows, as a fraction of its RMS), ``start`` (1e-3: the relative
     bound before a layer's first measurement), ``max_relative`` (0.02), ``min_bytes`` (64 KiB:
     smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
@@ -226,8 +234,6 @@ class compress_activations:
         gpu_encode: Optional[bool] = None,
     ) -> None:
         if bound == "auto":
-            if model is None:
-                raise ParameterError("bound='auto' measures the model's layers: pass model=")
             if absolute:
                 raise ParameterError("absolute=True is for a numeric bound, not 'auto'")
         elif bound is not None:
@@ -272,6 +278,8 @@ class compress_activations:
                                         thread_name_prefix="l3-activations")
         self._hooks: Optional[torch.autograd.graph.saved_tensors_hooks] = None
         self._handles: List[Any] = []
+        # "auto" without a model: the global module hooks, while the block runs.
+        self._global: List[Any] = []
         # Deduplication: a tensor saved twice (an activation's output and the next layer's
         # input) is kept once while both hold it.
         # Keyed by storage, offset, shape, strides, version and dtype; the tensor is checked
@@ -302,6 +310,9 @@ class compress_activations:
         hooks, self._hooks = self._hooks, None
         if hooks is not None:
             hooks.__exit__(*exc)
+        for h in self._global:
+            h.remove()
+        self._global = []
         # Layer hooks stay until close(): a backward after the block still measures.
 
     def close(self) -> None:
@@ -317,17 +328,32 @@ class compress_activations:
 
     # -- "auto": measuring the layers ----------------------------------------------------
     def _hook_layers(self) -> None:
-        assert self.model is not None
+        if self.model is None:
+            # Every module that runs inside the block (global module hooks, removed on
+            # exit); layers are found as they run.
+            from torch.nn.modules import module as nn_module
+
+            self._global = [nn_module.register_module_forward_pre_hook(self._enter_module),
+                            nn_module.register_module_forward_hook(self._leave_any)]
+            return
         if self._handles:
             return
         for name, m in self.model.named_modules():
-            w = getattr(m, "weight", None)
-            layer = isinstance(w, torch.nn.Parameter) and w.requires_grad and w.dim() >= 2
+            layer = _is_layer(m)
             self._handles.append(m.register_forward_pre_hook(self._enter_module))
             self._handles.append(m.register_forward_hook(self._leave_module(layer)))
             if layer:
                 self._names[id(m)] = name or type(m).__name__
-                self._handles.append(w.register_hook(self._weight_grad(m)))
+                self._handles.append(m.weight.register_hook(self._weight_grad(m)))
+
+    def _leave_any(self, m: torch.nn.Module, inputs: Any, output: Any) -> None:
+        """The global forward hook: a layer seen for the first time gets its weight hook and
+        a name (its class and the order it was first seen in)."""
+        layer = _is_layer(m)
+        if layer and id(m) not in self._names:
+            self._names[id(m)] = f"{type(m).__name__}#{len(self._names)}"
+            self._handles.append(m.weight.register_hook(self._weight_grad(m)))
+        self._leave_module(layer)(m, inputs, output)
 
     def _enter_module(self, m: torch.nn.Module, _inputs: Any) -> None:
         self._stack.append(m)

@@ -151,9 +151,24 @@ def test_auto_measures_each_layer_and_adapts():
     ca2.close()
 
 
+def test_auto_without_a_model_finds_the_layers_that_run():
+    model, x = model_of(), smooth(4, 3, 40, 40)
+    exact = train_step(model, x)
+    ca = compress_activations("auto", min_bytes=0)
+    for _ in range(2):
+        got = train_step(model, x, ca)
+    assert sorted(ca.bounds()) == ["Conv2d#0", "Conv2d#1", "Conv2d#2"], ca.bounds()
+    assert ca.stats.compressed >= 4
+    err = float((got - exact).norm() / exact.norm())
+    assert 0 < err < 0.05, err
+    # The global hooks are gone after the block: another forward is not seen.
+    assert not ca._global
+    nn.Linear(4, 4)(torch.randn(2, 4))
+    assert len(ca.bounds()) == 3
+    ca.close()
+
+
 def test_options_are_checked():
-    with pytest.raises(l3.ParameterError, match="model"):
-        compress_activations("auto")
     with pytest.raises(l3.ParameterError):
         compress_activations(-1.0)
     with pytest.raises(l3.ParameterError):
