@@ -103,6 +103,14 @@ pub(super) fn save(dir: &Path, url: &str, crc32: u32, opened: &Opened) {
     {
         return;
     }
+    let b = entry_bytes(url, crc32, opened);
+    if std::fs::create_dir_all(dir).is_ok() {
+        let _ = write_atomic(&entry_path(dir, url, opened.len, crc32), &b);
+    }
+}
+
+/// The bytes of `opened`'s entry (see the module docs; the caller has checked the sizes).
+pub(super) fn entry_bytes(url: &str, crc32: u32, opened: &Opened) -> Vec<u8> {
     let mut b = Vec::with_capacity(64 + url.len() + opened.head.len() + opened.tail.len());
     b.extend_from_slice(&ENTRY_MAGIC);
     b.extend_from_slice(&opened.len.to_le_bytes());
@@ -123,9 +131,7 @@ pub(super) fn save(dir: &Path, url: &str, crc32: u32, opened: &Opened) {
     b.extend_from_slice(&opened.tail);
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    if std::fs::create_dir_all(dir).is_ok() {
-        let _ = write_atomic(&entry_path(dir, url, opened.len, crc32), &b);
-    }
+    b
 }
 
 /// A reader of an entry's fields; `None` past its end.
@@ -153,6 +159,10 @@ impl<'a> Fields<'a> {
 
 /// Entry `bytes` if it is whole and describes `url` with `len` and `crc32`, and its head and
 /// tail fit inside the object.
+pub(super) fn parse_entry(bytes: &[u8], url: &str, len: u64, crc32: u32) -> Option<Opened> {
+    parse(bytes, url, len, crc32)
+}
+
 fn parse(bytes: &[u8], url: &str, len: u64, crc32: u32) -> Option<Opened> {
     let body_len = bytes.len().checked_sub(4)?;
     let (body, crc) = bytes.split_at(body_len);

@@ -33,6 +33,38 @@ pub use remote::RemoteOptions;
 /// header).
 pub const TAIL_BYTES: u64 = 256 << 10;
 
+/// Entry points for the fuzz targets (not a stable API).
+#[cfg(feature = "remote")]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Parses `bytes` as an index-cache entry for object `url` of `len` bytes and CRC-32
+    /// `crc32`: `Some((head bytes, tail start, tail bytes))` when it is valid.
+    pub fn index_entry(
+        bytes: &[u8],
+        url: &str,
+        len: u64,
+        crc32: u32,
+    ) -> Option<(usize, u64, usize)> {
+        super::index_cache::parse_entry(bytes, url, len, crc32)
+            .map(|o| (o.head.len(), o.tail_start, o.tail.len()))
+    }
+
+    /// An entry's bytes as the cache writes them (seeds and round trips).
+    pub fn index_entry_bytes(url: &str, crc32: u32, len: u64, head: &[u8], tail: &[u8]) -> Vec<u8> {
+        super::index_cache::entry_bytes(
+            url,
+            crc32,
+            &super::index_cache::Opened {
+                len,
+                etag: Some("\"e\"".into()),
+                head: head.to_vec(),
+                tail_start: len - tail.len() as u64,
+                tail: tail.to_vec(),
+            },
+        )
+    }
+}
+
 /// What a dataset's manifest says of one of its objects (a shard), so that opening it asks
 /// for exactly the bytes the reader needs first: its first `head` bytes (the header) and last
 /// `tail` bytes (index and trailer). Wrong hints cost extra reads, never wrong data.
