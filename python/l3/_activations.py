@@ -113,6 +113,40 @@ class ActivationStats:
         return f"ActivationStats({self.as_dict()})"
 
 
+# "auto"'s measurements, per layer and across contexts (a context per step keeps adapting):
+# the bound, and the last backward's mean(delta^2), N and tau, until the weight's gradient.
+_LAYER_BOUND: "weakref.WeakKeyDictionary[torch.nn.Module, float]" = weakref.WeakKeyDictionary()
+_DELTA: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+_WATCHED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+_WATCH_LOCK = threading.Lock()
+
+
+def _watch_weight(m: torch.nn.Module) -> None:
+    """Hooks layer ``m``'s weight once per process: each gradient it gets, with the delta of
+    the same backward, updates the layer's bound (halfway, geometrically). The hook holds the
+    layer weakly."""
+    with _WATCH_LOCK:
+        if m in _WATCHED:
+            return
+        _WATCHED.add(m)
+    module = weakref.ref(m)
+
+    def hook(g: torch.Tensor) -> None:
+        mod = module()
+        measured = _DELTA.pop(mod, None) if mod is not None else None
+        if measured is None:
+            return
+        mean_d2, n, tau = measured
+        rms_w = float(g.detach().float().square().mean().sqrt())
+        if mean_d2 <= 0 or n <= 0 or rms_w <= 0 or not math.isfinite(rms_w):
+            return
+        eb = tau * rms_w / math.sqrt(n * mean_d2 / 3.0)
+        old = _LAYER_BOUND.get(mod)
+        _LAYER_BOUND[mod] = eb if old is None else math.sqrt(old * eb)
+
+    m.weight.register_hook(hook)
+
+
 def _is_layer(m: torch.nn.Module) -> bool:
     """Whether ``m`` is a layer "auto" measures: a weight of two or more axes that trains."""
     w = getattr(m, "weight", None)
@@ -277,9 +311,8 @@ class compress_activations:
         self._pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1,
                                         thread_name_prefix="l3-activations")
         self._hooks: Optional[torch.autograd.graph.saved_tensors_hooks] = None
+        # "auto": the forward hooks (on the model's modules, or global), while the block runs.
         self._handles: List[Any] = []
-        # "auto" without a model: the global module hooks, while the block runs.
-        self._global: List[Any] = []
         # Deduplication: a tensor saved twice (an activation's output and the next layer's
         # input) is kept once while both hold it.
         # Keyed by storage, offset, shape, strides, version and dtype; the tensor is checked
@@ -291,10 +324,10 @@ class compress_activations:
         # "auto": the module running now (a stack), the last layer that ran, and per layer
         # (by id) its measured bound and the sums of its last backward.
         self._stack: List[torch.nn.Module] = []
-        self._last_layer: Optional[torch.nn.Module] = None
-        self._layer_bound: Dict[int, float] = {}
-        self._delta: Dict[int, tuple] = {}
+        self._last_layer: Optional[weakref.ReferenceType] = None
+        # The layers this context has seen: names by id, and (name, module) in order.
         self._names: Dict[int, str] = {}
+        self._layers: List[tuple] = []
 
     # -- the context ---------------------------------------------------------------------
     def __enter__(self) -> "compress_activations":
@@ -310,49 +343,56 @@ class compress_activations:
         hooks, self._hooks = self._hooks, None
         if hooks is not None:
             hooks.__exit__(*exc)
-        for h in self._global:
-            h.remove()
-        self._global = []
-        # Layer hooks stay until close(): a backward after the block still measures.
-
-    def close(self) -> None:
-        """Removes the layer hooks and stops the thread pool (after pending work)."""
+        # The forward hooks go with the block; the measurements of a backward after it are
+        # made by hooks on the layers' outputs and weights (see `_watch_weight`).
         for h in self._handles:
             h.remove()
-        self._handles.clear()
+        self._handles = []
+        self._stack.clear()
+
+    def close(self) -> None:
+        """Stops the thread pool (after pending work)."""
         self._pool.shutdown(wait=True)
 
     def bounds(self) -> Dict[str, float]:
-        """``"auto"``: each measured layer's absolute bound, by module name."""
-        return {self._names.get(k, str(k)): v for k, v in self._layer_bound.items()}
+        """``"auto"``: each measured layer's absolute bound, by module name (``model``'s names,
+        else the class and the order the block first ran it in)."""
+        out = {}
+        for name, ref in self._layers:
+            m = ref()
+            if m is not None and m in _LAYER_BOUND:
+                out[name] = _LAYER_BOUND[m]
+        return out
 
     # -- "auto": measuring the layers ----------------------------------------------------
     def _hook_layers(self) -> None:
         if self.model is None:
-            # Every module that runs inside the block (global module hooks, removed on
-            # exit); layers are found as they run.
+            # Every module that runs inside the block (global module hooks); layers are
+            # found as they run.
             from torch.nn.modules import module as nn_module
 
-            self._global = [nn_module.register_module_forward_pre_hook(self._enter_module),
-                            nn_module.register_module_forward_hook(self._leave_any)]
-            return
-        if self._handles:
+            self._handles = [nn_module.register_module_forward_pre_hook(self._enter_module),
+                             nn_module.register_module_forward_hook(self._leave_any)]
             return
         for name, m in self.model.named_modules():
             layer = _is_layer(m)
             self._handles.append(m.register_forward_pre_hook(self._enter_module))
             self._handles.append(m.register_forward_hook(self._leave_module(layer)))
             if layer:
-                self._names[id(m)] = name or type(m).__name__
-                self._handles.append(m.weight.register_hook(self._weight_grad(m)))
+                self._know(m, name or type(m).__name__)
+
+    def _know(self, m: torch.nn.Module, name: str) -> None:
+        if id(m) not in self._names:
+            self._names[id(m)] = name
+            self._layers.append((name, weakref.ref(m)))
+            _watch_weight(m)
 
     def _leave_any(self, m: torch.nn.Module, inputs: Any, output: Any) -> None:
-        """The global forward hook: a layer seen for the first time gets its weight hook and
-        a name (its class and the order it was first seen in)."""
+        """The global forward hook: a layer seen for the first time is named (its class and
+        the order it was first seen in) and watched."""
         layer = _is_layer(m)
-        if layer and id(m) not in self._names:
-            self._names[id(m)] = f"{type(m).__name__}#{len(self._names)}"
-            self._handles.append(m.weight.register_hook(self._weight_grad(m)))
+        if layer:
+            self._know(m, f"{type(m).__name__}#{len(self._names)}")
         self._leave_module(layer)(m, inputs, output)
 
     def _enter_module(self, m: torch.nn.Module, _inputs: Any) -> None:
@@ -364,43 +404,30 @@ class compress_activations:
                 self._stack.pop()
             if not layer:
                 return
-            self._last_layer = m
+            self._last_layer = weakref.ref(m)
             if isinstance(output, torch.Tensor) and output.requires_grad:
-                key = id(m)
                 # Output features: the last axis of a linear layer's output, else axis 1.
                 dim = -1 if isinstance(m, torch.nn.Linear) or output.dim() < 2 else 1
                 out_ch = output.shape[dim]
+                module, tau = weakref.ref(m), self.tau
 
                 def on_grad(g: torch.Tensor) -> None:
                     # N: the terms summed into each weight (batch x positions).
                     n = g.numel() / max(1, out_ch)
-                    self._delta[key] = (float(g.detach().float().square().mean()), n)
+                    mod = module()
+                    if mod is not None:
+                        _DELTA[mod] = (float(g.detach().float().square().mean()), n, tau)
                 output.register_hook(on_grad)
-        return hook
-
-    def _weight_grad(self, m: torch.nn.Module) -> Any:
-        key = id(m)
-
-        def hook(g: torch.Tensor) -> None:
-            measured = self._delta.pop(key, None)
-            if measured is None:
-                return
-            mean_d2, n = measured
-            rms_w = float(g.detach().float().square().mean().sqrt())
-            if mean_d2 <= 0 or n <= 0 or rms_w <= 0 or not math.isfinite(rms_w):
-                return
-            eb = self.tau * rms_w / math.sqrt(n * mean_d2 / 3.0)
-            old = self._layer_bound.get(key)
-            self._layer_bound[key] = eb if old is None else math.sqrt(old * eb)
         return hook
 
     def _site_bound(self) -> Optional[float]:
         """The absolute bound of a tensor saved now ("auto"), or None for the start bound."""
         for m in reversed(self._stack):
             if id(m) in self._names:
-                return self._layer_bound.get(id(m))
-        if self._last_layer is not None:
-            return self._layer_bound.get(id(self._last_layer))
+                return _LAYER_BOUND.get(m)
+        last = self._last_layer() if self._last_layer is not None else None
+        if last is not None:
+            return _LAYER_BOUND.get(last)
         return None
 
     # -- packing -------------------------------------------------------------------------

@@ -162,10 +162,30 @@ def test_auto_without_a_model_finds_the_layers_that_run():
     err = float((got - exact).norm() / exact.norm())
     assert 0 < err < 0.05, err
     # The global hooks are gone after the block: another forward is not seen.
-    assert not ca._global
     nn.Linear(4, 4)(torch.randn(2, 4))
     assert len(ca.bounds()) == 3
     ca.close()
+
+
+def test_a_context_per_step_keeps_adapting_and_leaks_no_hooks():
+    from torch.nn.modules import module as nn_module
+
+    model, x = model_of(), smooth(4, 3, 40, 40)
+    globals_before = (len(nn_module._global_forward_hooks),
+                      len(nn_module._global_forward_pre_hooks))
+    seen = []
+    for _ in range(4):
+        ca = compress_activations("auto", min_bytes=0)
+        train_step(model, x, ca)
+        seen.append(ca.bounds())
+        ca.close()
+    # Measured in the first step's backward, used and updated by the next contexts.
+    assert all(len(b) == 3 for b in seen), seen
+    assert seen[1] != seen[3]
+    assert all(len(model[i].weight._backward_hooks) == 1 for i in (0, 2, 4))
+    assert len(model[0]._forward_hooks) == 0
+    assert (len(nn_module._global_forward_hooks),
+            len(nn_module._global_forward_pre_hooks)) == globals_before
 
 
 def test_options_are_checked():
