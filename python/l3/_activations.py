@@ -571,13 +571,18 @@ class compress_activations:
         p.on_gpu = data is not None
         if data is None:
             p.tensor = t.detach()  # kept exact, on its device
+        self._encoded(p, data, time.perf_counter() - started, gpu=True)
+
+    def _encoded(self, p: _Packed, data: Optional[bytes], seconds: float, gpu: bool) -> None:
+        """Counts ``p``'s encode (``data``, or None: kept exact): what it now holds replaces
+        its raw bytes."""
         stored = len(data) if data is not None else p.raw
         with self.stats._lock:
-            self.stats.encode_seconds += time.perf_counter() - started
+            self.stats.encode_seconds += seconds
             self.stats.stored_bytes += stored
-            self.stats.gpu_encoded += data is not None
             if data is not None:
                 self.stats.compressed += 1
+                self.stats.gpu_encoded += gpu
             else:
                 self.stats.exact += 1
         self.stats._add(0, stored - p.raw)
@@ -623,17 +628,7 @@ class compress_activations:
                                         predictor="differences", axes=_axes_for(len(shape)))
         except ParameterError:
             data = None
-        elapsed = time.perf_counter() - started
-        stored = len(data) if data is not None else p.raw
-        with self.stats._lock:
-            self.stats.encode_seconds += elapsed
-            self.stats.stored_bytes += stored
-            if data is not None:
-                self.stats.compressed += 1
-            else:
-                self.stats.exact += 1
-        self.stats._add(0, stored - p.raw)
-        p.stored = stored
+        self._encoded(p, data, time.perf_counter() - started, gpu=False)
         if data is not None:
             p.tensor = None  # the original is released: only the bytes are kept
         return data

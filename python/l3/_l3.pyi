@@ -289,21 +289,14 @@ def gpu_encode_field(
     """Encodes a float32 array of 1 to 4 axes on l3's GPU within the absolute bound: the bytes
     of encode_field(array, max_error=..., version=3, predictor="differences", axes=...)."""
 
-class GpuEncodeStaging:
-    """A buffer on l3's GPU over exportable memory (opaque fd), filled by another API (CUDA)
-    and encoded in place."""
+class GpuEncodeStaging(ExportSlot):
+    """An ExportSlot on l3's GPU (exportable memory, imported by CUDA), whose float32 values
+    are encoded in place or that a file is decoded into."""
 
     def __init__(self, size: int) -> None: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def allocation_size(self) -> int: ...
-    @property
-    def dedicated(self) -> bool: ...
-    @property
-    def device_uuid(self) -> bytes: ...
-    def take_fd(self) -> int: ...
     def write(self, array: npt.NDArray[np.float32]) -> None:
         """Writes float32 values at the buffer's start from the host and waits for it."""
+    def decode_into(self, data: bytes) -> List[int]:
+        """Decodes an error-bounded (version 3) file on l3's GPU into the buffer's start."""
     def encode(self, shape: Sequence[int], *, max_error: float, axes: Optional[int] = None) -> bytes:
         """Encodes the float32 values of `shape` at the buffer's start (see gpu_encode_field)."""

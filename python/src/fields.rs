@@ -20,7 +20,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
+pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
     shape
         .iter()
         .map(|&d| u32::try_from(d).map_err(|_| parameter_error("dimension too large")))

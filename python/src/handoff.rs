@@ -170,11 +170,11 @@ impl GpuImages {
 /// reuses it batch after batch. The memory lives as long as this object: an importer must
 /// release its import first.
 #[cfg(unix)]
-#[pyclass(module = "l3._l3", frozen)]
+#[pyclass(module = "l3._l3", frozen, subclass)]
 pub(crate) struct ExportSlot {
-    exported: l3::gpu::interop::ExportedBuffer,
-    device: wgpu::Device,
-    queue: wgpu::Queue,
+    pub(crate) exported: l3::gpu::interop::ExportedBuffer,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
 }
 
 #[cfg(unix)]

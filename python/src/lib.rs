@@ -12,6 +12,7 @@ mod arrays;
 mod codec;
 mod dataset;
 mod fields;
+#[cfg(unix)]
 mod gpu_encode;
 mod handoff;
 mod loader;
@@ -185,6 +186,7 @@ fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLimits>()?;
     codec::register(m)?;
     fields::register(m)?;
+    #[cfg(unix)]
     gpu_encode::register(m)?;
     dataset::register(m)?;
     loader::register(m)?;

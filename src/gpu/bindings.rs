@@ -46,6 +46,19 @@ pub struct Binding {
     pub copy: bool,
 }
 
+impl Binding {
+    /// A whole buffer of `size` bytes, bound from its start.
+    pub fn whole(what: &'static str, size: u64) -> Self {
+        Binding {
+            what,
+            buffer_len: size,
+            offset: 0,
+            size,
+            copy: false,
+        }
+    }
+}
+
 /// Checks every binding against its buffer and `limits` (see the module docs).
 pub fn check_bindings(
     bindings: impl IntoIterator<Item = Binding>,

@@ -117,13 +117,7 @@ pub(crate) fn dispatch(
     check_bindings(
         sizes
             .iter()
-            .map(|&(what, size)| Binding {
-                what,
-                buffer_len: size,
-                offset: 0,
-                size,
-                copy: false,
-            })
+            .map(|&(what, size)| Binding::whole(what, size))
             .chain([Binding {
                 what: "error-bounded output",
                 buffer_len: output.size(),

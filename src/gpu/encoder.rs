@@ -210,13 +210,7 @@ impl<'a> EncodeRun<'a> {
         check_bindings(
             sizes
                 .iter()
-                .map(|&(what, size)| Binding {
-                    what,
-                    buffer_len: size,
-                    offset: 0,
-                    size,
-                    copy: false,
-                })
+                .map(|&(what, size)| Binding::whole(what, size))
                 .chain([Binding {
                     what: "encoder input",
                     buffer_len: input.buffer.size(),

@@ -22,6 +22,19 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 /// The manifest `kind` of a tensor dataset (an image dataset's has none, or `"images"`).
 pub const TENSOR_KIND: &str = "tensors";
 
+/// What opening a shard of `bytes` bytes (CRC-32 `crc32`) whose payloads take `payloads`
+/// bytes reads first: its header, and its index and trailer after the payloads, which follow
+/// the header (image and tensor shards alike).
+pub(super) fn shard_hint(bytes: u64, crc32: u32, payloads: u64) -> crate::store::BlobHint {
+    let header = super::format::HEADER_LEN;
+    crate::store::BlobHint {
+        len: bytes,
+        crc32,
+        head: header,
+        tail: bytes.saturating_sub(header.saturating_add(payloads)),
+    }
+}
+
 /// One shard of a dataset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardInfo {
@@ -44,13 +57,8 @@ impl ShardInfo {
         let payloads = self
             .level_bytes
             .iter()
-            .fold(super::format::HEADER_LEN, |a, &b| a.saturating_add(b));
-        crate::store::BlobHint {
-            len: self.bytes,
-            crc32: self.crc32,
-            head: super::format::HEADER_LEN,
-            tail: self.bytes.saturating_sub(payloads),
-        }
+            .fold(0u64, |a, &b| a.saturating_add(b));
+        shard_hint(self.bytes, self.crc32, payloads)
     }
 
     /// The manifest's entry for the shard `file` whose bytes are `bytes` (parsed and validated

@@ -99,14 +99,7 @@ impl TensorShardInfo {
     /// What opening the shard reads first: its header, and its index and trailer (after the
     /// payloads, which follow the header).
     pub fn hint(&self) -> crate::store::BlobHint {
-        crate::store::BlobHint {
-            len: self.bytes,
-            crc32: self.crc32,
-            head: super::format::HEADER_LEN,
-            tail: self
-                .bytes
-                .saturating_sub(super::format::HEADER_LEN.saturating_add(self.payload_bytes)),
-        }
+        super::manifest::shard_hint(self.bytes, self.crc32, self.payload_bytes)
     }
 }
 

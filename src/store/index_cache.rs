@@ -91,8 +91,7 @@ pub(super) fn load(dir: &Path, url: &str, len: u64, crc32: u32) -> Option<Opened
         .take(MAX_KEPT + 4096)
         .read_to_end(&mut bytes)
         .ok()?;
-    let opened = parse(&bytes, url, len, crc32)?;
-    Some(opened)
+    parse_entry(&bytes, url, len, crc32)
 }
 
 /// Keeps `opened` for `url` (best effort: a folder that cannot be written caches nothing).
@@ -160,10 +159,6 @@ impl<'a> Fields<'a> {
 /// Entry `bytes` if it is whole and describes `url` with `len` and `crc32`, and its head and
 /// tail fit inside the object.
 pub(super) fn parse_entry(bytes: &[u8], url: &str, len: u64, crc32: u32) -> Option<Opened> {
-    parse(bytes, url, len, crc32)
-}
-
-fn parse(bytes: &[u8], url: &str, len: u64, crc32: u32) -> Option<Opened> {
     let body_len = bytes.len().checked_sub(4)?;
     let (body, crc) = bytes.split_at(body_len);
     if crc32fast::hash(body).to_le_bytes() != crc {
@@ -246,12 +241,16 @@ mod tests {
         let good = std::fs::read(&path).unwrap();
         // Every truncation and every single-byte change (the CRC covers all of it).
         for cut in 0..good.len() {
-            assert_eq!(parse(&good[..cut], url, 1000, 7), None, "cut at {cut}");
+            assert_eq!(
+                parse_entry(&good[..cut], url, 1000, 7),
+                None,
+                "cut at {cut}"
+            );
         }
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x41;
-            assert_eq!(parse(&bad, url, 1000, 7), None, "byte {i}");
+            assert_eq!(parse_entry(&bad, url, 1000, 7), None, "byte {i}");
         }
         // A well-formed entry (valid CRC) whose tail does not end at the object's end.
         let shifted = Opened {
