@@ -98,7 +98,7 @@ pub(crate) struct GpuEncodeStaging {
 impl GpuEncodeStaging {
     #[new]
     fn new(py: Python<'_>, size: u64) -> PyResult<PyClassInitializer<Self>> {
-        if size == 0 || size % 4 != 0 {
+        if size == 0 || !size.is_multiple_of(4) {
             return Err(parameter_error(format!(
                 "the staging size must be a positive multiple of 4 bytes, got {size}"
             )));
