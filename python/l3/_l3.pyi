@@ -262,8 +262,9 @@ def encode_field(
     axes: Optional[int] = None,
 ) -> bytes:
     """Encodes a float32 array within an absolute or range-relative bound (exactly one); NaN,
-    infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes, decodes on
-    the GPU too; version=3: 1 to 4 axes, lattice interpolation or differences, CPU decoder.
+    infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes; version=3:
+    1 to 4 axes, lattice interpolation or differences. Both decode on the GPU too, bit for bit
+    (version 3 also encodes there: gpu_encode_field).
     lossless=True: stores a float32, float16, or bfloat16 array of 1 to 4 axes bit for bit
     (NaN payloads, -0.0); bfloat16 is given as a uint16 array of bit patterns with
     dtype="bfloat16", or an array whose dtype is named "bfloat16" (ml_dtypes). fill_value

@@ -1,4 +1,4 @@
-// Predictors, the same as src/predict.rs: a = upper-left, b = upper, c = upper-right.
+// Predictors, the same as src/fast/predict.rs: a = upper-left, b = upper, c = upper-right.
 // Predictor ids: 0 none, 1 up, 2 L3 Paeth, 3 up-mean.
 
 fn abs_diff(x: u32, y: u32) -> u32 {
