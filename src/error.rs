@@ -536,3 +536,14 @@ pub enum ShardError {
         min: u64,
     },
 }
+
+/// A [`ParameterError::InvalidOption`] as an [`Error`]: option `name` was given `value`;
+/// `reason` says what is allowed.
+pub(crate) fn invalid_option(name: &'static str, value: u64, reason: &'static str) -> Error {
+    ParameterError::InvalidOption {
+        name,
+        value,
+        reason,
+    }
+    .into()
+}

@@ -1,4 +1,4 @@
-//! # l3: a lossless image codec decoded by GPU compute shaders
+//! # l3: images and float arrays for training, decoded by GPU compute shaders
 //!
 //! Images are cut into square patches (64x64 by default) that decode independently, so a GPU
 //! decodes many at once. Two profiles share the container: [`Profile::Fast`] (format version

@@ -10,7 +10,7 @@ use l3::decode::DecodeOptions;
 use l3::error::{Error, LimitsError};
 use l3::field::{
     decode_bounded, decode_bounded_into, encode_bounded, field_version, parse_bounded,
-    BoundedOptions, Predictor,
+    regular_range, Bound, BoundedOptions, Predictor,
 };
 use l3::limits::Limits;
 use proptest::prelude::*;
@@ -54,7 +54,11 @@ fn round_trip(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Vec<u8
     assert_eq!(field_version(&file), Some(3));
     let h = parse_bounded(&file).expect("header");
     assert_eq!(h.shape, shape);
-    assert_eq!(h.bound, options.max_error, "the header states the bound");
+    let stated = match options.bound {
+        l3::field::Bound::Absolute(e) => e,
+        l3::field::Bound::Relative(r) => r * l3::field::regular_range(values, options.fill_value),
+    };
+    assert_eq!(h.bound, stated, "the header states the bound");
     assert_eq!(
         h.fill_value.map(f32::to_bits),
         options.fill_value.map(f32::to_bits)
@@ -430,4 +434,36 @@ fn limits_are_checked_before_allocating() {
     assert!(decode_bounded(&huge, &tight(u64::MAX, u64::MAX)).is_err());
     let mut out = vec![0f32; 1500 + 1];
     assert!(decode_bounded_into(&file, &DecodeOptions::default(), &mut out).is_err());
+}
+
+/// A relative bound is the fraction of the regular values' range: the same file as the
+/// absolute bound it resolves to, for both predictors; an array without a range is refused.
+#[test]
+fn a_relative_bound_is_the_fraction_of_the_range() {
+    let mut values: Vec<f32> = (0..5000)
+        .map(|i| (i as f32 * 0.013).sin() * 40.0 + (i % 7) as f32)
+        .collect();
+    values[17] = f32::NAN;
+    values[99] = -9999.0;
+    let fill = Some(-9999.0f32);
+    let range = regular_range(&values, fill);
+    assert!(range > 40.0, "{range}");
+    for predictor in [Predictor::Lattice, Predictor::Differences] {
+        let with = |bound: Bound| BoundedOptions {
+            fill_value: fill,
+            predictor: Some(predictor),
+            ..BoundedOptions::new(bound)
+        };
+        let relative = round_trip(&values, &[50, 100], &with(Bound::Relative(1e-3)));
+        let absolute = encode_bounded(&values, &[50, 100], &with(Bound::Absolute(1e-3 * range)));
+        assert_eq!(relative, absolute.unwrap(), "{predictor:?}");
+        assert_eq!(parse_bounded(&relative).unwrap().bound, 1e-3 * range);
+    }
+    let constant = [2.5f32; 300];
+    let err = encode_bounded(
+        &constant,
+        &[300],
+        &BoundedOptions::new(Bound::Relative(1e-2)),
+    );
+    assert!(err.unwrap_err().to_string().contains("constant"));
 }

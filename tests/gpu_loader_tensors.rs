@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use gpu_support::fix_crc;
 use l3::decode::DecodeOptions;
+use l3::field::Bound;
 use l3::gpu::GpuDecoder;
 use l3::loader::gpu::GpuOutput;
 use l3::loader::tensor::f32_to_f16_bits;
@@ -102,7 +103,8 @@ fn pack(dir: &Path) -> Arc<TensorDataset> {
     for raw in ["target", "half", "mask"] {
         o.modes.insert(raw.into(), mode(ArrayMode::Raw));
     }
-    o.modes.insert("eb".into(), mode(ArrayMode::Absolute(1e-3)));
+    o.modes
+        .insert("eb".into(), mode(ArrayMode::Bounded(Bound::Absolute(1e-3))));
     let mut p = TensorPacker::new(dir, o).unwrap();
     for i in 0..RECORDS {
         p.push(sample(i)).unwrap();
@@ -433,7 +435,7 @@ fn options_the_gpu_path_does_not_take_are_refused() {
     let four = tempfile::tempdir().unwrap();
     let mut p = TensorPacker::new(
         four.path(),
-        TensorPackOptions::new(4, ArrayMode::Absolute(1e-3)),
+        TensorPackOptions::new(4, ArrayMode::Bounded(Bound::Absolute(1e-3))),
     )
     .unwrap();
     let source = |i: u32, n: usize| -> Vec<f32> {

@@ -17,6 +17,7 @@ mod gpu_support;
 
 use gpu_support::{fix_crc, Rng};
 use l3::decode::DecodeOptions;
+use l3::field::Bound;
 use l3::gpu::GpuDecoder;
 use l3::loader::tensor::f32_to_f16_bits;
 use l3::loader::tensor_gpu::{window_batch, GpuTensorBatch, TensorArrayInput, TensorSampleInput};
@@ -42,7 +43,12 @@ const KINDS_2D: [Kind; 14] = [
     ("lossless-f32", DType::Float32, ArrayMode::Lossless, &[2]),
     ("lossless-bf16", DType::BFloat16, ArrayMode::Lossless, &[]),
     ("lossless-f16", DType::Float16, ArrayMode::Lossless, &[1, 2]),
-    ("bounded", DType::Float32, ArrayMode::Absolute(1e-3), &[]),
+    (
+        "bounded",
+        DType::Float32,
+        ArrayMode::Bounded(Bound::Absolute(1e-3)),
+        &[],
+    ),
     ("tiny", DType::Float32, ArrayMode::Raw, &[]),
 ];
 
@@ -51,7 +57,12 @@ const KINDS_3D: [Kind; 4] = [
     ("f32", DType::Float32, ArrayMode::Raw, &[2]),
     ("i16", DType::Int16, ArrayMode::Raw, &[]),
     ("lossless-bf16", DType::BFloat16, ArrayMode::Lossless, &[]),
-    ("bounded", DType::Float32, ArrayMode::Absolute(1e-2), &[]),
+    (
+        "bounded",
+        DType::Float32,
+        ArrayMode::Bounded(Bound::Absolute(1e-2)),
+        &[],
+    ),
 ];
 
 /// `n` elements of `dtype`: smooth floats with NaN payloads, -0.0, infinities and subnormals
@@ -99,7 +110,7 @@ fn records(
                 .map(|&(name, dtype, mode, lead)| {
                     let shape: Vec<u32> = lead.iter().copied().chain(extent(s)).collect();
                     let n = shape.iter().product::<u32>() as usize;
-                    let bounded = matches!(mode, ArrayMode::Absolute(_));
+                    let bounded = matches!(mode, ArrayMode::Bounded(Bound::Absolute(_)));
                     let bytes = elements(&mut rng, dtype, n, !bounded, name == "tiny");
                     let array = NdArray::new(dtype, shape, bytes).unwrap();
                     let options = ArrayOptions {
@@ -362,7 +373,12 @@ fn hostile_payloads_are_errors() {
     let gpu = gpu_support::gpu().expect("an adapter");
     let kinds: [Kind; 3] = [
         ("lossless-f32", DType::Float32, ArrayMode::Lossless, &[]),
-        ("bounded", DType::Float32, ArrayMode::Absolute(1e-3), &[]),
+        (
+            "bounded",
+            DType::Float32,
+            ArrayMode::Bounded(Bound::Absolute(1e-3)),
+            &[],
+        ),
         ("raw", DType::Int16, ArrayMode::Raw, &[]),
     ];
     let recs = records(9, &kinds, |_| vec![40, 40], 3);

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use l3::field::Bound;
 use l3::loader::{
     tensor::f32_to_f16_bits, Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState,
     OnError, Partition, TensorAugment, TensorType,
@@ -62,7 +63,8 @@ fn pack(dir: &Path) -> Arc<TensorDataset> {
         fill_value: None,
     };
     o.modes.insert("target".into(), mode(ArrayMode::Raw));
-    o.modes.insert("eb".into(), mode(ArrayMode::Absolute(1e-3)));
+    o.modes
+        .insert("eb".into(), mode(ArrayMode::Bounded(Bound::Absolute(1e-3))));
     o.modes.insert("mask".into(), mode(ArrayMode::Raw));
     let mut p = TensorPacker::new(dir, o).unwrap();
     for i in 0..RECORDS {

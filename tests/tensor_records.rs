@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use l3::decode::DecodeOptions;
+use l3::field::Bound;
 use l3::shard::format::{HEADER_LEN, TRAILER_LEN};
 use l3::shard::tensor_format::parse_tensor_shard;
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
@@ -113,7 +114,10 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
         values[7] = -9999.0;
         values[n - 1] = -9999.0;
         let src = NdArray::from_f32(shape.clone(), &values).unwrap();
-        for mode in [ArrayMode::Absolute(1e-3), ArrayMode::Relative(1e-2)] {
+        for mode in [
+            ArrayMode::Bounded(Bound::Absolute(1e-3)),
+            ArrayMode::Bounded(Bound::Relative(1e-2)),
+        ] {
             let opts = ArrayOptions {
                 mode,
                 fill_value: Some(-9999.0),
@@ -124,7 +128,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
             let version = if matches!(shape.len(), 2 | 3) { 1 } else { 3 };
             assert_eq!(l3::field::field_version(&e.payload), Some(version));
             let bound = match mode {
-                ArrayMode::Absolute(b) => b,
+                ArrayMode::Bounded(Bound::Absolute(b)) => b,
                 _ => 1e-2 * 6.0,
             };
             assert!(
@@ -157,7 +161,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     // Other types and ranks are refused clearly.
     let f64s = array(DType::Float64, &[4, 4], 0);
     let abs = ArrayOptions {
-        mode: ArrayMode::Absolute(0.1),
+        mode: ArrayMode::Bounded(Bound::Absolute(0.1)),
         fill_value: None,
     };
     assert!(matches!(
@@ -167,7 +171,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     // A constant array under a relative bound is stored exactly.
     let flat = NdArray::from_f32(vec![4, 4], &[2.5; 16]).unwrap();
     let rel = ArrayOptions {
-        mode: ArrayMode::Relative(1e-3),
+        mode: ArrayMode::Bounded(Bound::Relative(1e-3)),
         fill_value: None,
     };
     let e = encode_array("c", &flat, &rel).unwrap();
@@ -260,7 +264,7 @@ fn options(per_shard: usize) -> TensorPackOptions {
     o.modes.insert(
         "target".into(),
         ArrayOptions {
-            mode: ArrayMode::Absolute(1e-4),
+            mode: ArrayMode::Bounded(Bound::Absolute(1e-4)),
             fill_value: Some(-1.0),
         },
     );
@@ -592,7 +596,7 @@ fn a_field_payload_that_disagrees_with_its_entry_is_a_format_error() {
     let path = tmp.path().join("x.l3s");
     let src = array(DType::Float32, &[4, 8], 3);
     let opts = ArrayOptions {
-        mode: ArrayMode::Absolute(1e-2),
+        mode: ArrayMode::Bounded(Bound::Absolute(1e-2)),
         fill_value: None,
     };
     let good = encode_array("v", &src, &opts).unwrap();

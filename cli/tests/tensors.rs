@@ -6,6 +6,7 @@ mod support;
 
 use std::path::Path;
 
+use l3::field::Bound;
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
 use l3::tensor::{ArrayMode, ArrayOptions, DType, NdArray};
 use support::{l3, s, text};
@@ -44,7 +45,7 @@ fn pack(dir: &Path, n: u32) {
     o.modes.insert(
         "target".into(),
         ArrayOptions {
-            mode: ArrayMode::Absolute(1e-3),
+            mode: ArrayMode::Bounded(Bound::Absolute(1e-3)),
             fill_value: None,
         },
     );

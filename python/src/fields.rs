@@ -137,16 +137,8 @@ fn encode_bounded<'py>(
     let values = ro.as_slice()?;
     let fill = fill_value.map(|f| f as f32);
     let bound = match (max_error, relative) {
-        (Some(e), None) => e,
-        (None, Some(r)) => {
-            let regular = values
-                .iter()
-                .filter(|v| v.is_finite() && fill.is_none_or(|f| f.to_bits() != v.to_bits()));
-            let (lo, hi) = regular.fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
-                (a.min(v), b.max(v))
-            });
-            r * if lo <= hi { hi as f64 - lo as f64 } else { 0.0 }
-        }
+        (Some(e), None) => l3::field::Bound::Absolute(e),
+        (None, Some(r)) => l3::field::Bound::Relative(r),
         _ => {
             return Err(parameter_error(
                 "give exactly one of max_error (absolute) and relative (fraction of the range)",

@@ -11,8 +11,9 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList};
 
+use l3::field::Bound as FieldBound;
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
-use l3::shard::{BoundDecl, RecordKind, TensorDataset};
+use l3::shard::{RecordKind, TensorDataset};
 use l3::tensor::{ArrayMode, ArrayOptions, DType, NdArray};
 
 use crate::{limits_of, parameter_error, OrPyErr, PyLimits};
@@ -130,8 +131,8 @@ impl PyTensorDataset {
                 Some(b) => {
                     let bd = PyDict::new(py);
                     match b {
-                        BoundDecl::Absolute(e) => bd.set_item("absolute", e)?,
-                        BoundDecl::Relative(r) => bd.set_item("relative", r)?,
+                        FieldBound::Absolute(e) => bd.set_item("absolute", e)?,
+                        FieldBound::Relative(r) => bd.set_item("relative", r)?,
                     }
                     Some(bd)
                 }
@@ -207,17 +208,15 @@ fn mode_of(name: &str, m: &ModeArg) -> PyResult<ArrayOptions> {
     let mode = match m.0.as_str() {
         "raw" => ArrayMode::Raw,
         "lossless" => ArrayMode::Lossless,
-        "absolute" => ArrayMode::Absolute(m.1),
-        "relative" => ArrayMode::Relative(m.1),
+        "absolute" => ArrayMode::Bounded(FieldBound::Absolute(m.1)),
+        "relative" => ArrayMode::Bounded(FieldBound::Relative(m.1)),
         other => {
             return Err(parameter_error(format!(
                 "mode of {name}: {other:?} is not \"raw\", \"lossless\", absolute or relative"
             )))
         }
     };
-    if matches!(mode, ArrayMode::Absolute(_) | ArrayMode::Relative(_))
-        && !(m.1.is_finite() && m.1 > 0.0)
-    {
+    if matches!(mode, ArrayMode::Bounded(_)) && !(m.1.is_finite() && m.1 > 0.0) {
         return Err(parameter_error(format!(
             "mode of {name}: the bound must be finite and positive, got {}",
             m.1

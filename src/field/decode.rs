@@ -1,7 +1,8 @@
 //! The field decoder on the CPU: the bin image's decode, then one f32 addition per value and
 //! the exact runs ([`reconstruct_field`], the twin of `shaders/fields.wgsl`).
 
-use super::format::{parse_field, FieldHeader, Run};
+use super::core::runs::Run;
+use super::format::{parse_field, FieldHeader};
 use crate::decode::DecodeOptions;
 use crate::error::Result;
 

@@ -1,20 +1,69 @@
 //! The field encoder: bins by dual quantisation within the bound, values whose
 //! reconstruction misses it stored exactly as runs, the bins encoded as a 16-bit L3 image.
 
+use super::core::runs::{write_runs, Run};
 use super::decode::reconstruct;
-use super::format::{write_runs, FieldHeader, Run, BIN_WIDTH_BITS, FIELD_HEADER_LEN, MAX_BINS};
+use super::format::{FieldHeader, BIN_WIDTH_BITS, FIELD_HEADER_LEN, MAX_BINS};
 use crate::encode::EncodeOptions;
 use crate::error::{ParameterError, Result};
 use crate::format::ColorType;
 use crate::raw::{RawImage, Samples};
 
-/// The error bound asked for.
+/// The error bound asked for: the one spelling every encoder, front end and manifest takes
+/// (in a tensor manifest, JSON `{"absolute": e}` or `{"relative": r}`). A bare `f64` converts
+/// to [`Bound::Absolute`].
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(
+    feature = "dataset",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Bound {
     /// Every decoded value within this of the original.
     Absolute(f64),
     /// Within this fraction of the value range (max - min over finite, non-fill values).
     Relative(f64),
+}
+
+impl Bound {
+    /// The absolute bound for `values` with fill value `fill`: the bound itself, or the
+    /// fraction times [`regular_range`] (0 for an array without range, which encoders refuse
+    /// or store exactly). The one place a relative bound becomes absolute.
+    pub fn resolve(self, values: &[f32], fill: Option<f32>) -> f64 {
+        match self {
+            Bound::Absolute(e) => e,
+            Bound::Relative(r) => r * regular_range(values, fill),
+        }
+    }
+
+    /// The absolute bound for values whose regular range (max - min) is `range`.
+    pub fn over_range(self, range: f64) -> f64 {
+        match self {
+            Bound::Absolute(e) => e,
+            Bound::Relative(r) => r * range,
+        }
+    }
+}
+
+impl From<f64> for Bound {
+    fn from(e: f64) -> Self {
+        Bound::Absolute(e)
+    }
+}
+
+/// `max - min` (in f64) of the regular values (finite, not the fill value), 0 without any.
+pub fn regular_range(values: &[f32], fill: Option<f32>) -> f64 {
+    let (lo, hi) = values
+        .iter()
+        .filter(|v| v.is_finite() && fill.is_none_or(|f| v.to_bits() != f.to_bits()))
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if lo <= hi {
+        hi as f64 - lo as f64
+    } else {
+        0.0
+    }
 }
 
 /// Options of [`encode_field`].
@@ -95,10 +144,7 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
             (a.min(v), b.max(v))
         });
     let range = if lo <= hi { hi as f64 - lo as f64 } else { 0.0 };
-    let bound = match options.bound {
-        Bound::Absolute(e) => e,
-        Bound::Relative(r) => r * range,
-    };
+    let bound = options.bound.over_range(range);
     let bad_bound = |reason| ParameterError::InvalidFloat {
         name: "bound",
         value_bits: bound.to_bits(),

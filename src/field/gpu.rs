@@ -13,7 +13,8 @@
 //! (`field::bounded::gpu_encode` over `gpu::GpuEncoder`).
 
 use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
-use super::lossless::gpu::{plan_lossless_batches, segment_rounds, LosslessPlan};
+use super::core::gpu::segment_rounds;
+use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
 use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
@@ -26,7 +27,8 @@ use crate::gpu::readback::read_buffer;
 use crate::gpu::{GpuDecoder, ImageLayout};
 use crate::layout::OutputLayout;
 
-/// Decoded fields in one GPU buffer of f32 values.
+/// Decoded version-1 fields in one GPU buffer of f32 values (their bin images decode as an
+/// image batch first, so the chunked formats' counts do not apply).
 #[derive(Debug)]
 pub struct GpuFieldBatch {
     /// The values (usage `STORAGE | COPY_SRC`): field `i` at `offsets[i]` bytes, C order.
@@ -40,7 +42,7 @@ pub struct GpuFieldBatch {
 }
 
 impl GpuFieldBatch {
-    /// Field `i`'s values, read back (blocking).
+    /// Field `i`'s values, read back (blocking): what [`super::decode_field`] gives.
     pub fn read_back_field(&self, i: usize) -> Result<Vec<f32>> {
         let n = self.headers[i].len();
         let bytes = read_buffer(
@@ -199,32 +201,43 @@ impl FieldPlan {
     }
 }
 
-/// Decoded lossless float arrays (`.l3f` version 2) in one GPU buffer.
+/// Decoded float arrays of the chunked formats in one GPU buffer: lossless arrays
+/// ([`GpuLosslessBatch`]) or error-bounded ones ([`GpuBoundedBatch`]).
 #[derive(Debug)]
-pub struct GpuLosslessBatch {
-    /// The values (usage `STORAGE | COPY_SRC`): array `i` at `offsets[i]` bytes, C order,
+pub struct GpuArrayBatch<H> {
+    /// The values (usage `STORAGE | COPY_SRC`): array `i` at `offsets[i]` bytes, C order;
     /// float32 as 4 bytes, float16 and bfloat16 as 2 (little-endian).
     pub buffer: wgpu::Buffer,
     /// Byte offset of each array (multiples of 256).
     pub offsets: Vec<u64>,
     /// Each array's header.
-    pub headers: Vec<LosslessHeader>,
+    pub headers: Vec<H>,
     /// Submissions the decode took: 1, more where the batch was split to fit the device's
     /// bindings (0 for an empty batch).
     pub submissions: usize,
-    /// Compute dispatches the decode took (token rounds, prefix-sum stages, finish; all
-    /// sub-batches).
+    /// Compute dispatches the decode took (token rounds, prefix-sum stages, lattice passes,
+    /// finish; all sub-batches).
     pub dispatches: u32,
+    /// Bytes written to the GPU for the batch: the files, the segment, decode, run, array
+    /// and pass tables, and the step uniforms.
+    pub uploaded_bytes: u64,
+    /// Bytes of each array's values.
+    lens: Vec<u64>,
     device: wgpu::Device,
     queue: wgpu::Queue,
 }
 
-impl GpuLosslessBatch {
-    /// Array `i`'s bytes, read back (blocking): what [`super::decode_lossless`] gives as
-    /// bytes on a little-endian machine.
-    pub fn read_back_array(&self, i: usize) -> Result<Vec<u8>> {
-        let h = &self.headers[i];
-        let len = h.output_bytes();
+/// Decoded lossless float arrays (`.l3f` version 2) in one GPU buffer.
+pub type GpuLosslessBatch = GpuArrayBatch<LosslessHeader>;
+
+/// Decoded error-bounded arrays (`.l3f` version 3) in one GPU buffer of f32 values.
+pub type GpuBoundedBatch = GpuArrayBatch<BoundedHeader>;
+
+impl<H> GpuArrayBatch<H> {
+    /// Array `i`'s bytes, read back (blocking): the CPU decoder's values as bytes on a
+    /// little-endian machine.
+    pub fn read_back_bytes(&self, i: usize) -> Result<Vec<u8>> {
+        let len = self.lens[i];
         let mut v = read_buffer(
             &self.device,
             &self.queue,
@@ -234,6 +247,48 @@ impl GpuLosslessBatch {
         )?;
         v.truncate(len as usize);
         Ok(v)
+    }
+}
+
+impl GpuLosslessBatch {
+    /// Array `i`'s bytes, read back (blocking): what [`super::decode_lossless`] gives as
+    /// bytes on a little-endian machine.
+    pub fn read_back_array(&self, i: usize) -> Result<Vec<u8>> {
+        self.read_back_bytes(i)
+    }
+}
+
+impl GpuBoundedBatch {
+    /// Array `i`'s values, read back (blocking): what [`super::decode_bounded`] gives.
+    pub fn read_back_array(&self, i: usize) -> Result<Vec<f32>> {
+        Ok(bytemuck::pod_collect_to_vec(&self.read_back_bytes(i)?))
+    }
+}
+
+/// The output buffer of a batch of `total` bytes.
+fn output_buffer(decoder: &GpuDecoder, label: &'static str, total: u64) -> wgpu::Buffer {
+    decoder.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: total.max(4),
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+/// The error of the first file a sub-batch's kernel flagged (`first`: the sub-batch's first
+/// file in the batch), if any.
+fn flagged(first: usize, flags: &[u32]) -> Result<()> {
+    match flags.iter().enumerate().find(|(_, &f)| f != 0) {
+        Some((k, &flags)) => {
+            let image = first + k;
+            Err(Error::InBatch {
+                image,
+                error: Box::new(FormatError::GpuReported { image, flags }.into()),
+            })
+        }
+        None => Ok(()),
     }
 }
 
@@ -266,36 +321,26 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
         }
         .into());
     }
-    let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
-        label: Some("l3 lossless output"),
-        size: total,
-        usage: wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_SRC
-            | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
+    let buffer = output_buffer(decoder, "l3 lossless output", total);
     let mut offsets = Vec::with_capacity(files.len());
     let mut headers = Vec::with_capacity(files.len());
-    let mut dispatches = 0;
+    let (mut dispatches, mut uploaded) = (0, 0);
     for ((first, plan), &at) in batches.into_iter().zip(&base) {
-        let (flags, d) = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
+        let (flags, d, u) = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
         dispatches += d;
-        if let Some((k, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
-            let image = first + k;
-            return Err(Error::InBatch {
-                image,
-                error: Box::new(FormatError::GpuReported { image, flags }.into()),
-            });
-        }
+        uploaded += u;
+        flagged(first, &flags)?;
         offsets.extend(plan.arrays.iter().map(|a| at + a.out_word as u64 * 4));
         headers.extend(plan.headers);
     }
-    Ok(GpuLosslessBatch {
+    Ok(GpuArrayBatch {
         buffer,
         offsets,
+        lens: headers.iter().map(LosslessHeader::output_bytes).collect(),
         headers,
         submissions: base.len(),
         dispatches,
+        uploaded_bytes: uploaded,
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
     })
@@ -312,42 +357,6 @@ fn tables(plan: &LosslessPlan) -> LosslessTables<'_> {
         arrays: &plan.arrays,
         runs: &plan.runs,
         output_words: plan.output_words,
-    }
-}
-
-/// Decoded error-bounded arrays (`.l3f` version 3) in one GPU buffer of f32 values.
-#[derive(Debug)]
-pub struct GpuBoundedBatch {
-    /// The values (usage `STORAGE | COPY_SRC`): array `i` at `offsets[i]` bytes, C order.
-    pub buffer: wgpu::Buffer,
-    /// Byte offset of each array (multiples of 256).
-    pub offsets: Vec<u64>,
-    /// Each array's header.
-    pub headers: Vec<BoundedHeader>,
-    /// Compute dispatches the batch took (token decode, prefix sums, lattice passes,
-    /// finish).
-    pub dispatches: u32,
-    /// Submissions the batch took (one per sub-batch that fits the device's bindings).
-    pub submissions: u32,
-    /// Bytes written to the GPU for the batch: the files, the segment, decode, run, array
-    /// and pass tables, and the pass uniforms.
-    pub uploaded_bytes: u64,
-    device: wgpu::Device,
-    queue: wgpu::Queue,
-}
-
-impl GpuBoundedBatch {
-    /// Array `i`'s values, read back (blocking): what [`super::decode_bounded`] gives.
-    pub fn read_back_array(&self, i: usize) -> Result<Vec<f32>> {
-        let n = self.headers[i].len();
-        let bytes = read_buffer(
-            &self.device,
-            &self.queue,
-            &self.buffer,
-            self.offsets[i],
-            n * 4,
-        )?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 }
 
@@ -369,18 +378,9 @@ pub fn decode_bounded_fields(
     };
     let plans = plan_bounded_batches(files, options, split)?;
     let total: u64 = plans.iter().map(|p| p.output_words as u64 * 4).sum();
-    let buffer = decoder.device().create_buffer(&wgpu::BufferDescriptor {
-        label: Some("l3 error-bounded output"),
-        size: total.max(4),
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    });
+    let buffer = output_buffer(decoder, "l3 error-bounded output", total);
     let (mut dispatches, mut uploaded, mut offsets, mut headers) = (0, 0, Vec::new(), Vec::new());
-    let submissions = if files.is_empty() {
-        0
-    } else {
-        plans.len() as u32
-    };
+    let submissions = if files.is_empty() { 0 } else { plans.len() };
     for plan in plans.into_iter().filter(|p| !p.arrays.is_empty()) {
         let tables = BoundedTables {
             input_words: &plan.input_words,
@@ -398,13 +398,7 @@ pub fn decode_bounded_fields(
             ),
         };
         let (flags, d, u) = crate::gpu::bounded::dispatch(decoder, &tables, &limits)?;
-        if let Some((local, &flags)) = flags.iter().enumerate().find(|(_, &f)| f != 0) {
-            let image = plan.first_file + local;
-            return Err(Error::InBatch {
-                image,
-                error: Box::new(FormatError::GpuReported { image, flags }.into()),
-            });
-        }
+        flagged(plan.first_file, &flags)?;
         dispatches += d;
         uploaded += u;
         offsets.extend(
@@ -414,9 +408,10 @@ pub fn decode_bounded_fields(
         );
         headers.extend(plan.headers);
     }
-    Ok(GpuBoundedBatch {
+    Ok(GpuArrayBatch {
         buffer,
         offsets,
+        lens: headers.iter().map(BoundedHeader::output_bytes).collect(),
         headers,
         dispatches,
         submissions,

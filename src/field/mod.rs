@@ -22,6 +22,7 @@
 //! [`field_version`] tells them apart.
 
 mod bounded;
+mod core;
 mod decode;
 mod encode;
 mod format;
@@ -40,16 +41,18 @@ pub use bounded::{
     BOUNDED_FLAG_FILL, BOUNDED_MAX_BINS, BOUNDED_MAX_NDIM, BOUNDED_RUN_MAX, BOUNDED_RUN_TOKENS,
     BOUNDED_VERSION, LATTICE_STEP_MAX, LATTICE_UNIT_BITS, PAIR_LIMIT, PRODUCT_BITS,
 };
+pub use core::container::{CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, MAX_SEGMENTS};
+pub use core::runs::{Run, MAX_RUN_VALUES, MIN_RUN_LEN};
 pub use decode::{decode_field, reconstruct, reconstruct_field};
-pub use encode::{encode_field, Bound, FieldOptions};
+pub use encode::{encode_field, regular_range, Bound, FieldOptions};
 pub use format::{
-    parse_field, FieldHeader, FieldLayout, Run, BIN_WIDTH_BITS, FIELD_FLAG_FILL, FIELD_HEADER_LEN,
-    FIELD_MAGIC, FIELD_VERSION, MAX_BINS, MAX_RUN_VALUES, MIN_RUN_LEN,
+    parse_field, FieldHeader, FieldLayout, BIN_WIDTH_BITS, FIELD_FLAG_FILL, FIELD_HEADER_LEN,
+    FIELD_MAGIC, FIELD_VERSION, MAX_BINS,
 };
 pub use lossless::{
     decode_lossless, decode_lossless_into, encode_lossless, parse_lossless, FloatSlice, FloatType,
-    FloatVec, LosslessHeader, LosslessOptions, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, LOSSLESS_FLAG_FILL,
-    LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION, MAX_SEGMENTS,
+    FloatVec, LosslessHeader, LosslessOptions, LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT,
+    LOSSLESS_MAX_NDIM, LOSSLESS_VERSION,
 };
 
 /// The version byte of a field file (1 error-bounded, 2 lossless, 3 error-bounded of 1 to 4

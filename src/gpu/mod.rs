@@ -107,6 +107,8 @@ pub(crate) mod bindings;
 #[cfg(feature = "gpu")]
 pub(crate) mod bounded;
 #[cfg(feature = "gpu")]
+pub(crate) mod chunked;
+#[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;

@@ -1,5 +1,7 @@
 //! The loader's batch tensors: f32 or f16 (IEEE binary16, as bits) values, NCHW.
 
+use crate::tensor::f16_to_f32;
+
 /// Element type of the batch tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TensorType {
@@ -96,7 +98,7 @@ impl Tensor {
     pub fn to_f32(&self) -> Vec<f32> {
         match self {
             Tensor::F32(v) => v.clone(),
-            Tensor::F16(v) => v.iter().map(|&h| f16_bits_to_f32(h)).collect(),
+            Tensor::F16(v) => v.iter().map(|&h| f16_to_f32(h)).collect(),
         }
     }
 
@@ -148,24 +150,6 @@ pub fn f32_to_f16_bits(x: f32) -> u16 {
     sign | round(((e as u32) << 23) | man, 13) as u16
 }
 
-/// The f32 value of IEEE binary16 bits `h` (exact).
-pub fn f16_bits_to_f32(h: u16) -> f32 {
-    let sign = ((h as u32) & 0x8000) << 16;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    let bits = match (exp, man) {
-        (0, 0) => sign,
-        (0, m) => {
-            // Subnormal: m x 2^-24 (exact in f32).
-            let v = m as f32 * (1.0 / 16_777_216.0);
-            return if sign != 0 { -v } else { v };
-        }
-        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
-        (e, m) => sign | ((e + 127 - 15) << 23) | (m << 13),
-    };
-    f32::from_bits(bits)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,9 +158,9 @@ mod tests {
     #[test]
     fn conversions_round_trip_and_round_to_nearest_even() {
         for h in 0..=u16::MAX {
-            let f = f16_bits_to_f32(h);
+            let f = f16_to_f32(h);
             if f.is_nan() {
-                assert!(f16_bits_to_f32(f32_to_f16_bits(f)).is_nan());
+                assert!(f16_to_f32(f32_to_f16_bits(f)).is_nan());
                 continue;
             }
             assert_eq!(f32_to_f16_bits(f), h, "{h:#06x} -> {f}");

@@ -13,7 +13,8 @@
 //! kernel `shaders/tensor_window.wgsl` computes bit for bit), then the output type.
 
 use super::plan::{epoch_seed, splitmix64, SplitMix64};
-use crate::error::{ParameterError, Result};
+use crate::error::invalid_option;
+use crate::error::Result;
 use crate::tensor::{DType, NdArray};
 
 /// Salt of the tensor windows' random stream (apart from the image augmentations').
@@ -67,13 +68,13 @@ impl TensorAugment {
     pub fn validate(&self) -> Result<()> {
         let n = self.spatial_axes();
         if !(2..=3).contains(&n) {
-            return Err(invalid("tensor spatial axes", n as u64, "2 or 3"));
+            return Err(invalid_option("tensor spatial axes", n as u64, "2 or 3"));
         }
         if let Some(&z) = self.crop.iter().find(|&&c| c == 0) {
-            return Err(invalid("tensor crop", z as u64, "non-zero sizes"));
+            return Err(invalid_option("tensor crop", z as u64, "non-zero sizes"));
         }
         if self.rot90 && !self.crop.is_empty() && self.crop[n - 2] != self.crop[n - 1] {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor crop",
                 self.crop[n - 1] as u64,
                 "square over the last two axes with quarter turns",
@@ -95,7 +96,7 @@ impl TensorAugment {
     ) -> Result<TensorWindow> {
         let n = self.spatial_axes();
         if extent.len() != n {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor spatial axes",
                 extent.len() as u64,
                 "as the options say",
@@ -107,14 +108,14 @@ impl TensorAugment {
             self.crop.clone()
         };
         if let Some(i) = (0..n).find(|&i| size[i] > extent[i]) {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor crop",
                 size[i] as u64,
                 "within the arrays' extent",
             ));
         }
         if self.rot90 && size[n - 2] != size[n - 1] {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor crop",
                 size[n - 1] as u64,
                 "square with quarter turns",
@@ -141,7 +142,7 @@ impl TensorAugment {
     pub fn output_shape(&self, shape: &[u32], extent: &[u32]) -> Result<Vec<u32>> {
         let n = self.spatial_axes();
         if shape.len() < n || shape[shape.len() - n..] != *extent {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor array shape",
                 shape.len() as u64,
                 "the record's spatial axes last",
@@ -176,7 +177,7 @@ impl TensorAugment {
             && (0..n).all(|i| window.origin[i] as u64 + window.size[i] as u64 <= extent[i] as u64)
             && (window.rot90 == 0 || window.size[n - 2] == window.size[n - 1]);
         if !fits {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor window",
                 n as u64,
                 "inside the array, as drawn",
@@ -184,7 +185,7 @@ impl TensorAugment {
         }
         let total: usize = out_shape.iter().map(|&d| d as usize).product();
         if out.len() != total {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor output",
                 out.len() as u64,
                 "the window's size",
@@ -334,15 +335,6 @@ pub fn flush(x: f32) -> f32 {
     } else {
         x
     }
-}
-
-fn invalid(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ use super::options::LoaderOptions;
 use super::read::{Fetched, Payloads, MAX_COALESCED_READ};
 use super::tensor::{Tensor, TensorType};
 use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
-use crate::error::{Error, FormatError, ParameterError, Result};
+use crate::error::invalid_option;
+use crate::error::{Error, FormatError, Result};
 use crate::shard::{TensorDataset, TensorManifest};
 use crate::tensor::{decode_array, DType, NdArray};
 
@@ -60,15 +61,6 @@ pub(super) struct TensorPlan {
     pub gpu: Option<GpuWindows>,
 }
 
-fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
-
 impl TensorPlan {
     /// Checks `options` against a tensor dataset of `n` records and its manifest, and gives
     /// the batches' arrays: the common checks ([`LoaderOptions::validate_common`]); no level;
@@ -79,7 +71,7 @@ impl TensorPlan {
     pub(super) fn new(options: &LoaderOptions, manifest: &TensorManifest, n: u64) -> Result<Self> {
         options.validate_common(n)?;
         if let Some(l) = options.level {
-            return Err(invalid(
+            return Err(invalid_option(
                 "level",
                 l as u64,
                 "a tensor dataset has no levels: leave level unset",
@@ -92,7 +84,7 @@ impl TensorPlan {
             let s = a.spatial_axes();
             for d in &manifest.arrays {
                 if d.shape.len() < s {
-                    return Err(invalid(
+                    return Err(invalid_option(
                         "tensor spatial axes",
                         s as u64,
                         "every array of the dataset has at least the spatial axes",
@@ -102,7 +94,7 @@ impl TensorPlan {
                 if extent.is_empty() {
                     extent = last.to_vec();
                 } else if extent != last {
-                    return Err(invalid(
+                    return Err(invalid_option(
                         "tensor spatial axes",
                         s as u64,
                         "the arrays of a record differ in their last (spatial) axes",
@@ -318,7 +310,7 @@ impl GpuWindows {
         extent: &[u32],
     ) -> Result<Self> {
         if options.gpu_output != super::gpu::GpuOutput::ReadBack {
-            return Err(invalid(
+            return Err(invalid_option(
                 "gpu_output",
                 options.gpu_output as u64,
                 "a tensor dataset's GPU batches are read back (GpuOutput::ReadBack); staged \
@@ -331,7 +323,7 @@ impl GpuWindows {
                 Some(DType::Float64 | DType::Int64 | DType::UInt64)
             );
             if wide {
-                return Err(invalid(
+                return Err(invalid_option(
                     "tensor dtype",
                     64,
                     "64-bit arrays (float64, int64, uint64) load on the CPU path: leave gpu \
@@ -350,7 +342,7 @@ impl GpuWindows {
             let l = d.shape.len();
             let ok = l >= 2 && last.is_none_or(|x| x == &d.shape[l - 2..]);
             if !ok {
-                return Err(invalid(
+                return Err(invalid_option(
                     "tensor spatial axes",
                     l as u64,
                     "the GPU path takes whole arrays that share their last two axes; set \
@@ -492,7 +484,7 @@ fn not_declared(count: u64) -> Error {
 /// `array`'s values as f32, whole, C order.
 fn whole(array: &NdArray, out: &mut [f32]) -> Result<()> {
     if out.len() != array.len() {
-        return Err(invalid(
+        return Err(invalid_option(
             "tensor output",
             out.len() as u64,
             "the array's element count",

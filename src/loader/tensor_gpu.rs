@@ -17,7 +17,8 @@
 
 use super::tensor::{Tensor, TensorType};
 use super::tensor_augment::{TensorAugment, TensorNorm, TensorWindow};
-use crate::error::{Error, LimitsError, ParameterError, Result};
+use crate::error::invalid_option;
+use crate::error::{Error, LimitsError, Result};
 use crate::gpu::abi::{element, TensorWindowJob, OUT_ALIGN};
 use crate::gpu::bindings::BindLimits;
 use crate::gpu::readback::{read_buffer, stage_buffer};
@@ -263,15 +264,6 @@ impl TensorBatchPlan<'_> {
     }
 }
 
-fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
-
 fn in_sample(sample: usize, e: Error) -> Error {
     Error::InBatch {
         image: sample,
@@ -293,7 +285,7 @@ fn element_of(spec: &ArraySpec) -> Result<u32> {
         DType::UInt32 => element::U32,
         DType::Int32 => element::I32,
         DType::Float64 | DType::Int64 | DType::UInt64 => {
-            return Err(invalid(
+            return Err(invalid_option(
                 "tensor dtype",
                 spec.dtype as u64,
                 "64-bit arrays are windowed on the CPU path, not the GPU",
@@ -320,7 +312,7 @@ pub fn plan_tensor_batch<'a>(
     augment.validate()?;
     let n = augment.spatial_axes();
     let Some(first) = samples.first() else {
-        return Err(invalid("tensor batch", 0, "at least one sample"));
+        return Err(invalid_option("tensor batch", 0, "at least one sample"));
     };
     let names: Vec<&str> = first.arrays.iter().map(|a| a.spec.name.as_str()).collect();
     // Per name: its output shape of one sample (from the first sample, checked on all).
@@ -345,15 +337,15 @@ pub fn plan_tensor_batch<'a>(
         if !fits {
             return Err(in_sample(
                 s,
-                invalid("tensor window", n as u64, "inside the arrays, as drawn"),
+                invalid_option("tensor window", n as u64, "inside the arrays, as drawn"),
             ));
         }
         for (a, shape) in row.iter().zip(shapes.iter_mut()) {
             let check = || -> Result<Vec<u32>> {
                 check_shape(&a.spec.shape)
-                    .map_err(|reason| invalid("tensor array shape", 0, reason))?;
+                    .map_err(|reason| invalid_option("tensor array shape", 0, reason))?;
                 if spatial_extent(a.spec, n)? != extent {
-                    return Err(invalid(
+                    return Err(invalid_option(
                         "tensor array shape",
                         a.spec.shape.len() as u64,
                         "the record's arrays share their spatial axes",
@@ -361,7 +353,7 @@ pub fn plan_tensor_batch<'a>(
                 }
                 let out = augment.output_shape(&a.spec.shape, &extent)?;
                 if out[out.len() - n..] != w.size[..] {
-                    return Err(invalid("tensor window", n as u64, "the crop's size"));
+                    return Err(invalid_option("tensor window", n as u64, "the crop's size"));
                 }
                 if a.spec.byte_len() > max_output_bytes {
                     return Err(LimitsError::OutputBytes {
@@ -387,7 +379,7 @@ pub fn plan_tensor_batch<'a>(
                 Some(want) if *want != out => {
                     return Err(in_sample(
                         s,
-                        invalid(
+                        invalid_option(
                             "tensor array shape",
                             out.len() as u64,
                             "one output shape per array name in a batch",
@@ -524,7 +516,7 @@ fn order_arrays<'a>(
         .collect();
     match row {
         Some(row) if same => Ok(row),
-        _ => Err(invalid(
+        _ => Err(invalid_option(
             "tensor record arrays",
             sample.arrays.len() as u64,
             "every sample of a batch holds the same array names, each once",
@@ -535,7 +527,7 @@ fn order_arrays<'a>(
 /// The last `n` axes of the array.
 fn spatial_extent(spec: &ArraySpec, n: usize) -> Result<Vec<u32>> {
     if spec.shape.len() < n {
-        return Err(invalid(
+        return Err(invalid_option(
             "tensor array shape",
             spec.shape.len() as u64,
             "the record's spatial axes last",

@@ -7,6 +7,7 @@
 //! Then the plan's refusals of hostile records.
 
 use super::*;
+use crate::field::Bound;
 use crate::gpu::cpu_twin::tensor_window::tensor_window as twin;
 use crate::loader::tensor::f32_to_f16_bits;
 use crate::tensor::{decode_array, encode_array, ArrayMode, ArrayOptions, EncodedArray, NdArray};
@@ -93,7 +94,12 @@ const KINDS_2D: [Kind; 14] = [
     kind("lossless-f32", DType::Float32, ArrayMode::Lossless, &[2]),
     kind("lossless-bf16", DType::BFloat16, ArrayMode::Lossless, &[]),
     kind("lossless-f16", DType::Float16, ArrayMode::Lossless, &[1, 2]),
-    kind("bounded", DType::Float32, ArrayMode::Absolute(1e-3), &[]),
+    kind(
+        "bounded",
+        DType::Float32,
+        ArrayMode::Bounded(Bound::Absolute(1e-3)),
+        &[],
+    ),
     kind("tiny", DType::Float32, ArrayMode::Raw, &[]),
 ];
 
@@ -102,7 +108,12 @@ const KINDS_3D: [Kind; 4] = [
     kind("f32", DType::Float32, ArrayMode::Raw, &[2]),
     kind("i16", DType::Int16, ArrayMode::Raw, &[]),
     kind("lossless-bf16", DType::BFloat16, ArrayMode::Lossless, &[]),
-    kind("bounded", DType::Float32, ArrayMode::Absolute(1e-2), &[]),
+    kind(
+        "bounded",
+        DType::Float32,
+        ArrayMode::Bounded(Bound::Absolute(1e-2)),
+        &[],
+    ),
 ];
 
 /// A batch of records: sample `s` has spatial extent `extent(s)`, one array per kind.
@@ -121,7 +132,7 @@ fn records(
                     let shape: Vec<u32> = k.lead.iter().copied().chain(extent(s)).collect();
                     let n = shape.iter().product::<u32>() as usize;
                     // Error-bounded fields take finite values; the others get the specials.
-                    let smooth = matches!(k.mode, ArrayMode::Absolute(_));
+                    let smooth = matches!(k.mode, ArrayMode::Bounded(Bound::Absolute(_)));
                     let bytes = if k.name == "tiny" {
                         tiny_values(&mut rng, n)
                     } else {

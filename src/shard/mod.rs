@@ -49,8 +49,7 @@ pub use manifest::{
 pub use reader::{ShardPrefix, ShardReader};
 #[cfg(feature = "dataset")]
 pub use tensor_dataset::{
-    ArrayDecl, ArrayStats, BoundDecl, TensorDataset, TensorManifest, TensorShardInfo,
-    TENSOR_MANIFEST_VERSION,
+    ArrayDecl, ArrayStats, TensorDataset, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
 pub use tensor_format::{ArrayEntry, PayloadEntry, RecordKind, TensorEntry};
 pub use tensor_io::{RecordPayloads, TensorRecordInput, TensorShardReader, TensorShardWriter};

@@ -15,22 +15,13 @@ use super::tensor_format::{PayloadEntry, TensorEntry};
 use super::TensorShardReader;
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
+use crate::field::Bound;
 use crate::limits::Limits;
 use crate::store::Store;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, Moments, NdArray, StorageMode};
 
 /// The tensor manifest format this code writes and reads.
 pub const TENSOR_MANIFEST_VERSION: u32 = 1;
-
-/// The bound asked for an error-bounded array, as the manifest records it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BoundDecl {
-    /// Absolute.
-    Absolute(f64),
-    /// Relative to each array's value range.
-    Relative(f64),
-}
 
 /// An array every record of the dataset holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,7 +35,7 @@ pub struct ArrayDecl {
     /// Storage mode ([`StorageMode::name`]).
     pub mode: String,
     /// The bound asked for (error-bounded arrays only).
-    pub bound: Option<BoundDecl>,
+    pub bound: Option<Bound>,
     /// The fill value's bits in the element type, if one is declared.
     pub fill_bits: Option<u64>,
 }

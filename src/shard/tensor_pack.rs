@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use super::manifest::{file_crc32, MANIFEST_NAME, TENSOR_KIND};
 use super::tensor_dataset::{
-    merge_stats, ArrayDecl, BoundDecl, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
+    merge_stats, ArrayDecl, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
 use super::{write_atomic, TensorRecordInput, TensorShardReader, TensorShardWriter};
+use crate::error::invalid_option;
 use crate::error::{Error, ParameterError, Result};
 use crate::tensor::{
     encode_array, verify_array, ArrayMode, ArrayOptions, Moments, NdArray, StorageMode,
@@ -146,20 +147,11 @@ pub struct TensorPacker {
     kept: usize,
 }
 
-fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
-
 impl TensorPacker {
     /// A packer writing into `dir` (created if missing).
     pub fn new(dir: &Path, options: TensorPackOptions) -> Result<Self> {
         if options.samples_per_shard == 0 {
-            return Err(invalid("samples_per_shard", 0, "at least 1"));
+            return Err(invalid_option("samples_per_shard", 0, "at least 1"));
         }
         std::fs::create_dir_all(dir)?;
         Ok(TensorPacker {
@@ -204,7 +196,7 @@ impl TensorPacker {
         self.conform(&mut sample).map_err(named)?;
         if let Some(k) = &sample.key {
             super::format::check_key(k)
-                .map_err(|reason| named(invalid("key", k.len() as u64, reason)))?;
+                .map_err(|reason| named(invalid_option("key", k.len() as u64, reason)))?;
         }
         self.pending.push(sample);
         self.samples += 1;
@@ -218,7 +210,11 @@ impl TensorPacker {
     /// another dataset is an error unless `force`.
     pub fn finish(mut self) -> Result<TensorPackSummary> {
         if self.samples == 0 {
-            return Err(invalid("samples", 0, "a dataset needs at least one sample"));
+            return Err(invalid_option(
+                "samples",
+                0,
+                "a dataset needs at least one sample",
+            ));
         }
         if !self.pending.is_empty() {
             self.flush()?;
@@ -271,7 +267,7 @@ impl TensorPacker {
     /// The declared arrays of the first sample, with their options.
     fn layout_of(&self, sample: &TensorSample) -> Result<Vec<(ArrayDecl, ArrayOptions)>> {
         if sample.arrays.is_empty() || sample.arrays.len() > crate::tensor::MAX_ARRAYS {
-            return Err(invalid(
+            return Err(invalid_option(
                 "arrays",
                 sample.arrays.len() as u64,
                 "a sample has 1 to 16 arrays",
@@ -283,7 +279,7 @@ impl TensorPacker {
             .keys()
             .find(|n| !sample.arrays.iter().any(|(a, _)| a == *n))
         {
-            return Err(invalid(
+            return Err(invalid_option(
                 "modes",
                 name.len() as u64,
                 "names an array the samples do not have",
@@ -292,9 +288,9 @@ impl TensorPacker {
         let mut out: Vec<(ArrayDecl, ArrayOptions)> = Vec::new();
         for (name, a) in &sample.arrays {
             crate::tensor::check_name(name)
-                .map_err(|reason| invalid("name", name.len() as u64, reason))?;
+                .map_err(|reason| invalid_option("name", name.len() as u64, reason))?;
             if out.iter().any(|(d, _)| d.name == *name) {
-                return Err(invalid(
+                return Err(invalid_option(
                     "name",
                     name.len() as u64,
                     "array names are distinct",
@@ -321,12 +317,11 @@ impl TensorPacker {
                 }
             };
             let bound = match opts.mode {
-                ArrayMode::Absolute(e) => Some(BoundDecl::Absolute(e)),
-                ArrayMode::Relative(r) => Some(BoundDecl::Relative(r)),
+                ArrayMode::Bounded(b) => Some(b),
                 _ => None,
             };
             if mode == StorageMode::ErrorBounded && a.dtype() != crate::tensor::DType::Float32 {
-                return Err(invalid(
+                return Err(invalid_option(
                     "modes",
                     a.dtype() as u64,
                     "error-bounded arrays are float32 (store others lossless or raw)",
@@ -350,7 +345,7 @@ impl TensorPacker {
     /// Puts the sample's arrays in the layout's order, checking names, types and shapes.
     fn conform(&self, sample: &mut TensorSample) -> Result<()> {
         if sample.arrays.len() != self.layout.len() {
-            return Err(invalid(
+            return Err(invalid_option(
                 "arrays",
                 sample.arrays.len() as u64,
                 "not the first sample's number of arrays",
@@ -362,13 +357,17 @@ impl TensorPacker {
                 .arrays
                 .iter()
                 .position(|(n, _)| *n == d.name)
-                .ok_or_else(|| invalid("arrays", 0, "lacks an array of the first sample"))?;
+                .ok_or_else(|| invalid_option("arrays", 0, "lacks an array of the first sample"))?;
             let (name, a) = sample.arrays.swap_remove(k);
             if a.dtype().name() != d.dtype {
-                return Err(invalid("dtype", a.dtype() as u64, "not the first sample's"));
+                return Err(invalid_option(
+                    "dtype",
+                    a.dtype() as u64,
+                    "not the first sample's",
+                ));
             }
             if a.shape() != d.shape.as_slice() {
-                return Err(invalid(
+                return Err(invalid_option(
                     "shape",
                     a.shape().len() as u64,
                     "not the first sample's",

@@ -8,10 +8,12 @@
 //! object's ETag) and `index_cache` (what opening a remote object fetched, kept on local disk
 //! for the next process).
 //!
-//! A remote [`Blob`] is opened with one ranged read of the object's last [`TAIL_BYTES`] (a
-//! shard's trailer and, for most shards, its whole index), which also gives the object's size
-//! and ETag; every later read names that ETag (`If-Match`), so an object replaced while it is
-//! read is refused instead of mixing two versions.
+//! A remote [`Blob`] a manifest describes ([`BlobHint`]) opens with two concurrent ranged
+//! reads sized by the manifest: exactly the shard's header, and exactly its index and
+//! trailer. Without a hint it opens with one ranged read of the object's last [`TAIL_BYTES`]
+//! (the trailer and, for most shards, the whole index). Either gives the object's size and
+//! ETag; every later read names that ETag (`If-Match`), so an object replaced while it is read
+//! is refused instead of mixing two versions.
 
 pub(crate) mod atomic;
 #[cfg(feature = "remote")]

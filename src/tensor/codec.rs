@@ -6,11 +6,12 @@
 
 use super::model::{ArraySpec, DType, NdArray, StorageMode};
 use crate::decode::DecodeOptions;
+use crate::error::invalid_option;
 use crate::error::{Error, FormatError, LimitsError, ParameterError, Result};
 use crate::field::{
-    decode_bounded, encode_bounded, field_version, parse_bounded, parse_lossless, Bound,
-    BoundedOptions, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec, LosslessOptions,
-    BOUNDED_VERSION, FIELD_VERSION,
+    decode_bounded, encode_bounded, field_version, parse_bounded, parse_lossless, regular_range,
+    Bound, BoundedOptions, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec,
+    LosslessOptions, BOUNDED_VERSION, FIELD_VERSION,
 };
 
 /// How an array is to be stored, as a packer asks for it.
@@ -21,11 +22,10 @@ pub enum ArrayMode {
     /// Lossless: a lossless float field for float32, float16 and bfloat16 arrays, the bytes
     /// for the others (float64 and integers).
     Lossless,
-    /// Error-bounded within this absolute bound (float32 arrays).
-    Absolute(f64),
-    /// Error-bounded within this fraction of each array's value range (max - min over its
-    /// finite, non-fill values; an array with no range is stored exactly).
-    Relative(f64),
+    /// Error-bounded (float32 arrays); a relative bound is a fraction of each array's value
+    /// range (max - min over its finite, non-fill values; an array with no range is stored
+    /// exactly).
+    Bounded(Bound),
 }
 
 /// What [`encode_array`] does with one array.
@@ -45,7 +45,7 @@ impl ArrayOptions {
             ArrayMode::Raw => StorageMode::Raw,
             ArrayMode::Lossless if float_type(dtype).is_some() => StorageMode::Lossless,
             ArrayMode::Lossless => StorageMode::Raw,
-            ArrayMode::Absolute(_) | ArrayMode::Relative(_) => StorageMode::ErrorBounded,
+            ArrayMode::Bounded(_) => StorageMode::ErrorBounded,
         }
     }
 }
@@ -59,18 +59,9 @@ pub struct EncodedArray {
     pub payload: Vec<u8>,
 }
 
-fn bad(name: &'static str, value: u64, reason: &'static str) -> Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
-
 /// Encodes `array` named `name` as `options` asks.
 pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Result<EncodedArray> {
-    super::check_name(name).map_err(|reason| bad("name", name.len() as u64, reason))?;
+    super::check_name(name).map_err(|reason| invalid_option("name", name.len() as u64, reason))?;
     let dtype = array.dtype();
     let fill = match options.fill_value {
         None => None,
@@ -98,7 +89,7 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
         StorageMode::Lossless => encode_lossless(array, fill)?,
         StorageMode::ErrorBounded => {
             let values = array.to_f32().ok_or_else(|| {
-                bad(
+                invalid_option(
                     "mode",
                     dtype as u64,
                     "error-bounded arrays are float32 (store others lossless or raw)",
@@ -106,8 +97,8 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
             })?;
             let fill_value = fill.map(|b| f32::from_bits(b as u32));
             let bound = match options.mode {
-                ArrayMode::Absolute(e) => Bound::Absolute(e),
-                ArrayMode::Relative(r) => {
+                ArrayMode::Bounded(Bound::Absolute(e)) => Bound::Absolute(e),
+                ArrayMode::Bounded(Bound::Relative(r)) => {
                     if !(r.is_finite() && r > 0.0) {
                         return Err(ParameterError::InvalidFloat {
                             name: "relative bound",
@@ -118,16 +109,7 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                     }
                     // An array without a range (constant, or no regular value) is exact
                     // with the smallest bound the field format takes.
-                    let regular = |v: &f32| {
-                        v.is_finite() && fill_value.is_none_or(|f| v.to_bits() != f.to_bits())
-                    };
-                    let (lo, hi) = values
-                        .iter()
-                        .filter(|v| regular(v))
-                        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
-                            (a.min(v), b.max(v))
-                        });
-                    if lo < hi {
+                    if regular_range(&values, fill_value) > 0.0 {
                         Bound::Relative(r)
                     } else {
                         Bound::Absolute(f32::MIN_POSITIVE as f64)
@@ -147,16 +129,12 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                 spec.bound = FieldHeader::parse(&field)?.bound;
                 field
             } else {
-                let e = match bound {
-                    Bound::Absolute(e) => e,
-                    Bound::Relative(r) => r * regular_range(&values, fill_value),
-                };
                 let field = encode_bounded(
                     &values,
                     array.shape(),
                     &BoundedOptions {
                         fill_value,
-                        ..BoundedOptions::new(e)
+                        ..BoundedOptions::new(bound)
                     },
                 )?;
                 spec.bound = parse_bounded(&field)?.bound;
@@ -165,21 +143,6 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
         }
     };
     Ok(EncodedArray { spec, payload })
-}
-
-/// `max - min` (in f64) of the finite values that are not the fill value, 0 without any.
-fn regular_range(values: &[f32], fill: Option<f32>) -> f64 {
-    let (lo, hi) = values
-        .iter()
-        .filter(|v| v.is_finite() && fill.is_none_or(|f| v.to_bits() != f.to_bits()))
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
-    if lo <= hi {
-        hi as f64 - lo as f64
-    } else {
-        0.0
-    }
 }
 
 /// Checks that `payload`'s own header agrees with `spec` (without decoding it): a raw payload
@@ -379,7 +342,7 @@ fn encode_lossless(array: &NdArray, fill: Option<u64>) -> Result<Vec<u8>> {
             };
             crate::field::encode_lossless(slice, array.shape(), &options)
         }
-        None => Err(bad(
+        None => Err(invalid_option(
             "mode",
             array.dtype() as u64,
             "lossless float fields hold float32, float16 or bfloat16",

@@ -42,10 +42,9 @@ pub struct EncodeFieldArgs {
     /// Fill value kept exactly (default: the sidecar's `fill_value`, if any).
     #[arg(long)]
     pub fill_value: Option<f32>,
-    /// Error-bounded format: v1 (2 or 3 axes, the bins as an L3 image; decodes on the GPU
-    /// too) or v3 (1 to 4 axes, lattice interpolation or differences along the array's own
-    /// axes; CPU decoder only for now). Default: v3 for 1 or 4 axes, and v1 for 2 or 3 axes
-    /// until a GPU decoder of version 3 exists.
+    /// Error-bounded format: v1 (2 or 3 axes, the bins as an L3 image) or v3 (1 to 4 axes,
+    /// lattice interpolation or differences along the array's own axes); both decode on the
+    /// CPU and the GPU. Default: v3 for 1 or 4 axes, v1 for 2 or 3 axes.
     #[arg(long, value_enum, conflicts_with = "lossless")]
     pub format: Option<FieldFormatArg>,
     /// Profile of the bin image (version 1).
@@ -181,22 +180,9 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         None => !(2..=3).contains(&array.shape.len()),
     };
     let (file, stated, runs, back) = if v3 {
-        let e = match bound {
-            l3::field::Bound::Absolute(e) => e,
-            l3::field::Bound::Relative(r) => {
-                let regular = array
-                    .values
-                    .iter()
-                    .filter(|v| v.is_finite() && fill.is_none_or(|f| f.to_bits() != v.to_bits()));
-                let (lo, hi) = regular.fold((f32::INFINITY, f32::NEG_INFINITY), |(x, y), &v| {
-                    (x.min(v), y.max(v))
-                });
-                r * if lo <= hi { hi as f64 - lo as f64 } else { 0.0 }
-            }
-        };
         let options = l3::field::BoundedOptions {
             fill_value: fill,
-            ..l3::field::BoundedOptions::new(e)
+            ..l3::field::BoundedOptions::new(bound)
         };
         let file = l3::field::encode_bounded(&array.values, &array.shape, &options)?;
         let (h, back) = l3::field::decode_bounded(&file, &decode_options())?;

@@ -155,8 +155,8 @@ fn ls_tensors(a: &LsArgs, store: &Store) -> Result<u64> {
     }
     for (decl, b) in m.arrays.iter().zip(&bytes) {
         let bound = match decl.bound {
-            Some(l3::shard::BoundDecl::Absolute(e)) => format!(" bound absolute {e:e}"),
-            Some(l3::shard::BoundDecl::Relative(r)) => format!(" bound relative {r:e}"),
+            Some(l3::field::Bound::Absolute(e)) => format!(" bound absolute {e:e}"),
+            Some(l3::field::Bound::Relative(r)) => format!(" bound relative {r:e}"),
             None => String::new(),
         };
         let fill = decl

@@ -6,17 +6,19 @@
 use super::format::*;
 use super::predict::{differences_forward, lattice_forward, passes, Forward, Geometry};
 use super::tokens::encode_chunks;
+use crate::error::invalid_option;
 use crate::error::{ParameterError, Result};
-use crate::field::format::{write_runs, Run};
-use crate::field::lossless::format::{token_of, MAX_SEGMENTS};
-use crate::field::lossless::format::{CHUNK_LOG2_MAX, CHUNK_LOG2_MIN};
+use crate::field::core::container::{CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, CRC_LEN, MAX_SEGMENTS};
+use crate::field::core::runs::{write_runs, Run};
+use crate::field::core::tokens::token_of;
+use crate::field::Bound;
 
 /// Options of [`encode_bounded`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoundedOptions {
-    /// The absolute bound: every regular decoded value is within it (no default; a relative
-    /// bound is `rel x (max - min)` of the regular values, which front ends compute).
-    pub max_error: f64,
+    /// The bound (no default): every regular decoded value is within it; a relative bound is
+    /// resolved over the array's regular values ([`Bound::resolve`]).
+    pub bound: Bound,
     /// A fill value (missing data) stored exactly, like NaN (default none).
     pub fill_value: Option<f32>,
     /// Use this predictor, or `None` for the one whose file is smaller (default `None`).
@@ -34,10 +36,10 @@ pub struct BoundedOptions {
 }
 
 impl BoundedOptions {
-    /// The absolute bound `max_error` with the defaults.
-    pub fn new(max_error: f64) -> Self {
+    /// `bound` (a bare `f64` is absolute) with the defaults.
+    pub fn new(bound: impl Into<Bound>) -> Self {
         BoundedOptions {
-            max_error,
+            bound: bound.into(),
             fill_value: None,
             predictor: None,
             axes: None,
@@ -65,15 +67,6 @@ const LEVEL_SETTINGS: [(f64, f64); 9] = [
 
 /// Level-step settings coded in full, the best by estimate.
 const SETTINGS_CODED: usize = 3;
-
-fn bad_option(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
 
 /// The largest positive normal f32 at most `limit` with at most `bits` significant bits.
 pub(super) fn unit_for(limit: f64, bits: u32) -> Option<f32> {
@@ -251,14 +244,14 @@ impl Input<'_> {
 /// (`field::bounded::gpu_encode`): shape, length, chunk, segments, axis set, bound.
 pub(super) fn check_arguments(len: usize, shape: &[u32], options: &BoundedOptions) -> Result<()> {
     if shape.is_empty() || shape.len() > BOUNDED_MAX_NDIM {
-        return Err(bad_option("shape", shape.len() as u64, "1 to 4 axes"));
+        return Err(invalid_option("shape", shape.len() as u64, "1 to 4 axes"));
     }
     if shape.contains(&0) {
-        return Err(bad_option("shape", 0, "every axis must be >= 1"));
+        return Err(invalid_option("shape", 0, "every axis must be >= 1"));
     }
     let n = shape.iter().map(|&d| d as u128).product::<u128>();
     if n > u32::MAX as u128 {
-        return Err(bad_option(
+        return Err(invalid_option(
             "shape",
             n.min(u64::MAX as u128) as u64,
             "at most 2^32 - 1 values",
@@ -272,34 +265,52 @@ pub(super) fn check_arguments(len: usize, shape: &[u32], options: &BoundedOption
         .into());
     }
     if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
-        return Err(bad_option(
+        return Err(invalid_option(
             "chunk_log2",
             options.chunk_log2 as u64,
             "8 to 20",
         ));
     }
     if !(1..=MAX_SEGMENTS).contains(&options.segments) {
-        return Err(bad_option("segments", options.segments as u64, "1 to 32"));
+        return Err(invalid_option(
+            "segments",
+            options.segments as u64,
+            "1 to 32",
+        ));
     }
     if let Some(set) = options.axes {
         if set == 0 || set as u32 >= 1 << shape.len() {
-            return Err(bad_option(
+            return Err(invalid_option(
                 "axes",
                 set as u64,
                 "a nonzero set of the array's axes (below 2^ndim)",
             ));
         }
     }
-    let bound = options.max_error;
+    let (Bound::Absolute(bound) | Bound::Relative(bound)) = options.bound;
     if !(bound.is_finite() && bound > 0.0) {
-        return Err(ParameterError::InvalidFloat {
-            name: "max_error",
-            value_bits: bound.to_bits(),
-            reason: "must be finite and positive (a relative bound of a constant array is 0)",
-        }
-        .into());
+        return Err(bad_bound(bound));
     }
     Ok(())
+}
+
+fn bad_bound(bound: f64) -> crate::error::Error {
+    ParameterError::InvalidFloat {
+        name: "max_error",
+        value_bits: bound.to_bits(),
+        reason: "must be finite and positive (a relative bound of a constant array is 0)",
+    }
+    .into()
+}
+
+/// The absolute bound of `bound` over an array whose regular values span `range` (see
+/// [`offset_and_range`]; the CPU and GPU encoders resolve it alike), finite and positive.
+pub(super) fn resolve_bound(bound: Bound, range: f64) -> Result<f64> {
+    let e = bound.over_range(range);
+    if !(e.is_finite() && e > 0.0) {
+        return Err(bad_bound(e));
+    }
+    Ok(e)
 }
 
 /// Whether `v` is not a regular value: NaN, an infinity, a subnormal (stored exactly, so that
@@ -344,13 +355,13 @@ pub(super) fn too_small(bound: f64) -> crate::error::Error {
     .into()
 }
 
-/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.max_error`.
+/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.bound`.
 pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Result<Vec<u8>> {
     check_arguments(values.len(), shape, options)?;
-    let bound = options.max_error;
     let fill = options.fill_value;
     let special: Vec<bool> = values.iter().map(|&v| is_special(v, fill)).collect();
     let (offset, range) = offset_and_range(regular_extent(values, &special));
+    let bound = resolve_bound(options.bound, range)?;
     let input = Input {
         values,
         shape,

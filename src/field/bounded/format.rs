@@ -5,11 +5,13 @@
 
 use crate::codec::bits::BitReader;
 use crate::decode::DecodeOptions;
-use crate::error::{FormatError, LimitsError, Result};
-use crate::field::format::{bin_width_significand_bits, read_runs, Run};
-use crate::field::lossless::format::{
-    check_lengths, single_tokens, token_base, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, MAX_SEGMENTS,
+use crate::error::{FormatError, Result};
+use crate::field::core::container::{
+    self, check_start, invalid, read_shape, truncated, u32_at, ChunkedHeader, Stream,
+    CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, MAX_SEGMENTS,
 };
+use crate::field::core::tokens::{check_lengths, single_tokens, token_base};
+use crate::field::format::bin_width_significand_bits;
 use crate::field::{BIN_WIDTH_BITS, FIELD_MAGIC};
 use crate::format::compact::CODE_LENGTH_BITS;
 
@@ -42,8 +44,6 @@ pub const PAIR0: u32 = SINGLES;
 pub const RUN0: u32 = PAIR0 + PAIR_LIMIT * PAIR_LIMIT;
 /// Size of the token alphabet.
 pub const BOUNDED_ALPHABET: u32 = RUN0 + BOUNDED_RUN_TOKENS;
-/// Bytes of the CRC-32 at the end.
-pub const CRC_LEN: usize = 4;
 
 /// Bytes of the header before the predictor's tables, for `ndim` axes.
 pub const fn bounded_fixed_len(ndim: usize) -> usize {
@@ -63,7 +63,7 @@ pub enum Predictor {
 /// flags; a single's value and a run's length are `base + raw`, a pair's two values are the
 /// base's low and high 16 bits.
 pub(super) fn bounded_token(t: u32) -> (u32, u32, u64) {
-    use crate::field::lossless::code::{ENTRY_PAIR, ENTRY_RUN};
+    use crate::field::core::code::{ENTRY_PAIR, ENTRY_RUN};
     if t < PAIR0 {
         let (b, n, _) = token_base(32, t);
         (b, n, 0)
@@ -224,46 +224,11 @@ impl BoundedHeader {
     }
 }
 
-fn invalid(field: &'static str, offset: usize, value: u64, reason: &'static str) -> FormatError {
-    FormatError::InvalidHeader {
-        field,
-        offset: offset as u64,
-        value,
-        reason,
-    }
-}
-
-fn u32_at(data: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"))
-}
-
 /// Parses and validates the header of an error-bounded array with its predictor's tables
 /// (not its chunk table): cheap, nothing allocated beyond the shape and tables.
 pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
-    let n = data.len().min(8);
-    if data[..n] != FIELD_MAGIC[..n] {
-        return Err(FormatError::BadMagic {
-            found: data[..n].to_vec(),
-            expected: FIELD_MAGIC,
-        }
-        .into());
-    }
-    let truncated = |end: usize| FormatError::Truncated {
-        what: "error-bounded array header",
-        offset: 0,
-        end: end as u64,
-        len: data.len() as u64,
-    };
-    if data.len() < 12 {
-        return Err(truncated(12).into());
-    }
-    if data[8] != BOUNDED_VERSION {
-        return Err(FormatError::UnsupportedVersion {
-            version: data[8],
-            supported: BOUNDED_VERSION,
-        }
-        .into());
-    }
+    const WHAT: &str = "error-bounded array header";
+    check_start(data, WHAT, BOUNDED_VERSION)?;
     let ndim = data[9] as usize;
     if !(1..=BOUNDED_MAX_NDIM).contains(&ndim) {
         return Err(invalid("ndim", 9, ndim as u64, "must be 1 to 4").into());
@@ -278,23 +243,7 @@ pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
         p => return Err(invalid("predictor", 11, p as u64, "0 lattice, 1 differences").into()),
     };
     let fixed = bounded_fixed_len(ndim);
-    if data.len() < fixed {
-        return Err(truncated(fixed).into());
-    }
-    let shape: Vec<u32> = (0..ndim).map(|a| u32_at(data, 12 + 4 * a)).collect();
-    if let Some(a) = shape.iter().position(|&d| d == 0) {
-        return Err(invalid("shape", 12 + 4 * a, 0, "every axis must be >= 1").into());
-    }
-    let total = shape.iter().map(|&d| d as u128).product::<u128>();
-    if total > u32::MAX as u128 {
-        return Err(invalid(
-            "shape",
-            12,
-            total.min(u64::MAX as u128) as u64,
-            "at most 2^32 - 1 values",
-        )
-        .into());
-    }
+    let shape = read_shape(data, ndim, fixed, WHAT)?;
     let p = 12 + 4 * ndim;
     let bound = f64::from_le_bytes(data[p..p + 8].try_into().expect("8 bytes"));
     if !(bound.is_finite() && bound > 0.0) {
@@ -367,7 +316,7 @@ pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
             let kinds_len = (l * ndim).div_ceil(8);
             let t = fixed + l + 1 + kinds_len;
             if data.len() < t {
-                return Err(truncated(t).into());
+                return Err(truncated(WHAT, t, data.len()).into());
             }
             steps = data[fixed..fixed + l + 1].to_vec();
             if let Some(k) = steps
@@ -444,97 +393,42 @@ pub fn parse_bounded(data: &[u8]) -> Result<BoundedHeader> {
     })
 }
 
-/// A checked file: its header, exception runs and chunks.
-#[derive(Debug)]
-pub(super) struct Layout<'a> {
-    /// The header.
-    pub header: BoundedHeader,
-    /// Exception runs: sorted, disjoint, inside the array.
-    pub runs: Vec<Run>,
-    /// Each chunk's bytes.
-    pub chunks: Vec<&'a [u8]>,
+impl ChunkedHeader for BoundedHeader {
+    const FILE: &'static str = "error-bounded array (header, chunk table, runs and CRC)";
+    const CHUNK: &'static str = "error-bounded chunk";
+
+    fn parse(data: &[u8]) -> Result<Self> {
+        parse_bounded(data)
+    }
+
+    fn values(&self) -> u64 {
+        self.len()
+    }
+
+    fn chunk_count(&self) -> u64 {
+        self.chunks()
+    }
+
+    fn bytes_with_table(&self) -> u64 {
+        self.header_len()
+    }
+
+    fn decoded_bytes(&self) -> u64 {
+        self.output_bytes()
+    }
+
+    fn runs_section(&self) -> (u32, u32) {
+        (self.runs, self.runs_len)
+    }
 }
 
-/// Checks a whole file before anything is decoded: the header, the input and output limits,
-/// the length, the CRC (when asked), the runs section and the chunk table (its lengths must
-/// add up to the bytes present).
+/// A checked error-bounded file.
+pub(super) type Layout<'a> = container::Layout<'a, BoundedHeader>;
+
+/// Checks a whole error-bounded file before anything is decoded (see
+/// [`container::parse_layout`]).
 pub(super) fn parse_layout<'a>(data: &'a [u8], options: &DecodeOptions) -> Result<Layout<'a>> {
-    let limits = &options.limits;
-    if data.len() as u64 > limits.max_input_bytes {
-        return Err(LimitsError::InputBytes {
-            len: data.len() as u64,
-            max: limits.max_input_bytes,
-        }
-        .into());
-    }
-    let header = parse_bounded(data)?;
-    if header.output_bytes() > limits.max_output_bytes {
-        return Err(LimitsError::OutputBytes {
-            needed: header.output_bytes(),
-            max: limits.max_output_bytes,
-        }
-        .into());
-    }
-    let table_at = (header.header_len() - 4 * header.chunks()) as usize;
-    let least = header.header_len() + header.runs_len as u64 + CRC_LEN as u64;
-    if (data.len() as u64) < least {
-        return Err(FormatError::Truncated {
-            what: "error-bounded array (header, chunk table, runs and CRC)",
-            offset: 0,
-            end: least,
-            len: data.len() as u64,
-        }
-        .into());
-    }
-    let body = data.len() - CRC_LEN;
-    if options.verify_checksum {
-        let stored = u32_at(data, body);
-        let computed = crc32fast::hash(&data[..body]);
-        if stored != computed {
-            return Err(FormatError::ChecksumMismatch {
-                stored,
-                computed,
-                offset: body as u64,
-            }
-            .into());
-        }
-    }
-    let runs_at = header.header_len() as usize;
-    let runs_end = runs_at + header.runs_len as usize;
-    let runs = if header.runs == 0 && header.runs_len == 0 {
-        Vec::new()
-    } else {
-        read_runs(&data[runs_at..runs_end], header.runs, header.len(), runs_at)?
-    };
-    let nchunks = header.chunks() as usize;
-    let mut chunks = Vec::with_capacity(nchunks);
-    let mut at = runs_end;
-    for c in 0..nchunks {
-        let len = u32_at(data, table_at + 4 * c) as usize;
-        if len > body - at {
-            return Err(FormatError::Truncated {
-                what: "error-bounded chunk",
-                offset: at as u64,
-                end: (at + len) as u64,
-                len: body as u64,
-            }
-            .into());
-        }
-        chunks.push(&data[at..at + len]);
-        at += len;
-    }
-    if at != body {
-        return Err(FormatError::SizeTableMismatch {
-            table_total: (at - runs_end) as u64,
-            present: (body - runs_end) as u64,
-        }
-        .into());
-    }
-    Ok(Layout {
-        header,
-        runs,
-        chunks,
-    })
+    container::parse_layout(data, options)
 }
 
 /// Bits of a chunk head's `ntok - 1` field.
@@ -543,15 +437,6 @@ pub const NTOK_BITS: u32 = 7;
 pub const SEG_WIDTH_BITS: u32 = 5;
 /// Largest segment-length width.
 pub const SEG_WIDTH_MAX: u32 = 25;
-
-/// A chunk's layout: its code lengths and its segments' bytes.
-#[derive(Debug)]
-pub(super) struct ChunkLayout<'a> {
-    /// Code length per token (`ntok` of them; the rest of the alphabet is unused).
-    pub lengths: Vec<u8>,
-    /// The segments' bytes.
-    pub segments: Vec<&'a [u8]>,
-}
 
 /// Reads a chunk's head (the chunk starts at byte `base` of the file) and splits its
 /// segments. The head is an LSB-first bit stream: `ntok - 1` ([`NTOK_BITS`]), the code
@@ -563,7 +448,7 @@ pub(super) fn parse_chunk<'a>(
     chunk: &'a [u8],
     base: usize,
     segments: usize,
-) -> std::result::Result<ChunkLayout<'a>, FormatError> {
+) -> std::result::Result<Stream<'a>, FormatError> {
     let bad = |field, value: u64, reason| FormatError::InvalidHeader {
         field,
         offset: base as u64,
@@ -617,7 +502,7 @@ pub(super) fn parse_chunk<'a>(
             "bytes after the last segment",
         ));
     }
-    Ok(ChunkLayout {
+    Ok(Stream {
         lengths,
         segments: segs,
     })

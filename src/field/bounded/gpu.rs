@@ -11,11 +11,11 @@
 use super::format::{parse_chunk, parse_layout, Layout};
 use super::{BoundedHeader, Predictor};
 use crate::decode::DecodeOptions;
-use crate::error::{Error, FormatError, LimitsError, Result};
-use crate::field::lossless::format::segment_range;
+use crate::error::{FormatError, LimitsError, Result};
+use crate::field::core::container::segment_range;
 #[cfg(test)]
-use crate::field::lossless::gpu::segment_rounds;
-use crate::field::lossless::gpu::{push_lut, segment_state};
+use crate::field::core::gpu::segment_rounds;
+use crate::field::core::gpu::{align, in_batch, push_lut, segment_state, u32_of};
 use crate::gpu::abi::{
     BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
@@ -48,32 +48,6 @@ pub(crate) struct BoundedPlan {
     pub first_file: usize,
     /// Word of the shared output buffer where the sub-batch's output starts.
     pub output_base: u64,
-}
-
-/// Words of a residual or output region: every array starts at a multiple of 64 words
-/// (256 bytes, the storage-offset alignment).
-const REGION_ALIGN: u64 = 64;
-
-fn align(n: u64) -> u64 {
-    n.div_ceil(REGION_ALIGN) * REGION_ALIGN
-}
-
-fn u32_of(v: u64, what: &'static str) -> Result<u32> {
-    u32::try_from(v).map_err(|_| {
-        LimitsError::GpuBuffer {
-            what,
-            needed: v,
-            max: u32::MAX as u64,
-        }
-        .into()
-    })
-}
-
-fn in_batch(f: usize, e: Error) -> Error {
-    Error::InBatch {
-        image: f,
-        error: Box::new(e),
-    }
 }
 
 /// The lattice predictor's passes of `h` as the shader reads them: value 0, then for each

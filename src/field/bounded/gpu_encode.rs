@@ -17,15 +17,16 @@
 use std::borrow::Cow;
 
 use super::encode::{
-    check_arguments, choose_axes, offset_and_range, quick_bits_of, runs_of, too_small, BinRule,
-    BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
+    check_arguments, choose_axes, offset_and_range, quick_bits_of, resolve_bound, runs_of,
+    too_small, BinRule, BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
 };
 use super::format::*;
 use super::tokens::{choose_code, chunk_head, Histogram, HIST_WORDS, TOKEN_SETS};
 use super::Predictor;
+use crate::error::invalid_option;
 use crate::error::{LimitsError, ParameterError, Result};
-use crate::field::lossless::code::canonical;
-use crate::field::lossless::format::segment_range;
+use crate::field::core::code::canonical;
+use crate::field::core::container::segment_range;
 use crate::gpu::encode_abi::{
     EncodeParams, EncodeSegment, ENCODE_SEGMENT_MAX, EST_TOKENS, EST_WORDS, FILL_BLOCKS_MAX,
     FILL_BLOCK_MIN, FILL_WORDS,
@@ -66,15 +67,6 @@ pub(crate) struct EncodePlan {
     axes: Option<u8>,
 }
 
-fn unsupported(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
-
 /// Blocks of the exception fill of `n` values: (values per block, blocks).
 fn fill_blocks(n: u64) -> (u32, u32) {
     let block = n
@@ -99,7 +91,7 @@ pub(crate) fn plan_encode(
             Some(Predictor::Lattice) => 0,
             Some(Predictor::Differences) => 1,
         };
-        return Err(unsupported(
+        return Err(invalid_option(
             "predictor",
             value,
             "the GPU encoder codes the differences predictor only: Some(Predictor::Differences) (1)",
@@ -109,7 +101,7 @@ pub(crate) fn plan_encode(
     let chunk = 1u64 << options.chunk_log2;
     let per_segment = n.min(chunk).div_ceil(options.segments as u64);
     if per_segment > ENCODE_SEGMENT_MAX as u64 {
-        return Err(unsupported(
+        return Err(invalid_option(
             "segments",
             options.segments as u64,
             "the GPU encoder takes at most 2^15 values a segment: more segments or a smaller chunk_log2",
@@ -201,10 +193,10 @@ pub(crate) fn encode_planned<'v, D: EncodeDevice>(
     options: &BoundedOptions,
     values: impl FnOnce() -> Result<Cow<'v, [f32]>>,
 ) -> Result<Vec<u8>> {
-    let bound = options.max_error;
     let [lo, hi] = dev.extent(&plan.params)?;
     let extent = (lo <= hi).then(|| (from_key(lo), from_key(hi)));
     let (offset, range) = offset_and_range(extent);
+    let bound = resolve_bound(options.bound, range)?;
     let rule = BinRule::new(bound, offset, range).ok_or_else(|| too_small(bound))?;
     if !(GPU_WIDTH_MIN..=GPU_WIDTH_MAX).contains(&rule.width) {
         return Err(ParameterError::InvalidFloat {
@@ -443,7 +435,7 @@ mod device {
             .limits()
             .min_storage_buffer_offset_alignment as u64;
         if !offset.is_multiple_of(align.max(4)) {
-            return Err(unsupported(
+            return Err(invalid_option(
                 "offset",
                 offset,
                 "the values' byte offset must be a multiple of the device's storage alignment",

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 
 use super::gpu_encode::*;
 use super::*;
-use crate::decode::DecodeOptions;
 use crate::error::Result;
+use crate::field::Bound;
 use crate::gpu::cpu_twin::encode as twin;
 use crate::gpu::encode_abi::{
     EncodeParams, EncodeSegment, ENCODE_WORKGROUP_SIZE, EST_ITEM, EST_WORDS, FILL_WORDS,
@@ -204,7 +204,13 @@ fn cases() -> Vec<(Vec<f32>, Vec<u32>, BoundedOptions)> {
                         chunk_log2,
                         segments,
                         parallel: k.is_multiple_of(2),
-                        ..BoundedOptions::new(rel * range)
+                        // Every seventh case asks a relative bound (resolved over the
+                        // extent the GPU finds).
+                        ..BoundedOptions::new(if k.is_multiple_of(7) {
+                            Bound::Relative(rel)
+                        } else {
+                            Bound::Absolute(rel * range)
+                        })
                     },
                 ));
             }
@@ -324,35 +330,35 @@ fn unsupported_and_hostile_arguments_are_errors() {
         (
             vec![100],
             BoundedOptions {
-                max_error: 0.0,
+                bound: Bound::Absolute(0.0),
                 ..good.clone()
             },
         ),
         (
             vec![100],
             BoundedOptions {
-                max_error: f64::NAN,
+                bound: Bound::Absolute(f64::NAN),
                 ..good.clone()
             },
         ),
         (
             vec![100],
             BoundedOptions {
-                max_error: -1.0,
+                bound: Bound::Absolute(-1.0),
                 ..good.clone()
             },
         ),
         (
             vec![100],
             BoundedOptions {
-                max_error: 1e-40,
+                bound: Bound::Absolute(1e-40),
                 ..good.clone()
             },
         ),
         (
             vec![100],
             BoundedOptions {
-                max_error: 1e35,
+                bound: Bound::Absolute(1e35),
                 ..good.clone()
             },
         ),
@@ -390,7 +396,7 @@ fn unsupported_and_hostile_arguments_are_errors() {
     // A bound too small for the range is the CPU encoder's error.
     let wide: Vec<f32> = (0..1000).map(|i| i as f32 * 1e3).collect();
     let o = BoundedOptions {
-        max_error: 1e-3,
+        bound: Bound::Absolute(1e-3),
         ..good.clone()
     };
     let cpu = encode_bounded(&wide, &[1000], &o).unwrap_err();
@@ -401,6 +407,7 @@ fn unsupported_and_hostile_arguments_are_errors() {
 #[cfg(feature = "gpu")]
 mod on_gpu {
     use super::*;
+    use crate::decode::DecodeOptions;
     use crate::field::gpu::{decode_bounded_fields, encode_bounded_buffer, encode_bounded_gpu};
     use crate::gpu::tests::support::gpu;
     use crate::gpu::GpuEncoder;
@@ -429,7 +436,10 @@ mod on_gpu {
                 ),
             }
             let Ok(file) = got else { continue };
-            let (_, back) = decode_bounded(&file, &DecodeOptions::default()).unwrap();
+            let (h, back) = decode_bounded(&file, &DecodeOptions::default()).unwrap();
+            if let Bound::Absolute(e) = o.bound {
+                assert_eq!(h.bound, e, "case {i}");
+            }
             for (j, (&v, &b)) in values.iter().zip(&back).enumerate() {
                 let special = !v.is_finite()
                     || v.is_subnormal()
@@ -437,10 +447,7 @@ mod on_gpu {
                 if special {
                     assert_eq!(v.to_bits(), b.to_bits(), "case {i} value {j}");
                 } else {
-                    assert!(
-                        (v as f64 - b as f64).abs() <= o.max_error,
-                        "case {i} value {j}"
-                    );
+                    assert!((v as f64 - b as f64).abs() <= h.bound, "case {i} value {j}");
                 }
             }
             if i % 7 == 0 {

@@ -4,9 +4,9 @@
 //! closed loop) and the differences predictor's axis sets on bins (the lossless coder's
 //! wrapping differences and their inverse).
 
+use crate::field::core::container::strides;
 use crate::field::lossless::decode::reconstruct as undo_differences;
 use crate::field::lossless::encode::differences;
-use crate::field::lossless::format::strides;
 
 /// Zigzag of a signed residual: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
 #[inline(always)]

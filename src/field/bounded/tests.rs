@@ -7,6 +7,7 @@ use super::predict::*;
 use super::tokens::{decode_chunks, encode_chunk};
 use super::*;
 use crate::decode::DecodeOptions;
+use crate::field::Bound;
 
 /// A small deterministic generator (xorshift).
 struct Rng(u64);
@@ -180,14 +181,18 @@ fn check_round_trip(values: &[f32], shape: &[u32], opts: &BoundedOptions) -> Vec
     let file = encode_bounded(values, shape, opts).unwrap();
     let (h, back) = decode_bounded(&file, &DecodeOptions::default()).unwrap();
     assert_eq!(h.shape, shape);
-    assert_eq!(h.bound, opts.max_error);
+    assert_eq!(
+        Bound::Absolute(h.bound),
+        opts.bound,
+        "the tests ask absolute bounds"
+    );
     for (i, (&v, &b)) in values.iter().zip(&back).enumerate() {
         let special = !v.is_finite() || opts.fill_value.is_some_and(|f| f.to_bits() == v.to_bits());
         if special {
             assert_eq!(v.to_bits(), b.to_bits(), "value {i}");
         } else {
             assert!(
-                (v as f64 - b as f64).abs() <= opts.max_error,
+                (v as f64 - b as f64).abs() <= h.bound,
                 "value {i}: {v} -> {b}"
             );
         }

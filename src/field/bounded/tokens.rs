@@ -11,10 +11,11 @@ use super::format::*;
 use crate::codec::bits::BitWriter;
 use crate::compact::huffman::{for_each_length_field, table_bits};
 use crate::error::{FormatError, Result};
-use crate::field::lossless::code::{
+use crate::field::core::code::{
     canonical, code_lengths, fill_lut_by, Entry, ENTRY_PAIR, ENTRY_RUN, LUT_SIZE,
 };
-use crate::field::lossless::format::{segment_range, token_of};
+use crate::field::core::container::segment_range;
+use crate::field::core::tokens::token_of;
 
 /// Zero runs shorter than this are coded as pairs or singles by the encoder.
 const RUN_MIN_ENCODE: usize = 4;

@@ -7,8 +7,10 @@
 
 use rayon::prelude::*;
 
-use super::code::{fill_lut, Entry, ENTRY_RUN, LUT_SIZE};
 use super::format::*;
+use crate::field::core::code::{fill_lut, Entry, ENTRY_RUN, LUT_SIZE};
+use crate::field::core::container::{segment_range, strides, Stream};
+
 use super::{FloatType, FloatVec};
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::decode::DecodeOptions;

@@ -4,12 +4,17 @@
 
 use rayon::prelude::*;
 
-use super::code::{canonical, code_lengths, MAX_TOKENS};
 use super::format::*;
 use super::{FloatSlice, FloatType};
 use crate::codec::bits::BitWriter;
+use crate::error::invalid_option;
 use crate::error::{ParameterError, Result};
-use crate::field::format::{write_runs, Run, MAX_RUN_VALUES};
+use crate::field::core::code::{canonical, code_lengths, MAX_TOKENS};
+use crate::field::core::container::{
+    segment_range, strides, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, CRC_LEN, MAX_SEGMENTS,
+};
+use crate::field::core::runs::{write_runs, Run, MAX_RUN_VALUES};
+use crate::field::core::tokens::*;
 use crate::field::FIELD_MAGIC;
 
 /// Options of [`encode_lossless`].
@@ -64,15 +69,6 @@ struct Input {
     base: Option<f32>,
 }
 
-fn bad_option(name: &'static str, value: u64, reason: &'static str) -> crate::error::Error {
-    ParameterError::InvalidOption {
-        name,
-        value,
-        reason,
-    }
-    .into()
-}
-
 /// Encodes a float array (C order, `shape` of 1 to 4 axes) losslessly.
 pub fn encode_lossless(
     values: FloatSlice<'_>,
@@ -82,14 +78,14 @@ pub fn encode_lossless(
     let dtype = values.dtype();
     let width = dtype.bits();
     if shape.is_empty() || shape.len() > LOSSLESS_MAX_NDIM {
-        return Err(bad_option("shape", shape.len() as u64, "1 to 4 axes"));
+        return Err(invalid_option("shape", shape.len() as u64, "1 to 4 axes"));
     }
     if shape.contains(&0) {
-        return Err(bad_option("shape", 0, "every axis must be >= 1"));
+        return Err(invalid_option("shape", 0, "every axis must be >= 1"));
     }
     let n = shape.iter().map(|&d| d as u128).product::<u128>();
     if n > u32::MAX as u128 {
-        return Err(bad_option(
+        return Err(invalid_option(
             "shape",
             n.min(u64::MAX as u128) as u64,
             "at most 2^32 - 1 values",
@@ -104,22 +100,34 @@ pub fn encode_lossless(
     }
     if let Some(f) = options.fill_value {
         if f & !mask(width) != 0 {
-            return Err(bad_option("fill_value", f as u64, "wider than the dtype"));
+            return Err(invalid_option(
+                "fill_value",
+                f as u64,
+                "wider than the dtype",
+            ));
         }
     }
     if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
-        return Err(bad_option(
+        return Err(invalid_option(
             "chunk_log2",
             options.chunk_log2 as u64,
             "8 to 20",
         ));
     }
     if !(1..=MAX_SEGMENTS).contains(&options.segments) {
-        return Err(bad_option("segments", options.segments as u64, "1 to 32"));
+        return Err(invalid_option(
+            "segments",
+            options.segments as u64,
+            "1 to 32",
+        ));
     }
     if let Some(a) = options.axes {
         if a >> shape.len() != 0 {
-            return Err(bad_option("axes", a as u64, "a bit set past the last axis"));
+            return Err(invalid_option(
+                "axes",
+                a as u64,
+                "a bit set past the last axis",
+            ));
         }
     }
     let bits: Vec<u32> = match values {
@@ -155,7 +163,7 @@ pub fn encode_lossless(
     }
     let (_, axes, input) = best.expect("the ordered input is always a candidate");
     let runs = runs_section(&input.runs)
-        .ok_or_else(|| bad_option("exceptions", 0, "more than 65536 distinct NaN/fill"))?;
+        .ok_or_else(|| invalid_option("exceptions", 0, "more than 65536 distinct NaN/fill"))?;
 
     // Residuals and adjustments as zigzag values.
     let residuals = differences(input.x, shape, axes, width);

@@ -6,8 +6,13 @@
 
 use super::FloatType;
 use crate::decode::DecodeOptions;
-use crate::error::{FormatError, LimitsError, Result};
-use crate::field::format::{read_runs, Run};
+use crate::error::{FormatError, Result};
+use crate::field::core::container::{
+    self, check_start, invalid, read_shape, u32_at, ChunkedHeader, Stream, CHUNK_LOG2_MAX,
+    CHUNK_LOG2_MIN, MAX_SEGMENTS,
+};
+use crate::field::core::runs::Run;
+use crate::field::core::tokens::{alphabet, check_lengths, mask};
 use crate::field::FIELD_MAGIC;
 
 /// Version byte of a lossless float array (version 1 is the error-bounded field).
@@ -23,99 +28,10 @@ pub const LOSSLESS_FLAG_MULT: u8 = 2;
 pub const fn lossless_fixed_len(ndim: usize) -> usize {
     32 + 4 * ndim
 }
-/// Most segments per chunk.
-pub const MAX_SEGMENTS: u8 = 32;
-/// Smallest and largest log2 of the values per chunk.
-pub const CHUNK_LOG2_MIN: u8 = 8;
-/// Largest log2 of the values per chunk.
-pub const CHUNK_LOG2_MAX: u8 = 20;
 /// Chunk flag: the chunk carries an adjustment stream (float-mult files only).
 pub const CHUNK_FLAG_ADJUST: u8 = 1;
-/// Longest code, in bits.
-pub const MAX_CODE_LEN: u32 = 11;
-/// Zigzag values below this are their own token.
-pub const TOKEN_DIRECT: u32 = 16;
-/// Run tokens: token `T + j - 1` (j = 1..=RUN_TOKENS) is a run of `2^j + raw(j bits)` zeros.
-pub const RUN_TOKENS: u32 = 10;
-/// Longest run one token codes.
-pub const RUN_MAX: u32 = (2 << RUN_TOKENS) - 1;
 /// Float-mult multipliers `k` satisfy `|k| < MULT_K_LIMIT`, so `f32(k)` is exact.
 pub const MULT_K_LIMIT: i32 = 1 << 24;
-/// Bytes of the CRC-32 at the end.
-pub const CRC_LEN: usize = 4;
-
-/// Single (non-run) tokens for values of `width` bits.
-pub const fn single_tokens(width: u32) -> u32 {
-    TOKEN_DIRECT + 2 * (width - 4)
-}
-
-/// Size of the token alphabet for `width`-bit values: singles then run tokens.
-pub const fn alphabet(width: u32) -> u32 {
-    single_tokens(width) + RUN_TOKENS
-}
-
-/// Token of a zigzag value: `(token, raw bit count, raw bits)`. Below 16 the value is its
-/// own token; else `n = floor(log2 z)`, the token is `16 + 2 (n - 4) + bit n-1 of z` and the
-/// `n - 1` low bits follow raw.
-#[inline(always)]
-pub fn token_of(z: u32) -> (u32, u32, u32) {
-    if z < TOKEN_DIRECT {
-        return (z, 0, 0);
-    }
-    let n = 31 - z.leading_zeros();
-    let nraw = n - 1;
-    let m = (z >> nraw) & 1;
-    (TOKEN_DIRECT + 2 * (n - 4) + m, nraw, z & ((1 << nraw) - 1))
-}
-
-/// Token of a run of `n` zeros (2 ..= RUN_MAX) for `width`-bit values:
-/// `(token, raw bit count, raw bits)`.
-#[inline(always)]
-pub fn run_token(width: u32, n: u32) -> (u32, u32, u32) {
-    let j = 31 - n.leading_zeros();
-    (single_tokens(width) + j - 1, j, n & ((1 << j) - 1))
-}
-
-/// What a token decodes to: `(base, raw bit count, is a run)`; the value (or run length) is
-/// `base + raw`.
-#[inline(always)]
-pub fn token_base(width: u32, token: u32) -> (u32, u32, bool) {
-    let t = single_tokens(width);
-    if token < TOKEN_DIRECT {
-        (token, 0, false)
-    } else if token < t {
-        let n = 4 + (token - TOKEN_DIRECT) / 2;
-        let m = (token - TOKEN_DIRECT) & 1;
-        ((1 << n) | (m << (n - 1)), n - 1, false)
-    } else {
-        let j = token - t + 1;
-        (1 << j, j, true)
-    }
-}
-
-/// The zigzag map in `width` bits: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
-#[inline(always)]
-pub fn zigzag(e: u32, width: u32) -> u32 {
-    let s = (e << (32 - width)) as i32 >> (32 - width);
-    ((s << 1) ^ (s >> 31)) as u32 & mask(width)
-}
-
-/// Inverse of [`zigzag`], mod 2^32 (callers keep the low `width` bits).
-#[inline(always)]
-#[cfg(test)]
-pub fn unzigzag(z: u32) -> u32 {
-    (z >> 1) ^ 0u32.wrapping_sub(z & 1)
-}
-
-/// The low `width` bits.
-#[inline(always)]
-pub const fn mask(width: u32) -> u32 {
-    if width >= 32 {
-        u32::MAX
-    } else {
-        (1 << width) - 1
-    }
-}
 
 /// The order-preserving map of float bits of `width` bits: sign set, invert all; else set
 /// the sign. A bijection, so NaN payloads and -0.0 survive.
@@ -138,52 +54,6 @@ pub fn from_ordered(o: u32, width: u32) -> u32 {
     } else {
         !o & mask(width)
     }
-}
-
-/// Why a code-length table is invalid: a length above 11, no used token, a lone used token
-/// of length other than 1, or (two or more used) a Kraft sum other than exactly 1.
-pub(in crate::field) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str> {
-    if lengths.iter().any(|&l| l as u32 > MAX_CODE_LEN) {
-        return Err("a code length exceeds 11");
-    }
-    let used = lengths.iter().filter(|&&l| l > 0).count();
-    match used {
-        0 => return Err("no token has a code"),
-        1 if lengths.iter().any(|&l| l > 1) => {
-            return Err("a single used token must have length 1")
-        }
-        1 => return Ok(()),
-        _ => {}
-    }
-    let kraft: u32 = lengths
-        .iter()
-        .filter(|&&l| l > 0)
-        .map(|&l| 1u32 << (MAX_CODE_LEN - l as u32))
-        .sum();
-    match kraft.cmp(&(1 << MAX_CODE_LEN)) {
-        std::cmp::Ordering::Less => Err("the code is incomplete"),
-        std::cmp::Ordering::Greater => Err("the code is over-subscribed"),
-        std::cmp::Ordering::Equal => Ok(()),
-    }
-}
-
-/// C-order strides of `shape`.
-pub(in crate::field) fn strides(shape: &[u32]) -> Vec<usize> {
-    let mut s = vec![1usize; shape.len()];
-    for a in (0..shape.len().saturating_sub(1)).rev() {
-        s[a] = s[a + 1] * shape[a + 1] as usize;
-    }
-    s
-}
-
-/// The value range of segment `s` of `segments` in a chunk of `m` values.
-pub(in crate::field) fn segment_range(
-    m: usize,
-    segments: usize,
-    s: usize,
-) -> std::ops::Range<usize> {
-    let q = m.div_ceil(segments);
-    (s * q).min(m)..((s + 1) * q).min(m)
 }
 
 /// The header of a lossless float array.
@@ -265,46 +135,11 @@ impl LosslessHeader {
     }
 }
 
-fn invalid(field: &'static str, offset: usize, value: u64, reason: &'static str) -> FormatError {
-    FormatError::InvalidHeader {
-        field,
-        offset: offset as u64,
-        value,
-        reason,
-    }
-}
-
-fn u32_at(data: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"))
-}
-
 /// Parses and validates the header of a lossless float array (not its chunk table): cheap,
 /// nothing allocated beyond the shape.
 pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
-    let n = data.len().min(8);
-    if data[..n] != FIELD_MAGIC[..n] {
-        return Err(FormatError::BadMagic {
-            found: data[..n].to_vec(),
-            expected: FIELD_MAGIC,
-        }
-        .into());
-    }
-    let truncated = |end: usize| FormatError::Truncated {
-        what: "lossless array header",
-        offset: 0,
-        end: end as u64,
-        len: data.len() as u64,
-    };
-    if data.len() < 12 {
-        return Err(truncated(12).into());
-    }
-    if data[8] != LOSSLESS_VERSION {
-        return Err(FormatError::UnsupportedVersion {
-            version: data[8],
-            supported: LOSSLESS_VERSION,
-        }
-        .into());
-    }
+    const WHAT: &str = "lossless array header";
+    check_start(data, WHAT, LOSSLESS_VERSION)?;
     let dtype = FloatType::from_id(data[9]).ok_or_else(|| {
         invalid(
             "dtype",
@@ -321,24 +156,7 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
     if flags & !(LOSSLESS_FLAG_FILL | LOSSLESS_FLAG_MULT) != 0 {
         return Err(invalid("flags", 11, flags as u64, "only bits 0 and 1 are defined").into());
     }
-    let fixed = lossless_fixed_len(ndim);
-    if data.len() < fixed {
-        return Err(truncated(fixed).into());
-    }
-    let shape: Vec<u32> = (0..ndim).map(|a| u32_at(data, 12 + 4 * a)).collect();
-    if let Some(a) = shape.iter().position(|&d| d == 0) {
-        return Err(invalid("shape", 12 + 4 * a, 0, "every axis must be >= 1").into());
-    }
-    let total = shape.iter().map(|&d| d as u128).product::<u128>();
-    if total > u32::MAX as u128 {
-        return Err(invalid(
-            "shape",
-            12,
-            total.min(u64::MAX as u128) as u64,
-            "at most 2^32 - 1 values",
-        )
-        .into());
-    }
+    let shape = read_shape(data, ndim, lossless_fixed_len(ndim), WHAT)?;
     let p = 12 + 4 * ndim;
     let width = dtype.bits();
     let fill = u32_at(data, p);
@@ -392,116 +210,56 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
     })
 }
 
-/// A checked file: its header, exception runs and chunks.
-#[derive(Debug)]
-pub(super) struct Layout<'a> {
-    /// The header.
-    pub header: LosslessHeader,
-    /// Exception runs: sorted, disjoint, inside the array, values fitting the dtype.
-    pub runs: Vec<Run>,
-    /// Each chunk's bytes.
-    pub chunks: Vec<&'a [u8]>,
+impl ChunkedHeader for LosslessHeader {
+    const FILE: &'static str = "lossless array (header, chunk table, runs and CRC)";
+    const CHUNK: &'static str = "lossless chunk";
+
+    fn parse(data: &[u8]) -> Result<Self> {
+        parse_lossless(data)
+    }
+
+    fn values(&self) -> u64 {
+        self.len()
+    }
+
+    fn chunk_count(&self) -> u64 {
+        self.chunks()
+    }
+
+    fn bytes_with_table(&self) -> u64 {
+        self.header_len()
+    }
+
+    fn decoded_bytes(&self) -> u64 {
+        self.output_bytes()
+    }
+
+    fn runs_section(&self) -> (u32, u32) {
+        (self.runs, self.runs_len)
+    }
+
+    /// Every run's value fits the dtype's width.
+    fn check_runs(&self, runs: &[Run], at: usize) -> Result<()> {
+        let width = self.dtype.bits();
+        match runs.iter().find(|r| r.bits & !mask(width) != 0) {
+            Some(r) => Err(invalid(
+                "exception runs",
+                at,
+                r.bits as u64,
+                "a value wider than the dtype",
+            )
+            .into()),
+            None => Ok(()),
+        }
+    }
 }
 
-/// Checks a whole file before anything is decoded: the header, the input and output limits,
-/// the length, the CRC (when asked), the runs section and the chunk table (its lengths must
-/// add up to the bytes present).
+/// A checked lossless file.
+pub(super) type Layout<'a> = container::Layout<'a, LosslessHeader>;
+
+/// Checks a whole lossless file before anything is decoded (see [`container::parse_layout`]).
 pub(super) fn parse_layout<'a>(data: &'a [u8], options: &DecodeOptions) -> Result<Layout<'a>> {
-    let limits = &options.limits;
-    if data.len() as u64 > limits.max_input_bytes {
-        return Err(LimitsError::InputBytes {
-            len: data.len() as u64,
-            max: limits.max_input_bytes,
-        }
-        .into());
-    }
-    let header = parse_lossless(data)?;
-    if header.output_bytes() > limits.max_output_bytes {
-        return Err(LimitsError::OutputBytes {
-            needed: header.output_bytes(),
-            max: limits.max_output_bytes,
-        }
-        .into());
-    }
-    let table_at = lossless_fixed_len(header.shape.len());
-    let least = header.header_len() + header.runs_len as u64 + CRC_LEN as u64;
-    if (data.len() as u64) < least {
-        return Err(FormatError::Truncated {
-            what: "lossless array (header, chunk table, runs and CRC)",
-            offset: 0,
-            end: least,
-            len: data.len() as u64,
-        }
-        .into());
-    }
-    let body = data.len() - CRC_LEN;
-    if options.verify_checksum {
-        let stored = u32_at(data, body);
-        let computed = crc32fast::hash(&data[..body]);
-        if stored != computed {
-            return Err(FormatError::ChecksumMismatch {
-                stored,
-                computed,
-                offset: body as u64,
-            }
-            .into());
-        }
-    }
-    let runs_at = header.header_len() as usize;
-    let runs_end = runs_at + header.runs_len as usize;
-    let runs = if header.runs == 0 && header.runs_len == 0 {
-        Vec::new()
-    } else {
-        read_runs(&data[runs_at..runs_end], header.runs, header.len(), runs_at)?
-    };
-    let width = header.dtype.bits();
-    if let Some(r) = runs.iter().find(|r| r.bits & !mask(width) != 0) {
-        return Err(invalid(
-            "exception runs",
-            runs_at,
-            r.bits as u64,
-            "a value wider than the dtype",
-        )
-        .into());
-    }
-    let nchunks = header.chunks() as usize;
-    let mut chunks = Vec::with_capacity(nchunks);
-    let mut at = runs_end;
-    for c in 0..nchunks {
-        let len = u32_at(data, table_at + 4 * c) as usize;
-        if len > body - at {
-            return Err(FormatError::Truncated {
-                what: "lossless chunk",
-                offset: at as u64,
-                end: (at + len) as u64,
-                len: body as u64,
-            }
-            .into());
-        }
-        chunks.push(&data[at..at + len]);
-        at += len;
-    }
-    if at != body {
-        return Err(FormatError::SizeTableMismatch {
-            table_total: (at - runs_end) as u64,
-            present: (body - runs_end) as u64,
-        }
-        .into());
-    }
-    Ok(Layout {
-        header,
-        runs,
-        chunks,
-    })
-}
-
-/// One token stream of a chunk: its code lengths and its segments' bytes.
-#[derive(Debug, Default)]
-pub(super) struct Stream<'a> {
-    /// Code length per token (`ntok` of them; the rest of the alphabet is unused).
-    pub lengths: Vec<u8>,
-    /// The segments' bytes.
-    pub segments: Vec<&'a [u8]>,
+    container::parse_layout(data, options)
 }
 
 /// A chunk's layout: the residual stream and, if present, the adjustment stream.

@@ -1,19 +1,22 @@
 //! The GPU plan of lossless float arrays: every file is checked on the CPU as the CPU decoder
 //! checks it (header, limits, CRC, runs, chunk table, every chunk's head), then turned into
 //! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
-//! [`LosslessSegment`] per segment with its decode table (and, past [`SEGMENT_ROUND`]
+//! [`LosslessSegment`] per segment with its decode table (and, past [`SEGMENT_ROUND`](crate::gpu::abi::SEGMENT_ROUND)
 //! values, its place between rounds in the scratch words), one [`LosslessArray`] per file
 //! (with its prefix sums' block carries in the scratch words) and the exception runs, for
 //! the whole batch or in sub-batches that each fit the device's
 //! bindings ([`plan_lossless_batches`]). Stream errors are left to the GPU, which reports them
 //! per file.
 
-use super::code::{canonical, LUT_SIZE};
-use super::format::{parse_chunk, parse_layout, segment_range, Stream};
+use super::format::{parse_chunk, parse_layout};
 use super::LosslessHeader;
 use crate::decode::DecodeOptions;
-use crate::error::{Error, LimitsError, Result};
-use crate::gpu::abi::{LosslessArray, LosslessSegment, SEGMENT_ROUND};
+use crate::error::Result;
+use crate::field::core::container::{segment_range, Stream};
+#[cfg(test)]
+use crate::field::core::gpu::segment_rounds;
+use crate::field::core::gpu::{align, in_batch, push_lut, segment_state, u32_of};
+use crate::gpu::abi::{LosslessArray, LosslessSegment};
 use crate::gpu::line_sum::carry_words;
 
 /// The tables of one batch of lossless arrays, in the shader's binding order.
@@ -37,82 +40,6 @@ pub(crate) struct LosslessPlan {
     pub output_words: u32,
     /// Each file's header.
     pub headers: Vec<LosslessHeader>,
-}
-
-/// Rounds of `decode_segments` the segments take: enough for the longest to decode
-/// [`SEGMENT_ROUND`] values a round (1 at least).
-pub(crate) fn segment_rounds(segments: &[LosslessSegment]) -> u32 {
-    segments
-        .iter()
-        .map(|s| s.count.div_ceil(SEGMENT_ROUND))
-        .max()
-        .unwrap_or(0)
-        .max(1)
-}
-
-/// [`LosslessSegment::state`] of a segment of `count` values: 3 words taken at `*words`
-/// (and `*words` moved past them) where it has more than one round's values, else
-/// `u32::MAX`.
-pub(crate) fn segment_state(count: usize, words: &mut u64, what: &'static str) -> Result<u32> {
-    if count as u64 <= SEGMENT_ROUND as u64 {
-        return Ok(u32::MAX);
-    }
-    let at = u32_of(*words, what)?;
-    *words += 3;
-    Ok(at)
-}
-
-/// Words of a scratch or output region: every array starts at a multiple of 64 words
-/// (256 bytes, the storage-offset alignment).
-const REGION_ALIGN: u32 = 64;
-
-fn align(n: u64) -> u64 {
-    n.div_ceil(REGION_ALIGN as u64) * REGION_ALIGN as u64
-}
-
-/// A batch whose tables pass 2^32 words (positions are u32).
-fn too_big(what: &'static str, needed: u64) -> Error {
-    LimitsError::GpuBuffer {
-        what,
-        needed,
-        max: u32::MAX as u64,
-    }
-    .into()
-}
-
-fn u32_of(v: u64, what: &'static str) -> Result<u32> {
-    u32::try_from(v).map_err(|_| too_big(what, v))
-}
-
-fn in_batch(f: usize, e: Error) -> Error {
-    Error::InBatch {
-        image: f,
-        error: Box::new(e),
-    }
-}
-
-/// The decode table of validated code lengths as the shader reads it: entry `i` decodes a
-/// stream whose next 11 bits are `i`, as code length | token << 4 (a lone used token: length
-/// 0).
-pub(crate) fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
-    let at = luts.len();
-    luts.resize(at + LUT_SIZE, 0);
-    let lut = &mut luts[at..];
-    if lengths.iter().filter(|&&l| l > 0).count() == 1 {
-        let t = lengths.iter().position(|&l| l > 0).expect("one used token");
-        lut.fill((t as u32) << 4);
-        return;
-    }
-    for (t, &(code, l)) in canonical(lengths).iter().enumerate() {
-        if l == 0 {
-            continue;
-        }
-        let mut i = code as usize;
-        while i < LUT_SIZE {
-            lut[i] = l | (t as u32) << 4;
-            i += 1 << l;
-        }
-    }
 }
 
 /// Checks every file and plans its tables as one batch; the first bad file's error is
@@ -331,6 +258,7 @@ pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::field::lossless::{decode_lossless, encode_lossless, FloatSlice, LosslessOptions};
 
     /// A smooth field with a decimal grid, NaN payloads, -0.0, infinities, subnormals and a

@@ -10,11 +10,10 @@
 //! independent chunk of values, each chunk split into segments that decode independently.
 //! Decoding is integer-only but for float-mult's one correctly rounded f32 multiply.
 //!
-//! Modules: `format` (the format in code: [`LosslessHeader`], [`parse_lossless`], chunk
-//! layout, tokens), `code` (Huffman codes), `encode` ([`encode_lossless`]) and `decode`
-//! ([`decode_lossless`], [`decode_lossless_into`]).
+//! Modules: `format` (the format in code: [`LosslessHeader`], [`parse_lossless`], the chunk
+//! head, the order map), `encode` ([`encode_lossless`]) and `decode` ([`decode_lossless`],
+//! [`decode_lossless_into`]); tokens, codes, runs and the container are `field::core`'s.
 
-pub(super) mod code;
 pub(super) mod decode;
 pub(super) mod encode;
 pub(super) mod format;
@@ -27,8 +26,8 @@ mod tests;
 pub use decode::{decode_lossless, decode_lossless_into};
 pub use encode::{encode_lossless, LosslessOptions};
 pub use format::{
-    parse_lossless, LosslessHeader, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, LOSSLESS_FLAG_FILL,
-    LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION, MAX_SEGMENTS,
+    parse_lossless, LosslessHeader, LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM,
+    LOSSLESS_VERSION,
 };
 
 /// Element type of a lossless float array.

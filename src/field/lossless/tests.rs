@@ -1,9 +1,10 @@
 //! Unit tests of the lossless float codec: tokens, codes and round trips of small arrays.
 
-use super::code::{canonical, code_lengths, MAX_TOKENS};
 use super::format::*;
 use super::*;
 use crate::decode::DecodeOptions;
+use crate::field::core::code::{canonical, code_lengths, MAX_TOKENS};
+use crate::field::core::tokens::*;
 
 fn round_trip(values: FloatSlice<'_>, shape: &[u32], options: &LosslessOptions) -> Vec<u8> {
     let file = encode_lossless(values, shape, options).expect("encode");

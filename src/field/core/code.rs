@@ -4,10 +4,10 @@
 //! codec's version-2 codes (SPEC.md, "Codes"), over a wider alphabet; the error-bounded
 //! arrays' decode tables (with pair tokens) are built by the same [`fill_lut_by`].
 
-use super::format::{alphabet, token_base, MAX_CODE_LEN};
+use super::tokens::{alphabet, token_base, MAX_CODE_LEN};
 
 /// Most tokens of any width (32-bit values: 72 singles and 10 run tokens).
-pub(super) const MAX_TOKENS: usize = alphabet(32) as usize;
+pub(in crate::field) const MAX_TOKENS: usize = alphabet(32) as usize;
 /// Entries of a decode table.
 pub(in crate::field) const LUT_SIZE: usize = 1 << MAX_CODE_LEN;
 
@@ -56,7 +56,7 @@ fn entry(code_len: u32, base: u32, nraw: u32, flags: u64) -> Entry {
 
 /// The decode table of validated `lengths`: entry `i` decodes a stream whose next 11 bits
 /// are `i`. Returns whether any run token is used.
-pub(super) fn fill_lut(lengths: &[u8], width: u32, lut: &mut [Entry; LUT_SIZE]) -> bool {
+pub(in crate::field) fn fill_lut(lengths: &[u8], width: u32, lut: &mut [Entry; LUT_SIZE]) -> bool {
     let flags = fill_lut_by(lengths, lut, |t| {
         let (base, nraw, run) = token_base(width, t);
         (base, nraw, if run { ENTRY_RUN } else { 0 })

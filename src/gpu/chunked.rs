@@ -1,0 +1,230 @@
+//! The host side both chunked-float kernels share (`lossless.rs` over `shaders/lossless.wgsl`,
+//! `bounded.rs` over `shaders/bounded.wgsl`): storage tables bound whole at bindings 0 to 6
+//! (binding 4 the per-file error flags), the output at binding 7 as a range of the caller's
+//! buffer, and the uniform step at binding 8, one slot per step at the device's dynamic
+//! offset alignment. One compute pass runs the kernel's list of dispatches, in one
+//! submission; the error flags come back. Every binding is checked against the device's
+//! limits before anything is created. A kernel module says only what its tables, steps and
+//! dispatches are.
+
+use super::bindings::{check_bindings, BindLimits, Binding};
+use super::readback::read_buffer;
+use super::upload::storage_buffer;
+use super::GpuDecoder;
+use crate::error::{LimitsError, Result};
+
+/// Most workgroups along x or y of one dispatch (WebGPU's default limit), and so most files
+/// in one batch (one workgroup row each).
+pub(crate) const MAX_GROUPS: u32 = 65535;
+
+/// Workgroups for `items` invocations of a `workgroup`-wide kernel (1 to [`MAX_GROUPS`]).
+pub(crate) fn groups(items: u64, workgroup: u32) -> u32 {
+    items.div_ceil(workgroup as u64).clamp(1, MAX_GROUPS as u64) as u32
+}
+
+/// Bytes of a binding of `words` words (bindings are never empty).
+pub(crate) fn bytes(words: usize) -> u64 {
+    (words as u64 * 4).max(4)
+}
+
+/// Binding of the error flags among the tables.
+const ERRORS: usize = 4;
+
+/// One storage table: what it is (for errors), its bytes, and what to upload (`None`: left
+/// as created, zeroed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Table<'a> {
+    /// Names the binding in errors.
+    pub what: &'static str,
+    /// Bytes of the binding.
+    pub size: u64,
+    /// The bytes to write at its start, if any.
+    pub data: Option<&'a [u8]>,
+}
+
+impl<'a> Table<'a> {
+    /// A table of `size` bytes holding `data` at its start.
+    pub fn filled(what: &'static str, size: u64, data: &'a [u8]) -> Self {
+        Table {
+            what,
+            size,
+            data: Some(data),
+        }
+    }
+
+    /// A table of `size` bytes the kernel writes.
+    pub fn scratch(what: &'static str, size: u64) -> Self {
+        Table {
+            what,
+            size,
+            data: None,
+        }
+    }
+}
+
+/// One dispatch: the pipeline, the uniform slot bound for it and the workgroups `[x, y]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dispatch<'a> {
+    /// The kernel entry point.
+    pub pipeline: &'a wgpu::ComputePipeline,
+    /// Its step's slot in the uniform buffer.
+    pub slot: u32,
+    /// Workgroups along x and y.
+    pub groups: [u32; 2],
+}
+
+/// The uniform steps of a batch: `T` values at `slot`-byte strides.
+pub(crate) struct Steps {
+    /// Bytes between slots: the step's size rounded up to the device's offset alignment.
+    pub slot: u64,
+    size: usize,
+    bytes: Vec<u8>,
+}
+
+impl Steps {
+    /// Lays out `steps` one to a slot on `device`.
+    pub fn new<T: bytemuck::Pod>(
+        device: &wgpu::Device,
+        steps: impl IntoIterator<Item = T>,
+    ) -> Self {
+        let size = size_of::<T>();
+        let slot = (device.limits().min_uniform_buffer_offset_alignment as u64).max(size as u64);
+        let mut bytes = Vec::new();
+        for s in steps {
+            let at = bytes.len();
+            bytes.resize(at + slot as usize, 0);
+            bytes[at..at + size].copy_from_slice(bytemuck::bytes_of(&s));
+        }
+        if bytes.is_empty() {
+            bytes.resize(slot as usize, 0);
+        }
+        Steps { slot, size, bytes }
+    }
+
+    /// Bytes of the uniform buffer.
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+}
+
+/// A batch's kernel run: its name, bind group layout, tables, output range, steps and
+/// dispatches; `files` error flags come back.
+pub(crate) struct Run<'a> {
+    /// Names the bind group, the pass and the uniform buffer.
+    pub label: &'static str,
+    /// Names the files in the error of too many.
+    pub files_what: &'static str,
+    /// The kernel's bind group layout.
+    pub layout: &'a wgpu::BindGroupLayout,
+    /// Bindings 0 to 6 (4: the error flags).
+    pub tables: [Table<'a>; 7],
+    /// Binding 7: the output buffer, the byte offset (storage-aligned) and size of the range.
+    pub output: (&'a wgpu::Buffer, u64, u64),
+    /// Names the output binding in errors.
+    pub output_what: &'static str,
+    /// Binding 8's steps.
+    pub steps: &'a Steps,
+    /// The dispatches, in order.
+    pub dispatches: &'a [Dispatch<'a>],
+    /// Files in the batch (one error flag each).
+    pub files: usize,
+}
+
+/// Checks every binding, creates and fills the buffers, records the dispatches in one
+/// compute pass, submits it and reads back the error flags: the flags and the bytes written
+/// to the GPU (tables and steps).
+pub(crate) fn run(
+    decoder: &GpuDecoder,
+    r: &Run<'_>,
+    limits: &BindLimits,
+) -> Result<(Vec<u32>, u64)> {
+    if r.files as u64 > MAX_GROUPS as u64 {
+        return Err(LimitsError::GpuBuffer {
+            what: r.files_what,
+            needed: r.files as u64,
+            max: MAX_GROUPS as u64,
+        }
+        .into());
+    }
+    let (output, out_offset, out_size) = r.output;
+    check_bindings(
+        r.tables
+            .iter()
+            .map(|t| Binding::whole(t.what, t.size))
+            .chain([Binding {
+                what: r.output_what,
+                buffer_len: output.size(),
+                offset: out_offset,
+                size: out_size,
+                copy: false,
+            }]),
+        limits,
+    )?;
+    let d = &decoder.device;
+    let q = &decoder.queue;
+    let errors = decoder.with_error_scopes(|| {
+        let mut bufs: Vec<wgpu::Buffer> = r
+            .tables
+            .iter()
+            .map(|t| storage_buffer(d, t.what, t.size))
+            .collect();
+        for (b, t) in bufs.iter().zip(&r.tables) {
+            if let Some(data) = t.data {
+                q.write_buffer(b, 0, data);
+            }
+        }
+        let steps = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(r.label),
+            size: r.steps.len(),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        q.write_buffer(&steps, 0, &r.steps.bytes);
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: 7,
+            resource: super::device::range(output, out_offset, out_size),
+        });
+        entries.push(wgpu::BindGroupEntry {
+            binding: 8,
+            resource: super::device::range(&steps, 0, r.steps.size as u64),
+        });
+        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(r.label),
+            layout: r.layout,
+            entries: &entries,
+        });
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(r.label),
+        });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(r.label),
+                timestamp_writes: None,
+            });
+            for x in r.dispatches {
+                pass.set_pipeline(x.pipeline);
+                pass.set_bind_group(0, &group, &[(x.slot as u64 * r.steps.slot) as u32]);
+                pass.dispatch_workgroups(x.groups[0], x.groups[1], 1);
+            }
+        }
+        q.submit([encoder.finish()]);
+        Ok(bufs.swap_remove(ERRORS))
+    })?;
+    let flags = read_buffer(d, q, &errors, 0, r.files as u64 * 4)?;
+    let uploaded = r
+        .tables
+        .iter()
+        .filter_map(|t| t.data)
+        .map(<[u8]>::len)
+        .sum::<usize>() as u64
+        + r.steps.len();
+    Ok((bytemuck::pod_collect_to_vec(&flags), uploaded))
+}
