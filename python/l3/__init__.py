@@ -72,6 +72,7 @@ from ._l3 import (
     write_manifest,
     write_shard,
 )
+from ._tensor_pack import pack_arrays
 from .sources import Source, open_source, pack_source
 
 __version__ = _l3.__version__
@@ -100,110 +101,6 @@ def open_dataset(
     if _l3.dataset_kind(path) == "tensors":
         return TensorDataset(path, index_cache=index_cache)
     return Dataset(path, index_cache=index_cache)
-
-
-#: Keys of a dict that is one mode for every array of `pack_arrays` (not one per name).
-_MODE_KEYS = {"absolute", "relative", "fill_value", "mode"}
-
-
-def _mode(name: str, mode: Any) -> Tuple[str, float, Any]:
-    """A `pack_arrays` mode as ``(kind, bound, fill_value)``."""
-    if isinstance(mode, str):
-        return (mode, 0.0, None)
-    if isinstance(mode, dict) and set(mode) <= _MODE_KEYS:
-        fill = mode.get("fill_value")
-        fill = None if fill is None else float(fill)
-        bounds = [k for k in ("absolute", "relative") if k in mode]
-        if len(bounds) > 1 or (bounds and "mode" in mode):
-            raise ParameterError(f"mode of {name}: one of absolute, relative or mode, got {mode}")
-        if bounds:
-            return (bounds[0], float(mode[bounds[0]]), fill)
-        return (str(mode.get("mode", "lossless")), 0.0, fill)
-    raise ParameterError(
-        f"mode of {name}: \"raw\", \"lossless\", {{\"absolute\": e}} or {{\"relative\": r}} "
-        f"(with an optional \"fill_value\"), got {mode!r}"
-    )
-
-
-def _array_arg(i: int, name: Any, a: Any) -> Tuple[str, str, Tuple[int, ...], bytes]:
-    """One array of sample `i` as the Rust packer takes it: little-endian, C order."""
-    if not isinstance(name, str):
-        raise ParameterError(f"sample {i}: array names are strings, got {name!r}")
-    a = np.asarray(a)
-    dtype = a.dtype.name
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    if dtype == "bfloat16":  # e.g. ml_dtypes.bfloat16: stored as its bit patterns
-        a = a.view(np.uint16)
-    if a.ndim < 1 or a.ndim > 4:
-        raise ParameterError(f"sample {i}: array {name!r} has {a.ndim} axes, l3 stores 1 to 4")
-    return (name, dtype, tuple(int(d) for d in a.shape), np.ascontiguousarray(a).tobytes())
-
-
-def pack_arrays(
-    samples: Iterable[dict],
-    out: str | os.PathLike,
-    *,
-    modes: Any = "lossless",
-    samples_per_shard: int = 256,
-    force: bool = False,
-    keys: Iterable[str] | None = None,
-    labels: Iterable[int] | None = None,
-    limits: Limits | None = None,
-) -> dict:
-    """Packs ``samples`` (any iterable of dicts ``{name: numpy array}``, the same names,
-    dtypes and shapes in every sample, 1 to 4 axes) into a tensor dataset in folder ``out``.
-
-    ``modes`` is one mode for every array or a dict ``{name: mode}`` (unnamed arrays:
-    lossless). A mode is ``"raw"``, ``"lossless"`` (a lossless float field for float arrays,
-    the bytes for integer ones), ``{"absolute": e}`` or ``{"relative": r}`` (error-bounded
-    float32; relative to each array's value range), each with an optional
-    ``"fill_value"`` (``{"mode": "raw", "fill_value": -9999}``), left out of the statistics
-    and stored exactly. ``keys`` and ``labels`` give each sample's key (default its index,
-    8 digits) and class. Shards are written as they fill (at most one shard's samples in
-    memory), encoded and verified on Rust threads without the GIL; ``ds.stats`` then holds
-    each float array's count, mean and std. Arrays larger than ``limits.max_output_bytes``
-    are refused. bfloat16 arrays (e.g. ``ml_dtypes.bfloat16``) are stored as bfloat16.
-
-    Resume: a rerun with the same samples and options keeps the finished shards (the samples
-    are read again, not encoded again); other samples or options raise ``L3IOError`` naming
-    the shard unless ``force=True``. Returns ``{"records", "shards", "bytes", "written",
-    "kept"}``. ``out`` may be an object-store URL (``s3://bucket/prefix``, ...): the
-    dataset is packed in a temporary folder (no resume then) and copied there
-    (`copy_dataset`: shards checked, manifest last).
-    """
-    if _l3.is_remote(out):
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as staging:
-            result = pack_arrays(samples, staging, modes=modes,
-                                 samples_per_shard=samples_per_shard, keys=keys,
-                                 labels=labels, limits=limits)
-            copy_dataset(staging, out, force=force)
-        return result
-    if isinstance(modes, dict) and not set(modes) <= _MODE_KEYS:
-        default = ("lossless", 0.0, None)
-        per_name = {str(n): _mode(repr(n), m) for n, m in modes.items()}
-    else:
-        default = _mode("every array", modes)
-        per_name = {}
-    packer = _l3.TensorPacker(
-        os.fspath(out), default, per_name, int(samples_per_shard), bool(force), limits
-    )
-    key_iter = iter(keys) if keys is not None else None
-    label_iter = iter(labels) if labels is not None else None
-    for i, sample in enumerate(samples):
-        if not isinstance(sample, dict):
-            raise ParameterError(f"sample {i} is a {type(sample).__name__}, not a dict of arrays")
-        key = next(key_iter, None) if key_iter is not None else None
-        label = next(label_iter, None) if label_iter is not None else None
-        if key_iter is not None and key is None:
-            raise ParameterError(f"keys ran out at sample {i}")
-        if label_iter is not None and label is None:
-            raise ParameterError(f"labels ran out at sample {i}")
-        arrays = [_array_arg(i, n, a) for n, a in sample.items()]
-        packer.push(i, arrays, key, None if label is None else int(label))
-    return packer.finish()
 
 
 def plan_pack(

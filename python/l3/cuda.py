@@ -32,7 +32,7 @@ import uuid
 from typing import Any, Sequence, Tuple
 
 from . import _l3
-from ._handoff import POOL_SLOTS, Slot, SlotPool, release_event
+from ._pool import POOL_SLOTS, Slot, SlotPool, release_event
 
 
 def _check(result: Tuple[Any, ...], what: str) -> Any:

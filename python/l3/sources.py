@@ -51,7 +51,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -660,11 +660,8 @@ def pack_source(
     with `open_source` (``variables`` and ``source_options``: its arguments). A rerun keeps
     the finished shards (``pack_arrays``' resume). Writes ``source.json`` (`Source.meta`)
     beside the manifest. Returns ``pack_arrays``' dict."""
-    import l3
+    from ._tensor_pack import pack_arrays
 
-    pack_arrays: Optional[Callable[..., dict]] = getattr(l3, "pack_arrays", None)
-    if pack_arrays is None:
-        raise L3Error("this build of l3 has no pack_arrays")
     if isinstance(source, Source):
         if variables is not None or source_options:
             raise ParameterError(
