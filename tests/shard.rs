@@ -467,6 +467,22 @@ fn a_dataset_numbers_records_across_its_shards() {
     manifest.write(dir.path()).unwrap();
     let ds = Dataset::open(dir.path()).unwrap();
     assert_eq!(ds.len(), records.len() as u64);
+    // Opened as a dataset of either kind: images, the same manifest; an unknown kind is a
+    // manifest error naming it.
+    match l3::shard::AnyDataset::open(dir.path()).unwrap() {
+        l3::shard::AnyDataset::Images(any) => assert_eq!(any.manifest(), ds.manifest()),
+        l3::shard::AnyDataset::Tensors(_) => panic!("an image dataset opened as tensors"),
+    }
+    let good = std::fs::read(dir.path().join("manifest.json")).unwrap();
+    let mut odd: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    odd["kind"] = "volumes".into();
+    std::fs::write(dir.path().join("manifest.json"), odd.to_string()).unwrap();
+    let e = l3::shard::AnyDataset::open(dir.path()).unwrap_err();
+    assert!(
+        e.to_string().contains("unknown dataset kind \"volumes\""),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("manifest.json"), &good).unwrap();
     for (i, r) in records.iter().enumerate() {
         assert_eq!(ds.record(i as u64).unwrap().key, r.key);
         assert_eq!(ds.read(i as u64, 1).unwrap(), r.levels.payloads[1]);

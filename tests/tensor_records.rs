@@ -312,6 +312,13 @@ fn packed_multi_array_records_read_back_with_exact_statistics() {
     );
     assert_eq!(l3::shard::dataset_kind(&ds).unwrap(), RecordKind::Tensors);
     let d = TensorDataset::open(&ds).unwrap();
+    // Opened as a dataset of either kind, from one read of the manifest: the same records.
+    match l3::shard::AnyDataset::open(&ds).unwrap() {
+        l3::shard::AnyDataset::Tensors(any) => {
+            assert_eq!((any.len(), any.manifest()), (d.len(), d.manifest()))
+        }
+        l3::shard::AnyDataset::Images(_) => panic!("a tensor dataset opened as images"),
+    }
     assert_eq!(d.len(), 11);
     let m = d.manifest();
     let names: Vec<&str> = m.arrays.iter().map(|a| a.name.as_str()).collect();

@@ -15,7 +15,6 @@ use l3::loader::{
     Augment, Batch, DropLast, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition,
     Policy, RandomResizedCrop, Received, Tensor, TensorAugment, TensorType,
 };
-use l3::shard::RecordKind;
 use l3::Normalize;
 
 use crate::codec::device_gpu;
@@ -531,13 +530,11 @@ fn open_dataset(
     };
     py.detach(|| {
         let store = l3::store::Store::open_with_index_cache(&path.to_string_lossy(), index_cache)?;
-        if let Ok(RecordKind::Tensors) = l3::shard::dataset_kind_in(&store) {
-            let d = l3::shard::TensorDataset::open_in(&store, limits)?;
-            return Ok(LoaderDataset::Tensors(Arc::new(d)));
-        }
-        Ok(LoaderDataset::Images(Arc::new(
-            l3::shard::Dataset::open_in(&store, &l3::Limits::default())?,
-        )))
+        // One read of the manifest; `limits` bound either kind's reads.
+        Ok(match l3::shard::AnyDataset::open_in(&store, limits)? {
+            l3::shard::AnyDataset::Tensors(d) => LoaderDataset::Tensors(Arc::new(d)),
+            l3::shard::AnyDataset::Images(d) => LoaderDataset::Images(Arc::new(d)),
+        })
     })
     .py_err()
 }

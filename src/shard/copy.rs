@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use super::manifest::{read_manifest_bytes, MANIFEST_NAME};
+use super::open::{AnyDataset, AnyManifest};
 use super::tensor_format::RecordKind;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -52,12 +53,8 @@ pub fn copy_dataset(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<CopyReport> {
     // Both manifests are validated fully (shard names included) before anything is sent.
-    let kind = super::manifest::dataset_kind_in(from)?;
-    match kind {
-        RecordKind::Images => drop(super::Manifest::read_in(from)?),
-        RecordKind::Tensors => drop(super::TensorManifest::read_in(from)?),
-    }
     let manifest = read_manifest_bytes(from)?;
+    let kind = AnyManifest::parse(&manifest, &from.describe(MANIFEST_NAME))?.kind();
     let listing: Listing = serde_json::from_slice(&manifest)
         .map_err(|e| Error::Manifest(format!("{}: {e}", from.describe(MANIFEST_NAME))))?;
     if !force && to.exists(MANIFEST_NAME)? {
@@ -86,11 +83,7 @@ pub fn copy_dataset(
     sent += manifest.len() as u64;
     progress(sent, total);
     // The copy as a reader sees it: every shard's index against the manifest.
-    let limits = Limits::default();
-    match kind {
-        RecordKind::Images => drop(super::Dataset::open_in(to, &limits)?),
-        RecordKind::Tensors => drop(super::TensorDataset::open_in(to, &limits)?),
-    }
+    drop(AnyDataset::open_in(to, &Limits::default())?);
     Ok(CopyReport {
         kind,
         shards: listing.shards.len(),

@@ -60,6 +60,17 @@ impl Dataset {
     pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
         let started = Instant::now();
         let manifest = Manifest::read_in(store)?;
+        Self::open_with_manifest(store, manifest, limits, started)
+    }
+
+    /// Like [`Dataset::open_in`], with the manifest already read from `store` (since
+    /// `started`, for [`Dataset::open_times`]).
+    pub fn open_with_manifest(
+        store: &Store,
+        manifest: Manifest,
+        limits: &Limits,
+        started: Instant,
+    ) -> Result<Self> {
         let manifest_time = started.elapsed();
         let open = |info: &ShardInfo| -> Result<ShardReader> {
             let shard = ShardReader::open_in_hinted(
@@ -75,13 +86,7 @@ impl Dataset {
             }
             Ok(shard)
         };
-        let opened = open_all(&manifest.shards, open);
-        let mut shards = Vec::with_capacity(manifest.shards.len());
-        let mut starts = vec![0u64];
-        for (info, shard) in manifest.shards.iter().zip(opened) {
-            starts.push(starts.last().expect("non-empty") + info.records);
-            shards.push(shard?);
-        }
+        let (shards, starts) = open_shards(&manifest.shards, |s| s.records, open)?;
         let times = OpenTimes {
             manifest: manifest_time,
             shards: started.elapsed() - manifest_time,
@@ -177,7 +182,25 @@ impl Dataset {
 /// `open` applied to every item, on at most [`MAX_OPEN_THREADS`] threads of their own (not
 /// rayon's global pool: a process forked from one that used that pool (a `DataLoader` worker)
 /// has the pool without its threads, and would wait on it forever), results in order.
-pub(super) fn open_all<T: Sync, R: Send>(items: &[T], open: impl Fn(&T) -> R + Sync) -> Vec<R> {
+/// Opens every shard of `infos` with `open` ([`open_all`]): the readers, or the first error
+/// in manifest order; and the record index each shard starts at (`records_of` each, summed),
+/// then the total.
+pub(super) fn open_shards<T: Sync, R: Send>(
+    infos: &[T],
+    records_of: impl Fn(&T) -> u64,
+    open: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<(Vec<R>, Vec<u64>)> {
+    let opened = open_all(infos, open);
+    let mut shards = Vec::with_capacity(infos.len());
+    let mut starts = vec![0u64];
+    for (info, shard) in infos.iter().zip(opened) {
+        starts.push(starts.last().expect("non-empty") + records_of(info));
+        shards.push(shard?);
+    }
+    Ok((shards, starts))
+}
+
+fn open_all<T: Sync, R: Send>(items: &[T], open: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_OPEN_THREADS);

@@ -171,7 +171,7 @@ pub fn dataset_kind_in(store: &Store) -> Result<RecordKind> {
 }
 
 /// The kind a manifest's bytes (read from `shown`, a path or URL) declare.
-fn kind_of(bytes: &[u8], shown: &str) -> Result<RecordKind> {
+pub(super) fn kind_of(bytes: &[u8], shown: &str) -> Result<RecordKind> {
     #[derive(Deserialize)]
     struct Kind {
         #[serde(default)]
@@ -248,15 +248,19 @@ impl Manifest {
 
     /// Like [`Manifest::read`], the manifest of `store` (a local folder or an object store).
     pub fn read_in(store: &Store) -> Result<Self> {
-        let shown = store.describe(MANIFEST_NAME);
-        let bytes = read_manifest_bytes(store)?;
-        if kind_of(&bytes, &shown)? == RecordKind::Tensors {
+        Self::parse(&read_manifest_bytes(store)?, &store.describe(MANIFEST_NAME))
+    }
+
+    /// The manifest in `bytes` (read from `shown`, a path or URL), checked
+    /// ([`Manifest::check_fields`]).
+    pub fn parse(bytes: &[u8], shown: &str) -> Result<Self> {
+        if kind_of(bytes, shown)? == RecordKind::Tensors {
             return Err(Error::Manifest(format!(
                 "{shown}: a tensor dataset (kind \"tensors\"): open it as tensor records"
             )));
         }
         let m: Manifest =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
+            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
         m.check_fields()
             .map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
         Ok(m)

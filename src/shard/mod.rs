@@ -14,6 +14,7 @@
 //! shards: [`mod@tensor_format`] is their index in code, `tensor_io` their writer and reader
 //! ([`TensorShardWriter`], [`TensorShardReader`]); with feature `dataset`, `tensor_dataset`
 //! ([`TensorManifest`], [`TensorDataset`]) and [`tensor_pack`] ([`tensor_pack::TensorPacker`]).
+//! `open` opens a dataset of either kind from one read of its manifest ([`AnyDataset`]).
 
 #[cfg(feature = "dataset")]
 mod copy;
@@ -22,6 +23,8 @@ mod dataset;
 pub mod format;
 #[cfg(feature = "dataset")]
 mod manifest;
+#[cfg(feature = "dataset")]
+mod open;
 #[cfg(feature = "dataset")]
 pub mod pack;
 mod reader;
@@ -46,6 +49,8 @@ pub use manifest::{
     dataset_kind, dataset_kind_in, file_crc32, Manifest, ShardInfo, MANIFEST_NAME,
     MANIFEST_VERSION, TENSOR_KIND,
 };
+#[cfg(feature = "dataset")]
+pub use open::{AnyDataset, AnyManifest};
 pub use reader::{ShardPrefix, ShardReader};
 #[cfg(feature = "dataset")]
 pub use tensor_dataset::{

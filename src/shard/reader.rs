@@ -18,7 +18,7 @@ use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
 use crate::limits::Limits;
 use crate::progressive::{decode_level, LevelImage, LevelScheme, StoredLevels};
-use crate::store::{Blob, BlobHint, Store};
+use crate::store::{Blob, BlobHint, Span, Store};
 
 /// An open shard: its validated index, and the file for positional reads.
 #[derive(Debug)]
@@ -294,70 +294,39 @@ impl ShardReader {
         max_gap: u64,
         max_read: u64,
     ) -> (Vec<Result<Vec<u8>>>, usize) {
+        // The payloads that exist, as spans; the others' errors.
         let mut results: Vec<Option<Result<Vec<u8>>>> = (0..wanted.len()).map(|_| None).collect();
-        // (offset, len, crc, index in wanted), for the payloads that exist.
-        let mut spans = Vec::with_capacity(wanted.len());
+        let (mut spans, mut crcs, mut of_span) = (Vec::new(), Vec::new(), Vec::new());
         for (w, &(i, level)) in wanted.iter().enumerate() {
             match self.level_entry(i, level) {
-                Ok(l) => spans.push((l.offset, l.len, l.crc32, w)),
+                Ok(l) => {
+                    spans.push(Span {
+                        start: l.offset,
+                        end: l.offset + l.len,
+                    });
+                    crcs.push(l.crc32);
+                    of_span.push(w);
+                }
                 Err(e) => results[w] = Some(Err(e)),
             }
         }
-        // A run of several payloads stays within the limit too.
-        let max_read = max_read.min(self.max_read);
-        spans.sort_unstable();
-        // Runs of spans read together.
-        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut start = 0;
-        for k in 1..=spans.len() {
-            let split = k == spans.len() || {
-                let run_start = spans[start].0;
-                let prev_end = spans[k - 1].0 + spans[k - 1].1;
-                let (off, len) = (spans[k].0, spans[k].1);
-                off.saturating_sub(prev_end) > max_gap || off + len - run_start > max_read
-            };
-            if split && k > start {
-                runs.push(start..k);
-                start = k;
-            }
-        }
-        let read: Vec<Vec<(usize, Result<Vec<u8>>)>> = runs
-            .par_iter()
-            .map(|run| {
-                let first = spans[run.start].0;
-                let end = spans[run.clone()]
-                    .iter()
-                    .map(|s| s.0 + s.1)
-                    .max()
-                    .unwrap_or(first);
-                // In the data area: every span was checked by parse_index.
-                match self.file.read_at(first, (end - first) as usize) {
-                    Ok(bytes) => spans[run.clone()]
-                        .iter()
-                        .map(|&(off, len, crc, w)| {
-                            let b = bytes[(off - first) as usize..(off - first + len) as usize]
-                                .to_vec();
-                            let (i, level) = wanted[w];
-                            (w, check_crc(&b, crc, i, level).map(|_| b))
-                        })
-                        .collect(),
-                    Err(e) => spans[run.clone()]
-                        .iter()
-                        .map(|&(.., w)| {
-                            (w, Err(std::io::Error::new(e.kind(), e.to_string()).into()))
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        for (w, r) in read.into_iter().flatten() {
-            results[w] = Some(r);
+        // A run of several payloads stays within the limit too; every span lies in the data
+        // area (checked by parse_index).
+        let (read, reads) =
+            self.file
+                .read_coalesced(&spans, max_gap, max_read.min(self.max_read), |k, b| {
+                    let (i, level) = wanted[of_span[k]];
+                    check_crc(b, crcs[k], i, level)?;
+                    Ok(b.to_vec())
+                });
+        for (k, r) in read.into_iter().enumerate() {
+            results[of_span[k]] = Some(r);
         }
         let results = results
             .into_iter()
             .map(|r| r.expect("every wanted payload has a result"))
             .collect();
-        (results, runs.len())
+        (results, reads)
     }
 
     /// Byte range of levels `0..=level` of every record: one contiguous prefix of the shard

@@ -140,9 +140,14 @@ impl TensorManifest {
     /// Like [`TensorManifest::read`], the manifest of `store` (a local folder or an object
     /// store).
     pub fn read_in(store: &Store) -> Result<Self> {
-        let shown = store.describe(MANIFEST_NAME);
-        let m: TensorManifest = serde_json::from_slice(&read_manifest_bytes(store)?)
-            .map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
+        Self::parse(&read_manifest_bytes(store)?, &store.describe(MANIFEST_NAME))
+    }
+
+    /// The manifest in `bytes` (read from `shown`, a path or URL), checked
+    /// ([`TensorManifest::check_fields`]).
+    pub fn parse(bytes: &[u8], shown: &str) -> Result<Self> {
+        let m: TensorManifest =
+            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
         m.check_fields()
             .map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
         Ok(m)
@@ -288,7 +293,15 @@ impl TensorDataset {
     /// object store). The shards are opened in parallel (at most 8 threads of their own); the
     /// error returned is the first shard's in manifest order.
     pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
-        let manifest = TensorManifest::read_in(store)?;
+        Self::open_with_manifest(store, TensorManifest::read_in(store)?, limits)
+    }
+
+    /// Like [`TensorDataset::open_in`], with the manifest already read from `store`.
+    pub fn open_with_manifest(
+        store: &Store,
+        manifest: TensorManifest,
+        limits: &Limits,
+    ) -> Result<Self> {
         let open = |s: &TensorShardInfo| -> Result<TensorShardReader> {
             let shard = TensorShardReader::open_in_hinted(
                 store,
@@ -303,13 +316,7 @@ impl TensorDataset {
             }
             Ok(shard)
         };
-        let opened = super::dataset::open_all(&manifest.shards, open);
-        let mut shards = Vec::with_capacity(manifest.shards.len());
-        let mut starts = vec![0u64];
-        for (s, shard) in manifest.shards.iter().zip(opened) {
-            starts.push(starts.last().expect("non-empty") + s.records);
-            shards.push(shard?);
-        }
+        let (shards, starts) = super::dataset::open_shards(&manifest.shards, |s| s.records, open)?;
         Ok(TensorDataset {
             dir: PathBuf::from(store.location()),
             store: store.clone(),

@@ -8,8 +8,6 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rayon::prelude::*;
-
 use super::format::{check_key, Trailer, HEADER_LEN, MAX_META_LEN, NO_CLASS, TRAILER_LEN};
 use super::tensor_format::{
     parse_tensor_header, parse_tensor_index, parse_tensor_trailer, tensor_header, ArrayEntry,
@@ -19,7 +17,7 @@ use super::ShardError;
 use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, ParameterError, Result};
 use crate::limits::Limits;
-use crate::store::{Blob, Store};
+use crate::store::{Blob, Span, Store};
 use crate::tensor::{check_payload, decode_array, EncodedArray, NdArray, MAX_ARRAYS};
 
 /// One tensor record to write: its arrays encoded ([`crate::tensor::encode_array`]).
@@ -373,8 +371,8 @@ impl TensorShardReader {
         let max_read = max_read.min(self.max_read);
         let mut results: Vec<Option<RecordPayloads>> = (0..records.len()).map(|_| None).collect();
         let mut calls = 0;
-        // (start, end, index in records) of the spans read in runs.
-        let mut spans = Vec::with_capacity(records.len());
+        // Each record's span (its arrays are adjacent), where it fits one read.
+        let (mut spans, mut of_span) = (Vec::new(), Vec::new());
         for (w, &i) in records.iter().enumerate() {
             let e = match self.entry(i) {
                 Ok(e) => e,
@@ -397,68 +395,28 @@ impl TensorShardReader {
                         .collect(),
                 );
             } else {
-                spans.push((start, end, w));
+                spans.push(Span { start, end });
+                of_span.push(w);
             }
         }
-        spans.sort_unstable();
-        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut start = 0;
-        let mut run_end = 0;
-        for k in 0..=spans.len() {
-            let split = k == spans.len()
-                || k > start && {
-                    let (off, end, _) = spans[k];
-                    off.saturating_sub(run_end) > max_gap
-                        || end.max(run_end) - spans[start].0 > max_read
-                };
-            if split && k > start {
-                runs.push(start..k);
-                start = k;
-            }
-            if let Some(&(_, end, _)) = spans.get(k) {
-                run_end = if k == start { end } else { run_end.max(end) };
-            }
-        }
-        calls += runs.len();
-        let read: Vec<Vec<(usize, RecordPayloads)>> = runs
-            .par_iter()
-            .map(|run| {
-                let first = spans[run.start].0;
-                let end = spans[run.clone()]
-                    .iter()
-                    .map(|s| s.1)
-                    .max()
-                    .unwrap_or(first);
-                // In the data area: every span was checked by parse_tensor_index.
-                match self.file.read_at(first, (end - first) as usize) {
-                    Ok(bytes) => spans[run.clone()]
-                        .iter()
-                        .map(|&(.., w)| {
-                            let i = records[w];
-                            let arrays = self.entry(i).map_or(0, |e| e.arrays.len());
-                            let payloads = (0..arrays)
-                                .map(|k| self.cut_payload(i, k, &bytes, first))
-                                .collect();
-                            (w, payloads)
-                        })
-                        .collect(),
-                    Err(e) => spans[run.clone()]
-                        .iter()
-                        .map(|&(.., w)| {
-                            (w, Err(std::io::Error::new(e.kind(), e.to_string()).into()))
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        for (w, r) in read.into_iter().flatten() {
-            results[w] = Some(r);
+        // In the data area: every span was checked by parse_tensor_index.
+        let (read, reads) = self
+            .file
+            .read_coalesced(&spans, max_gap, max_read, |k, bytes| {
+                let i = records[of_span[k]];
+                let arrays = self.entry(i).map_or(0, |e| e.arrays.len());
+                (0..arrays)
+                    .map(|j| self.cut_payload(i, j, bytes, spans[k].start))
+                    .collect()
+            });
+        for (k, r) in read.into_iter().enumerate() {
+            results[of_span[k]] = Some(r);
         }
         let results = results
             .into_iter()
             .map(|r| r.expect("every record has a result"))
             .collect();
-        (results, calls)
+        (results, calls + reads)
     }
 
     /// Record `i`'s arrays, read and decoded on the CPU in index order, each checked against

@@ -16,6 +16,7 @@
 //! is refused instead of mixing two versions.
 
 pub(crate) mod atomic;
+mod coalesce;
 #[cfg(feature = "remote")]
 mod index_cache;
 #[cfg(feature = "remote")]
@@ -26,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{LimitsError, Result};
+
+pub use coalesce::Span;
 
 #[cfg(feature = "remote")]
 pub use remote::RemoteOptions;

@@ -8,8 +8,7 @@ use clap::Args;
 use crate::display::human;
 use crate::shards::{open_checked, open_store};
 use l3::progressive::LevelScheme;
-use l3::shard::Manifest;
-use l3::shard::{dataset_kind_in, RecordKind, TensorDataset, TensorManifest};
+use l3::shard::{AnyManifest, TensorDataset, TensorManifest};
 use l3::store::Store;
 use l3::tensor::{ArraySpec, StorageMode};
 
@@ -25,10 +24,10 @@ pub struct LsArgs {
 
 pub fn cmd_ls(a: LsArgs) -> Result<u64> {
     let store = open_store(&a.dataset)?;
-    if dataset_kind_in(&store)? == RecordKind::Tensors {
-        return ls_tensors(&a, &store);
-    }
-    let m = Manifest::read_in(&store)?;
+    let m = match AnyManifest::read_in(&store)? {
+        AnyManifest::Tensors(m) => return ls_tensors(&a, &store, m),
+        AnyManifest::Images(m) => m,
+    };
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(
         "{}: {} records in {} shard(s), {} level(s), {}",
@@ -119,8 +118,8 @@ fn describe(s: &ArraySpec) -> String {
 
 /// `l3 ls` of a tensor dataset: totals, each declared array and its statistics, bytes per
 /// array name; with `--records`, one line per record.
-fn ls_tensors(a: &LsArgs, store: &Store) -> Result<u64> {
-    let d = TensorDataset::open_in(store, &crate::limits::limits())?;
+fn ls_tensors(a: &LsArgs, store: &Store, m: TensorManifest) -> Result<u64> {
+    let d = TensorDataset::open_with_manifest(store, m, &crate::limits::limits())?;
     let m: &TensorManifest = d.manifest();
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(

@@ -12,7 +12,7 @@ use crate::fsio;
 use crate::limits::decode_options;
 use crate::shards::{open_checked, open_store};
 use l3::shard::format::check_key;
-use l3::shard::{dataset_kind_in, Manifest, RecordKind, ShardReader, TensorDataset};
+use l3::shard::{AnyManifest, ShardReader, TensorDataset, TensorManifest};
 use l3::store::Store;
 
 #[derive(Args)]
@@ -97,10 +97,10 @@ fn check_plan(output: &Path, planned: &[(String, PathBuf)], force: bool) -> Resu
 /// exists stops the command before anything is written.
 pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
     let store = open_store(&a.dataset)?;
-    if dataset_kind_in(&store)? == RecordKind::Tensors {
-        return unpack_tensors(&a, &store);
-    }
-    let m = Manifest::read_in(&store)?;
+    let m = match AnyManifest::read_in(&store)? {
+        AnyManifest::Tensors(m) => return unpack_tensors(&a, &store, m),
+        AnyManifest::Images(m) => m,
+    };
     let shards: Vec<ShardReader> = m
         .shards
         .iter()
@@ -140,8 +140,8 @@ pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
 
 /// Writes each array of every record of a tensor dataset as `<key>/<name>.npy` under
 /// `--output` (bfloat16 as its bit patterns, `<u2`), every path planned and checked first.
-fn unpack_tensors(a: &UnpackArgs, store: &Store) -> Result<u64> {
-    let d = TensorDataset::open_in(store, &crate::limits::limits())?;
+fn unpack_tensors(a: &UnpackArgs, store: &Store, m: TensorManifest) -> Result<u64> {
+    let d = TensorDataset::open_with_manifest(store, m, &crate::limits::limits())?;
     let mut planned = Vec::new();
     for i in 0..d.len() {
         let (s, r) = d.locate(i)?;

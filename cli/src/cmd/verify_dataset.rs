@@ -15,8 +15,8 @@ use l3::shard::format::check_key;
 use l3::shard::pack::PackRecord;
 use l3::shard::tensor_pack::TensorPackRecord;
 use l3::shard::{
-    dataset_kind, file_crc32, Manifest, RecordKind, ShardInfo, ShardReader, TensorManifest,
-    TensorShardInfo, TensorShardReader,
+    file_crc32, AnyManifest, Manifest, ShardInfo, ShardReader, TensorManifest, TensorShardInfo,
+    TensorShardReader,
 };
 use l3::tensor::{decode_array, StorageMode};
 
@@ -51,18 +51,8 @@ fn fetch(url: &str, dir: &Path) -> Result<()> {
     let store = crate::shards::open_store(url)?;
     let manifest = store.read(l3::shard::MANIFEST_NAME, 64 << 20)?;
     std::fs::write(dir.join(l3::shard::MANIFEST_NAME), &manifest)?;
-    let files: Vec<String> = match l3::shard::dataset_kind_in(&store)? {
-        RecordKind::Tensors => TensorManifest::read_in(&store)?
-            .shards
-            .into_iter()
-            .map(|s| s.file)
-            .collect(),
-        RecordKind::Images => Manifest::read_in(&store)?
-            .shards
-            .into_iter()
-            .map(|s| s.file)
-            .collect(),
-    };
+    let parsed = AnyManifest::parse(&manifest, &store.describe(l3::shard::MANIFEST_NAME))?;
+    let files: Vec<String> = parsed.shard_files().into_iter().map(String::from).collect();
     let max = limits().max_input_bytes;
     for file in files {
         match store.read(&file, max) {
@@ -75,10 +65,10 @@ fn fetch(url: &str, dir: &Path) -> Result<()> {
 
 /// Verifies the dataset in folder `dir`, named `shown` in the summary.
 fn verify_dir(dir: &Path, shown: &str) -> Result<u64> {
-    if dataset_kind(dir)? == RecordKind::Tensors {
-        return verify_tensors(dir, shown);
-    }
-    let m = Manifest::read(dir)?;
+    let m = match AnyManifest::read_in(&l3::store::Store::local(dir))? {
+        AnyManifest::Tensors(m) => return verify_tensors(dir, shown, m),
+        AnyManifest::Images(m) => m,
+    };
     let mut failed = 0;
     let mut records = 0u64;
     for s in &m.shards {
@@ -231,8 +221,7 @@ fn report(file: &str, problems: &[String]) -> bool {
 /// records, payload bytes, declared arrays) and its pack sidecar, every array read
 /// (CRC-checked), its payload header checked against the index and decoded. Whether
 /// error-bounded values lie within their bound needs the source: not checked here.
-fn verify_tensors(dir: &Path, shown: &str) -> Result<u64> {
-    let m = TensorManifest::read(dir)?;
+fn verify_tensors(dir: &Path, shown: &str, m: TensorManifest) -> Result<u64> {
     let (mut failed, mut records, mut arrays, mut bounded) = (0, 0u64, 0u64, 0u64);
     for s in &m.shards {
         let problems = verify_tensor_shard(dir, s, &m, &mut records, &mut arrays, &mut bounded);
