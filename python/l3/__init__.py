@@ -85,7 +85,10 @@ IMAGE_EXTENSIONS = (
 
 
 def open_dataset(
-    path: str | os.PathLike, *, index_cache: Optional[str | os.PathLike] = None
+    path: str | os.PathLike,
+    *,
+    limits: Optional[Limits] = None,
+    index_cache: Optional[str | os.PathLike] = None,
 ) -> Dataset | TensorDataset:
     """Opens a packed dataset (a folder with ``manifest.json``, or an object-store URL such as
     ``s3://bucket/prefix``, ``gs://``, ``az://``, ``https://``; credentials and endpoint from
@@ -97,10 +100,9 @@ def open_dataset(
     where opening each remote shard keeps what it fetched (size, ETag, header, index), shared
     by every process naming it, so that the next opening asks the server only for the
     manifest; of processes opening a shard at once, one fetches it and the others wait for it.
-    Local datasets ignore it."""
-    if _l3.dataset_kind(path) == "tensors":
-        return TensorDataset(path, index_cache=index_cache)
-    return Dataset(path, index_cache=index_cache)
+    Local datasets ignore it. ``limits`` (default `Limits()`) bound every read of a shard and,
+    for tensors, every decoded array. The manifest is read once, in Rust."""
+    return _l3.open_dataset(path, limits=limits, index_cache=index_cache)
 
 
 def plan_pack(

@@ -100,7 +100,9 @@ def copy_dataset(source: _Path, dest: _Path, *, force: bool = False) -> dict:
 class Dataset:
     """A packed dataset opened for random access."""
 
-    def __init__(self, path: _Path, *, index_cache: Optional[_Path] = None) -> None: ...
+    def __init__(
+        self, path: _Path, *, limits: Optional[Limits] = None, index_cache: Optional[_Path] = None
+    ) -> None: ...
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> Tuple[_Image, int]:
         """(image at full resolution, label or -1)."""
@@ -122,6 +124,11 @@ class Dataset:
 
 def dataset_kind(path: _Path) -> str:
     """"images" or "tensors", from the dataset's manifest."""
+
+def open_dataset(
+    path: _Path, *, limits: Optional[Limits] = None, index_cache: Optional[_Path] = None
+) -> Union[Dataset, TensorDataset]:
+    """A `Dataset` or a `TensorDataset`, as the manifest (read once) says."""
 
 class TensorDataset:
     """A tensor dataset (records of named arrays) opened for random access."""

@@ -22,8 +22,37 @@ use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
 use crate::codec::{encode_options, read_image_within};
 use crate::{limits_of, parameter_error, to_py_err, OrPyErr, PyLimits};
 
+/// Opens a packed dataset of either kind from one read of its manifest: an `l3.Dataset` of
+/// images or an `l3.TensorDataset`, every shard read within `limits` (default `l3.Limits()`).
+#[pyfunction]
+#[pyo3(signature = (path, *, limits = None, index_cache = None))]
+fn open_dataset(
+    py: Python<'_>,
+    path: PathBuf,
+    limits: Option<PyRef<'_, PyLimits>>,
+    index_cache: Option<PathBuf>,
+) -> PyResult<Py<PyAny>> {
+    let limits = limits_of(limits.as_deref());
+    let any = py
+        .detach(|| {
+            let store = l3::store::Store::open_with_index_cache(
+                &path.to_string_lossy(),
+                index_cache.as_deref(),
+            )?;
+            l3::shard::AnyDataset::open_in(&store, &limits)
+        })
+        .py_err()?;
+    Ok(match any {
+        l3::shard::AnyDataset::Images(d) => Py::new(py, Dataset { inner: Arc::new(d) })?.into_any(),
+        l3::shard::AnyDataset::Tensors(d) => {
+            Py::new(py, crate::tensors::PyTensorDataset { inner: Arc::new(d) })?.into_any()
+        }
+    })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dataset>()?;
+    m.add_function(wrap_pyfunction!(open_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(write_shard, m)?)?;
     m.add_function(wrap_pyfunction!(write_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(copy_dataset, m)?)?;
@@ -119,15 +148,21 @@ impl Dataset {
     /// `index_cache`: a local folder keeping what opening each remote shard fetched, for the
     /// next process (see `l3.open_dataset`).
     #[new]
-    #[pyo3(signature = (path, *, index_cache = None))]
-    fn new(py: Python<'_>, path: PathBuf, index_cache: Option<PathBuf>) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, limits = None, index_cache = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        limits: Option<PyRef<'_, PyLimits>>,
+        index_cache: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let limits = limits_of(limits.as_deref());
         let inner = py
             .detach(|| {
                 let store = l3::store::Store::open_with_index_cache(
                     &path.to_string_lossy(),
                     index_cache.as_deref(),
                 )?;
-                l3::shard::Dataset::open_in(&store, &l3::Limits::default())
+                l3::shard::Dataset::open_in(&store, &limits)
             })
             .py_err()?;
         Ok(Dataset {

@@ -49,7 +49,7 @@ fn to_numpy<'py>(py: Python<'py>, array: &NdArray) -> PyResult<Bound<'py, PyAny>
 /// opened for random access; every shard's index is read and checked against the manifest.
 #[pyclass(module = "l3._l3", name = "TensorDataset", frozen)]
 pub(crate) struct PyTensorDataset {
-    inner: Arc<TensorDataset>,
+    pub(crate) inner: Arc<TensorDataset>,
 }
 
 impl PyTensorDataset {

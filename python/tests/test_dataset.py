@@ -9,6 +9,16 @@ import pytest
 import l3
 
 
+def test_open_dataset_honours_limits(dataset3):
+    """An image dataset opened through `open_dataset` or `Dataset` is bound by `limits` (its
+    shards' indexes are larger than 64 bytes), like a tensor dataset."""
+    tiny = l3.Limits(max_input_bytes=64)
+    for opener in (l3.open_dataset, l3.Dataset):
+        with pytest.raises(l3.LimitsError):
+            opener(dataset3, limits=tiny)
+    assert isinstance(l3.open_dataset(dataset3, limits=l3.Limits()), l3.Dataset)
+
+
 def test_pack_and_read(dataset3, class_tree, sample_paths):
     ds = l3.open_dataset(dataset3)
     assert len(ds) == len(sample_paths)
