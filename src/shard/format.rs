@@ -277,6 +277,31 @@ pub(super) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    /// The head every record entry starts with, image or tensor (SPEC.md, "Record shards"):
+    /// the key (UTF-8, at most [`MAX_KEY_LEN`] bytes), the class and the metadata (at most
+    /// [`MAX_META_LEN`] bytes).
+    pub(super) fn record_head(&mut self) -> Result<(&'a str, u32, &'a [u8]), ShardError> {
+        let record = self.record;
+        let invalid = |field, value, reason| ShardError::InvalidRecord {
+            record,
+            field,
+            value,
+            reason,
+        };
+        let key_len = self.u16("key_len")? as usize;
+        if key_len > MAX_KEY_LEN {
+            return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
+        }
+        let key = std::str::from_utf8(self.take(key_len, "key")?)
+            .map_err(|_| invalid("key", 0, "not UTF-8"))?;
+        let class = self.u32("class")?;
+        let meta_len = self.u32("meta_len")? as usize;
+        if meta_len > MAX_META_LEN {
+            return Err(invalid("meta_len", meta_len as u64, "at most 1 MiB"));
+        }
+        Ok((key, class, self.take(meta_len, "meta")?))
+    }
+
     pub(super) fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ShardError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
         let Some(end) = end else {
@@ -562,18 +587,7 @@ fn read_entry<'a>(
         value,
         reason,
     };
-    let key_len = c.u16("key_len")? as usize;
-    if key_len > MAX_KEY_LEN {
-        return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
-    }
-    let key =
-        std::str::from_utf8(c.take(key_len, "key")?).map_err(|_| invalid("key", 0, "not UTF-8"))?;
-    let class = c.u32("class")?;
-    let meta_len = c.u32("meta_len")? as usize;
-    if meta_len > MAX_META_LEN {
-        return Err(invalid("meta_len", meta_len as u64, "at most 1 MiB"));
-    }
-    let meta = c.take(meta_len, "meta")?;
+    let (key, class, meta) = c.record_head()?;
     let width = c.u32("width")?;
     let height = c.u32("height")?;
     let channels = c.u8("channels")?;

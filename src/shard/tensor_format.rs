@@ -14,8 +14,7 @@
 use std::collections::HashSet;
 
 use super::format::{
-    Cursor, Trailer, HEADER_LEN, MAX_KEY_LEN, MAX_META_LEN, NO_CLASS, SHARD_MAGIC,
-    TENSOR_SHARD_VERSION, TRAILER_LEN,
+    Cursor, Trailer, HEADER_LEN, NO_CLASS, SHARD_MAGIC, TENSOR_SHARD_VERSION, TRAILER_LEN,
 };
 use super::ShardError;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, StorageMode, MAX_ARRAYS, MAX_NDIM};
@@ -231,18 +230,7 @@ fn read_entry(bytes: &[u8], start: usize, record: u64) -> Result<(TensorEntry, u
         value,
         reason,
     };
-    let key_len = c.u16("key_len")? as usize;
-    if key_len > MAX_KEY_LEN {
-        return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
-    }
-    let key =
-        std::str::from_utf8(c.take(key_len, "key")?).map_err(|_| invalid("key", 0, "not UTF-8"))?;
-    let class = c.u32("class")?;
-    let meta_len = c.u32("meta_len")? as usize;
-    if meta_len > MAX_META_LEN {
-        return Err(invalid("meta_len", meta_len as u64, "at most 1 MiB"));
-    }
-    let meta = c.take(meta_len, "meta")?;
+    let (key, class, meta) = c.record_head()?;
     let count = c.u8("array_count")? as usize;
     if count == 0 || count > MAX_ARRAYS {
         return Err(invalid("array_count", count as u64, "must be 1..=16"));
