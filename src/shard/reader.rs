@@ -70,6 +70,40 @@ pub(super) fn open_path(path: &Path) -> Result<(Blob, String, String)> {
     Ok((blob, name, shown))
 }
 
+/// What opening a shard of either kind reads: checks the file holds a header and a trailer,
+/// parses both with `parse(header bytes, trailer bytes, file length)`, checks the index
+/// against `max_index` (before reading it) and reads it. Returns the file length, the parsed
+/// header, the trailer and the index bytes; the caller names the shard in errors.
+pub(super) fn read_head_and_index<H>(
+    file: &Blob,
+    name: &str,
+    max_index: u64,
+    parse: impl FnOnce(&[u8], &[u8], u64) -> std::result::Result<(H, Trailer), ShardError>,
+) -> Result<(u64, H, Trailer, Vec<u8>)> {
+    let len = file.len();
+    if len < HEADER_LEN + TRAILER_LEN {
+        return Err(ShardError::Truncated {
+            len,
+            min: HEADER_LEN + TRAILER_LEN,
+        }
+        .into());
+    }
+    let head = file.read_at(0, HEADER_LEN as usize)?;
+    let tail = file.read_at(len - TRAILER_LEN, TRAILER_LEN as usize)?;
+    let (header, trailer) = parse(&head, &tail, len)?;
+    if trailer.index_len > max_index {
+        return Err(LimitsError::ShardRead {
+            shard: name.to_owned(),
+            what: "the index".into(),
+            len: trailer.index_len,
+            max: max_index,
+        }
+        .into());
+    }
+    let index = file.read_at(trailer.index_offset, trailer.index_len as usize)?;
+    Ok((len, header, trailer, index))
+}
+
 /// Shard `file` of `store` opened as a blob (with the manifest's `hint`, when known), with its
 /// name and its shown path or URL.
 pub(super) fn open_named(
@@ -140,31 +174,12 @@ impl ShardReader {
         let named = |e| named_error(&name, shown, e);
         type Opened = (u64, ShardHeader, Trailer, Index);
         let (len, header, trailer, index) = (|| -> Result<Opened> {
-            let len = file.len();
-            if len < HEADER_LEN + TRAILER_LEN {
-                return Err(ShardError::Truncated {
-                    len,
-                    min: HEADER_LEN + TRAILER_LEN,
-                }
-                .into());
-            }
-            let header = ShardHeader::parse(&file.read_at(0, HEADER_LEN as usize)?)?;
-            let trailer = Trailer::parse(
-                &file.read_at(len - TRAILER_LEN, TRAILER_LEN as usize)?,
-                len,
-                header.level_count,
-            )?;
-            let max_index = max_index_bytes.min(max_read);
-            if trailer.index_len > max_index {
-                return Err(LimitsError::ShardRead {
-                    shard: name.clone(),
-                    what: "the index".into(),
-                    len: trailer.index_len,
-                    max: max_index,
-                }
-                .into());
-            }
-            let index = file.read_at(trailer.index_offset, trailer.index_len as usize)?;
+            let (len, header, trailer, index) =
+                read_head_and_index(&file, &name, max_index_bytes.min(max_read), |h, t, len| {
+                    let header = ShardHeader::parse(h)?;
+                    let trailer = Trailer::parse(t, len, header.level_count)?;
+                    Ok((header, trailer))
+                })?;
             let index = Index::parse(index, &trailer, header.level_count)?;
             Ok((len, header, trailer, index))
         })()

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::format::{check_key, Trailer, HEADER_LEN, MAX_META_LEN, NO_CLASS, TRAILER_LEN};
+use super::format::{check_key, Trailer, MAX_META_LEN, NO_CLASS};
 use super::tensor_format::{
     parse_tensor_header, parse_tensor_index, parse_tensor_trailer, tensor_header, ArrayEntry,
     PayloadEntry, TensorEntry,
@@ -216,30 +216,13 @@ impl TensorShardReader {
         let max_read = limits.max_input_bytes;
         let named = |e| super::reader::named_error(&name, shown, e);
         let (len, entries) = (|| -> Result<(u64, Vec<TensorEntry>)> {
-            let len = file.len();
-            if len < HEADER_LEN + TRAILER_LEN {
-                return Err(ShardError::Truncated {
-                    len,
-                    min: HEADER_LEN + TRAILER_LEN,
-                }
-                .into());
-            }
-            parse_tensor_header(&file.read_at(0, HEADER_LEN as usize)?)?;
-            let trailer =
-                parse_tensor_trailer(&file.read_at(len - TRAILER_LEN, TRAILER_LEN as usize)?, len)?;
-            let max_index = max_index_bytes.min(max_read);
-            if trailer.index_len > max_index {
-                return Err(LimitsError::ShardRead {
-                    shard: name.clone(),
-                    what: "the index".into(),
-                    len: trailer.index_len,
-                    max: max_index,
-                }
-                .into());
-            }
-            let index = file.read_at(trailer.index_offset, trailer.index_len as usize)?;
-            let entries = parse_tensor_index(&index, &trailer)?;
-            Ok((len, entries))
+            let (len, (), trailer, index) = super::reader::read_head_and_index(
+                &file,
+                &name,
+                max_index_bytes.min(max_read),
+                |h, t, len| Ok((parse_tensor_header(h)?, parse_tensor_trailer(t, len)?)),
+            )?;
+            Ok((len, parse_tensor_index(&index, &trailer)?))
         })()
         .map_err(named)?;
         let payload_bytes = entries
