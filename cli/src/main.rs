@@ -31,7 +31,7 @@ use cmd::{
 #[command(
     name = "l3",
     version,
-    about = "Lossless image codec with a GPU decoder"
+    about = "Images and float arrays for training: a codec decoded on any GPU, record shards, a planned loader"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -5,6 +5,7 @@
 
 use super::abi::{AugmentJob, AUGMENT_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::device::{Family, Kernel};
 use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
@@ -92,12 +93,14 @@ pub(crate) fn dispatch(
             ..*job
         })
         .collect();
-    decoder.with_error_scopes(|| Ok(submit(decoder, batch, &table, &jobs, out_bytes)))
+    let kernel = decoder.pipelines.kernel(Kernel::Augment)?;
+    decoder.with_error_scopes(|| Ok(submit(decoder, kernel, batch, &table, &jobs, out_bytes)))
 }
 
 /// Uploads the job table and dispatches `augment.wgsl` once per window (bindings checked).
 fn submit(
     decoder: &GpuDecoder,
+    kernel: &Family,
     batch: &GpuBatch,
     table: &JobTable<2>,
     jobs: &[AugmentJob],
@@ -117,7 +120,7 @@ fn submit(
         table.encode(
             decoder,
             &mut pass,
-            (&decoder.pipelines.augment, &decoder.pipelines.augment_bgl),
+            (kernel.entry("augment"), &kernel.bgl),
             &table.table_bytes(jobs),
             [&batch.buffer, &out],
         );

@@ -13,6 +13,7 @@
 use super::abi::{BoundedArray, BoundedPass, BoundedStep, LosslessSegment, BOUNDED_WORKGROUP_SIZE};
 use super::bindings::BindLimits;
 use super::chunked::{self, bytes, groups, Dispatch, Run, Steps, Table};
+use super::device::Kernel;
 use super::line_sum::line_sum_steps;
 use super::GpuDecoder;
 use crate::error::Result;
@@ -118,13 +119,13 @@ pub(crate) fn dispatch(
             }
         }),
     );
-    let p = &decoder.pipelines;
+    let k = decoder.pipelines.kernel(Kernel::Bounded)?;
     let files_y = files.max(1) as u32;
     let g = |items: u64| groups(items, BOUNDED_WORKGROUP_SIZE);
     let max_count = t.arrays.iter().map(|a| a.count as u64).max().unwrap_or(0);
     let mut dispatches: Vec<Dispatch<'_>> = (0..rounds)
         .map(|r| Dispatch {
-            pipeline: &p.bounded_segments,
+            pipeline: k.entry("decode_segments"),
             slot: round_slot(r),
             groups: [g(t.segments.len() as u64), 1],
         })
@@ -133,7 +134,7 @@ pub(crate) fn dispatch(
         line_sum_steps(differenced(t.arrays))
             .iter()
             .map(|step| Dispatch {
-                pipeline: &p.bounded_undiff,
+                pipeline: k.entry("undiff"),
                 slot: t.max_passes + 3 * step.axis + step.stage,
                 groups: [g(step.items), files_y],
             }),
@@ -148,14 +149,14 @@ pub(crate) fn dispatch(
             .unwrap_or(0);
         if targets > 0 {
             dispatches.push(Dispatch {
-                pipeline: &p.bounded_lattice,
+                pipeline: k.entry("lattice_pass"),
                 slot: j,
                 groups: [g(targets), files_y],
             });
         }
     }
     dispatches.push(Dispatch {
-        pipeline: &p.bounded_finish,
+        pipeline: k.entry("finish"),
         slot: 0,
         groups: [g(max_count), files_y],
     });
@@ -164,7 +165,7 @@ pub(crate) fn dispatch(
         &Run {
             label: "l3 bounded",
             files_what: "error-bounded arrays in one batch",
-            layout: &p.bounded_bgl,
+            layout: &k.bgl,
             tables,
             output: t.output,
             output_what: "error-bounded output",

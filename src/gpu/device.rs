@@ -1,10 +1,13 @@
 //! The device side of the decoder: adapter selection ([`select_adapter`]), the limits the
 //! decoder asks for ([`required_limits`]), and the compiled pipelines ([`Pipelines`]): the
 //! prefix sum's two entry points and a decode pipeline per (format version, output layout
-//! kind), each built from the shader [`super::shaders::source`] assembles.
+//! kind), created with the decoder, and every other kernel family ([`Kernel`]: levels,
+//! augment, fields, lossless, tensor window, bounded) created on first use, each built from
+//! the shader [`super::shaders::source`] assembles.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
+use std::sync::OnceLock;
 
 use super::abi::{LayoutKind, OUT_ALIGN, VERSION_COMPACT};
 use super::shaders::{self, Stage};
@@ -82,8 +85,100 @@ pub(crate) fn max_chunk_limit(limits: &wgpu::Limits) -> u64 {
         * OUT_ALIGN
 }
 
-/// The decoder's bind group layouts and pipelines, created once per decoder.
+/// The kernel families compiled on first use: each one WGSL stage with its bind group layout
+/// and entry points ([`Family`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// `levels.wgsl`: jobs, src, residual (read), dst.
+    Levels,
+    /// `augment.wgsl`: jobs, src (read), dst (read-write).
+    Augment,
+    /// `fields.wgsl`: jobs, bins, runs (read), values (read-write).
+    Fields,
+    /// `lossless.wgsl`: input words, segments, tables (read), words, errors (read-write),
+    /// arrays, runs (read), output (read-write), the step (uniform, dynamic offset).
+    Lossless,
+    /// `tensor_window.wgsl`: jobs, src0, src1, src2 (read), dst (read-write).
+    TensorWindow,
+    /// `bounded.wgsl`: as `lossless.wgsl`, binding 6 the lattice passes.
+    Bounded,
+}
+
+/// Kernel families there are.
+const KERNELS: usize = 6;
+
+impl Kernel {
+    fn stage(self) -> Stage {
+        match self {
+            Kernel::Levels => Stage::Levels,
+            Kernel::Augment => Stage::Augment,
+            Kernel::Fields => Stage::Fields,
+            Kernel::Lossless => Stage::Lossless,
+            Kernel::TensorWindow => Stage::TensorWindow,
+            Kernel::Bounded => Stage::Bounded,
+        }
+    }
+
+    /// Its entry points.
+    fn entries(self) -> &'static [&'static str] {
+        match self {
+            Kernel::Levels => &["refine", "subsample"],
+            Kernel::Augment => &["augment"],
+            Kernel::Fields => &["reconstruct_field"],
+            Kernel::Lossless => &["decode_segments", "undiff", "finish"],
+            Kernel::TensorWindow => &["tensor_window"],
+            Kernel::Bounded => &["decode_segments", "undiff", "lattice_pass", "finish"],
+        }
+    }
+
+    /// Its bindings: storage (read-only or not) or, for the chunked float kernels, a last
+    /// uniform with a dynamic offset.
+    fn bindings(self) -> Vec<wgpu::BindGroupLayoutEntry> {
+        let storage = |read_only: &[bool]| -> Vec<wgpu::BindGroupLayoutEntry> {
+            read_only
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| storage_entry(i as u32, r))
+                .collect()
+        };
+        match self {
+            Kernel::Levels | Kernel::Fields => storage(&[true, true, true, false]),
+            Kernel::Augment => storage(&[true, true, false]),
+            Kernel::TensorWindow => storage(&[true, true, true, true, false]),
+            Kernel::Lossless | Kernel::Bounded => {
+                let mut b = storage(&[true, true, true, false, false, true, true, false]);
+                b.push(uniform_dynamic_entry(8));
+                b
+            }
+        }
+    }
+}
+
+/// One kernel family on a device: its bind group layout and a pipeline per entry point.
+#[derive(Debug)]
+pub(crate) struct Family {
+    /// The bind group layout of every entry point.
+    pub bgl: wgpu::BindGroupLayout,
+    entries: Vec<(&'static str, wgpu::ComputePipeline)>,
+}
+
+impl Family {
+    /// The pipeline of entry point `name`, which the family has (see [`Kernel`]).
+    pub fn entry(&self, name: &str) -> &wgpu::ComputePipeline {
+        &self
+            .entries
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no entry point {name} in this kernel family"))
+            .1
+    }
+}
+
+/// The decoder's pipelines: the prefix sum and the decode (every batch needs them), created
+/// with the decoder; every other kernel family on first use ([`Pipelines::kernel`]), so a
+/// decoder that never runs a kernel never compiles it.
 pub(crate) struct Pipelines {
+    device: wgpu::Device,
     /// Prefix sum: binding 0 the scan buffer, 1 the level's `ScanParams`.
     pub scan_bgl: wgpu::BindGroupLayout,
     /// Decode: bindings 0..=6 of `shaders/decode.wgsl`.
@@ -95,46 +190,8 @@ pub(crate) struct Pipelines {
     /// The decode pipelines, keyed by (format version, output layout kind): entry point
     /// `main` for version 1, `main_compact` for version 2.
     decode: HashMap<(u32, LayoutKind), wgpu::ComputePipeline>,
-    /// Bindings of `levels.wgsl`: jobs, src, residual (read), dst.
-    pub levels_bgl: wgpu::BindGroupLayout,
-    /// `levels.wgsl`'s `refine`.
-    pub refine: wgpu::ComputePipeline,
-    /// `levels.wgsl`'s `subsample`.
-    pub subsample: wgpu::ComputePipeline,
-    /// Bindings of `augment.wgsl`: jobs, src (read), dst (read-write).
-    pub augment_bgl: wgpu::BindGroupLayout,
-    /// `augment.wgsl`'s `augment`.
-    pub augment: wgpu::ComputePipeline,
-    /// Bindings of `fields.wgsl`: jobs, bins, runs (read), values (read-write).
-    pub fields_bgl: wgpu::BindGroupLayout,
-    /// `fields.wgsl`'s `reconstruct_field`.
-    pub fields: wgpu::ComputePipeline,
-    /// Bindings of `lossless.wgsl`: input words, segments, tables (read), words, errors
-    /// (read-write), arrays, runs (read), output (read-write), the step (uniform, dynamic
-    /// offset).
-    pub lossless_bgl: wgpu::BindGroupLayout,
-    /// `lossless.wgsl`'s `decode_segments`.
-    pub lossless_segments: wgpu::ComputePipeline,
-    /// `lossless.wgsl`'s `undiff`.
-    pub lossless_undiff: wgpu::ComputePipeline,
-    /// `lossless.wgsl`'s `finish`.
-    pub lossless_finish: wgpu::ComputePipeline,
-    /// Bindings of `tensor_window.wgsl`: jobs, src0, src1, src2 (read), dst (read-write).
-    pub tensor_window_bgl: wgpu::BindGroupLayout,
-    /// `tensor_window.wgsl`'s `tensor_window`.
-    pub tensor_window: wgpu::ComputePipeline,
-    /// Bindings of `bounded.wgsl`: input words, segments, tables (read), words, errors
-    /// (read-write), arrays, passes (read), output (read-write), the pass (uniform, dynamic
-    /// offset).
-    pub bounded_bgl: wgpu::BindGroupLayout,
-    /// `bounded.wgsl`'s `decode_segments`.
-    pub bounded_segments: wgpu::ComputePipeline,
-    /// `bounded.wgsl`'s `undiff`.
-    pub bounded_undiff: wgpu::ComputePipeline,
-    /// `bounded.wgsl`'s `lattice_pass`.
-    pub bounded_lattice: wgpu::ComputePipeline,
-    /// `bounded.wgsl`'s `finish`.
-    pub bounded_finish: wgpu::ComputePipeline,
+    /// The kernel families, by [`Kernel`] (in declaration order), once compiled.
+    kernels: [OnceLock<Family>; KERNELS],
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -143,215 +200,140 @@ const ENTRY_POINTS: [(u32, &str); 2] = [
     (VERSION_COMPACT, "main_compact"),
 ];
 
+/// A compute pipeline of `entry` in `module` with the one bind group layout `bgl`.
+fn pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    bgl: &wgpu::BindGroupLayout,
+    module: &wgpu::ShaderModule,
+    entry: &str,
+) -> wgpu::ComputePipeline {
+    let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(bgl)],
+        immediate_size: 0,
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: Some(&layout),
+        module,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// The shader module of `stage`.
+fn module(device: &wgpu::Device, stage: Stage) -> wgpu::ShaderModule {
+    device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(stage.label()),
+        source: wgpu::ShaderSource::Wgsl(shaders::source(stage).into()),
+    })
+}
+
+/// Runs `make` in a validation error scope: its value, or the error as [`Error::Gpu`].
+fn validated<T>(device: &wgpu::Device, what: &str, make: impl FnOnce() -> T) -> Result<T> {
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let made = make();
+    match pollster::block_on(scope.pop()) {
+        Some(e) => Err(Error::Gpu(format!("creating {what} failed: {e:?}"))),
+        None => Ok(made),
+    }
+}
+
 impl Pipelines {
-    /// Compiles every stage on `device`, reporting validation errors as [`Error::Gpu`].
+    /// Compiles the prefix sum and decode stages on `device`, reporting validation errors as
+    /// [`Error::Gpu`].
     pub fn new(device: &wgpu::Device) -> Result<Self> {
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = |stage: Stage| {
-            device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(stage.label()),
-                source: wgpu::ShaderSource::Wgsl(shaders::source(stage).into()),
-            })
-        };
-        let bgl = |label, entries: &[wgpu::BindGroupLayoutEntry]| {
-            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(label),
-                entries,
-            })
-        };
-        let scan_bgl = bgl(
-            "l3 prefix_sum",
-            &[storage_entry(0, false), uniform_entry(1)],
-        );
-        let decode_bgl = bgl(
-            "l3 decode",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(3, true),
-                storage_entry(4, false),
-                storage_entry(5, false),
-                uniform_entry(6),
-            ],
-        );
-        let levels_bgl = bgl(
-            "l3 levels",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(3, false),
-            ],
-        );
-        let augment_bgl = bgl(
-            "l3 augment",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, false),
-            ],
-        );
-        let fields_bgl = bgl(
-            "l3 fields",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(3, false),
-            ],
-        );
-        let lossless_bgl = bgl(
-            "l3 lossless",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(3, false),
-                storage_entry(4, false),
-                storage_entry(5, true),
-                storage_entry(6, true),
-                storage_entry(7, false),
-                uniform_dynamic_entry(8),
-            ],
-        );
-        let tensor_window_bgl = bgl(
-            "l3 tensor_window",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(3, true),
-                storage_entry(4, false),
-            ],
-        );
-        let bounded_bgl = bgl(
-            "l3 bounded",
-            &[
-                storage_entry(0, true),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(3, false),
-                storage_entry(4, false),
-                storage_entry(5, true),
-                storage_entry(6, true),
-                storage_entry(7, false),
-                uniform_dynamic_entry(8),
-            ],
-        );
-        let pipeline =
-            |label: &str, bgl: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry| {
-                let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        validated(device, "the decoder's pipelines", || {
+            let bgl = |label, entries: &[wgpu::BindGroupLayoutEntry]| {
+                device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                     label: Some(label),
-                    bind_group_layouts: &[Some(bgl)],
-                    immediate_size: 0,
-                });
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(label),
-                    layout: Some(&layout),
-                    module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
+                    entries,
                 })
             };
-        let scan_module = module(Stage::PrefixSum);
-        let scan_blocks = pipeline("l3 scan_blocks", &scan_bgl, &scan_module, "scan_blocks");
-        let add_sums = pipeline("l3 add_sums", &scan_bgl, &scan_module, "add_sums");
-        let mut decode = HashMap::new();
-        for kind in LayoutKind::ALL {
-            let stage = Stage::Decode(kind);
-            let m = module(stage);
-            for (version, entry) in ENTRY_POINTS {
-                let label = format!("l3 {} {entry}", stage.label());
-                decode.insert((version, kind), pipeline(&label, &decode_bgl, &m, entry));
+            let scan_bgl = bgl(
+                "l3 prefix_sum",
+                &[storage_entry(0, false), uniform_entry(1)],
+            );
+            let decode_bgl = bgl(
+                "l3 decode",
+                &[
+                    storage_entry(0, true),
+                    storage_entry(1, true),
+                    storage_entry(2, true),
+                    storage_entry(3, true),
+                    storage_entry(4, false),
+                    storage_entry(5, false),
+                    uniform_entry(6),
+                ],
+            );
+            let scan_module = module(device, Stage::PrefixSum);
+            let scan_blocks = pipeline(
+                device,
+                "l3 scan_blocks",
+                &scan_bgl,
+                &scan_module,
+                "scan_blocks",
+            );
+            let add_sums = pipeline(device, "l3 add_sums", &scan_bgl, &scan_module, "add_sums");
+            let mut decode = HashMap::new();
+            for kind in LayoutKind::ALL {
+                let stage = Stage::Decode(kind);
+                let m = module(device, stage);
+                for (version, entry) in ENTRY_POINTS {
+                    let label = format!("l3 {} {entry}", stage.label());
+                    decode.insert(
+                        (version, kind),
+                        pipeline(device, &label, &decode_bgl, &m, entry),
+                    );
+                }
             }
-        }
-        let levels_module = module(Stage::Levels);
-        let refine = pipeline(
-            "l3 levels.wgsl refine",
-            &levels_bgl,
-            &levels_module,
-            "refine",
-        );
-        let subsample = pipeline(
-            "l3 levels.wgsl subsample",
-            &levels_bgl,
-            &levels_module,
-            "subsample",
-        );
-        let augment_module = module(Stage::Augment);
-        let augment = pipeline(
-            "l3 augment.wgsl augment",
-            &augment_bgl,
-            &augment_module,
-            "augment",
-        );
-        let fields_module = module(Stage::Fields);
-        let fields = pipeline(
-            "l3 fields.wgsl reconstruct_field",
-            &fields_bgl,
-            &fields_module,
-            "reconstruct_field",
-        );
-        let lossless_module = module(Stage::Lossless);
-        let lossless = |entry: &'static str| {
-            let label = format!("l3 lossless.wgsl {entry}");
-            pipeline(&label, &lossless_bgl, &lossless_module, entry)
-        };
-        let lossless_segments = lossless("decode_segments");
-        let lossless_undiff = lossless("undiff");
-        let lossless_finish = lossless("finish");
-        let tensor_window = pipeline(
-            "l3 tensor_window.wgsl tensor_window",
-            &tensor_window_bgl,
-            &module(Stage::TensorWindow),
-            "tensor_window",
-        );
-        let bounded_module = module(Stage::Bounded);
-        let bounded = |entry: &'static str| {
-            let label = format!("l3 bounded.wgsl {entry}");
-            pipeline(&label, &bounded_bgl, &bounded_module, entry)
-        };
-        let bounded_segments = bounded("decode_segments");
-        let bounded_undiff = bounded("undiff");
-        let bounded_lattice = bounded("lattice_pass");
-        let bounded_finish = bounded("finish");
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Gpu(format!(
-                "creating the decoder's pipelines failed: {e:?}"
-            )));
-        }
-        Ok(Pipelines {
-            scan_bgl,
-            decode_bgl,
-            scan_blocks,
-            add_sums,
-            decode,
-            levels_bgl,
-            refine,
-            subsample,
-            augment_bgl,
-            augment,
-            fields_bgl,
-            fields,
-            lossless_bgl,
-            lossless_segments,
-            lossless_undiff,
-            lossless_finish,
-            tensor_window_bgl,
-            tensor_window,
-            bounded_bgl,
-            bounded_segments,
-            bounded_undiff,
-            bounded_lattice,
-            bounded_finish,
+            Pipelines {
+                device: device.clone(),
+                scan_bgl,
+                decode_bgl,
+                scan_blocks,
+                add_sums,
+                decode,
+                kernels: Default::default(),
+            }
         })
     }
 
     /// The decode pipeline of format version `version` for output layout kind `kind`.
     pub fn decode(&self, version: u32, kind: LayoutKind) -> &wgpu::ComputePipeline {
         &self.decode[&(version, kind)]
+    }
+
+    /// Kernel family `k`, compiled on its first use (by one thread; a concurrent first use
+    /// may compile it twice and keep one).
+    pub fn kernel(&self, k: Kernel) -> Result<&Family> {
+        let cell = &self.kernels[k as usize];
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let stage = k.stage();
+        let family = validated(&self.device, stage.label(), || {
+            let label = format!("l3 {}", stage.label());
+            let bgl = self
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some(&label),
+                    entries: &k.bindings(),
+                });
+            let m = module(&self.device, stage);
+            let entries = k
+                .entries()
+                .iter()
+                .map(|&e| {
+                    let label = format!("l3 {} {e}", stage.label());
+                    (e, pipeline(&self.device, &label, &bgl, &m, e))
+                })
+                .collect();
+            Family { bgl, entries }
+        })?;
+        Ok(cell.get_or_init(|| family))
     }
 }
 

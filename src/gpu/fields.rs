@@ -6,6 +6,7 @@
 
 use super::abi::{FieldJob, FIELDS_WORKGROUP_SIZE, FIELD_RUN_WORDS, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::device::{Family, Kernel};
 use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
@@ -131,13 +132,19 @@ pub(crate) fn dispatch(
             ..f.job
         })
         .collect();
-    decoder.with_error_scopes(|| Ok(submit(decoder, bins, &table, &jobs, run_words, out_len)))
+    let kernel = decoder.pipelines.kernel(Kernel::Fields)?;
+    decoder.with_error_scopes(|| {
+        Ok(submit(
+            decoder, kernel, bins, &table, &jobs, run_words, out_len,
+        ))
+    })
 }
 
 /// Uploads the runs and the job table and dispatches `fields.wgsl` once per window; the
 /// caller has checked every buffer and binding against the device's limits.
 fn submit(
     decoder: &GpuDecoder,
+    kernel: &Family,
     bins: &GpuBatch,
     table: &JobTable<3>,
     jobs: &[FieldJob],
@@ -162,7 +169,7 @@ fn submit(
         table.encode(
             decoder,
             &mut pass,
-            (&decoder.pipelines.fields, &decoder.pipelines.fields_bgl),
+            (kernel.entry("reconstruct_field"), &kernel.bgl),
             &table.table_bytes(jobs),
             [&bins.buffer, &runs, &out],
         );

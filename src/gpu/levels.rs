@@ -8,6 +8,7 @@
 
 use super::abi::{LevelJob, LEVELS_WORKGROUP_SIZE, OUT_ALIGN};
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::device::Kernel;
 use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::readback::{GpuBatch, ImageLayout};
 use super::upload::storage_buffer;
@@ -242,6 +243,7 @@ impl<'a> LevelSteps<'a> {
             ping_len,
             pong_len,
         } = self;
+        let kernel = decoder.pipelines.kernel(Kernel::Levels)?;
         decoder.with_error_scopes(|| {
             let out = storage_buffer(&decoder.device, "l3 levels out", out_len.max(OUT_ALIGN));
             let ping =
@@ -281,15 +283,15 @@ impl<'a> LevelSteps<'a> {
                     timestamp_writes: None,
                 });
                 for group in windows {
-                    let pipeline = if group.key.refine {
-                        &decoder.pipelines.refine
+                    let pipeline = kernel.entry(if group.key.refine {
+                        "refine"
                     } else {
-                        &decoder.pipelines.subsample
-                    };
+                        "subsample"
+                    });
                     group.table.encode(
                         decoder,
                         &mut pass,
-                        (pipeline, &decoder.pipelines.levels_bgl),
+                        (pipeline, &kernel.bgl),
                         &group.table.table_bytes(&group.jobs),
                         group.key.bufs.map(buffer),
                     );

@@ -11,6 +11,7 @@
 use super::abi::{LosslessArray, LosslessSegment, LosslessStep, LOSSLESS_WORKGROUP_SIZE};
 use super::bindings::BindLimits;
 use super::chunked::{self, bytes, groups, Dispatch, Run, Steps, Table, MAX_GROUPS};
+use super::device::Kernel;
 use super::line_sum::line_sum_steps;
 use super::GpuDecoder;
 use crate::error::Result;
@@ -109,7 +110,7 @@ pub(crate) fn dispatch(
                 ..Default::default()
             })),
     );
-    let p = &decoder.pipelines;
+    let k = decoder.pipelines.kernel(Kernel::Lossless)?;
     let files_y = t.arrays.len().max(1) as u32;
     let max_words = t
         .arrays
@@ -120,17 +121,17 @@ pub(crate) fn dispatch(
     let g = |items: u64| groups(items, LOSSLESS_WORKGROUP_SIZE);
     let dispatches: Vec<Dispatch<'_>> = (0..rounds)
         .map(|r| Dispatch {
-            pipeline: &p.lossless_segments,
+            pipeline: k.entry("decode_segments"),
             slot: r,
             groups: [g(t.segments.len() as u64), 1],
         })
         .chain(sums.iter().enumerate().map(|(j, step)| Dispatch {
-            pipeline: &p.lossless_undiff,
+            pipeline: k.entry("undiff"),
             slot: rounds + j as u32,
             groups: [g(step.items), files_y],
         }))
         .chain([Dispatch {
-            pipeline: &p.lossless_finish,
+            pipeline: k.entry("finish"),
             slot: 0,
             groups: [g(max_words), files_y],
         }])
@@ -140,7 +141,7 @@ pub(crate) fn dispatch(
         &Run {
             label: "l3 lossless",
             files_what: "lossless arrays in one batch",
-            layout: &p.lossless_bgl,
+            layout: &k.bgl,
             tables: tables(t),
             output: (out, out_offset, bytes(t.output_words as usize)),
             output_what: "lossless output",

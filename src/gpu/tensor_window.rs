@@ -7,6 +7,7 @@
 
 use super::abi::{TensorWindowJob, TENSOR_WORKGROUP_SIZE};
 use super::bindings::{check_bindings, BindLimits};
+use super::device::Kernel;
 use super::jobs::{job_workgroups, plan_windows, JobSpan, JobTable};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
@@ -133,6 +134,7 @@ pub(crate) fn dispatch(
     ];
     check_bindings(table.bindings(WHAT, lens), limits)?;
     let dispatches = table.windows.iter().filter(|w| w.workgroups > 0).count();
+    let kernel = decoder.pipelines.kernel(Kernel::TensorWindow)?;
     decoder.with_error_scopes(|| {
         let out = storage_buffer(&decoder.device, "l3 tensor batch", out_len);
         let mut encoder = decoder
@@ -148,10 +150,7 @@ pub(crate) fn dispatch(
             table.encode(
                 decoder,
                 &mut pass,
-                (
-                    &decoder.pipelines.tensor_window,
-                    &decoder.pipelines.tensor_window_bgl,
-                ),
+                (kernel.entry("tensor_window"), &kernel.bgl),
                 &table.table_bytes(&jobs),
                 [sources[0], sources[1], sources[2], &out],
             );
