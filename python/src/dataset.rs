@@ -22,6 +22,15 @@ use crate::arrays::{array_from_samples, image_from_array, OwnedImage};
 use crate::codec::{encode_options, read_image_within};
 use crate::{limits_of, parameter_error, to_py_err, OrPyErr, PyLimits};
 
+/// The store of the dataset at `path` (a folder or an object-store URL), what opening remote
+/// shards fetched kept in `index_cache` when given.
+pub(crate) fn open_store(
+    path: &std::path::Path,
+    index_cache: Option<&std::path::Path>,
+) -> l3::Result<l3::store::Store> {
+    l3::store::Store::open_with_index_cache(&path.to_string_lossy(), index_cache)
+}
+
 /// Opens a packed dataset of either kind from one read of its manifest: an `l3.Dataset` of
 /// images or an `l3.TensorDataset`, every shard read within `limits` (default `l3.Limits()`).
 #[pyfunction]
@@ -35,10 +44,7 @@ fn open_dataset(
     let limits = limits_of(limits.as_deref());
     let any = py
         .detach(|| {
-            let store = l3::store::Store::open_with_index_cache(
-                &path.to_string_lossy(),
-                index_cache.as_deref(),
-            )?;
+            let store = open_store(&path, index_cache.as_deref())?;
             l3::shard::AnyDataset::open_in(&store, &limits)
         })
         .py_err()?;
@@ -158,10 +164,7 @@ impl Dataset {
         let limits = limits_of(limits.as_deref());
         let inner = py
             .detach(|| {
-                let store = l3::store::Store::open_with_index_cache(
-                    &path.to_string_lossy(),
-                    index_cache.as_deref(),
-                )?;
+                let store = open_store(&path, index_cache.as_deref())?;
                 l3::shard::Dataset::open_in(&store, &limits)
             })
             .py_err()?;

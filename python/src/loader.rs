@@ -529,7 +529,7 @@ fn open_dataset(
         })?
     };
     py.detach(|| {
-        let store = l3::store::Store::open_with_index_cache(&path.to_string_lossy(), index_cache)?;
+        let store = crate::dataset::open_store(&path, index_cache)?;
         // One read of the manifest; `limits` bound either kind's reads.
         Ok(match l3::shard::AnyDataset::open_in(&store, limits)? {
             l3::shard::AnyDataset::Tensors(d) => LoaderDataset::Tensors(Arc::new(d)),

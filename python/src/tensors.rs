@@ -80,10 +80,7 @@ impl PyTensorDataset {
         let limits = limits_of(limits.as_deref());
         let inner = py
             .detach(|| {
-                let store = l3::store::Store::open_with_index_cache(
-                    &path.to_string_lossy(),
-                    index_cache.as_deref(),
-                )?;
+                let store = crate::dataset::open_store(&path, index_cache.as_deref())?;
                 TensorDataset::open_in(&store, &limits)
             })
             .py_err()?;

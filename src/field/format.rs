@@ -2,7 +2,7 @@
 //! ([`FieldHeader`]), the runs section (a table of exact f32 bit patterns, then LEB128 runs)
 //! and [`parse_field`], which checks a whole file before anything is decoded.
 
-use super::core::container::check_crc;
+use super::core::container::{check_count, check_crc};
 use super::core::runs::{read_runs, Run, MIN_RUN_LEN};
 use crate::error::{FormatError, Result};
 
@@ -145,16 +145,7 @@ impl FieldHeader {
                 "a 2D field has nz = 1",
             ));
         }
-        // In u128: three u32 dimensions can overflow u64 (found by fuzzing).
-        let total = shape.iter().map(|&d| d as u128).product::<u128>();
-        if total > u32::MAX as u128 {
-            return Err(invalid(
-                "shape",
-                12,
-                total.min(u64::MAX as u128) as u64,
-                "at most 2^32 - 1 values",
-            ));
-        }
+        check_count(&shape)?;
         let bound = f64::from_le_bytes(data[24..32].try_into().expect("8 bytes"));
         if !(bound.is_finite() && bound > 0.0) {
             return Err(invalid(

@@ -105,6 +105,13 @@ pub(in crate::field) fn read_shape(
     if let Some(a) = shape.iter().position(|&d| d == 0) {
         return Err(invalid("shape", 12 + 4 * a, 0, "every axis must be >= 1").into());
     }
+    check_count(&shape)?;
+    Ok(shape)
+}
+
+/// Checks a shape (from byte 12 of a header) holds at most 2^32 - 1 values; in u128, as
+/// axes can overflow u64 (found by fuzzing).
+pub(in crate::field) fn check_count(shape: &[u32]) -> std::result::Result<(), FormatError> {
     let total = shape.iter().map(|&d| d as u128).product::<u128>();
     if total > u32::MAX as u128 {
         return Err(invalid(
@@ -112,10 +119,9 @@ pub(in crate::field) fn read_shape(
             12,
             total.min(u64::MAX as u128) as u64,
             "at most 2^32 - 1 values",
-        )
-        .into());
+        ));
     }
-    Ok(shape)
+    Ok(())
 }
 
 /// Checks the CRC-32 in the last [`CRC_LEN`] bytes of `data` (at least that long) against
