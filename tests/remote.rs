@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 
 use l3::loader::{Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition};
-use l3::shard::{copy_dataset, Dataset, Manifest};
+use l3::shard::{copy_dataset, Dataset, DatasetManifest, Manifest};
 use l3::store::Store;
 use l3::Limits;
 

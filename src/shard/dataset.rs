@@ -7,10 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{Manifest, RecordEntry, RecordRef, ShardInfo, ShardReader};
+use super::file::{Shard, ShardIndex};
+use super::manifest::{read_manifest_bytes, MANIFEST_NAME};
+use super::{ImageIndex, Manifest, RecordEntry, RecordRef, ShardInfo};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::store::Store;
+use crate::store::{BlobHint, Store};
 
 /// The most threads opening a dataset's shards.
 const MAX_OPEN_THREADS: usize = 8;
@@ -18,20 +20,103 @@ const MAX_OPEN_THREADS: usize = 8;
 /// Largest index of one shard accepted when opening a dataset.
 pub const MAX_SHARD_INDEX_BYTES: u64 = 1 << 30;
 
-/// An open dataset.
+/// A dataset's `manifest.json` as one record kind reads it: the shards it lists and how an
+/// opened shard is checked against it. [`Manifest`] (images) and
+/// [`super::TensorManifest`] (tensors) are the two.
+pub trait DatasetManifest: Sized + std::fmt::Debug + Sync {
+    /// The kind's shard index.
+    type Index: ShardIndex;
+    /// The manifest's entry for one shard.
+    type ShardInfo: ShardEntry + Sync;
+
+    /// The manifest in `bytes` (read from `shown`, a path or URL), checked.
+    fn parse(bytes: &[u8], shown: &str) -> Result<Self>;
+
+    /// Reads and checks `DIR/manifest.json` (at most `MAX_MANIFEST_BYTES`).
+    fn read(dir: &Path) -> Result<Self> {
+        Self::read_in(&Store::local(dir))
+    }
+
+    /// Like [`DatasetManifest::read`], the manifest of `store` (a local folder or an object
+    /// store).
+    fn read_in(store: &Store) -> Result<Self> {
+        Self::parse(&read_manifest_bytes(store)?, &store.describe(MANIFEST_NAME))
+    }
+
+    /// The shards, in order.
+    fn shard_infos(&self) -> &[Self::ShardInfo];
+
+    /// Levels (images) or 1 (tensors) per record, as errors report them.
+    fn record_levels(&self) -> u8;
+
+    /// Every field of shard entry `info` that disagrees with `shard` (its file opened), one
+    /// line each naming the shard.
+    fn mismatches(&self, info: &Self::ShardInfo, shard: &Shard<Self::Index>) -> Vec<String>;
+}
+
+/// What a dataset needs of a manifest's shard entry.
+pub trait ShardEntry {
+    /// File name in the dataset folder.
+    fn file(&self) -> &str;
+    /// Records in the shard.
+    fn records(&self) -> u64;
+    /// What opening the shard reads first ([`crate::store::Store::open_blob_hinted`]).
+    fn hint(&self) -> BlobHint;
+}
+
+impl DatasetManifest for Manifest {
+    type Index = ImageIndex;
+    type ShardInfo = ShardInfo;
+
+    fn parse(bytes: &[u8], shown: &str) -> Result<Self> {
+        Manifest::parse_bytes(bytes, shown)
+    }
+
+    fn shard_infos(&self) -> &[ShardInfo] {
+        &self.shards
+    }
+
+    fn record_levels(&self) -> u8 {
+        self.levels
+    }
+
+    fn mismatches(&self, info: &ShardInfo, shard: &Shard<ImageIndex>) -> Vec<String> {
+        info.mismatches(shard, self.levels, self.classes.len())
+    }
+}
+
+impl ShardEntry for ShardInfo {
+    fn file(&self) -> &str {
+        &self.file
+    }
+    fn records(&self) -> u64 {
+        self.records
+    }
+    fn hint(&self) -> BlobHint {
+        ShardInfo::hint(self)
+    }
+}
+
+/// An open dataset of the record kind manifest `M` describes: its shards opened once (in
+/// parallel on threads of their own), every one checked against the manifest, records
+/// numbered across shards. [`Dataset`] and [`super::TensorDataset`] name the two kinds.
 #[derive(Debug)]
-pub struct Dataset {
+pub struct DatasetOf<M: DatasetManifest> {
     /// The folder (for an object store, its URL as a path).
     dir: PathBuf,
     store: Store,
-    manifest: Manifest,
-    shards: Vec<ShardReader>,
+    manifest: M,
+    pub(super) shards: Vec<Shard<M::Index>>,
     /// First dataset record of each shard, plus the total at the end.
     starts: Vec<u64>,
+    pub(super) limits: Limits,
     times: OpenTimes,
 }
 
-/// Where the time of [`Dataset::open`] went (wall).
+/// An open image dataset.
+pub type Dataset = DatasetOf<Manifest>;
+
+/// Where the time of [`DatasetOf::open`] went (wall).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpenTimes {
     /// Reading and checking the manifest.
@@ -40,63 +125,65 @@ pub struct OpenTimes {
     pub shards: Duration,
 }
 
-impl Dataset {
+impl<M: DatasetManifest> DatasetOf<M> {
     /// Opens `dir/manifest.json` and every shard it lists, every read bounded by the default
-    /// [`Limits`] (see [`Dataset::open_with_limits`]).
+    /// [`Limits`] (see [`DatasetOf::open_with_limits`]).
     pub fn open(dir: &Path) -> Result<Self> {
         Self::open_with_limits(dir, &Limits::default())
     }
 
     /// Opens `dir/manifest.json` and every shard it lists; every read of a shard (index,
-    /// payload, prefix) is at most `limits.max_input_bytes` ([`ShardReader::open_with_limits`]).
-    /// The shards are opened and checked in parallel; the error returned is the first shard's
-    /// in manifest order, as if they were opened one after another.
+    /// payload, prefix) is at most `limits.max_input_bytes` ([`Shard::open_with_limits`]),
+    /// every array decoded by the dataset at most `limits.max_output_bytes`. The shards are
+    /// opened and checked in parallel; the error returned is the first shard's in manifest
+    /// order, as if they were opened one after another.
     pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
         Self::open_in(&Store::local(dir), limits)
     }
 
-    /// Like [`Dataset::open_with_limits`], the dataset of `store` (a local folder or an
+    /// Like [`DatasetOf::open_with_limits`], the dataset of `store` (a local folder or an
     /// object store: see [`Store::open`]).
     pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
         let started = Instant::now();
-        let manifest = Manifest::read_in(store)?;
+        let manifest = M::read_in(store)?;
         Self::open_with_manifest(store, manifest, limits, started)
     }
 
-    /// Like [`Dataset::open_in`], with the manifest already read from `store` (since
-    /// `started`, for [`Dataset::open_times`]).
+    /// Like [`DatasetOf::open_in`], with the manifest already read from `store` (since
+    /// `started`, for [`DatasetOf::open_times`]).
     pub fn open_with_manifest(
         store: &Store,
-        manifest: Manifest,
+        manifest: M,
         limits: &Limits,
         started: Instant,
     ) -> Result<Self> {
         let manifest_time = started.elapsed();
-        let open = |info: &ShardInfo| -> Result<ShardReader> {
-            let shard = ShardReader::open_in_hinted(
+        let open = |info: &M::ShardInfo| -> Result<Shard<M::Index>> {
+            let shard = Shard::open_in_hinted(
                 store,
-                &info.file,
+                info.file(),
                 &info.hint(),
                 MAX_SHARD_INDEX_BYTES,
                 limits,
             )?;
-            let problems = info.mismatches(&shard, manifest.levels, manifest.classes.len());
+            let problems = manifest.mismatches(info, &shard);
             if !problems.is_empty() {
                 return Err(Error::Manifest(problems.join("; ")));
             }
             Ok(shard)
         };
-        let (shards, starts) = open_shards(&manifest.shards, |s| s.records, open)?;
+        let (shards, starts) = open_shards(manifest.shard_infos(), |s| s.records(), open)?;
         let times = OpenTimes {
             manifest: manifest_time,
             shards: started.elapsed() - manifest_time,
         };
-        Ok(Dataset {
+        Ok(DatasetOf {
             dir: PathBuf::from(store.location()),
             store: store.clone(),
             manifest,
             shards,
             starts,
+            limits: *limits,
             times,
         })
     }
@@ -111,13 +198,14 @@ impl Dataset {
         self.times
     }
 
-    /// The dataset's folder (for an object store, its URL as a path: see [`Dataset::store`]).
+    /// The dataset's folder (for an object store, its URL as a path: see
+    /// [`DatasetOf::store`]).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The manifest.
-    pub fn manifest(&self) -> &Manifest {
+    pub fn manifest(&self) -> &M {
         &self.manifest
     }
 
@@ -132,7 +220,7 @@ impl Dataset {
     }
 
     /// The open shards, in order.
-    pub fn shards(&self) -> &[ShardReader] {
+    pub fn shards(&self) -> &[Shard<M::Index>] {
         &self.shards
     }
 
@@ -143,7 +231,7 @@ impl Dataset {
                 record: i,
                 level: 0,
                 records: self.len(),
-                levels: self.manifest.levels,
+                levels: self.manifest.record_levels(),
             }
             .into());
         }
@@ -151,14 +239,17 @@ impl Dataset {
         let shard = self.starts.partition_point(|&s| s <= i) - 1;
         Ok((shard, (i - self.starts[shard]) as usize))
     }
+}
 
+impl Dataset {
     /// Record `i`'s index entry (key, class, metadata, shape, levels).
     pub fn record(&self, i: u64) -> Result<&RecordEntry> {
         let (s, r) = self.locate(i)?;
         self.shards[s].record(r)
     }
 
-    /// Record `i`'s index entry, read in place ([`ShardReader::entry`]: nothing allocated).
+    /// Record `i`'s index entry, read in place ([`super::ShardReader::entry`]: nothing
+    /// allocated).
     pub fn entry(&self, i: u64) -> Result<RecordRef<'_>> {
         let (s, r) = self.locate(i)?;
         self.shards[s].entry(r)

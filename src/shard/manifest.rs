@@ -188,6 +188,18 @@ pub(super) fn kind_of(bytes: &[u8], shown: &str) -> Result<RecordKind> {
     }
 }
 
+/// The manifest of either kind in `bytes` (read from `shown`), parsed and `check`ed.
+pub(super) fn parse_checked<M: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    shown: &str,
+    check: impl FnOnce(&M) -> std::result::Result<(), String>,
+) -> Result<M> {
+    let m: M =
+        serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
+    check(&m).map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
+    Ok(m)
+}
+
 /// The bytes of the manifest of `store`, at most `MAX_MANIFEST_BYTES`.
 pub(super) fn read_manifest_bytes(store: &Store) -> Result<Vec<u8>> {
     store.read(MANIFEST_NAME, MAX_MANIFEST_BYTES)
@@ -240,30 +252,15 @@ pub(super) fn check_shard_file<'a>(
 }
 
 impl Manifest {
-    /// Reads and validates `DIR/manifest.json` ([`Manifest::check_fields`]); at most
-    /// `MAX_MANIFEST_BYTES` are read.
-    pub fn read(dir: &Path) -> Result<Self> {
-        Self::read_in(&Store::local(dir))
-    }
-
-    /// Like [`Manifest::read`], the manifest of `store` (a local folder or an object store).
-    pub fn read_in(store: &Store) -> Result<Self> {
-        Self::parse(&read_manifest_bytes(store)?, &store.describe(MANIFEST_NAME))
-    }
-
     /// The manifest in `bytes` (read from `shown`, a path or URL), checked
-    /// ([`Manifest::check_fields`]).
-    pub fn parse(bytes: &[u8], shown: &str) -> Result<Self> {
+    /// ([`Manifest::check_fields`]); a tensor manifest is refused naming its kind.
+    pub(super) fn parse_bytes(bytes: &[u8], shown: &str) -> Result<Self> {
         if kind_of(bytes, shown)? == RecordKind::Tensors {
             return Err(Error::Manifest(format!(
                 "{shown}: a tensor dataset (kind \"tensors\"): open it as tensor records"
             )));
         }
-        let m: Manifest =
-            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
-        m.check_fields()
-            .map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
-        Ok(m)
+        parse_checked(bytes, shown, Manifest::check_fields)
     }
 
     /// The checks that need no shard: a known version, 1..=8 levels, shard file names that

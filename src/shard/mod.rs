@@ -1,25 +1,28 @@
-//! Record shards: many images in one file with an index at its end, each image stored as one
-//! or more *levels* (up to [`format::MAX_LEVELS`]) laid out level-major, so a loader reads
-//! records at known offsets with few large reads, and a prefix of the shard holds every record
-//! at a lower resolution (see [`crate::progressive`]).
+//! Record shards: many records in one file with an index at its end, read with few large
+//! positional reads. An image record is stored as one or more *levels* (up to
+//! [`format::MAX_LEVELS`]) laid out level-major, so a prefix of the shard holds every record
+//! at a lower resolution (see [`crate::progressive`]); a tensor record is a set of named
+//! arrays (`SPEC.md`, part "Tensor records"; [`crate::tensor`]).
 //!
-//! Files: [`mod@format`] is the shard format in code (`SPEC.md`, part "Record shards"): header,
-//! index, trailer and all their validation. [`ShardWriter`] writes a shard atomically
-//! (`atomic`: temp file, fsync, rename); [`ShardReader`] reads one with bounded positional
-//! reads, trusting nothing in it. With feature `dataset`: a dataset is a folder of shards and
-//! a `manifest.json` ([`Manifest`]), read as one [`Dataset`]; [`pack`] encodes and verifies
-//! records and writes shards that a rerun resumes (`l3 pack`, Python's `l3.pack`).
-//!
-//! Tensor records (`SPEC.md`, part "Tensor records"; [`crate::tensor`]) are version 2
-//! shards: [`mod@tensor_format`] is their index in code, `tensor_io` their writer and reader
-//! ([`TensorShardWriter`], [`TensorShardReader`]); with feature `dataset`, `tensor_dataset`
-//! ([`TensorManifest`], [`TensorDataset`]) and [`tensor_pack`] ([`tensor_pack::TensorPacker`]).
-//! `open` opens a dataset of either kind from one read of its manifest ([`AnyDataset`]).
+//! One of each concept, the record kind plugged in:
+//! - the format: [`mod@format`] (header, trailer, image index; `SPEC.md` "Record shards") and
+//!   [`mod@tensor_format`] (the tensor index, version 2 shards), all validation in code;
+//! - the reader: [`Shard`] (`file`) opens a shard of either kind with bounded, checked
+//!   positional reads; its [`ShardIndex`] is the kind: [`ShardReader`] =
+//!   `Shard<ImageIndex>` (`reader`), [`TensorShardReader`] = `Shard<TensorIndex>`
+//!   (`tensor_io`, with [`TensorShardWriter`]); [`ShardWriter`] writes image shards; every
+//!   write is atomic (`atomic`: temp file, fsync, rename);
+//! - with feature `dataset`, the dataset: [`DatasetOf`] opens the shards a
+//!   [`DatasetManifest`] lists and checks each against it: [`Dataset`] (a [`Manifest`] of
+//!   images), [`TensorDataset`] (a [`TensorManifest`]); `open` opens either kind from one
+//!   read of its manifest ([`AnyDataset`]); [`pack`] and [`tensor_pack`] write datasets that
+//!   a rerun resumes (`l3 pack`, Python's `l3.pack`).
 
 #[cfg(feature = "dataset")]
 mod copy;
 #[cfg(feature = "dataset")]
 mod dataset;
+mod file;
 pub mod format;
 #[cfg(feature = "dataset")]
 mod manifest;
@@ -42,7 +45,7 @@ pub use crate::store::atomic::{
 #[cfg(feature = "dataset")]
 pub use copy::{copy_dataset, CopyReport};
 #[cfg(feature = "dataset")]
-pub use dataset::{Dataset, OpenTimes};
+pub use dataset::{Dataset, DatasetManifest, DatasetOf, OpenTimes, ShardEntry};
 pub use format::{Index, LevelEntry, RecordEntry, RecordRef};
 #[cfg(feature = "dataset")]
 pub use manifest::{
@@ -51,13 +54,16 @@ pub use manifest::{
 };
 #[cfg(feature = "dataset")]
 pub use open::{AnyDataset, AnyManifest};
-pub use reader::{ShardPrefix, ShardReader};
+pub use file::{Shard, ShardIndex};
+pub use reader::{ImageIndex, ShardPrefix, ShardReader};
 #[cfg(feature = "dataset")]
 pub use tensor_dataset::{
     ArrayDecl, ArrayStats, TensorDataset, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
 pub use tensor_format::{ArrayEntry, PayloadEntry, RecordKind, TensorEntry};
-pub use tensor_io::{RecordPayloads, TensorRecordInput, TensorShardReader, TensorShardWriter};
+pub use tensor_io::{
+    RecordPayloads, TensorIndex, TensorRecordInput, TensorShardReader, TensorShardWriter,
+};
 pub use writer::{RecordInput, ShardWriter};
 
 pub use crate::error::ShardError;

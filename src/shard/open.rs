@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::manifest::{kind_of, read_manifest_bytes, MANIFEST_NAME};
-use super::{Dataset, Manifest, RecordKind, TensorDataset, TensorManifest};
+use super::{Dataset, DatasetManifest, Manifest, RecordKind, TensorDataset, TensorManifest};
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::store::Store;
@@ -85,7 +85,7 @@ impl AnyDataset {
                 AnyDataset::Images(Dataset::open_with_manifest(store, m, limits, started)?)
             }
             AnyManifest::Tensors(m) => {
-                AnyDataset::Tensors(TensorDataset::open_with_manifest(store, m, limits)?)
+                AnyDataset::Tensors(TensorDataset::open_with_manifest(store, m, limits, started)?)
             }
         })
     }

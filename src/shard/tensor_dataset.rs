@@ -5,19 +5,17 @@
 //! payload bytes, and that every record holds exactly the declared arrays.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::dataset::MAX_SHARD_INDEX_BYTES;
-use super::manifest::{read_manifest_bytes, MANIFEST_NAME, TENSOR_KIND};
+use super::dataset::{DatasetManifest, DatasetOf, ShardEntry};
+use super::manifest::{parse_checked, MANIFEST_NAME, TENSOR_KIND};
 use super::tensor_format::{PayloadEntry, TensorEntry};
-use super::TensorShardReader;
+use super::{TensorIndex, TensorShardReader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
 use crate::field::Bound;
-use crate::limits::Limits;
-use crate::store::Store;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, Moments, NdArray, StorageMode};
 
 /// The tensor manifest format this code writes and reads.
@@ -132,27 +130,6 @@ pub fn merge_stats(shards: &[TensorShardInfo]) -> BTreeMap<String, ArrayStats> {
 }
 
 impl TensorManifest {
-    /// Reads and validates `DIR/manifest.json` ([`TensorManifest::check_fields`]).
-    pub fn read(dir: &Path) -> Result<Self> {
-        Self::read_in(&Store::local(dir))
-    }
-
-    /// Like [`TensorManifest::read`], the manifest of `store` (a local folder or an object
-    /// store).
-    pub fn read_in(store: &Store) -> Result<Self> {
-        Self::parse(&read_manifest_bytes(store)?, &store.describe(MANIFEST_NAME))
-    }
-
-    /// The manifest in `bytes` (read from `shown`, a path or URL), checked
-    /// ([`TensorManifest::check_fields`]).
-    pub fn parse(bytes: &[u8], shown: &str) -> Result<Self> {
-        let m: TensorManifest =
-            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
-        m.check_fields()
-            .map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
-        Ok(m)
-    }
-
     /// The checks that need no shard: version and kind; 1..=16 arrays with valid, distinct
     /// names, known types and modes, valid shapes; plain, distinct shard file names; a
     /// record total equal to the shards' sum. Returns what is wrong.
@@ -263,115 +240,43 @@ impl TensorManifest {
     }
 }
 
-/// An open tensor dataset.
-#[derive(Debug)]
-pub struct TensorDataset {
-    /// The folder (for an object store, its URL as a path).
-    dir: PathBuf,
-    store: Store,
-    manifest: TensorManifest,
-    shards: Vec<TensorShardReader>,
-    /// First dataset record of each shard, plus the total at the end.
-    starts: Vec<u64>,
-    limits: Limits,
-}
+impl DatasetManifest for TensorManifest {
+    type Index = TensorIndex;
+    type ShardInfo = TensorShardInfo;
 
-impl TensorDataset {
-    /// Opens `dir/manifest.json` and every shard it lists with the default [`Limits`].
-    pub fn open(dir: &Path) -> Result<Self> {
-        Self::open_with_limits(dir, &Limits::default())
+    fn parse(bytes: &[u8], shown: &str) -> Result<Self> {
+        parse_checked(bytes, shown, TensorManifest::check_fields)
     }
 
-    /// Opens the dataset, every read of a shard at most `limits.max_input_bytes` and every
-    /// decoded array at most `limits.max_output_bytes`; each shard is checked against the
-    /// manifest ([`TensorManifest::mismatches`]).
-    pub fn open_with_limits(dir: &Path, limits: &Limits) -> Result<Self> {
-        Self::open_in(&Store::local(dir), limits)
-    }
-
-    /// Like [`TensorDataset::open_with_limits`], the dataset of `store` (a local folder or an
-    /// object store). The shards are opened in parallel (at most 8 threads of their own); the
-    /// error returned is the first shard's in manifest order.
-    pub fn open_in(store: &Store, limits: &Limits) -> Result<Self> {
-        Self::open_with_manifest(store, TensorManifest::read_in(store)?, limits)
-    }
-
-    /// Like [`TensorDataset::open_in`], with the manifest already read from `store`.
-    pub fn open_with_manifest(
-        store: &Store,
-        manifest: TensorManifest,
-        limits: &Limits,
-    ) -> Result<Self> {
-        let open = |s: &TensorShardInfo| -> Result<TensorShardReader> {
-            let shard = TensorShardReader::open_in_hinted(
-                store,
-                &s.file,
-                &s.hint(),
-                MAX_SHARD_INDEX_BYTES,
-                limits,
-            )?;
-            let problems = manifest.mismatches(s, &shard);
-            if !problems.is_empty() {
-                return Err(Error::Manifest(problems.join("; ")));
-            }
-            Ok(shard)
-        };
-        let (shards, starts) = super::dataset::open_shards(&manifest.shards, |s| s.records, open)?;
-        Ok(TensorDataset {
-            dir: PathBuf::from(store.location()),
-            store: store.clone(),
-            manifest,
-            shards,
-            starts,
-            limits: *limits,
-        })
-    }
-
-    /// Where the dataset lives.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// The dataset's folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The manifest.
-    pub fn manifest(&self) -> &TensorManifest {
-        &self.manifest
-    }
-
-    /// Records in the dataset.
-    pub fn len(&self) -> u64 {
-        *self.starts.last().expect("non-empty")
-    }
-
-    /// Whether the dataset has no records.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The open shards, in order.
-    pub fn shards(&self) -> &[TensorShardReader] {
+    fn shard_infos(&self) -> &[TensorShardInfo] {
         &self.shards
     }
 
-    /// Which shard holds record `i`, and its index there.
-    pub fn locate(&self, i: u64) -> Result<(usize, usize)> {
-        if i >= self.len() {
-            return Err(super::ShardError::NoSuchRecord {
-                record: i,
-                level: 0,
-                records: self.len(),
-                levels: 1,
-            }
-            .into());
-        }
-        let shard = self.starts.partition_point(|&s| s <= i) - 1;
-        Ok((shard, (i - self.starts[shard]) as usize))
+    fn record_levels(&self) -> u8 {
+        1
     }
 
+    fn mismatches(&self, info: &TensorShardInfo, shard: &TensorShardReader) -> Vec<String> {
+        TensorManifest::mismatches(self, info, shard)
+    }
+}
+
+impl ShardEntry for TensorShardInfo {
+    fn file(&self) -> &str {
+        &self.file
+    }
+    fn records(&self) -> u64 {
+        self.records
+    }
+    fn hint(&self) -> crate::store::BlobHint {
+        TensorShardInfo::hint(self)
+    }
+}
+
+/// An open tensor dataset.
+pub type TensorDataset = DatasetOf<TensorManifest>;
+
+impl TensorDataset {
     /// Record `i`'s index entry.
     pub fn entry(&self, i: u64) -> Result<&TensorEntry> {
         let (s, r) = self.locate(i)?;

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use super::file::{check_crc, Planned, Shard, ShardIndex};
 use super::format::{check_key, Trailer, MAX_META_LEN, NO_CLASS};
 use super::tensor_format::{
     parse_tensor_header, parse_tensor_index, parse_tensor_trailer, tensor_header, ArrayEntry,
@@ -15,9 +16,8 @@ use super::tensor_format::{
 };
 use super::ShardError;
 use crate::decode::DecodeOptions;
-use crate::error::{LimitsError, ParameterError, Result};
-use crate::limits::Limits;
-use crate::store::{Blob, Span, Store};
+use crate::error::{ParameterError, Result};
+use crate::store::Span;
 use crate::tensor::{check_payload, decode_array, EncodedArray, NdArray, MAX_ARRAYS};
 
 /// One tensor record to write: its arrays encoded ([`crate::tensor::encode_array`]).
@@ -155,132 +155,68 @@ impl TensorShardWriter {
 /// A record's payloads, one per array in index order, or why they could not be read.
 pub type RecordPayloads = Result<Vec<Vec<u8>>>;
 
-/// An open tensor shard: its validated index and the file for positional reads.
+/// The index of a tensor shard (version 2): every record's entry, and the payload bytes of
+/// them all.
 #[derive(Debug)]
-pub struct TensorShardReader {
-    file: Blob,
-    name: String,
-    max_read: u64,
-    file_len: u64,
+pub struct TensorIndex {
     entries: Vec<TensorEntry>,
     payload_bytes: u64,
 }
 
-impl TensorShardReader {
-    /// Opens a tensor shard and validates its header, trailer and index; the index may take
-    /// at most `max_index_bytes`, every read the default [`Limits::max_input_bytes`].
-    pub fn open(path: &Path, max_index_bytes: u64) -> Result<Self> {
-        Self::open_with_limits(path, max_index_bytes, &Limits::default())
+impl ShardIndex for TensorIndex {
+    type Head = ();
+
+    fn parse_ends(
+        head: &[u8],
+        tail: &[u8],
+        file_len: u64,
+    ) -> std::result::Result<((), Trailer), ShardError> {
+        Ok((parse_tensor_header(head)?, parse_tensor_trailer(tail, file_len)?))
     }
 
-    /// Like [`TensorShardReader::open`], every read (the index, a payload) at most
-    /// `limits.max_input_bytes`, refused before anything is allocated for it. Errors of the
-    /// file's structure name the shard.
-    pub fn open_with_limits(path: &Path, max_index_bytes: u64, limits: &Limits) -> Result<Self> {
-        let (blob, name, shown) = super::reader::open_path(path)?;
-        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
-    }
-
-    /// Like [`TensorShardReader::open_with_limits`], for shard `file` of `store` (a local
-    /// folder or an object store).
-    pub fn open_in(
-        store: &Store,
-        file: &str,
-        max_index_bytes: u64,
-        limits: &Limits,
-    ) -> Result<Self> {
-        let (blob, name, shown) = super::reader::open_named(store, file, None)?;
-        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
-    }
-
-    /// Like [`TensorShardReader::open_in`], for a shard the dataset's manifest describes as
-    /// `hint` (see [`ShardReader::open_in_hinted`](super::ShardReader::open_in_hinted)).
-    pub fn open_in_hinted(
-        store: &Store,
-        file: &str,
-        hint: &crate::store::BlobHint,
-        max_index_bytes: u64,
-        limits: &Limits,
-    ) -> Result<Self> {
-        let (blob, name, shown) = super::reader::open_named(store, file, Some(hint))?;
-        Self::open_blob(blob, name, &shown, max_index_bytes, limits)
-    }
-
-    fn open_blob(
-        file: Blob,
-        name: String,
-        shown: &str,
-        max_index_bytes: u64,
-        limits: &Limits,
-    ) -> Result<Self> {
-        let max_read = limits.max_input_bytes;
-        let named = |e| super::reader::named_error(&name, shown, e);
-        let (len, entries) = (|| -> Result<(u64, Vec<TensorEntry>)> {
-            let (len, (), trailer, index) = super::reader::read_head_and_index(
-                &file,
-                &name,
-                max_index_bytes.min(max_read),
-                |h, t, len| Ok((parse_tensor_header(h)?, parse_tensor_trailer(t, len)?)),
-            )?;
-            Ok((len, parse_tensor_index(&index, &trailer)?))
-        })()
-        .map_err(named)?;
+    fn parse(
+        (): (),
+        trailer: &Trailer,
+        bytes: Vec<u8>,
+    ) -> std::result::Result<Self, ShardError> {
+        let entries = parse_tensor_index(&bytes, trailer)?;
         let payload_bytes = entries
             .iter()
             .flat_map(|e| &e.arrays)
             .map(|a| a.payload.len)
             .sum();
-        Ok(TensorShardReader {
-            file,
-            name,
-            max_read,
-            file_len: len,
+        Ok(TensorIndex {
             entries,
             payload_bytes,
         })
     }
 
-    /// The shard's file name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Bytes of the shard file (when it was opened).
-    pub fn file_len(&self) -> u64 {
-        self.file_len
-    }
-
-    /// Records in the shard.
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// Whether the shard has no records.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+    fn levels(&self) -> u8 {
+        1
     }
+}
 
+/// An open tensor shard ([`Shard`] over a [`TensorIndex`]).
+pub type TensorShardReader = Shard<TensorIndex>;
+
+impl TensorShardReader {
     /// Payload bytes of every record (from the index).
     pub fn payload_bytes(&self) -> u64 {
-        self.payload_bytes
+        self.index.payload_bytes
     }
 
     /// Every record's index entry, in order.
     pub fn entries(&self) -> &[TensorEntry] {
-        &self.entries
+        &self.index.entries
     }
 
     /// Record `i`'s index entry.
     pub fn entry(&self, i: usize) -> Result<&TensorEntry> {
-        self.entries.get(i).ok_or_else(|| {
-            ShardError::NoSuchRecord {
-                record: i as u64,
-                level: 0,
-                records: self.entries.len() as u64,
-                levels: 1,
-            }
-            .into()
-        })
+        self.index.entries.get(i).ok_or_else(|| self.no_such(i, 0))
     }
 
     /// The payload of array `k` of record `i`, checked against its CRC-32.
@@ -289,52 +225,14 @@ impl TensorShardReader {
         let a = e.arrays.get(k).ok_or(ShardError::NoSuchRecord {
             record: i as u64,
             level: k.min(255) as u8,
-            records: self.entries.len() as u64,
+            records: self.len() as u64,
             levels: e.arrays.len() as u8,
         })?;
-        if a.payload.len > self.max_read {
-            return Err(LimitsError::ShardRead {
-                shard: self.name.clone(),
-                what: format!("record {i} (key {:?}) array {:?}", e.key, a.spec.name),
-                len: a.payload.len,
-                max: self.max_read,
-            }
-            .into());
-        }
+        let p = a.payload;
         // In the data area: checked by parse_tensor_index.
-        let bytes = self
-            .file
-            .read_at(a.payload.offset, a.payload.len as usize)?;
-        let computed = crc32fast::hash(&bytes);
-        if computed != a.payload.crc32 {
-            return Err(ShardError::LevelChecksum {
-                record: i as u64,
-                level: k as u8,
-                stored: a.payload.crc32,
-                computed,
-            }
-            .into());
-        }
-        Ok(bytes)
-    }
-
-    /// Array `k` of record `i` checked against its CRC-32, its bytes cut from `bytes`, a read
-    /// of the shard from `first` that holds them.
-    fn cut_payload(&self, i: usize, k: usize, bytes: &[u8], first: u64) -> Result<Vec<u8>> {
-        let p = self.entry(i)?.arrays[k].payload;
-        let at = (p.offset - first) as usize;
-        let b = bytes[at..at + p.len as usize].to_vec();
-        let computed = crc32fast::hash(&b);
-        if computed != p.crc32 {
-            return Err(ShardError::LevelChecksum {
-                record: i as u64,
-                level: k as u8,
-                stored: p.crc32,
-                computed,
-            }
-            .into());
-        }
-        Ok(b)
+        self.read_checked(p.offset, p.len, p.crc32, (i, k as u8), || {
+            format!("record {i} (key {:?}) array {:?}", e.key, a.spec.name)
+        })
     }
 
     /// The payloads of the records `records`, each record's arrays in index order, each
@@ -352,54 +250,48 @@ impl TensorShardReader {
         max_read: u64,
     ) -> (Vec<RecordPayloads>, usize) {
         let max_read = max_read.min(self.max_read);
-        let mut results: Vec<Option<RecordPayloads>> = (0..records.len()).map(|_| None).collect();
-        let mut calls = 0;
         // Each record's span (its arrays are adjacent), where it fits one read.
-        let (mut spans, mut of_span) = (Vec::new(), Vec::new());
-        for (w, &i) in records.iter().enumerate() {
-            let e = match self.entry(i) {
-                Ok(e) => e,
-                Err(e) => {
-                    results[w] = Some(Err(e));
-                    continue;
+        let plans = records
+            .iter()
+            .map(|&i| {
+                let e = match self.entry(i) {
+                    Ok(e) => e,
+                    Err(e) => return Planned::Done(Err(e), 0),
+                };
+                // A record has 1 to 16 arrays, adjacent (checked by parse_tensor_index).
+                let (Some(a), Some(z)) = (e.arrays.first(), e.arrays.last()) else {
+                    return Planned::Done(Ok(Vec::new()), 0);
+                };
+                let (start, end) = (a.payload.offset, z.payload.offset + z.payload.len);
+                if end - start > max_read {
+                    let read = (0..e.arrays.len()).map(|k| self.read_payload(i, k));
+                    Planned::Done(read.collect(), e.arrays.len())
+                } else {
+                    Planned::Span(Span { start, end })
                 }
-            };
-            // A record has 1 to 16 arrays, adjacent (checked by parse_tensor_index).
-            let (Some(a), Some(z)) = (e.arrays.first(), e.arrays.last()) else {
-                results[w] = Some(Ok(Vec::new()));
-                continue;
-            };
-            let (start, end) = (a.payload.offset, z.payload.offset + z.payload.len);
-            if end - start > max_read {
-                calls += e.arrays.len();
-                results[w] = Some(
-                    (0..e.arrays.len())
-                        .map(|k| self.read_payload(i, k))
-                        .collect(),
-                );
-            } else {
-                spans.push(Span { start, end });
-                of_span.push(w);
-            }
-        }
-        // In the data area: every span was checked by parse_tensor_index.
-        let (read, reads) = self
-            .file
-            .read_coalesced(&spans, max_gap, max_read, |k, bytes| {
-                let i = records[of_span[k]];
-                let arrays = self.entry(i).map_or(0, |e| e.arrays.len());
-                (0..arrays)
-                    .map(|j| self.cut_payload(i, j, bytes, spans[k].start))
-                    .collect()
-            });
-        for (k, r) in read.into_iter().enumerate() {
-            results[of_span[k]] = Some(r);
-        }
-        let results = results
-            .into_iter()
-            .map(|r| r.expect("every record has a result"))
+            })
             .collect();
-        (results, calls + reads)
+        // In the data area: every span was checked by parse_tensor_index.
+        self.read_planned(
+            plans,
+            |w, bytes, first| {
+                let i = records[w];
+                self.entry(i)?
+                    .arrays
+                    .iter()
+                    .enumerate()
+                    .map(|(k, a)| {
+                        let p = a.payload;
+                        let at = (p.offset - first) as usize;
+                        let b = &bytes[at..at + p.len as usize];
+                        check_crc(b, p.crc32, i, k as u8)?;
+                        Ok(b.to_vec())
+                    })
+                    .collect()
+            },
+            max_gap,
+            max_read,
+        )
     }
 
     /// Record `i`'s arrays, read and decoded on the CPU in index order, each checked against

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use l3::shard::DatasetManifest;
 use l3::EncodeOptions;
 
 use crate::cmd::{pack, verify_dataset};
