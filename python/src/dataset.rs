@@ -31,6 +31,33 @@ pub(crate) fn open_store(
     l3::store::Store::open_with_index_cache(&path.to_string_lossy(), index_cache)
 }
 
+/// Opens the dataset of kind `M` at `path` (a folder or an object-store URL) within
+/// `limits` (default `l3.Limits()`), the GIL released: `l3.Dataset` and `l3.TensorDataset`.
+pub(crate) fn open_kind<M: l3::shard::DatasetManifest + Send>(
+    py: Python<'_>,
+    path: &std::path::Path,
+    limits: Option<&PyLimits>,
+    index_cache: Option<&std::path::Path>,
+) -> PyResult<Arc<l3::shard::DatasetOf<M>>> {
+    let limits = limits_of(limits);
+    py.detach(|| l3::shard::DatasetOf::open_in(&open_store(path, index_cache)?, &limits))
+        .map(Arc::new)
+        .py_err()
+}
+
+/// Record `i` of a dataset of `len` records, counted from the end when negative (Python's
+/// indexing), or an `IndexError`.
+pub(crate) fn record_index(i: i64, len: u64) -> PyResult<u64> {
+    let n = len as i64;
+    let j = if i < 0 { i + n } else { i };
+    if !(0..n).contains(&j) {
+        return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+            "record {i} out of range for a dataset of {n} records"
+        )));
+    }
+    Ok(j as u64)
+}
+
 /// Opens a packed dataset of either kind from one read of its manifest: an `l3.Dataset` of
 /// images or an `l3.TensorDataset`, every shard read within `limits` (default `l3.Limits()`).
 #[pyfunction]
@@ -124,14 +151,7 @@ pub(crate) struct Dataset {
 
 impl Dataset {
     fn index(&self, i: i64) -> PyResult<u64> {
-        let n = self.inner.len() as i64;
-        let j = if i < 0 { i + n } else { i };
-        if !(0..n).contains(&j) {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "record {i} out of range for a dataset of {n} records"
-            )));
-        }
-        Ok(j as u64)
+        record_index(i, self.inner.len())
     }
 
     fn level_of(&self, level: Option<u8>) -> PyResult<u8> {
@@ -161,16 +181,8 @@ impl Dataset {
         limits: Option<PyRef<'_, PyLimits>>,
         index_cache: Option<PathBuf>,
     ) -> PyResult<Self> {
-        let limits = limits_of(limits.as_deref());
-        let inner = py
-            .detach(|| {
-                let store = open_store(&path, index_cache.as_deref())?;
-                l3::shard::Dataset::open_in(&store, &limits)
-            })
-            .py_err()?;
-        Ok(Dataset {
-            inner: Arc::new(inner),
-        })
+        let inner = open_kind(py, &path, limits.as_deref(), index_cache.as_deref())?;
+        Ok(Dataset { inner })
     }
 
     fn __len__(&self) -> usize {

@@ -54,14 +54,7 @@ pub(crate) struct PyTensorDataset {
 
 impl PyTensorDataset {
     fn index(&self, i: i64) -> PyResult<u64> {
-        let n = self.inner.len() as i64;
-        let j = if i < 0 { i + n } else { i };
-        if !(0..n).contains(&j) {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "record {i} out of range for a dataset of {n} records"
-            )));
-        }
-        Ok(j as u64)
+        crate::dataset::record_index(i, self.inner.len())
     }
 }
 
@@ -77,16 +70,9 @@ impl PyTensorDataset {
         limits: Option<PyRef<'_, PyLimits>>,
         index_cache: Option<PathBuf>,
     ) -> PyResult<Self> {
-        let limits = limits_of(limits.as_deref());
-        let inner = py
-            .detach(|| {
-                let store = crate::dataset::open_store(&path, index_cache.as_deref())?;
-                TensorDataset::open_in(&store, &limits)
-            })
-            .py_err()?;
-        Ok(PyTensorDataset {
-            inner: Arc::new(inner),
-        })
+        let inner =
+            crate::dataset::open_kind(py, &path, limits.as_deref(), index_cache.as_deref())?;
+        Ok(PyTensorDataset { inner })
     }
 
     fn __len__(&self) -> usize {

@@ -34,7 +34,16 @@ pub(super) enum Slot<'a> {
     F16(&'a mut [u16]),
 }
 
-impl Slot<'_> {
+impl<'a> Slot<'a> {
+    /// The batch tensor `out` cut into slots of `per` values, one per sample, in order.
+    pub(super) fn cut(out: &'a mut Tensor, per: usize) -> impl Iterator<Item = Slot<'a>> {
+        let (f32s, f16s) = match out {
+            Tensor::F32(v) => (Some(v.chunks_mut(per.max(1)).map(Slot::F32)), None),
+            Tensor::F16(v) => (None, Some(v.chunks_mut(per.max(1)).map(Slot::F16))),
+        };
+        f32s.into_iter().flatten().chain(f16s.into_iter().flatten())
+    }
+
     /// Fills the slot by `write`, which writes f32 values: in place, or through the thread's
     /// scratch then rounded to f16.
     pub(super) fn fill(self, write: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<()> {
@@ -51,6 +60,37 @@ impl Slot<'_> {
             }),
         }
     }
+}
+
+/// `work(k, payloads[k], slots[k])` for every sample `k` on `pool`, one sample per task,
+/// results in order: a sample with an error in `errors[k]` (taken) is that error, and every
+/// sample not started when `stop` is set is [`Error::LoaderThread`] (image and tensor
+/// records).
+pub(super) fn per_sample<S: Send, T: Send>(
+    pool: &rayon::ThreadPool,
+    stop: &AtomicBool,
+    payloads: &[Option<Payloads>],
+    errors: &mut [Option<Error>],
+    slots: Vec<S>,
+    work: impl Fn(usize, &Payloads, S) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    pool.install(|| {
+        payloads
+            .par_iter()
+            .zip(errors.par_iter_mut())
+            .zip(slots.into_par_iter())
+            .enumerate()
+            .map(|(k, ((p, err), slot))| {
+                if let Some(e) = err.take() {
+                    return Err(e);
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Error::LoaderThread("the loader is stopping".into()));
+                }
+                work(k, p.as_ref().expect("read or cached"), slot)
+            })
+            .collect()
+    })
 }
 
 thread_local! {
@@ -93,27 +133,9 @@ impl Decode<'_> {
         out: &mut Tensor,
     ) -> Vec<Decoded> {
         debug_assert_eq!(out.len(), ids.len() * per);
-        let slots: Vec<Slot<'_>> = match out {
-            Tensor::F32(v) => v.chunks_mut(per.max(1)).map(Slot::F32).collect(),
-            Tensor::F16(v) => v.chunks_mut(per.max(1)).map(Slot::F16).collect(),
-        };
-        pool.install(|| {
-            payloads
-                .par_iter()
-                .zip(errors.par_iter_mut())
-                .zip(slots.into_par_iter())
-                .enumerate()
-                .map(|(k, ((p, err), slot))| {
-                    if let Some(e) = err.take() {
-                        return Err(e);
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(Error::LoaderThread("the loader is stopping".into()));
-                    }
-                    let p = p.as_ref().expect("read or cached");
-                    self.decode_augment(ids[k] as u64, p, slot)
-                })
-                .collect()
+        let slots: Vec<Slot<'_>> = Slot::cut(out, per).collect();
+        per_sample(pool, stop, payloads, errors, slots, |k, p, slot| {
+            self.decode_augment(ids[k] as u64, p, slot)
         })
     }
 

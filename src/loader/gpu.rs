@@ -70,11 +70,44 @@ impl GpuHandOff {
 
 /// Bytes of the values of a tensor of `shape` and `element`.
 fn tensor_bytes(shape: [usize; 4], element: TensorType) -> u64 {
-    let n = shape.iter().map(|&d| d as u64).product::<u64>();
-    match element {
-        TensorType::F32 => n * 4,
-        TensorType::F16 => n * 2,
+    shape.iter().map(|&d| d as u64).product::<u64>() * element.size()
+}
+
+/// `n` values of `element` from byte `offset` of `buffer`, read back (blocking): the batch
+/// tensors of either record kind.
+pub(super) fn read_values(
+    (device, queue): (&wgpu::Device, &wgpu::Queue),
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    n: usize,
+    element: TensorType,
+) -> Result<Tensor> {
+    if n == 0 {
+        return Ok(Tensor::with_capacity(element, 0));
     }
+    let len = (n as u64 * element.size()).next_multiple_of(4);
+    let bytes = read_buffer(device, queue, buffer, offset, len)?;
+    Ok(match element {
+        TensorType::F32 => Tensor::F32(bytemuck::pod_collect_to_vec(&bytes)),
+        TensorType::F16 => {
+            let mut v: Vec<u16> = bytemuck::pod_collect_to_vec(&bytes);
+            v.truncate(n);
+            Tensor::F16(v)
+        }
+    })
+}
+
+/// `n` values of `element` from byte `offset` of `buffer`, copied into a new mapped
+/// host-visible buffer (blocking until it is mapped).
+pub(super) fn stage_values(
+    (device, queue): (&wgpu::Device, &wgpu::Queue),
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    n: usize,
+    element: TensorType,
+) -> Result<StagedBuffer> {
+    let len = (n as u64 * element.size()).next_multiple_of(4);
+    stage_buffer(device, queue, buffer, offset, len)
 }
 
 /// A batch tensor on the GPU: `images x channels x height x width` f32 or f16 values.
@@ -109,42 +142,24 @@ impl GpuTensor {
     /// Copies the tensor into a new mapped host-visible buffer (blocking until it is mapped);
     /// `None` for a tensor without values.
     pub fn stage(&self) -> Result<Option<StagedBuffer>> {
-        let len = self.bytes();
-        if len == 0 {
+        let n = self.shape.iter().product::<usize>();
+        if n == 0 {
             return Ok(None);
         }
-        stage_buffer(
-            &self.device,
-            &self.queue,
-            &self.buffer,
-            0,
-            len.next_multiple_of(4),
-        )
-        .map(Some)
+        let gpu = (&self.device, &self.queue);
+        stage_values(gpu, &self.buffer, 0, n, self.element).map(Some)
     }
 
     /// Copies the tensor back to the CPU (blocking).
     pub fn read_back(&self) -> Result<Tensor> {
         let n = self.shape.iter().product::<usize>();
-        let len = self.bytes();
-        if len == 0 {
-            return Ok(Tensor::with_capacity(self.element, 0));
-        }
-        let bytes = read_buffer(
-            &self.device,
-            &self.queue,
+        read_values(
+            (&self.device, &self.queue),
             &self.buffer,
             0,
-            len.next_multiple_of(4),
-        )?;
-        Ok(match self.element {
-            TensorType::F32 => Tensor::F32(bytemuck::pod_collect_to_vec(&bytes)),
-            TensorType::F16 => {
-                let mut v: Vec<u16> = bytemuck::pod_collect_to_vec(&bytes);
-                v.truncate(n);
-                Tensor::F16(v)
-            }
-        })
+            n,
+            self.element,
+        )
     }
 }
 

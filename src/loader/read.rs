@@ -9,22 +9,19 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::progressive::LevelScheme;
-use crate::shard::Dataset;
+use crate::shard::{Dataset, DatasetManifest, DatasetOf, Shard};
 
 /// A record's payloads for the requested level.
 pub(super) type Payloads = Arc<Vec<Vec<u8>>>;
 /// A miss read: its index in the batch and its payloads.
 pub(super) type Fetched = (usize, Result<Payloads>);
-/// A miss to read: its index in the batch, its record in its shard, how many payloads.
-type Wanted = (usize, usize, u8);
-
 /// Largest single read of [`read_coalesced`] (and of tensor records' coalesced reads).
 pub(super) const MAX_COALESCED_READ: u64 = 8 << 20;
 
 /// The payloads that `level` needs of the samples `ids[k]` of `dataset` for `k` in `misses`,
 /// each CRC-checked: per shard, payloads at most `gap` bytes apart are read together
-/// ([`crate::shard::ShardReader::read_levels_coalesced`]), shards in parallel (on the
-/// calling thread's rayon pool). Returns `(k, payloads)` per miss and the number of reads.
+/// ([`crate::shard::ShardReader::read_levels_coalesced`]), shards in parallel
+/// ([`read_by_shard`]). Returns `(k, payloads)` per miss and the number of reads.
 pub(super) fn read_coalesced(
     dataset: &Dataset,
     ids: &[u32],
@@ -32,42 +29,69 @@ pub(super) fn read_coalesced(
     level: u8,
     gap: u64,
 ) -> (Vec<Fetched>, usize) {
+    read_by_shard(dataset, ids, misses, |shard, records| {
+        let needed: Vec<Result<u8>> = records
+            .iter()
+            .map(|&r| {
+                Ok(match shard.entry(r)?.scheme {
+                    LevelScheme::Flat => 1,
+                    LevelScheme::Interlace => level + 1,
+                })
+            })
+            .collect();
+        let wanted: Vec<(usize, u8)> = records
+            .iter()
+            .zip(&needed)
+            .flat_map(|(&r, n)| (0..*n.as_ref().unwrap_or(&0)).map(move |l| (r, l)))
+            .collect();
+        let (mut results, calls) = shard.read_levels_coalesced(&wanted, gap, MAX_COALESCED_READ);
+        let mut drained = results.drain(..);
+        let per_record = needed
+            .into_iter()
+            .map(|n| {
+                let n = n?;
+                drained.by_ref().take(n as usize).collect()
+            })
+            .collect();
+        (per_record, calls)
+    })
+}
+
+/// The records of the samples `ids[k]` of `dataset` for `k` in `misses`, grouped by shard and
+/// read with `read(shard, records in it)` (one result per record, in order, and the reads
+/// made), shards in parallel (on the calling thread's rayon pool). Returns `(k, payloads)`
+/// per miss (a sample the dataset does not have is an error of its own) and the reads.
+pub(super) fn read_by_shard<M: DatasetManifest>(
+    dataset: &DatasetOf<M>,
+    ids: &[u32],
+    misses: &[usize],
+    read: impl Fn(&Shard<M::Index>, &[usize]) -> (Vec<Result<Vec<Vec<u8>>>>, usize) + Sync,
+) -> (Vec<Fetched>, usize) {
     let mut out = Vec::with_capacity(misses.len());
-    // shard -> (miss k, record, payload count)
-    let mut by_shard: BTreeMap<usize, Vec<Wanted>> = Default::default();
+    // shard -> (miss k, record in the shard)
+    let mut by_shard: BTreeMap<usize, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
     for &k in misses {
-        let located = dataset.locate(ids[k] as u64).and_then(|(s, r)| {
-            let needed = match dataset.shards()[s].entry(r)?.scheme {
-                LevelScheme::Flat => 1,
-                LevelScheme::Interlace => level + 1,
-            };
-            Ok((s, r, needed))
-        });
-        match located {
-            Ok((s, r, needed)) => by_shard.entry(s).or_default().push((k, r, needed)),
+        match dataset.locate(ids[k] as u64) {
+            Ok((s, r)) => {
+                let (ks, rs) = by_shard.entry(s).or_default();
+                ks.push(k);
+                rs.push(r);
+            }
             Err(e) => out.push((k, Err(e))),
         }
     }
-    let groups: Vec<(usize, Vec<Wanted>)> = by_shard.into_iter().collect();
+    let groups: Vec<(usize, (Vec<usize>, Vec<usize>))> = by_shard.into_iter().collect();
     let read: Vec<(Vec<Fetched>, usize)> = groups
         .par_iter()
-        .map(|(s, samples)| {
-            let wanted: Vec<(usize, u8)> = samples
+        .map(|(s, (ks, records))| {
+            let (results, calls) = read(&dataset.shards()[*s], records);
+            debug_assert_eq!(results.len(), ks.len());
+            let fetched = ks
                 .iter()
-                .flat_map(|&(_, r, needed)| (0..needed).map(move |l| (r, l)))
+                .zip(results)
+                .map(|(&k, r)| (k, r.map(Arc::new)))
                 .collect();
-            let (mut results, calls) =
-                dataset.shards()[*s].read_levels_coalesced(&wanted, gap, MAX_COALESCED_READ);
-            let mut per_sample = Vec::with_capacity(samples.len());
-            let mut at = 0;
-            for &(k, _, needed) in samples {
-                let mine: Result<Vec<Vec<u8>>> =
-                    results.drain(..needed as usize).collect::<Result<_>>();
-                at += needed as usize;
-                per_sample.push((k, mine.map(Arc::new)));
-            }
-            debug_assert_eq!(at, wanted.len());
-            (per_sample, calls)
+            (fetched, calls)
         })
         .collect();
     let mut calls = 0;

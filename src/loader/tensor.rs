@@ -14,6 +14,16 @@ pub enum TensorType {
     F16,
 }
 
+impl TensorType {
+    /// Bytes of one value.
+    pub fn size(self) -> u64 {
+        match self {
+            TensorType::F32 => 4,
+            TensorType::F16 => 2,
+        }
+    }
+}
+
 /// A batch tensor's values.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tensor {

@@ -11,15 +11,11 @@
 //! (checked when the dataset opens, and again here per record), so the arrays of a batch
 //! always stack: there is no per-batch common window to find.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
-
 use super::batch::NamedTensor;
-use super::decode::Slot;
+use super::decode::{per_sample, Slot};
 use super::options::LoaderOptions;
 use super::read::{Fetched, Payloads, MAX_COALESCED_READ};
 use super::tensor::{Tensor, TensorType};
@@ -206,37 +202,12 @@ impl TensorPlan {
             .map(|_| Vec::with_capacity(out.len()))
             .collect();
         for (a, t) in self.arrays.iter().zip(out.iter_mut()) {
-            let per = a.per.max(1);
-            match &mut t.tensor {
-                Tensor::F32(v) => {
-                    for (k, c) in v.chunks_mut(per).enumerate() {
-                        slots[k].push(Slot::F32(c));
-                    }
-                }
-                Tensor::F16(v) => {
-                    for (k, c) in v.chunks_mut(per).enumerate() {
-                        slots[k].push(Slot::F16(c));
-                    }
-                }
+            for (k, slot) in Slot::cut(&mut t.tensor, a.per).enumerate() {
+                slots[k].push(slot);
             }
         }
-        pool.install(|| {
-            payloads
-                .par_iter()
-                .zip(errors.par_iter_mut())
-                .zip(slots.into_par_iter())
-                .enumerate()
-                .map(|(k, ((p, err), slots))| {
-                    if let Some(e) = err.take() {
-                        return Err(e);
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(Error::LoaderThread("the loader is stopping".into()));
-                    }
-                    let p = p.as_ref().expect("read or cached");
-                    self.decode_one(dataset, options, seed, epoch, ids[k] as u64, p, slots)
-                })
-                .collect()
+        per_sample(pool, stop, payloads, errors, slots, |k, p, slots| {
+            self.decode_one(dataset, options, seed, epoch, ids[k] as u64, p, slots)
         })
     }
 
@@ -513,34 +484,7 @@ pub(super) fn read_records(
     misses: &[usize],
     gap: u64,
 ) -> (Vec<Fetched>, usize) {
-    let mut out = Vec::with_capacity(misses.len());
-    // shard -> (miss k, record in the shard)
-    let mut by_shard: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
-    for &k in misses {
-        match dataset.locate(ids[k] as u64) {
-            Ok((s, r)) => by_shard.entry(s).or_default().push((k, r)),
-            Err(e) => out.push((k, Err(e))),
-        }
-    }
-    let groups: Vec<(usize, Vec<(usize, usize)>)> = by_shard.into_iter().collect();
-    let read: Vec<(Vec<Fetched>, usize)> = groups
-        .par_iter()
-        .map(|(s, wanted)| {
-            let records: Vec<usize> = wanted.iter().map(|&(_, r)| r).collect();
-            let (results, calls) =
-                dataset.shards()[*s].read_records_coalesced(&records, gap, MAX_COALESCED_READ);
-            let fetched = wanted
-                .iter()
-                .zip(results)
-                .map(|(&(k, _), r)| (k, r.map(Arc::new)))
-                .collect();
-            (fetched, calls)
-        })
-        .collect();
-    let mut calls = 0;
-    for (r, c) in read {
-        out.extend(r);
-        calls += c;
-    }
-    (out, calls)
+    super::read::read_by_shard(dataset, ids, misses, |shard, records| {
+        shard.read_records_coalesced(records, gap, MAX_COALESCED_READ)
+    })
 }

@@ -21,7 +21,6 @@ use crate::error::invalid_option;
 use crate::error::{Error, LimitsError, Result};
 use crate::gpu::abi::{element, TensorWindowJob, OUT_ALIGN};
 use crate::gpu::bindings::BindLimits;
-use crate::gpu::readback::{read_buffer, stage_buffer};
 use crate::gpu::tensor_window::{self, WindowTask};
 use crate::gpu::{GpuDecoder, StagedBuffer};
 use crate::tensor::{check_payload, check_shape, ArraySpec, DType, StorageMode};
@@ -114,37 +113,17 @@ impl GpuTensorBatch {
 
     /// Tensor `i`, read back (blocking).
     pub fn read_back_array(&self, i: usize) -> Result<Tensor> {
-        let n = self.len_of(i);
-        let size = element_bytes(self.element);
-        let len = (n as u64 * size).next_multiple_of(4);
-        let bytes = read_buffer(
-            &self.device,
-            &self.queue,
-            &self.buffer,
-            self.arrays[i].offset,
-            len,
-        )?;
-        Ok(match self.element {
-            TensorType::F32 => Tensor::F32(bytemuck::pod_collect_to_vec(&bytes)),
-            TensorType::F16 => {
-                let mut v: Vec<u16> = bytemuck::pod_collect_to_vec(&bytes);
-                v.truncate(n);
-                Tensor::F16(v)
-            }
-        })
+        let gpu = (&self.device, &self.queue);
+        let (offset, n) = (self.arrays[i].offset, self.len_of(i));
+        super::gpu::read_values(gpu, &self.buffer, offset, n, self.element)
     }
 
     /// Tensor `i` copied into a new mapped host-visible buffer (blocking until it is
     /// mapped), for a consumer that copies it where it wants (a reused, pinned tensor).
     pub fn stage_array(&self, i: usize) -> Result<StagedBuffer> {
-        let len = (self.len_of(i) as u64 * element_bytes(self.element)).next_multiple_of(4);
-        stage_buffer(
-            &self.device,
-            &self.queue,
-            &self.buffer,
-            self.arrays[i].offset,
-            len,
-        )
+        let gpu = (&self.device, &self.queue);
+        let (offset, n) = (self.arrays[i].offset, self.len_of(i));
+        super::gpu::stage_values(gpu, &self.buffer, offset, n, self.element)
     }
 
     /// Every tensor, read back (blocking), by name.
@@ -152,14 +131,6 @@ impl GpuTensorBatch {
         (0..self.arrays.len())
             .map(|i| Ok((self.arrays[i].name.clone(), self.read_back_array(i)?)))
             .collect()
-    }
-}
-
-/// Bytes of one output value.
-fn element_bytes(t: TensorType) -> u64 {
-    match t {
-        TensorType::F32 => 4,
-        TensorType::F16 => 2,
     }
 }
 
@@ -392,7 +363,7 @@ pub fn plan_tensor_batch<'a>(
         table.push(row);
     }
     let half = augment.output == TensorType::F16;
-    let size = element_bytes(augment.output);
+    let size = augment.output.size();
     let mut plan = TensorBatchPlan {
         arrays: Vec::with_capacity(names.len()),
         output_bytes: 0,

@@ -28,7 +28,11 @@ pub trait ShardIndex: Sized + std::fmt::Debug + Send + Sync {
     ) -> std::result::Result<(Self::Head, Trailer), ShardError>;
 
     /// Validates `bytes` as the index the trailer describes.
-    fn parse(head: Self::Head, trailer: &Trailer, bytes: Vec<u8>) -> std::result::Result<Self, ShardError>;
+    fn parse(
+        head: Self::Head,
+        trailer: &Trailer,
+        bytes: Vec<u8>,
+    ) -> std::result::Result<Self, ShardError>;
 
     /// Records in the index.
     fn len(&self) -> usize;
@@ -205,6 +209,30 @@ impl<I: ShardIndex> Shard<I> {
         self.index.len() == 0
     }
 
+    /// The lines saying where this shard (`file` in a manifest) has other than `records`
+    /// records or `bytes` bytes, for a manifest's check of a shard it lists.
+    #[cfg(feature = "dataset")]
+    pub(super) fn differs(&self, file: &str, records: u64, bytes: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.len() as u64 != records {
+            out.push(super::manifest::differs(
+                file,
+                "records",
+                self.len(),
+                records,
+            ));
+        }
+        if self.file_len != bytes {
+            out.push(super::manifest::differs(
+                file,
+                "bytes",
+                self.file_len,
+                bytes,
+            ));
+        }
+        out
+    }
+
     /// The error for record `record`, level or array `level`, that the shard does not have.
     pub(super) fn no_such(&self, record: usize, level: u8) -> Error {
         ShardError::NoSuchRecord {
@@ -273,12 +301,11 @@ impl<I: ShardIndex> Shard<I> {
                 }
             }
         }
-        let (read, reads) = self.file.read_coalesced(
-            &spans,
-            max_gap,
-            max_read.min(self.max_read),
-            |k, bytes| cut(of_span[k], bytes, spans[k].start),
-        );
+        let (read, reads) =
+            self.file
+                .read_coalesced(&spans, max_gap, max_read.min(self.max_read), |k, bytes| {
+                    cut(of_span[k], bytes, spans[k].start)
+                });
         for (k, r) in read.into_iter().enumerate() {
             results[of_span[k]] = Some(r);
         }

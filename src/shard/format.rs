@@ -276,18 +276,27 @@ pub(super) struct Cursor<'a> {
     pub(super) record: u64,
 }
 
+/// The error of a field of record `record` that breaks a rule: `invalid(field, value, reason)`.
+pub(super) fn invalid_in(record: u64) -> impl Fn(&'static str, u64, &'static str) -> ShardError {
+    move |field, value, reason| ShardError::InvalidRecord {
+        record,
+        field,
+        value,
+        reason,
+    }
+}
+
 impl<'a> Cursor<'a> {
+    /// A cursor at byte `pos` of the index `bytes`, reading entry `record`.
+    pub(super) fn at(bytes: &'a [u8], pos: usize, record: u64) -> Self {
+        Cursor { bytes, pos, record }
+    }
+
     /// The head every record entry starts with, image or tensor (SPEC.md, "Record shards"):
     /// the key (UTF-8, at most [`MAX_KEY_LEN`] bytes), the class and the metadata (at most
     /// [`MAX_META_LEN`] bytes).
     pub(super) fn record_head(&mut self) -> Result<(&'a str, u32, &'a [u8]), ShardError> {
-        let record = self.record;
-        let invalid = |field, value, reason| ShardError::InvalidRecord {
-            record,
-            field,
-            value,
-            reason,
-        };
+        let invalid = invalid_in(self.record);
         let key_len = self.u16("key_len")? as usize;
         if key_len > MAX_KEY_LEN {
             return Err(invalid("key_len", key_len as u64, "at most 1024 bytes"));
@@ -576,17 +585,8 @@ fn read_entry<'a>(
     level_count: u8,
     mut levels: Option<&mut Vec<LevelEntry>>,
 ) -> Result<(RecordRef<'a>, usize), ShardError> {
-    let mut c = Cursor {
-        bytes,
-        pos: start,
-        record,
-    };
-    let invalid = |field, value, reason| ShardError::InvalidRecord {
-        record,
-        field,
-        value,
-        reason,
-    };
+    let mut c = Cursor::at(bytes, start, record);
+    let invalid = invalid_in(record);
     let (key, class, meta) = c.record_head()?;
     let width = c.u32("width")?;
     let height = c.u32("height")?;

@@ -91,41 +91,18 @@ impl ShardInfo {
 
     /// Every field of this entry that disagrees with `shard` (its file opened) in a manifest
     /// of `levels` levels and `classes` class names, one line each naming the shard and the
-    /// field: records, levels, level_bytes, bytes, and the class id of every record (which
+    /// field: records, bytes, levels, level_bytes, and the class id of every record (which
     /// must index the class list). The CRC-32 needs the whole file: `l3 verify-dataset`
     /// checks it.
     pub fn mismatches(&self, shard: &ShardReader, levels: u8, classes: usize) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut differ = |field: &str, shard_has: String, manifest: String| {
-            out.push(format!(
-                "{}: {field}: the shard has {shard_has}, the manifest says {manifest}",
-                self.file
-            ))
-        };
-        if shard.len() as u64 != self.records {
-            differ("records", shard.len().to_string(), self.records.to_string());
-        }
+        let mut out = shard.differs(&self.file, self.records, self.bytes);
         if shard.level_count() != levels {
-            differ(
-                "levels",
-                shard.level_count().to_string(),
-                levels.to_string(),
-            );
+            out.push(differs(&self.file, "levels", shard.level_count(), levels));
         }
         let sums = shard.level_bytes();
         if sums != self.level_bytes {
-            differ(
-                "level_bytes",
-                format!("{sums:?}"),
-                format!("{:?}", self.level_bytes),
-            );
-        }
-        if shard.file_len() != self.bytes {
-            differ(
-                "bytes",
-                shard.file_len().to_string(),
-                self.bytes.to_string(),
-            );
+            let (has, says) = (format!("{sums:?}"), format!("{:?}", self.level_bytes));
+            out.push(differs(&self.file, "level_bytes", has, says));
         }
         // The records' largest class first: the records are only read when one is outside.
         let outside_any = shard.max_class().is_some_and(|c| c as usize >= classes);
@@ -198,6 +175,16 @@ pub(super) fn parse_checked<M: serde::de::DeserializeOwned>(
         serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{shown}: {e}")))?;
     check(&m).map_err(|what| Error::Manifest(format!("{shown}: {what}")))?;
     Ok(m)
+}
+
+/// The line saying that shard `file` has `has` of `field` and its manifest says `says`.
+pub(super) fn differs(
+    file: &str,
+    field: &str,
+    has: impl std::fmt::Display,
+    says: impl std::fmt::Display,
+) -> String {
+    format!("{file}: {field}: the shard has {has}, the manifest says {says}")
 }
 
 /// The bytes of the manifest of `store`, at most `MAX_MANIFEST_BYTES`.

@@ -46,6 +46,7 @@ pub use crate::store::atomic::{
 pub use copy::{copy_dataset, CopyReport};
 #[cfg(feature = "dataset")]
 pub use dataset::{Dataset, DatasetManifest, DatasetOf, OpenTimes, ShardEntry};
+pub use file::{Shard, ShardIndex};
 pub use format::{Index, LevelEntry, RecordEntry, RecordRef};
 #[cfg(feature = "dataset")]
 pub use manifest::{
@@ -54,7 +55,6 @@ pub use manifest::{
 };
 #[cfg(feature = "dataset")]
 pub use open::{AnyDataset, AnyManifest};
-pub use file::{Shard, ShardIndex};
 pub use reader::{ImageIndex, ShardPrefix, ShardReader};
 #[cfg(feature = "dataset")]
 pub use tensor_dataset::{

@@ -84,9 +84,9 @@ impl AnyDataset {
             AnyManifest::Images(m) => {
                 AnyDataset::Images(Dataset::open_with_manifest(store, m, limits, started)?)
             }
-            AnyManifest::Tensors(m) => {
-                AnyDataset::Tensors(TensorDataset::open_with_manifest(store, m, limits, started)?)
-            }
+            AnyManifest::Tensors(m) => AnyDataset::Tensors(TensorDataset::open_with_manifest(
+                store, m, limits, started,
+            )?),
         })
     }
 

@@ -71,7 +71,9 @@ impl ShardReader {
     /// Every record's index entry, in order (made from the index on the first call; reading
     /// a few entries, [`ShardReader::entry`] allocates nothing).
     pub fn records(&self) -> &[RecordEntry] {
-        self.index.records.get_or_init(|| self.index.index.entries())
+        self.index
+            .records
+            .get_or_init(|| self.index.index.entries())
     }
 
     /// Record `i`'s index entry (from [`ShardReader::records`]).

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::{DatasetManifest, DatasetOf, ShardEntry};
-use super::manifest::{parse_checked, MANIFEST_NAME, TENSOR_KIND};
+use super::manifest::{differs, parse_checked, MANIFEST_NAME, TENSOR_KIND};
 use super::tensor_format::{PayloadEntry, TensorEntry};
 use super::{TensorIndex, TensorShardReader};
 use crate::decode::DecodeOptions;
@@ -181,21 +181,10 @@ impl TensorManifest {
     /// arrays are not the declared ones. The CRC-32 needs the whole file (`l3
     /// verify-dataset` checks it).
     pub fn mismatches(&self, s: &TensorShardInfo, shard: &TensorShardReader) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut differ = |field: &str, has: u64, says: u64| {
-            out.push(format!(
-                "{}: {field}: the shard has {has}, the manifest says {says}",
-                s.file
-            ))
-        };
-        if shard.len() as u64 != s.records {
-            differ("records", shard.len() as u64, s.records);
-        }
-        if shard.file_len() != s.bytes {
-            differ("bytes", shard.file_len(), s.bytes);
-        }
+        let mut out = shard.differs(&s.file, s.records, s.bytes);
         if shard.payload_bytes() != s.payload_bytes {
-            differ("payload_bytes", shard.payload_bytes(), s.payload_bytes);
+            let (has, says) = (shard.payload_bytes(), s.payload_bytes);
+            out.push(differs(&s.file, "payload_bytes", has, says));
         }
         if let Some((i, e)) = shard
             .entries()

@@ -14,7 +14,8 @@
 use std::collections::HashSet;
 
 use super::format::{
-    Cursor, Trailer, HEADER_LEN, NO_CLASS, SHARD_MAGIC, TENSOR_SHARD_VERSION, TRAILER_LEN,
+    invalid_in, Cursor, Trailer, HEADER_LEN, NO_CLASS, SHARD_MAGIC, TENSOR_SHARD_VERSION,
+    TRAILER_LEN,
 };
 use super::ShardError;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, StorageMode, MAX_ARRAYS, MAX_NDIM};
@@ -219,17 +220,8 @@ pub fn parse_tensor_index(bytes: &[u8], trailer: &Trailer) -> Result<Vec<TensorE
 
 /// Reads and checks entry `record` starting at byte `start`; returns it and where it ends.
 fn read_entry(bytes: &[u8], start: usize, record: u64) -> Result<(TensorEntry, usize), ShardError> {
-    let mut c = Cursor {
-        bytes,
-        pos: start,
-        record,
-    };
-    let invalid = |field, value, reason| ShardError::InvalidRecord {
-        record,
-        field,
-        value,
-        reason,
-    };
+    let mut c = Cursor::at(bytes, start, record);
+    let invalid = invalid_in(record);
     let (key, class, meta) = c.record_head()?;
     let count = c.u8("array_count")? as usize;
     if count == 0 || count > MAX_ARRAYS {

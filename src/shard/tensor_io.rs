@@ -9,14 +9,15 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::file::{check_crc, Planned, Shard, ShardIndex};
-use super::format::{check_key, Trailer, MAX_META_LEN, NO_CLASS};
+use super::format::Trailer;
 use super::tensor_format::{
     parse_tensor_header, parse_tensor_index, parse_tensor_trailer, tensor_header, ArrayEntry,
     PayloadEntry, TensorEntry,
 };
+use super::writer::{append_index, bad, check_record_head};
 use super::ShardError;
 use crate::decode::DecodeOptions;
-use crate::error::{ParameterError, Result};
+use crate::error::Result;
 use crate::store::Span;
 use crate::tensor::{check_payload, decode_array, EncodedArray, NdArray, MAX_ARRAYS};
 
@@ -65,23 +66,7 @@ impl TensorShardWriter {
     /// count and names, and each payload against its array's entry
     /// ([`crate::tensor::check_payload`]).
     pub fn add(&mut self, record: TensorRecordInput) -> Result<()> {
-        let bad = |name, value: usize, reason| -> crate::error::Error {
-            ParameterError::InvalidOption {
-                name,
-                value: value as u64,
-                reason,
-            }
-            .into()
-        };
-        if let Err(reason) = check_key(&record.key) {
-            return Err(bad("key", record.key.len(), reason));
-        }
-        if record.meta.len() > MAX_META_LEN {
-            return Err(bad("meta", record.meta.len(), "metadata is at most 1 MiB"));
-        }
-        if record.class == Some(NO_CLASS) {
-            return Err(bad("class", u32::MAX as usize, "u32::MAX means no class"));
-        }
+        check_record_head(&record.key, record.class, &record.meta)?;
         let n = record.arrays.len();
         if n == 0 || n > MAX_ARRAYS {
             return Err(bad("arrays", n, "a record has 1 to 16 arrays"));
@@ -132,17 +117,7 @@ impl TensorShardWriter {
             }
             .write(&mut index);
         }
-        let index_offset = out.len() as u64;
-        out.extend_from_slice(&index);
-        out.extend_from_slice(
-            &Trailer {
-                index_offset,
-                index_len: index.len() as u64,
-                record_count: self.records.len() as u64,
-                index_crc32: crc32fast::hash(&index),
-            }
-            .to_bytes(),
-        );
+        append_index(&mut out, &index, self.records.len());
         out
     }
 
@@ -171,14 +146,13 @@ impl ShardIndex for TensorIndex {
         tail: &[u8],
         file_len: u64,
     ) -> std::result::Result<((), Trailer), ShardError> {
-        Ok((parse_tensor_header(head)?, parse_tensor_trailer(tail, file_len)?))
+        Ok((
+            parse_tensor_header(head)?,
+            parse_tensor_trailer(tail, file_len)?,
+        ))
     }
 
-    fn parse(
-        (): (),
-        trailer: &Trailer,
-        bytes: Vec<u8>,
-    ) -> std::result::Result<Self, ShardError> {
+    fn parse((): (), trailer: &Trailer, bytes: Vec<u8>) -> std::result::Result<Self, ShardError> {
         let entries = parse_tensor_index(&bytes, trailer)?;
         let payload_bytes = entries
             .iter()

@@ -21,7 +21,9 @@ use super::manifest::{file_crc32, MANIFEST_NAME, TENSOR_KIND};
 use super::tensor_dataset::{
     merge_stats, ArrayDecl, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
-use super::{write_atomic, DatasetManifest, TensorRecordInput, TensorShardReader, TensorShardWriter};
+use super::{
+    write_atomic, DatasetManifest, TensorRecordInput, TensorShardReader, TensorShardWriter,
+};
 use crate::error::invalid_option;
 use crate::error::{Error, ParameterError, Result};
 use crate::tensor::{

@@ -101,14 +101,6 @@ impl ShardWriter {
     /// Adds a record. Its last level's L3 header gives the shape stored in the index; every
     /// level must be an L3 file whose header parses.
     pub fn add(&mut self, record: RecordInput) -> Result<()> {
-        let bad = |name, value: usize, reason| -> crate::error::Error {
-            ParameterError::InvalidOption {
-                name,
-                value: value as u64,
-                reason,
-            }
-            .into()
-        };
         let payloads = &record.levels.payloads;
         if payloads.len() != self.level_count as usize {
             return Err(bad(
@@ -117,15 +109,7 @@ impl ShardWriter {
                 "a record needs exactly the shard's level count",
             ));
         }
-        if let Err(reason) = check_key(&record.key) {
-            return Err(bad("key", record.key.len(), reason));
-        }
-        if record.meta.len() > MAX_META_LEN {
-            return Err(bad("meta", record.meta.len(), "metadata is at most 1 MiB"));
-        }
-        if record.class == Some(super::format::NO_CLASS) {
-            return Err(bad("class", u32::MAX as usize, "u32::MAX means no class"));
-        }
+        check_record_head(&record.key, record.class, &record.meta)?;
         // Every payload must have the shape its level needs (the same check a reader makes),
         // and a flat record nothing above level 0.
         let first = crate::decode::read_header(&payloads[0])?;
@@ -186,21 +170,11 @@ impl ShardWriter {
                 out.extend_from_slice(bytes);
             }
         }
-        let index_offset = out.len() as u64;
         let mut index = Vec::new();
         for e in &entries {
             e.write(&mut index);
         }
-        out.extend_from_slice(&index);
-        out.extend_from_slice(
-            &Trailer {
-                index_offset,
-                index_len: index.len() as u64,
-                record_count: entries.len() as u64,
-                index_crc32: crc32fast::hash(&index),
-            }
-            .to_bytes(),
-        );
+        append_index(&mut out, &index, entries.len());
         out
     }
 
@@ -209,4 +183,40 @@ impl ShardWriter {
     pub fn write_to(&self, path: &Path) -> Result<()> {
         Ok(super::write_atomic(path, &self.to_bytes())?)
     }
+}
+
+/// The error of a record a shard writer refuses: `value` (a length or count) of `name`.
+pub(super) fn bad(name: &'static str, value: usize, reason: &'static str) -> crate::error::Error {
+    crate::error::invalid_option(name, value as u64, reason)
+}
+
+/// Checks the head every record kind shares, as a reader will: its key ([`check_key`]), its
+/// metadata (at most 1 MiB) and its class (`u32::MAX` is reserved for "none").
+pub(super) fn check_record_head(key: &str, class: Option<u32>, meta: &[u8]) -> Result<()> {
+    if let Err(reason) = check_key(key) {
+        return Err(bad("key", key.len(), reason));
+    }
+    if meta.len() > MAX_META_LEN {
+        return Err(bad("meta", meta.len(), "metadata is at most 1 MiB"));
+    }
+    if class == Some(super::format::NO_CLASS) {
+        return Err(bad("class", u32::MAX as usize, "u32::MAX means no class"));
+    }
+    Ok(())
+}
+
+/// Appends `index` (the entries of `records` records) and the trailer to a shard's bytes,
+/// which end with the last payload.
+pub(super) fn append_index(out: &mut Vec<u8>, index: &[u8], records: usize) {
+    let index_offset = out.len() as u64;
+    out.extend_from_slice(index);
+    out.extend_from_slice(
+        &Trailer {
+            index_offset,
+            index_len: index.len() as u64,
+            record_count: records as u64,
+            index_crc32: crc32fast::hash(index),
+        }
+        .to_bytes(),
+    );
 }

@@ -119,7 +119,12 @@ fn describe(s: &ArraySpec) -> String {
 /// `l3 ls` of a tensor dataset: totals, each declared array and its statistics, bytes per
 /// array name; with `--records`, one line per record.
 fn ls_tensors(a: &LsArgs, store: &Store, m: TensorManifest) -> Result<u64> {
-    let d = TensorDataset::open_with_manifest(store, m, &crate::limits::limits(), std::time::Instant::now())?;
+    let d = TensorDataset::open_with_manifest(
+        store,
+        m,
+        &crate::limits::limits(),
+        std::time::Instant::now(),
+    )?;
     let m: &TensorManifest = d.manifest();
     let total: u64 = m.shards.iter().map(|s| s.bytes).sum();
     println!(

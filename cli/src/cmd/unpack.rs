@@ -141,7 +141,12 @@ pub fn cmd_unpack(a: UnpackArgs) -> Result<u64> {
 /// Writes each array of every record of a tensor dataset as `<key>/<name>.npy` under
 /// `--output` (bfloat16 as its bit patterns, `<u2`), every path planned and checked first.
 fn unpack_tensors(a: &UnpackArgs, store: &Store, m: TensorManifest) -> Result<u64> {
-    let d = TensorDataset::open_with_manifest(store, m, &crate::limits::limits(), std::time::Instant::now())?;
+    let d = TensorDataset::open_with_manifest(
+        store,
+        m,
+        &crate::limits::limits(),
+        std::time::Instant::now(),
+    )?;
     let mut planned = Vec::new();
     for i in 0..d.len() {
         let (s, r) = d.locate(i)?;
