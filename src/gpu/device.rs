@@ -1,9 +1,9 @@
-//! The device side of the decoder: adapter selection ([`select_adapter`]), the limits the
-//! decoder asks for ([`required_limits`]), and the compiled pipelines ([`Pipelines`]): the
-//! prefix sum's two entry points and a decode pipeline per (format version, output layout
-//! kind), created with the decoder, and every other kernel family ([`Kernel`]: levels,
-//! augment, fields, lossless, tensor window, bounded) created on first use, each built from
-//! the shader [`super::shaders::source`] assembles.
+//! The device side of the engine: adapter selection ([`select_adapter`]), the limits asked
+//! for ([`required_limits`]), and the compiled pipelines: the decoder's prefix sum and decode
+//! pipeline per (format version, output layout kind), created with the decoder
+//! ([`Pipelines`]), and every kernel family ([`Kernel`]: levels, augment, fields, lossless,
+//! tensor window, bounded, and the encoder's) compiled on first use ([`Kernels`]), each built
+//! from the shaders [`super::shaders::source`] assembles.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -85,8 +85,9 @@ pub(crate) fn max_chunk_limit(limits: &wgpu::Limits) -> u64 {
         * OUT_ALIGN
 }
 
-/// The kernel families compiled on first use: each one WGSL stage with its bind group layout
-/// and entry points ([`Family`]).
+/// The kernel families compiled on first use ([`Kernels`]): each its WGSL stages, one bind
+/// group layout and the entry points of each stage ([`Family`]). The decoder's kernels and the
+/// encoder's are built the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kernel {
     /// `levels.wgsl`: jobs, src, residual (read), dst.
@@ -102,33 +103,51 @@ pub(crate) enum Kernel {
     TensorWindow,
     /// `bounded.wgsl`: as `lossless.wgsl`, binding 6 the lattice passes.
     Bounded,
+    /// The error-bounded encoder (`encode_quantise.wgsl`, `encode_differences.wgsl`,
+    /// `encode_histogram.wgsl`, `encode_pack.wgsl`; `shared/encode_bindings.wgsl`): values
+    /// (read), q, z, hist (read-write), segs, extent (read), fill, out (read-write), params
+    /// (uniform).
+    Encode,
 }
 
 /// Kernel families there are.
-const KERNELS: usize = 6;
+const KERNELS: usize = 7;
 
 impl Kernel {
-    fn stage(self) -> Stage {
+    /// Its WGSL stages, each with its entry points.
+    fn stages(self) -> &'static [(Stage, &'static [&'static str])] {
         match self {
-            Kernel::Levels => Stage::Levels,
-            Kernel::Augment => Stage::Augment,
-            Kernel::Fields => Stage::Fields,
-            Kernel::Lossless => Stage::Lossless,
-            Kernel::TensorWindow => Stage::TensorWindow,
-            Kernel::Bounded => Stage::Bounded,
+            Kernel::Levels => &[(Stage::Levels, &["refine", "subsample"])],
+            Kernel::Augment => &[(Stage::Augment, &["augment"])],
+            Kernel::Fields => &[(Stage::Fields, &["reconstruct_field"])],
+            Kernel::Lossless => &[(Stage::Lossless, &["decode_segments", "undiff", "finish"])],
+            Kernel::TensorWindow => &[(Stage::TensorWindow, &["tensor_window"])],
+            Kernel::Bounded => &[(
+                Stage::Bounded,
+                &["decode_segments", "undiff", "lattice_pass", "finish"],
+            )],
+            Kernel::Encode => &[
+                (
+                    Stage::EncodeQuantise,
+                    &[
+                        "value_range",
+                        "quantise",
+                        "fill_blocks",
+                        "fill_carry",
+                        "fill_apply",
+                    ],
+                ),
+                (Stage::EncodeDifferences, &["differences", "estimate"]),
+                (Stage::EncodeHistogram, &["histogram"]),
+                (Stage::EncodePack, &["pack"]),
+            ],
         }
     }
 
-    /// Its entry points.
-    fn entries(self) -> &'static [&'static str] {
-        match self {
-            Kernel::Levels => &["refine", "subsample"],
-            Kernel::Augment => &["augment"],
-            Kernel::Fields => &["reconstruct_field"],
-            Kernel::Lossless => &["decode_segments", "undiff", "finish"],
-            Kernel::TensorWindow => &["tensor_window"],
-            Kernel::Bounded => &["decode_segments", "undiff", "lattice_pass", "finish"],
-        }
+    /// Its name in labels and errors.
+    fn label(self) -> String {
+        let stages: Vec<&str> = self.stages().iter().map(|(s, _)| s.label()).collect();
+        stages.join(", ")
     }
 
     /// Its bindings: storage (read-only or not) or, for the chunked float kernels, a last
@@ -148,6 +167,11 @@ impl Kernel {
             Kernel::Lossless | Kernel::Bounded => {
                 let mut b = storage(&[true, true, true, false, false, true, true, false]);
                 b.push(uniform_dynamic_entry(8));
+                b
+            }
+            Kernel::Encode => {
+                let mut b = storage(&[true, false, false, false, true, true, false, false]);
+                b.push(uniform_entry(8));
                 b
             }
         }
@@ -174,11 +198,54 @@ impl Family {
     }
 }
 
+/// The kernel families of one device, each compiled on its first use ([`Kernels::kernel`]).
+pub(crate) struct Kernels {
+    device: wgpu::Device,
+    /// By [`Kernel`] (in declaration order), once compiled.
+    families: [OnceLock<Family>; KERNELS],
+}
+
+impl Kernels {
+    /// No family compiled yet, on `device`.
+    pub fn new(device: &wgpu::Device) -> Self {
+        Kernels {
+            device: device.clone(),
+            families: Default::default(),
+        }
+    }
+
+    /// Kernel family `k`, compiled on its first use (by one thread; a concurrent first use
+    /// may compile it twice and keep one), validation errors as [`Error::Gpu`].
+    pub fn kernel(&self, k: Kernel) -> Result<&Family> {
+        let cell = &self.families[k as usize];
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let device = &self.device;
+        let name = k.label();
+        let family = validated(device, &name, || {
+            let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(&format!("l3 {name}")),
+                entries: &k.bindings(),
+            });
+            let mut entries = Vec::new();
+            for &(stage, names) in k.stages() {
+                let m = module(device, stage);
+                for &e in names {
+                    let label = format!("l3 {} {e}", stage.label());
+                    entries.push((e, pipeline(device, &label, &bgl, &m, e)));
+                }
+            }
+            Family { bgl, entries }
+        })?;
+        Ok(cell.get_or_init(|| family))
+    }
+}
+
 /// The decoder's pipelines: the prefix sum and the decode (every batch needs them), created
 /// with the decoder; every other kernel family on first use ([`Pipelines::kernel`]), so a
 /// decoder that never runs a kernel never compiles it.
 pub(crate) struct Pipelines {
-    device: wgpu::Device,
     /// Prefix sum: binding 0 the scan buffer, 1 the level's `ScanParams`.
     pub scan_bgl: wgpu::BindGroupLayout,
     /// Decode: bindings 0..=6 of `shaders/decode.wgsl`.
@@ -190,8 +257,8 @@ pub(crate) struct Pipelines {
     /// The decode pipelines, keyed by (format version, output layout kind): entry point
     /// `main` for version 1, `main_compact` for version 2.
     decode: HashMap<(u32, LayoutKind), wgpu::ComputePipeline>,
-    /// The kernel families, by [`Kernel`] (in declaration order), once compiled.
-    kernels: [OnceLock<Family>; KERNELS],
+    /// The kernel families, each compiled on first use.
+    kernels: Kernels,
 }
 
 /// The format versions the decode stage has an entry point for, with their entry points.
@@ -290,13 +357,12 @@ impl Pipelines {
                 }
             }
             Pipelines {
-                device: device.clone(),
                 scan_bgl,
                 decode_bgl,
                 scan_blocks,
                 add_sums,
                 decode,
-                kernels: Default::default(),
+                kernels: Kernels::new(device),
             }
         })
     }
@@ -306,34 +372,9 @@ impl Pipelines {
         &self.decode[&(version, kind)]
     }
 
-    /// Kernel family `k`, compiled on its first use (by one thread; a concurrent first use
-    /// may compile it twice and keep one).
+    /// Kernel family `k`, compiled on its first use ([`Kernels::kernel`]).
     pub fn kernel(&self, k: Kernel) -> Result<&Family> {
-        let cell = &self.kernels[k as usize];
-        if let Some(f) = cell.get() {
-            return Ok(f);
-        }
-        let stage = k.stage();
-        let family = validated(&self.device, stage.label(), || {
-            let label = format!("l3 {}", stage.label());
-            let bgl = self
-                .device
-                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                    label: Some(&label),
-                    entries: &k.bindings(),
-                });
-            let m = module(&self.device, stage);
-            let entries = k
-                .entries()
-                .iter()
-                .map(|&e| {
-                    let label = format!("l3 {} {e}", stage.label());
-                    (e, pipeline(&self.device, &label, &bgl, &m, e))
-                })
-                .collect();
-            Family { bgl, entries }
-        })?;
-        Ok(cell.get_or_init(|| family))
+        self.kernels.kernel(k)
     }
 }
 

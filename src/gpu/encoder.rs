@@ -9,32 +9,24 @@
 //! and dispatches, nothing of the format.
 
 use super::bindings::{check_bindings, BindLimits, Binding};
-use super::device::{request_device, select_adapter, storage_entry, uniform_entry};
+use super::device::{request_device, select_adapter, Family, Kernel, Kernels};
 use super::encode_abi::{
     EncodeParams, EncodeSegment, ENCODE_WORKGROUP_SIZE, EST_ITEM, EST_WORDS, FILL_WORDS,
     HIST_WORDS, RANGE_ITEM,
 };
 use super::readback::read_buffer;
-use super::shaders::{self, Stage};
 use super::upload::storage_buffer;
 use super::GpuDecoder;
 use crate::error::{Error, Result};
 
-/// The error-bounded encoder on a GPU: its pipelines, created once. Encode with
+/// The error-bounded encoder on a GPU: its device and its kernel family (compiled on first
+/// use, as the decoder's are: `Kernel::Encode`). Encode with
 /// `l3::field::gpu::encode_bounded_gpu` (the engine knows no formats; see ARCHITECTURE.md).
 pub struct GpuEncoder {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
-    bgl: wgpu::BindGroupLayout,
-    value_range: wgpu::ComputePipeline,
-    quantise: wgpu::ComputePipeline,
-    fill_blocks: wgpu::ComputePipeline,
-    fill_carry: wgpu::ComputePipeline,
-    fill_apply: wgpu::ComputePipeline,
-    differences: wgpu::ComputePipeline,
-    estimate: wgpu::ComputePipeline,
-    histogram: wgpu::ComputePipeline,
-    pack: wgpu::ComputePipeline,
+    /// The encode kernel family ([`Kernel::Encode`]), compiled on first use.
+    kernels: Kernels,
 }
 
 impl std::fmt::Debug for GpuEncoder {
@@ -57,64 +49,19 @@ fn scoped<T>(device: &wgpu::Device, f: impl FnOnce() -> Result<T>) -> Result<T> 
 }
 
 impl GpuEncoder {
-    /// An encoder on the caller's device and queue (handles are cloned). Creates the
-    /// pipelines.
+    /// An encoder on the caller's device and queue (handles are cloned). Its pipelines are
+    /// compiled on the first encode ([`Kernels`]).
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Self> {
-        scoped(device, || {
-            let module = |stage: Stage| {
-                device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(stage.label()),
-                    source: wgpu::ShaderSource::Wgsl(shaders::source(stage).into()),
-                })
-            };
-            let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("l3 encode"),
-                entries: &[
-                    storage_entry(0, true),
-                    storage_entry(1, false),
-                    storage_entry(2, false),
-                    storage_entry(3, false),
-                    storage_entry(4, true),
-                    storage_entry(5, true),
-                    storage_entry(6, false),
-                    storage_entry(7, false),
-                    uniform_entry(8),
-                ],
-            });
-            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("l3 encode"),
-                bind_group_layouts: &[Some(&bgl)],
-                immediate_size: 0,
-            });
-            let pipeline = |m: &wgpu::ShaderModule, entry: &str| {
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(&format!("l3 encode {entry}")),
-                    layout: Some(&layout),
-                    module: m,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-            };
-            let quantise = module(Stage::EncodeQuantise);
-            let differences = module(Stage::EncodeDifferences);
-            let histogram = module(Stage::EncodeHistogram);
-            let pack = module(Stage::EncodePack);
-            Ok(GpuEncoder {
-                device: device.clone(),
-                queue: queue.clone(),
-                value_range: pipeline(&quantise, "value_range"),
-                quantise: pipeline(&quantise, "quantise"),
-                fill_blocks: pipeline(&quantise, "fill_blocks"),
-                fill_carry: pipeline(&quantise, "fill_carry"),
-                fill_apply: pipeline(&quantise, "fill_apply"),
-                differences: pipeline(&differences, "differences"),
-                estimate: pipeline(&differences, "estimate"),
-                histogram: pipeline(&histogram, "histogram"),
-                pack: pipeline(&pack, "pack"),
-                bgl,
-            })
+        Ok(GpuEncoder {
+            device: device.clone(),
+            queue: queue.clone(),
+            kernels: Kernels::new(device),
         })
+    }
+
+    /// The encode kernel family, compiled on its first use.
+    fn family(&self) -> Result<&Family> {
+        self.kernels.kernel(Kernel::Encode)
     }
 
     /// An encoder on the decoder's device and queue.
@@ -167,6 +114,8 @@ fn bytes(words: u64) -> u64 {
 /// One encode in flight: its buffers, kept between the submissions.
 pub(crate) struct EncodeRun<'a> {
     enc: &'a GpuEncoder,
+    /// The encode kernels.
+    kernel: &'a Family,
     input: EncodeInput<'a>,
     q: wgpu::Buffer,
     z: wgpu::Buffer,
@@ -235,6 +184,7 @@ impl<'a> EncodeRun<'a> {
             .map_err(|_| Error::Gpu("internal: encoder buffers".into()))?;
         Ok(EncodeRun {
             enc,
+            kernel: enc.family()?,
             input,
             q,
             z,
@@ -279,7 +229,7 @@ impl<'a> EncodeRun<'a> {
             .device
             .create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("l3 encode"),
-                layout: &self.enc.bgl,
+                layout: &self.kernel.bgl,
                 entries: &entries,
             })
     }
@@ -321,7 +271,7 @@ impl<'a> EncodeRun<'a> {
             let group = self.group(&self.hist, &dummy);
             let per_wg = (RANGE_ITEM * ENCODE_WORKGROUP_SIZE) as u64;
             let items = (params.count as u64).div_ceil(per_wg) * ENCODE_WORKGROUP_SIZE as u64;
-            self.submit(&group, &[(&self.enc.value_range, items)]);
+            self.submit(&group, &[(self.kernel.entry("value_range"), items)]);
             let e = self.read(&self.extent, 2)?;
             Ok([e[0], e[1]])
         })
@@ -361,13 +311,16 @@ impl<'a> EncodeRun<'a> {
             let group = self.group(&est, &dummy);
             let blocks = params.blocks as u64;
             let mut steps = vec![
-                (&e.quantise, n),
-                (&e.fill_blocks, blocks),
-                (&e.fill_carry, 1),
-                (&e.fill_apply, blocks),
+                (self.kernel.entry("quantise"), n),
+                (self.kernel.entry("fill_blocks"), blocks),
+                (self.kernel.entry("fill_carry"), 1),
+                (self.kernel.entry("fill_apply"), blocks),
             ];
             if params.sets > 0 {
-                steps.push((&e.estimate, groups * ENCODE_WORKGROUP_SIZE as u64));
+                steps.push((
+                    self.kernel.entry("estimate"),
+                    groups * ENCODE_WORKGROUP_SIZE as u64,
+                ));
             }
             self.submit(&group, &steps);
             if params.sets > 0 {
@@ -397,8 +350,8 @@ impl<'a> EncodeRun<'a> {
             self.submit(
                 &group,
                 &[
-                    (&e.differences, n),
-                    (&e.histogram, 3 * self.segments as u64),
+                    (self.kernel.entry("differences"), n),
+                    (self.kernel.entry("histogram"), 3 * self.segments as u64),
                 ],
             );
             let hist = self.read(&self.hist, 3 * self.segments as u64 * HIST_WORDS as u64)?;
@@ -441,7 +394,7 @@ impl<'a> EncodeRun<'a> {
             q.write_buffer(&self.segs, 0, bytemuck::cast_slice(segments));
             q.write_buffer(&codes_buf, 0, bytemuck::cast_slice(codes));
             let group = self.group(&packed, &codes_buf);
-            self.submit(&group, &[(&e.pack, self.segments as u64)]);
+            self.submit(&group, &[(self.kernel.entry("pack"), self.segments as u64)]);
             self.read(&packed, words)
         })
     }
