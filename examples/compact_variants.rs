@@ -59,7 +59,7 @@ fn variants() -> Vec<Variant> {
         Variant {
             key: "a",
             name: "fast (v1)",
-            options: EncodeOptions::default(),
+            options: EncodeOptions::for_profile(l3::Profile::Fast),
         },
         Variant {
             key: "b",

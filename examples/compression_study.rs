@@ -227,7 +227,7 @@ fn main() {
         Variant {
             name: "v1 (as shipped)",
             bits: Box::new(|img| {
-                l3::encode_image(img, &l3::EncodeOptions::default())
+                l3::encode_image(img, &l3::EncodeOptions::for_profile(l3::Profile::Fast))
                     .unwrap()
                     .len() as u64
                     * 8

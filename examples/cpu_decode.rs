@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         let image = l3::read_image(path.as_ref())?;
         (
-            l3::encode_image(&image, &l3::EncodeOptions::default())?,
+            l3::encode_image(&image, &l3::EncodeOptions::for_profile(l3::Profile::Fast))?,
             Some(image),
         )
     };

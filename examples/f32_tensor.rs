@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::read(&path)?
     } else {
         let image = l3::read_image(path.as_ref())?;
-        l3::encode_image(&image, &l3::EncodeOptions::default())?
+        l3::encode_image(&image, &l3::EncodeOptions::for_profile(l3::Profile::Fast))?
     };
     let h = l3::read_header(&file)?;
     let norm = Normalize::IMAGENET;

@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 color: ColorType::Rgb,
                 samples: Samples::U8(&samples),
             };
-            l3::encode::encode(&raw, &EncodeOptions::default())
+            l3::encode::encode(&raw, &EncodeOptions::for_profile(l3::Profile::Fast))
         })
         .collect::<Result<_, _>>()?;
     let aug = Augment::with_size(size, size);

@@ -39,17 +39,19 @@ impl ProfileOptions {
 }
 
 impl Default for ProfileOptions {
-    /// The fast profile with [`FastOptions::default`].
+    /// The compact profile with [`CompactOptions::default`]: l3's one default everywhere (the
+    /// CLI, Python, packing), the smaller files; choose [`ProfileOptions::Fast`] when training
+    /// is decode-bound.
     fn default() -> Self {
-        ProfileOptions::Fast(FastOptions::default())
+        ProfileOptions::Compact(CompactOptions::default())
     }
 }
 
 /// Encoder options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncodeOptions {
-    /// Which coding to write, and its options: [`ProfileOptions::Fast`] (format version 1,
-    /// default) or [`ProfileOptions::Compact`] (version 2: smaller files, slower decode).
+    /// Which coding to write, and its options: [`ProfileOptions::Compact`] (format version 2,
+    /// default: smaller files) or [`ProfileOptions::Fast`] (version 1: the quickest decode).
     pub profile: ProfileOptions,
     /// log2 of the patch side; default [`format::PATCH_LOG2_DEFAULT`] (64x64 patches).
     pub patch_log2: u8,

@@ -150,12 +150,13 @@ fn hostile_bounds_are_refused() {
     use l3::format::{FLAG_ERROR_BOUNDED, OFFSET_FLAGS, OFFSET_MAX_ERROR};
     let img = l3::read_image(&common::samples_dir().join("skimage_camera_gray.png")).unwrap();
     let raw = l3::image_support::raw_image(&img).unwrap();
-    let lossless = l3::encode::encode(&raw, &EncodeOptions::default()).unwrap();
+    let lossless =
+        l3::encode::encode(&raw, &EncodeOptions::for_profile(l3::Profile::Fast)).unwrap();
     let bounded = l3::encode::encode(
         &raw,
         &EncodeOptions {
             max_error: 2,
-            ..Default::default()
+            ..EncodeOptions::for_profile(l3::Profile::Fast)
         },
     )
     .unwrap();
@@ -190,7 +191,7 @@ fn hostile_bounds_are_refused() {
         },
         &EncodeOptions {
             max_error: 1,
-            ..Default::default()
+            ..EncodeOptions::for_profile(l3::Profile::Fast)
         },
     )
     .unwrap();

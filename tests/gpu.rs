@@ -181,7 +181,14 @@ fn small_chunks_split_batches_transparently() {
         .map(|i| {
             let (w, h) = (1 + rng.below(90) as u32, 1 + rng.below(60) as u32);
             let s = random_samples(&mut rng, w, h, 1 + (i % 4) as u8, 8);
-            encode_raw(w, h, 1 + (i % 4) as u8, 8, &s, &EncodeOptions::default())
+            encode_raw(
+                w,
+                h,
+                1 + (i % 4) as u8,
+                8,
+                &s,
+                &EncodeOptions::for_profile(l3::Profile::Fast),
+            )
         })
         .collect();
     let names: Vec<String> = (0..files.len()).map(|i| format!("chunked #{i}")).collect();
@@ -189,7 +196,7 @@ fn small_chunks_split_batches_transparently() {
     // Images too large for a chunk are split into bands of patch rows.
     let files = banded_files(&mut rng, &BANDED_SHAPES[..7], |i| EncodeOptions {
         patch_log2: 3 + (i % 4) as u8,
-        ..Default::default()
+        ..EncodeOptions::for_profile(l3::Profile::Fast)
     });
     let names: Vec<String> = (0..files.len()).map(|i| format!("banded #{i}")).collect();
     check_batch(&gpu, &files, &names);
@@ -222,7 +229,14 @@ fn small_chunks_split_batches_transparently() {
         other => panic!("expected GpuBuffer limits error, got {other:?}"),
     }
     let s = random_samples(&mut rng, 4000, 20, 4, 8);
-    let wide = encode_raw(4000, 20, 4, 8, &s, &EncodeOptions::default());
+    let wide = encode_raw(
+        4000,
+        20,
+        4,
+        8,
+        &s,
+        &EncodeOptions::for_profile(l3::Profile::Fast),
+    );
     match gpu.decode_batch(&[&wide], OutputLayout::Interleaved) {
         Err(Error::Limits(LimitsError::GpuBuffer { .. })) => {}
         other => panic!("expected GpuBuffer limits error, got {other:?}"),
@@ -541,7 +555,7 @@ fn batcher_falls_back_file_by_file() {
         1,
         8,
         &vec![7u16; 200 * 200],
-        &EncodeOptions::default(),
+        &EncodeOptions::for_profile(l3::Profile::Fast),
     );
     files.push(big);
     let norm = Normalize::UNIT;
@@ -709,7 +723,13 @@ fn gpu_augmentation_matches_the_cpu_twin() {
     let paths = sample_pngs();
     let files: Vec<Vec<u8>> = paths
         .iter()
-        .map(|p| l3::encode_image(&l3::read_image(p).unwrap(), &EncodeOptions::default()).unwrap())
+        .map(|p| {
+            l3::encode_image(
+                &l3::read_image(p).unwrap(),
+                &EncodeOptions::for_profile(l3::Profile::Fast),
+            )
+            .unwrap()
+        })
         .collect();
     let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
     let batch = gpu.decode_batch(&refs, OutputLayout::Interleaved).unwrap();
@@ -893,7 +913,14 @@ fn augment_reports_images_larger_than_a_binding() {
     let mut rng = Rng(7);
     let encode = |w: u32, h: u32, rng: &mut Rng| {
         let s = random_samples(rng, w, h, 4, 8);
-        encode_raw(w, h, 4, 8, &s, &EncodeOptions::default())
+        encode_raw(
+            w,
+            h,
+            4,
+            8,
+            &s,
+            &EncodeOptions::for_profile(l3::Profile::Fast),
+        )
     };
     // 2 MiB of RGBA output: twice the binding limit.
     let big = encode(1024, 512, &mut rng);

@@ -44,7 +44,14 @@ fn files_of(seed: u64, shapes: &[(u32, u32, u8, u8)]) -> Vec<Vec<u8>> {
         .iter()
         .map(|&(w, h, c, d)| {
             let s = random_samples(&mut rng, w, h, c, d);
-            encode_raw(w, h, c, d, &s, &EncodeOptions::default())
+            encode_raw(
+                w,
+                h,
+                c,
+                d,
+                &s,
+                &EncodeOptions::for_profile(l3::Profile::Fast),
+            )
         })
         .collect()
 }

@@ -345,7 +345,7 @@ fn forged_flat_streams_give_stream_errors() {
     };
     let options = EncodeOptions {
         patch_log2: 3,
-        ..Default::default()
+        ..EncodeOptions::for_profile(l3::Profile::Fast)
     };
     let file = l3::encode::encode(&raw, &options).unwrap();
     assert_eq!(decode(&file, &DecodeOptions::default()).unwrap(), pixels);

@@ -268,7 +268,7 @@ fn compact_is_smaller_than_fast_on_smooth_content_and_round_trips_noise() {
         ColorType::Rgb,
         8,
         Content::Gradient,
-        EncodeOptions::default(),
+        EncodeOptions::for_profile(l3::Profile::Fast),
         3,
     );
     let small = round_trip(200, 150, ColorType::Rgb, 8, Content::Gradient, compact, 3);
@@ -294,7 +294,7 @@ fn constant_rows_use_bit_width_zero() {
             ColorType::Rgb,
             depth,
             Content::Constant,
-            EncodeOptions::default(),
+            EncodeOptions::for_profile(l3::Profile::Fast),
             12345,
         );
         let counts = nbit_counts(&ins);

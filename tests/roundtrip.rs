@@ -59,7 +59,7 @@ fn every_readable_corpus_image_round_trips() {
             }
         };
         tested += 1;
-        for o in [EncodeOptions::default(), compact()] {
+        for o in [EncodeOptions::for_profile(l3::Profile::Fast), compact()] {
             if let Err(e) = round_trip(&image, &o) {
                 failures.push(format!("{} {:?}: {e}", path.display(), o.profile));
             }
@@ -133,7 +133,7 @@ fn crashers_fail_cleanly() {
         // As image input: `image` may reject it or decode something; either way no panic,
         // and anything decoded must round-trip.
         if let Ok(image) = l3::read_image(&path) {
-            for o in [EncodeOptions::default(), compact()] {
+            for o in [EncodeOptions::for_profile(l3::Profile::Fast), compact()] {
                 round_trip(&image, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             }
         }
@@ -148,7 +148,7 @@ fn crashers_fail_cleanly() {
 #[test]
 fn float_images_are_refused_with_a_parameter_error() {
     let img = image::DynamicImage::new_rgb32f(4, 4);
-    match l3::encode_image(&img, &EncodeOptions::default()) {
+    match l3::encode_image(&img, &EncodeOptions::for_profile(l3::Profile::Fast)) {
         Err(l3::Error::Parameter(l3::ParameterError::UnsupportedPixelType(msg))) => {
             assert!(msg.contains("Rgb32F"), "{msg}")
         }
@@ -178,7 +178,7 @@ fn every_input_format_round_trips() {
         let path = tmp.path().join(format!("input.{ext}"));
         image.save_with_format(&path, format).unwrap();
         let read = l3::read_image(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
-        for o in [EncodeOptions::default(), compact()] {
+        for o in [EncodeOptions::for_profile(l3::Profile::Fast), compact()] {
             round_trip(&read, &o).unwrap_or_else(|e| panic!("{ext}: {e}"));
         }
     }

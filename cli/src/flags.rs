@@ -3,11 +3,9 @@
 
 use clap::ValueEnum;
 
-/// Extensions `l3 encode` picks up when given a directory.
-pub(crate) const IMAGE_EXTENSIONS: &[&str] = &[
-    "png", "jpg", "jpeg", "tif", "tiff", "pnm", "ppm", "pgm", "pbm", "pam", "bmp", "webp", "gif",
-    "qoi", "tga", "ico",
-];
+/// Extensions `l3 encode` picks up when given a directory (the library's, which `l3 pack`
+/// plans with).
+pub(crate) use l3::shard::tree::IMAGE_EXTENSIONS;
 /// Extension of L3 files.
 pub(crate) const L3_EXTENSION: &str = "l3";
 

@@ -128,6 +128,11 @@ fn walk(root: &Path, dir: &Path, extensions: &[&str], jobs: &mut Vec<Job>) -> Re
 /// Subdirectories that could not be listed (each reported on stderr), counted as failures.
 static UNLISTABLE: AtomicU64 = AtomicU64::new(0);
 
+/// Counts one more subdirectory that could not be listed (reported by the caller).
+pub fn count_unlistable() {
+    UNLISTABLE.fetch_add(1, Ordering::Relaxed);
+}
+
 /// How many subdirectories could not be listed so far.
 pub fn unlistable_dirs() -> u64 {
     UNLISTABLE.load(Ordering::Relaxed)

@@ -77,11 +77,8 @@ from .sources import Source, open_source, pack_source
 
 __version__ = _l3.__version__
 
-#: Extensions `pack` reads (the same as the ``l3 pack`` command).
-IMAGE_EXTENSIONS = (
-    ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm", ".pam", ".bmp",
-    ".webp", ".gif", ".qoi", ".tga", ".ico",
-)
+#: Extensions `pack` reads (the same as the ``l3 pack`` command: one list, in Rust).
+IMAGE_EXTENSIONS = tuple("." + e for e in _l3.IMAGE_EXTENSIONS)
 
 
 def open_dataset(
@@ -117,30 +114,7 @@ def plan_pack(
     """
     if records_per_shard < 1:
         raise ParameterError("records_per_shard must be at least 1")
-    root = Path(source)
-    if not root.is_dir():
-        raise L3IOError(f"{root} is not a folder")
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for name in filenames:
-            if not name.startswith(".") and name.lower().endswith(IMAGE_EXTENSIONS):
-                files.append(Path(dirpath, name).relative_to(root))
-    if not files:
-        raise ParameterError(f"no images under {root}")
-    files.sort(key=lambda p: p.parts)
-    label_names = [p.parts[0] if len(p.parts) > 1 else None for p in files]
-    classes = sorted({c for c in label_names if c is not None})
-    index = {c: i for i, c in enumerate(classes)}
-    records = [
-        (p.as_posix(), str(root / p), None if c is None else index[c], None)
-        for p, c in zip(files, label_names)
-    ]
-    jobs = [
-        (f"shard-{k // records_per_shard:05d}.l3s", records[k : k + records_per_shard])
-        for k in range(0, len(records), records_per_shard)
-    ]
-    return classes, jobs
+    return _l3.plan_pack(os.fspath(source), records_per_shard)
 
 
 def pack(

@@ -11,6 +11,7 @@ _Path = Union[str, os.PathLike[str]]
 _Image = npt.NDArray[Union[np.uint8, np.uint16]]
 
 __version__: str
+IMAGE_EXTENSIONS: List[str]
 
 class Limits:
     """Resource limits of a call: inputs, dimensions and decoded bytes are checked against
@@ -89,6 +90,12 @@ def write_manifest(
     limits: Optional[Limits] = None,
 ) -> None:
     """Writes output/manifest.json over the shard files (each read and checked)."""
+
+def plan_pack(
+    source: _Path, records_per_shard: int = 1024
+) -> Tuple[List[str], List[Tuple[str, List[Tuple[str, str, Optional[int], None]]]]]:
+    """The plan of packing an image tree, as ``l3 pack`` makes it (see ``l3.plan_pack``)."""
+    ...
 
 def is_remote(location: _Path) -> bool:
     """Whether ``location`` is an object-store URL rather than a folder."""

@@ -90,7 +90,52 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(copy_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(is_remote, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_pack, m)?)?;
     Ok(())
+}
+
+/// A pack's record: `(key, path, label, metadata)`, as `write_shard` takes it.
+type PlannedImage = (String, String, Option<u32>, Option<Vec<u8>>);
+
+/// The plan of packing the image tree `source` (`l3.plan_pack`; the one `l3 pack` makes):
+/// `(classes, [(shard file name, [(key, path, label, None), ...]), ...])`.
+#[pyfunction]
+#[pyo3(signature = (source, records_per_shard = 1024))]
+fn plan_pack(
+    py: Python<'_>,
+    source: PathBuf,
+    records_per_shard: usize,
+) -> PyResult<(Vec<String>, Vec<(String, Vec<PlannedImage>)>)> {
+    let tree = py
+        .detach(|| l3::shard::tree::ImageTree::list(&source))
+        .py_err()?;
+    if tree.images.is_empty() {
+        return Err(parameter_error(format!(
+            "no images under {}",
+            source.display()
+        )));
+    }
+    let classes = tree.classes();
+    let label = |c: &Option<String>| {
+        c.as_ref()
+            .map(|c| classes.binary_search(c).expect("a listed class") as u32)
+    };
+    let jobs = tree
+        .shards(records_per_shard)
+        .py_err()?
+        .into_iter()
+        .map(|(name, images)| {
+            let records = images
+                .iter()
+                .map(|i| {
+                    let path = i.path.to_string_lossy().into_owned();
+                    (i.key.clone(), path, label(&i.class), None)
+                })
+                .collect();
+            (name, records)
+        })
+        .collect();
+    Ok((classes, jobs))
 }
 
 /// Whether `location` is an object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`, ...)

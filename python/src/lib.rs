@@ -183,6 +183,10 @@ impl<T> OrPyErr<T> for l3::Result<T> {
 #[pymodule]
 fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "IMAGE_EXTENSIONS",
+        l3::shard::tree::IMAGE_EXTENSIONS.to_vec(),
+    )?;
     m.add_class::<PyLimits>()?;
     codec::register(m)?;
     fields::register(m)?;

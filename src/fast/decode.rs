@@ -393,7 +393,11 @@ mod tests {
             (ColorType::GrayAlpha, 16),
         ] {
             let test_image = TestImage::new(131, 67, color, depth);
-            let file = crate::encode::encode(&test_image.raw(), &EncodeOptions::default()).unwrap();
+            let file = crate::encode::encode(
+                &test_image.raw(),
+                &EncodeOptions::for_profile(crate::Profile::Fast),
+            )
+            .unwrap();
             let layout = parse(&file, &DecodeOptions::default()).unwrap();
             let hd = layout.header;
             let band_bytes = hd.patch_size() as usize

@@ -222,7 +222,9 @@ mod portable_tests {
         ] {
             let test_image = TestImage::new(75, 70, color, depth);
             let image = test_image.raw();
-            let header = crate::encode::validate(&image, &EncodeOptions::default()).unwrap();
+            let header =
+                crate::encode::validate(&image, &EncodeOptions::for_profile(crate::Profile::Fast))
+                    .unwrap();
             for predictor in [
                 PredictorChoice::Best,
                 PredictorChoice::Fixed(FastPredictor::L3Paeth),

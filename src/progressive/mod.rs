@@ -655,7 +655,12 @@ mod tests {
         let px = image_u8(w, h, ch);
         let raw = raw_u8(&px, w, h, ColorType::Gray);
         let opts = interlaced(3);
-        let enc = encode_levels(&raw, &opts, &EncodeOptions::default()).unwrap();
+        let enc = encode_levels(
+            &raw,
+            &opts,
+            &EncodeOptions::for_profile(crate::Profile::Fast),
+        )
+        .unwrap();
         let refs: Vec<&[u8]> = vec![&enc.payloads[1], &enc.payloads[0], &enc.payloads[2]];
         let s = stored(&enc, w, h, ch, 8, &refs);
         let err = decode_level(&s, 2, &DecodeOptions::default()).unwrap_err();

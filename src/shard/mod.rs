@@ -16,7 +16,7 @@
 //!   [`DatasetManifest`] lists and checks each against it: [`Dataset`] (a [`Manifest`] of
 //!   images), [`TensorDataset`] (a [`TensorManifest`]); `open` opens either kind from one
 //!   read of its manifest ([`AnyDataset`]); [`pack`] and [`tensor_pack`] write datasets that
-//!   a rerun resumes (`l3 pack`, Python's `l3.pack`).
+//!   a rerun resumes (`l3 pack`, Python's `l3.pack`), [`tree`] plans an image folder's pack.
 
 #[cfg(feature = "dataset")]
 mod copy;
@@ -37,6 +37,8 @@ pub mod tensor_format;
 mod tensor_io;
 #[cfg(feature = "dataset")]
 pub mod tensor_pack;
+#[cfg(feature = "dataset")]
+pub mod tree;
 mod writer;
 
 pub use crate::store::atomic::{

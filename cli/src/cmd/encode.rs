@@ -30,15 +30,15 @@ pub(crate) struct EncodeArgs {
     output: Option<PathBuf>,
     /// Coding: `fast` (format version 1, fixed-width rows: the quickest decode) or `compact`
     /// (version 2, Huffman-coded: smaller than PNG on photos, decodes slower).
-    #[arg(long, value_enum, default_value_t = ProfileArg::Fast)]
+    #[arg(long, value_enum, default_value_t = ProfileArg::Compact)]
     profile: ProfileArg,
     /// Patch side in pixels.
     #[arg(long, default_value_t = 64, value_parser = parse_patch_size)]
     patch_size: u32,
-    /// Predictor of the fast profile: `best` tries all per patch and channel (the compact
-    /// profile always chooses per patch and channel).
-    #[arg(long, value_enum, default_value_t = PredictorArg::Best)]
-    predictor: PredictorArg,
+    /// Predictor of the fast profile (with `--profile fast`; default `best`: tries all per
+    /// patch and channel). The compact profile always chooses per patch and channel.
+    #[arg(long, value_enum)]
+    predictor: Option<PredictorArg>,
     /// Error bound: 0 (default) is lossless; with E > 0 every decoded sample is within E of
     /// the original, and the file says so. Images: an integer, at most 127 for 8-bit and 32767
     /// for 16-bit images. Float32 arrays (`.f32` with a `.json` sidecar, or `.npy`; each
@@ -142,7 +142,10 @@ pub(crate) fn cmd_encode(a: EncodeArgs) -> Result<u64> {
     if plan.is_empty() {
         bail!("no image files found in the inputs");
     }
-    let predictor = match a.predictor {
+    if a.predictor.is_some() && a.profile == ProfileArg::Compact {
+        bail!("--predictor chooses the fast profile's predictor: add --profile fast");
+    }
+    let predictor = match a.predictor.unwrap_or(PredictorArg::Best) {
         PredictorArg::Best => PredictorChoice::Best,
         PredictorArg::None => PredictorChoice::Fixed(FastPredictor::None),
         PredictorArg::Up => PredictorChoice::Fixed(FastPredictor::Up),

@@ -15,15 +15,15 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::display::{human, progress};
-use crate::flags::{parse_patch_size, ProfileArg, IMAGE_EXTENSIONS};
-use crate::fsio::{self, Job};
+use crate::flags::{parse_patch_size, ProfileArg};
+use crate::fsio;
 use crate::inputs::{self, LabelFile};
 use crate::limits::limits;
 use l3::progressive::ProgressiveOptions;
-use l3::shard::format::check_key;
 use l3::shard::pack::{
     encode_record, pack_shard_recorded, PackInputs, PlannedRecord, ShardOutcome,
 };
+use l3::shard::tree::{ImageTree, TreeImage};
 use l3::shard::{Manifest, MANIFEST_VERSION};
 use l3::EncodeOptions;
 
@@ -108,24 +108,6 @@ fn read_text_limited(path: &Path, max: u64) -> Result<String> {
     Ok(String::from_utf8(bytes)?)
 }
 
-/// The class of an image: the first folder under the source root, if any.
-fn class_name(job: &Job) -> Option<String> {
-    let mut parts = job.relative.components();
-    let first = parts.next()?;
-    parts
-        .next()
-        .is_some()
-        .then(|| first.as_os_str().to_string_lossy().into_owned())
-}
-
-fn shard_name(i: usize) -> String {
-    format!("shard-{i:05}.l3s")
-}
-
-fn key_of(job: &Job) -> String {
-    job.relative.to_string_lossy().replace('\\', "/")
-}
-
 pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     let out = a.output.to_string_lossy().into_owned();
     if l3::store::is_remote(&out) {
@@ -151,36 +133,41 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
         levels: a.levels,
         max_overhead: a.max_overhead,
     };
-    let roots = fsio::collect_jobs(std::slice::from_ref(&a.source), IMAGE_EXTENSIONS)?;
-    let jobs: Vec<Job> = roots.into_iter().flat_map(|(_, j)| j).collect();
+    // The tree's plan (order, keys, classes, shards) is the library's, shared with Python.
+    let tree = ImageTree::list(&a.source)?;
+    for (dir, err) in &tree.unlisted {
+        fsio::count_unlistable();
+        eprintln!("error: {}: {err}", dir.display());
+    }
+    let jobs = &tree.images;
     if jobs.is_empty() {
         bail!("no images under {}", a.source.display());
     }
-    // Every key is checked before any shard is written.
-    for job in &jobs {
-        if let Err(reason) = check_key(&key_of(job)) {
-            bail!("{}: cannot be a record key: {reason}", job.input.display());
-        }
-    }
     let labels = match &a.labels {
-        Some(path) => Some(read_labels(path, &jobs.iter().map(key_of).collect())?),
+        Some(path) => Some(read_labels(
+            path,
+            &jobs.iter().map(|j| j.key.clone()).collect(),
+        )?),
         None => None,
     };
     // Label and metadata of an image: from the labels file, else its folder.
-    let label_of = |job: &Job| -> (Option<String>, Vec<u8>) {
+    let label_of = |job: &TreeImage| -> (Option<String>, Vec<u8>) {
         match &labels {
             Some(l) => l
-                .get(&key_of(job))
+                .get(&job.key)
                 .map_or((None, Vec::new()), |(c, m)| (Some(c.clone()), m.clone())),
-            None => (class_name(job), Vec::new()),
+            None => (job.class.clone(), Vec::new()),
         }
     };
-    let classes: Vec<String> = jobs
-        .iter()
-        .filter_map(|j| label_of(j).0)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let classes: Vec<String> = match &labels {
+        Some(_) => jobs
+            .iter()
+            .filter_map(|j| label_of(j).0)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        None => tree.classes(),
+    };
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("creating {}", a.output.display()))?;
     fsio::remove_stale_temps(&a.output);
@@ -195,8 +182,8 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
     let pb = progress(jobs.len(), a.quiet);
     let mut shards = Vec::new();
     let (mut written, mut kept) = (0, 0);
-    for (i, chunk) in jobs.chunks(a.records_per_shard).enumerate() {
-        let path = a.output.join(shard_name(i));
+    for (name, chunk) in tree.shards(a.records_per_shard)? {
+        let path = a.output.join(&name);
         let mut planned = Vec::with_capacity(chunk.len());
         let mut class_names = Vec::with_capacity(chunk.len());
         for job in chunk {
@@ -211,13 +198,13 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
                 None => None,
             };
             planned.push(PlannedRecord {
-                key: key_of(job),
+                key: job.key.clone(),
                 class,
                 meta,
             });
             class_names.push(label);
         }
-        let sources: Vec<PathBuf> = chunk.iter().map(|j| j.input.clone()).collect();
+        let sources: Vec<PathBuf> = chunk.iter().map(|j| j.path.clone()).collect();
         let inputs = PackInputs {
             options: recorded_options.clone(),
             sources: &sources,
@@ -228,13 +215,13 @@ pub fn cmd_pack(a: PackArgs) -> Result<u64> {
         let (info, outcome) =
             pack_shard_recorded(&path, &planned, a.levels, a.force, &inputs, |k| {
                 let image = l3::image_support::read_image_limited(
-                    &chunk[k].input,
+                    &chunk[k].path,
                     limits().max_output_bytes,
                 )?;
                 let raw = l3::image_support::raw_image(&image)?;
                 encode_record(&planned[k], &raw, &progressive, &options)
             })
-            .with_context(|| format!("packing {}", shard_name(i)))?;
+            .with_context(|| format!("packing {name}"))?;
         match outcome {
             ShardOutcome::Written => written += 1,
             ShardOutcome::Kept => kept += 1,
