@@ -1,7 +1,8 @@
 //! CPU twin of `shaders/shared/float_arrays.wgsl`, what the lossless and error-bounded
-//! kernels share: the entry points `decode_segments` (one round of the token decode, twin
-//! [`super::segments`]) and `undiff` (one stage of the blocked prefix sums along one axis,
-//! twin [`super::line_sum`]), and `run_bits` (the exception runs' lookup).
+//! kernels share: the entry points `decode_segments` (one round of the token decode:
+//! [`decode_rounds`], run by [`decode_and_undiff`]) and `undiff` (one stage of the blocked
+//! prefix sums along one axis, twin [`super::line_sum`]), and `run_bits` (the exception
+//! runs' lookup).
 
 use super::line_sum::sum_lines;
 use super::segments::decode_rounds;
@@ -15,21 +16,6 @@ pub(crate) trait ArrayEntry {
     fn differenced(&self, axis: u32) -> bool;
     /// The shape padded to 4 axes, the first word of its values and of its carries.
     fn lines(&self) -> ([u32; 4], u32, u32);
-}
-
-/// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform) with
-/// `pairs` pair tokens (the including shader's `PAIR_TOKENS`): [`decode_rounds`]. Arguments
-/// in binding order.
-pub(crate) fn decode_segments(
-    input_words: &[u32],
-    segments: &[LosslessSegment],
-    tables: &[u32],
-    words: &mut [u32],
-    errors: &mut [u32],
-    round: u32,
-    pairs: u32,
-) {
-    decode_rounds(input_words, segments, tables, words, errors, round, pairs);
 }
 
 /// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
@@ -68,7 +54,8 @@ pub(crate) fn run_bits(runs: &[u32], at: u32, run_count: u32, i: u32, v: u32) ->
 }
 
 /// The shared stages over a batch, one dispatch after another as the GPU runs them: `rounds`
-/// rounds of [`decode_segments`] with `pairs` pair tokens, then [`undiff`] at every step of
+/// rounds of the entry point `decode_segments` ([`decode_rounds`] with `pairs` pair tokens,
+/// the including shader's `PAIR_TOKENS`), then [`undiff`] at every step of
 /// the line sums ([`line_sum_steps`] over the axes each array is differenced along). Returns
 /// the `words` scratch words and each array's error flags.
 pub(crate) fn decode_and_undiff<A: ArrayEntry>(
@@ -82,7 +69,7 @@ pub(crate) fn decode_and_undiff<A: ArrayEntry>(
     let mut errors = vec![0u32; arrays.len()];
     for round in 0..rounds {
         let (w, e) = (&mut scratch, &mut errors);
-        decode_segments(input_words, segments, tables, w, e, round, pairs);
+        decode_rounds(input_words, segments, tables, w, e, round, pairs);
     }
     let differenced = arrays.iter().map(|a| {
         let axes = (0..4)
