@@ -24,54 +24,27 @@
 
 // `LosslessSegment`, `BoundedArray`, `BoundedPass` and `BoundedStep` are generated from
 // src/gpu/abi.rs (gpu::shaders); `read_bits32` and `read_byte` come from shared/bits.wgsl,
-// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl.
+// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl, bindings
+// 0 to 4 (`tables`: the decode tables, then the exception runs), `decode_segments`, `undiff`
+// and `run_bits` from shared/float_arrays.wgsl.
 
-@group(0) @binding(0) var<storage, read> input_words: array<u32>;
-@group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
-// The decode tables, then the exception runs (3 words each: start, length, bits).
-@group(0) @binding(2) var<storage, read> tables: array<u32>;
-@group(0) @binding(3) var<storage, read_write> words: array<u32>;
-@group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> arrays: array<BoundedArray>;
 @group(0) @binding(6) var<storage, read> passes: array<BoundedPass>;
 @group(0) @binding(7) var<storage, read_write> output: array<u32>;
 @group(0) @binding(8) var<uniform> current: BoundedStep;
 
-// Invocations along x of a grid dispatch.
-fn grid_width(nwg: vec3<u32>) -> u32 {
-    return nwg.x * BOUNDED_WG;
+const ARRAY_WG: u32 = BOUNDED_WG;
+// The pair tokens.
+const PAIR_TOKENS: u32 = BOUNDED_RUN0 - BOUNDED_PAIR0;
+
+// `undiff` sums the differences arrays along the padded axes they are differenced along.
+fn differenced(a: BoundedArray, axis: u32) -> bool {
+    return a.predictor == 1u && ((a.axes >> axis) & 1u) != 0u;
 }
 
-// Round `current.round` of every segment: `decode_round` (shared/segments.wgsl) with
-// the pair tokens.
-@compute @workgroup_size(BOUNDED_WG)
-fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
-                   @builtin(num_workgroups) nwg: vec3<u32>) {
-    let n = arrayLength(&segments);
-    for (var g = gid.x; g < n; g += grid_width(nwg)) {
-        decode_round(segments[g], current.round, BOUNDED_RUN0 - BOUNDED_PAIR0);
-    }
-}
-
-// The array's shape padded to 4 axes.
-fn padded_shape(a: BoundedArray) -> array<u32, 4> {
-    return array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
-}
-
-// One stage (`current.stage`) of the wrapping prefix sums along padded axis
-// `current.axis` of array `gid.y` (differences only): `sum_lines` (shared/line_sum.wgsl).
-@compute @workgroup_size(BOUNDED_WG)
-fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
-          @builtin(num_workgroups) nwg: vec3<u32>) {
-    if (gid.y >= arrayLength(&arrays)) {
-        return;
-    }
-    let a = arrays[gid.y];
-    let axis = current.axis;
-    if (a.predictor != 1u || ((a.axes >> axis) & 1u) == 0u) {
-        return;
-    }
-    sum_lines(padded_shape(a), axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
+// The exception runs follow the decode tables.
+fn run_word(j: u32) -> u32 {
+    return tables[j];
 }
 
 // Lattice value `i` of the array whose values start at word `at` of `output`.
@@ -98,7 +71,7 @@ fn predict(at: u32, p: BoundedPass, i: u32, c: u32) -> i32 {
     return (b + cc + 1i) >> 1u;
 }
 
-@compute @workgroup_size(BOUNDED_WG)
+@compute @workgroup_size(ARRAY_WG)
 fn lattice_pass(@builtin(global_invocation_id) gid: vec3<u32>,
                 @builtin(num_workgroups) nwg: vec3<u32>) {
     if (gid.y >= arrayLength(&arrays)) {
@@ -152,28 +125,13 @@ fn value_bits(a: BoundedArray, i: u32) -> vec2<u32> {
         x = bitcast<i32>(q);
     }
     var v = bitcast<u32>(bitcast<f32>(a.offset_bits) + f32(x) * bitcast<f32>(a.unit_bits));
-    // The last run starting at or before `i`, if it covers `i`, overrides the value (the
-    // check above still counts, as on the CPU).
-    var lo = 0u;
-    var hi = a.run_count;
-    while (lo < hi) {
-        let mid = (lo + hi) / 2u;
-        if (tables[a.runs + 3u * mid] <= i) {
-            lo = mid + 1u;
-        } else {
-            hi = mid;
-        }
-    }
-    if (lo > 0u) {
-        let r = a.runs + 3u * (lo - 1u);
-        if (i - tables[r] < tables[r + 1u]) {
-            v = tables[r + 2u];
-        }
-    }
+    // The exception run that covers `i`, if any, overrides the value (the check above still
+    // counts, as on the CPU).
+    v = run_bits(a.runs, a.run_count, i, v);
     return vec2<u32>(v, bad);
 }
 
-@compute @workgroup_size(BOUNDED_WG)
+@compute @workgroup_size(ARRAY_WG)
 fn finish(@builtin(global_invocation_id) gid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
     if (gid.y >= arrayLength(&arrays)) {

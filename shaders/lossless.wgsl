@@ -21,52 +21,26 @@
 
 // `LosslessSegment` and `LosslessArray` are generated from src/gpu/abi.rs (gpu::shaders);
 // `LosslessStep` too; `read_bits32` and `read_byte` come from shared/bits.wgsl,
-// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl.
+// `decode_round` from shared/segments.wgsl, `sum_lines` from shared/line_sum.wgsl, bindings
+// 0 to 4, `decode_segments`, `undiff` and `run_bits` from shared/float_arrays.wgsl.
 
-@group(0) @binding(0) var<storage, read> input_words: array<u32>;
-@group(0) @binding(1) var<storage, read> segments: array<LosslessSegment>;
-@group(0) @binding(2) var<storage, read> tables: array<u32>;
-@group(0) @binding(3) var<storage, read_write> words: array<u32>;
-@group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> arrays: array<LosslessArray>;
 @group(0) @binding(6) var<storage, read> runs: array<u32>;
 @group(0) @binding(7) var<storage, read_write> output: array<u32>;
 @group(0) @binding(8) var<uniform> current: LosslessStep;
 
-// Invocations along x of a grid dispatch.
-fn grid_width(nwg: vec3<u32>) -> u32 {
-    return nwg.x * LOSSLESS_WG;
+const ARRAY_WG: u32 = LOSSLESS_WG;
+// No pair tokens.
+const PAIR_TOKENS: u32 = 0u;
+
+// `undiff` sums array `a` along the padded axes it is differenced along.
+fn differenced(a: LosslessArray, axis: u32) -> bool {
+    return ((a.axes >> axis) & 1u) != 0u;
 }
 
-// Round `current.round` of every segment: `decode_round` (shared/segments.wgsl).
-@compute @workgroup_size(LOSSLESS_WG)
-fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
-                   @builtin(num_workgroups) nwg: vec3<u32>) {
-    let n = arrayLength(&segments);
-    for (var g = gid.x; g < n; g += grid_width(nwg)) {
-        decode_round(segments[g], current.round, 0u);
-    }
-}
-
-// The array's shape padded to 4 axes.
-fn padded_shape(a: LosslessArray) -> array<u32, 4> {
-    return array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
-}
-
-// One stage (`current.stage`) of the wrapping prefix sums along padded axis `current.axis`
-// of array `gid.y`: `sum_lines` (shared/line_sum.wgsl).
-@compute @workgroup_size(LOSSLESS_WG)
-fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
-          @builtin(num_workgroups) nwg: vec3<u32>) {
-    if (gid.y >= arrayLength(&arrays)) {
-        return;
-    }
-    let a = arrays[gid.y];
-    let axis = current.axis;
-    if (((a.axes >> axis) & 1u) == 0u) {
-        return;
-    }
-    sum_lines(padded_shape(a), axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
+// The exception runs have a binding of their own.
+fn run_word(j: u32) -> u32 {
+    return runs[j];
 }
 
 // Value `i` of array `a` as float bits of its width (x), and whether float-mult found it
@@ -98,28 +72,13 @@ fn value_bits(a: LosslessArray, i: u32) -> vec2<u32> {
         v = o ^ (((o >> 31u) - 1u) | 0x80000000u);
         bad = select(0u, 1u, bad_k || sub);
     }
-    // The last run starting at or before `i`, if it covers `i`, overrides the value (the
-    // check above still counts, as on the CPU).
-    var lo = 0u;
-    var hi = a.run_count;
-    while (lo < hi) {
-        let mid = (lo + hi) / 2u;
-        if (runs[a.runs + 3u * mid] <= i) {
-            lo = mid + 1u;
-        } else {
-            hi = mid;
-        }
-    }
-    if (lo > 0u) {
-        let r = a.runs + 3u * (lo - 1u);
-        if (i - runs[r] < runs[r + 1u]) {
-            v = runs[r + 2u];
-        }
-    }
+    // The exception run that covers `i`, if any, overrides the value (the check above still
+    // counts, as on the CPU).
+    v = run_bits(a.runs, a.run_count, i, v);
     return vec2<u32>(v, bad);
 }
 
-@compute @workgroup_size(LOSSLESS_WG)
+@compute @workgroup_size(ARRAY_WG)
 fn finish(@builtin(global_invocation_id) gid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
     if (gid.y >= arrayLength(&arrays)) {

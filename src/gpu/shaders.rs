@@ -12,6 +12,7 @@ use super::encode_abi;
 const BITS: &str = include_str!("../../shaders/shared/bits.wgsl");
 const LINE_SUM: &str = include_str!("../../shaders/shared/line_sum.wgsl");
 const SEGMENTS: &str = include_str!("../../shaders/shared/segments.wgsl");
+const FLOAT_ARRAYS: &str = include_str!("../../shaders/shared/float_arrays.wgsl");
 const F16: &str = include_str!("../../shaders/shared/f16.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
 const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
@@ -52,14 +53,15 @@ pub(crate) enum Stage {
     /// `fields.wgsl`: float32 field values from a decoded bin image (entry point
     /// `reconstruct_field`).
     Fields,
-    /// `lossless.wgsl` after `shared/segments.wgsl` and `shared/line_sum.wgsl`: lossless
-    /// float arrays (entry points `decode_segments`, `undiff`, `finish`).
+    /// `lossless.wgsl` after `shared/segments.wgsl`, `shared/line_sum.wgsl` and
+    /// `shared/float_arrays.wgsl`: lossless float arrays (entry points `decode_segments`,
+    /// `undiff`, `finish`).
     Lossless,
     /// `tensor_window.wgsl`: windows of tensor records into the batch tensors (entry point
     /// `tensor_window`).
     TensorWindow,
-    /// `bounded.wgsl` after `shared/segments.wgsl` and `shared/line_sum.wgsl`:
-    /// error-bounded float arrays of 1 to 4 axes (entry points
+    /// `bounded.wgsl` after `shared/segments.wgsl`, `shared/line_sum.wgsl` and
+    /// `shared/float_arrays.wgsl`: error-bounded float arrays of 1 to 4 axes (entry points
     /// `decode_segments`, `undiff`, `lattice_pass`, `finish`).
     Bounded,
     /// `encode_quantise.wgsl` after `shared/encode_bindings.wgsl`: the error-bounded
@@ -296,6 +298,7 @@ pub(crate) fn source(stage: Stage) -> String {
                 ("shared/bits.wgsl", BITS),
                 ("shared/segments.wgsl", SEGMENTS),
                 ("shared/line_sum.wgsl", LINE_SUM),
+                ("shared/float_arrays.wgsl", FLOAT_ARRAYS),
                 ("lossless.wgsl", LOSSLESS),
             ]
         }
@@ -304,6 +307,7 @@ pub(crate) fn source(stage: Stage) -> String {
                 ("shared/bits.wgsl", BITS),
                 ("shared/segments.wgsl", SEGMENTS),
                 ("shared/line_sum.wgsl", LINE_SUM),
+                ("shared/float_arrays.wgsl", FLOAT_ARRAYS),
                 ("bounded.wgsl", BOUNDED),
             ]
         }

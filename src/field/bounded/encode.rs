@@ -8,7 +8,7 @@ use super::predict::{differences_forward, lattice_forward, passes, Forward, Geom
 use super::tokens::encode_chunks;
 use crate::error::invalid_option;
 use crate::error::{ParameterError, Result};
-use crate::field::core::container::{CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, CRC_LEN, MAX_SEGMENTS};
+use crate::field::core::container::{check_chunking, check_encode_shape, CRC_LEN};
 use crate::field::core::runs::{write_runs, Run};
 use crate::field::core::tokens::token_of;
 use crate::field::Bound;
@@ -243,41 +243,8 @@ impl Input<'_> {
 /// The checks of [`encode_bounded`]'s arguments, shared with the GPU encoder
 /// (`field::bounded::gpu_encode`): shape, length, chunk, segments, axis set, bound.
 pub(super) fn check_arguments(len: usize, shape: &[u32], options: &BoundedOptions) -> Result<()> {
-    if shape.is_empty() || shape.len() > BOUNDED_MAX_NDIM {
-        return Err(invalid_option("shape", shape.len() as u64, "1 to 4 axes"));
-    }
-    if shape.contains(&0) {
-        return Err(invalid_option("shape", 0, "every axis must be >= 1"));
-    }
-    let n = shape.iter().map(|&d| d as u128).product::<u128>();
-    if n > u32::MAX as u128 {
-        return Err(invalid_option(
-            "shape",
-            n.min(u64::MAX as u128) as u64,
-            "at most 2^32 - 1 values",
-        ));
-    }
-    if n != len as u128 {
-        return Err(ParameterError::BufferSize {
-            got: len,
-            needed: n as usize,
-        }
-        .into());
-    }
-    if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
-        return Err(invalid_option(
-            "chunk_log2",
-            options.chunk_log2 as u64,
-            "8 to 20",
-        ));
-    }
-    if !(1..=MAX_SEGMENTS).contains(&options.segments) {
-        return Err(invalid_option(
-            "segments",
-            options.segments as u64,
-            "1 to 32",
-        ));
-    }
+    check_encode_shape(shape, BOUNDED_MAX_NDIM, len)?;
+    check_chunking(options.chunk_log2, options.segments)?;
     if let Some(set) = options.axes {
         if set == 0 || set as u32 >= 1 << shape.len() {
             return Err(invalid_option(

@@ -7,8 +7,9 @@ use crate::codec::bits::BitReader;
 use crate::decode::DecodeOptions;
 use crate::error::{FormatError, Result};
 use crate::field::core::container::{
-    self, check_start, invalid, read_shape, truncated, u32_at, ChunkedHeader, Stream,
-    CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, MAX_SEGMENTS,
+    self, check_chunk_end, check_start, chunk_error, header_sizes, invalid, read_shape,
+    take_segments, truncated, u32_at, ChunkedHeader, Sections, Stream, CHUNK_LOG2_MAX,
+    CHUNK_LOG2_MIN, MAX_SEGMENTS,
 };
 use crate::field::core::tokens::{check_lengths, single_tokens, token_base};
 use crate::field::format::bin_width_significand_bits;
@@ -133,22 +134,9 @@ pub struct BoundedHeader {
     pub runs_len: u32,
 }
 
+header_sizes!(BoundedHeader);
+
 impl BoundedHeader {
-    /// Values in the array.
-    pub fn len(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
-    }
-
-    /// Whether the array has no values (never, for a valid header).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Chunks of the residual stream.
-    pub fn chunks(&self) -> u64 {
-        self.len().div_ceil(1 << self.chunk_log2)
-    }
-
     /// Bytes of the predictor's tables after the fixed header.
     fn tables_len(&self) -> usize {
         match self.predictor {
@@ -158,16 +146,6 @@ impl BoundedHeader {
             }
             Predictor::Differences => 0,
         }
-    }
-
-    /// Bytes of the header with its chunk table.
-    pub fn header_len(&self) -> u64 {
-        (bounded_fixed_len(self.shape.len()) + self.tables_len()) as u64 + 4 * self.chunks()
-    }
-
-    /// Bytes of the decoded values.
-    pub fn output_bytes(&self) -> u64 {
-        self.len() * 4
     }
 
     /// The axes byte of the header.
@@ -401,24 +379,14 @@ impl ChunkedHeader for BoundedHeader {
         parse_bounded(data)
     }
 
-    fn values(&self) -> u64 {
-        self.len()
-    }
-
-    fn chunk_count(&self) -> u64 {
-        self.chunks()
-    }
-
-    fn bytes_with_table(&self) -> u64 {
-        self.header_len()
-    }
-
-    fn decoded_bytes(&self) -> u64 {
-        self.output_bytes()
-    }
-
-    fn runs_section(&self) -> (u32, u32) {
-        (self.runs, self.runs_len)
+    fn sections(&self) -> Sections<'_> {
+        Sections {
+            shape: &self.shape,
+            chunk_log2: self.chunk_log2,
+            fixed: (bounded_fixed_len(self.shape.len()) + self.tables_len()) as u64,
+            value_size: 4,
+            runs: (self.runs, self.runs_len),
+        }
     }
 }
 
@@ -449,12 +417,7 @@ pub(super) fn parse_chunk<'a>(
     base: usize,
     segments: usize,
 ) -> std::result::Result<Stream<'a>, FormatError> {
-    let bad = |field, value: u64, reason| FormatError::InvalidHeader {
-        field,
-        offset: base as u64,
-        value,
-        reason,
-    };
+    let bad = chunk_error(base);
     let mut r = BitReader::new(chunk);
     let ntok = r.read(NTOK_BITS) + 1;
     if ntok > BOUNDED_ALPHABET {
@@ -487,21 +450,8 @@ pub(super) fn parse_chunk<'a>(
     if at > chunk.len() {
         return Err(bad("chunk head", at as u64, "past the chunk's end"));
     }
-    let mut segs = Vec::with_capacity(segments);
-    for len in lens {
-        let seg = chunk
-            .get(at..at + len)
-            .ok_or_else(|| bad("segment lengths", len as u64, "past the chunk's end"))?;
-        at += len;
-        segs.push(seg);
-    }
-    if at != chunk.len() {
-        return Err(bad(
-            "chunk",
-            (chunk.len() - at) as u64,
-            "bytes after the last segment",
-        ));
-    }
+    let segs = take_segments(chunk, &mut at, lens, &bad)?;
+    check_chunk_end(chunk, at, &bad)?;
     Ok(Stream {
         lengths,
         segments: segs,

@@ -11,11 +11,12 @@
 use super::format::{parse_chunk, parse_layout, Layout};
 use super::{BoundedHeader, Predictor};
 use crate::decode::DecodeOptions;
-use crate::error::{FormatError, LimitsError, Result};
-use crate::field::core::container::segment_range;
+use crate::error::{LimitsError, Result};
 #[cfg(test)]
 use crate::field::core::gpu::segment_rounds;
-use crate::field::core::gpu::{align, in_batch, push_lut, segment_state, u32_of};
+use crate::field::core::gpu::{
+    align, in_batch, padded_shape, push_file, push_stream, u32_of, StreamPlace, TableNames,
+};
 use crate::gpu::abi::{
     BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
@@ -155,6 +156,13 @@ impl SplitLimits {
     };
 }
 
+/// The error-bounded tables' names in errors.
+const NAMES: TableNames = TableNames {
+    luts: "error-bounded decode tables",
+    input: "error-bounded input bytes",
+    words: "error-bounded words",
+};
+
 /// Most arrays in one sub-batch (workgroups along y of one dispatch).
 const MAX_ARRAYS: usize = 65535;
 
@@ -237,56 +245,28 @@ impl Builder {
         let layout: Layout<'_> = parse_layout(data, options).map_err(|e| in_batch(f, e))?;
         let h = &layout.header;
         let n = h.len();
-        let file_byte = plan.input_words.len() as u64 * 4;
-        plan.input_words.extend(data.chunks(4).map(|c| {
-            let mut w = [0u8; 4];
-            w[..c.len()].copy_from_slice(c);
-            u32::from_le_bytes(w)
-        }));
-        let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
+        let file_byte = push_file(&mut plan.input_words, data);
+        let base = |c: &[u8]| c.as_ptr() as usize - data.as_ptr() as usize;
         let res_at = self.words;
         self.words = align(self.words + n);
         let chunk = 1u64 << h.chunk_log2;
-        let segs = h.segments as usize;
         for (c, &bytes) in layout.chunks.iter().enumerate() {
-            let cl = parse_chunk(bytes, base(bytes) as usize, segs)
+            let stream = parse_chunk(bytes, base(bytes), h.segments as usize)
                 .map_err(|e| in_batch(f, e.into()))?;
             let first = c as u64 * chunk;
-            let m = chunk.min(n - first);
-            let lut = u32_of(plan.tables.len() as u64, "error-bounded decode tables")?;
-            push_lut(&cl.lengths, &mut plan.tables);
-            for (k, seg) in cl.segments.iter().enumerate() {
-                // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
-                // most); the CPU decoder refuses such a segment at its end, and the shader
-                // counts its bits in u32.
-                if seg.len() >= 1 << 28 {
-                    return Err(in_batch(
-                        f,
-                        FormatError::InvalidHeader {
-                            field: "segment",
-                            offset: base(seg),
-                            value: seg.len() as u64,
-                            reason: "longer than any segment's symbols",
-                        }
-                        .into(),
-                    ));
-                }
-                let r = segment_range(m as usize, segs, k);
-                plan.segments.push(LosslessSegment {
-                    in_byte: u32_of(file_byte + base(seg), "error-bounded input bytes")?,
-                    in_len: seg.len() as u32,
-                    out_start: u32_of(res_at + first + r.start as u64, "error-bounded words")?,
-                    count: r.len() as u32,
-                    lut,
-                    width: 32,
-                    file: local,
-                    state: segment_state(r.len(), &mut self.words, "error-bounded words")?,
-                });
-            }
+            let at = StreamPlace {
+                f,
+                slot: local,
+                data,
+                file_byte,
+                out: res_at + first,
+                m: chunk.min(n - first),
+                width: 32,
+            };
+            let (tables, segments) = (&mut plan.tables, &mut plan.segments);
+            push_stream(&stream, &at, tables, segments, &mut self.words, &NAMES)?;
         }
-        let mut shape = [1u32; 4];
-        let pad = 4 - h.shape.len();
-        shape[pad..].copy_from_slice(&h.shape);
+        let (shape, pad) = padded_shape(&h.shape);
         let (predictor, axes, limit, passes, pass_count) = match h.predictor {
             Predictor::Lattice => {
                 let ps = lattice_passes(h);
@@ -431,28 +411,17 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
 /// words and the per-file error flags.
 #[cfg(test)]
 pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
-    use crate::gpu::cpu_twin::bounded as twin;
-    let mut words = vec![0u32; plan.words as usize];
-    let mut errors = vec![0u32; plan.arrays.len()];
+    use crate::gpu::cpu_twin::{bounded as twin, float_arrays};
+    let bindings = (&plan.input_words[..], &plan.segments[..], &plan.tables[..]);
+    let rounds = segment_rounds(&plan.segments);
+    let (words, mut errors) = float_arrays::decode_and_undiff(
+        bindings,
+        plan.words,
+        &plan.arrays,
+        rounds,
+        twin::PAIR_TOKENS,
+    );
     let mut output = vec![0u32; plan.output_words as usize];
-    for round in 0..segment_rounds(&plan.segments) {
-        twin::decode_segments(
-            &plan.input_words,
-            &plan.segments,
-            &plan.tables,
-            &mut words,
-            &mut errors,
-            round,
-        );
-    }
-    let differenced = plan
-        .arrays
-        .iter()
-        .filter(|a| a.predictor == 1)
-        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
-    for step in crate::gpu::line_sum::line_sum_steps(differenced) {
-        twin::undiff(&plan.arrays, &mut words, step.axis, step.stage);
-    }
     for j in 0..plan.max_passes {
         twin::lattice_pass(
             &words,

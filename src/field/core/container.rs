@@ -5,7 +5,7 @@
 
 use super::runs::{read_runs, Run};
 use crate::decode::DecodeOptions;
-use crate::error::{FormatError, LimitsError, Result};
+use crate::error::{invalid_option, FormatError, LimitsError, ParameterError, Result};
 use crate::field::FIELD_MAGIC;
 
 /// Most segments per chunk.
@@ -141,7 +141,22 @@ pub(in crate::field) fn check_crc(data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// A format's header as the container needs it: where the sections are.
+/// Where a header's sections are, as the container needs it.
+pub(in crate::field) struct Sections<'h> {
+    /// Shape, C order.
+    pub shape: &'h [u32],
+    /// log2 of the values per chunk.
+    pub chunk_log2: u8,
+    /// Bytes of the header before its chunk table (which ends it).
+    pub fixed: u64,
+    /// Bytes of one decoded value.
+    pub value_size: u64,
+    /// Exception runs and the bytes of the runs section.
+    pub runs: (u32, u32),
+}
+
+/// A format's header as the container needs it: where the sections are, and the sizes that
+/// follow from them.
 pub(in crate::field) trait ChunkedHeader: Sized {
     /// Names the whole file in a truncation error.
     const FILE: &'static str;
@@ -149,20 +164,112 @@ pub(in crate::field) trait ChunkedHeader: Sized {
     const CHUNK: &'static str;
     /// Parses and validates the header (not its chunk table).
     fn parse(data: &[u8]) -> Result<Self>;
-    /// Values in the array.
-    fn values(&self) -> u64;
-    /// Chunks of the array.
-    fn chunk_count(&self) -> u64;
-    /// Bytes of the header with its chunk table (which ends it).
-    fn bytes_with_table(&self) -> u64;
-    /// Bytes of the decoded values.
-    fn decoded_bytes(&self) -> u64;
-    /// Exception runs and the bytes of the runs section.
-    fn runs_section(&self) -> (u32, u32);
+    /// Where the header's sections are.
+    fn sections(&self) -> Sections<'_>;
     /// The format's own checks of the exception runs (the section starts at byte `at`).
     fn check_runs(&self, _runs: &[Run], _at: usize) -> Result<()> {
         Ok(())
     }
+    /// Values in the array.
+    fn values(&self) -> u64 {
+        self.sections().shape.iter().map(|&d| d as u64).product()
+    }
+    /// Chunks of the array.
+    fn chunk_count(&self) -> u64 {
+        self.values().div_ceil(1 << self.sections().chunk_log2)
+    }
+    /// Bytes of the header with its chunk table (which ends it).
+    fn bytes_with_table(&self) -> u64 {
+        self.sections().fixed + 4 * self.chunk_count()
+    }
+    /// Bytes of the decoded values.
+    fn decoded_bytes(&self) -> u64 {
+        self.values() * self.sections().value_size
+    }
+    /// Exception runs and the bytes of the runs section.
+    fn runs_section(&self) -> (u32, u32) {
+        self.sections().runs
+    }
+}
+
+/// The public sizes of a [`ChunkedHeader`] type, under the names both formats publish.
+macro_rules! header_sizes {
+    ($header:ty) => {
+        impl $header {
+            /// Values in the array.
+            pub fn len(&self) -> u64 {
+                $crate::field::core::container::ChunkedHeader::values(self)
+            }
+
+            /// Whether the array has no values (never, for a valid header).
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            /// Chunks of the array.
+            pub fn chunks(&self) -> u64 {
+                $crate::field::core::container::ChunkedHeader::chunk_count(self)
+            }
+
+            /// Bytes of the header with its chunk table.
+            pub fn header_len(&self) -> u64 {
+                $crate::field::core::container::ChunkedHeader::bytes_with_table(self)
+            }
+
+            /// Bytes of the decoded values.
+            pub fn output_bytes(&self) -> u64 {
+                $crate::field::core::container::ChunkedHeader::decoded_bytes(self)
+            }
+        }
+    };
+}
+pub(in crate::field) use header_sizes;
+
+/// The error of a chunk head's `field` (the chunk starts at byte `base` of the file).
+pub(in crate::field) fn chunk_error(
+    base: usize,
+) -> impl Fn(&'static str, u64, &'static str) -> FormatError {
+    move |field, value, reason| FormatError::InvalidHeader {
+        field,
+        offset: base as u64,
+        value,
+        reason,
+    }
+}
+
+/// Splits the segments of byte lengths `lens` off `chunk` from byte `*at` (moved past
+/// them); `bad` makes the error of one past the chunk's end.
+pub(in crate::field) fn take_segments<'a>(
+    chunk: &'a [u8],
+    at: &mut usize,
+    lens: impl IntoIterator<Item = usize>,
+    bad: &impl Fn(&'static str, u64, &'static str) -> FormatError,
+) -> std::result::Result<Vec<&'a [u8]>, FormatError> {
+    lens.into_iter()
+        .map(|len| {
+            let seg = chunk
+                .get(*at..at.saturating_add(len))
+                .ok_or_else(|| bad("segment lengths", len as u64, "past the chunk's end"))?;
+            *at += len;
+            Ok(seg)
+        })
+        .collect()
+}
+
+/// Checks the last segment ends the chunk (at byte `at`).
+pub(in crate::field) fn check_chunk_end(
+    chunk: &[u8],
+    at: usize,
+    bad: &impl Fn(&'static str, u64, &'static str) -> FormatError,
+) -> std::result::Result<(), FormatError> {
+    if at != chunk.len() {
+        return Err(bad(
+            "chunk",
+            (chunk.len() - at) as u64,
+            "bytes after the last segment",
+        ));
+    }
+    Ok(())
 }
 
 /// A checked file: its header, exception runs and chunks.
@@ -266,4 +373,47 @@ pub(in crate::field) fn parse_layout<'a, H: ChunkedHeader>(
         runs,
         chunks,
     })
+}
+
+/// The encoders' checks of an array's `shape` (1 to `max_ndim` axes, each at least 1, at most
+/// 2^32 - 1 values) and of the `len` values given for it.
+pub(in crate::field) fn check_encode_shape(
+    shape: &[u32],
+    max_ndim: usize,
+    len: usize,
+) -> Result<()> {
+    if shape.is_empty() || shape.len() > max_ndim {
+        return Err(invalid_option("shape", shape.len() as u64, "1 to 4 axes"));
+    }
+    if shape.contains(&0) {
+        return Err(invalid_option("shape", 0, "every axis must be >= 1"));
+    }
+    let n = shape.iter().map(|&d| d as u128).product::<u128>();
+    if n > u32::MAX as u128 {
+        return Err(invalid_option(
+            "shape",
+            n.min(u64::MAX as u128) as u64,
+            "at most 2^32 - 1 values",
+        ));
+    }
+    if n != len as u128 {
+        return Err(ParameterError::BufferSize {
+            got: len,
+            needed: n as usize,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The encoders' checks of the chunk size (log2 of the values per chunk) and the segments
+/// per chunk.
+pub(in crate::field) fn check_chunking(chunk_log2: u8, segments: u8) -> Result<()> {
+    if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&chunk_log2) {
+        return Err(invalid_option("chunk_log2", chunk_log2 as u64, "8 to 20"));
+    }
+    if !(1..=MAX_SEGMENTS).contains(&segments) {
+        return Err(invalid_option("segments", segments as u64, "1 to 32"));
+    }
+    Ok(())
 }

@@ -3,7 +3,8 @@
 //! rules (regions on the storage alignment, positions that fit u32).
 
 use super::code::{canonical, LUT_SIZE};
-use crate::error::{Error, LimitsError, Result};
+use super::container::{segment_range, Stream};
+use crate::error::{Error, FormatError, LimitsError, Result};
 use crate::gpu::abi::{LosslessSegment, SEGMENT_ROUND};
 
 /// Rounds of `decode_segments` the segments take: enough for the longest to decode
@@ -84,4 +85,97 @@ pub(in crate::field) fn push_lut(lengths: &[u8], luts: &mut Vec<u32>) {
             i += 1 << l;
         }
     }
+}
+
+/// Appends file `data`'s bytes to `input_words` as little-endian words, from a word
+/// boundary; returns the byte of the input binding where the file starts.
+pub(in crate::field) fn push_file(input_words: &mut Vec<u32>, data: &[u8]) -> u64 {
+    let file_byte = input_words.len() as u64 * 4;
+    input_words.extend(data.chunks(4).map(|c| {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        u32::from_le_bytes(w)
+    }));
+    file_byte
+}
+
+/// `shape` padded to 4 axes (leading 1s), and the axes of padding.
+pub(in crate::field) fn padded_shape(shape: &[u32]) -> ([u32; 4], usize) {
+    let mut padded = [1u32; 4];
+    let pad = 4 - shape.len();
+    padded[pad..].copy_from_slice(shape);
+    (padded, pad)
+}
+
+/// A format's names for the tables a stream goes to, in its errors.
+pub(in crate::field) struct TableNames {
+    /// The decode tables.
+    pub luts: &'static str,
+    /// The input bytes.
+    pub input: &'static str,
+    /// The scratch words.
+    pub words: &'static str,
+}
+
+/// Where one token stream of a chunk of file `f` (`data`, from byte `file_byte` of the input
+/// binding, error slot `slot`) decodes to: `m` values of `width` bits from scratch word `out`.
+pub(in crate::field) struct StreamPlace<'d> {
+    /// The file's index in the batch (for errors).
+    pub f: usize,
+    /// The file's error slot.
+    pub slot: u32,
+    /// The file's bytes.
+    pub data: &'d [u8],
+    /// Byte of the input binding where the file starts.
+    pub file_byte: u64,
+    /// Scratch word of the stream's first value.
+    pub out: u64,
+    /// Values of the stream.
+    pub m: u64,
+    /// Bits of a value.
+    pub width: u32,
+}
+
+/// Appends stream `s`'s decode table to `luts` and one [`LosslessSegment`] per segment to
+/// `segments`, a segment past one round's values with its 3 state words taken at `*words`.
+pub(in crate::field) fn push_stream(
+    s: &Stream<'_>,
+    at: &StreamPlace<'_>,
+    luts: &mut Vec<u32>,
+    segments: &mut Vec<LosslessSegment>,
+    words: &mut u64,
+    names: &TableNames,
+) -> Result<()> {
+    let base = |c: &[u8]| (c.as_ptr() as usize - at.data.as_ptr() as usize) as u64;
+    let lut = u32_of(luts.len() as u64, names.luts)?;
+    push_lut(&s.lengths, luts);
+    for (k, seg) in s.segments.iter().enumerate() {
+        // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at most); the
+        // CPU decoder refuses such a segment at its end, and the shader counts its bits in
+        // u32.
+        if seg.len() >= 1 << 28 {
+            return Err(in_batch(
+                at.f,
+                FormatError::InvalidHeader {
+                    field: "segment",
+                    offset: base(seg),
+                    value: seg.len() as u64,
+                    reason: "longer than any segment's symbols",
+                }
+                .into(),
+            ));
+        }
+        let r = segment_range(at.m as usize, s.segments.len(), k);
+        segments.push(LosslessSegment {
+            in_byte: u32_of(at.file_byte + base(seg), names.input)?,
+            in_len: seg.len() as u32,
+            out_start: u32_of(at.out + r.start as u64, names.words)?,
+            count: r.len() as u32,
+            lut,
+            width: at.width,
+            file: at.slot,
+            state: segment_state(r.len(), words, names.words)?,
+        });
+    }
+    Ok(())
 }

@@ -8,10 +8,10 @@ use super::format::*;
 use super::{FloatSlice, FloatType};
 use crate::codec::bits::BitWriter;
 use crate::error::invalid_option;
-use crate::error::{ParameterError, Result};
+use crate::error::Result;
 use crate::field::core::code::{canonical, code_lengths, MAX_TOKENS};
 use crate::field::core::container::{
-    segment_range, strides, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, CRC_LEN, MAX_SEGMENTS,
+    check_chunking, check_encode_shape, segment_range, strides, CRC_LEN,
 };
 use crate::field::core::runs::{write_runs, Run, MAX_RUN_VALUES};
 use crate::field::core::tokens::*;
@@ -77,27 +77,7 @@ pub fn encode_lossless(
 ) -> Result<Vec<u8>> {
     let dtype = values.dtype();
     let width = dtype.bits();
-    if shape.is_empty() || shape.len() > LOSSLESS_MAX_NDIM {
-        return Err(invalid_option("shape", shape.len() as u64, "1 to 4 axes"));
-    }
-    if shape.contains(&0) {
-        return Err(invalid_option("shape", 0, "every axis must be >= 1"));
-    }
-    let n = shape.iter().map(|&d| d as u128).product::<u128>();
-    if n > u32::MAX as u128 {
-        return Err(invalid_option(
-            "shape",
-            n.min(u64::MAX as u128) as u64,
-            "at most 2^32 - 1 values",
-        ));
-    }
-    if n != values.len() as u128 {
-        return Err(ParameterError::BufferSize {
-            got: values.len(),
-            needed: n as usize,
-        }
-        .into());
-    }
+    check_encode_shape(shape, LOSSLESS_MAX_NDIM, values.len())?;
     if let Some(f) = options.fill_value {
         if f & !mask(width) != 0 {
             return Err(invalid_option(
@@ -107,20 +87,7 @@ pub fn encode_lossless(
             ));
         }
     }
-    if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&options.chunk_log2) {
-        return Err(invalid_option(
-            "chunk_log2",
-            options.chunk_log2 as u64,
-            "8 to 20",
-        ));
-    }
-    if !(1..=MAX_SEGMENTS).contains(&options.segments) {
-        return Err(invalid_option(
-            "segments",
-            options.segments as u64,
-            "1 to 32",
-        ));
-    }
+    check_chunking(options.chunk_log2, options.segments)?;
     if let Some(a) = options.axes {
         if a >> shape.len() != 0 {
             return Err(invalid_option(

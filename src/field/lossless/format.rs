@@ -8,8 +8,9 @@ use super::FloatType;
 use crate::decode::DecodeOptions;
 use crate::error::{FormatError, Result};
 use crate::field::core::container::{
-    self, check_start, invalid, read_shape, u32_at, ChunkedHeader, Stream, CHUNK_LOG2_MAX,
-    CHUNK_LOG2_MIN, MAX_SEGMENTS,
+    self, check_chunk_end, check_start, chunk_error, header_sizes, invalid, read_shape,
+    take_segments, u32_at, ChunkedHeader, Sections, Stream, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN,
+    MAX_SEGMENTS,
 };
 use crate::field::core::runs::Run;
 use crate::field::core::tokens::{alphabet, check_lengths, mask};
@@ -79,32 +80,9 @@ pub struct LosslessHeader {
     pub runs_len: u32,
 }
 
+header_sizes!(LosslessHeader);
+
 impl LosslessHeader {
-    /// Values in the array.
-    pub fn len(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
-    }
-
-    /// Whether the array has no values (never, for a valid header).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Chunks of the array.
-    pub fn chunks(&self) -> u64 {
-        self.len().div_ceil(1 << self.chunk_log2)
-    }
-
-    /// Bytes of the header with its chunk table.
-    pub fn header_len(&self) -> u64 {
-        lossless_fixed_len(self.shape.len()) as u64 + 4 * self.chunks()
-    }
-
-    /// Bytes of the decoded values.
-    pub fn output_bytes(&self) -> u64 {
-        self.len() * self.dtype.size() as u64
-    }
-
     /// The header's bytes up to the chunk table.
     pub(super) fn to_bytes(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(lossless_fixed_len(self.shape.len()));
@@ -218,24 +196,14 @@ impl ChunkedHeader for LosslessHeader {
         parse_lossless(data)
     }
 
-    fn values(&self) -> u64 {
-        self.len()
-    }
-
-    fn chunk_count(&self) -> u64 {
-        self.chunks()
-    }
-
-    fn bytes_with_table(&self) -> u64 {
-        self.header_len()
-    }
-
-    fn decoded_bytes(&self) -> u64 {
-        self.output_bytes()
-    }
-
-    fn runs_section(&self) -> (u32, u32) {
-        (self.runs, self.runs_len)
+    fn sections(&self) -> Sections<'_> {
+        Sections {
+            shape: &self.shape,
+            chunk_log2: self.chunk_log2,
+            fixed: lossless_fixed_len(self.shape.len()) as u64,
+            value_size: self.dtype.size() as u64,
+            runs: (self.runs, self.runs_len),
+        }
     }
 
     /// Every run's value fits the dtype's width.
@@ -278,12 +246,7 @@ pub(super) fn parse_chunk<'a>(
     base: usize,
     header: &LosslessHeader,
 ) -> std::result::Result<ChunkLayout<'a>, FormatError> {
-    let bad = |field, value: u64, reason| FormatError::InvalidHeader {
-        field,
-        offset: base as u64,
-        value,
-        reason,
-    };
+    let bad = chunk_error(base);
     let width = header.dtype.bits();
     let flags = *chunk
         .first()
@@ -331,35 +294,18 @@ pub(super) fn parse_chunk<'a>(
         .get(at..at + 4 * s * streams)
         .ok_or_else(|| bad("segment lengths", 0, "chunk truncated"))?;
     at += table.len();
-    let mut take = |k: usize| -> std::result::Result<Vec<&'a [u8]>, FormatError> {
-        (0..s)
-            .map(|i| {
-                let len = u32_at(table, 4 * (k * s + i)) as usize;
-                let seg = chunk
-                    .get(at..at.saturating_add(len))
-                    .ok_or_else(|| bad("segment lengths", len as u64, "past the chunk's end"))?;
-                at += len;
-                Ok(seg)
-            })
-            .collect()
-    };
+    let lens = |k: usize| (0..s).map(move |i| u32_at(table, 4 * (k * s + i)) as usize);
     let residuals = Stream {
         lengths: res_lengths,
-        segments: take(0)?,
+        segments: take_segments(chunk, &mut at, lens(0), &bad)?,
     };
     let adjust = match adj_lengths {
         Some(lengths) => Some(Stream {
             lengths,
-            segments: take(1)?,
+            segments: take_segments(chunk, &mut at, lens(1), &bad)?,
         }),
         None => None,
     };
-    if at != chunk.len() {
-        return Err(bad(
-            "chunk",
-            (chunk.len() - at) as u64,
-            "bytes after the last segment",
-        ));
-    }
+    check_chunk_end(chunk, at, &bad)?;
     Ok(ChunkLayout { residuals, adjust })
 }

@@ -12,10 +12,12 @@ use super::format::{parse_chunk, parse_layout};
 use super::LosslessHeader;
 use crate::decode::DecodeOptions;
 use crate::error::Result;
-use crate::field::core::container::{segment_range, Stream};
+use crate::field::core::container::Stream;
 #[cfg(test)]
 use crate::field::core::gpu::segment_rounds;
-use crate::field::core::gpu::{align, in_batch, push_lut, segment_state, u32_of};
+use crate::field::core::gpu::{
+    align, in_batch, padded_shape, push_file, push_stream, u32_of, StreamPlace, TableNames,
+};
 use crate::gpu::abi::{LosslessArray, LosslessSegment};
 use crate::gpu::line_sum::carry_words;
 
@@ -120,6 +122,13 @@ impl LosslessPlan {
     }
 }
 
+/// The lossless tables' names in errors.
+const NAMES: TableNames = TableNames {
+    luts: "lossless decode tables",
+    input: "lossless input bytes",
+    words: "lossless scratch words",
+};
+
 /// Checks file `f` (`data`) and appends its tables to `plan`, its error flags in slot
 /// `slot`.
 fn plan_file(
@@ -133,20 +142,15 @@ fn plan_file(
     let h = &layout.header;
     let n = h.len();
     let width = h.dtype.bits();
-    let file_byte = plan.input_words.len() as u64 * 4;
-    plan.input_words.extend(data.chunks(4).map(|c| {
-        let mut w = [0u8; 4];
-        w[..c.len()].copy_from_slice(c);
-        u32::from_le_bytes(w)
-    }));
-    let base = |c: &[u8]| (c.as_ptr() as usize - data.as_ptr() as usize) as u64;
+    let file_byte = push_file(&mut plan.input_words, data);
+    let base = |c: &[u8]| c.as_ptr() as usize - data.as_ptr() as usize;
     let res_at = plan.words as u64;
     let mut words = align(res_at + n);
     let mut adjust_at = u32::MAX;
     let mut streams: Vec<(Stream<'_>, u64, u32, u64)> = Vec::new();
     let chunk = 1u64 << h.chunk_log2;
     for (c, &bytes) in layout.chunks.iter().enumerate() {
-        let cl = parse_chunk(bytes, base(bytes) as usize, h).map_err(|e| in_batch(f, e.into()))?;
+        let cl = parse_chunk(bytes, base(bytes), h).map_err(|e| in_batch(f, e.into()))?;
         let first = c as u64 * chunk;
         let m = chunk.min(n - first);
         streams.push((cl.residuals, res_at + first, width, m));
@@ -158,42 +162,26 @@ fn plan_file(
             streams.push((s, adjust_at as u64 + first, 32, m));
         }
     }
-    for (s, out, w, m) in streams {
-        let lut_at = u32_of(plan.luts.len() as u64, "lossless decode tables")?;
-        push_lut(&s.lengths, &mut plan.luts);
-        for (k, seg) in s.segments.iter().enumerate() {
-            // No segment of at most 2^20 values needs 2^28 bytes (41 bits a symbol at
-            // most); the CPU decoder refuses such a segment at its end, and the shader
-            // counts its bits in u32.
-            if seg.len() >= 1 << 28 {
-                return Err(in_batch(
-                    f,
-                    crate::error::FormatError::InvalidHeader {
-                        field: "segment",
-                        offset: base(seg),
-                        value: seg.len() as u64,
-                        reason: "longer than any segment's symbols",
-                    }
-                    .into(),
-                ));
-            }
-            let r = segment_range(m as usize, s.segments.len(), k);
-            let state = segment_state(r.len(), &mut words, "lossless scratch words")?;
-            plan.segments.push(LosslessSegment {
-                in_byte: u32_of(file_byte + base(seg), "lossless input bytes")?,
-                in_len: seg.len() as u32,
-                out_start: u32_of(out + r.start as u64, "lossless scratch words")?,
-                count: r.len() as u32,
-                lut: lut_at,
-                width: w,
-                file: slot,
-                state,
-            });
-        }
+    for (s, out, width, m) in streams {
+        let at = StreamPlace {
+            f,
+            slot,
+            data,
+            file_byte,
+            out,
+            m,
+            width,
+        };
+        push_stream(
+            &s,
+            &at,
+            &mut plan.luts,
+            &mut plan.segments,
+            &mut words,
+            &NAMES,
+        )?;
     }
-    let mut shape = [1u32; 4];
-    let pad = 4 - h.shape.len();
-    shape[pad..].copy_from_slice(&h.shape);
+    let (shape, pad) = padded_shape(&h.shape);
     let axes = (h.axes as u32) << pad;
     let carry = u32_of(words, "lossless scratch words")?;
     words = align(words + carry_words(shape, axes));
@@ -230,27 +218,17 @@ fn plan_file(
 /// words and the per-file error flags.
 #[cfg(test)]
 pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
-    use crate::gpu::cpu_twin::lossless as twin;
-    let mut words = vec![0u32; plan.words as usize];
-    let mut errors = vec![0u32; plan.arrays.len()];
+    use crate::gpu::cpu_twin::{float_arrays, lossless as twin};
+    let bindings = (&plan.input_words[..], &plan.segments[..], &plan.luts[..]);
+    let rounds = segment_rounds(&plan.segments);
+    let (words, mut errors) = float_arrays::decode_and_undiff(
+        bindings,
+        plan.words,
+        &plan.arrays,
+        rounds,
+        twin::PAIR_TOKENS,
+    );
     let mut output = vec![0u32; plan.output_words as usize];
-    for round in 0..segment_rounds(&plan.segments) {
-        twin::decode_segments(
-            &plan.input_words,
-            &plan.segments,
-            &plan.luts,
-            &mut words,
-            &mut errors,
-            round,
-        );
-    }
-    let shapes = plan
-        .arrays
-        .iter()
-        .map(|a| ([a.shape0, a.shape1, a.shape2, a.shape3], a.axes));
-    for step in crate::gpu::line_sum::line_sum_steps(shapes) {
-        twin::undiff(&plan.arrays, &mut words, step.axis, step.stage);
-    }
     twin::finish(&plan.arrays, &words, &plan.runs, &mut output, &mut errors);
     (output, errors)
 }

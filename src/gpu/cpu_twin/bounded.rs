@@ -1,45 +1,27 @@
 //! CPU twin of `shaders/bounded.wgsl`, the decode of error-bounded arrays of 1 to 4 axes:
-//! entry points `decode_segments` (one round of the token decode, twin [`super::segments`]),
-//! `undiff` (differences: one stage of the blocked prefix sums along one axis, twin
-//! [`super::line_sum`]), `lattice_pass` (lattice: one invocation per target of one pass)
-//! and `finish` (one invocation per value: `offset + f32(x) * unit`, then the exception
-//! runs).
+//! its hooks into `shaders/shared/float_arrays.wgsl` (twin [`super::float_arrays`]:
+//! `decode_segments`, `undiff` of the differences arrays) and the entry points
+//! `lattice_pass` (lattice: one invocation per target of one pass) and `finish` (one
+//! invocation per value: `offset + f32(x) * unit`, then the exception runs).
 
-use super::line_sum::sum_lines;
-use super::segments::decode_rounds;
+use super::float_arrays::{run_bits, ArrayEntry};
 use crate::gpu::abi::{
-    flags, BoundedArray, BoundedPass, LosslessSegment, BOUNDED_MAX_BINS, BOUNDED_PAIR0,
-    BOUNDED_RUN0, PASS_CUBIC, PASS_ORIGIN,
+    flags, BoundedArray, BoundedPass, BOUNDED_MAX_BINS, BOUNDED_PAIR0, BOUNDED_RUN0, PASS_CUBIC,
+    PASS_ORIGIN,
 };
 
-/// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform):
-/// [`decode_rounds`] with the pair tokens. Arguments in binding order.
-pub(crate) fn decode_segments(
-    input_words: &[u32],
-    segments: &[LosslessSegment],
-    tables: &[u32],
-    words: &mut [u32],
-    errors: &mut [u32],
-    round: u32,
-) {
-    let pairs = BOUNDED_RUN0 - BOUNDED_PAIR0;
-    decode_rounds(input_words, segments, tables, words, errors, round, pairs);
-}
+/// Twin of `PAIR_TOKENS` in `bounded.wgsl`: the pair tokens.
+pub(crate) const PAIR_TOKENS: u32 = BOUNDED_RUN0 - BOUNDED_PAIR0;
 
-/// Twin of `padded_shape` in `bounded.wgsl`.
-fn padded_shape(a: &BoundedArray) -> [u32; 4] {
-    [a.shape0, a.shape1, a.shape2, a.shape3]
-}
+impl ArrayEntry for BoundedArray {
+    /// Twin of `differenced` in `bounded.wgsl`: the differences arrays along their axes.
+    fn differenced(&self, axis: u32) -> bool {
+        self.predictor == 1 && self.axes >> axis & 1 != 0
+    }
 
-/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
-/// differences array differenced along `axis` gets that stage of the blocked prefix sums
-/// ([`sum_lines`], `shared/line_sum.wgsl`).
-pub(crate) fn undiff(arrays: &[BoundedArray], words: &mut [u32], axis: u32, stage: u32) {
-    for a in arrays {
-        if a.predictor != 1 || a.axes >> axis & 1 == 0 {
-            continue;
-        }
-        sum_lines(words, padded_shape(a), axis, a.words, a.carry, stage);
+    fn lines(&self) -> ([u32; 4], u32, u32) {
+        let shape = [self.shape0, self.shape1, self.shape2, self.shape3];
+        (shape, self.words, self.carry)
     }
 }
 
@@ -127,22 +109,9 @@ fn value_bits(
         let q = words[(a.words + i) as usize];
         (q as i32, q >= BOUNDED_MAX_BINS)
     };
-    let mut v = (f32::from_bits(a.offset_bits) + x as f32 * f32::from_bits(a.unit_bits)).to_bits();
-    let (mut lo, mut hi) = (0u32, a.run_count);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if tables[(a.runs + 3 * mid) as usize] <= i {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if lo > 0 {
-        let r = (a.runs + 3 * (lo - 1)) as usize;
-        if i - tables[r] < tables[r + 1] {
-            v = tables[r + 2];
-        }
-    }
+    let v = (f32::from_bits(a.offset_bits) + x as f32 * f32::from_bits(a.unit_bits)).to_bits();
+    // The exception run that covers `i`, if any, overrides the value.
+    let v = run_bits(tables, a.runs, a.run_count, i, v);
     (v, bad)
 }
 

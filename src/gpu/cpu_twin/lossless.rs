@@ -1,40 +1,23 @@
-//! CPU twin of `shaders/lossless.wgsl`, the decode of lossless float arrays: entry points
-//! `decode_segments` (one round of the token decode, twin [`super::segments`]), `undiff`
-//! (one stage of the blocked prefix sums along one axis, twin [`super::line_sum`]) and
-//! `finish` (one invocation per output word: ordered bits or float-mult to float bits, then
-//! the exception runs).
+//! CPU twin of `shaders/lossless.wgsl`, the decode of lossless float arrays: its hooks into
+//! `shaders/shared/float_arrays.wgsl` (twin [`super::float_arrays`]: `decode_segments`,
+//! `undiff`) and the entry point `finish` (one invocation per output word: ordered bits or
+//! float-mult to float bits, then the exception runs).
 
-use super::line_sum::sum_lines;
-use super::segments::decode_rounds;
-use crate::gpu::abi::{flags, LosslessArray, LosslessSegment};
+use super::float_arrays::{run_bits, ArrayEntry};
+use crate::gpu::abi::{flags, LosslessArray};
 
-/// Twin of the entry point `decode_segments` in round `round` (the dispatch's uniform):
-/// [`decode_rounds`] without pair tokens. Arguments in binding order.
-pub(crate) fn decode_segments(
-    input_words: &[u32],
-    segments: &[LosslessSegment],
-    tables: &[u32],
-    words: &mut [u32],
-    errors: &mut [u32],
-    round: u32,
-) {
-    decode_rounds(input_words, segments, tables, words, errors, round, 0);
-}
+/// Twin of `PAIR_TOKENS` in `lossless.wgsl`: no pair tokens.
+pub(crate) const PAIR_TOKENS: u32 = 0;
 
-/// Twin of `padded_shape` in `lossless.wgsl`.
-fn padded_shape(a: &LosslessArray) -> [u32; 4] {
-    [a.shape0, a.shape1, a.shape2, a.shape3]
-}
+impl ArrayEntry for LosslessArray {
+    /// Twin of `differenced` in `lossless.wgsl`: every array along its axes.
+    fn differenced(&self, axis: u32) -> bool {
+        self.axes >> axis & 1 != 0
+    }
 
-/// Twin of the entry point `undiff` with `axis` and `stage` (the dispatch's uniform): every
-/// array differenced along `axis` gets that stage of the blocked prefix sums
-/// ([`sum_lines`], `shared/line_sum.wgsl`).
-pub(crate) fn undiff(arrays: &[LosslessArray], words: &mut [u32], axis: u32, stage: u32) {
-    for a in arrays {
-        if a.axes >> axis & 1 == 0 {
-            continue;
-        }
-        sum_lines(words, padded_shape(a), axis, a.words, a.carry, stage);
+    fn lines(&self) -> ([u32; 4], u32, u32) {
+        let shape = [self.shape0, self.shape1, self.shape2, self.shape3];
+        (shape, self.words, self.carry)
     }
 }
 
@@ -62,23 +45,9 @@ fn value_bits(a: &LosslessArray, words: &[u32], runs: &[u32], i: u32) -> (u32, b
         let o = (p ^ ((((p >> 31) ^ 1).wrapping_sub(1)) | 0x8000_0000)).wrapping_add(adj);
         (o ^ ((o >> 31).wrapping_sub(1) | 0x8000_0000), bad_k || sub)
     };
-    // The last run starting at or before `i`, if it covers `i`, overrides the value (the
-    // check above still counts, as on the CPU).
-    let (mut lo, mut hi) = (0u32, a.run_count);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if runs[(a.runs + 3 * mid) as usize] <= i {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if lo > 0 {
-        let r = (a.runs + 3 * (lo - 1)) as usize;
-        if i - runs[r] < runs[r + 1] {
-            v = runs[r + 2];
-        }
-    }
+    // The exception run that covers `i`, if any, overrides the value (the check above
+    // still counts, as on the CPU).
+    v = run_bits(runs, a.runs, a.run_count, i, v);
     (v, bad)
 }
 

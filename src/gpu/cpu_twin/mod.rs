@@ -4,7 +4,8 @@
 //! `shaders/shared/decode_streams.wgsl`), [`decode_compact`] (entry point `main_compact`,
 //! `shaders/shared/decode_compact.wgsl`), [`segments`] (`shaders/shared/segments.wgsl`) and
 //! [`line_sum`] (`shaders/shared/line_sum.wgsl`), the token decode and the difference
-//! inverse of both float-array kernels, [`lossless`] (`shaders/lossless.wgsl`, held to the
+//! inverse of both float-array kernels, [`float_arrays`] (`shaders/shared/float_arrays.wgsl`,
+//! the entry points both share), [`lossless`] (`shaders/lossless.wgsl`, held to the
 //! CPU decoder by `field::lossless::gpu`'s tests), [`bounded`] (`shaders/bounded.wgsl`, held
 //! to the CPU decoder by `field::bounded::gpu`'s tests) and `tensor_window`
 //! (`shaders/tensor_window.wgsl`, held to `loader::TensorAugment::apply` by
@@ -21,6 +22,7 @@ pub(crate) mod bounded;
 mod decode_compact;
 mod decode_streams;
 pub(crate) mod encode;
+pub(crate) mod float_arrays;
 mod line_sum;
 pub(crate) mod lossless;
 mod prefix_sum;
