@@ -14,7 +14,8 @@
 //!
 //! [`container`] (re-exported here, with its constants) is what every version shares;
 //! [`fast`] and [`compact`] hold each version's stream syntax and constants, nothing else;
-//! [`levels`] holds the band ids of progressive records' residual images. A new format version
+//! [`levels`] holds the band ids of progressive records' residual images; [`floats`] the
+//! float array formats' token alphabet (shared with the GPU kernels' generated prelude). A new format version
 //! is a
 //! new module beside them, a [`Profile`] variant, and an arm in
 //! [`Header::stream_size_bounds`].
@@ -23,6 +24,7 @@ pub mod compact;
 pub(crate) mod consts;
 pub mod container;
 pub mod fast;
+pub mod floats;
 pub mod levels;
 
 pub use container::*;

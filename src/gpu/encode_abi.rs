@@ -4,7 +4,7 @@
 //! segment table ([`EncodeSegment`]), declared once with `wgsl_struct!` like `gpu::abi`'s.
 //! No wgpu here.
 
-#![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code))]
+#![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code, unused_imports))]
 
 use super::abi::{wgsl_struct, WgslField, WgslStruct, WgslType};
 
@@ -23,19 +23,17 @@ pub(crate) const FILL_BLOCK_MIN: u32 = 1 << 12;
 pub(crate) const FILL_BLOCKS_MAX: u32 = 65_504;
 /// Values one invocation of `value_range` reads (`RANGE_ITEM`), 64 invocations apart.
 pub(crate) const RANGE_ITEM: u32 = 64;
-/// Tokens of error-bounded arrays (`field::bounded`'s `BOUNDED_ALPHABET`, held equal by its
-/// tests; `BOUNDED_ALPHABET` in the prelude).
-pub(crate) const BOUNDED_ALPHABET: u32 = 102;
-/// Longest zero run of one token (`BOUNDED_RUN_MAX`).
-pub(crate) const BOUNDED_RUN_MAX: u32 = (2 << 14) - 1;
+/// Tokens of error-bounded arrays and the longest zero run of one token, from the format
+/// (`BOUNDED_ALPHABET`, `BOUNDED_RUN_MAX` in the prelude).
+pub(crate) use crate::format::floats::{BOUNDED_ALPHABET, BOUNDED_RUN_MAX};
 /// Words of one token histogram in `hist`: a count per token, then the raw bits
 /// (`HIST_WORDS`).
 pub(crate) const HIST_WORDS: u32 = BOUNDED_ALPHABET + 1;
 /// Values one invocation of `estimate` reads (`EST_ITEM`), 64 invocations apart: a
 /// workgroup sums the single tokens of `EST_ITEM x 64` values under every axis set.
 pub(crate) const EST_ITEM: u32 = 256;
-/// Single tokens of 32-bit zigzag values (`SINGLES`; `EST_TOKENS`).
-pub(crate) const EST_TOKENS: u32 = 72;
+/// Single tokens of 32-bit zigzag values (the format's `SINGLES`; `EST_TOKENS`).
+pub(crate) const EST_TOKENS: u32 = crate::format::floats::SINGLES;
 /// Words of one `estimate` workgroup's output in `results`: a count per single token, then
 /// the raw bits (`EST_WORDS`).
 pub(crate) const EST_WORDS: u32 = EST_TOKENS + 1;

@@ -523,8 +523,10 @@ pub(super) struct BinRule {
 }
 
 /// Smallest bin width the GPU encoder supports (2^-100; see [`BinRule`]).
+#[cfg(any(test, feature = "gpu"))]
 pub(super) const GPU_WIDTH_MIN: f32 = f32::from_bits((127 - 100) << 23);
 /// Largest bin width the GPU encoder supports (2^100).
+#[cfg(any(test, feature = "gpu"))]
 pub(super) const GPU_WIDTH_MAX: f32 = f32::from_bits((127 + 100) << 23);
 
 impl BinRule {

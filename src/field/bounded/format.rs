@@ -11,7 +11,7 @@ use crate::field::core::container::{
     take_segments, truncated, u32_at, ChunkedHeader, Sections, Stream, CHUNK_LOG2_MAX,
     CHUNK_LOG2_MIN, MAX_SEGMENTS,
 };
-use crate::field::core::tokens::{check_lengths, single_tokens, token_base};
+use crate::field::core::tokens::{check_lengths, token_base};
 use crate::field::format::bin_width_significand_bits;
 use crate::field::{BIN_WIDTH_BITS, FIELD_MAGIC};
 use crate::format::compact::CODE_LENGTH_BITS;
@@ -28,23 +28,10 @@ pub const LATTICE_STEP_MAX: u32 = 16;
 pub const LATTICE_UNIT_BITS: u32 = 7;
 /// Significant bits of a reconstruction product `f32(x) x unit` at most (so it is exact).
 pub const PRODUCT_BITS: u32 = 24;
-/// Bins of the differences predictor at most (their product with the bin width is exact).
-pub const BOUNDED_MAX_BINS: u32 = 1 << 16;
-/// Zigzag values of a pair token are below this.
-pub const PAIR_LIMIT: u32 = 4;
-/// Zero-run tokens: token `R0 + j - 1` (j = 1..=BOUNDED_RUN_TOKENS) is a run of
-/// `2^j + raw(j bits)` zeros.
-pub const BOUNDED_RUN_TOKENS: u32 = 14;
-/// Longest run one token codes.
-pub const BOUNDED_RUN_MAX: u32 = (2 << BOUNDED_RUN_TOKENS) - 1;
-/// Single tokens (32-bit zigzag values).
-pub const SINGLES: u32 = single_tokens(32);
-/// The first pair token.
-pub const PAIR0: u32 = SINGLES;
-/// The first run token.
-pub const RUN0: u32 = PAIR0 + PAIR_LIMIT * PAIR_LIMIT;
-/// Size of the token alphabet.
-pub const BOUNDED_ALPHABET: u32 = RUN0 + BOUNDED_RUN_TOKENS;
+pub use crate::format::floats::{
+    BOUNDED_ALPHABET, BOUNDED_MAX_BINS, BOUNDED_RUN_MAX, BOUNDED_RUN_TOKENS, PAIR0, PAIR_LIMIT,
+    RUN0, SINGLES,
+};
 
 /// Bytes of the header before the predictor's tables, for `ndim` axes.
 pub const fn bounded_fixed_len(ndim: usize) -> usize {

@@ -21,7 +21,7 @@ use super::encode::{
     too_small, BinRule, BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
 };
 use super::format::*;
-use super::tokens::{choose_code, chunk_head, Histogram, HIST_WORDS, TOKEN_SETS};
+use super::tokens::{choose_code, chunk_head, Histogram, TOKEN_SETS};
 use super::Predictor;
 use crate::error::invalid_option;
 use crate::error::{LimitsError, ParameterError, Result};
@@ -29,7 +29,7 @@ use crate::field::core::code::canonical;
 use crate::field::core::container::segment_range;
 use crate::gpu::encode_abi::{
     EncodeParams, EncodeSegment, ENCODE_SEGMENT_MAX, EST_TOKENS, EST_WORDS, FILL_BLOCKS_MAX,
-    FILL_BLOCK_MIN, FILL_WORDS,
+    FILL_BLOCK_MIN, FILL_WORDS, HIST_WORDS,
 };
 
 /// What the encoder's four submissions give: the GPU (`gpu::EncodeRun`) or the kernels'
@@ -238,7 +238,7 @@ pub(crate) fn encode_planned<'v, D: EncodeDevice>(
     // Per chunk: the sums of its segments' histograms, the code, the segments' bits.
     let segs = options.segments as usize;
     let alphabet = BOUNDED_ALPHABET as usize;
-    let hw = HIST_WORDS;
+    let hw = HIST_WORDS as usize;
     let chunks = plan.segments.len() / segs;
     let mut codes = vec![0u32; chunks * alphabet];
     let mut lengths_of = Vec::with_capacity(chunks);

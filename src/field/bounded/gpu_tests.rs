@@ -3,18 +3,9 @@
 //! bit, refusing exactly the files the CPU refuses.
 
 use super::*;
-use crate::field::bounded::format::{PAIR0, RUN0};
 use crate::field::bounded::predict::{passes, Geometry};
-use crate::field::{decode_bounded, encode_bounded, BoundedOptions, BOUNDED_MAX_BINS, PAIR_LIMIT};
+use crate::field::{decode_bounded, encode_bounded, BoundedOptions};
 use crate::gpu::abi;
-
-#[test]
-fn abi_constants_are_the_formats() {
-    assert_eq!(abi::BOUNDED_PAIR0, PAIR0);
-    assert_eq!(abi::BOUNDED_RUN0, RUN0);
-    assert_eq!(abi::BOUNDED_PAIR_LIMIT, PAIR_LIMIT);
-    assert_eq!(abi::BOUNDED_MAX_BINS, BOUNDED_MAX_BINS);
-}
 
 /// The targets of a pass table entry as the shader enumerates them: (index, coordinate).
 fn table_targets(p: &BoundedPass) -> Vec<(usize, usize)> {

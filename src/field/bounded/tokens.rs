@@ -58,9 +58,6 @@ fn tokenize(z: &[u32], pairs: bool, runs: bool, mut emit: impl FnMut(u32, u32, u
 /// encoder's set index is the position here).
 pub(super) const TOKEN_SETS: [(bool, bool); 3] = [(false, false), (true, false), (true, true)];
 
-/// Words of one token histogram: a count per token, then the raw bits.
-pub(super) const HIST_WORDS: usize = BOUNDED_ALPHABET as usize + 1;
-
 /// A token histogram and its raw bits.
 pub(super) type Histogram = ([u64; BOUNDED_ALPHABET as usize], u64);
 

@@ -3,24 +3,7 @@
 //! token for its top two bits and raw bits below), then zero-run tokens; and the rules every
 //! code-length table obeys (lengths at most [`MAX_CODE_LEN`], a complete prefix code).
 
-/// Longest code, in bits.
-pub const MAX_CODE_LEN: u32 = 11;
-/// Zigzag values below this are their own token.
-pub const TOKEN_DIRECT: u32 = 16;
-/// Run tokens: token `T + j - 1` (j = 1..=RUN_TOKENS) is a run of `2^j + raw(j bits)` zeros.
-pub const RUN_TOKENS: u32 = 10;
-/// Longest run one token codes.
-pub const RUN_MAX: u32 = (2 << RUN_TOKENS) - 1;
-
-/// Single (non-run) tokens for values of `width` bits.
-pub const fn single_tokens(width: u32) -> u32 {
-    TOKEN_DIRECT + 2 * (width - 4)
-}
-
-/// Size of the token alphabet for `width`-bit values: singles then run tokens.
-pub const fn alphabet(width: u32) -> u32 {
-    single_tokens(width) + RUN_TOKENS
-}
+pub use crate::format::floats::{alphabet, single_tokens, MAX_CODE_LEN, RUN_MAX, TOKEN_DIRECT};
 
 /// Token of a zigzag value: `(token, raw bit count, raw bits)`. Below 16 the value is its
 /// own token; else `n = floor(log2 z)`, the token is `16 + 2 (n - 4) + bit n-1 of z` and the

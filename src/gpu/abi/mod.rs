@@ -8,7 +8,7 @@
 //! them by hand. No wgpu here: this module builds (and is tested) without the `gpu` feature.
 
 // Without the `gpu` feature only the public items are used (outside tests).
-#![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code))]
+#![cfg_attr(not(any(test, feature = "gpu")), allow(dead_code, unused_imports))]
 
 use crate::format::Header;
 use crate::format::Profile;
@@ -28,15 +28,12 @@ pub(crate) const LOSSLESS_WORKGROUP_SIZE: u32 = 64;
 pub(crate) const TENSOR_WORKGROUP_SIZE: u32 = 64;
 /// Workgroup size of `bounded.wgsl` (`BOUNDED_WG` in its generated prelude).
 pub(crate) const BOUNDED_WORKGROUP_SIZE: u32 = 64;
-/// The first pair token of error-bounded arrays (`field::bounded`'s `PAIR0`, held equal by
-/// its tests; `BOUNDED_PAIR0` in the prelude).
-pub(crate) const BOUNDED_PAIR0: u32 = 72;
-/// The first zero-run token of error-bounded arrays (`RUN0`; `BOUNDED_RUN0`).
-pub(crate) const BOUNDED_RUN0: u32 = 88;
-/// Zigzag values of a pair token are below this (`PAIR_LIMIT`; `BOUNDED_PAIR_LIMIT`).
-pub(crate) const BOUNDED_PAIR_LIMIT: u32 = 4;
-/// Bins of the differences predictor are below this (`BOUNDED_MAX_BINS`).
-pub(crate) const BOUNDED_MAX_BINS: u32 = 1 << 16;
+/// The error-bounded token alphabet, from the format (`BOUNDED_PAIR0`, `BOUNDED_RUN0`,
+/// `BOUNDED_PAIR_LIMIT`, `BOUNDED_MAX_BINS` in the prelude).
+pub(crate) use crate::format::floats::{
+    BOUNDED_MAX_BINS, PAIR0 as BOUNDED_PAIR0, PAIR_LIMIT as BOUNDED_PAIR_LIMIT,
+    RUN0 as BOUNDED_RUN0,
+};
 /// Values of a block of a prefix-sum line in `shared/line_sum.wgsl` (`LINE_BLOCK`): a line
 /// sums block by block, then the blocks' carries, then adds them, so no invocation loops
 /// past llvmpipe's 65535 iterations (in all of its loops) on lines up to 2^28 values.
