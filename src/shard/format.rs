@@ -98,41 +98,77 @@ impl ShardHeader {
         b
     }
 
-    /// Parses and checks the header.
+    /// Parses and checks the header of an image shard ([`check_header`]).
     pub fn parse(b: &[u8]) -> Result<Self, ShardError> {
-        if b.len() < HEADER_LEN as usize || b[..8] != SHARD_MAGIC {
-            return Err(ShardError::BadMagic {
-                what: "header",
-                found: b[..b.len().min(8)].to_vec(),
-            });
-        }
-        if b[8] == TENSOR_SHARD_VERSION {
-            return Err(ShardError::Invalid {
-                field: "header version",
-                value: b[8] as u64,
-                reason: "a tensor shard (version 2): open it as tensor records",
-            });
-        }
-        if b[8] != SHARD_VERSION {
-            return Err(ShardError::UnsupportedVersion { version: b[8] });
-        }
-        let level_count = b[9];
-        if level_count == 0 || level_count > MAX_LEVELS {
-            return Err(ShardError::Invalid {
-                field: "header level_count",
-                value: level_count as u64,
-                reason: "must be 1..=8",
-            });
-        }
-        if b[10..16].iter().any(|&x| x != 0) {
-            return Err(ShardError::Invalid {
-                field: "header flags/reserved",
-                value: 0,
-                reason: "must be zero in version 1",
-            });
-        }
-        Ok(ShardHeader { level_count })
+        check_header(b, RecordKind::Images).map(|level_count| ShardHeader { level_count })
     }
+}
+
+/// What kind of records a shard holds (its header's version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// Images in levels (version 1).
+    Images,
+    /// Named arrays (version 2).
+    Tensors,
+}
+
+/// The kind of records of a shard whose first bytes are `header` (its signature and version
+/// checked; the rest of the header by the kind's own parser).
+pub fn record_kind(header: &[u8]) -> Result<RecordKind, ShardError> {
+    if header.len() < HEADER_LEN as usize || header[..8] != SHARD_MAGIC {
+        return Err(ShardError::BadMagic {
+            what: "header",
+            found: header[..header.len().min(8)].to_vec(),
+        });
+    }
+    match header[8] {
+        SHARD_VERSION => Ok(RecordKind::Images),
+        TENSOR_SHARD_VERSION => Ok(RecordKind::Tensors),
+        version => Err(ShardError::UnsupportedVersion { version }),
+    }
+}
+
+/// Checks the header of a shard of `kind` (either kind; SPEC "Record shards"): signature,
+/// version (1 images, 2 tensors), level count (1..=8 for images, 1 for tensors), zero flags
+/// and reserved bytes. Returns the level count.
+pub fn check_header(b: &[u8], kind: RecordKind) -> Result<u8, ShardError> {
+    let found = record_kind(b)?;
+    if found != kind {
+        let reason = match found {
+            RecordKind::Tensors => "a tensor shard (version 2): open it as tensor records",
+            RecordKind::Images => "an image shard (version 1), not a tensor shard (version 2)",
+        };
+        return Err(ShardError::Invalid {
+            field: "header version",
+            value: b[8] as u64,
+            reason,
+        });
+    }
+    let level_count = b[9];
+    let (max, reason, flags) = match kind {
+        RecordKind::Images => (MAX_LEVELS, "must be 1..=8", "must be zero in version 1"),
+        RecordKind::Tensors => (
+            1,
+            "must be 1 in a tensor shard",
+            "must be zero in version 2",
+        ),
+    };
+    if level_count == 0 || level_count > max {
+        return Err(ShardError::Invalid {
+            field: "header level_count",
+            value: level_count as u64,
+            reason,
+        });
+    }
+    if b[10..16].iter().any(|&x| x != 0) {
+        return Err(ShardError::Invalid {
+            field: "header flags/reserved",
+            value: 0,
+            reason: flags,
+        });
+    }
+    Ok(level_count)
 }
 
 /// The fixed trailer at the end of a shard: where the index is.

@@ -28,30 +28,7 @@ pub const ARRAY_FIXED_LEN: usize = 1 + 1 + 1 + 1 + 1 + 8 + 8 + 8 + 8 + 4;
 /// and one axis.
 pub const MIN_TENSOR_ENTRY_LEN: usize = 2 + 1 + 4 + 4 + 1 + 1 + ARRAY_FIXED_LEN + 1 + 4;
 
-/// What kind of records a shard holds (its header's version).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordKind {
-    /// Images in levels (version 1).
-    Images,
-    /// Named arrays (version 2).
-    Tensors,
-}
-
-/// The kind of records of a shard whose first bytes are `header` (its signature and version
-/// checked; the rest of the header by the kind's own parser).
-pub fn record_kind(header: &[u8]) -> Result<RecordKind, ShardError> {
-    if header.len() < HEADER_LEN as usize || header[..8] != SHARD_MAGIC {
-        return Err(ShardError::BadMagic {
-            what: "header",
-            found: header[..header.len().min(8)].to_vec(),
-        });
-    }
-    match header[8] {
-        super::format::SHARD_VERSION => Ok(RecordKind::Images),
-        TENSOR_SHARD_VERSION => Ok(RecordKind::Tensors),
-        version => Err(ShardError::UnsupportedVersion { version }),
-    }
-}
+pub use super::format::{record_kind, RecordKind};
 
 /// The header of a tensor shard.
 pub fn tensor_header() -> [u8; HEADER_LEN as usize] {
@@ -63,30 +40,9 @@ pub fn tensor_header() -> [u8; HEADER_LEN as usize] {
 }
 
 /// Checks the header of a tensor shard: signature, version 2, `L = 1`, zero flags and
-/// reserved bytes.
+/// reserved bytes ([`super::format::check_header`]).
 pub fn parse_tensor_header(b: &[u8]) -> Result<(), ShardError> {
-    if record_kind(b)? != RecordKind::Tensors {
-        return Err(ShardError::Invalid {
-            field: "header version",
-            value: b[8] as u64,
-            reason: "an image shard (version 1), not a tensor shard (version 2)",
-        });
-    }
-    if b[9] != 1 {
-        return Err(ShardError::Invalid {
-            field: "header level_count",
-            value: b[9] as u64,
-            reason: "must be 1 in a tensor shard",
-        });
-    }
-    if b[10..16].iter().any(|&x| x != 0) {
-        return Err(ShardError::Invalid {
-            field: "header flags/reserved",
-            value: 0,
-            reason: "must be zero in version 2",
-        });
-    }
-    Ok(())
+    super::format::check_header(b, RecordKind::Tensors).map(|_| ())
 }
 
 /// Where one array's payload lies, and its checksum.
