@@ -229,8 +229,10 @@ def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
 
 class compress_activations:
     """Context manager compressing the activations saved for backward (see the module
-    documentation). ``bound``: a relative bound (float), ``"auto"``, or
-    ``None`` (nothing compressed; ``stats`` still counts: the baseline).
+    documentation). ``bound``: l3's one spelling, ``{"relative": r}`` (a fraction of each
+    tensor's range) or ``{"absolute": e}``; a number (relative, absolute with
+    ``absolute=True``); ``"auto"``; or ``None`` (nothing compressed; ``stats`` still counts:
+    the baseline).
 
     Options (defaults): ``absolute`` (False: ``bound`` is relative to each tensor's range),
     ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures; default: every layer run
@@ -253,7 +255,7 @@ class compress_activations:
 
     def __init__(
         self,
-        bound: Union[float, str, None] = "auto",
+        bound: Union[float, str, Dict[str, float], None] = "auto",
         *,
         absolute: bool = False,
         model: Optional[torch.nn.Module] = None,
@@ -267,6 +269,11 @@ class compress_activations:
         pending_mb: int = 16,
         gpu_encode: Optional[bool] = None,
     ) -> None:
+        if isinstance(bound, dict):
+            kind, bound = _l3.parse_bound(bound)
+            if absolute and kind == "relative":
+                raise ParameterError("absolute=True and a relative bound disagree")
+            absolute = kind == "absolute"
         if bound == "auto":
             if absolute:
                 raise ParameterError("absolute=True is for a numeric bound, not 'auto'")

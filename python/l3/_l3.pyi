@@ -265,6 +265,7 @@ def decode_batch_export(
 def encode_field(
     array: npt.NDArray[Any],
     *,
+    bound: Optional[Dict[str, float]] = None,
     max_error: Optional[float] = None,
     relative: Optional[float] = None,
     fill_value: Optional[float] = None,
@@ -275,7 +276,8 @@ def encode_field(
     predictor: Optional[str] = None,
     axes: Optional[int] = None,
 ) -> bytes:
-    """Encodes a float32 array within an absolute or range-relative bound (exactly one); NaN,
+    """Encodes a float32 array within ``bound``: ``{"absolute": e}`` or ``{"relative": r}`` (a
+    fraction of the values' range; ``max_error=e`` and ``relative=r`` are aliases); NaN,
     infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes; version=3:
     1 to 4 axes, lattice interpolation or differences. Both decode on the GPU too, bit for bit
     (version 3 also encodes there: gpu_encode_field).
@@ -289,6 +291,9 @@ def decode_field(
 ) -> npt.NDArray[Any]:
     """Decodes a field file into an array of its shape: float32 for error-bounded fields; the
     stored dtype for lossless ones (float32, float16, or bfloat16 as uint16 bit patterns)."""
+
+def parse_bound(bound: Dict[str, float]) -> Tuple[str, float]:
+    """``{"absolute": e}`` or ``{"relative": r}`` checked: ``(kind, value)``."""
 
 def field_info(data: _Bytes) -> Dict[str, Any]:
     """mode "error_bounded": version (1 or 3), shape, max_error (absolute), offset,

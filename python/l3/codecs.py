@@ -7,7 +7,7 @@ Zarr v3 (the ``zarr`` package, 3.x): the codec replaces the ``bytes`` serializer
 
     z = zarr.create_array("data.zarr", shape=(365, 721, 1440), chunks=(8, 721, 1440),
                           dtype="float32", serializer=L3(), compressors=None)  # lossless
-    z = zarr.create_array(..., serializer=L3(mode="absolute", bound=1e-3))   # within 1e-3
+    z = zarr.create_array(..., serializer=L3(bound={"absolute": 1e-3}))   # within 1e-3
 
 (``compressors=None``: otherwise Zarr adds its default zstd after the serializer, a second
 pass over chunks that l3 has already entropy-coded.)
@@ -19,7 +19,9 @@ Both are registered under the name ``"l3"`` (entry points ``zarr.codecs`` and
 ``numcodecs.codecs``), so a store written with them opens with plain ``zarr.open`` once l3 is
 installed, without importing this module.
 
-Modes (the ``mode`` argument; the same for both classes):
+Modes (the same for both classes): ``bound`` in l3's one spelling, ``{"absolute": e}`` or
+``{"relative": r}``, gives the mode; ``mode="absolute"`` (or ``"relative"``) with a number
+``bound=e`` is the same (and what the stored configuration holds); no bound is lossless.
 
 - ``"lossless"`` (default): float32 and float16 chunks, bit for bit (NaN payloads and -0.0
   included), with l3's lossless float arrays (SPEC.md, "Lossless float arrays").
@@ -85,13 +87,25 @@ def _file_shape(shape: Tuple[int, ...], mode: str) -> Tuple[int, ...]:
     return (math.prod(shape[:-2]),) + tuple(shape[-2:])
 
 
+def _mode_and_bound(mode: str, bound: Any) -> Tuple[str, Optional[float]]:
+    """``bound`` in l3's one spelling (``{"absolute": e}`` or ``{"relative": r}``: the mode
+    follows from it) or as ``mode=`` with a number: ``(mode, number)``."""
+    if isinstance(bound, dict):
+        kind, value = _l3.parse_bound(bound)
+        if mode not in ("lossless", kind):
+            raise ParameterError(f"l3 codec: mode {mode!r} and bound {bound!r} disagree")
+        return kind, value
+    return mode, bound
+
+
 def encode_chunk(
     chunk: np.ndarray,
     mode: str = "lossless",
-    bound: Optional[float] = None,
+    bound: Any = None,
     fill_value: Optional[float] = None,
 ) -> bytes:
     """One chunk as an l3 field file (the codecs' encode)."""
+    mode, bound = _mode_and_bound(mode, bound)
     _check(mode, bound, fill_value)
     a = np.asarray(chunk)
     _check_dtype(mode, a.dtype)
@@ -138,9 +152,10 @@ if _ArrayBytesCodec is not None:
         fill_value: Optional[float]
 
         def __init__(
-            self, *, mode: str = "lossless", bound: Optional[float] = None,
+            self, *, mode: str = "lossless", bound: Any = None,
             fill_value: Optional[float] = None,
         ) -> None:
+            mode, bound = _mode_and_bound(mode, bound)
             _check(mode, bound, fill_value)
             object.__setattr__(self, "mode", mode)
             object.__setattr__(self, "bound", None if bound is None else float(bound))
@@ -209,9 +224,10 @@ if _Codec is not None:
         codec_id = "l3"
 
         def __init__(
-            self, mode: str = "lossless", bound: Optional[float] = None,
+            self, mode: str = "lossless", bound: Any = None,
             fill_value: Optional[float] = None,
         ) -> None:
+            mode, bound = _mode_and_bound(mode, bound)
             _check(mode, bound, fill_value)
             self.mode = mode
             self.bound = None if bound is None else float(bound)

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use l3::decode::DecodeOptions;
+use l3::field::Bound as FieldBound;
 use l3::field::{FloatSlice, FloatType, FloatVec, BOUNDED_VERSION, LOSSLESS_VERSION};
 
 use crate::codec::{bytes_of, encode_options};
@@ -17,7 +18,78 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_field, m)?)?;
     m.add_function(wrap_pyfunction!(decode_field, m)?)?;
     m.add_function(wrap_pyfunction!(field_info, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bound, m)?)?;
     Ok(())
+}
+
+/// An error bound as Python spells it everywhere (`encode_field(bound=)`, the zarr and
+/// numcodecs codecs' `bound`, `pack_arrays`' modes, `compress_activations`): `{"absolute": e}`
+/// or `{"relative": r}` (a fraction of the values' range), the number finite and positive. A
+/// wrong type is a `TypeError`, a wrong key or value a `ParameterError`.
+pub(crate) fn bound_from_py(obj: &Bound<'_, PyAny>) -> PyResult<FieldBound> {
+    let dict = obj.cast::<PyDict>().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "a bound is {{\"absolute\": e}} or {{\"relative\": r}}, got {}",
+            obj.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+        ))
+    })?;
+    if dict.len() != 1 {
+        return Err(parameter_error(
+            "a bound has exactly one key: \"absolute\" or \"relative\"",
+        ));
+    }
+    let (key, value) = dict.iter().next().expect("one item");
+    let key: String = key
+        .extract()
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err("a bound's key is a str"))?;
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "a bound's value is a number, not a bool",
+        ));
+    }
+    let v: f64 = value
+        .extract()
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err("a bound's value is a number"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(parameter_error(format!(
+            "a bound must be finite and positive, got {v}"
+        )));
+    }
+    match key.as_str() {
+        "absolute" => Ok(FieldBound::Absolute(v)),
+        "relative" => Ok(FieldBound::Relative(v)),
+        other => Err(parameter_error(format!(
+            "a bound's key is \"absolute\" or \"relative\", got {other:?}"
+        ))),
+    }
+}
+
+/// The bound of `encode_field`: `bound` (the one spelling) or its aliases `max_error`
+/// (absolute) and `relative`, exactly one of them.
+fn bound_of(
+    bound: Option<&Bound<'_, PyAny>>,
+    max_error: Option<f64>,
+    relative: Option<f64>,
+) -> PyResult<FieldBound> {
+    match (bound, max_error, relative) {
+        (Some(b), None, None) => bound_from_py(b),
+        (None, Some(e), None) => Ok(FieldBound::Absolute(e)),
+        (None, None, Some(r)) => Ok(FieldBound::Relative(r)),
+        _ => Err(parameter_error(
+            "give exactly one of bound ({\"absolute\": e} or {\"relative\": r}), max_error \
+             (absolute) and relative (fraction of the range), or lossless=True",
+        )),
+    }
+}
+
+/// `bound` in the one spelling, checked: `("absolute" | "relative", value)` (for the Python
+/// modules that take a bound: codecs, activations).
+#[pyfunction]
+fn parse_bound(bound: &Bound<'_, PyAny>) -> PyResult<(&'static str, f64)> {
+    Ok(match bound_from_py(bound)? {
+        FieldBound::Absolute(e) => ("absolute", e),
+        FieldBound::Relative(r) => ("relative", r),
+    })
 }
 
 pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
@@ -36,11 +108,12 @@ pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
 /// `predictor` ("lattice" or "differences"; default: the smaller file) and `axes` (the
 /// differences predictor's axis set, bit a = axis a; default: by an estimate).
 #[pyfunction]
-#[pyo3(signature = (array, *, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None, predictor = None, axes = None))]
+#[pyo3(signature = (array, *, bound = None, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None, predictor = None, axes = None))]
 #[allow(clippy::too_many_arguments)]
 fn encode_field<'py>(
     py: Python<'py>,
     array: &Bound<'py, PyAny>,
+    bound: Option<&Bound<'py, PyAny>>,
     max_error: Option<f64>,
     relative: Option<f64>,
     fill_value: Option<f64>,
@@ -55,9 +128,9 @@ fn encode_field<'py>(
         return Err(parameter_error("predictor and axes are for version=3"));
     }
     if lossless {
-        if max_error.is_some() || relative.is_some() || version.is_some() {
+        if bound.is_some() || max_error.is_some() || relative.is_some() || version.is_some() {
             return Err(parameter_error(
-                "lossless=True takes no max_error, relative or version",
+                "lossless=True takes no bound, max_error, relative or version",
             ));
         }
         return encode_lossless(py, array, fill_value, dtype);
@@ -78,7 +151,8 @@ fn encode_field<'py>(
                     )))
                 }
             };
-            return encode_bounded(py, array, max_error, relative, fill_value, predictor, axes);
+            let bound = bound_of(bound, max_error, relative)?;
+            return encode_bounded(py, array, bound, fill_value, predictor, axes);
         }
         Some(v) => {
             return Err(parameter_error(format!(
@@ -89,16 +163,8 @@ fn encode_field<'py>(
     if dtype.is_some() {
         return Err(parameter_error("dtype is for lossless=True"));
     }
-    use l3::field::{Bound as FieldBound, FieldOptions};
-    let bound = match (max_error, relative) {
-        (Some(e), None) => FieldBound::Absolute(e),
-        (None, Some(r)) => FieldBound::Relative(r),
-        _ => {
-            return Err(parameter_error(
-                "give exactly one of max_error (absolute) and relative (fraction of the range), or lossless=True",
-            ))
-        }
-    };
+    use l3::field::FieldOptions;
+    let bound = bound_of(bound, max_error, relative)?;
     let np = py.import("numpy")?;
     let contiguous = np.call_method1("ascontiguousarray", (array,))?;
     let a = contiguous.cast::<PyArrayDyn<f32>>().map_err(|_| {
@@ -121,8 +187,7 @@ fn encode_field<'py>(
 fn encode_bounded<'py>(
     py: Python<'py>,
     array: &Bound<'py, PyAny>,
-    max_error: Option<f64>,
-    relative: Option<f64>,
+    bound: FieldBound,
     fill_value: Option<f64>,
     predictor: Option<l3::field::Predictor>,
     axes: Option<u8>,
@@ -136,15 +201,6 @@ fn encode_bounded<'py>(
     let ro = a.readonly();
     let values = ro.as_slice()?;
     let fill = fill_value.map(|f| f as f32);
-    let bound = match (max_error, relative) {
-        (Some(e), None) => l3::field::Bound::Absolute(e),
-        (None, Some(r)) => l3::field::Bound::Relative(r),
-        _ => {
-            return Err(parameter_error(
-                "give exactly one of max_error (absolute) and relative (fraction of the range)",
-            ))
-        }
-    };
     let options = l3::field::BoundedOptions {
         fill_value: fill,
         predictor,

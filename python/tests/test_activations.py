@@ -341,3 +341,19 @@ def test_a_staging_buffer_takes_a_gpu_decode(gpu_available):
     small = l3._l3.GpuEncodeStaging(1024)
     with pytest.raises(l3.ParameterError):
         small.decode_into(data)
+
+
+def test_the_one_bound_spelling():
+    """``{"absolute": e}`` / ``{"relative": r}`` as elsewhere in l3; a relative bound with
+    ``absolute=True`` is refused."""
+    x = smooth(2, 4, 32, 32)
+    ca = compress_activations({"absolute": 0.05}, min_bytes=0)
+    y, _ = round_trip(ca, x)
+    assert float((y - x).abs().max()) <= 0.05
+    ca.close()
+    ca = compress_activations({"relative": 1e-3}, min_bytes=0)
+    y, _ = round_trip(ca, x)
+    assert float((y - x).abs().max()) <= 1e-3 * float(x.max() - x.min())
+    ca.close()
+    with pytest.raises(l3.ParameterError):
+        compress_activations({"relative": 1e-3}, absolute=True)

@@ -89,3 +89,25 @@ def test_hostile_bytes_raise():
             l3.decode_field(bytes(d))
     with pytest.raises(ValueError):
         l3.decode_field(bytes(data), limits=l3.Limits(max_output_bytes=3000 * 4 - 1))
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_one_bound_spelling_and_its_aliases(version):
+    """``bound={"absolute": e}`` / ``{"relative": r}`` is the one spelling; ``max_error=`` and
+    ``relative=`` are aliases giving the same bytes; anything else is refused clearly."""
+    rng = np.random.default_rng(5)
+    a = np.cumsum(rng.normal(size=(30, 40)), axis=1).astype(np.float32)
+    for new, old in (({"absolute": 1e-3}, {"max_error": 1e-3}), ({"relative": 1e-2}, {"relative": 1e-2})):
+        assert l3.encode_field(a, bound=new, version=version) == l3.encode_field(a, **old, version=version)
+    with pytest.raises(l3.ParameterError):
+        l3.encode_field(a, bound={"absolute": 1e-3}, max_error=1e-3, version=version)
+    with pytest.raises(l3.ParameterError):
+        l3.encode_field(a, bound={"absolute": 1e-3, "relative": 1e-2}, version=version)
+    with pytest.raises(l3.ParameterError):
+        l3.encode_field(a, bound={"absolute": -1.0}, version=version)
+    with pytest.raises(l3.ParameterError):
+        l3.encode_field(a, bound={"maximum": 1.0}, version=version)
+    with pytest.raises(TypeError):
+        l3.encode_field(a, bound=1e-3, version=version)
+    with pytest.raises(TypeError):
+        l3.encode_field(a, bound={"absolute": True}, version=version)

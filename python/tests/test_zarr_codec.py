@@ -157,3 +157,14 @@ def test_hostile_chunks_are_errors(tmp_path):
     chunk.write_bytes(b"\x89L3F\r\n\x1a\n" + b"\xff" * 40)
     with pytest.raises(l3.FormatError):
         zarr.open_array(str(path), mode="r")[:]
+
+
+def test_the_one_bound_spelling_gives_the_mode():
+    """``bound={"absolute": e}`` is ``mode="absolute", bound=e`` (the same configuration and
+    bytes); a mode that disagrees with it is refused."""
+    a = smooth((20, 30))
+    assert L3(bound={"absolute": 1e-3}).to_dict() == L3(mode="absolute", bound=1e-3).to_dict()
+    assert L3Numcodecs(bound={"relative": 1e-2}).get_config() == L3Numcodecs(mode="relative", bound=1e-2).get_config()
+    assert encode_chunk(a, bound={"absolute": 1e-3}) == encode_chunk(a, "absolute", 1e-3)
+    with pytest.raises(l3.ParameterError):
+        L3(mode="relative", bound={"absolute": 1e-3})
