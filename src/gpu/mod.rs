@@ -90,6 +90,8 @@
 pub(crate) mod abi;
 #[cfg(feature = "gpu")]
 pub(crate) mod augment;
+#[cfg(feature = "gpu")]
+pub mod budget;
 #[cfg(test)]
 pub(crate) mod cpu_twin;
 pub(crate) mod encode_abi;
