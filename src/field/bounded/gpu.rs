@@ -342,9 +342,9 @@ pub(crate) fn plan_bounded_batches(
         if !full && b.over(limits.max_binding).is_none() {
             continue;
         }
-        if b.plan.arrays.len() == 1 {
-            let (what, needed) = b.over(limits.max_binding).expect("over a limit");
-            return Err(in_batch(
+        // A file too large for a binding alone.
+        let too_large = |(what, needed)| {
+            in_batch(
                 f,
                 LimitsError::GpuBuffer {
                     what,
@@ -352,7 +352,10 @@ pub(crate) fn plan_bounded_batches(
                     max: limits.max_binding,
                 }
                 .into(),
-            ));
+            )
+        };
+        if b.plan.arrays.len() == 1 {
+            return Err(too_large(b.over(limits.max_binding).expect("over a limit")));
         }
         b.rollback(m);
         let mut done = std::mem::take(&mut b).finish()?;
@@ -361,16 +364,8 @@ pub(crate) fn plan_bounded_batches(
         out.push(done);
         b.plan.own.first_file = f;
         b.add(f, data, options)?;
-        if let Some((what, needed)) = b.over(limits.max_binding) {
-            return Err(in_batch(
-                f,
-                LimitsError::GpuBuffer {
-                    what,
-                    needed,
-                    max: limits.max_binding,
-                }
-                .into(),
-            ));
+        if let Some(over) = b.over(limits.max_binding) {
+            return Err(too_large(over));
         }
     }
     if !b.plan.arrays.is_empty() || out.is_empty() {
@@ -402,16 +397,8 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
 /// words and the per-file error flags.
 #[cfg(test)]
 pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
-    use crate::gpu::cpu_twin::{bounded as twin, float_arrays};
-    let bindings = (&plan.input_words[..], &plan.segments[..], &plan.luts[..]);
-    let rounds = segment_rounds(&plan.segments);
-    let (words, mut errors) = float_arrays::decode_and_undiff(
-        bindings,
-        plan.words,
-        &plan.arrays,
-        rounds,
-        twin::PAIR_TOKENS,
-    );
+    use crate::gpu::cpu_twin::bounded as twin;
+    let (words, mut errors) = plan.twin_decode(twin::PAIR_TOKENS);
     let mut output = vec![0u32; plan.output_words as usize];
     for j in 0..plan.own.max_passes {
         twin::lattice_pass(

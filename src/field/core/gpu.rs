@@ -84,6 +84,23 @@ impl<A, H, X> ArrayPlan<A, H, X> {
         self.output_words = m.output_words;
     }
 
+    /// The twin's first stages over the plan (`decode_segments` every round, then `undiff`
+    /// for every axis), `pairs` the format's pair tokens: the scratch words and the per-file
+    /// error flags.
+    #[cfg(test)]
+    pub(in crate::field) fn twin_decode(&self, pairs: u32) -> (Vec<u32>, Vec<u32>)
+    where
+        A: crate::gpu::cpu_twin::float_arrays::ArrayEntry,
+    {
+        crate::gpu::cpu_twin::float_arrays::decode_and_undiff(
+            (&self.input_words, &self.segments, &self.luts),
+            self.words,
+            &self.arrays,
+            segment_rounds(&self.segments),
+            pairs,
+        )
+    }
+
     /// The kernel's view of the stream tables (bindings 0 to 3).
     #[cfg(feature = "gpu")]
     pub(in crate::field) fn streams(&self) -> crate::gpu::chunked::StreamTables<'_> {

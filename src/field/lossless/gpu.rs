@@ -184,16 +184,8 @@ fn plan_file(
 /// words and the per-file error flags.
 #[cfg(test)]
 pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
-    use crate::gpu::cpu_twin::{float_arrays, lossless as twin};
-    let bindings = (&plan.input_words[..], &plan.segments[..], &plan.luts[..]);
-    let rounds = segment_rounds(&plan.segments);
-    let (words, mut errors) = float_arrays::decode_and_undiff(
-        bindings,
-        plan.words,
-        &plan.arrays,
-        rounds,
-        twin::PAIR_TOKENS,
-    );
+    use crate::gpu::cpu_twin::lossless as twin;
+    let (words, mut errors) = plan.twin_decode(twin::PAIR_TOKENS);
     let mut output = vec![0u32; plan.output_words as usize];
     twin::finish(
         &plan.arrays,
