@@ -116,33 +116,14 @@ fn bilinear(x0: u32, x1: u32, fx: f32, y0: u32, y1: u32, fy: f32, sc: u32) -> f3
     return top + (bottom - top) * fy;
 }
 
-// The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without
-// workgroups share their successor's wg_base and are never chosen).
-fn find_job(wg: u32) -> u32 {
-    var lo = 0u;
-    var hi = arrayLength(&jobs);
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (jobs[mid].wg_base <= wg) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 @compute @workgroup_size(AUGMENT_WG)
 fn augment(@builtin(workgroup_id) wid: vec3<u32>,
            @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.y * nwg.x + wid.x;
-    job = jobs[find_job(wg)];
-    // Past the job's workgroups: the 2-D grid's spare workgroups.
-    if (wg - job.wg_base >= job.wg_count) {
+    let first = job_invocation(wid, nwg, lid, AUGMENT_WG);
+    if (first == NO_JOB) {
         return;
     }
-    let first = (wg - job.wg_base) * AUGMENT_WG + lid;
     let stride = job.wg_count * AUGMENT_WG;
     let total = job.out_w * job.out_h * job.out_c;
     if (job.half == 1u) {

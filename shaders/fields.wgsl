@@ -51,38 +51,20 @@ fn run_of(i: u32) -> u32 {
     return job.run_count;
 }
 
-// The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without
-// workgroups share their successor's wg_base and are never chosen).
-fn find_job(wg: u32) -> u32 {
-    var lo = 0u;
-    var hi = arrayLength(&jobs);
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (jobs[mid].wg_base <= wg) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 @compute @workgroup_size(FIELDS_WG)
 fn reconstruct_field(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let wg = wid.y * nwg.x + wid.x;
-    job = jobs[find_job(wg)];
-    // Past the job's workgroups: the 2-D grid's spare workgroups.
-    if (wg - job.wg_base >= job.wg_count) {
+    let first = job_invocation(wid, nwg, lid, FIELDS_WG);
+    if (first == NO_JOB) {
         return;
     }
     let stride = job.wg_count * FIELDS_WG;
     let offset = bitcast<f32>(job.offset_bits);
     let bin_width = bitcast<f32>(job.bin_bits);
-    for (var i = (wg - job.wg_base) * FIELDS_WG + lid; i < job.count; i = i + stride) {
+    for (var i = first; i < job.count; i = i + stride) {
         let q = (bins[job.bins_offset + i / 2u] >> (16u * (i % 2u))) & 0xffffu;
         var v = reconstruct(q, offset, bin_width);
         let r = run_of(i);

@@ -151,34 +151,16 @@ fn output_word(w: u32, n: u32, per_word: u32, refining: bool) -> u32 {
     return word;
 }
 
-// The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without
-// workgroups share their successor's wg_base and are never chosen).
-fn find_job(wg: u32) -> u32 {
-    var lo = 0u;
-    var hi = arrayLength(&jobs);
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (jobs[mid].wg_base <= wg) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, refining: bool) {
-    let wg = wid.y * nwg.x + wid.x;
-    job = jobs[find_job(wg)];
-    // Past the job's workgroups: the 2-D grid's spare workgroups.
-    if (wg - job.wg_base >= job.wg_count) {
+    let first = job_invocation(wid, nwg, lid, LEVELS_WG);
+    if (first == NO_JOB) {
         return;
     }
     let n = job.width * job.height * job.channels;
     let per_word = 32u / job.depth;
     let words = (n + per_word - 1u) / per_word;
     let step = job.wg_count * LEVELS_WG;
-    for (var w = (wg - job.wg_base) * LEVELS_WG + lid; w < words; w += step) {
+    for (var w = first; w < words; w += step) {
         dst[job.dst_offset + w] = output_word(w, n, per_word, refining);
     }
 }

@@ -169,33 +169,14 @@ fn value_bits(k: u32) -> u32 {
     return b;
 }
 
-// The job of workgroup `wg` of the dispatch: the last with wg_base <= wg (jobs without
-// workgroups share their successor's wg_base and are never chosen).
-fn find_job(wg: u32) -> u32 {
-    var lo = 0u;
-    var hi = arrayLength(&jobs);
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (jobs[mid].wg_base <= wg) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 @compute @workgroup_size(TENSOR_WG)
 fn tensor_window(@builtin(workgroup_id) wid: vec3<u32>,
                  @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.y * nwg.x + wid.x;
-    job = jobs[find_job(wg)];
-    // Past the job's workgroups: the 2-D grid's spare workgroups.
-    if (wg - job.wg_base >= job.wg_count) {
+    let first = job_invocation(wid, nwg, lid, TENSOR_WG);
+    if (first == NO_JOB) {
         return;
     }
-    let first = (wg - job.wg_base) * TENSOR_WG + lid;
     let stride = job.wg_count * TENSOR_WG;
     if (job.half == 0u) {
         for (var k = first; k < job.count; k += stride) {

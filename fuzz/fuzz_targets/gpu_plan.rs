@@ -13,6 +13,10 @@ use l3::loader::gpu::plan_augment;
 use l3::progressive::gpu::plan_levels;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common.rs"]
+mod common;
+use common::with_crc;
+
 const OUT_ALIGN: u64 = 256;
 
 fuzz_target!(|input: &[u8]| {
@@ -169,15 +173,4 @@ fn augment(data: &[u8], limits: &BindLimits) {
         assert_eq!(plan.shape[0], layouts.len());
         checked(check_bindings(plan.bindings(&layouts, batch_len), limits));
     }
-}
-
-/// `f` with its last four bytes replaced by the CRC-32 of the rest.
-fn with_crc(f: &[u8]) -> Vec<u8> {
-    let mut v = f.to_vec();
-    if v.len() >= 4 {
-        let body = v.len() - 4;
-        let crc = crc32fast::hash(&v[..body]);
-        v[body..].copy_from_slice(&crc.to_le_bytes());
-    }
-    v
 }

@@ -5,21 +5,13 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common.rs"]
+mod common;
+use common::{decode_options, half_with_crc};
+
 fuzz_target!(|input: &[u8]| {
-    let mut data = input.to_vec();
-    if input.first().is_some_and(|b| b & 1 == 1) && data.len() >= 4 {
-        let body = data.len() - 4;
-        let crc = crc32fast::hash(&data[..body]);
-        data[body..].copy_from_slice(&crc.to_le_bytes());
-    }
-    let options = l3::DecodeOptions {
-        limits: l3::Limits {
-            max_output_bytes: 1 << 24,
-            ..l3::Limits::default()
-        },
-        parallel: false,
-        verify_checksum: true,
-    };
+    let data = half_with_crc(input);
+    let options = decode_options(1 << 24, true);
     let _ = l3::field::parse_lossless(&data);
     if let Ok((h, values)) = l3::field::decode_lossless(&data, &options) {
         assert_eq!(values.as_bytes().len() as u64, h.output_bytes());

@@ -8,9 +8,9 @@ use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "shard_crc.rs"]
-mod shard_crc;
-use shard_crc::fix_index_crc;
+#[path = "common.rs"]
+mod common;
+use common::fix_index_crc;
 
 fuzz_target!(|input: &[u8]| {
     if input.len() < 3 {

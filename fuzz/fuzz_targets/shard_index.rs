@@ -5,30 +5,20 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-#[path = "shard_crc.rs"]
-mod shard_crc;
-use shard_crc::fix_index_crc;
+#[path = "common.rs"]
+mod common;
+use common::{decode_options, half_with_index_crc};
 
 fuzz_target!(|input: &[u8]| {
     // Half the inputs get their index CRC recomputed (and the payloads' L3 checksums are not
     // verified below), so mutations reach the field checks and the level decoding instead of
     // stopping at a checksum.
-    let mut owned = input.to_vec();
-    if input.first().is_some_and(|b| b & 1 == 1) {
-        fix_index_crc(&mut owned);
-    }
+    let owned = half_with_index_crc(input);
     let data = owned.as_slice();
     let Ok((header, trailer, records)) = l3::shard::format::parse_shard(data) else {
         return;
     };
-    let options = l3::DecodeOptions {
-        limits: l3::Limits {
-            max_output_bytes: 1 << 24,
-            ..l3::Limits::default()
-        },
-        parallel: false,
-        verify_checksum: false,
-    };
+    let options = decode_options(1 << 24, false);
     for r in &records {
         assert_eq!(r.levels.len(), header.level_count as usize);
         for l in &r.levels {

@@ -13,7 +13,6 @@
 //! (`field::bounded::gpu_encode` over `gpu::GpuEncoder`).
 
 use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
-use super::core::gpu::segment_rounds;
 use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
 use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
 use crate::decode::DecodeOptions;
@@ -349,13 +348,9 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
 /// The kernel's view of a plan's tables.
 fn tables(plan: &LosslessPlan) -> LosslessTables<'_> {
     LosslessTables {
-        input_words: &plan.input_words,
-        segments: &plan.segments,
-        rounds: segment_rounds(&plan.segments),
-        luts: &plan.luts,
-        words: plan.words,
+        streams: plan.streams(),
         arrays: &plan.arrays,
-        runs: &plan.runs,
+        runs: &plan.own.runs,
         output_words: plan.output_words,
     }
 }
@@ -383,28 +378,24 @@ pub fn decode_bounded_fields(
     let submissions = if files.is_empty() { 0 } else { plans.len() };
     for plan in plans.into_iter().filter(|p| !p.arrays.is_empty()) {
         let tables = BoundedTables {
-            input_words: &plan.input_words,
-            segments: &plan.segments,
-            rounds: segment_rounds(&plan.segments),
-            tables: &plan.tables,
-            words: plan.words,
+            streams: plan.streams(),
             arrays: &plan.arrays,
-            passes: &plan.passes,
-            max_passes: plan.max_passes,
+            passes: &plan.own.passes,
+            max_passes: plan.own.max_passes,
             output: (
                 &buffer,
-                plan.output_base * 4,
+                plan.own.output_base * 4,
                 (plan.output_words as u64 * 4).max(4),
             ),
         };
         let (flags, d, u) = crate::gpu::bounded::dispatch(decoder, &tables, &limits)?;
-        flagged(plan.first_file, &flags)?;
+        flagged(plan.own.first_file, &flags)?;
         dispatches += d;
         uploaded += u;
         offsets.extend(
             plan.arrays
                 .iter()
-                .map(|a| (plan.output_base + a.out_word as u64) * 4),
+                .map(|a| (plan.own.output_base + a.out_word as u64) * 4),
         );
         headers.extend(plan.headers);
     }

@@ -12,7 +12,7 @@
 
 use super::abi::{BoundedArray, BoundedPass, BoundedStep, LosslessSegment, BOUNDED_WORKGROUP_SIZE};
 use super::bindings::BindLimits;
-use super::chunked::{self, bytes, groups, Dispatch, Run, Steps, Table};
+use super::chunked::{self, bytes, groups, Dispatch, Run, Steps, StreamTables, Table};
 use super::device::Kernel;
 use super::line_sum::line_sum_steps;
 use super::GpuDecoder;
@@ -21,17 +21,9 @@ use crate::error::Result;
 /// The tables of one batch, in binding order (see `shaders/bounded.wgsl`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BoundedTables<'a> {
-    /// Binding 0: the files' bytes as words.
-    pub input_words: &'a [u32],
-    /// Binding 1: one entry per segment.
-    pub segments: &'a [LosslessSegment],
-    /// Rounds of `decode_segments` (1 at least): the longest segment's values over
-    /// `SEGMENT_ROUND`, rounded up.
-    pub rounds: u32,
-    /// Binding 2: the decode tables, then the exception runs.
-    pub tables: &'a [u32],
-    /// Binding 3: words of the residual buffer.
-    pub words: u32,
+    /// Bindings 0 to 3: the files' bytes, the segments, the decode tables then the exception
+    /// runs, and the residual words.
+    pub streams: StreamTables<'a>,
     /// Binding 5: one entry per file.
     pub arrays: &'a [BoundedArray],
     /// Binding 6: the lattice passes (value 0's first) of every lattice array.
@@ -70,26 +62,19 @@ pub(crate) fn dispatch(
 ) -> Result<BoundedResult> {
     let files = t.arrays.len();
     let word = |s: usize| s / 4;
+    let names = [
+        "error-bounded input",
+        "error-bounded segments",
+        "error-bounded tables",
+        "error-bounded residuals",
+    ];
+    let segment_words = table_words(t.streams.segments.len(), word(size_of::<LosslessSegment>()));
+    let [input, segments, luts, residuals] = t.streams.tables(names, segment_words);
     let tables = [
-        Table::filled(
-            "error-bounded input",
-            bytes(t.input_words.len()),
-            bytemuck::cast_slice(t.input_words),
-        ),
-        Table::filled(
-            "error-bounded segments",
-            bytes(table_words(
-                t.segments.len(),
-                word(size_of::<LosslessSegment>()),
-            )),
-            bytemuck::cast_slice(t.segments),
-        ),
-        Table::filled(
-            "error-bounded tables",
-            bytes(t.tables.len()),
-            bytemuck::cast_slice(t.tables),
-        ),
-        Table::scratch("error-bounded residuals", bytes(t.words as usize)),
+        input,
+        segments,
+        luts,
+        residuals,
         Table::scratch("error-bounded error flags", bytes(files)),
         Table::filled(
             "error-bounded arrays",
@@ -104,7 +89,7 @@ pub(crate) fn dispatch(
     ];
     // One uniform slot per lattice pass, then 3 per axis (the prefix sums' stages), then one
     // per round.
-    let rounds = t.rounds.max(1);
+    let rounds = t.streams.rounds.max(1);
     let slots = t.max_passes + 12 + rounds;
     let round_slot = |r: u32| t.max_passes + 12 + r;
     let steps = Steps::new(
@@ -123,12 +108,13 @@ pub(crate) fn dispatch(
     let files_y = files.max(1) as u32;
     let g = |items: u64| groups(items, BOUNDED_WORKGROUP_SIZE);
     let max_count = t.arrays.iter().map(|a| a.count as u64).max().unwrap_or(0);
-    let mut dispatches: Vec<Dispatch<'_>> = (0..rounds)
-        .map(|r| Dispatch {
-            pipeline: k.entry("decode_segments"),
-            slot: round_slot(r),
-            groups: [g(t.segments.len() as u64), 1],
-        })
+    let mut dispatches: Vec<Dispatch<'_>> = t
+        .streams
+        .decode_rounds(
+            k.entry("decode_segments"),
+            round_slot(0),
+            BOUNDED_WORKGROUP_SIZE,
+        )
         .collect();
     dispatches.extend(
         line_sum_steps(differenced(t.arrays))

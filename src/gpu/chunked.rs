@@ -7,6 +7,7 @@
 //! limits before anything is created. A kernel module says only what its tables, steps and
 //! dispatches are.
 
+use super::abi::LosslessSegment;
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::readback::read_buffer;
 use super::upload::storage_buffer;
@@ -59,6 +60,64 @@ impl<'a> Table<'a> {
             size,
             data: None,
         }
+    }
+}
+
+/// The tables both kernels decode the files' token streams from (bindings 0 to 3, read by
+/// `shaders/shared/segments.wgsl`) and the rounds that takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamTables<'a> {
+    /// Binding 0: the files' bytes as words.
+    pub input_words: &'a [u32],
+    /// Binding 1: one entry per segment.
+    pub segments: &'a [LosslessSegment],
+    /// Rounds of `decode_segments` (1 at least): the longest segment's values over
+    /// `SEGMENT_ROUND`, rounded up.
+    pub rounds: u32,
+    /// Binding 2: the decode tables (the error-bounded kernel's: then the exception runs).
+    pub luts: &'a [u32],
+    /// Binding 3: words of the scratch buffer (the residuals first).
+    pub words: u32,
+}
+
+impl<'a> StreamTables<'a> {
+    /// Bindings 0 to 3, named in errors by `names` (input, segments, decode tables, scratch),
+    /// the segment table `segment_words` words.
+    pub fn tables(&self, names: [&'static str; 4], segment_words: usize) -> [Table<'a>; 4] {
+        [
+            Table::filled(
+                names[0],
+                bytes(self.input_words.len()),
+                bytemuck::cast_slice(self.input_words),
+            ),
+            Table::filled(
+                names[1],
+                bytes(segment_words),
+                bytemuck::cast_slice(self.segments),
+            ),
+            Table::filled(
+                names[2],
+                bytes(self.luts.len()),
+                bytemuck::cast_slice(self.luts),
+            ),
+            Table::scratch(names[3], bytes(self.words as usize)),
+        ]
+    }
+
+    /// The dispatches of `decode_segments` (`pipeline`, a `workgroup`-wide kernel), one per
+    /// round (1 at least), round `r` at uniform slot `first_slot + r`.
+    pub fn decode_rounds<'p>(
+        &self,
+        pipeline: &'p wgpu::ComputePipeline,
+        first_slot: u32,
+        workgroup: u32,
+    ) -> impl Iterator<Item = Dispatch<'p>> {
+        let groups = [groups(self.segments.len() as u64, workgroup), 1];
+        (0..self.rounds.max(1)).map(move |r| Dispatch {
+            pipeline,
+            slot: first_slot + r,
+            groups,
+        })
     }
 }
 

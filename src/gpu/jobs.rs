@@ -1,7 +1,8 @@
-//! Job tables: the data-side kernels (`augment.wgsl`, `fields.wgsl`, `levels.wgsl`) take a
-//! whole batch in one dispatch. The batch's jobs go up as one table in a storage buffer; each
-//! workgroup finds its job by binary search over the jobs' first workgroups (`wg_base`) and
-//! its invocations loop over the job's items with the stride of the job's workgroups.
+//! Job tables: the data-side kernels (`augment.wgsl`, `fields.wgsl`, `levels.wgsl`,
+//! `tensor_window.wgsl`) take a whole batch in one dispatch. The batch's jobs go up as one
+//! table in a storage buffer; each workgroup finds its job by binary search over the jobs'
+//! first workgroups (`wg_base`) and its invocations loop over the job's items with the stride
+//! of the job's workgroups (`shaders/shared/jobs.wgsl`: `find_job`, `job_invocation`).
 //!
 //! [`plan_windows`] groups consecutive jobs into dispatches ([`Window`]s). Each dispatch
 //! binds one range of each of the stage's buffers, so a new dispatch starts only where the

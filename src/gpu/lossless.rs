@@ -8,9 +8,9 @@
 //! limits first (`gpu::chunked` runs it). Returns the per-file error flags (read back), the
 //! dispatch count and the bytes uploaded.
 
-use super::abi::{LosslessArray, LosslessSegment, LosslessStep, LOSSLESS_WORKGROUP_SIZE};
+use super::abi::{LosslessArray, LosslessStep, LOSSLESS_WORKGROUP_SIZE};
 use super::bindings::BindLimits;
-use super::chunked::{self, bytes, groups, Dispatch, Run, Steps, Table, MAX_GROUPS};
+use super::chunked::{self, bytes, groups, Dispatch, Run, Steps, StreamTables, Table, MAX_GROUPS};
 use super::device::Kernel;
 use super::line_sum::line_sum_steps;
 use super::GpuDecoder;
@@ -19,17 +19,9 @@ use crate::error::Result;
 /// The tables of one batch, in binding order (see `shaders/lossless.wgsl`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LosslessTables<'a> {
-    /// Binding 0: the files' bytes as words.
-    pub input_words: &'a [u32],
-    /// Binding 1: one entry per segment.
-    pub segments: &'a [LosslessSegment],
-    /// Rounds of `decode_segments` (1 at least): the longest segment's values over
-    /// `SEGMENT_ROUND`, rounded up.
-    pub rounds: u32,
-    /// Binding 2: the decode tables.
-    pub luts: &'a [u32],
-    /// Binding 3: words of the scratch buffer.
-    pub words: u32,
+    /// Bindings 0 to 3: the files' bytes, the segments, the decode tables and the scratch
+    /// words.
+    pub streams: StreamTables<'a>,
     /// Binding 5: one entry per file.
     pub arrays: &'a [LosslessArray],
     /// Binding 6: the exception runs (3 words each).
@@ -40,31 +32,29 @@ pub(crate) struct LosslessTables<'a> {
 
 /// Every table of `t` (bindings 0 to 6) with its size in bytes, in binding order.
 fn tables<'a>(t: &LosslessTables<'a>) -> [Table<'a>; 7] {
-    let bytes_of = |w: &'a [u32]| bytemuck::cast_slice::<u32, u8>(w);
+    let names = [
+        "lossless input",
+        "lossless segments",
+        "lossless decode tables",
+        "lossless scratch",
+    ];
+    let [input, segments, luts, scratch] = t.streams.tables(names, t.streams.segments.len() * 8);
     [
-        Table::filled(
-            "lossless input",
-            bytes(t.input_words.len()),
-            bytes_of(t.input_words),
-        ),
-        Table::filled(
-            "lossless segments",
-            bytes(t.segments.len() * 8),
-            bytemuck::cast_slice(t.segments),
-        ),
-        Table::filled(
-            "lossless decode tables",
-            bytes(t.luts.len()),
-            bytes_of(t.luts),
-        ),
-        Table::scratch("lossless scratch", bytes(t.words as usize)),
+        input,
+        segments,
+        luts,
+        scratch,
         Table::scratch("lossless error flags", bytes(t.arrays.len())),
         Table::filled(
             "lossless arrays",
             bytes(t.arrays.len() * 16),
             bytemuck::cast_slice(t.arrays),
         ),
-        Table::filled("lossless runs", bytes(t.runs.len()), bytes_of(t.runs)),
+        Table::filled(
+            "lossless runs",
+            bytes(t.runs.len()),
+            bytemuck::cast_slice(t.runs),
+        ),
     ]
 }
 
@@ -91,7 +81,7 @@ pub(crate) fn dispatch(
     limits: &BindLimits,
 ) -> Result<(Vec<u32>, u32, u64)> {
     // One uniform slot per round, then one per line-sum step.
-    let rounds = t.rounds.max(1);
+    let rounds = t.streams.rounds.max(1);
     let sums = line_sum_steps(
         t.arrays
             .iter()
@@ -119,12 +109,9 @@ pub(crate) fn dispatch(
         .max()
         .unwrap_or(0);
     let g = |items: u64| groups(items, LOSSLESS_WORKGROUP_SIZE);
-    let dispatches: Vec<Dispatch<'_>> = (0..rounds)
-        .map(|r| Dispatch {
-            pipeline: k.entry("decode_segments"),
-            slot: r,
-            groups: [g(t.segments.len() as u64), 1],
-        })
+    let dispatches: Vec<Dispatch<'_>> = t
+        .streams
+        .decode_rounds(k.entry("decode_segments"), 0, LOSSLESS_WORKGROUP_SIZE)
         .chain(sums.iter().enumerate().map(|(j, step)| Dispatch {
             pipeline: k.entry("undiff"),
             slot: rounds + j as u32,

@@ -16,6 +16,7 @@ const FLOAT_ARRAYS: &str = include_str!("../../shaders/shared/float_arrays.wgsl"
 const F16: &str = include_str!("../../shaders/shared/f16.wgsl");
 const PREDICT: &str = include_str!("../../shaders/shared/predict.wgsl");
 const IMAGES: &str = include_str!("../../shaders/shared/images.wgsl");
+const JOBS: &str = include_str!("../../shaders/shared/jobs.wgsl");
 const PREFIX_SUM: &str = include_str!("../../shaders/prefix_sum.wgsl");
 const DECODE_STREAMS: &str = include_str!("../../shaders/shared/decode_streams.wgsl");
 const DECODE_COMPACT: &str = include_str!("../../shaders/shared/decode_compact.wgsl");
@@ -44,21 +45,21 @@ pub(crate) enum Stage {
     /// images, `main_compact` for version 2) over the shared decode bodies, writing through
     /// the layout's `put_sample` (`output/interleaved.wgsl` or `output/f32_chw.wgsl`).
     Decode(LayoutKind),
-    /// `levels.wgsl`: progressive levels from decoded payloads (entry points `refine`,
-    /// `subsample`).
+    /// `levels.wgsl` after `shared/jobs.wgsl`: progressive levels from decoded payloads (entry
+    /// points `refine`, `subsample`).
     Levels,
-    /// `augment.wgsl`: crop, resize, flip and normalise a decoded image into the batch tensor
-    /// (entry point `augment`).
+    /// `augment.wgsl` after `shared/jobs.wgsl` and `shared/f16.wgsl`: crop, resize, flip and
+    /// normalise a decoded image into the batch tensor (entry point `augment`).
     Augment,
-    /// `fields.wgsl`: float32 field values from a decoded bin image (entry point
-    /// `reconstruct_field`).
+    /// `fields.wgsl` after `shared/jobs.wgsl`: float32 field values from a decoded bin image
+    /// (entry point `reconstruct_field`).
     Fields,
     /// `lossless.wgsl` after `shared/segments.wgsl`, `shared/line_sum.wgsl` and
     /// `shared/float_arrays.wgsl`: lossless float arrays (entry points `decode_segments`,
     /// `undiff`, `finish`).
     Lossless,
-    /// `tensor_window.wgsl`: windows of tensor records into the batch tensors (entry point
-    /// `tensor_window`).
+    /// `tensor_window.wgsl` after `shared/jobs.wgsl` and `shared/f16.wgsl`: windows of tensor
+    /// records into the batch tensors (entry point `tensor_window`).
     TensorWindow,
     /// `bounded.wgsl` after `shared/segments.wgsl`, `shared/line_sum.wgsl` and
     /// `shared/float_arrays.wgsl`: error-bounded float arrays of 1 to 4 axes (entry points
@@ -282,17 +283,22 @@ pub(crate) fn source(stage: Stage) -> String {
         Stage::Decode(LayoutKind::F32Chw) => Some(("output/f32_chw.wgsl", OUTPUT_F32_CHW)),
     };
     let parts: Vec<(&str, &str)> = match output {
-        None if stage == Stage::Levels => vec![("levels.wgsl", LEVELS)],
-        None if stage == Stage::Augment => {
-            vec![("shared/f16.wgsl", F16), ("augment.wgsl", AUGMENT)]
+        None if stage == Stage::Levels => {
+            vec![("shared/jobs.wgsl", JOBS), ("levels.wgsl", LEVELS)]
         }
-        None if stage == Stage::Fields => vec![("fields.wgsl", FIELDS)],
-        None if stage == Stage::TensorWindow => {
-            vec![
-                ("shared/f16.wgsl", F16),
-                ("tensor_window.wgsl", TENSOR_WINDOW),
-            ]
+        None if stage == Stage::Augment => vec![
+            ("shared/jobs.wgsl", JOBS),
+            ("shared/f16.wgsl", F16),
+            ("augment.wgsl", AUGMENT),
+        ],
+        None if stage == Stage::Fields => {
+            vec![("shared/jobs.wgsl", JOBS), ("fields.wgsl", FIELDS)]
         }
+        None if stage == Stage::TensorWindow => vec![
+            ("shared/jobs.wgsl", JOBS),
+            ("shared/f16.wgsl", F16),
+            ("tensor_window.wgsl", TENSOR_WINDOW),
+        ],
         None if stage == Stage::Lossless => {
             vec![
                 ("shared/bits.wgsl", BITS),

@@ -15,36 +15,25 @@ use crate::error::{LimitsError, Result};
 #[cfg(test)]
 use crate::field::core::gpu::segment_rounds;
 use crate::field::core::gpu::{
-    align, in_batch, padded_shape, push_file, push_stream, u32_of, StreamPlace, TableNames,
+    align, in_batch, padded_shape, push_file, push_stream, u32_of, ArrayPlan, PlanMark,
+    StreamPlace, TableNames,
 };
 use crate::gpu::abi::{
     BoundedArray, BoundedPass, LosslessSegment, PASS_CUBIC, PASS_LINEAR, PASS_ORIGIN,
 };
 use crate::gpu::line_sum::carry_words;
 
-/// The tables of one batch of error-bounded arrays, in the shader's binding order.
+/// The tables of one batch of error-bounded arrays, in the shader's binding order (the
+/// exception runs after the decode tables).
+pub(crate) type BoundedPlan = ArrayPlan<BoundedArray, BoundedHeader, BoundedOwn>;
+
+/// The error-bounded plan's own table and places.
 #[derive(Debug, Default)]
-pub(crate) struct BoundedPlan {
-    /// The files' bytes as little-endian words, each file from a word boundary, plus one
-    /// zero word (a bit read near the end may touch the next word).
-    pub input_words: Vec<u32>,
-    /// One entry per segment of every chunk.
-    pub segments: Vec<LosslessSegment>,
-    /// The chunks' decode tables (2^11 entries each: code length | token << 4), then the
-    /// exception runs (3 words each: start, length, bits).
-    pub tables: Vec<u32>,
-    /// Words of the residual binding.
-    pub words: u32,
-    /// One entry per file.
-    pub arrays: Vec<BoundedArray>,
+pub(crate) struct BoundedOwn {
     /// Every lattice array's passes.
     pub passes: Vec<BoundedPass>,
     /// The most passes of any array: the `lattice_pass` dispatches.
     pub max_passes: u32,
-    /// Words of the output binding.
-    pub output_words: u32,
-    /// Each file's header.
-    pub headers: Vec<BoundedHeader>,
     /// The batch's index of the sub-batch's first file (error slots are counted from it).
     pub first_file: usize,
     /// Word of the shared output buffer where the sub-batch's output starts.
@@ -166,6 +155,15 @@ const NAMES: TableNames = TableNames {
 /// Most arrays in one sub-batch (workgroups along y of one dispatch).
 const MAX_ARRAYS: usize = 65535;
 
+/// Where a [`Builder`]'s tables and counts end.
+struct BuilderMark {
+    plan: PlanMark,
+    passes: usize,
+    runs: usize,
+    words: u64,
+    output: u64,
+}
+
 /// A sub-batch being built: the plan and its runs (appended to the tables at the end).
 #[derive(Default)]
 struct Builder {
@@ -190,7 +188,7 @@ impl Builder {
             ),
             (
                 "error-bounded tables",
-                b((p.tables.len() + self.runs.len()) as u64),
+                b((p.luts.len() + self.runs.len()) as u64),
             ),
             ("error-bounded residuals", b(self.words)),
             ("error-bounded error flags", b(p.arrays.len() as u64)),
@@ -200,7 +198,7 @@ impl Builder {
             ),
             (
                 "error-bounded passes",
-                table(p.passes.len(), size_of::<BoundedPass>()),
+                table(p.own.passes.len(), size_of::<BoundedPass>()),
             ),
             ("error-bounded output", b(self.output)),
         ]
@@ -212,30 +210,23 @@ impl Builder {
     }
 
     /// Undoes everything past the marks of [`Builder::mark`].
-    fn rollback(&mut self, m: [usize; 6], words: u64, output: u64) {
-        let p = &mut self.plan;
-        p.input_words.truncate(m[0]);
-        p.segments.truncate(m[1]);
-        p.tables.truncate(m[2]);
-        p.arrays.truncate(m[3]);
-        p.passes.truncate(m[4]);
-        p.headers.truncate(m[3]);
-        self.runs.truncate(m[5]);
-        self.words = words;
-        self.output = output;
+    fn rollback(&mut self, m: BuilderMark) {
+        self.plan.rewind(m.plan);
+        self.plan.own.passes.truncate(m.passes);
+        self.runs.truncate(m.runs);
+        self.words = m.words;
+        self.output = m.output;
     }
 
-    /// The lengths [`Builder::rollback`] returns to.
-    fn mark(&self) -> [usize; 6] {
-        let p = &self.plan;
-        [
-            p.input_words.len(),
-            p.segments.len(),
-            p.tables.len(),
-            p.arrays.len(),
-            p.passes.len(),
-            self.runs.len(),
-        ]
+    /// Where the sub-batch ends now, for [`Builder::rollback`].
+    fn mark(&self) -> BuilderMark {
+        BuilderMark {
+            plan: self.plan.mark(),
+            passes: self.plan.own.passes.len(),
+            runs: self.runs.len(),
+            words: self.words,
+            output: self.output,
+        }
     }
 
     /// Checks file `f` of the batch and adds it (error slot: its index in the sub-batch).
@@ -263,16 +254,16 @@ impl Builder {
                 m: chunk.min(n - first),
                 width: 32,
             };
-            let (tables, segments) = (&mut plan.tables, &mut plan.segments);
+            let (tables, segments) = (&mut plan.luts, &mut plan.segments);
             push_stream(&stream, &at, tables, segments, &mut self.words, &NAMES)?;
         }
         let (shape, pad) = padded_shape(&h.shape);
         let (predictor, axes, limit, passes, pass_count) = match h.predictor {
             Predictor::Lattice => {
                 let ps = lattice_passes(h);
-                let at = u32_of(plan.passes.len() as u64, "error-bounded passes")?;
+                let at = u32_of(plan.own.passes.len() as u64, "error-bounded passes")?;
                 let count = ps.len() as u32;
-                plan.passes.extend(ps);
+                plan.own.passes.extend(ps);
                 let limit = crate::field::lattice_limit(h.unit) as u32;
                 (0, 0, limit, at, count)
             }
@@ -315,19 +306,19 @@ impl Builder {
     /// The finished sub-batch: the runs after the decode tables, one zero input word.
     fn finish(mut self) -> Result<BoundedPlan> {
         let plan = &mut self.plan;
-        let runs_at = u32_of(plan.tables.len() as u64, "error-bounded tables")?;
+        let runs_at = u32_of(plan.luts.len() as u64, "error-bounded tables")?;
         u32_of(
-            plan.tables.len() as u64 + self.runs.len() as u64,
+            plan.luts.len() as u64 + self.runs.len() as u64,
             "error-bounded tables",
         )?;
         for a in &mut plan.arrays {
             a.runs += runs_at;
         }
-        plan.tables.extend(self.runs);
+        plan.luts.extend(self.runs);
         plan.input_words.push(0);
         plan.words = u32_of(self.words, "error-bounded words")?;
         plan.output_words = u32_of(self.output, "error-bounded output words")?;
-        plan.max_passes = plan.arrays.iter().map(|a| a.pass_count).max().unwrap_or(0);
+        plan.own.max_passes = plan.arrays.iter().map(|a| a.pass_count).max().unwrap_or(0);
         Ok(self.plan)
     }
 }
@@ -345,15 +336,15 @@ pub(crate) fn plan_bounded_batches(
     let mut b = Builder::default();
     let mut output_base = 0u64;
     for (f, &data) in files.iter().enumerate() {
-        let (m, words, output) = (b.mark(), b.words, b.output);
+        let m = b.mark();
         b.add(f, data, options)?;
         let full = b.plan.arrays.len() > MAX_ARRAYS;
         if !full && b.over(limits.max_binding).is_none() {
             continue;
         }
-        if b.plan.arrays.len() == 1 {
-            let (what, needed) = b.over(limits.max_binding).expect("over a limit");
-            return Err(in_batch(
+        // A file too large for a binding alone.
+        let too_large = |(what, needed)| {
+            in_batch(
                 f,
                 LimitsError::GpuBuffer {
                     what,
@@ -361,30 +352,25 @@ pub(crate) fn plan_bounded_batches(
                     max: limits.max_binding,
                 }
                 .into(),
-            ));
+            )
+        };
+        if b.plan.arrays.len() == 1 {
+            return Err(too_large(b.over(limits.max_binding).expect("over a limit")));
         }
-        b.rollback(m, words, output);
+        b.rollback(m);
         let mut done = std::mem::take(&mut b).finish()?;
-        done.output_base = output_base;
+        done.own.output_base = output_base;
         output_base += done.output_words as u64;
         out.push(done);
-        b.plan.first_file = f;
+        b.plan.own.first_file = f;
         b.add(f, data, options)?;
-        if let Some((what, needed)) = b.over(limits.max_binding) {
-            return Err(in_batch(
-                f,
-                LimitsError::GpuBuffer {
-                    what,
-                    needed,
-                    max: limits.max_binding,
-                }
-                .into(),
-            ));
+        if let Some(over) = b.over(limits.max_binding) {
+            return Err(too_large(over));
         }
     }
     if !b.plan.arrays.is_empty() || out.is_empty() {
         let mut done = b.finish()?;
-        done.output_base = output_base;
+        done.own.output_base = output_base;
         output_base += done.output_words as u64;
         out.push(done);
     }
@@ -411,28 +397,20 @@ pub(crate) fn plan_bounded(files: &[&[u8]], options: &DecodeOptions) -> Result<B
 /// words and the per-file error flags.
 #[cfg(test)]
 pub(crate) fn run_twin(plan: &BoundedPlan) -> (Vec<u32>, Vec<u32>) {
-    use crate::gpu::cpu_twin::{bounded as twin, float_arrays};
-    let bindings = (&plan.input_words[..], &plan.segments[..], &plan.tables[..]);
-    let rounds = segment_rounds(&plan.segments);
-    let (words, mut errors) = float_arrays::decode_and_undiff(
-        bindings,
-        plan.words,
-        &plan.arrays,
-        rounds,
-        twin::PAIR_TOKENS,
-    );
+    use crate::gpu::cpu_twin::bounded as twin;
+    let (words, mut errors) = plan.twin_decode(twin::PAIR_TOKENS);
     let mut output = vec![0u32; plan.output_words as usize];
-    for j in 0..plan.max_passes {
+    for j in 0..plan.own.max_passes {
         twin::lattice_pass(
             &words,
             &mut errors,
             &plan.arrays,
-            &plan.passes,
+            &plan.own.passes,
             &mut output,
             j,
         );
     }
-    twin::finish(&plan.tables, &words, &mut errors, &plan.arrays, &mut output);
+    twin::finish(&plan.luts, &words, &mut errors, &plan.arrays, &mut output);
     (output, errors)
 }
 

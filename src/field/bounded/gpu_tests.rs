@@ -166,11 +166,11 @@ fn twin_matches_the_cpu_decoder() {
         "4-D differences"
     );
     assert!(
-        plan.passes.iter().any(|p| p.kind == abi::PASS_CUBIC),
+        plan.own.passes.iter().any(|p| p.kind == abi::PASS_CUBIC),
         "cubic passes"
     );
     assert!(
-        plan.passes.iter().any(|p| p.kind == abi::PASS_LINEAR),
+        plan.own.passes.iter().any(|p| p.kind == abi::PASS_LINEAR),
         "linear passes"
     );
     // Every file alone, then all of them in one batch.
@@ -399,17 +399,17 @@ fn batches_split_where_a_binding_would_outgrow_the_limit() {
     let mut output = vec![0u32; total as usize];
     let mut next = 0;
     for p in &plans {
-        assert_eq!(p.first_file, next, "consecutive files");
+        assert_eq!(p.own.first_file, next, "consecutive files");
         next += p.arrays.len();
         let (out, errors) = run_twin(p);
         assert!(errors.iter().all(|&e| e == 0));
-        output[p.output_base as usize..][..out.len()].copy_from_slice(&out);
+        output[p.own.output_base as usize..][..out.len()].copy_from_slice(&out);
     }
     assert_eq!(next, files.len());
     for p in &plans {
         for (k, a) in p.arrays.iter().enumerate() {
-            let (_, want) = decode_bounded(&files[p.first_file + k], &o).expect("cpu");
-            let at = (p.output_base + a.out_word as u64) as usize;
+            let (_, want) = decode_bounded(&files[p.own.first_file + k], &o).expect("cpu");
+            let at = (p.own.output_base + a.out_word as u64) as usize;
             let got = &output[at..][..want.len()];
             assert!(got.iter().zip(&want).all(|(g, w)| *g == w.to_bits()));
         }

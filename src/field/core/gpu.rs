@@ -7,6 +7,113 @@ use super::container::{segment_range, Stream};
 use crate::error::{Error, FormatError, LimitsError, Result};
 use crate::gpu::abi::{LosslessSegment, SEGMENT_ROUND};
 
+/// The tables of one batch of a chunked float format's arrays, in the shader's binding
+/// order, and the files' headers: what both formats' plans hold (`A`: the format's array
+/// entry, `H`: its header); `own` holds the format's other tables.
+#[derive(Debug)]
+pub(crate) struct ArrayPlan<A, H, X> {
+    /// The files' bytes as little-endian words, each file from a word boundary, plus one
+    /// zero word (a bit read near the end may touch the next word).
+    pub input_words: Vec<u32>,
+    /// One entry per segment of every stream of every chunk.
+    pub segments: Vec<LosslessSegment>,
+    /// The streams' decode tables, 2^11 entries each: code length | token << 4 (the
+    /// error-bounded format's: then the exception runs, 3 words each: start, length, bits).
+    pub luts: Vec<u32>,
+    /// Words of the scratch binding (per array: residuals, then what the format adds: the
+    /// adjustments, the block carries, the long segments' places).
+    pub words: u32,
+    /// One entry per file.
+    pub arrays: Vec<A>,
+    /// Words of the output binding.
+    pub output_words: u32,
+    /// Each file's header.
+    pub headers: Vec<H>,
+    /// The format's own tables and places.
+    pub own: X,
+}
+
+impl<A, H, X: Default> Default for ArrayPlan<A, H, X> {
+    fn default() -> Self {
+        ArrayPlan {
+            input_words: Vec::new(),
+            segments: Vec::new(),
+            luts: Vec::new(),
+            words: 0,
+            arrays: Vec::new(),
+            output_words: 0,
+            headers: Vec::new(),
+            own: X::default(),
+        }
+    }
+}
+
+/// The lengths of an [`ArrayPlan`]'s shared tables, to undo a file's planning.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::field) struct PlanMark {
+    lens: [usize; 5],
+    words: u32,
+    output_words: u32,
+}
+
+impl<A, H, X> ArrayPlan<A, H, X> {
+    /// Where the shared tables end now, for [`ArrayPlan::rewind`].
+    pub(in crate::field) fn mark(&self) -> PlanMark {
+        PlanMark {
+            lens: [
+                self.input_words.len(),
+                self.segments.len(),
+                self.luts.len(),
+                self.arrays.len(),
+                self.headers.len(),
+            ],
+            words: self.words,
+            output_words: self.output_words,
+        }
+    }
+
+    /// Undoes everything the shared tables took past `m` (the format's own tables are its
+    /// own to undo).
+    pub(in crate::field) fn rewind(&mut self, m: PlanMark) {
+        self.input_words.truncate(m.lens[0]);
+        self.segments.truncate(m.lens[1]);
+        self.luts.truncate(m.lens[2]);
+        self.arrays.truncate(m.lens[3]);
+        self.headers.truncate(m.lens[4]);
+        self.words = m.words;
+        self.output_words = m.output_words;
+    }
+
+    /// The twin's first stages over the plan (`decode_segments` every round, then `undiff`
+    /// for every axis), `pairs` the format's pair tokens: the scratch words and the per-file
+    /// error flags.
+    #[cfg(test)]
+    pub(in crate::field) fn twin_decode(&self, pairs: u32) -> (Vec<u32>, Vec<u32>)
+    where
+        A: crate::gpu::cpu_twin::float_arrays::ArrayEntry,
+    {
+        crate::gpu::cpu_twin::float_arrays::decode_and_undiff(
+            (&self.input_words, &self.segments, &self.luts),
+            self.words,
+            &self.arrays,
+            segment_rounds(&self.segments),
+            pairs,
+        )
+    }
+
+    /// The kernel's view of the stream tables (bindings 0 to 3).
+    #[cfg(feature = "gpu")]
+    pub(in crate::field) fn streams(&self) -> crate::gpu::chunked::StreamTables<'_> {
+        crate::gpu::chunked::StreamTables {
+            input_words: &self.input_words,
+            segments: &self.segments,
+            rounds: segment_rounds(&self.segments),
+            luts: &self.luts,
+            words: self.words,
+        }
+    }
+}
+
 /// Rounds of `decode_segments` the segments take: enough for the longest to decode
 /// [`SEGMENT_ROUND`] values a round (1 at least).
 pub(in crate::field) fn segment_rounds(segments: &[LosslessSegment]) -> u32 {

@@ -1,7 +1,7 @@
 //! The GPU plan of lossless float arrays: every file is checked on the CPU as the CPU decoder
 //! checks it (header, limits, CRC, runs, chunk table, every chunk's head), then turned into
 //! the tables `shaders/lossless.wgsl` reads: the files' bytes as words, one
-//! [`LosslessSegment`] per segment with its decode table (and, past [`SEGMENT_ROUND`](crate::gpu::abi::SEGMENT_ROUND)
+//! [`LosslessSegment`](crate::gpu::abi::LosslessSegment) per segment with its decode table (and, past [`SEGMENT_ROUND`](crate::gpu::abi::SEGMENT_ROUND)
 //! values, its place between rounds in the scratch words), one [`LosslessArray`] per file
 //! (with its prefix sums' block carries in the scratch words) and the exception runs, for
 //! the whole batch or in sub-batches that each fit the device's
@@ -16,32 +16,20 @@ use crate::field::core::container::Stream;
 #[cfg(test)]
 use crate::field::core::gpu::segment_rounds;
 use crate::field::core::gpu::{
-    align, in_batch, padded_shape, push_file, push_stream, u32_of, StreamPlace, TableNames,
+    align, in_batch, padded_shape, push_file, push_stream, u32_of, ArrayPlan, PlanMark,
+    StreamPlace, TableNames,
 };
-use crate::gpu::abi::{LosslessArray, LosslessSegment};
+use crate::gpu::abi::LosslessArray;
 use crate::gpu::line_sum::carry_words;
 
 /// The tables of one batch of lossless arrays, in the shader's binding order.
+pub(crate) type LosslessPlan = ArrayPlan<LosslessArray, LosslessHeader, LosslessRuns>;
+
+/// The lossless plan's own table.
 #[derive(Debug, Default)]
-pub(crate) struct LosslessPlan {
-    /// The files' bytes as little-endian words, each file from a word boundary, plus one
-    /// zero word (a bit read near the end may touch the next word).
-    pub input_words: Vec<u32>,
-    /// One entry per segment of every stream of every chunk.
-    pub segments: Vec<LosslessSegment>,
-    /// The streams' decode tables, 2^11 entries each: code length | token << 4.
-    pub luts: Vec<u32>,
-    /// Words of the scratch binding (per array: residuals, adjustments, block carries, the
-    /// long segments' places).
-    pub words: u32,
-    /// One entry per file.
-    pub arrays: Vec<LosslessArray>,
+pub(crate) struct LosslessRuns {
     /// The exception runs, 3 words each (start, length, bits).
     pub runs: Vec<u32>,
-    /// Words of the output binding.
-    pub output_words: u32,
-    /// Each file's header.
-    pub headers: Vec<LosslessHeader>,
 }
 
 /// Checks every file and plans its tables as one batch; the first bad file's error is
@@ -70,13 +58,13 @@ pub(crate) fn plan_lossless_batches(
     let mut plan = LosslessPlan::default();
     let mut first = 0;
     for (f, &data) in files.iter().enumerate() {
-        let mark = plan.mark();
+        let mark = mark(&plan);
         plan_file(&mut plan, f, (f - first) as u32, data, options)?;
         plan.input_words.push(0);
         let ok = fits(&plan);
         plan.input_words.pop();
         if !ok && f > first {
-            plan.rewind(mark);
+            rewind(&mut plan, mark);
             plan.input_words.push(0);
             out.push((first, std::mem::take(&mut plan)));
             first = f;
@@ -90,36 +78,14 @@ pub(crate) fn plan_lossless_batches(
     Ok(out)
 }
 
-/// The lengths of a plan's tables, to undo a file's planning.
-#[derive(Debug, Clone, Copy)]
-struct Mark([usize; 6], u32, u32);
+/// Where a plan's tables end, to undo a file's planning.
+fn mark(plan: &LosslessPlan) -> (PlanMark, usize) {
+    (plan.mark(), plan.own.runs.len())
+}
 
-impl LosslessPlan {
-    fn mark(&self) -> Mark {
-        Mark(
-            [
-                self.input_words.len(),
-                self.segments.len(),
-                self.luts.len(),
-                self.arrays.len(),
-                self.runs.len(),
-                self.headers.len(),
-            ],
-            self.words,
-            self.output_words,
-        )
-    }
-
-    fn rewind(&mut self, Mark(lens, words, output_words): Mark) {
-        self.input_words.truncate(lens[0]);
-        self.segments.truncate(lens[1]);
-        self.luts.truncate(lens[2]);
-        self.arrays.truncate(lens[3]);
-        self.runs.truncate(lens[4]);
-        self.headers.truncate(lens[5]);
-        self.words = words;
-        self.output_words = output_words;
-    }
+fn rewind(plan: &mut LosslessPlan, (shared, runs): (PlanMark, usize)) {
+    plan.rewind(shared);
+    plan.own.runs.truncate(runs);
 }
 
 /// The lossless tables' names in errors.
@@ -197,7 +163,7 @@ fn plan_file(
         words: u32_of(res_at, "lossless scratch words")?,
         adjust: adjust_at,
         mult_base: h.mult_base.map_or(0, f32::to_bits),
-        runs: u32_of(plan.runs.len() as u64, "lossless runs")?,
+        runs: u32_of(plan.own.runs.len() as u64, "lossless runs")?,
         run_count: u32_of(layout.runs.len() as u64, "lossless runs")?,
         out_word: plan.output_words,
         file: slot,
@@ -205,7 +171,7 @@ fn plan_file(
         pad1: 0,
     });
     for r in &layout.runs {
-        plan.runs.extend([r.start, r.len, r.bits]);
+        plan.own.runs.extend([r.start, r.len, r.bits]);
     }
     plan.words = u32_of(words, "lossless scratch words")?;
     let output = align(plan.output_words as u64 + n.div_ceil(per));
@@ -218,18 +184,16 @@ fn plan_file(
 /// words and the per-file error flags.
 #[cfg(test)]
 pub(crate) fn run_twin(plan: &LosslessPlan) -> (Vec<u32>, Vec<u32>) {
-    use crate::gpu::cpu_twin::{float_arrays, lossless as twin};
-    let bindings = (&plan.input_words[..], &plan.segments[..], &plan.luts[..]);
-    let rounds = segment_rounds(&plan.segments);
-    let (words, mut errors) = float_arrays::decode_and_undiff(
-        bindings,
-        plan.words,
-        &plan.arrays,
-        rounds,
-        twin::PAIR_TOKENS,
-    );
+    use crate::gpu::cpu_twin::lossless as twin;
+    let (words, mut errors) = plan.twin_decode(twin::PAIR_TOKENS);
     let mut output = vec![0u32; plan.output_words as usize];
-    twin::finish(&plan.arrays, &words, &plan.runs, &mut output, &mut errors);
+    twin::finish(
+        &plan.arrays,
+        &words,
+        &plan.own.runs,
+        &mut output,
+        &mut errors,
+    );
     (output, errors)
 }
 
