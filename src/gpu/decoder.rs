@@ -1,5 +1,6 @@
-//! [`GpuDecoder`]: the device, queue and pipelines, the decoder's settings, and the batch
-//! API (blocking, with flags, timed, async).
+//! [`Context`] (also named [`GpuDecoder`]): the device, queue and pipelines every kernel runs
+//! with (the decoder's, the data side's, the encoder's when made from it), the decoder's
+//! settings, and the batch API (blocking, with flags, timed, async).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,8 +14,11 @@ use crate::decode::DecodeOptions;
 use crate::error::{LimitsError, Result};
 use crate::layout::{OutputLayout, Window};
 
-/// The GPU decoder: pipelines created once, buffers reused between batches.
-pub struct GpuDecoder {
+/// The GPU context: the device and queue, its limits, the kernel families compiled on first
+/// use, the scratch buffers reused between batches, and the decoder's settings. Every GPU
+/// stage of l3 runs on one (image decode, levels, augment, fields, float arrays, tensor
+/// windows; [`super::GpuEncoder::from_decoder`] shares its device).
+pub struct Context {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     adapter_info: Option<wgpu::AdapterInfo>,
@@ -32,21 +36,24 @@ pub struct GpuDecoder {
     pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
 }
 
-impl std::fmt::Debug for GpuDecoder {
+/// [`Context`]'s first name, kept: most of l3's API and its users call it the decoder.
+pub type GpuDecoder = Context;
+
+impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuDecoder")
+        f.debug_struct("gpu::Context")
             .field("adapter", &self.adapter_name())
             .field("chunk_limit", &self.chunk_limit)
             .finish()
     }
 }
 
-impl GpuDecoder {
+impl Context {
     /// A decoder on the caller's device and queue (handles are cloned). Creates the pipelines.
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Self> {
         let limits = device.limits();
         let pipelines = Pipelines::new(device)?;
-        Ok(GpuDecoder {
+        Ok(Context {
             device: device.clone(),
             queue: queue.clone(),
             adapter_info: None,

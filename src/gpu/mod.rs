@@ -148,7 +148,7 @@ pub use abi::{
 #[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
 #[cfg(feature = "gpu")]
-pub use decoder::GpuDecoder;
+pub use decoder::{Context, GpuDecoder};
 #[cfg(feature = "gpu")]
 pub use device::{required_limits, select_adapter};
 #[cfg(feature = "gpu")]

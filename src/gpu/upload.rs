@@ -11,7 +11,7 @@ use super::device::range;
 use super::plan::{build_parts, plan_batch, BatchPlan, ChunkInputs};
 use super::readback::{GpuBatch, ImageLayout, Pending};
 use super::timing::{TimingBuffers, TimingReadback, QUERIES_PER_CHUNK};
-use super::GpuDecoder;
+use super::Context;
 use crate::error::{Error, LimitsError, Result};
 use crate::format::FileLayout;
 use crate::layout::{OutputLayout, Window};
@@ -126,7 +126,7 @@ fn in_image(image: usize, e: Error) -> Error {
     }
 }
 
-impl GpuDecoder {
+impl Context {
     /// Step 1: validates every file on the CPU (headers, size tables, checksum, limits); the
     /// first bad file fails with [`Error::InBatch`].
     pub(crate) fn parse_files<'a>(&self, files: &[&'a [u8]]) -> Result<Vec<FileLayout<'a>>> {

@@ -564,31 +564,24 @@ struct ValidIndex {
     max_class: Option<u32>,
 }
 
-/// The checks of [`parse_index`]: the CRC-32, every entry's fields, no bytes after the last
-/// entry, the level-major layout.
-fn validate_index(
+/// What every index (image or tensor) is checked for around its entries: its CRC-32 first,
+/// then `read(pos, i)` reads entry `i` starting at byte `pos` and returns where it ends, for
+/// the trailer's record count; no bytes may follow the last entry.
+pub(super) fn read_entries(
     bytes: &[u8],
     trailer: &Trailer,
-    level_count: u8,
-) -> Result<ValidIndex, ShardError> {
-    if crc32fast::hash(bytes) != trailer.index_crc32 {
+    mut read: impl FnMut(usize, u64) -> Result<usize, ShardError>,
+) -> Result<(), ShardError> {
+    let computed = crc32fast::hash(bytes);
+    if computed != trailer.index_crc32 {
         return Err(ShardError::IndexChecksum {
             stored: trailer.index_crc32,
-            computed: crc32fast::hash(bytes),
+            computed,
         });
     }
-    // Bounded by Trailer::parse: record_count <= index_len / smallest entry.
-    let count = trailer.record_count as usize;
-    let mut starts = Vec::with_capacity(count);
-    // Every record's levels, record-major, for the layout check.
-    let mut levels = Vec::with_capacity(count * level_count as usize);
-    let mut max_class = None;
     let mut pos = 0;
     for i in 0..trailer.record_count {
-        let (entry, end) = read_entry(bytes, pos, i, level_count, Some(&mut levels))?;
-        starts.push(pos);
-        max_class = max_class.max(entry.class);
-        pos = end;
+        pos = read(pos, i)?;
     }
     if pos != bytes.len() {
         return Err(ShardError::Invalid {
@@ -597,6 +590,28 @@ fn validate_index(
             reason: "bytes left after the last entry",
         });
     }
+    Ok(())
+}
+
+/// The checks of [`parse_index`]: the CRC-32, every entry's fields, no bytes after the last
+/// entry, the level-major layout.
+fn validate_index(
+    bytes: &[u8],
+    trailer: &Trailer,
+    level_count: u8,
+) -> Result<ValidIndex, ShardError> {
+    // Bounded by Trailer::parse: record_count <= index_len / smallest entry.
+    let count = trailer.record_count as usize;
+    let mut starts = Vec::with_capacity(count);
+    // Every record's levels, record-major, for the layout check.
+    let mut levels = Vec::with_capacity(count * level_count as usize);
+    let mut max_class = None;
+    read_entries(bytes, trailer, |pos, i| {
+        let (entry, end) = read_entry(bytes, pos, i, level_count, Some(&mut levels))?;
+        starts.push(pos);
+        max_class = max_class.max(entry.class);
+        Ok(end)
+    })?;
     check_layout(&levels, count, level_count, trailer.index_offset)?;
     let mut level_bytes = vec![0u64; level_count as usize];
     for (k, l) in levels.iter().enumerate() {

@@ -126,27 +126,13 @@ pub fn parse_tensor_trailer(b: &[u8], file_len: u64) -> Result<Trailer, ShardErr
 /// after the last entry, and the payload layout (record order, arrays in index order,
 /// contiguous from the end of the header to the index).
 pub fn parse_tensor_index(bytes: &[u8], trailer: &Trailer) -> Result<Vec<TensorEntry>, ShardError> {
-    if crc32fast::hash(bytes) != trailer.index_crc32 {
-        return Err(ShardError::IndexChecksum {
-            stored: trailer.index_crc32,
-            computed: crc32fast::hash(bytes),
-        });
-    }
     // Bounded by parse_tensor_trailer: record_count <= index_len / smallest entry.
     let mut entries = Vec::with_capacity(trailer.record_count as usize);
-    let mut pos = 0;
-    for i in 0..trailer.record_count {
+    super::format::read_entries(bytes, trailer, |pos, i| {
         let (entry, end) = read_entry(bytes, pos, i)?;
         entries.push(entry);
-        pos = end;
-    }
-    if pos != bytes.len() {
-        return Err(ShardError::Invalid {
-            field: "index",
-            value: (bytes.len() - pos) as u64,
-            reason: "bytes left after the last entry",
-        });
-    }
+        Ok(end)
+    })?;
     let mut expected = HEADER_LEN;
     for (i, e) in entries.iter().enumerate() {
         for (k, a) in e.arrays.iter().enumerate() {
