@@ -7,6 +7,10 @@
 //! open through `AnyDataset` (one manifest read) and through their own types.
 #![cfg(feature = "dataset")]
 
+#[cfg(feature = "gpu")]
+#[path = "common/gpu_support.rs"]
+mod gpu_support;
+
 use std::path::Path;
 
 use l3::decode::DecodeOptions;
@@ -43,6 +47,41 @@ fn an_earlier_image_dataset_decodes_the_same_at_every_level() {
             );
         }
     }
+}
+
+/// The same image records, every shard's prefix decoded as one GPU batch at every level
+/// (levels.wgsl on lavapipe in CI): the pixels the earlier version's CPU decoder gave.
+#[cfg(feature = "gpu")]
+#[test]
+fn an_earlier_image_dataset_decodes_the_same_on_the_gpu() {
+    let Some(gpu) = gpu_support::gpu() else {
+        return;
+    };
+    let want = expected()["images"].as_array().unwrap().clone();
+    let d = Dataset::open(&Path::new(DIR).join("images")).unwrap();
+    let mut first = 0;
+    for shard in d.shards() {
+        for level in 0..d.manifest().levels {
+            let images = shard
+                .decode_prefix_on_gpu(gpu, level)
+                .unwrap()
+                .read_back()
+                .unwrap();
+            assert_eq!(images.len(), shard.len());
+            for (i, pixels) in images.iter().enumerate() {
+                // The GPU writes 16-bit samples little-endian, as the CRCs were taken.
+                let crc = want[first + i]["crc32"][level as usize].as_u64().unwrap();
+                assert_eq!(
+                    crc32fast::hash(pixels) as u64,
+                    crc,
+                    "record {} level {level}",
+                    first + i
+                );
+            }
+        }
+        first += shard.len();
+    }
+    assert_eq!(first, want.len());
 }
 
 #[test]

@@ -110,8 +110,8 @@ pub(crate) enum Kernel {
     Encode,
 }
 
-/// Kernel families there are.
-const KERNELS: usize = 7;
+/// Kernel families there are (`Encode` is the last variant).
+const KERNELS: usize = Kernel::Encode as usize + 1;
 
 impl Kernel {
     /// Its WGSL stages, each with its entry points.
@@ -425,4 +425,44 @@ pub(crate) fn range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::Bind
         offset,
         size: NonZeroU64::new(size),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every entry point a kernel family names is an entry point of its stage's WGSL, and every
+    /// family has its slot in `Kernels` (so the list and the shaders cannot drift).
+    #[test]
+    fn every_kernel_entry_point_is_in_its_shader() {
+        use Kernel::*;
+        let all = [
+            Levels,
+            Augment,
+            Fields,
+            Lossless,
+            TensorWindow,
+            Bounded,
+            Encode,
+        ];
+        assert_eq!(all.len(), KERNELS);
+        for (i, k) in all.into_iter().enumerate() {
+            assert_eq!(k as usize, i);
+            for &(stage, names) in k.stages() {
+                let module = wgpu::naga::front::wgsl::parse_str(&shaders::source(stage)).unwrap();
+                let have: Vec<&str> = module
+                    .entry_points
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .collect();
+                for name in names {
+                    assert!(
+                        have.contains(name),
+                        "{}: no {name} in {have:?}",
+                        stage.label()
+                    );
+                }
+            }
+        }
+    }
 }
