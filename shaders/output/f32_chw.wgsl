@@ -8,6 +8,11 @@
 
 @group(0) @binding(4) var<storage, read_write> out_values: array<f32>;
 
+// Both bodies write each sample through `put_sample`; `put_word` is never called.
+const OUTPUT_PACKED: bool = false;
+
+fn put_word(img: ImageInfo, w: u32, value: u32, whole: bool) {}
+
 fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
     let v = dequantize(img, stored);
     let hw = img.width * img.height;

@@ -1,11 +1,26 @@
 // Output layout `OutputLayout::Interleaved` (CPU twin: `gpu::cpu_twin::InterleavedWords`):
-// each sample ORed straight into its output word, the layout of the CPU decoder (HWC; 8-bit
-// samples four to a u32 word, 16-bit samples two to a word, little-endian). Streams of one
-// image share output words, hence the atomics; the host clears the output buffer before the
-// batch's first chunk, so the bytes of each word combine correctly (and the padding between
-// images is 0). Assembled after the shared decode bodies and before decode.wgsl.
+// the layout of the CPU decoder (HWC; 8-bit samples four to a u32 word, 16-bit samples two
+// to a word, little-endian). The version-1 body packs whole rows (`OUTPUT_PACKED`): a word
+// its row covers entirely is stored, a word shared with the patch beside it (at most two per
+// row) ORed in. The version-2 body ORs each sample into its word (`put_sample`). Both OR
+// into a buffer the host clears before the batch's first chunk, so the bytes of a shared
+// word combine (and the padding between images is 0). Assembled after the shared decode
+// bodies and before decode.wgsl.
 
 @group(0) @binding(4) var<storage, read_write> out_words: array<atomic<u32>>;
+
+// The version-1 body writes rows of whole words through `put_word`.
+const OUTPUT_PACKED: bool = true;
+
+// Output word `w` of `img` (from its out_base): `value` is the word when `whole`, else the
+// part of it one patch row holds.
+fn put_word(img: ImageInfo, w: u32, value: u32, whole: bool) {
+    if (whole) {
+        atomicStore(&out_words[img.out_base + w], value);
+    } else {
+        atomicOr(&out_words[img.out_base + w], value);
+    }
+}
 
 fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
     let v = dequantize(img, stored);

@@ -11,8 +11,9 @@
 //!    of the streams in the uploaded stream bytes (multi-level, any number of streams);
 //! 2. the decode, each sample written straight to the output, with no intermediate buffer
 //!    and no store pass. Version-1 files: (patch, channel) streams, rows in order; a
-//!    workgroup of 64 invocations decodes 64 / patch size streams (one for 64- and 128-wide
-//!    patches: [`streams_per_workgroup`]); `shaders/shared/decode_streams.wgsl`. Version-2
+//!    workgroup of 64 invocations decodes 64 / patch size patches, every channel of each
+//!    (one patch when 64 or 128 wide: [`patches_per_workgroup`]), and writes each
+//!    interleaved row as whole words; `shaders/shared/decode_streams.wgsl`. Version-2
 //!    files: one workgroup per patch stream; invocation 0 checks the header and builds the
 //!    Huffman tables in workgroup memory, then one invocation per (channel, segment) decodes
 //!    the residuals of the next row of its segment and the workgroup reconstructs those rows
@@ -142,7 +143,7 @@ pub(crate) mod tests;
 
 pub use crate::layout::{Normalize, OutputLayout, SampleType};
 pub use abi::{
-    flags, streams_per_workgroup, workgroups_of, ImageInfo, Params, DECODE_WORKGROUP_SIZE,
+    flags, patches_per_workgroup, workgroups_of, ImageInfo, Params, DECODE_WORKGROUP_SIZE,
 };
 
 #[cfg(feature = "gpu")]

@@ -229,7 +229,7 @@ wgsl_struct! {
         /// Index of the image in its batch (its error-flag slot).
         pub image_index: u32,
         /// First decode workgroup of the image; a workgroup decodes
-        /// [`streams_per_workgroup`] streams (version 1) or one patch (version 2).
+        /// [`patches_per_workgroup`] patches (version 1) or one patch (version 2).
         pub wg_base: u32,
         /// Format version of the file ([`crate::format::VERSION_FAST`] or
         /// [`crate::format::VERSION_COMPACT`]): which entry point decodes it (`main` or
@@ -261,10 +261,10 @@ pub(crate) const WG_256: u64 = 256;
 /// Alignment of each image (and chunk) in the output buffer.
 pub(crate) const OUT_ALIGN: u64 = 256;
 
-/// Streams one decode workgroup takes, in a version-1 file, for a patch size
-/// `1 << patch_log2`: 64 / patch size, at least 1. (In a version-2 file a workgroup takes one
-/// patch, i.e. one stream: [`workgroups_of`].)
-pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
+/// Patches (each with all its channels' streams) one decode workgroup takes, in a version-1
+/// file, for a patch size `1 << patch_log2`: 64 / patch size, at least 1. (In a version-2
+/// file a workgroup takes one patch, i.e. one stream: [`workgroups_of`].)
+pub const fn patches_per_workgroup(patch_log2: u8) -> u32 {
     let ps = 1u32 << patch_log2;
     if ps >= DECODE_WORKGROUP_SIZE {
         1
@@ -273,13 +273,15 @@ pub const fn streams_per_workgroup(patch_log2: u8) -> u32 {
     }
 }
 
-/// Decode workgroups of `streams` consecutive streams of a file with header `h`: version 1
-/// packs [`streams_per_workgroup`] streams into a workgroup; version 2 gives each patch (one
-/// stream) a workgroup of its own, whatever the patch size, since its segments and channels
-/// decode in parallel inside it.
+/// Decode workgroups of `streams` consecutive streams (whole patches) of a file with header
+/// `h`: version 1 packs [`patches_per_workgroup`] patches, each with one stream per channel,
+/// into a workgroup; version 2 gives each patch (one stream) a workgroup of its own, whatever
+/// the patch size, since its segments and channels decode in parallel inside it.
 pub fn workgroups_of(h: &Header, streams: u32) -> u32 {
     match h.profile {
-        Profile::Fast => streams.div_ceil(streams_per_workgroup(h.patch_log2)),
+        Profile::Fast => {
+            (streams / h.channels().max(1) as u32).div_ceil(patches_per_workgroup(h.patch_log2))
+        }
         Profile::Compact => streams,
     }
 }
@@ -484,8 +486,8 @@ mod tests {
 
     #[test]
     fn workgroups_per_stream() {
-        assert_eq!(streams_per_workgroup(3), 8);
-        assert_eq!(streams_per_workgroup(6), 1);
-        assert_eq!(streams_per_workgroup(7), 1);
+        assert_eq!(patches_per_workgroup(3), 8);
+        assert_eq!(patches_per_workgroup(6), 1);
+        assert_eq!(patches_per_workgroup(7), 1);
     }
 }

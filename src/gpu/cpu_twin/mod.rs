@@ -87,8 +87,14 @@ fn find_image_by_workgroup(images: &[ImageInfo], count: u32, wg: u32) -> usize {
 /// Where a twin's decode body puts each decoded sample: the twin of `put_sample` and of the
 /// output binding (4) of `shaders/output/*.wgsl`, one implementation per [`OutputLayout`].
 pub(crate) trait OutputSink {
+    /// The layout's `OUTPUT_PACKED`: the version-1 body hands it whole rows as output words
+    /// (`put_word`) instead of samples one by one (`put_sample`).
+    const PACKED: bool;
     /// Stores sample `v` of channel `ch` at pixel (`x`, `y`) of image (or band) `img`.
     fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32);
+    /// Output word `w` of `img`: `value` is the word when `whole`, else one row's part of
+    /// it. Called only when `PACKED`.
+    fn put_word(&mut self, img: &ImageInfo, w: u32, value: u32, whole: bool);
 }
 
 /// Twin of `dequantize` in `shaders/shared/images.wgsl`.
@@ -100,16 +106,27 @@ fn dequantize(img: &ImageInfo, v: u32) -> u32 {
     }
 }
 
-/// Twin of `shaders/output/interleaved.wgsl`: each sample ORed into its interleaved output
-/// word of `out_words` (HWC from the image's `out_base`; 8-bit samples four to a word, 16-bit
-/// samples two to a word, little-endian; the words start zeroed, as the host clears the GPU
-/// buffer).
+/// Twin of `shaders/output/interleaved.wgsl`: version-1 rows as whole words (stored, or ORed
+/// where a row covers part of a word), version-2 samples each ORed into its word, of
+/// `out_words` (HWC from the image's `out_base`; 8-bit samples four to a word, 16-bit samples
+/// two to a word, little-endian; the words start zeroed, as the host clears the GPU buffer).
 pub(crate) struct InterleavedWords<'a> {
     /// Binding 4 (`out_words`).
     pub out_words: &'a mut [u32],
 }
 
 impl OutputSink for InterleavedWords<'_> {
+    const PACKED: bool = true;
+
+    fn put_word(&mut self, img: &ImageInfo, w: u32, value: u32, whole: bool) {
+        let word = &mut self.out_words[(img.out_base + w) as usize];
+        if whole {
+            *word = value;
+        } else {
+            *word |= value;
+        }
+    }
+
     fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
         let v = dequantize(img, stored);
         let s = (y * img.width + x) * img.channels + ch;
@@ -133,6 +150,12 @@ pub(crate) struct F32Chw<'a> {
 }
 
 impl OutputSink for F32Chw<'_> {
+    const PACKED: bool = false;
+
+    fn put_word(&mut self, _: &ImageInfo, _: u32, _: u32, _: bool) {
+        unreachable!("the f32 layout takes samples one by one")
+    }
+
     fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
         let v = dequantize(img, stored);
         let hw = img.width * img.height;
