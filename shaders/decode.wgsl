@@ -2,9 +2,9 @@
 // decode_streams` for `main`, `gpu::cpu_twin::decode_compact_patches` for `main_compact`).
 // The shader assembler (`gpu::shaders::source`) puts before this file the generated prelude,
 // the shared decode bodies (shared/decode_streams.wgsl for version 1, shared/decode_compact.wgsl
-// for version 2), and one output layout's file from output/ (its output binding 4 and its
-// `put_sample`, which the bodies call for each decoded sample). No intermediate buffer and no
-// store pass: each sample goes straight to its place in the output.
+// for version 2), and one output layout's file from output/ (its output binding 4 and the
+// functions the bodies hand samples or packed rows to). No intermediate buffer and no store
+// pass: each sample or row goes straight to its place in the output.
 
 @group(0) @binding(0) var<storage, read> input_words: array<u32>;
 @group(0) @binding(1) var<storage, read> sizes: array<u32>;

@@ -8,10 +8,19 @@
 
 @group(0) @binding(4) var<storage, read_write> out_values: array<f32>;
 
-// Both bodies write each sample through `put_sample`; `put_word` is never called.
+// Both bodies write each sample at once (`put_sample`, `row_sample`); `put_word` is never
+// called.
 const OUTPUT_PACKED: bool = false;
 
 fn put_word(img: ImageInfo, w: u32, value: u32, whole: bool) {}
+
+// The version-2 body's samples: each to its place at once.
+fn row_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+    put_sample(img, ch, y, x, stored);
+}
+
+// Samples are already in place: nothing to finish after a row.
+fn end_row(img: ImageInfo, y: u32, x0: u32, pw: u32, lid: u32) {}
 
 fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
     let v = dequantize(img, stored);

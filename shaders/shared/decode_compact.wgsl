@@ -13,15 +13,18 @@
 //    for 128-pixel patches): the prediction's part from the row above (the previous row of
 //    every channel is kept in workgroup memory), a workgroup prefix sum along the row for
 //    left-type predictors, the colour transform undone (or the index looked up in the
-//    palette), each sample to `put_sample(img, ch, y, x, v)` (defined by the stage).
+//    palette), each sample to `row_sample(img, ch, y, x, v)`, then, after the row's barrier,
+//    `end_row` (both defined by the output layout: the interleaved one assembles the row's
+//    words in workgroup memory and stores them whole).
 // A flagged patch's output is unspecified. Every loop is bounded by the patch size, the
 // alphabet or the segment count, and every barrier is reached by the whole workgroup: the
 // bounds come from the image table and the workgroup id, or are broadcast with
 // workgroupUniformLoad.
 //
 // Workgroup memory: 8 KiB residuals (a palette patch keeps its palette in the second
-// quarter), 2 KiB previous rows, 2 KiB prefix sum, 1.5 KiB tables, 2 KiB lookup tables
-// (15.5 KiB, under wgpu's default 16 KiB; the version-1 entry points do not reserve it).
+// quarter), 2 KiB previous rows, 2 KiB prefix sum, 0.8 KiB tables, 2 KiB lookup tables, and
+// the interleaved layout's 1 KiB row of output words (about 15.9 KiB, under wgpu's default
+// 16 KiB; the version-1 entry points do not reserve it).
 //
 // decode.wgsl declares `input_words`, `sizes`, `offsets`, `images`, `errors` and `params`; the
 // format constants come from the generated prelude.
@@ -60,8 +63,10 @@ var<workgroup> cp_scan: array<vec4<u32>, 2u * WG>;
 // (bits 0..12), how many codes have it (bits 12..20), where their tokens start in
 // `cp_tokens` (bits 20..).
 var<workgroup> cp_codes: array<u32, MAX_CHANNELS * CODE_SLOTS>;
-// Tokens of channel c's code sorted by (length, token), from c * MAX_TOKENS.
-var<workgroup> cp_tokens: array<u32, MAX_CHANNELS * MAX_TOKENS>;
+// Tokens of channel c's code sorted by (length, token), four to a word (a token is below
+// 64): entry i is byte i % 4 of word c * CP_TOKEN_WORDS + i / 4 (`cp_token`).
+const CP_TOKEN_WORDS: u32 = (MAX_TOKENS + 3u) / 4u;
+var<workgroup> cp_tokens: array<u32, MAX_CHANNELS * CP_TOKEN_WORDS>;
 // First-level lookup table of channel c: the entry for the next FAST_BITS stream bits j (as
 // read, LSB first) is half j % 2 of word (c * FAST_SIZE + j) / 2: the code length (bits
 // 0..4; 0 for a code longer than FAST_BITS, left to the canonical compares) and the token
@@ -219,7 +224,10 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
             for (var t = 0u; t < ntok; t = t + 1u) {
                 let l = lengths[t];
                 if (l != 0u) {
-                    cp_tokens[c * MAX_TOKENS + next[l]] = t;
+                    let i = next[l];
+                    let word = c * CP_TOKEN_WORDS + i / 4u;
+                    let shift = 8u * (i % 4u);
+                    cp_tokens[word] = (cp_tokens[word] & ~(0xffu << shift)) | (t << shift);
                     next[l] = next[l] + 1u;
                 }
             }
@@ -259,6 +267,11 @@ fn cp_parse_header(start: u32, size: u32, channels: u32, depth: u32, segs: u32) 
     return 0u;
 }
 
+// Entry i of channel c's sorted tokens.
+fn cp_token(c: u32, i: u32) -> u32 {
+    return (cp_tokens[c * CP_TOKEN_WORDS + i / 4u] >> (8u * (i % 4u))) & 0xffu;
+}
+
 // The lookup-table entry of channel c for the next FAST_BITS stream bits j: the canonical
 // compares of cp_read_symbol for lengths 1 ..= FAST_BITS (they depend only on those bits).
 fn cp_fast_entry(c: u32, j: u32) -> u32 {
@@ -267,7 +280,7 @@ fn cp_fast_entry(c: u32, j: u32) -> u32 {
         let e = cp_codes[c * CODE_SLOTS + l];
         let index = (bits >> (FAST_BITS - l)) - (e & 0xfffu);
         if (index < ((e >> 12u) & 0xffu)) {
-            return l | (cp_tokens[c * MAX_TOKENS + (e >> 20u) + index] << 4u);
+            return l | (cp_token(c, (e >> 20u) + index) << 4u);
         }
     }
     return 0u;
@@ -319,7 +332,7 @@ fn cp_read_symbol(start: u32, p: u32, c: u32, singles: u32) -> CpSymbol {
                 let e = cp_codes[c * CODE_SLOTS + l];
                 let index = (bits >> (MAX_CODE_LEN - l)) - (e & 0xfffu);
                 if (index < ((e >> 12u) & 0xffu)) {
-                    token = cp_tokens[c * MAX_TOKENS + (e >> 20u) + index];
+                    token = cp_token(c, (e >> 20u) + index);
                     len = l;
                     break;
                 }
@@ -546,12 +559,13 @@ fn cp_output_row(
                 out = vec4<u32>(lo & 0xffffu, lo >> 16u, hi & 0xffffu, hi >> 16u);
             }
             for (var c = 0u; c < channels; c = c + 1u) {
-                put_sample(img, c, y, x0 + x, out[c]);
+                row_sample(img, c, y, x0 + x, out[c]);
             }
         }
     }
-    // The row is complete before the next one reads it.
+    // The row is complete before the next one reads it (and its output words are).
     workgroupBarrier();
+    end_row(img, y, x0, pw, lid);
 }
 
 // Decodes the patch of chunk-local workgroup `wg` of version-2 image `img`.

@@ -396,7 +396,7 @@ fn cp_from_above(predictor: u32, up: &[u32], x: usize, pw: usize) -> u32 {
 /// version-2 images, over the dispatch's workgroups (one per patch), one after another: the
 /// header check of invocation 0, then per phase the segment rows of every (channel, segment)
 /// and the phase's rows in order (the shader's workgroup prefix sum done as a running sum:
-/// the same u32 sums). Every decoded sample goes to `output.put_sample`. Arguments in binding
+/// the same u32 sums). Every decoded sample goes to `output.row_sample`, and each row's end to `output.end_row`. Arguments in binding
 /// order.
 pub(crate) fn decode_compact_patches<S: OutputSink>(
     input_words: &[u32],
@@ -507,9 +507,10 @@ pub(crate) fn decode_compact_patches<S: OutputSink>(
                         out = h.palette[if index < h.palette.len() { index } else { 0 }];
                     }
                     for (c, &v) in out.iter().enumerate().take(channels) {
-                        output.put_sample(&img, c as u32, y0 + y, x0 + x as u32, v);
+                        output.row_sample(&img, c as u32, y0 + y, x0 + x as u32, v);
                     }
                 }
+                output.end_row(&img, y0 + y, x0, pw);
             }
         }
         for c in 0..coded {

@@ -95,6 +95,11 @@ pub(crate) trait OutputSink {
     /// Output word `w` of `img`: `value` is the word when `whole`, else one row's part of
     /// it. Called only when `PACKED`.
     fn put_word(&mut self, img: &ImageInfo, w: u32, value: u32, whole: bool);
+    /// The version-2 body's sample (the layout's `row_sample`): as `put_sample`, or held until
+    /// the row's `end_row`.
+    fn row_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32);
+    /// The version-2 body's call after pixel row `y`, columns `x0 .. x0 + pw` of a patch.
+    fn end_row(&mut self, img: &ImageInfo, y: u32, x0: u32, pw: u32);
 }
 
 /// Twin of `dequantize` in `shaders/shared/images.wgsl`.
@@ -106,13 +111,30 @@ fn dequantize(img: &ImageInfo, v: u32) -> u32 {
     }
 }
 
-/// Twin of `shaders/output/interleaved.wgsl`: version-1 rows as whole words (stored, or ORed
-/// where a row covers part of a word), version-2 samples each ORed into its word, of
-/// `out_words` (HWC from the image's `out_base`; 8-bit samples four to a word, 16-bit samples
-/// two to a word, little-endian; the words start zeroed, as the host clears the GPU buffer).
+/// Twin of `shaders/output/interleaved.wgsl`: patch rows as whole words of `out_words`
+/// (stored, or ORed where a row covers part of a word; HWC from the image's `out_base`; 8-bit
+/// samples four to a word, 16-bit samples two to a word, little-endian; the words start
+/// zeroed, as the host clears the GPU buffer). Version-1 rows come packed (`put_word`);
+/// version-2 samples (`row_sample`) are ORed into `row`, the twin of the workgroup array `out_row`, until
+/// `end_row` writes the row out.
 pub(crate) struct InterleavedWords<'a> {
     /// Binding 4 (`out_words`).
     pub out_words: &'a mut [u32],
+    /// `out_row`: the words of the version-2 row being assembled.
+    pub row: [u32; OUT_ROW_WORDS],
+}
+
+/// Words of one patch row (the interleaved layout's `OUT_ROW_WORDS`).
+pub(crate) const OUT_ROW_WORDS: usize = (MAX_PATCH * 4 / 2 + 1) as usize;
+
+impl<'a> InterleavedWords<'a> {
+    /// A sink writing to `out_words`, its row of words cleared.
+    pub(crate) fn new(out_words: &'a mut [u32]) -> Self {
+        Self {
+            out_words,
+            row: [0; OUT_ROW_WORDS],
+        }
+    }
 }
 
 impl OutputSink for InterleavedWords<'_> {
@@ -127,13 +149,28 @@ impl OutputSink for InterleavedWords<'_> {
         }
     }
 
-    fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
+    fn put_sample(&mut self, _: &ImageInfo, _: u32, _: u32, _: u32, _: u32) {
+        unreachable!("the version-1 body packs its rows for the interleaved layout")
+    }
+
+    fn row_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
         let v = dequantize(img, stored);
+        let per_word = 32 / img.depth;
+        let x0 = x & !((1 << img.patch_log2) - 1);
+        let first = (y * img.width + x0) * img.channels;
         let s = (y * img.width + x) * img.channels + ch;
-        if img.depth == 8 {
-            self.out_words[(img.out_base + s / 4) as usize] |= v << (8 * (s % 4));
-        } else {
-            self.out_words[(img.out_base + s / 2) as usize] |= v << (16 * (s % 2));
+        self.row[(s / per_word - first / per_word) as usize] |= v << (img.depth * (s % per_word));
+    }
+
+    fn end_row(&mut self, img: &ImageInfo, y: u32, x0: u32, pw: u32) {
+        let per_word = 32 / img.depth;
+        let first = (y * img.width + x0) * img.channels;
+        let end = first + pw * img.channels;
+        let w0 = first / per_word;
+        for w in w0..end.div_ceil(per_word) {
+            let value = std::mem::take(&mut self.row[(w - w0) as usize]);
+            let whole = w * per_word >= first && (w + 1) * per_word <= end;
+            self.put_word(img, w, value, whole);
         }
     }
 }
@@ -155,6 +192,12 @@ impl OutputSink for F32Chw<'_> {
     fn put_word(&mut self, _: &ImageInfo, _: u32, _: u32, _: bool) {
         unreachable!("the f32 layout takes samples one by one")
     }
+
+    fn row_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, v: u32) {
+        self.put_sample(img, ch, y, x, v);
+    }
+
+    fn end_row(&mut self, _: &ImageInfo, _: u32, _: u32, _: u32) {}
 
     fn put_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
         let v = dequantize(img, stored);
@@ -211,9 +254,7 @@ pub(crate) fn run_chunk(c: &ChunkInputs, output: OutputLayout) -> (Vec<u8>, Vec<
     let out = match output {
         OutputLayout::Interleaved => {
             let mut out_words = vec![0u32; words];
-            let mut sink = InterleavedWords {
-                out_words: &mut out_words,
-            };
+            let mut sink = InterleavedWords::new(&mut out_words);
             run(c, &offsets, &mut sink, &mut errors);
             bytemuck::cast_slice(&out_words).to_vec()
         }
