@@ -9,7 +9,9 @@ models (torchvision ResNet-18, ResNet-50, a small ViT), CPU.
 For each (bound, checkpointing) the model (training mode: BatchNorm uses batch statistics;
 the same weights and random batch every time, cross-entropy on random labels) runs a forward
 and backward with activations kept exact, then with them compressed (``"auto"`` first runs
-``--warmup`` compressed steps on the same weights so every layer is measured), and reports:
+``--warmup`` compressed steps on the same weights so every layer is measured)
+(inputs: random crops of the repository's sample photographs, `samples/*.png`, or with
+``--input noise`` Gaussian noise, the codec's worst case) and reports:
 
 * ``grad error``: ``||g_l3 - g_exact|| / ||g_exact||`` over all parameter gradients
   concatenated, and the worst parameter tensor's own relative error (its name);
@@ -59,10 +61,38 @@ def make_model(name: str, size: int) -> nn.Module:
         return torchvision.models.resnet50(num_classes=100)
     if name == "vit":
         # A small ViT from torchvision's own class: 4 blocks, width 192 (ViT-Tiny's), patches of 8.
-        return torchvision.models.VisionTransformer(image_size=size, patch_size=8, num_layers=4,
-                                                    num_heads=3, hidden_dim=192, mlp_dim=768,
-                                                    num_classes=100)
+        vit = torchvision.models.VisionTransformer(image_size=size, patch_size=8, num_layers=4,
+                                                   num_heads=3, hidden_dim=192, mlp_dim=768,
+                                                   num_classes=100)
+        # torchvision starts the head at zero: no gradient would reach the blocks.
+        nn.init.normal_(vit.heads.head.weight, std=0.02)
+        return vit
     raise SystemExit(f"unknown model {name}")
+
+
+def photo_batch(batch: int, size: int, g: torch.Generator) -> torch.Tensor:
+    """``batch`` random ``size`` x ``size`` crops of the repository's sample photographs
+    (`samples/*.png`, RGB), normalised as torchvision's ImageNet models expect."""
+    from pathlib import Path
+
+    import numpy as np
+    from PIL import Image
+
+    here = Path(__file__).resolve().parent.parent / "samples"
+    photos = []
+    for f in sorted(here.glob("*.png")):
+        a = np.asarray(Image.open(f).convert("RGB"), dtype=np.float32) / 255.0
+        if min(a.shape[:2]) >= size:
+            photos.append(torch.from_numpy(a).permute(2, 0, 1))
+    crops = []
+    for _ in range(batch):
+        p = photos[int(torch.randint(len(photos), (1,), generator=g))]
+        y = int(torch.randint(p.shape[1] - size + 1, (1,), generator=g))
+        x = int(torch.randint(p.shape[2] - size + 1, (1,), generator=g))
+        crops.append(p[:, y : y + size, x : x + size])
+    mean = torch.tensor([0.485, 0.456, 0.406]).reshape(3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).reshape(3, 1, 1)
+    return (torch.stack(crops) - mean) / std
 
 
 def checkpointed(model: nn.Module, name: str, mode: str) -> nn.Module:
@@ -122,8 +152,12 @@ def compare(got: dict, exact: dict) -> tuple:
 def measure(args: argparse.Namespace, model_name: str, bound: str, ckpt: str) -> dict:
     model = make_model(model_name, args.size).train()
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(args.batch, 3, args.size, args.size, generator=g)
+    if args.input == "photos":
+        x = photo_batch(args.batch, args.size, g)
+    else:
+        x = torch.randn(args.batch, 3, args.size, args.size, generator=g)
     y = torch.randint(0, 100, (args.batch,), generator=g)
+    step(model, x, y)  # warm-up
     exact_times = [step(model, x, y) for _ in range(args.repeat)]
     exact = grads(model)
     checkpointed(model, model_name, ckpt)
@@ -145,7 +179,7 @@ def measure(args: argparse.Namespace, model_name: str, bound: str, ckpt: str) ->
     s = ca.stats.as_dict()
     ca.close()
     return {
-        "model": model_name, "bound": bound, "checkpoint": ckpt, "batch": args.batch,
+        "model": model_name, "input": args.input, "bound": bound, "checkpoint": ckpt, "batch": args.batch,
         "size": args.size, "grad_error": err, "worst_param_error": worst,
         "worst_param": worst_name, "ratio": s["raw_bytes"] / max(1, s["stored_bytes"]),
         "raw_mb": s["raw_bytes"] / 1e6, "stored_mb": s["stored_bytes"] / 1e6,
@@ -162,6 +196,8 @@ def main() -> int:
     ap.add_argument("--checkpoint", default="none", help="none, reentrant, non-reentrant")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--input", default="photos", choices=("photos", "noise"),
+                    help="crops of samples/*.png, or Gaussian noise (the codec's worst case)")
     ap.add_argument("--warmup", type=int, default=2, help="auto's measuring steps first")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)

@@ -69,7 +69,29 @@ import numpy as np
 import torch
 
 from . import _l3
+from ._activation_coding import INTEGERS as _INTEGERS
+from ._activation_coding import Coded as _Coded
+from ._activation_coding import axes_for as _axes_for
+from ._activation_coding import codec_shape as _codec_shape
+from ._activation_coding import (denormalise, encode_normalised, pack_exact, restore_signs,
+                                 sign_bits, unpack_exact)
+from ._activation_sites import (ATTENTION_OPS, LAYER_OPS, NORM_OPS, POOL_OPS, SIGN_OPS,
+                                SMOOTH_OPS, Need, OpNames,
+                                is_parameter, norm_groups, smallest_std)
 from ._errors import ParameterError
+
+#: "auto"'s bound on a normalisation's input, in units of the smallest standard deviation over
+#: its groups (measured: see the module documentation).
+NORM_TAU = {"batch_norm": 3e-2, "group_norm": 3e-2, "instance_norm": 3e-2, "layer_norm": 0.1,
+            "rms_norm": 0.1}
+#: "auto"'s bound (relative to the range) on a tensor whose every saving operation reads no
+#: value of it (ReLU reads signs, max-pooling its indices).
+UNREAD = 0.125
+#: "auto"'s bound on the input of a smooth activation (GELU, SiLU, tanh, ...), in units of the
+#: tensor's standard deviation.
+SMOOTH_TAU = 3e-2
+#: "auto"'s bound (relative) on what attention and softmax save.
+ATTENTION_REL = 3e-3
 
 #: Significand bits (without the implicit one) of the dtypes compressed.
 _MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
@@ -178,7 +200,8 @@ class _Packed:
     """One saved tensor as the hooks keep it: exact, or compressed (a future of the bytes)."""
 
     __slots__ = ("owner", "tensor", "future", "shape", "dtype", "raw", "stored", "decoded",
-                 "device", "copied", "on_gpu", "__weakref__")
+                 "device", "copied", "on_gpu", "need", "span", "coded_eb", "counted",
+                 "__weakref__")
 
     def __init__(self, owner: "compress_activations", raw: int) -> None:
         self.owner = owner
@@ -192,30 +215,16 @@ class _Packed:
         self.device = torch.device("cpu")
         self.copied: Optional[Any] = None
         self.on_gpu = False  # encoded (and decoded) by l3's GPU codec
+        self.need: Optional[Need] = None  # what its sites ask (None: kept exact)
+        self.span = 0.0  # its range, once coded
+        self.coded_eb: Optional[float] = None  # the absolute bound it was coded within
+        self.counted: Optional[bool] = None  # counted as compressed (True) or exact (False)
 
     def __del__(self) -> None:
         try:
             self.owner.stats._add(-self.raw, -self.stored)
         except Exception:
             pass
-
-
-def _axes_for(ndim: int) -> int:
-    """The differences predictor's axes for an activation: the two spatial axes of an image
-    batch (N, C, H, W), the last axis of a sequence batch (N, C, L) and of anything else."""
-    if ndim == 4:
-        return 0b1100
-    return 1 << (ndim - 1)
-
-
-def _codec_shape(shape: tuple) -> tuple:
-    """``shape`` in at most 4 axes (the codec's most): the middle axes of a longer one merged,
-    a 0-d tensor as one value."""
-    if len(shape) == 0:
-        return (1,)
-    if len(shape) > 4:
-        return (shape[0], int(np.prod(shape[1:-2])), shape[-2], shape[-1])
-    return tuple(shape)
 
 
 def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
@@ -259,7 +268,8 @@ class compress_activations:
         *,
         absolute: bool = False,
         model: Optional[torch.nn.Module] = None,
-        tau: float = 0.01,
+        tau: float = 0.02,
+        norm_tau: Optional[float] = None,
         start: float = 1e-3,
         max_relative: float = 0.02,
         min_bytes: int = 64 << 10,
@@ -282,7 +292,8 @@ class compress_activations:
                 raise TypeError(f"bound must be a float, 'auto' or None, got {bound!r}")
             if not (math.isfinite(bound) and bound > 0):
                 raise ParameterError(f"bound must be finite and positive, got {bound}")
-        for name, v in (("tau", tau), ("start", start), ("max_relative", max_relative)):
+        for name, v in (("tau", tau), ("norm_tau", 1.0 if norm_tau is None else norm_tau),
+                        ("start", start), ("max_relative", max_relative)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ParameterError(f"{name} must be finite and positive, got {v!r}")
         if not isinstance(min_bytes, int) or min_bytes < 0:
@@ -309,6 +320,11 @@ class compress_activations:
         self.absolute = absolute
         self.model = model
         self.tau, self.start, self.max_relative = float(tau), float(start), float(max_relative)
+        self.norm_tau = None if norm_tau is None else float(norm_tau)
+        # The operation running when a tensor is saved (a torch-function mode, in the block)
+        # and the compressed tensor not yet submitted to the encoder (see `_compress`).
+        self._ops: Optional[OpNames] = None
+        self._open: Optional[_Packed] = None
         self.min_bytes = min_bytes
         self.prefetch = prefetch
         excluded = list(exclude)
@@ -344,10 +360,17 @@ class compress_activations:
             self._hook_layers()
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
+        if self.bound is not None:
+            self._ops = OpNames()
+            self._ops.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         hooks, self._hooks = self._hooks, None
+        ops, self._ops = self._ops, None
+        if ops is not None:
+            ops.__exit__(*exc)
+        self._flush_open()
         if hooks is not None:
             hooks.__exit__(*exc)
         # The forward hooks go with the block; the measurements of a backward after it are
@@ -439,10 +462,11 @@ class compress_activations:
 
     # -- packing -------------------------------------------------------------------------
     def _keep_exact(self, t: torch.Tensor) -> bool:
-        if not t.is_floating_point() or t.dtype not in _MANTISSA:
-            return True
-        if t.is_leaf and t.requires_grad:  # a parameter
-            return True
+        if t.is_floating_point():
+            if t.dtype not in _MANTISSA:
+                return True
+        elif t.dtype not in _INTEGERS:
+            return True  # complex, quantised, ...: as they are
         if t.device.type not in ("cpu", "cuda") or t.is_sparse or t.numel() == 0:
             return True
         if t.numel() * t.element_size() < self.min_bytes:
@@ -451,9 +475,39 @@ class compress_activations:
             return True
         return any(t is x for x in self._excluded_tensors)
 
+    def _need(self, t: torch.Tensor) -> Need:
+        """What the site saving ``t`` now asks of its coding (the per-operator rules; see the
+        module documentation)."""
+        name, args, kwargs = self._ops.current() if self._ops is not None else ("", (), {})
+        if not t.is_floating_point():
+            return Need([], False, name)  # integers and bools: exact, packed
+        signs = name in SIGN_OPS
+        if self.bound != "auto":
+            kind = "absolute" if self.absolute else "relative"
+            return Need([(kind, float(self.bound))], signs, name)  # type: ignore[arg-type]
+        if name in SIGN_OPS or name in POOL_OPS:
+            # Backward reads only the signs (kept exact) or the pooling indices, no value: a
+            # coarse bound; an operation that saves the same tensor for its values adds its own.
+            return Need([("unread", UNREAD)], signs, name)
+        if name in NORM_OPS:
+            groups = norm_groups(name, args, kwargs, t)
+            if groups is not None:
+                k = NORM_TAU[name] if self.norm_tau is None else self.norm_tau
+                return Need([("norm", k, groups)], False, name)
+        if name in SMOOTH_OPS:
+            return Need([("norm", SMOOTH_TAU, ("all", 0.0))], False, name)
+        if name in ATTENTION_OPS:
+            return Need([("relative", ATTENTION_REL)], False, name)
+        if name in LAYER_OPS:
+            site = self._site_bound()
+            spec = ("absolute", site) if site is not None else ("relative", self.start)
+            return Need([spec], False, name)
+        # Custom functions, checkpointed segments' inputs and the rest.
+        return Need([("relative", self.start)], False, name)
+
     def _pack(self, t: torch.Tensor) -> Any:
-        if t.is_leaf and t.requires_grad:
-            return t  # a parameter: not an activation, held by the model anyway
+        if is_parameter(t):
+            return t  # a parameter (or a view of one): held by the model anyway
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(),
                t._version, t.dtype)
         seen = self._seen.get(key)
@@ -461,7 +515,10 @@ class compress_activations:
             t_ref, p_ref = seen
             p = p_ref()
             if p is not None and t_ref() is t:
+                if p.need is not None:
+                    self._tighten(p, t, self._need(t))
                 return p
+        self._flush_open()
         if self.stats.live_raw == 0:
             # Nothing held: a new step. Forget the last one's order.
             self._order.clear()
@@ -472,53 +529,78 @@ class compress_activations:
         if self.bound is None or self._keep_exact(t):
             p = self._exact(t)
         else:
-            p = self._compress(t)
+            p = self._compress(t, self._need(t))
         self._seen[key] = (weakref.ref(t), weakref.ref(p))
         return p
 
-    def _compress(self, t: torch.Tensor) -> _Packed:
+    def _compress(self, t: torch.Tensor, need: Need) -> _Packed:
+        """``t`` taken to be compressed: held until the next tensor is saved (so that the
+        operations saving the same tensor right after, an activation's output and the next
+        layer's input, add their needs first), then submitted (`_submit`)."""
         raw = t.numel() * t.element_size()
         p = _Packed(self, raw)
-        p.shape, p.dtype = tuple(t.shape), t.dtype
+        p.shape, p.dtype, p.need, p.device = tuple(t.shape), t.dtype, need, t.device
         p.stored = raw  # until the encoder is done
+        p.tensor = t.detach()
         self.stats._add(raw, raw)
         with self.stats._lock:
             self.stats.saved += 1
             self.stats.raw_bytes += raw
-        if self.bound == "auto":
-            site = self._site_bound()
-            spec = ("absolute", site) if site is not None else ("relative", self.start)
-        elif self.absolute:
-            spec = ("absolute", float(self.bound))  # type: ignore[arg-type]
-        else:
-            spec = ("relative", float(self.bound))  # type: ignore[arg-type]
-        p.device = t.device
-        if t.device.type == "cuda" and self._use_gpu(t):
-            self._encode_on_gpu(p, t, spec)
-            return p
+        self._open = p
+        return p
+
+    def _flush_open(self) -> None:
+        p, self._open = self._open, None
+        if p is not None:
+            self._submit(p)
+
+    def _tighten(self, p: _Packed, t: torch.Tensor, need: Need) -> None:
+        """Another site saves ``p``'s tensor ``t``: its needs join ``p``'s; a tensor already
+        coded is coded again from ``t`` if they ask for a tighter bound or for signs."""
+        assert p.need is not None
+        if not p.need.merge(need) or p is self._open:
+            return
+        assert p.future is not None
+        coded = p.future.result()
+        if coded is None or p.coded_eb is None:
+            return  # kept exact
+        x = t.detach().float()
+        stricter = need.signs and coded.pos is None
+        for spec in need.specs:
+            stricter = stricter or self._spec_bound(x, spec, p.span) < p.coded_eb
+        if stricter:
+            p.tensor, p.decoded = t.detach(), None
+            self._submit(p)
+
+    def _submit(self, p: _Packed) -> None:
+        """``p.tensor`` to the encoder: l3's GPU encoder for a CUDA float tensor where it can,
+        else the pool (a CUDA tensor copied to pinned host memory first)."""
+        t = p.tensor
+        assert t is not None and p.need is not None
+        if t.device.type == "cuda" and t.is_floating_point() and self._use_gpu(t):
+            self._encode_on_gpu(p, t)
+            return
         if t.device.type == "cuda":
             # Copied to pinned host memory on the tensor's stream; the encoder thread waits
             # for the copy (an event), then the device memory is free.
             host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-            host.copy_(t.detach(), non_blocking=True)
+            host.copy_(t, non_blocking=True)
             p.copied = torch.cuda.Event()
             p.copied.record()
             p.tensor = host
-        else:
-            p.tensor = t.detach()
-        p.future = self._pool.submit(self._encode, p, spec)
-        self._position[p] = len(self._order)
-        self._order.append(weakref.ref(p))
+        p.future = self._pool.submit(self._encode, p)
+        if p not in self._position:
+            self._position[p] = len(self._order)
+            self._order.append(weakref.ref(p))
         # The forward pass waits while more than pending_bytes of tensors await encoding:
         # what the hooks hold stays near the compressed size, not the raw one.
-        self._pending.append((p.future, raw))
-        self._pending_raw += raw
+        self._pending.append((p.future, p.raw))
+        self._pending_raw += p.raw
         while self._pending and (self._pending[0][0].done()
                                  or self._pending_raw > self.pending_bytes):
             future, size = self._pending.popleft()
             future.result()
             self._pending_raw -= size
-        return p
 
     def _exact(self, t: torch.Tensor) -> _Packed:
         raw = t.numel() * t.element_size()
@@ -549,15 +631,17 @@ class compress_activations:
                                  f"tensors here: {why}")
         return self._gpu_ok
 
-    def _encode_on_gpu(self, p: _Packed, t: torch.Tensor, spec: tuple) -> None:
+    def _encode_on_gpu(self, p: _Packed, t: torch.Tensor) -> None:
         """Encodes CUDA tensor ``t`` where it is: copied (as float32) into the staging buffer
         l3 exported and CUDA imported, the stream synchronised (the rule: CUDA's writes are
-        complete before l3's GPU reads), then encoded by the WGSL encoder; the bytes come
-        back to the host. Done on this thread: the tensor is free when it returns."""
+        complete before l3's GPU reads), then encoded by the WGSL encoder; the bytes (and the
+        sign bits, where asked) come back to the host. Done on this thread: the tensor is free
+        when it returns."""
+        assert p.need is not None
         started = time.perf_counter()
-        x = t.detach().float()
-        data = None
-        eb = self._bound(x, t.dtype, spec)
+        x = t.float()
+        coded = None
+        eb = self._bound(p, x, t.dtype)
         if eb is not None:
             n = x.numel()
             if self._staging is None or self._staging.size < 4 * n:
@@ -570,90 +654,141 @@ class compress_activations:
             try:
                 data = self._staging.staging.encode(list(shape), max_error=eb,
                                                     axes=_axes_for(len(shape)))
+                coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
             except ParameterError:
-                data = None
+                coded = None
         done: Future = Future()
-        done.set_result(data)
+        done.set_result(coded)
         p.future = done
-        p.on_gpu = data is not None
-        if data is None:
-            p.tensor = t.detach()  # kept exact, on its device
-        self._encoded(p, data, time.perf_counter() - started, gpu=True)
+        p.on_gpu = coded is not None
+        p.tensor = None if coded is not None else t  # kept exact, on its device
+        self._encoded(p, coded, eb, time.perf_counter() - started, gpu=True)
 
-    def _encoded(self, p: _Packed, data: Optional[bytes], seconds: float, gpu: bool) -> None:
-        """Counts ``p``'s encode (``data``, or None: kept exact): what it now holds replaces
-        its raw bytes."""
-        stored = len(data) if data is not None else p.raw
+    def _encoded(self, p: _Packed, coded: Optional[_Coded], eb: Optional[float], seconds: float,
+                 gpu: bool) -> None:
+        """Counts ``p``'s encode (``coded``, or None: kept exact): what it now holds replaces
+        what it held (its raw bytes, or an earlier coding's)."""
+        stored = coded.nbytes if coded is not None else p.raw
         with self.stats._lock:
             self.stats.encode_seconds += seconds
+            if p.counted is not None:  # coded again (`_tighten`): the earlier one goes
+                self.stats.stored_bytes -= p.stored
+                if p.counted:
+                    self.stats.compressed -= 1
+                    self.stats.gpu_encoded -= p.on_gpu
+                else:
+                    self.stats.exact -= 1
             self.stats.stored_bytes += stored
-            if data is not None:
+            if coded is not None:
                 self.stats.compressed += 1
                 self.stats.gpu_encoded += gpu
             else:
                 self.stats.exact += 1
-        self.stats._add(0, stored - p.raw)
+            p.counted = coded is not None
+        self.stats._add(0, stored - p.stored)
         p.stored = stored
+        p.coded_eb = eb if coded is not None else None
 
-    def _bound(self, x: torch.Tensor, dtype: torch.dtype, spec: tuple) -> Optional[float]:
-        """The absolute bound for ``x`` (float32 values of a ``dtype`` tensor) under
-        ``spec``, or None to keep it exact (no finite value, no range, or a bound the codec
-        cannot hold)."""
+    def _spec_bound(self, x: torch.Tensor, spec: tuple, span: float) -> float:
+        """The absolute bound ``spec`` asks of ``x`` (float32, range ``span``)."""
+        kind, value = spec[0], spec[1]
+        if kind in ("relative", "unread"):
+            return value * span
+        if kind == "absolute":
+            return value
+        # "norm": that many times the smallest standard deviation of its groups.
+        return value * smallest_std(x, spec[2]) if bool(torch.isfinite(x).all()) else 0.0
+
+    def _bound(self, p: _Packed, x: torch.Tensor, dtype: torch.dtype) -> Optional[float]:
+        """The absolute bound for ``x`` (float32 values of a ``dtype`` tensor) under ``p``'s
+        needs (the tightest it asks), or None to keep it exact (no finite value, no range, or
+        a bound the codec cannot hold). Sets ``p.span``."""
+        assert p.need is not None
         finite = torch.isfinite(x)
         regular = x if bool(finite.all()) else x[finite]
         if regular.numel() == 0:
             return None
         lo_hi = torch.aminmax(regular)
         lo, hi = float(lo_hi[0]), float(lo_hi[1])
-        span = hi - lo
-        kind, value = spec
-        eb = value * span if kind == "relative" else value
-        if span > 0:
+        span = p.span = hi - lo
+        eb = min(self._spec_bound(x, spec, span) for spec in p.need.specs)
+        if span > 0 and any(spec[0] != "unread" for spec in p.need.specs):
             eb = min(eb, self.max_relative * span)
         eb -= _half_ulp(dtype, max(abs(lo), abs(hi)) + eb)
-        # Bounds far below the range (more bins than the codec holds) stay exact.
+        # Bounds far below the range (more bins than the codec holds) stay exact; so do
+        # values whose signs are kept below the smallest normal number of their dtype (the
+        # least magnitude a kept sign decodes to, see `restore_signs`).
         if not (span > 0 and eb > span * 2.0 ** -15):
+            return None
+        if p.need.signs and eb < torch.finfo(dtype).tiny:
             return None
         return eb
 
-    def _encode(self, p: _Packed, spec: tuple) -> Optional[bytes]:
-        """The bytes of ``p.tensor`` within ``spec``, or None to keep it exact."""
+    def _normalised(self, p: _Packed, x: torch.Tensor) -> Optional[tuple]:
+        """``(k, groups)`` when ``p``'s one need is a normalisation's (``k`` times each group's
+        std: coded as normalised values, `encode_normalised`), else None."""
+        assert p.need is not None
+        specs = p.need.specs
+        if (len(specs) != 1 or specs[0][0] != "norm" or p.need.signs
+                or not bool(torch.isfinite(x).all())):
+            return None
+        return specs[0][1], specs[0][2]
+
+    def _encode(self, p: _Packed) -> Optional[_Coded]:
+        """``p.tensor`` coded within ``p``'s needs (integers and bools exactly), or None to
+        keep it exact."""
         started = time.perf_counter()
         t = p.tensor
-        assert t is not None
+        assert t is not None and p.need is not None
         if p.copied is not None:
             p.copied.synchronize()
             p.copied = None
-        data = None
+        coded, eb = None, None
         try:
-            x = t.float() if t.dtype != torch.float32 else t
-            eb = self._bound(x, t.dtype, spec)
-            if eb is not None:
-                arr = x.contiguous().numpy()
-                shape = _codec_shape(arr.shape)
-                data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
-                                        predictor="differences", axes=_axes_for(len(shape)))
+            if not t.is_floating_point():
+                coded = pack_exact(t)
+            else:
+                x = t.float() if t.dtype != torch.float32 else t
+                eb = self._bound(p, x, t.dtype)
+                norm = self._normalised(p, x)
+                if norm is not None and eb is not None:
+                    k, groups = norm
+                    half = _half_ulp(t.dtype, float(x.abs().max()) + eb)
+                    coded = encode_normalised(x, groups, k, half)
+                if coded is None and eb is not None:
+                    arr = x.contiguous().numpy()
+                    shape = _codec_shape(arr.shape)
+                    data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
+                                            predictor="differences", axes=_axes_for(len(shape)))
+                    coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
         except ParameterError:
-            data = None
-        self._encoded(p, data, time.perf_counter() - started, gpu=False)
-        if data is not None:
+            coded = None
+        self._encoded(p, coded, eb, time.perf_counter() - started, gpu=False)
+        if coded is not None:
             p.tensor = None  # the original is released: only the bytes are kept
-        return data
+        return coded
 
     # -- unpacking -----------------------------------------------------------------------
     def _decode(self, p: _Packed) -> torch.Tensor:
-        data = p.future.result() if p.future is not None else None
-        if data is None:
+        coded = p.future.result() if p.future is not None else None
+        if coded is None:
             assert p.tensor is not None
             return p.tensor.to(p.device, non_blocking=True)
         started = time.perf_counter()
-        if p.on_gpu:
-            y = self._decode_on_gpu(data, p)
+        if coded.exact is not None:
+            y = unpack_exact(coded, p.shape, p.dtype)
         else:
-            y = torch.from_numpy(np.asarray(_l3.decode_field(data))).reshape(p.shape)
-        if p.dtype != torch.float32:
-            info = torch.finfo(p.dtype)
-            y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
+            if p.on_gpu:
+                y = self._decode_on_gpu(coded.data, p)
+            else:
+                y = torch.from_numpy(np.asarray(_l3.decode_field(coded.data))).reshape(p.shape)
+            if coded.affine is not None:
+                y = denormalise(y, coded)
+            if p.dtype != torch.float32:
+                info = torch.finfo(p.dtype)
+                y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
+            if coded.pos is not None:
+                y = restore_signs(y, coded.pos, coded.neg)
         if p.device.type == "cuda" and not p.on_gpu:
             y = y.pin_memory().to(p.device, non_blocking=True)
         with self.stats._lock:
@@ -678,6 +813,8 @@ class compress_activations:
     def _unpack(self, p: Any) -> torch.Tensor:
         if isinstance(p, torch.Tensor):
             return p
+        if p is self._open:
+            self._flush_open()
         if p.future is None:
             assert p.tensor is not None
             return p.tensor
