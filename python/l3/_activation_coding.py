@@ -126,6 +126,23 @@ def denormalise(y: torch.Tensor, coded: Coded) -> torch.Tensor:
     return (y.reshape(view) * std + mean).reshape(y.shape)
 
 
+_BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def pack_sparse(t: torch.Tensor) -> Optional[Coded]:
+    """A float tensor kept bit for bit with its zeros (+0.0) as one bit each: the positions
+    of the other values, then their bytes. None where that saves nothing (fewer than one
+    value in eight is +0.0)."""
+    flat = t.reshape(-1)
+    bits = flat.view(_BITS[t.dtype])
+    nonzero = bits.ne(0)
+    kept = int(nonzero.sum())
+    if kept * 8 > flat.numel() * 7:
+        return None
+    values = flat[nonzero].contiguous().view(torch.uint8).numpy().tobytes()
+    return Coded(values, pos=np.packbits(nonzero.numpy()).tobytes(), exact=("sparse",))
+
+
 def pack_exact(t: torch.Tensor) -> Optional[Coded]:
     """An integer or bool tensor (on the host) kept exact in fewer bytes, or None (as it is):
     bools one bit a value; integers as their offsets from the least, coded as an l3
@@ -164,6 +181,13 @@ def unpack_exact(coded: Coded, shape: tuple, dtype: torch.dtype) -> torch.Tensor
     assert how is not None
     if how[0] == "bits":
         return unpack_bits(coded.data, n).reshape(shape)
+    if how[0] == "sparse":
+        assert coded.pos is not None
+        out = torch.zeros(n, dtype=dtype)
+        values = torch.frombuffer(bytearray(coded.data), dtype=dtype) if coded.data else (
+            torch.zeros(0, dtype=dtype))
+        out[unpack_bits(coded.pos, n)] = values
+        return out.reshape(shape)
     if how[0] == "offset":
         vals = np.frombuffer(coded.data, dtype=how[2]).astype(np.int64) + how[1]
     else:

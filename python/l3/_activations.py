@@ -73,7 +73,8 @@ from ._activation_coding import INTEGERS as _INTEGERS
 from ._activation_coding import Coded as _Coded
 from ._activation_coding import axes_for as _axes_for
 from ._activation_coding import codec_shape as _codec_shape
-from ._activation_coding import (denormalise, encode_normalised, pack_exact, restore_signs,
+from ._activation_coding import (denormalise, encode_normalised, pack_exact, pack_sparse,
+                                 restore_signs,
                                  sign_bits, unpack_exact)
 from ._activation_sites import (ATTENTION_OPS, LAYER_OPS, NORM_OPS, POOL_OPS, SIGN_OPS,
                                 SMOOTH_OPS, Need, OpNames,
@@ -356,8 +357,8 @@ class compress_activations:
     def __enter__(self) -> "compress_activations":
         if self._hooks is not None:
             raise RuntimeError("compress_activations is already active")
-        if self.bound == "auto":
-            self._hook_layers()
+        if self.bound == "auto" or self._excluded_modules:
+            self._hook_layers()  # (the module running: "auto"'s layers, excluded modules)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
         if self.bound is not None:
@@ -481,6 +482,11 @@ class compress_activations:
         name, args, kwargs = self._ops.current() if self._ops is not None else ("", (), {})
         if not t.is_floating_point():
             return Need([], False, name)  # integers and bools: exact, packed
+        if name == "" and self._ops is not None:
+            # Saved outside every torch function: a custom autograd Function, or the inputs
+            # torch.utils.checkpoint recomputes its segment from (any error there moves every
+            # ReLU mask and statistic of the segment): kept exact, whatever the bound.
+            return Need([("exact", 0.0)], False, "(no torch function)")
         signs = name in SIGN_OPS
         if self.bound != "auto":
             kind = "absolute" if self.absolute else "relative"
@@ -692,6 +698,8 @@ class compress_activations:
     def _spec_bound(self, x: torch.Tensor, spec: tuple, span: float) -> float:
         """The absolute bound ``spec`` asks of ``x`` (float32, range ``span``)."""
         kind, value = spec[0], spec[1]
+        if kind == "exact":
+            return 0.0
         if kind in ("relative", "unread"):
             return value * span
         if kind == "absolute":
@@ -761,6 +769,8 @@ class compress_activations:
                     data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
                                             predictor="differences", axes=_axes_for(len(shape)))
                     coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
+                if coded is None:
+                    coded = pack_sparse(t)  # kept exact: its zeros as bits, if that pays
         except ParameterError:
             coded = None
         self._encoded(p, coded, eb, time.perf_counter() - started, gpu=False)
