@@ -6,7 +6,7 @@ from this process's own encoder (saved tensors never leave it)."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -95,19 +95,19 @@ def restore_signs(y: torch.Tensor, pos: bytes, neg: Optional[bytes]) -> torch.Te
 
 
 def encode_normalised(x: torch.Tensor, groups: tuple, k: float,
-                      half_ulp: float = 0.0) -> Optional[Coded]:
+                      half_ulp: Callable[[float], float]) -> Optional[Coded]:
     """``x`` (float32, finite) coded as its normalised values ``(x - mean) / std`` per group
     of a normalisation (`group_stats`), each within ``k`` less a margin, so that every value
     decodes within ``k`` times its own group's std (the margin covers float32 rounding in
-    the affine map and, for a float16 or bfloat16 tensor, ``half_ulp``: the cast back); None
-    if that leaves no bound the codec can hold."""
+    the affine map and, for a float16 or bfloat16 tensor, ``half_ulp(magnitude)``: the cast
+    back); None if that leaves no bound the codec can hold."""
     mean, std, view = group_stats(x, groups)
     z = (x.reshape(view) - mean) / std
     big = float(x.abs().max()) + float(mean.abs().max())
     least = float(std.min())
     if not (least > 0 and math.isfinite(big)):
         return None
-    margin = (8 * big * 2.0 ** -23 + half_ulp) / least
+    margin = (8 * big * 2.0 ** -23 + half_ulp(float(x.abs().max()) + k * float(std.max()))) / least
     eb = k - margin
     span = float(z.max() - z.min())
     if not (span > 0 and eb > span * 2.0 ** -15):

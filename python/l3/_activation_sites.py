@@ -1,22 +1,63 @@
-"""Where each saved activation comes from, and what that asks of its coding (the per-operator
-rules of `compress_activations`; see `l3._activations` for the whole).
+"""The per-operator rules of `compress_activations`: which operation saves each tensor, and
+what that asks of its coding.
 
-The operation saving a tensor is named by a `TorchFunctionMode` that is active inside the
-block: autograd calls the saved-tensor pack hook while a function runs, and the mode knows the
-outermost torch function running (``conv2d``, ``batch_norm``, ``relu``, ...: what modules call
-and what users write). Tensors saved outside every torch function (a custom
-``autograd.Function``'s ``save_for_backward``, the inputs ``torch.utils.checkpoint`` keeps) are
-named ``""``.
+A torch-function mode (`OpNames`) names the outermost torch function running when autograd
+saves a tensor (``conv2d``, ``batch_norm``,
+``relu``, ``max_pool2d``, ``layer_norm``, ``gelu``, ``multi_head_attention_forward``, ...:
+what modules call, and what users write); a tensor saved by several functions (ReLU's output,
+then the next convolution's input) gets the needs of all of them: a tensor is submitted to the
+encoder when the next different tensor is saved, and coded again (from the tensor, still
+alive) if a later saver asks for more. In every mode:
+
+* ReLU and leaky ReLU read only the sign of what they save: signs are kept exact (one bit a
+  value for the positives, one more where there are negatives), zeros decode to zero and a
+  positive value to a positive one (still within the bound: `restore_signs`). Before this,
+  small positive activations decoded to <= 0 (3.5 % of them at 1e-2) and flipped ReLU's mask.
+* Integer tensors (max-pooling's indices) and bool tensors (dropout's mask) are kept exact, in
+  fewer bytes (`pack_exact`); float tensors kept exact keep their zeros as one bit each where
+  that pays (`pack_sparse`).
+* Tensors saved outside every torch function are kept exact: a custom ``autograd.Function``'s,
+  and the inputs ``torch.utils.checkpoint`` (reentrant or not) recomputes a segment from
+  (measured: a lossy segment input moves ReLU masks and batch statistics across the whole
+  recomputed segment, 28 % gradient error on ResNet-18 at 1e-3).
+* Parameters, and views of them (``linear`` saves its weight transposed), are not activations.
+
+``"auto"`` chooses the bound of each saved tensor by its savers' rules (the tightest wins):
+
+* convolution and linear inputs, COMET's rule per layer: a layer's weight gradient is
+  ``dW = sum_n delta_n a_n`` over the ``N`` positions (batch x spatial) that share a weight; an
+  error ``e`` on the saved activation ``a``, spread over ``[-eb, eb]`` with variance at most
+  ``eb^2 / 3``, changes ``dW`` by noise of standard deviation ``eb sqrt(N mean(delta^2) / 3)``.
+  The layer's bound is the ``eb`` that makes that noise ``tau`` times the RMS of its own
+  weight gradient, ``eb = tau * rms(dW) / sqrt(N * mean(delta^2) / 3)``, with ``delta`` and
+  ``dW`` measured in every backward pass (hooks on the output and the weight; the bound
+  follows their running mean, halfway each step), and the relative bound ``start`` until the
+  layer's first measurement. Layers are the modules with a ``weight`` of two or more axes.
+* normalisation inputs (BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RMSNorm): backward
+  recomputes ``(x - mean) / std`` from the saved input and BatchNorm's backward amplifies its
+  error, so the input is coded as those normalised values, each within ``NORM_TAU`` of its own
+  group's std (`encode_normalised`: 0.03 for BatchNorm and kin, 0.1 for LayerNorm and RMSNorm;
+  ``norm_tau=`` sets one for all);
+* smooth activations' inputs (GELU, SiLU, tanh, sigmoid, ...): ``SMOOTH_TAU`` (0.06) times the
+  tensor's std; attention's and softmax's saved tensors: ``ATTENTION_REL`` (3e-3) of the range;
+* tensors whose savers read no value (ReLU's output read only by ReLU and max-pooling):
+  ``UNREAD`` (1/8) of the range, beside the exact signs;
+* anything else: ``start`` of the range.
+
+The constants were measured (``bench/activation_accuracy.py``: torchvision ResNet-18, ResNet-50
+and a 4-block ViT, BENCHMARKS.md "Activation accuracy"): with them "auto" keeps the relative
+gradient error (all parameters) within about 2-4 % at 5-7x fewer saved bytes there; the
+BatchNorm constant decides most of ResNet's error (0.06 doubles it).
 
 Each saving site asks for a `Need`: value bounds (the coding keeps the tightest one asked),
-and whether the signs must come back exact (a mask is taken from them in backward).
+and whether the signs must come back exact.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -48,6 +89,20 @@ SMOOTH_OPS = frozenset({"gelu", "silu", "silu_", "tanh", "tanh_", "sigmoid", "si
 #: Layers whose weight gradient is the saved input times the output's gradient (COMET's rule).
 LAYER_OPS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                        "conv_transpose3d", "linear", "bilinear"})
+
+
+#: "auto"'s bound on a normalisation's input, in units of the smallest standard deviation over
+#: its groups (measured: see the module documentation).
+NORM_TAU = {"batch_norm": 3e-2, "group_norm": 3e-2, "instance_norm": 3e-2, "layer_norm": 0.1,
+            "rms_norm": 0.1}
+#: "auto"'s bound (relative to the range) on a tensor whose every saving operation reads no
+#: value of it (ReLU reads signs, max-pooling its indices).
+UNREAD = 0.125
+#: "auto"'s bound on the input of a smooth activation (GELU, SiLU, tanh, ...), in units of the
+#: tensor's standard deviation.
+SMOOTH_TAU = 6e-2
+#: "auto"'s bound (relative) on what attention and softmax save.
+ATTENTION_REL = 3e-3
 
 
 class OpNames(TorchFunctionMode):
@@ -173,3 +228,42 @@ def is_parameter(t: torch.Tensor) -> bool:
         return True
     base = t._base
     return base is not None and base.is_leaf and base.requires_grad
+
+
+def need_for(t: torch.Tensor, current: Optional[tuple], bound: Any, absolute: bool,
+             start: float, norm_tau: Optional[float],
+             site_bound: Callable[[], Optional[float]]) -> Need:
+    """What the site saving ``t`` asks of its coding (the rules above): ``current`` is the
+    running function (`OpNames.current`; None outside a block), ``site_bound()`` the measured
+    bound of the layer running (None before its first measurement)."""
+    name, args, kwargs = current if current is not None else ("", (), {})
+    if not t.is_floating_point():
+        return Need([], False, name)  # integers and bools: exact, packed
+    if name == "" and current is not None:
+        # Saved outside every torch function: a custom autograd Function, or the inputs
+        # torch.utils.checkpoint recomputes its segment from (any error there moves every
+        # ReLU mask and statistic of the segment): kept exact, whatever the bound.
+        return Need([("exact", 0.0)], False, "(no torch function)")
+    signs = name in SIGN_OPS
+    if bound != "auto":
+        kind = "absolute" if absolute else "relative"
+        return Need([(kind, float(bound))], signs, name)  # type: ignore[arg-type]
+    if name in SIGN_OPS or name in POOL_OPS:
+        # Backward reads only the signs (kept exact) or the pooling indices, no value: a
+        # coarse bound; an operation that saves the same tensor for its values adds its own.
+        return Need([("unread", UNREAD)], signs, name)
+    if name in NORM_OPS:
+        groups = norm_groups(name, args, kwargs, t)
+        if groups is not None:
+            k = NORM_TAU[name] if norm_tau is None else norm_tau
+            return Need([("norm", k, groups)], False, name)
+    if name in SMOOTH_OPS:
+        return Need([("norm", SMOOTH_TAU, ("all", 0.0))], False, name)
+    if name in ATTENTION_OPS:
+        return Need([("relative", ATTENTION_REL)], False, name)
+    if name in LAYER_OPS:
+        site = site_bound()
+        spec = ("absolute", site) if site is not None else ("relative", start)
+        return Need([spec], False, name)
+    # Everything else (elementwise arithmetic, pooling by average, ...).
+    return Need([("relative", start)], False, name)

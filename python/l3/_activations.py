@@ -5,9 +5,9 @@ Every floating-point tensor autograd saves during the forward pass (inside the c
 that is at least ``min_bytes`` is encoded as an l3 error-bounded array (version 3, the
 differences predictor) on a thread pool, off the Python thread (the Rust encoder releases the
 GIL); backward gets it back decoded (the next ones are decoded ahead, also on the pool).
-Everything else is kept as it is: parameters (leaf tensors that require grad), integer and
-bool tensors, small tensors, tensors listed in ``exclude`` or saved by a listed module, and
-tensors whose bound would be below what the codec can hold.
+Everything else is kept as it is (parameters, small tensors, tensors listed in ``exclude`` or
+saved by a listed module, tensors whose bound would be below what the codec can hold) or
+exact in fewer bytes (integer and bool tensors; see "What each tensor is for" below).
 
 CUDA tensors are encoded on the GPU when l3's GPU (wgpu, Vulkan) is the tensor's CUDA device
 (``gpu_encode``): the tensor is copied as float32 into a staging buffer that l3 allocated
@@ -25,24 +25,14 @@ host-encoded one decoded on the host and copied back on the current stream of th
 decodes.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
-min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
-layer from the gradients it measures (the layers of ``model=``, or without it every layer that
-runs inside the block, found by global module hooks), after COMET's analysis: a
-layer's weight gradient is ``dW = sum_n delta_n a_n`` over the ``N`` positions (batch x
-spatial) that share a weight; an error ``e`` on the saved activation ``a``, spread over
-``[-eb, eb]`` with variance at most ``eb^2 / 3``, changes ``dW`` by noise of standard
-deviation ``eb sqrt(N mean(delta^2) / 3)``. The layer's bound is the ``eb`` that makes that
-noise ``tau`` times the RMS of its own weight gradient:
+min of its finite values); ``absolute=True`` makes it absolute. Bounds are capped at
+``max_relative`` of the tensor's range.
 
-    eb = tau * rms(dW) / sqrt(N * mean(delta^2) / 3)
-
-``delta`` (the gradient of the layer's output) and ``dW`` are measured in every backward pass
-(hooks on the output and the weight), the bound follows their running mean (halfway each
-step), and until a layer's first measurement its tensors use the relative bound ``start``.
-Layers are the modules with a ``weight`` of two or more axes (convolutions, linear layers);
-a tensor saved inside one takes its bound, a tensor saved outside all of them (by an
-activation function, a normalisation, pooling) the bound of the last one that ran. Bounds are capped at ``max_relative`` of the
-tensor's range.
+What each tensor is for decides how it is coded: ReLU's signs exact, integers exact, the
+inputs of torch.utils.checkpoint's segments exact, and under ``"auto"`` a bound per saved
+tensor by the rule of the operation saving it (COMET's per-layer rule for convolution and
+linear inputs; normalisation inputs within a fraction of their groups' std; ...). The rules
+and the measurements behind their constants: `l3._activation_sites`.
 
 float16 and bfloat16 tensors are encoded as float32 within the bound less half a unit in the
 last place of the dtype at the tensor's largest magnitude, so the value cast back to the dtype
@@ -76,23 +66,8 @@ from ._activation_coding import codec_shape as _codec_shape
 from ._activation_coding import (denormalise, encode_normalised, pack_exact, pack_sparse,
                                  restore_signs,
                                  sign_bits, unpack_exact)
-from ._activation_sites import (ATTENTION_OPS, LAYER_OPS, NORM_OPS, POOL_OPS, SIGN_OPS,
-                                SMOOTH_OPS, Need, OpNames,
-                                is_parameter, norm_groups, smallest_std)
+from ._activation_sites import Need, OpNames, is_parameter, need_for, smallest_std
 from ._errors import ParameterError
-
-#: "auto"'s bound on a normalisation's input, in units of the smallest standard deviation over
-#: its groups (measured: see the module documentation).
-NORM_TAU = {"batch_norm": 3e-2, "group_norm": 3e-2, "instance_norm": 3e-2, "layer_norm": 0.1,
-            "rms_norm": 0.1}
-#: "auto"'s bound (relative to the range) on a tensor whose every saving operation reads no
-#: value of it (ReLU reads signs, max-pooling its indices).
-UNREAD = 0.125
-#: "auto"'s bound on the input of a smooth activation (GELU, SiLU, tanh, ...), in units of the
-#: tensor's standard deviation.
-SMOOTH_TAU = 3e-2
-#: "auto"'s bound (relative) on what attention and softmax save.
-ATTENTION_REL = 3e-3
 
 #: Significand bits (without the implicit one) of the dtypes compressed.
 _MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
@@ -246,8 +221,10 @@ class compress_activations:
 
     Options (defaults): ``absolute`` (False: ``bound`` is relative to each tensor's range),
     ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures; default: every layer run
-    inside the block), ``tau`` (0.01: the weight
-    gradient noise ``"auto"`` allows, as a fraction of its RMS), ``start`` (1e-3: the relative
+    inside the block), ``tau`` (0.03: the weight
+    gradient noise ``"auto"`` allows, as a fraction of its RMS), ``norm_tau`` (None: the
+    per-normalisation ``l3._activation_sites.NORM_TAU``; a number: ``"auto"``'s bound on every normalisation's
+    input, in units of its groups' std), ``start`` (1e-3: the relative
     bound before a layer's first measurement), ``max_relative`` (0.02), ``min_bytes`` (64 KiB:
     smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
     exact), ``gpu_encode`` (None: CUDA tensors are encoded on the GPU by l3's WGSL encoder when l3's
@@ -269,7 +246,7 @@ class compress_activations:
         *,
         absolute: bool = False,
         model: Optional[torch.nn.Module] = None,
-        tau: float = 0.02,
+        tau: float = 0.03,
         norm_tau: Optional[float] = None,
         start: float = 1e-3,
         max_relative: float = 0.02,
@@ -477,39 +454,10 @@ class compress_activations:
         return any(t is x for x in self._excluded_tensors)
 
     def _need(self, t: torch.Tensor) -> Need:
-        """What the site saving ``t`` now asks of its coding (the per-operator rules; see the
-        module documentation)."""
-        name, args, kwargs = self._ops.current() if self._ops is not None else ("", (), {})
-        if not t.is_floating_point():
-            return Need([], False, name)  # integers and bools: exact, packed
-        if name == "" and self._ops is not None:
-            # Saved outside every torch function: a custom autograd Function, or the inputs
-            # torch.utils.checkpoint recomputes its segment from (any error there moves every
-            # ReLU mask and statistic of the segment): kept exact, whatever the bound.
-            return Need([("exact", 0.0)], False, "(no torch function)")
-        signs = name in SIGN_OPS
-        if self.bound != "auto":
-            kind = "absolute" if self.absolute else "relative"
-            return Need([(kind, float(self.bound))], signs, name)  # type: ignore[arg-type]
-        if name in SIGN_OPS or name in POOL_OPS:
-            # Backward reads only the signs (kept exact) or the pooling indices, no value: a
-            # coarse bound; an operation that saves the same tensor for its values adds its own.
-            return Need([("unread", UNREAD)], signs, name)
-        if name in NORM_OPS:
-            groups = norm_groups(name, args, kwargs, t)
-            if groups is not None:
-                k = NORM_TAU[name] if self.norm_tau is None else self.norm_tau
-                return Need([("norm", k, groups)], False, name)
-        if name in SMOOTH_OPS:
-            return Need([("norm", SMOOTH_TAU, ("all", 0.0))], False, name)
-        if name in ATTENTION_OPS:
-            return Need([("relative", ATTENTION_REL)], False, name)
-        if name in LAYER_OPS:
-            site = self._site_bound()
-            spec = ("absolute", site) if site is not None else ("relative", self.start)
-            return Need([spec], False, name)
-        # Custom functions, checkpointed segments' inputs and the rest.
-        return Need([("relative", self.start)], False, name)
+        """What the site saving ``t`` now asks of its coding (`need_for`)."""
+        current = self._ops.current() if self._ops is not None else None
+        return need_for(t, current, self.bound, self.absolute, self.start, self.norm_tau,
+                        self._site_bound)
 
     def _pack(self, t: torch.Tensor) -> Any:
         if is_parameter(t):
@@ -759,10 +707,14 @@ class compress_activations:
                 x = t.float() if t.dtype != torch.float32 else t
                 eb = self._bound(p, x, t.dtype)
                 norm = self._normalised(p, x)
-                if norm is not None and eb is not None:
+                if norm is not None:
+                    # Within k of each group's own std (the bound over the whole tensor, k
+                    # times the least std, may be below what the codec holds: no matter).
                     k, groups = norm
-                    half = _half_ulp(t.dtype, float(x.abs().max()) + eb)
-                    coded = encode_normalised(x, groups, k, half)
+                    coded = encode_normalised(x, groups, k,
+                                              lambda m: _half_ulp(t.dtype, m))
+                    if coded is not None:
+                        eb = k * float(coded.affine[1].min())
                 if coded is None and eb is not None:
                     arr = x.contiguous().numpy()
                     shape = _codec_shape(arr.shape)
