@@ -18,7 +18,8 @@ and backward with activations kept exact, then with them compressed (``"auto"`` 
 * ``ratio``: raw saved bytes / stored bytes as `ActivationStats` counts them (every tensor
   the hooks packed, those kept exact included);
 * ``step ms``: the compressed step's forward + backward (median of ``--repeat``), beside
-  the exact step's.
+  the exact step's (median of ``--repeat`` before and as many after the compressed steps;
+  without checkpointing).
 
 Checkpointing wraps each stage of the model (ResNet's layer1-4, each ViT encoder block) in
 ``torch.utils.checkpoint.checkpoint`` (``use_reentrant`` True or False); the exact gradient it
@@ -175,6 +176,9 @@ def measure(args: argparse.Namespace, model_name: str, bound: str, ckpt: str) ->
             ca.close()
     unwrap(model)
     got = grads(model)
+    # The exact step timed again after the compressed ones (the first steps of a process run
+    # slower): its time is the median of both rounds.
+    exact_times += [step(model, x, y) for _ in range(args.repeat)]
     err, worst, worst_name = compare(got, exact)
     s = ca.stats.as_dict()
     ca.close()
