@@ -79,8 +79,8 @@ class ActivationStats:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.saved = 0  # tensors packed (after deduplication)
-        self.compressed = 0  # of them, compressed
-        self.exact = 0  # of them, kept as they are
+        self.compressed = 0  # of them, coded (within a bound, or exact in fewer bytes)
+        self.exact = 0  # of them, kept as they came
         self.raw_bytes = 0  # bytes of every packed tensor, summed
         self.stored_bytes = 0  # bytes kept for them, summed
         self.live_raw = 0
