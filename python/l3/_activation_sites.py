@@ -221,13 +221,21 @@ def smallest_std(x: torch.Tensor, groups: tuple) -> float:
     return float(group_stats(x, groups)[1].min())
 
 
+def _is_leaf_parameter(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad
+
+
 def is_parameter(t: torch.Tensor) -> bool:
-    """A parameter, or a view of one (``linear`` saves its weight transposed): not an
-    activation, held by the model anyway."""
-    if t.is_leaf and t.requires_grad:
+    """A parameter, a view of one (``linear`` saves its weight transposed) or a cast of one
+    (``torch.autocast``'s float16/bfloat16 copies of the weights, which it caches): not an
+    activation, held by the model (or autocast) anyway."""
+    if _is_leaf_parameter(t) or _is_leaf_parameter(t._base):
         return True
-    base = t._base
-    return base is not None and base.is_leaf and base.requires_grad
+    fn = t.grad_fn
+    if fn is None or type(fn).__name__ != "ToCopyBackward0":
+        return False
+    source = fn.next_functions[0][0] if fn.next_functions else None
+    return _is_leaf_parameter(getattr(source, "variable", None))
 
 
 def need_for(t: torch.Tensor, current: Optional[tuple], bound: Any, absolute: bool,

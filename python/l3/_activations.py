@@ -36,7 +36,11 @@ and the measurements behind their constants: `l3._activation_sites`.
 
 float16 and bfloat16 tensors are encoded as float32 within the bound less half a unit in the
 last place of the dtype at the tensor's largest magnitude, so the value cast back to the dtype
-is still within the bound (a bound below that is kept exact).
+is still within the bound (a bound below that is kept exact). Under ``"auto"`` the bound is
+l3's choice, not the user's: there a float16/bfloat16 tensor comes back within its bound plus
+that half unit (the cast back), as ``torch.autocast``'s own rounding of it did (otherwise
+bfloat16's 8 bits leave most bounds nothing: ResNet-18 under bfloat16 autocast kept 1.9x
+fewer bytes than its bfloat16 activations, 3.4x with it, at 2 % gradient error).
 
 ``stats`` counts exactly what the hooks hold: the bytes of the saved tensors as they came
 (``raw``) and as kept (``stored``: compressed bytes, or the tensor's bytes when kept exact),
@@ -670,7 +674,8 @@ class compress_activations:
         eb = min(self._spec_bound(x, spec, span) for spec in p.need.specs)
         if span > 0 and any(spec[0] != "unread" for spec in p.need.specs):
             eb = min(eb, self.max_relative * span)
-        eb -= _half_ulp(dtype, max(abs(lo), abs(hi)) + eb)
+        if self.bound != "auto":  # (see the module documentation: "auto" and the cast back)
+            eb -= _half_ulp(dtype, max(abs(lo), abs(hi)) + eb)
         # Bounds far below the range (more bins than the codec holds) stay exact; so do
         # values whose signs are kept below the smallest normal number of their dtype (the
         # least magnitude a kept sign decodes to, see `restore_signs`).
@@ -711,8 +716,7 @@ class compress_activations:
                     # Within k of each group's own std (the bound over the whole tensor, k
                     # times the least std, may be below what the codec holds: no matter).
                     k, groups = norm
-                    coded = encode_normalised(x, groups, k,
-                                              lambda m: _half_ulp(t.dtype, m))
+                    coded = encode_normalised(x, groups, k, lambda m: 0.0)  # ("auto")
                     if coded is not None:
                         eb = k * float(coded.affine[1].min())
                 if coded is None and eb is not None:
