@@ -523,7 +523,10 @@ class compress_activations:
         if coded is None or p.coded_eb is None:
             return  # kept exact
         x = t.detach().float()
-        stricter = need.signs and coded.pos is None
+        # Signs newly asked for; or a bound beside a normalisation's (coded per group, within
+        # more than its least std in the wider groups: coded again, by the tightest bound).
+        stricter = (need.signs and coded.pos is None) or (
+            coded.affine is not None and any(spec[0] != "norm" for spec in need.specs))
         for spec in need.specs:
             stricter = stricter or self._spec_bound(x, spec, p.span) < p.coded_eb
         if stricter:

@@ -388,6 +388,27 @@ def test_relu_signs_come_back_exact():
     ca.close()
 
 
+def test_a_later_saver_that_reads_values_tightens_the_coding():
+    """Under "auto" ReLU's output is coded coarsely (ReLU reads its signs only); an operation
+    that saves it later for its values (here a product, after another tensor was saved and the
+    first one encoded) gets it coded again within its own bound, signs still exact."""
+    x = smooth(4, 8, 48, 48).requires_grad_()
+    w = torch.randn(x.shape, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    ca = compress_activations("auto", min_bytes=0)
+    with ca:
+        y = torch.relu(x * 1)
+        z = torch.exp(x * 2)  # another tensor saved: y is encoded (coarsely)
+        coarse = float((y.grad_fn._saved_result.detach() - y.detach()).abs().max())
+        loss = (y * w).sum() + z.sum()  # mul saves y for w's gradient
+    back = (y * 1).detach()
+    span = float(back.max() - back.min())
+    fine = float((y.grad_fn._saved_result.detach() - back).abs().max())
+    assert coarse > 1e-2 * span and fine <= 1e-3 * span, (coarse, fine, span)
+    loss.backward()
+    assert float((w.grad - back).abs().max()) <= 1e-3 * span  # w's gradient: the decoded y
+    ca.close()
+
+
 def test_max_pool_indices_and_integers_are_exact_in_fewer_bytes():
     from l3._activation_coding import pack_exact, pack_sparse, unpack_exact
 
