@@ -6,7 +6,7 @@ from this process's own encoder (saved tensors never leave it)."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -94,29 +94,32 @@ def restore_signs(y: torch.Tensor, pos: bytes, neg: Optional[bytes]) -> torch.Te
     return out.reshape(y.shape)
 
 
-def encode_normalised(x: torch.Tensor, groups: tuple, k: float,
-                      half_ulp: Callable[[float], float]) -> Optional[Coded]:
+def encode_normalised(x: torch.Tensor, groups: tuple,
+                      k: float) -> Optional[Tuple[Coded, float, float]]:
     """``x`` (float32, finite) coded as its normalised values ``(x - mean) / std`` per group
-    of a normalisation (`group_stats`), each within ``k`` less a margin, so that every value
-    decodes within ``k`` times its own group's std (the margin covers float32 rounding in
-    the affine map and, for a float16 or bfloat16 tensor, ``half_ulp(magnitude)``: the cast
-    back); None if that leaves no bound the codec can hold."""
+    of a normalisation (`group_stats`), each within ``k`` less a margin for float32 rounding
+    in the affine map, so that every value decodes within ``k`` times its own group's std (a
+    float16 or bfloat16 tensor: plus the cast back's half unit, as "auto" allows). Returns
+    the coding, the least bound (``k`` times the least std) and ``x``'s range; None if that
+    leaves no bound the codec can hold."""
     mean, std, view = group_stats(x, groups)
-    z = (x.reshape(view) - mean) / std
-    big = float(x.abs().max()) + float(mean.abs().max())
+    lo_hi = torch.aminmax(x)
+    lo, hi = float(lo_hi[0]), float(lo_hi[1])
+    big = max(abs(lo), abs(hi)) + float(mean.abs().max())
     least = float(std.min())
     if not (least > 0 and math.isfinite(big)):
         return None
-    margin = (8 * big * 2.0 ** -23 + half_ulp(float(x.abs().max()) + k * float(std.max()))) / least
-    eb = k - margin
-    span = float(z.max() - z.min())
+    eb = k - 8 * big * 2.0 ** -23 / least
+    z = (x.reshape(view) - mean) / std
+    z_lo_hi = torch.aminmax(z)
+    span = float(z_lo_hi[1]) - float(z_lo_hi[0])
     if not (span > 0 and eb > span * 2.0 ** -15):
         return None
     arr = z.reshape(x.shape).contiguous().numpy()
     shape = codec_shape(arr.shape)
     data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
                             predictor="differences", axes=axes_for(len(shape)))
-    return Coded(data, affine=(mean, std, view))
+    return Coded(data, affine=(mean, std, view)), k * least, hi - lo
 
 
 def denormalise(y: torch.Tensor, coded: Coded) -> torch.Tensor:

@@ -713,15 +713,15 @@ class compress_activations:
                 coded = pack_exact(t)
             else:
                 x = t.float() if t.dtype != torch.float32 else t
-                eb = self._bound(p, x, t.dtype)
                 norm = self._normalised(p, x)
                 if norm is not None:
                     # Within k of each group's own std (the bound over the whole tensor, k
                     # times the least std, may be below what the codec holds: no matter).
-                    k, groups = norm
-                    coded = encode_normalised(x, groups, k, lambda m: 0.0)  # ("auto")
-                    if coded is not None:
-                        eb = k * float(coded.affine[1].min())
+                    got = encode_normalised(x, norm[1], norm[0])
+                    if got is not None:
+                        coded, eb, p.span = got
+                if coded is None:
+                    eb = self._bound(p, x, t.dtype)
                 if coded is None and eb is not None:
                     arr = x.contiguous().numpy()
                     shape = _codec_shape(arr.shape)
