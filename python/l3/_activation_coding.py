@@ -76,9 +76,11 @@ def unpack_bits(bits: bytes, n: int) -> torch.Tensor:
 
 def restore_signs(y: torch.Tensor, pos: bytes, neg: Optional[bytes]) -> torch.Tensor:
     """``y`` (decoded within the bound) with every value's sign as stored: zeros exactly zero,
-    a value stored positive (negative) at least the smallest positive normal number of its
-    dtype (at most its negation; the encoder keeps exact a tensor whose bound is below it). Still within the bound: a positive ``v`` decoded to ``d <= 0`` has
-    ``v <= e``, and any ``c`` in ``(0, v]`` is within ``v`` of it. NaN stays NaN."""
+    a value stored positive (negative) at least the smallest positive normal number ``c`` of
+    its dtype (at most ``-c``). Still within the bound ``e``: a positive ``v`` decoded to
+    ``d < c`` becomes ``c``; if ``v >= c``, ``c`` lies between ``d`` and ``v``; if ``v < c``,
+    ``|c - v| < c <= e`` (the encoder keeps exact a tensor whose bound is below ``c``). NaN
+    stays NaN."""
     n = y.numel()
     flat = y.reshape(-1)
     tiny = torch.finfo(y.dtype).tiny

@@ -227,8 +227,8 @@ class compress_activations:
     ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures; default: every layer run
     inside the block), ``tau`` (0.03: the weight
     gradient noise ``"auto"`` allows, as a fraction of its RMS), ``norm_tau`` (None: the
-    per-normalisation ``l3._activation_sites.NORM_TAU``; a number: ``"auto"``'s bound on every normalisation's
-    input, in units of its groups' std), ``start`` (1e-3: the relative
+    per-normalisation ``l3._activation_sites.NORM_TAU``; a number: ``"auto"``'s bound on
+    every normalisation's input, in units of its groups' std), ``start`` (1e-3: the relative
     bound before a layer's first measurement), ``max_relative`` (0.02), ``min_bytes`` (64 KiB:
     smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
     exact), ``gpu_encode`` (None: CUDA tensors are encoded on the GPU by l3's WGSL encoder when l3's
