@@ -207,6 +207,19 @@ class _Packed:
             pass
 
 
+def _range(x: torch.Tensor) -> tuple:
+    """``x``'s least and greatest values (NaN if it holds a NaN)."""
+    lo_hi = torch.aminmax(x)
+    return float(lo_hi[0]), float(lo_hi[1])
+
+
+def _all_finite(x: torch.Tensor) -> bool:
+    """No NaN and no infinity in ``x`` (one reduction: min and max propagate NaN; far faster
+    here than ``isfinite(x).all()``)."""
+    lo, hi = _range(x)
+    return math.isfinite(lo) and math.isfinite(hi)
+
+
 def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
     """Half a unit in the last place of ``dtype`` at ``magnitude`` (0 for float32: the codec
     already decodes float32 within the bound)."""
@@ -660,19 +673,19 @@ class compress_activations:
         if kind == "absolute":
             return value
         # "norm": that many times the smallest standard deviation of its groups.
-        return value * smallest_std(x, spec[2]) if bool(torch.isfinite(x).all()) else 0.0
+        return value * smallest_std(x, spec[2]) if _all_finite(x) else 0.0
 
     def _bound(self, p: _Packed, x: torch.Tensor, dtype: torch.dtype) -> Optional[float]:
         """The absolute bound for ``x`` (float32 values of a ``dtype`` tensor) under ``p``'s
         needs (the tightest it asks), or None to keep it exact (no finite value, no range, or
         a bound the codec cannot hold). Sets ``p.span``."""
         assert p.need is not None
-        finite = torch.isfinite(x)
-        regular = x if bool(finite.all()) else x[finite]
-        if regular.numel() == 0:
-            return None
-        lo_hi = torch.aminmax(regular)
-        lo, hi = float(lo_hi[0]), float(lo_hi[1])
+        lo, hi = _range(x)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            regular = x[torch.isfinite(x)]
+            if regular.numel() == 0:
+                return None
+            lo, hi = _range(regular)
         span = p.span = hi - lo
         eb = min(self._spec_bound(x, spec, span) for spec in p.need.specs)
         if span > 0 and any(spec[0] != "unread" for spec in p.need.specs):
@@ -693,8 +706,7 @@ class compress_activations:
         std: coded as normalised values, `encode_normalised`), else None."""
         assert p.need is not None
         specs = p.need.specs
-        if (len(specs) != 1 or specs[0][0] != "norm" or p.need.signs
-                or not bool(torch.isfinite(x).all())):
+        if len(specs) != 1 or specs[0][0] != "norm" or p.need.signs or not _all_finite(x):
             return None
         return specs[0][1], specs[0][2]
 
