@@ -183,7 +183,8 @@ def measure(args: argparse.Namespace, model_name: str, bound: str, ckpt: str) ->
     s = ca.stats.as_dict()
     ca.close()
     return {
-        "model": model_name, "input": args.input, "bound": bound, "checkpoint": ckpt, "batch": args.batch,
+        "model": model_name, "input": args.input, "bound": bound, "checkpoint": ckpt,
+        "batch": args.batch,
         "size": args.size, "grad_error": err, "worst_param_error": worst,
         "worst_param": worst_name, "ratio": s["raw_bytes"] / max(1, s["stored_bytes"]),
         "raw_mb": s["raw_bytes"] / 1e6, "stored_mb": s["stored_bytes"] / 1e6,
@@ -210,7 +211,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     rows = []
-    print("| model | bound | checkpoint | grad error | worst parameter | ratio | step ms | exact ms |")
+    print("| model | bound | checkpoint | grad error | worst parameter | ratio | step ms "
+          "| exact ms |")
     print("|---|---|---|---:|---|---:|---:|---:|")
     for model_name in args.model.split(","):
         for ckpt in args.checkpoint.split(","):
