@@ -67,6 +67,7 @@ from ._activation_coding import INTEGERS as _INTEGERS
 from ._activation_coding import Coded as _Coded
 from ._activation_coding import axes_for as _axes_for
 from ._activation_coding import codec_shape as _codec_shape
+from ._activation_coding import cpu_axes
 from ._activation_coding import (denormalise, encode_normalised, pack_exact, pack_sparse,
                                  restore_signs,
                                  sign_bits, unpack_exact)
@@ -738,7 +739,8 @@ class compress_activations:
                     arr = x.contiguous().numpy()
                     shape = _codec_shape(arr.shape)
                     data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
-                                            predictor="differences", axes=_axes_for(len(shape)))
+                                            predictor="differences",
+                                            axes=cpu_axes(shape, p.need.sites))
                     coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
                 if coded is None:
                     coded = pack_sparse(t)  # kept exact: its zeros as bits, if that pays
