@@ -527,13 +527,13 @@ def resnet18_case():
     return model, x, y
 
 
-def test_resnet18_auto_keeps_gradients_within_5_percent_at_5x():
+def test_resnet18_auto_keeps_gradients_within_5_percent_at_over_6x():
     """torchvision's ResNet-18 (BatchNorm, in-place ReLU, max-pooling) on crops of photographs:
-    "auto" keeps the gradient within 5 % of the exact one while storing at least 5x fewer
-    bytes. (Before the per-operator rules: 28 % off.)"""
+    "auto" keeps the gradient within 5 % of the exact one while storing over 6x fewer bytes
+    (measured 2.1 % at 6.9x). (Before the per-operator rules: 24 % off at 4.3x.)"""
     model, x, y = resnet18_case()
     err, ratio = measured_step(model, x, y, "auto")
-    assert err < 0.05 and ratio > 5, (err, ratio)
+    assert err < 0.05 and ratio > 6, (err, ratio)
 
 
 @pytest.mark.parametrize("reentrant", [True, False])
@@ -560,8 +560,9 @@ def test_resnet18_under_checkpointing(reentrant):
     assert err < 0.05 and ratio > 4, (err, ratio)
 
 
-def test_a_small_vit_auto_keeps_gradients_within_5_percent_at_5x():
-    """torchvision's VisionTransformer, 4 blocks of width 192 (LayerNorm, attention, GELU)."""
+def test_a_small_vit_auto_keeps_gradients_within_5_percent_at_over_7x():
+    """torchvision's VisionTransformer, 4 blocks of width 192 (LayerNorm, attention, GELU):
+    measured 3.7 % at 8.8x. (Before: 7 % off at 5.0x.)"""
     tv = torchvision_or_skip()
     torch.manual_seed(0)
     model = tv.models.VisionTransformer(image_size=64, patch_size=8, num_layers=4, num_heads=3,
@@ -569,7 +570,7 @@ def test_a_small_vit_auto_keeps_gradients_within_5_percent_at_5x():
     nn.init.normal_(model.heads.head.weight, std=0.02)  # (torchvision starts it at zero)
     x, y = photos(8, 64, seed=6)
     err, ratio = measured_step(model, x, y, "auto")
-    assert err < 0.05 and ratio > 5, (err, ratio)
+    assert err < 0.05 and ratio > 7, (err, ratio)
 
 
 def test_resnet18_under_bfloat16_autocast():
