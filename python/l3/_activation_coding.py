@@ -55,7 +55,7 @@ def cpu_axes(shape: tuple, sites: Iterable[str] = ()) -> Optional[int]:
     image batch (N, C, H, W) of more than 8 x 8 positions; else None, the encoder's own
     estimate. (The last axis of a sequence batch, or attention's head dimension, holds
     unrelated features: differenced along it a ViT kept 6.1x fewer bytes, with the estimate
-    8.5x; ResNet-50's 4 x 4 layers code 8-15 % smaller too. The estimate about doubles those
+    8.6x; ResNet-50's 4 x 4 layers code 8-15 % smaller too. The estimate about doubles those
     tensors' encoding time.)"""
     if (len(shape) == 4 and shape[2] * shape[3] > 64
             and not any(site in ATTENTION_OPS for site in sites)):
