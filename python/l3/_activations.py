@@ -5,9 +5,9 @@ Every floating-point tensor autograd saves during the forward pass (inside the c
 that is at least ``min_bytes`` is encoded as an l3 error-bounded array (version 3, the
 differences predictor) on a thread pool, off the Python thread (the Rust encoder releases the
 GIL); backward gets it back decoded (the next ones are decoded ahead, also on the pool).
-Everything else is kept as it is: parameters (leaf tensors that require grad), integer and
-bool tensors, small tensors, tensors listed in ``exclude`` or saved by a listed module, and
-tensors whose bound would be below what the codec can hold.
+Everything else is kept as it is (parameters, small tensors, tensors listed in ``exclude`` or
+saved by a listed module, tensors whose bound would be below what the codec can hold) or
+exact in fewer bytes (integer and bool tensors; see "What each tensor is for" below).
 
 CUDA tensors are encoded on the GPU when l3's GPU (wgpu, Vulkan) is the tensor's CUDA device
 (``gpu_encode``): the tensor is copied as float32 into a staging buffer that l3 allocated
@@ -25,28 +25,22 @@ host-encoded one decoded on the host and copied back on the current stream of th
 decodes.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
-min of its finite values); ``absolute=True`` makes it absolute. ``"auto"`` sets one bound per
-layer from the gradients it measures (the layers of ``model=``, or without it every layer that
-runs inside the block, found by global module hooks), after COMET's analysis: a
-layer's weight gradient is ``dW = sum_n delta_n a_n`` over the ``N`` positions (batch x
-spatial) that share a weight; an error ``e`` on the saved activation ``a``, spread over
-``[-eb, eb]`` with variance at most ``eb^2 / 3``, changes ``dW`` by noise of standard
-deviation ``eb sqrt(N mean(delta^2) / 3)``. The layer's bound is the ``eb`` that makes that
-noise ``tau`` times the RMS of its own weight gradient:
+min of its finite values); ``absolute=True`` makes it absolute. Bounds are capped at
+``max_relative`` of the tensor's range.
 
-    eb = tau * rms(dW) / sqrt(N * mean(delta^2) / 3)
-
-``delta`` (the gradient of the layer's output) and ``dW`` are measured in every backward pass
-(hooks on the output and the weight), the bound follows their running mean (halfway each
-step), and until a layer's first measurement its tensors use the relative bound ``start``.
-Layers are the modules with a ``weight`` of two or more axes (convolutions, linear layers);
-a tensor saved inside one takes its bound, a tensor saved outside all of them (by an
-activation function, a normalisation, pooling) the bound of the last one that ran. Bounds are capped at ``max_relative`` of the
-tensor's range.
+What each tensor is for decides how it is coded: ReLU's signs exact, integers exact, the
+inputs of torch.utils.checkpoint's segments exact, and under ``"auto"`` a bound per saved
+tensor by the rule of the operation saving it (COMET's per-layer rule for convolution and
+linear inputs; normalisation inputs within a fraction of their groups' std; ...). The rules
+and the measurements behind their constants: `l3._activation_sites`.
 
 float16 and bfloat16 tensors are encoded as float32 within the bound less half a unit in the
 last place of the dtype at the tensor's largest magnitude, so the value cast back to the dtype
-is still within the bound (a bound below that is kept exact).
+is still within the bound (a bound below that is kept exact). Under ``"auto"`` the bound is
+l3's choice, not the user's: there a float16/bfloat16 tensor comes back within its bound plus
+that half unit (the cast back), as ``torch.autocast``'s own rounding of it did (otherwise
+bfloat16's 8 bits leave most bounds nothing: ResNet-18 under bfloat16 autocast kept 1.9x
+fewer bytes than its bfloat16 activations, 3.4x with it, at 2 % gradient error).
 
 ``stats`` counts exactly what the hooks hold: the bytes of the saved tensors as they came
 (``raw``) and as kept (``stored``: compressed bytes, or the tensor's bytes when kept exact),
@@ -69,6 +63,15 @@ import numpy as np
 import torch
 
 from . import _l3
+from ._activation_coding import INTEGERS as _INTEGERS
+from ._activation_coding import Coded as _Coded
+from ._activation_coding import axes_for as _axes_for
+from ._activation_coding import codec_shape as _codec_shape
+from ._activation_coding import cpu_axes
+from ._activation_coding import (denormalise, encode_normalised, pack_exact, pack_sparse,
+                                 restore_signs,
+                                 sign_bits, unpack_exact)
+from ._activation_sites import Need, OpNames, is_parameter, need_for, smallest_std
 from ._errors import ParameterError
 
 #: Significand bits (without the implicit one) of the dtypes compressed.
@@ -81,8 +84,8 @@ class ActivationStats:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.saved = 0  # tensors packed (after deduplication)
-        self.compressed = 0  # of them, compressed
-        self.exact = 0  # of them, kept as they are
+        self.compressed = 0  # of them, coded (within a bound, or exact in fewer bytes)
+        self.exact = 0  # of them, kept as they came
         self.raw_bytes = 0  # bytes of every packed tensor, summed
         self.stored_bytes = 0  # bytes kept for them, summed
         self.live_raw = 0
@@ -178,7 +181,8 @@ class _Packed:
     """One saved tensor as the hooks keep it: exact, or compressed (a future of the bytes)."""
 
     __slots__ = ("owner", "tensor", "future", "shape", "dtype", "raw", "stored", "decoded",
-                 "device", "copied", "on_gpu", "__weakref__")
+                 "device", "copied", "on_gpu", "need", "span", "coded_eb", "counted",
+                 "__weakref__")
 
     def __init__(self, owner: "compress_activations", raw: int) -> None:
         self.owner = owner
@@ -192,6 +196,10 @@ class _Packed:
         self.device = torch.device("cpu")
         self.copied: Optional[Any] = None
         self.on_gpu = False  # encoded (and decoded) by l3's GPU codec
+        self.need: Optional[Need] = None  # what its sites ask (None: kept exact)
+        self.span = 0.0  # its range, once coded
+        self.coded_eb: Optional[float] = None  # the absolute bound it was coded within
+        self.counted: Optional[bool] = None  # counted as compressed (True) or exact (False)
 
     def __del__(self) -> None:
         try:
@@ -200,22 +208,17 @@ class _Packed:
             pass
 
 
-def _axes_for(ndim: int) -> int:
-    """The differences predictor's axes for an activation: the two spatial axes of an image
-    batch (N, C, H, W), the last axis of a sequence batch (N, C, L) and of anything else."""
-    if ndim == 4:
-        return 0b1100
-    return 1 << (ndim - 1)
+def _range(x: torch.Tensor) -> tuple:
+    """``x``'s least and greatest values (NaN if it holds a NaN)."""
+    lo_hi = torch.aminmax(x)
+    return float(lo_hi[0]), float(lo_hi[1])
 
 
-def _codec_shape(shape: tuple) -> tuple:
-    """``shape`` in at most 4 axes (the codec's most): the middle axes of a longer one merged,
-    a 0-d tensor as one value."""
-    if len(shape) == 0:
-        return (1,)
-    if len(shape) > 4:
-        return (shape[0], int(np.prod(shape[1:-2])), shape[-2], shape[-1])
-    return tuple(shape)
+def _all_finite(x: torch.Tensor) -> bool:
+    """No NaN and no infinity in ``x`` (one reduction: min and max propagate NaN; far faster
+    here than ``isfinite(x).all()``)."""
+    lo, hi = _range(x)
+    return math.isfinite(lo) and math.isfinite(hi)
 
 
 def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
@@ -236,8 +239,10 @@ class compress_activations:
 
     Options (defaults): ``absolute`` (False: ``bound`` is relative to each tensor's range),
     ``model`` (the ``nn.Module`` whose layers ``"auto"`` measures; default: every layer run
-    inside the block), ``tau`` (0.01: the weight
-    gradient noise ``"auto"`` allows, as a fraction of its RMS), ``start`` (1e-3: the relative
+    inside the block), ``tau`` (0.03: the weight
+    gradient noise ``"auto"`` allows, as a fraction of its RMS), ``norm_tau`` (None: the
+    per-normalisation ``l3._activation_sites.NORM_TAU``; a number: ``"auto"``'s bound on
+    every normalisation's input, in units of its groups' std), ``start`` (1e-3: the relative
     bound before a layer's first measurement), ``max_relative`` (0.02), ``min_bytes`` (64 KiB:
     smaller tensors stay exact), ``exclude`` (tensors, or modules whose saved tensors, stay
     exact), ``gpu_encode`` (None: CUDA tensors are encoded on the GPU by l3's WGSL encoder when l3's
@@ -259,7 +264,8 @@ class compress_activations:
         *,
         absolute: bool = False,
         model: Optional[torch.nn.Module] = None,
-        tau: float = 0.01,
+        tau: float = 0.03,
+        norm_tau: Optional[float] = None,
         start: float = 1e-3,
         max_relative: float = 0.02,
         min_bytes: int = 64 << 10,
@@ -282,7 +288,8 @@ class compress_activations:
                 raise TypeError(f"bound must be a float, 'auto' or None, got {bound!r}")
             if not (math.isfinite(bound) and bound > 0):
                 raise ParameterError(f"bound must be finite and positive, got {bound}")
-        for name, v in (("tau", tau), ("start", start), ("max_relative", max_relative)):
+        for name, v in (("tau", tau), ("norm_tau", 1.0 if norm_tau is None else norm_tau),
+                        ("start", start), ("max_relative", max_relative)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ParameterError(f"{name} must be finite and positive, got {v!r}")
         if not isinstance(min_bytes, int) or min_bytes < 0:
@@ -309,6 +316,11 @@ class compress_activations:
         self.absolute = absolute
         self.model = model
         self.tau, self.start, self.max_relative = float(tau), float(start), float(max_relative)
+        self.norm_tau = None if norm_tau is None else float(norm_tau)
+        # The operation running when a tensor is saved (a torch-function mode, in the block)
+        # and the compressed tensor not yet submitted to the encoder (see `_compress`).
+        self._ops: Optional[OpNames] = None
+        self._open: Optional[_Packed] = None
         self.min_bytes = min_bytes
         self.prefetch = prefetch
         excluded = list(exclude)
@@ -340,14 +352,21 @@ class compress_activations:
     def __enter__(self) -> "compress_activations":
         if self._hooks is not None:
             raise RuntimeError("compress_activations is already active")
-        if self.bound == "auto":
-            self._hook_layers()
+        if self.bound == "auto" or self._excluded_modules:
+            self._hook_layers()  # (the module running: "auto"'s layers, excluded modules)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
+        if self.bound is not None:
+            self._ops = OpNames()
+            self._ops.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         hooks, self._hooks = self._hooks, None
+        ops, self._ops = self._ops, None
+        if ops is not None:
+            ops.__exit__(*exc)
+        self._flush_open()
         if hooks is not None:
             hooks.__exit__(*exc)
         # The forward hooks go with the block; the measurements of a backward after it are
@@ -439,10 +458,11 @@ class compress_activations:
 
     # -- packing -------------------------------------------------------------------------
     def _keep_exact(self, t: torch.Tensor) -> bool:
-        if not t.is_floating_point() or t.dtype not in _MANTISSA:
-            return True
-        if t.is_leaf and t.requires_grad:  # a parameter
-            return True
+        if t.is_floating_point():
+            if t.dtype not in _MANTISSA:
+                return True
+        elif t.dtype not in _INTEGERS:
+            return True  # complex, quantised, ...: as they are
         if t.device.type not in ("cpu", "cuda") or t.is_sparse or t.numel() == 0:
             return True
         if t.numel() * t.element_size() < self.min_bytes:
@@ -451,9 +471,15 @@ class compress_activations:
             return True
         return any(t is x for x in self._excluded_tensors)
 
+    def _need(self, t: torch.Tensor) -> Need:
+        """What the site saving ``t`` now asks of its coding (`need_for`)."""
+        current = self._ops.current() if self._ops is not None else None
+        return need_for(t, current, self.bound, self.absolute, self.start, self.norm_tau,
+                        self._site_bound)
+
     def _pack(self, t: torch.Tensor) -> Any:
-        if t.is_leaf and t.requires_grad:
-            return t  # a parameter: not an activation, held by the model anyway
+        if is_parameter(t):
+            return t  # a parameter (or a view of one): held by the model anyway
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(),
                t._version, t.dtype)
         seen = self._seen.get(key)
@@ -461,7 +487,10 @@ class compress_activations:
             t_ref, p_ref = seen
             p = p_ref()
             if p is not None and t_ref() is t:
+                if p.need is not None:
+                    self._tighten(p, t, self._need(t))
                 return p
+        self._flush_open()
         if self.stats.live_raw == 0:
             # Nothing held: a new step. Forget the last one's order.
             self._order.clear()
@@ -472,53 +501,81 @@ class compress_activations:
         if self.bound is None or self._keep_exact(t):
             p = self._exact(t)
         else:
-            p = self._compress(t)
+            p = self._compress(t, self._need(t))
         self._seen[key] = (weakref.ref(t), weakref.ref(p))
         return p
 
-    def _compress(self, t: torch.Tensor) -> _Packed:
+    def _compress(self, t: torch.Tensor, need: Need) -> _Packed:
+        """``t`` taken to be compressed: held until the next tensor is saved (so that the
+        operations saving the same tensor right after, an activation's output and the next
+        layer's input, add their needs first), then submitted (`_submit`)."""
         raw = t.numel() * t.element_size()
         p = _Packed(self, raw)
-        p.shape, p.dtype = tuple(t.shape), t.dtype
+        p.shape, p.dtype, p.need, p.device = tuple(t.shape), t.dtype, need, t.device
         p.stored = raw  # until the encoder is done
+        p.tensor = t.detach()
         self.stats._add(raw, raw)
         with self.stats._lock:
             self.stats.saved += 1
             self.stats.raw_bytes += raw
-        if self.bound == "auto":
-            site = self._site_bound()
-            spec = ("absolute", site) if site is not None else ("relative", self.start)
-        elif self.absolute:
-            spec = ("absolute", float(self.bound))  # type: ignore[arg-type]
-        else:
-            spec = ("relative", float(self.bound))  # type: ignore[arg-type]
-        p.device = t.device
-        if t.device.type == "cuda" and self._use_gpu(t):
-            self._encode_on_gpu(p, t, spec)
-            return p
+        self._open = p
+        return p
+
+    def _flush_open(self) -> None:
+        p, self._open = self._open, None
+        if p is not None:
+            self._submit(p)
+
+    def _tighten(self, p: _Packed, t: torch.Tensor, need: Need) -> None:
+        """Another site saves ``p``'s tensor ``t``: its needs join ``p``'s; a tensor already
+        coded is coded again from ``t`` if they ask for a tighter bound or for signs."""
+        assert p.need is not None
+        if not p.need.merge(need) or p is self._open:
+            return
+        assert p.future is not None
+        coded = p.future.result()
+        if coded is None or p.coded_eb is None:
+            return  # kept exact
+        x = t.detach().float()
+        # Signs newly asked for; or a bound beside a normalisation's (coded per group, within
+        # more than its least std in the wider groups: coded again, by the tightest bound).
+        stricter = (need.signs and coded.pos is None) or (
+            coded.affine is not None and any(spec[0] != "norm" for spec in need.specs))
+        for spec in need.specs:
+            stricter = stricter or self._spec_bound(x, spec, p.span) < p.coded_eb
+        if stricter:
+            p.tensor, p.decoded = t.detach(), None
+            self._submit(p)
+
+    def _submit(self, p: _Packed) -> None:
+        """``p.tensor`` to the encoder: l3's GPU encoder for a CUDA float tensor where it can,
+        else the pool (a CUDA tensor copied to pinned host memory first)."""
+        t = p.tensor
+        assert t is not None and p.need is not None
+        if t.device.type == "cuda" and t.is_floating_point() and self._use_gpu(t):
+            self._encode_on_gpu(p, t)
+            return
         if t.device.type == "cuda":
             # Copied to pinned host memory on the tensor's stream; the encoder thread waits
             # for the copy (an event), then the device memory is free.
             host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-            host.copy_(t.detach(), non_blocking=True)
+            host.copy_(t, non_blocking=True)
             p.copied = torch.cuda.Event()
             p.copied.record()
             p.tensor = host
-        else:
-            p.tensor = t.detach()
-        p.future = self._pool.submit(self._encode, p, spec)
-        self._position[p] = len(self._order)
-        self._order.append(weakref.ref(p))
+        p.future = self._pool.submit(self._encode, p)
+        if p not in self._position:
+            self._position[p] = len(self._order)
+            self._order.append(weakref.ref(p))
         # The forward pass waits while more than pending_bytes of tensors await encoding:
         # what the hooks hold stays near the compressed size, not the raw one.
-        self._pending.append((p.future, raw))
-        self._pending_raw += raw
+        self._pending.append((p.future, p.raw))
+        self._pending_raw += p.raw
         while self._pending and (self._pending[0][0].done()
                                  or self._pending_raw > self.pending_bytes):
             future, size = self._pending.popleft()
             future.result()
             self._pending_raw -= size
-        return p
 
     def _exact(self, t: torch.Tensor) -> _Packed:
         raw = t.numel() * t.element_size()
@@ -549,15 +606,17 @@ class compress_activations:
                                  f"tensors here: {why}")
         return self._gpu_ok
 
-    def _encode_on_gpu(self, p: _Packed, t: torch.Tensor, spec: tuple) -> None:
+    def _encode_on_gpu(self, p: _Packed, t: torch.Tensor) -> None:
         """Encodes CUDA tensor ``t`` where it is: copied (as float32) into the staging buffer
         l3 exported and CUDA imported, the stream synchronised (the rule: CUDA's writes are
-        complete before l3's GPU reads), then encoded by the WGSL encoder; the bytes come
-        back to the host. Done on this thread: the tensor is free when it returns."""
+        complete before l3's GPU reads), then encoded by the WGSL encoder; the bytes (and the
+        sign bits, where asked) come back to the host. Done on this thread: the tensor is free
+        when it returns."""
+        assert p.need is not None
         started = time.perf_counter()
-        x = t.detach().float()
-        data = None
-        eb = self._bound(x, t.dtype, spec)
+        x = t.float()
+        coded = None
+        eb = self._bound(p, x, t.dtype)
         if eb is not None:
             n = x.numel()
             if self._staging is None or self._staging.size < 4 * n:
@@ -570,90 +629,149 @@ class compress_activations:
             try:
                 data = self._staging.staging.encode(list(shape), max_error=eb,
                                                     axes=_axes_for(len(shape)))
+                coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
             except ParameterError:
-                data = None
+                coded = None
         done: Future = Future()
-        done.set_result(data)
+        done.set_result(coded)
         p.future = done
-        p.on_gpu = data is not None
-        if data is None:
-            p.tensor = t.detach()  # kept exact, on its device
-        self._encoded(p, data, time.perf_counter() - started, gpu=True)
+        p.on_gpu = coded is not None
+        p.tensor = None if coded is not None else t  # kept exact, on its device
+        self._encoded(p, coded, eb, time.perf_counter() - started, gpu=True)
 
-    def _encoded(self, p: _Packed, data: Optional[bytes], seconds: float, gpu: bool) -> None:
-        """Counts ``p``'s encode (``data``, or None: kept exact): what it now holds replaces
-        its raw bytes."""
-        stored = len(data) if data is not None else p.raw
+    def _encoded(self, p: _Packed, coded: Optional[_Coded], eb: Optional[float], seconds: float,
+                 gpu: bool) -> None:
+        """Counts ``p``'s encode (``coded``, or None: kept exact): what it now holds replaces
+        what it held (its raw bytes, or an earlier coding's)."""
+        stored = coded.nbytes if coded is not None else p.raw
         with self.stats._lock:
             self.stats.encode_seconds += seconds
+            if p.counted is not None:  # coded again (`_tighten`): the earlier one goes
+                self.stats.stored_bytes -= p.stored
+                if p.counted:
+                    self.stats.compressed -= 1
+                    self.stats.gpu_encoded -= p.on_gpu
+                else:
+                    self.stats.exact -= 1
             self.stats.stored_bytes += stored
-            if data is not None:
+            if coded is not None:
                 self.stats.compressed += 1
                 self.stats.gpu_encoded += gpu
             else:
                 self.stats.exact += 1
-        self.stats._add(0, stored - p.raw)
+            p.counted = coded is not None
+        self.stats._add(0, stored - p.stored)
         p.stored = stored
+        p.coded_eb = eb if coded is not None else None
 
-    def _bound(self, x: torch.Tensor, dtype: torch.dtype, spec: tuple) -> Optional[float]:
-        """The absolute bound for ``x`` (float32 values of a ``dtype`` tensor) under
-        ``spec``, or None to keep it exact (no finite value, no range, or a bound the codec
-        cannot hold)."""
-        finite = torch.isfinite(x)
-        regular = x if bool(finite.all()) else x[finite]
-        if regular.numel() == 0:
-            return None
-        lo_hi = torch.aminmax(regular)
-        lo, hi = float(lo_hi[0]), float(lo_hi[1])
-        span = hi - lo
-        kind, value = spec
-        eb = value * span if kind == "relative" else value
-        if span > 0:
+    def _spec_bound(self, x: torch.Tensor, spec: tuple, span: float) -> float:
+        """The absolute bound ``spec`` asks of ``x`` (float32, range ``span``)."""
+        kind, value = spec[0], spec[1]
+        if kind == "exact":
+            return 0.0
+        if kind in ("relative", "unread"):
+            return value * span
+        if kind == "absolute":
+            return value
+        # "norm": that many times the smallest standard deviation of its groups.
+        return value * smallest_std(x, spec[2]) if _all_finite(x) else 0.0
+
+    def _bound(self, p: _Packed, x: torch.Tensor, dtype: torch.dtype) -> Optional[float]:
+        """The absolute bound for ``x`` (float32 values of a ``dtype`` tensor) under ``p``'s
+        needs (the tightest it asks), or None to keep it exact (no finite value, no range, or
+        a bound the codec cannot hold). Sets ``p.span``."""
+        assert p.need is not None
+        lo, hi = _range(x)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            regular = x[torch.isfinite(x)]
+            if regular.numel() == 0:
+                return None
+            lo, hi = _range(regular)
+        span = p.span = hi - lo
+        eb = min(self._spec_bound(x, spec, span) for spec in p.need.specs)
+        if span > 0 and any(spec[0] != "unread" for spec in p.need.specs):
             eb = min(eb, self.max_relative * span)
-        eb -= _half_ulp(dtype, max(abs(lo), abs(hi)) + eb)
-        # Bounds far below the range (more bins than the codec holds) stay exact.
+        if self.bound != "auto":  # (see the module documentation: "auto" and the cast back)
+            eb -= _half_ulp(dtype, max(abs(lo), abs(hi)) + eb)
+        # Bounds far below the range (more bins than the codec holds) stay exact; so do
+        # values whose signs are kept below the smallest normal number of their dtype (the
+        # least magnitude a kept sign decodes to, see `restore_signs`).
         if not (span > 0 and eb > span * 2.0 ** -15):
+            return None
+        if p.need.signs and eb < torch.finfo(dtype).tiny:
             return None
         return eb
 
-    def _encode(self, p: _Packed, spec: tuple) -> Optional[bytes]:
-        """The bytes of ``p.tensor`` within ``spec``, or None to keep it exact."""
+    def _normalised(self, p: _Packed, x: torch.Tensor) -> Optional[tuple]:
+        """``(k, groups)`` when ``p``'s one need is a normalisation's (``k`` times each group's
+        std: coded as normalised values, `encode_normalised`), else None."""
+        assert p.need is not None
+        specs = p.need.specs
+        if len(specs) != 1 or specs[0][0] != "norm" or p.need.signs or not _all_finite(x):
+            return None
+        return specs[0][1], specs[0][2]
+
+    def _encode(self, p: _Packed) -> Optional[_Coded]:
+        """``p.tensor`` coded within ``p``'s needs (integers and bools exactly), or None to
+        keep it exact."""
         started = time.perf_counter()
         t = p.tensor
-        assert t is not None
+        assert t is not None and p.need is not None
         if p.copied is not None:
             p.copied.synchronize()
             p.copied = None
-        data = None
+        coded, eb = None, None
         try:
-            x = t.float() if t.dtype != torch.float32 else t
-            eb = self._bound(x, t.dtype, spec)
-            if eb is not None:
-                arr = x.contiguous().numpy()
-                shape = _codec_shape(arr.shape)
-                data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
-                                        predictor="differences", axes=_axes_for(len(shape)))
+            if not t.is_floating_point():
+                coded = pack_exact(t)
+            else:
+                x = t.float() if t.dtype != torch.float32 else t
+                norm = self._normalised(p, x)
+                if norm is not None:
+                    # Within k of each group's own std (the bound over the whole tensor, k
+                    # times the least std, may be below what the codec holds: no matter).
+                    got = encode_normalised(x, norm[1], norm[0])
+                    if got is not None:
+                        coded, eb, p.span = got
+                if coded is None:
+                    eb = self._bound(p, x, t.dtype)
+                if coded is None and eb is not None:
+                    arr = x.contiguous().numpy()
+                    shape = _codec_shape(arr.shape)
+                    data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
+                                            predictor="differences",
+                                            axes=cpu_axes(shape, p.need.sites))
+                    coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
+                if coded is None:
+                    coded = pack_sparse(t)  # kept exact: its zeros as bits, if that pays
         except ParameterError:
-            data = None
-        self._encoded(p, data, time.perf_counter() - started, gpu=False)
-        if data is not None:
+            coded = None
+        self._encoded(p, coded, eb, time.perf_counter() - started, gpu=False)
+        if coded is not None:
             p.tensor = None  # the original is released: only the bytes are kept
-        return data
+        return coded
 
     # -- unpacking -----------------------------------------------------------------------
     def _decode(self, p: _Packed) -> torch.Tensor:
-        data = p.future.result() if p.future is not None else None
-        if data is None:
+        coded = p.future.result() if p.future is not None else None
+        if coded is None:
             assert p.tensor is not None
             return p.tensor.to(p.device, non_blocking=True)
         started = time.perf_counter()
-        if p.on_gpu:
-            y = self._decode_on_gpu(data, p)
+        if coded.exact is not None:
+            y = unpack_exact(coded, p.shape, p.dtype)
         else:
-            y = torch.from_numpy(np.asarray(_l3.decode_field(data))).reshape(p.shape)
-        if p.dtype != torch.float32:
-            info = torch.finfo(p.dtype)
-            y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
+            if p.on_gpu:
+                y = self._decode_on_gpu(coded.data, p)
+            else:
+                y = torch.from_numpy(np.asarray(_l3.decode_field(coded.data))).reshape(p.shape)
+            if coded.affine is not None:
+                y = denormalise(y, coded)
+            if p.dtype != torch.float32:
+                info = torch.finfo(p.dtype)
+                y = torch.where(torch.isinf(y), y, y.clamp(info.min, info.max)).to(p.dtype)
+            if coded.pos is not None:
+                y = restore_signs(y, coded.pos, coded.neg)
         if p.device.type == "cuda" and not p.on_gpu:
             y = y.pin_memory().to(p.device, non_blocking=True)
         with self.stats._lock:
@@ -678,6 +796,8 @@ class compress_activations:
     def _unpack(self, p: Any) -> torch.Tensor:
         if isinstance(p, torch.Tensor):
             return p
+        if p is self._open:
+            self._flush_open()
         if p.future is None:
             assert p.tensor is not None
             return p.tensor

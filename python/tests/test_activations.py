@@ -8,6 +8,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
+try:
+    # Imported before any test starts l3's GPU (Vulkan): importing torch._dynamo (torchvision
+    # does) after lavapipe is loaded crashes the process here.
+    import torchvision
+except ImportError:
+    torchvision = None
 
 import l3  # noqa: E402
 from l3.torch import compress_activations  # noqa: E402
@@ -357,3 +363,269 @@ def test_the_one_bound_spelling():
     ca.close()
     with pytest.raises(l3.ParameterError):
         compress_activations({"relative": 1e-3}, absolute=True)
+
+
+# -- standard models: the per-operator rules (see l3/_activations.py) -------------------------
+
+
+def test_relu_signs_come_back_exact():
+    """ReLU's backward reads ``result > 0``: every zero decodes to zero and every positive,
+    however small, to a positive, within the bound; the gradient is exact."""
+    x = smooth(4, 8, 48, 48).requires_grad_()
+    c = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    ca = compress_activations(1e-2, min_bytes=0, exclude=[c])  # (mul saves c: kept exact)
+    with ca:
+        y = torch.relu(x * 1)
+        loss = (y * c).sum()
+    back = y.grad_fn._saved_result.detach()  # decoded by the hooks
+    yd = y.detach()
+    assert torch.equal(back == 0, yd == 0) and bool((back[yd > 0] > 0).all())
+    assert float((yd < 2e-2 * float(yd.max())).float().mean()) > 0.1  # small positives exist
+    assert float((back - yd).abs().max()) <= 1e-2 * float(yd.max() - yd.min())
+    loss.backward()
+    assert torch.equal(x.grad, c * (x.detach() > 0))
+    assert ca.stats.compressed == 1
+    ca.close()
+
+
+def test_a_later_saver_that_reads_values_tightens_the_coding():
+    """Under "auto" ReLU's output is coded coarsely (ReLU reads its signs only); an operation
+    that saves it later for its values (here a product, after another tensor was saved and the
+    first one encoded) gets it coded again within its own bound, signs still exact."""
+    x = smooth(4, 8, 48, 48).requires_grad_()
+    w = torch.randn(x.shape, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    ca = compress_activations("auto", min_bytes=0)
+    with ca:
+        y = torch.relu(x * 1)
+        z = torch.exp(x * 2)  # another tensor saved: y is encoded (coarsely)
+        coarse = float((y.grad_fn._saved_result.detach() - y.detach()).abs().max())
+        loss = (y * w).sum() + z.sum()  # mul saves y for w's gradient
+    back = (y * 1).detach()
+    span = float(back.max() - back.min())
+    fine = float((y.grad_fn._saved_result.detach() - back).abs().max())
+    assert coarse > 1e-2 * span and fine <= 1e-3 * span, (coarse, fine, span)
+    loss.backward()
+    assert float((w.grad - back).abs().max()) <= 1e-3 * span  # w's gradient: the decoded y
+    ca.close()
+
+
+def test_max_pool_indices_and_integers_are_exact_in_fewer_bytes():
+    from l3._activation_coding import pack_exact, pack_sparse, unpack_exact
+
+    x = torch.relu(smooth(4, 16, 64, 64)).requires_grad_()
+    ca = compress_activations("auto", min_bytes=0)
+    with ca:
+        out, idx = nn.functional.max_pool2d(x * 1, 3, 2, 1, return_indices=True)
+        loss = out.sum()
+    assert torch.equal(out.grad_fn._saved_result1, idx)  # the indices, decoded
+    loss.backward()
+    g_exact = torch.autograd.grad(nn.functional.max_pool2d(x, 3, 2, 1).sum(), x)[0]
+    assert torch.equal(x.grad, g_exact)
+    s = ca.stats
+    assert s.stored_bytes < s.raw_bytes / 4, s
+    ca.close()
+    gen = torch.Generator().manual_seed(2)
+    for t in (idx, torch.randint(-5, 300, (70000,), generator=gen),
+              torch.randint(0, 1 << 31, (30000,), generator=gen), torch.rand(90000) > 0.5):
+        coded = pack_exact(t)
+        assert coded is not None and coded.nbytes < t.numel() * t.element_size()
+        assert torch.equal(unpack_exact(coded, tuple(t.shape), t.dtype), t)
+    # Wider than 32 bits: kept as it is.
+    assert pack_exact(torch.randint(0, 1 << 40, (30000,), generator=gen)) is None
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        t = torch.relu(torch.randn(3, 5000)).to(dtype)
+        t[0, 0] = -0.0
+        coded = pack_sparse(t)
+        assert coded is not None and coded.nbytes < t.numel() * t.element_size()
+        assert torch.equal(unpack_exact(coded, tuple(t.shape), dtype).view(torch.int16 if
+                           dtype != torch.float32 else torch.int32),
+                           t.view(torch.int16 if dtype != torch.float32 else torch.int32))
+
+
+def test_a_batchnorm_input_is_kept_within_its_channels_std():
+    from l3._activation_sites import NORM_TAU
+
+    g = torch.Generator().manual_seed(3)
+    scale = torch.tensor([0.05, 1.0, 20.0, 3.0]).reshape(1, 4, 1, 1)
+    x = (smooth(8, 4, 32, 32) * scale + 5).requires_grad_()
+    bn = nn.BatchNorm2d(4)
+    ca = compress_activations("auto", min_bytes=0)
+    with ca:
+        y = bn(x * 1)
+        loss = (y * torch.randn(y.shape, generator=g)).sum()
+    back, xd = y.grad_fn._saved_input.detach(), x.detach()
+    std = xd.var(dim=(0, 2, 3), unbiased=False).add(bn.eps).sqrt().reshape(1, 4, 1, 1)
+    err = ((back - xd).abs() / std).amax(dim=(0, 2, 3))
+    k = NORM_TAU["batch_norm"]
+    assert bool((err <= k).all()) and float(err.min()) > k / 4, (err, k)
+    assert ca.stats.stored_bytes < ca.stats.raw_bytes / 3, ca.stats
+    loss.backward()
+    ca.close()
+
+
+def torchvision_or_skip():
+    if torchvision is None:
+        pytest.skip("needs torchvision")
+    return torchvision
+
+
+def grads_of(model):
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def measured_step(model, x, y, bound, wrap=None, steps=3):
+    """(relative gradient error against exact activations, raw / stored bytes) of the last
+    of ``steps`` compressed steps (a context each, "auto" measuring in the earlier ones), on
+    the same weights and batch; ``wrap(model)`` sets up checkpointing after the exact step."""
+    model.train()
+    model.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    exact = grads_of(model)
+    if wrap is not None:
+        wrap(model)
+    for _ in range(steps):
+        model.zero_grad()
+        ca = compress_activations(bound, threads=2)
+        with ca:
+            loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        s = ca.stats
+        ca.close()
+    err = float((grads_of(model) - exact).norm() / exact.norm())
+    return err, s.raw_bytes / s.stored_bytes
+
+
+def photos(n, size, seed):
+    """``n`` crops (``size`` square) of the repository's sample photographs, normalised as
+    torchvision's ImageNet models expect, and ``n`` random labels of 10 classes."""
+    from pathlib import Path
+
+    Image = pytest.importorskip("PIL.Image")
+    folder = Path(__file__).resolve().parents[2] / "samples"
+    images = [torch.from_numpy(np.asarray(Image.open(f).convert("RGB"), dtype=np.float32) / 255)
+              for f in sorted(folder.glob("*.png"))]
+    images = [a.permute(2, 0, 1) for a in images if min(a.shape[:2]) >= size]
+    if not images:
+        pytest.skip("no sample photographs")
+    g = torch.Generator().manual_seed(seed)
+    crops = []
+    for _ in range(n):
+        a = images[int(torch.randint(len(images), (1,), generator=g))]
+        y0 = int(torch.randint(a.shape[1] - size + 1, (1,), generator=g))
+        x0 = int(torch.randint(a.shape[2] - size + 1, (1,), generator=g))
+        crops.append(a[:, y0:y0 + size, x0:x0 + size])
+    mean = torch.tensor([0.485, 0.456, 0.406]).reshape(3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).reshape(3, 1, 1)
+    return (torch.stack(crops) - mean) / std, torch.randint(0, 10, (n,), generator=g)
+
+
+def resnet18_case():
+    tv = torchvision_or_skip()
+    torch.manual_seed(0)
+    model = tv.models.resnet18(num_classes=10)
+    x, y = photos(8, 64, seed=4)
+    return model, x, y
+
+
+def test_resnet18_auto_keeps_gradients_within_5_percent_at_over_6x():
+    """torchvision's ResNet-18 (BatchNorm, in-place ReLU, max-pooling) on crops of photographs:
+    "auto" keeps the gradient within 5 % of the exact one while storing over 6x fewer bytes
+    (measured 2.1 % at 6.9x). (Before the per-operator rules: 24 % off at 4.3x.)"""
+    model, x, y = resnet18_case()
+    err, ratio = measured_step(model, x, y, "auto")
+    assert err < 0.05 and ratio > 6, (err, ratio)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_resnet18_under_checkpointing(reentrant):
+    """Checkpointed stages (each of layer1-4): their inputs, which backward recomputes the
+    stage from, are kept exact (zeros as bits); the rest as without checkpointing. (Before:
+    30 % off; any lossy stage input flips ReLU masks across the stage.)"""
+    import torch.utils.checkpoint as cp
+
+    class Checkpointed(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, t):
+            return cp.checkpoint(self.inner, t, use_reentrant=reentrant)
+
+    def wrap(m):
+        for name in ("layer1", "layer2", "layer3", "layer4"):
+            setattr(m, name, Checkpointed(getattr(m, name)))
+
+    model, x, y = resnet18_case()
+    err, ratio = measured_step(model, x.requires_grad_(reentrant), y, "auto", wrap=wrap)
+    assert err < 0.05 and ratio > 4, (err, ratio)
+
+
+def test_a_small_vit_auto_keeps_gradients_within_5_percent_at_over_7x():
+    """torchvision's VisionTransformer, 4 blocks of width 192 (LayerNorm, attention, GELU):
+    measured 3.7 % at 8.8x. (Before: 7 % off at 5.0x.)"""
+    tv = torchvision_or_skip()
+    torch.manual_seed(0)
+    model = tv.models.VisionTransformer(image_size=64, patch_size=8, num_layers=4, num_heads=3,
+                                        hidden_dim=192, mlp_dim=768, num_classes=10)
+    nn.init.normal_(model.heads.head.weight, std=0.02)  # (torchvision starts it at zero)
+    x, y = photos(8, 64, seed=6)
+    err, ratio = measured_step(model, x, y, "auto")
+    assert err < 0.05 and ratio > 7, (err, ratio)
+
+
+def test_resnet18_under_bfloat16_autocast():
+    """Under ``torch.autocast`` the weights' bfloat16 copies that convolutions save are not
+    activations (before: coded at an activation's bound, 30 % off); the bfloat16 activations
+    come back within their bound plus the cast back's half unit."""
+    model, x, y = resnet18_case()
+
+    def run(ca):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if ca is None:
+                loss = nn.functional.cross_entropy(model(x), y)
+            else:
+                with ca:
+                    loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        return grads_of(model)
+
+    model.train()
+    exact = run(None)
+    for _ in range(3):
+        ca = compress_activations("auto", threads=2)
+        got = run(ca)
+        ca.close()
+    err = float((got - exact).norm() / exact.norm())
+    ratio = ca.stats.raw_bytes / ca.stats.stored_bytes  # of bfloat16 bytes
+    assert err < 0.05 and ratio > 3, (err, ratio)
+
+
+def test_double_backward_through_compressed_activations():
+    """A gradient penalty (backward with create_graph, then backward through it): autograd
+    gives the decoded saved tensors their place in the graph again, so the second-order
+    gradient is as close as the first."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 256), nn.GELU(),
+                          nn.Linear(256, 1))
+    x = torch.randn(512, 64)
+
+    def penalty(ca):
+        model.zero_grad()
+        xi = x.clone().requires_grad_()
+        if ca is None:
+            out = model(xi).sum()
+        else:
+            with ca:
+                out = model(xi).sum()
+        g, = torch.autograd.grad(out, xi, create_graph=True)
+        g.square().sum().backward()
+        return grads_of(model)
+
+    exact = penalty(None)
+    ca = compress_activations(1e-3, min_bytes=0)
+    got = penalty(ca)
+    assert ca.stats.compressed >= 2, ca.stats
+    err = float((got - exact).norm() / exact.norm())
+    assert 0 < err < 0.01, err
+    ca.close()
