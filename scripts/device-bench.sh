@@ -3,7 +3,7 @@
 # registry needed) and measures, on one NVIDIA GPU (an H200 with 16 cores is the target):
 #
 #   1. GPU decode steady state: l3-bench's GPU section, kernels in GB/s next to a copy kernel
-#      of the same output size (GPU timestamps);
+#      and a clear of the same output size (GPU timestamps; 5 repeats, their spread);
 #   2. the loader's CPU path (threads = cores, 0 workers) against torchvision ImageFolder +
 #      PIL with one worker per core: RandomResizedCrop(224) + flip + normalise, batch 64, on
 #      the corpus of scripts/make-loader-corpus.py (l3 compact and fast profiles);
@@ -189,7 +189,7 @@ steady() {
         echo "no l3-bench binary (.bench-bin/l3-bench): see the header of scripts/device-bench.sh"
         return 1
     fi
-    "$BIN" --no-codecs --no-pipeline --no-dataset --no-scaling --no-synthetic --reps 3 \
+    "$BIN" --no-codecs --no-pipeline --no-dataset --no-scaling --no-synthetic --reps 5 \
         --gpu-steady-mb "$STEADY_MB" --json "$OUTDIR/gpu-steady.json" samples
     "$PYTHON" - "$OUTDIR/gpu-steady.json" "$FIGURES" <<'EOF'
 import json, sys
@@ -202,8 +202,12 @@ copy = [v for k, v in gbs.items() if "copy kernel" in k]
 with open(sys.argv[2], "a") as f:
     for name, v in gbs.items():
         vs = f"{v / copy[0]:.1%} of the copy kernel" if copy and "copy kernel" not in name else ""
-        mb = next(r["bytes"] for r in rows if r["name"] == name) / 1e6
-        f.write(f"{name.removeprefix('steady state: ')} ({mb:.0f} MB)\t{v:.3g} GB/s\t{vs}\n")
+        r = next(r for r in rows if r["name"] == name)
+        t = r["time"]
+        # The spread of the repeats: the slowest and fastest against the median.
+        spread = f"{t['reps']} repeats, {t['min_s'] / t['median_s'] - 1:+.0%}/{t['max_s'] / t['median_s'] - 1:+.0%} in time"
+        vs = f"{vs}; {spread}" if vs else spread
+        f.write(f"{name.removeprefix('steady state: ')} ({r['bytes'] / 1e6:.0f} MB)\t{v:.3g} GB/s\t{vs}\n")
 EOF
 }
 export -f steady

@@ -27,13 +27,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 const COPY_WORKGROUPS: u32 = 8192;
 
 /// Nanoseconds of each of `reps` timed copy-kernel passes over `bytes` bytes (after one
-/// untimed warm-up pass).
-fn copy_kernel_ns(
+/// untimed warm-up pass), and of as many clears of a buffer that size (`clear_buffer`, which
+/// the decoder records before a batch: between the end of one empty timed pass and the
+/// beginning of the next).
+fn copy_and_clear_ns(
     device: &wgpu::Device,
     queue: &wgpu::Queue,
     bytes: u64,
     reps: usize,
-) -> Result<Vec<f64>> {
+) -> Result<(Vec<f64>, Vec<f64>)> {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("l3-bench copy"),
         source: wgpu::ShaderSource::Wgsl(COPY_WGSL.into()),
@@ -57,7 +59,7 @@ fn copy_kernel_ns(
     };
     let (src, dst) = (
         buffer(wgpu::BufferUsages::STORAGE),
-        buffer(wgpu::BufferUsages::STORAGE),
+        buffer(wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST),
     );
     let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
@@ -73,6 +75,45 @@ fn copy_kernel_ns(
             },
         ],
     });
+    let copy = timed_ns(device, queue, reps, &|enc, queries| {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("l3-bench copy"),
+            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                query_set: queries,
+                beginning_of_pass_write_index: Some(0),
+                end_of_pass_write_index: Some(1),
+            }),
+        });
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(COPY_WORKGROUPS, 1, 1);
+    })?;
+    let clear = timed_ns(device, queue, reps, &|enc, queries| {
+        let mark = |enc: &mut wgpu::CommandEncoder, begin, end| {
+            enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("l3-bench clear mark"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: queries,
+                    beginning_of_pass_write_index: begin,
+                    end_of_pass_write_index: end,
+                }),
+            });
+        };
+        mark(enc, None, Some(0));
+        enc.clear_buffer(&dst, 0, None);
+        mark(enc, Some(1), None);
+    })?;
+    Ok((copy, clear))
+}
+
+/// Nanoseconds between timestamps 0 and 1 that `record` writes, in each of `reps` timed runs
+/// after one untimed warm-up run.
+fn timed_ns(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    reps: usize,
+    record: &dyn Fn(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
+) -> Result<Vec<f64>> {
     let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
         label: None,
         ty: wgpu::QueryType::Timestamp,
@@ -92,22 +133,9 @@ fn copy_kernel_ns(
     });
     let period = queue.get_timestamp_period() as f64;
     let mut times = Vec::new();
-    // One untimed warm-up pass, then the timed ones.
     for rep in 0..=reps {
         let mut enc = device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("l3-bench copy"),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &queries,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
-            });
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(COPY_WORKGROUPS, 1, 1);
-        }
+        record(&mut enc, &queries);
         enc.resolve_query_set(&queries, 0..2, &resolve, 0);
         enc.copy_buffer_to_buffer(
             &resolve,
@@ -158,12 +186,9 @@ pub fn steady_rows(
     let copies = target_bytes.div_ceil(one_pass.max(1)).max(1) as usize;
     let output = copies as u64 * one_pass;
     let out = l3::gpu::OutputLayout::Interleaved;
-    let copy = stats_of(
-        copy_kernel_ns(decoder.device(), decoder.queue(), output, reps)?
-            .into_iter()
-            .map(|ns| ns * 1e-9)
-            .collect(),
-    );
+    let (copy_ns, clear_ns) = copy_and_clear_ns(decoder.device(), decoder.queue(), output, reps)?;
+    let seconds = |ns: Vec<f64>| stats_of(ns.into_iter().map(|ns| ns * 1e-9).collect());
+    let (copy, clear) = (seconds(copy_ns), seconds(clear_ns));
     for (label, files) in batches {
         // The same files `copies` times over: one batch of `output` decoded bytes.
         let refs: Vec<&[u8]> = (0..copies)
@@ -201,6 +226,16 @@ pub fn steady_rows(
         pixels: 0,
         stats: Some(copy),
         note: "reads and writes every byte once (vec4<u32>, grid-stride); GPU timestamps".into(),
+    });
+    rows.push(GpuRow {
+        name: "steady state: clear of the same output size".into(),
+        bytes: output,
+        pixels: 0,
+        stats: Some(clear),
+        note: format!(
+            "clear_buffer, as the decoder before each batch (not in the kernels' figure); GPU timestamps around it; {:.1}% of the copy kernel's time",
+            100.0 * clear.median / copy.median
+        ),
     });
     Ok(rows)
 }
