@@ -121,16 +121,12 @@ fn count(
             Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => {
                 b.barriers += 1
             }
-            Statement::Store { pointer, .. } => {
-                if points_into_storage(module, function, *pointer) {
-                    b.storage_stores += 1;
-                }
+            Statement::Store { pointer, .. } if points_into_storage(module, function, *pointer) => {
+                b.storage_stores += 1;
             }
-            Statement::Call { function: f, .. } => {
-                if seen.insert(*f) {
-                    let callee = &module.functions[*f];
-                    count(module, callee, &callee.body, b, seen);
-                }
+            Statement::Call { function: f, .. } if seen.insert(*f) => {
+                let callee = &module.functions[*f];
+                count(module, callee, &callee.body, b, seen);
             }
             _ => {}
         }

@@ -80,7 +80,9 @@ pub(super) fn read_by_shard<M: DatasetManifest>(
             Err(e) => out.push((k, Err(e))),
         }
     }
-    let groups: Vec<(usize, (Vec<usize>, Vec<usize>))> = by_shard.into_iter().collect();
+    // (shard, (the batch positions, their records)).
+    type Group = (usize, (Vec<usize>, Vec<usize>));
+    let groups: Vec<Group> = by_shard.into_iter().collect();
     let read: Vec<(Vec<Fetched>, usize)> = groups
         .par_iter()
         .map(|(s, (ks, records))| {

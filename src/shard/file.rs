@@ -37,6 +37,11 @@ pub trait ShardIndex: Sized + std::fmt::Debug + Send + Sync {
     /// Records in the index.
     fn len(&self) -> usize;
 
+    /// Whether the index has no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Levels (image shards) or arrays (tensor shards: 1) a record has, as errors report it.
     fn levels(&self) -> u8;
 }
