@@ -106,6 +106,7 @@ fn submit(
     jobs: &[AugmentJob],
     out_bytes: u64,
 ) -> wgpu::Buffer {
+    decoder.count_buffers(1);
     let out = storage_buffer(&decoder.device, "l3 augmented batch", out_bytes);
     let mut encoder = decoder
         .device
@@ -125,6 +126,6 @@ fn submit(
             [&batch.buffer, &out],
         );
     }
-    decoder.queue.submit([encoder.finish()]);
+    decoder.submit_commands(encoder.finish());
     out
 }

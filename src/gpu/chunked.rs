@@ -9,7 +9,6 @@
 
 use super::abi::LosslessSegment;
 use super::bindings::{check_bindings, BindLimits, Binding};
-use super::readback::read_buffer;
 use super::upload::storage_buffer;
 use super::GpuDecoder;
 use crate::error::{LimitsError, Result};
@@ -220,16 +219,16 @@ pub(crate) fn run(
         limits,
     )?;
     let d = &decoder.device;
-    let q = &decoder.queue;
     let errors = decoder.with_error_scopes(|| {
         let mut bufs: Vec<wgpu::Buffer> = r
             .tables
             .iter()
             .map(|t| storage_buffer(d, t.what, t.size))
             .collect();
+        decoder.count_buffers(bufs.len() as u64 + 1);
         for (b, t) in bufs.iter().zip(&r.tables) {
             if let Some(data) = t.data {
-                q.write_buffer(b, 0, data);
+                decoder.upload(b, 0, data);
             }
         }
         let steps = d.create_buffer(&wgpu::BufferDescriptor {
@@ -238,7 +237,7 @@ pub(crate) fn run(
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        q.write_buffer(&steps, 0, &r.steps.bytes);
+        decoder.upload(&steps, 0, &r.steps.bytes);
         let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
             .iter()
             .enumerate()
@@ -255,7 +254,7 @@ pub(crate) fn run(
             binding: 8,
             resource: super::device::range(&steps, 0, r.steps.size as u64),
         });
-        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+        let group = decoder.bind_group(&wgpu::BindGroupDescriptor {
             label: Some(r.label),
             layout: r.layout,
             entries: &entries,
@@ -268,16 +267,17 @@ pub(crate) fn run(
                 label: Some(r.label),
                 timestamp_writes: None,
             });
+            decoder.count_dispatches(r.dispatches.len() as u64);
             for x in r.dispatches {
                 pass.set_pipeline(x.pipeline);
                 pass.set_bind_group(0, &group, &[(x.slot as u64 * r.steps.slot) as u32]);
                 pass.dispatch_workgroups(x.groups[0], x.groups[1], 1);
             }
         }
-        q.submit([encoder.finish()]);
+        decoder.submit_commands(encoder.finish());
         Ok(bufs.swap_remove(ERRORS))
     })?;
-    let flags = read_buffer(d, q, &errors, 0, r.files as u64 * 4)?;
+    let flags = decoder.read_back(&errors, 0, r.files as u64 * 4)?;
     let uploaded = r
         .tables
         .iter()

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::abi::{scan_levels, OUT_ALIGN};
 use super::device::{max_chunk_limit, request_device, select_adapter, Pipelines};
-use super::readback::{check_flags, read_buffer, Finished, GpuBatch, Poller};
+use super::readback::{check_flags, Finished, GpuBatch, Poller};
 use super::timing::StageTimings;
 use super::upload::{Needs, Scratch};
 use crate::decode::DecodeOptions;
@@ -31,6 +31,8 @@ pub struct Context {
     last_timings: Mutex<Option<StageTimings>>,
     /// GPU buffers (re)allocated for scratch so far (see [`GpuDecoder::count_allocation`]).
     allocations: AtomicU64,
+    /// The host-side work asked of the device so far ([`Context::counts`]).
+    pub(crate) counters: super::counters::Counters,
     /// The first GPU error no error scope caught, on a device this decoder created (wgpu's
     /// default handler panics): [`GpuDecoder::with_error_scopes`] reports it as [`Error::Gpu`].
     pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
@@ -65,6 +67,7 @@ impl Context {
             timing: false,
             last_timings: Mutex::new(None),
             allocations: AtomicU64::new(0),
+            counters: Default::default(),
             uncaptured: Arc::new(Mutex::new(None)),
         })
     }
@@ -149,6 +152,7 @@ impl Context {
     /// Counts one GPU buffer (re)allocation of the reusable buffers.
     pub(crate) fn count_allocation(&self) {
         self.allocations.fetch_add(1, Ordering::Relaxed);
+        self.count_buffers(1);
     }
 
     /// Reusable GPU buffers (scratch) (re)allocated so far.
@@ -313,8 +317,7 @@ impl Context {
         }
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let scratch = self.ensure_scratch(&mut guard, needs);
-        self.queue
-            .write_buffer(&scratch.scan, 0, bytemuck::cast_slice(sizes));
+        self.upload(&scratch.scan, 0, bytemuck::cast_slice(sizes));
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
@@ -323,14 +326,8 @@ impl Context {
         // the next submission on the queue, so another batch on this decoder must not write
         // the scratch buffers before this scan is submitted, nor before the read-back's copy
         // of `scratch.scan` (a later submission) has been made.
-        self.queue.submit([encoder.finish()]);
-        let bytes = read_buffer(
-            &self.device,
-            &self.queue,
-            &scratch.scan,
-            0,
-            sizes.len() as u64 * 4,
-        );
+        self.submit_commands(encoder.finish());
+        let bytes = self.read_back(&scratch.scan, 0, sizes.len() as u64 * 4);
         drop(guard);
         Ok(bytemuck::pod_collect_to_vec(&bytes?))
     }

@@ -151,11 +151,10 @@ fn submit(
     run_words: &[u32],
     out_len: u64,
 ) -> wgpu::Buffer {
+    decoder.count_buffers(2);
     let out = storage_buffer(&decoder.device, "l3 field values", out_len);
     let runs = storage_buffer(&decoder.device, "l3 field runs", run_words.len() as u64 * 4);
-    decoder
-        .queue
-        .write_buffer(&runs, 0, bytemuck::cast_slice(run_words));
+    decoder.upload(&runs, 0, bytemuck::cast_slice(run_words));
     let mut encoder = decoder
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -174,6 +173,6 @@ fn submit(
             [&bins.buffer, &runs, &out],
         );
     }
-    decoder.queue.submit([encoder.finish()]);
+    decoder.submit_commands(encoder.finish());
     out
 }

@@ -244,8 +244,9 @@ impl<const N: usize> JobTable<N> {
         if self.windows.iter().all(|w| w.workgroups == 0) {
             return;
         }
+        decoder.count_buffers(1);
         let jobs = super::upload::storage_buffer(&decoder.device, "l3 job table", self.table_len);
-        decoder.queue.write_buffer(&jobs, 0, table);
+        decoder.upload(&jobs, 0, table);
         let max_dim = decoder.device.limits().max_compute_workgroups_per_dimension;
         pass.set_pipeline(pipeline.0);
         for w in self.windows.iter().filter(|w| w.workgroups > 0) {
@@ -259,15 +260,14 @@ impl<const N: usize> JobTable<N> {
                     resource: range(buffer, w.bound[slot].0, w.bound[slot].1),
                 });
             }
-            let group = decoder
-                .device
-                .create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("l3 job window"),
-                    layout: pipeline.1,
-                    entries: &entries,
-                });
+            let group = decoder.bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("l3 job window"),
+                layout: pipeline.1,
+                entries: &entries,
+            });
             let (x, y) = w.grid(max_dim);
             pass.set_bind_group(0, &group, &[]);
+            decoder.count_dispatches(1);
             pass.dispatch_workgroups(x, y, 1);
         }
     }

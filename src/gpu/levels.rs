@@ -245,6 +245,7 @@ impl<'a> LevelSteps<'a> {
         } = self;
         let kernel = decoder.pipelines.kernel(Kernel::Levels)?;
         decoder.with_error_scopes(|| {
+            decoder.count_buffers(1 + (ping_len > 0) as u64 + (pong_len > 0) as u64);
             let out = storage_buffer(&decoder.device, "l3 levels out", out_len.max(OUT_ALIGN));
             let ping =
                 (ping_len > 0).then(|| storage_buffer(&decoder.device, "l3 levels ping", ping_len));
@@ -297,7 +298,7 @@ impl<'a> LevelSteps<'a> {
                     );
                 }
             }
-            decoder.queue.submit([encoder.finish()]);
+            decoder.submit_commands(encoder.finish());
             Ok(GpuBatch {
                 buffer: out,
                 images,

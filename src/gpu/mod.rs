@@ -112,6 +112,8 @@ pub(crate) mod bounded;
 #[cfg(feature = "gpu")]
 pub(crate) mod chunked;
 #[cfg(feature = "gpu")]
+mod counters;
+#[cfg(feature = "gpu")]
 mod decoder;
 #[cfg(feature = "gpu")]
 mod device;
@@ -148,6 +150,8 @@ pub use abi::{
 
 #[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
+#[cfg(feature = "gpu")]
+pub use counters::Counts;
 #[cfg(feature = "gpu")]
 pub use decoder::{Context, GpuDecoder};
 #[cfg(feature = "gpu")]

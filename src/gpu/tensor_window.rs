@@ -136,6 +136,7 @@ pub(crate) fn dispatch(
     let dispatches = table.windows.iter().filter(|w| w.workgroups > 0).count();
     let kernel = decoder.pipelines.kernel(Kernel::TensorWindow)?;
     decoder.with_error_scopes(|| {
+        decoder.count_buffers(1);
         let out = storage_buffer(&decoder.device, "l3 tensor batch", out_len);
         let mut encoder = decoder
             .device
@@ -155,7 +156,7 @@ pub(crate) fn dispatch(
                 [sources[0], sources[1], sources[2], &out],
             );
         }
-        decoder.queue.submit([encoder.finish()]);
+        decoder.submit_commands(encoder.finish());
         Ok((out, dispatches))
     })
 }

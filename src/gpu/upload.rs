@@ -173,6 +173,7 @@ impl Context {
         let timed = timed && self.timing_supported();
         let n_flags = flags_bytes(files.len());
         let targets = self.with_error_scopes(|| {
+            self.count_buffers(3);
             Ok(Targets {
                 out: storage_buffer(&self.device, "l3 decoded batch", plan.total_out),
                 errors: storage_buffer(&self.device, "l3 error flags", n_flags),
@@ -269,7 +270,7 @@ impl Context {
                         k as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
                     );
                 }
-                self.queue.submit([encoder.finish()]);
+                self.submit_commands(encoder.finish());
             }
             drop(guard);
             let index = self.submit_readback(layouts.len(), plan, targets, timing.as_ref());
@@ -310,13 +311,12 @@ impl Context {
             params: (2 + levels.len() as u64) * self.uniform_align,
         };
         let scratch = self.ensure_scratch(scratch, needs);
-        let q = &self.queue;
-        q.write_buffer(&scratch.input, 0, input_bytes);
-        q.write_buffer(&scratch.sizes, 0, bytemuck::cast_slice(&c.sizes));
-        q.write_buffer(&scratch.images, 0, bytemuck::cast_slice(&c.images));
+        self.upload(&scratch.input, 0, input_bytes);
+        self.upload(&scratch.sizes, 0, bytemuck::cast_slice(&c.sizes));
+        self.upload(&scratch.images, 0, bytemuck::cast_slice(&c.images));
         let compact_params_at = (1 + levels.len() as u64) * self.uniform_align;
-        q.write_buffer(&scratch.params, 0, bytemuck::bytes_of(&c.decode_params));
-        q.write_buffer(
+        self.upload(&scratch.params, 0, bytemuck::bytes_of(&c.decode_params));
+        self.upload(
             &scratch.params,
             compact_params_at,
             bytemuck::bytes_of(&c.compact_params),
@@ -335,7 +335,7 @@ impl Context {
         // The bindings of both decode dispatches; only the parameters differ.
         let decode_bg = |params_at: u64| {
             let entry = |binding, resource| wgpu::BindGroupEntry { binding, resource };
-            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            self.bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("l3 decode"),
                 layout: &self.pipelines.decode_bgl,
                 entries: &[
@@ -395,6 +395,7 @@ impl Context {
             0,
             flags_bytes(count),
         );
+        self.count_readbacks(1 + targets.out_staging.is_some() as u64 + timing.is_some() as u64);
         if let Some(staging) = &targets.out_staging {
             if plan.chunks.is_empty() {
                 encoder.clear_buffer(&targets.out, 0, Some(plan.total_out));
@@ -404,7 +405,7 @@ impl Context {
         if let Some(t) = timing {
             encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, t.resolve.size());
         }
-        self.queue.submit([encoder.finish()])
+        self.submit_commands(encoder.finish())
     }
 
     /// The scratch buffers, each the one kept from the last chunk if it is large enough,
@@ -463,9 +464,8 @@ impl Context {
             .enumerate()
             .map(|(i, p)| {
                 let off = (params_slot0 + i as u64) * self.uniform_align;
-                self.queue
-                    .write_buffer(&scratch.params, off, bytemuck::bytes_of(p));
-                self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                self.upload(&scratch.params, off, bytemuck::bytes_of(p));
+                self.bind_group(&wgpu::BindGroupDescriptor {
                     label: Some("l3 scan level"),
                     layout: &self.pipelines.scan_bgl,
                     entries: &[
@@ -509,6 +509,7 @@ impl Context {
             .max_compute_workgroups_per_dimension
             .max(1);
         let x = groups.min(max);
+        self.count_dispatches(1);
         pass.dispatch_workgroups(x, groups.div_ceil(x), 1);
     }
 }

@@ -645,7 +645,7 @@ pub fn window_batch(
             });
             enc.copy_buffer_to_buffer(&fields, 0, &both, 0, fields.size());
             enc.copy_buffer_to_buffer(&b.buffer, 0, &both, base, b.buffer.size());
-            decoder.queue().submit([enc.finish()]);
+            decoder.submit_commands(enc.finish());
             (both, b.offsets.iter().map(|o| base + o).collect())
         }
     };
