@@ -39,6 +39,7 @@ mod options;
 pub mod plan;
 #[cfg(feature = "dataset")]
 mod producer;
+pub mod ranks;
 #[cfg(feature = "dataset")]
 mod read;
 pub mod tensor;
@@ -60,5 +61,6 @@ pub use plan::{
     permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
     SplitMix64, StepSlice,
 };
+pub use ranks::{simulate_reads, EpochPlan, PlannedStep, RankCaches, Split};
 pub use tensor::{Tensor, TensorType};
 pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};
