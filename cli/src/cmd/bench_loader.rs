@@ -44,6 +44,14 @@ pub struct BenchLoaderArgs {
     /// Cache for compressed records, MiB (0: none).
     #[arg(long, default_value_t = 0)]
     pub cache_mb: u64,
+    /// Split each global batch among the ranks in slices (rank r takes the r-th), not by
+    /// what each rank's cache holds (the default with --cache-mb and --world-size above 1).
+    #[arg(long)]
+    pub no_locality: bool,
+    /// With the locality split: most samples a rank's batch may differ from --batch-size
+    /// (default batch_size / 8; 0 keeps batches equal).
+    #[arg(long)]
+    pub max_imbalance: Option<u32>,
     /// Evict least recently used records instead of by the plan (both tiers).
     #[arg(long)]
     pub lru: bool,
@@ -102,6 +110,8 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     }
     o.cache_bytes = a.cache_mb << 20;
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
+    o.locality = !a.no_locality;
+    o.max_imbalance = a.max_imbalance;
     o.disk_cache = a.disk_cache.clone().map(|d| (d, a.disk_cache_mb << 20));
     o.threads = a.threads;
     o.end_epoch = a.epochs;
