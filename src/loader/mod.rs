@@ -3,8 +3,10 @@
 //! worker partitioning. A `Loader` runs one producer thread; each step of the plan goes
 //! through these stages:
 //!
-//! 1. plan: [`plan`] (the epoch's permutation, this rank's steps) and [`cache`] (compressed
-//!    records kept by the plan: farthest next use, Belady's rule, or LRU);
+//! 1. plan: [`plan`] (the epoch's permutation, this rank's steps), [`ranks`] (which rank
+//!    takes which sample of a global batch: slices, or by what every rank's cache holds) and
+//!    [`cache`] (compressed records kept by the plan: farthest next use, Belady's rule, or
+//!    LRU);
 //! 2. read: `read` (the cache misses' payloads for the level, coalesced positional reads);
 //! 3. decode and augment: `decode`, on the loader's pool one sample per task (only the
 //!    patches of the crop, then [`augment`]'s one pass), or on the GPU as one batch (the
