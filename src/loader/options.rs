@@ -60,8 +60,10 @@ pub struct LoaderOptions {
     /// With `locality`: most samples a rank's batch may differ from `batch_size` (SOLAR's
     /// trade-off: fewer reads for a slightly uneven split); default `None`, `batch_size / 8`
     /// (rounded down). `Some(0)` keeps every batch exactly `batch_size`, moving the few
-    /// samples that must move to a rank that does not hold them. At most `batch_size`; a
-    /// batch has at least one sample where its slice has one.
+    /// samples that must move to a rank that does not hold them (2-8 % more reads in
+    /// BENCHMARKS.md). At most `batch_size`; a batch has at least one sample where its slice
+    /// has one. Where each rank's mean gradient is averaged (DDP), a sample of an uneven batch
+    /// weighs up to `max_imbalance / batch_size` more or less: pass 0 where that matters.
     pub max_imbalance: Option<u32>,
     /// A disk tier below the RAM cache, for datasets in object stores: `(folder, bytes)`
     /// (default `None`). Records go to files in a new folder of this loader's own under

@@ -148,7 +148,9 @@ impl Producer {
                 consumed: state.consumed,
             };
             let plan = match &mut ranks {
-                Some(ranks) => ranks.epoch(input, &p, workers).swap_remove(p.rank as usize),
+                Some(ranks) => ranks
+                    .epoch(input, &p, workers, Some(p.rank))
+                    .swap_remove(p.rank as usize),
                 None => slices_epoch(input, &p, workers),
             };
             if let Some(next_perm) = next_perm {

@@ -181,13 +181,15 @@ impl RankCaches {
     }
 
     /// Every rank's steps of an epoch split by locality (module documentation), the caches
-    /// advanced through it. `partition`'s rank is ignored; its world size must be the
+    /// advanced through it: one plan per rank, only `keep`'s steps kept when it is given
+    /// (the others' plans empty). `partition`'s rank is ignored; its world size must be the
     /// caches'.
     pub fn epoch(
         &mut self,
         input: EpochInput,
         partition: &Partition,
         workers: (u32, u32),
+        keep: Option<u32>,
     ) -> Vec<EpochPlan> {
         let n = input.perm.len() as u64;
         let world = partition.world_size as usize;
@@ -223,16 +225,19 @@ impl RankCaches {
             for (rank, plan) in plans.iter_mut().enumerate() {
                 let ks: Vec<usize> = (0..ids.len()).filter(|&k| owner[k] == rank).collect();
                 let step = self.advance(rank, &ks, &ids, t0, &next_of);
-                plan.steps.push(PlannedStep {
-                    consumed_after: g.consumed_after,
-                    ..step
-                });
+                if keep.is_none_or(|r| r as usize == rank) {
+                    plan.steps.push(PlannedStep {
+                        consumed_after: g.consumed_after,
+                        ..step
+                    });
+                }
             }
             t0 += ids.len();
         }
         debug_assert_eq!(t0, this_len);
-        for plan in &mut plans {
-            plan.first = first.clone();
+        match keep {
+            Some(r) => plans[r as usize].first = first,
+            None => plans.iter_mut().for_each(|plan| plan.first = first.clone()),
         }
         plans
     }
@@ -353,7 +358,7 @@ pub fn simulate_reads(
             consumed: 0,
         };
         let plans = match split {
-            Split::Locality { .. } => ranks.epoch(input, partition, (0, 1)),
+            Split::Locality { .. } => ranks.epoch(input, partition, (0, 1), None),
             Split::Slices => (0..world)
                 .map(|rank| slices_epoch(input, &Partition { rank, ..*partition }, (0, 1)))
                 .collect(),
@@ -447,7 +452,7 @@ mod tests {
                 next_perm: Some(&next_perm),
                 consumed,
             };
-            let plans = caches.epoch(input, &p, workers);
+            let plans = caches.epoch(input, &p, workers, None);
             let slices: Vec<EpochPlan> = (0..world)
                 .map(|rank| slices_epoch(input, &Partition { rank, ..p }, workers))
                 .collect();
@@ -485,7 +490,7 @@ mod tests {
     fn every_rank_plans_the_same() {
         let p = partition(4, 3, DropLast::Partial);
         let sizes = vec![10u64; 90];
-        let run = || {
+        let run = |keep: Option<u32>| {
             let mut caches = RankCaches::new(3, Policy::Planned, 300, sizes.clone(), 1);
             (0..3u64)
                 .map(|e| {
@@ -496,15 +501,21 @@ mod tests {
                         consumed: 0,
                     };
                     caches
-                        .epoch(input, &p, (0, 1))
+                        .epoch(input, &p, (0, 1), keep)
                         .into_iter()
                         .map(|plan| plan.steps)
                         .collect::<Vec<_>>()
                 })
                 .collect::<Vec<_>>()
         };
-        let (a, b) = (run(), run());
+        let (a, b) = (run(None), run(None));
         assert_eq!(a, b);
+        // A rank keeping only its own steps (as the loader does) plans them the same.
+        let own = run(Some(1));
+        for (all, one) in a.iter().zip(&own) {
+            assert_eq!(all[1], one[1]);
+            assert!(one[0].is_empty() && one[2].is_empty());
+        }
         // The warm epochs differ from the slices (the split follows the caches).
         let perm = permutation(1, 1, 90);
         let slices = slices_epoch(
