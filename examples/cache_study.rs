@@ -6,7 +6,13 @@
 //! ```text
 //! cargo run --release --example cache_study -- [--records N] [--epochs E] [--dataset DIR]
 //!     [--out docs/cache-study]
+//! cargo run --release --example cache_study -- --world-size R [--batch-size B] [--records N]
 //! ```
+//!
+//! With `--world-size R` it prints instead, for R ranks each caching c = 0.1, 0.2, 0.3, the
+//! share of the dataset all ranks read per epoch (`l3::loader::simulate_reads`: slices, the
+//! locality split at its default bound B/8, and exact batches) and the time one rank takes to
+//! plan an epoch of the locality split (`RankCaches::epoch`, every rank's cache simulated).
 //!
 //! Record sizes: those of a packed dataset (`--dataset`, cycled to N records), else a
 //! log-normal spread (median 100 kB, sigma 0.8) from a fixed seed. Writes `OUT.md` (tables)
@@ -16,13 +22,18 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use l3::loader::{first_and_next_uses, permutation, simulate, PlannedCache, Policy, SplitMix64};
+use l3::loader::{
+    first_and_next_uses, permutation, simulate, simulate_reads, DropLast, Partition, PlannedCache,
+    Policy, RankCaches, Split, SplitMix64,
+};
 
 struct Args {
     records: u32,
     epochs: u64,
     dataset: Option<PathBuf>,
     out: PathBuf,
+    world_size: u32,
+    batch_size: u32,
 }
 
 fn args() -> Args {
@@ -31,6 +42,8 @@ fn args() -> Args {
         epochs: 4,
         dataset: None,
         out: PathBuf::from("docs/cache-study"),
+        world_size: 1,
+        batch_size: 32,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -40,6 +53,8 @@ fn args() -> Args {
             "--epochs" => a.epochs = v.parse().expect("--epochs E"),
             "--dataset" => a.dataset = Some(v.into()),
             "--out" => a.out = v.into(),
+            "--world-size" => a.world_size = v.parse().expect("--world-size R"),
+            "--batch-size" => a.batch_size = v.parse().expect("--batch-size B"),
             _ => panic!("unknown option {k}"),
         }
     }
@@ -75,9 +90,72 @@ fn sizes(a: &Args) -> (Vec<u64>, String) {
     }
 }
 
+/// `--world-size R`: the ranks' reads per epoch and the locality split's plan time.
+fn ranks(a: &Args, sizes: &[u64]) {
+    let total: u64 = sizes.iter().sum();
+    let p = Partition {
+        batch_size: a.batch_size,
+        world_size: a.world_size,
+        rank: 0,
+        drop_last: DropLast::Partial,
+    };
+    println!(
+        "| c | ideal | slices | locality (B/8) | exact | plan one epoch, one rank (s) |\n|---:|---:|---|---|---|---:|"
+    );
+    for c in [0.1, 0.2, 0.3] {
+        let budget = (c * total as f64) as u64;
+        let share = |split| {
+            let (reads, _) = simulate_reads(sizes, 7, a.epochs, &p, budget, Policy::Planned, split);
+            let f: Vec<f64> = reads[1..]
+                .iter()
+                .map(|r| r.iter().sum::<u64>() as f64 / total as f64)
+                .collect();
+            let (lo, hi) = f
+                .iter()
+                .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            format!("{lo:.3}-{hi:.3}")
+        };
+        let mut caches = RankCaches::new(
+            a.world_size,
+            Policy::Planned,
+            budget,
+            sizes.to_vec(),
+            a.batch_size / 8,
+        );
+        let mut planned = std::time::Duration::ZERO;
+        for e in 0..a.epochs {
+            let (perm, next) = (
+                permutation(7, e, a.records),
+                permutation(7, e + 1, a.records),
+            );
+            let input = l3::loader::ranks::EpochInput {
+                perm: &perm,
+                next_perm: Some(&next),
+                consumed: 0,
+            };
+            let t = std::time::Instant::now();
+            caches.epoch(input, &p, (0, 1), Some(0));
+            planned += t.elapsed();
+        }
+        println!(
+            "| {c} | {:.2} | {} | {} | {} | {:.3} |",
+            1.0 - (a.world_size as f64 * c).min(1.0),
+            share(Split::Slices),
+            share(Split::Locality {
+                max_imbalance: a.batch_size / 8
+            }),
+            share(Split::Locality { max_imbalance: 0 }),
+            planned.as_secs_f64() / a.epochs as f64
+        );
+    }
+}
+
 fn main() {
     let a = args();
     let (sizes, source) = sizes(&a);
+    if a.world_size > 1 {
+        return ranks(&a, &sizes);
+    }
     let total: u64 = sizes.iter().sum();
     let per_epoch = a.records as usize;
     let sequence: Vec<u32> = (0..a.epochs)

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use l3::loader::{
-    Augment, DropLast, Loader, LoaderOptions, LoaderState, OnError, Partition, Policy,
+    simulate_reads, Augment, DropLast, Loader, LoaderOptions, LoaderState, OnError, Partition,
+    Policy, Split,
 };
 use l3::shard::Dataset;
 
@@ -72,8 +73,24 @@ fn run_ranks(
     steps: Option<usize>,
     seen: &mut Vec<Seen>,
 ) -> LoaderState {
+    run_ranks_with(ds, (world, batch), state, steps, seen, &|_| {})
+}
+
+/// [`run_ranks`] with `edit` applied to every rank's options.
+fn run_ranks_with(
+    ds: &Arc<Dataset>,
+    (world, batch): (u32, u32),
+    state: LoaderState,
+    steps: Option<usize>,
+    seen: &mut Vec<Seen>,
+    edit: &dyn Fn(&mut LoaderOptions),
+) -> LoaderState {
     let mut loaders: Vec<Loader> = (0..world)
-        .map(|r| Loader::new(ds.clone(), options(batch, world, r), state).unwrap())
+        .map(|r| {
+            let mut o = options(batch, world, r);
+            edit(&mut o);
+            Loader::new(ds.clone(), o, state).unwrap()
+        })
         .collect();
     for l in &mut loaders {
         take(l, steps, seen);
@@ -122,6 +139,109 @@ fn three_epochs_with_kills_and_changed_world_sizes_see_each_sample_once() {
     }
     // Epochs are shuffled differently and augment differently.
     assert_ne!(reference[0].values().next(), reference[1].values().next());
+}
+
+/// Bytes of each record at level 0 (what the loader's cache counts for it).
+fn level0_sizes(ds: &Dataset) -> Vec<u64> {
+    (0..ds.len())
+        .map(|i| ds.entry(i).unwrap().level(0).unwrap().len)
+        .collect()
+}
+
+/// With caches (the locality split, the default where a cache is set), three epochs with
+/// two kills and other world sizes still see every sample exactly once per epoch, with the
+/// same tensor for each (epoch, sample) as one uninterrupted rank without a cache; each
+/// rank's batch stays within `max_imbalance` of `batch_size`.
+#[test]
+fn locality_split_keeps_coverage_and_resumes_across_world_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = pack(dir.path(), 10, 1);
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let total: u64 = level0_sizes(&ds).iter().sum();
+    let start = LoaderState {
+        seed: 11,
+        ..Default::default()
+    };
+    let mut reference = Vec::new();
+    run_ranks(&ds, 1, 4, start, None, &mut reference);
+    let cached = |o: &mut LoaderOptions| {
+        o.cache_bytes = total / 5;
+        o.max_imbalance = Some(1);
+        assert!(
+            matches!(o.split(), Split::Locality { max_imbalance: 1 })
+                || o.partition.world_size == 1
+        );
+    };
+    let mut seen = Vec::new();
+    // 3 ranks through epoch 0 and 2 steps of epoch 1 (warm caches), killed; 2 ranks of 8
+    // for 2 steps (mid-epoch), killed; 4 ranks of 3 to the end.
+    let s1 = run_ranks_with(&ds, (3, 4), start, Some(7), &mut seen, &cached);
+    assert_eq!((s1.epoch, s1.consumed), (1, 24), "{s1:?}");
+    let s2 = run_ranks_with(&ds, (2, 8), s1, Some(2), &mut seen, &cached);
+    assert_eq!((s2.epoch, s2.consumed), (1, 56), "{s2:?}");
+    let s3 = run_ranks_with(&ds, (4, 3), s2, None, &mut seen, &cached);
+    assert_eq!(s3.epoch, 3);
+    assert_eq!(seen.len(), 3);
+    for (e, epoch) in seen.iter().enumerate() {
+        let samples: Vec<u64> = epoch.keys().map(|&(_, s)| s).collect();
+        assert_eq!(samples, (0..n as u64).collect::<Vec<_>>(), "epoch {e}");
+        assert_eq!(epoch, &reference[e], "epoch {e} tensors differ");
+    }
+}
+
+/// The loaders of 3 ranks read, epoch by epoch and rank by rank, exactly the bytes the plan
+/// says ([`simulate_reads`]: every rank's cache is a function of the plan), for the locality
+/// split and the slices; the locality split reads less after the first epoch and keeps every
+/// batch within its bound.
+#[test]
+fn ranks_read_what_the_plan_says() {
+    let dir = tempfile::tempdir().unwrap();
+    pack(dir.path(), 10, 1);
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let sizes = level0_sizes(&ds);
+    let total: u64 = sizes.iter().sum();
+    let (world, batch, budget) = (3u32, 4u32, total / 5);
+    let run = |locality: bool| -> Vec<Vec<u64>> {
+        let mut read = vec![vec![0u64; world as usize]; 3];
+        for rank in 0..world {
+            let mut o = options(batch, world, rank);
+            o.cache_bytes = budget;
+            o.locality = locality;
+            o.max_imbalance = Some(1);
+            for b in Loader::new(
+                ds.clone(),
+                o,
+                LoaderState {
+                    seed: 11,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+            {
+                let b = b.unwrap();
+                read[b.epoch as usize][rank as usize] += b.bytes_read;
+                assert!(b.samples.len().abs_diff(batch as usize) <= locality as usize);
+            }
+        }
+        read
+    };
+    let p = Partition {
+        batch_size: batch,
+        world_size: world,
+        rank: 0,
+        drop_last: DropLast::Partial,
+    };
+    let plan = |split| simulate_reads(&sizes, 11, 3, &p, budget, Policy::Planned, split).0;
+    let local = run(true);
+    assert_eq!(local, plan(Split::Locality { max_imbalance: 1 }));
+    let slices = run(false);
+    assert_eq!(slices, plan(Split::Slices));
+    let after_first = |r: &[Vec<u64>]| r[1..].iter().flatten().sum::<u64>();
+    assert_eq!(local[0].iter().sum::<u64>(), total);
+    assert!(
+        after_first(&local) < after_first(&slices),
+        "locality {local:?} slices {slices:?}"
+    );
 }
 
 /// With a cache as large as the dataset, the planned cache reads every record once: epochs
@@ -576,6 +696,8 @@ fn hostile_options_and_states_are_refused() {
         fresh
     )));
     assert!(parameter(try_new(&|o| o.threads = 1 << 20, fresh)));
+    assert!(parameter(try_new(&|o| o.max_imbalance = Some(3), fresh)));
+    assert!(try_new(&|o| o.max_imbalance = Some(2), fresh).is_none());
     assert!(parameter(try_new(
         &|o| o.prefetch_batches = usize::MAX,
         fresh

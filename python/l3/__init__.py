@@ -181,7 +181,11 @@ class Loader:
     ``scale`` (0.08, 1) and ``ratio`` (3/4, 4/3)), ``flip`` (0.5), ``mean``/``std`` (ImageNet),
     ``channels`` (3), ``rotate90`` (False), ``max_angle`` (0 degrees), ``padding`` (0),
     ``fill`` (0), ``noise_std`` (0), ``dtype`` ("float32" | "float16"), ``cache_mb`` (0),
-    ``cache_policy`` ("planned" | "lru", both tiers), ``disk_cache`` (None: a folder for a disk
+    ``cache_policy`` ("planned" | "lru", both tiers), ``locality`` (True: with ``cache_mb``
+    and several ranks, each global batch is split among the ranks by what their caches hold,
+    the same global batches and coverage with fewer reads; every rank must pass the same cache
+    options) and ``max_imbalance`` (None: ``batch_size // 8`` samples a rank's batch may
+    differ from ``batch_size``; 0 keeps batches equal), ``disk_cache`` (None: a folder for a disk
     tier below the RAM cache, for remote datasets: a folder of the loader's own is made in it
     and removed with it) and ``disk_cache_mb`` (its size), ``index_cache`` (None: see
     `open_dataset`), ``threads`` (0: one per core), ``prefetch`` (2),

@@ -31,6 +31,7 @@ INT_OPTIONS: Dict[str, Tuple[int, int, bool]] = {
     "level": (0, U8, True),
     "cache_mb": (0, U64 >> 20, False),
     "disk_cache_mb": (0, U64 >> 20, False),
+    "max_imbalance": (0, U32, True),
     "threads": (0, 1024, False),
     "prefetch": (1, 1024, False),
     "end_epoch": (0, U64, True),

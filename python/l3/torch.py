@@ -28,6 +28,14 @@ steps ``w, w + W, ...``: ``DataLoader`` takes workers' batches round-robin, so t
 the training loop sees is the rank's k-th step there too. Every sample of the epoch is seen
 exactly once across ranks (and workers), and the state after a batch is exact. Resuming with
 another world size re-partitions the rest of the epoch (nothing repeated, nothing skipped).
+With ``cache_mb`` and several ranks, which rank takes which sample of a global batch follows
+what each rank's cache holds (``locality=True``, the default: each rank computes every rank's
+cache from the plan, no communication), so the ranks together re-read about ``1 - world_size
+x cache`` of the dataset per epoch; a rank's batch may then differ from ``batch_size`` by up
+to ``max_imbalance`` samples (default ``batch_size // 8``; ``max_imbalance=0`` keeps batches
+equal at a few more reads, ``locality=False`` restores the slices). Caches last across epochs
+with `L3DataLoader` (its loader is kept); a plain ``DataLoader``'s workers start a new loader,
+with an empty cache, each epoch.
 
 Tensors: on the CPU path a batch's images are created in Rust and wrapped by
 ``torch.from_numpy`` without a copy (``pin_memory=True`` pins them; in worker processes of a

@@ -64,6 +64,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `(seed, epoch, consumed)` after the batch: pass it back as `seed`, `epoch`, `consumed` to
 /// resume exactly after it (also with another world size).
 ///
+/// With `cache_mb` and more than one rank, `locality` (default True) splits each global batch
+/// among the ranks by what their caches hold (SOLAR's partition: the same global batches and
+/// coverage, fewer reads), each rank's batch within `max_imbalance` samples of `batch_size`
+/// (default None: `batch_size // 8`; 0 keeps batches exactly equal). Every rank must pass the
+/// same cache and split options.
+///
 /// With the GPU path, `gpu_output` says how batches come: `"array"` (default) read back into
 /// a new array; `"staged"` or `"device"` as an `l3._l3.GpuImages` (staged in host-visible
 /// memory, or left on the GPU) that the consumer copies into memory it reuses (`l3.torch`'s
@@ -141,7 +147,8 @@ impl Loader {
         scale = vec![0.08, 1.0], ratio = vec![0.75, 4.0 / 3.0], flip = 0.5,
         mean = vec![0.485, 0.456, 0.406], std = vec![0.229, 0.224, 0.225], channels = 3,
         rotate90 = false, max_angle = 0.0, padding = 0, fill = 0.0, noise_std = 0.0,
-        dtype = "float32", cache_mb = 0, cache_policy = "planned", threads = 0, prefetch = 2,
+        dtype = "float32", cache_mb = 0, cache_policy = "planned", locality = true,
+        max_imbalance = None, threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
         crop_window = true, limits = None, gpu_output = "array", flips = None, rot90 = None,
         normalize = None, spatial = None, disk_cache = None, disk_cache_mb = 0,
@@ -175,6 +182,8 @@ impl Loader {
         dtype: &str,
         cache_mb: u64,
         cache_policy: &str,
+        locality: bool,
+        max_imbalance: Option<u32>,
         threads: usize,
         prefetch: usize,
         device: &str,
@@ -301,6 +310,8 @@ impl Loader {
             cache_policy,
             &[("planned", Policy::Planned), ("lru", Policy::Lru)],
         )?;
+        o.locality = locality;
+        o.max_imbalance = max_imbalance;
         o.disk_cache = match (disk_cache, disk_cache_mb) {
             (Some(dir), mb) if mb > 0 => Some((
                 dir,

@@ -43,6 +43,44 @@ def test_ranks_partition_the_epoch(dataset3):
     assert sorted(seen) == list(range(n))
 
 
+def test_locality_split_covers_each_epoch_resumes_and_reads_less(dataset3):
+    """With a cache and two ranks, the locality split (the default) gives each sample once per
+    epoch across the ranks, reads less after the first epoch than the slices
+    (``locality=False``), and a state from it resumes with three ranks."""
+    n = len(l3.open_dataset(dataset3))
+
+    def epochs(**kw):
+        seen, read = [[] for _ in range(3)], [0] * 3
+        for rank in range(2):
+            for b in run(dataset3, rank=rank, world_size=2, end_epoch=3, cache_mb=1, seed=3, **kw):
+                seen[b["epoch"]] += b["samples"].tolist()
+                read[b["epoch"]] += b["bytes_read"]
+        return seen, read
+
+    seen, local = epochs()
+    for e in seen:
+        assert sorted(e) == list(range(n))
+    _, slices = epochs(locality=False)
+    assert local[0] == slices[0] > 0
+    assert sum(local[1:]) < sum(slices[1:]), (local, slices)
+    # One global step of epoch 1 on two ranks, then the rest of the epoch on three.
+    first, state = [], None
+    for rank in range(2):
+        with l3.Loader(dataset3, 2, size=32, rank=rank, world_size=2, cache_mb=1, seed=3,
+                       epoch=1, end_epoch=2) as loader:
+            b = next(iter(loader))
+            first += b["samples"].tolist()
+            state = b["state"]
+    seed, epoch, consumed = state
+    assert (epoch, consumed) == (1, len(first))
+    rest = []
+    for rank in range(3):
+        rest += [s for b in run(dataset3, rank=rank, world_size=3, cache_mb=1, seed=seed,
+                                epoch=epoch, consumed=consumed, end_epoch=2)
+                 for s in b["samples"].tolist()]
+    assert sorted(first + rest) == list(range(n))
+
+
 def test_float16_and_levels(dataset3):
     b16 = run(dataset3, dtype="float16", end_epoch=1)[0]
     b32 = run(dataset3, end_epoch=1)[0]
@@ -61,6 +99,8 @@ def test_bad_options(dataset3):
         dict(worker=2, num_workers=2),
         dict(mean=[0.1] * 5),
         dict(scale=[1.0, 0.5]),
+        dict(max_imbalance=3),
+        dict(max_imbalance=-1),
     ):
         with pytest.raises(l3.ParameterError):
             l3.Loader(dataset3, 2, **bad)

@@ -124,6 +124,30 @@ def test_two_ranks_partition_the_epoch(dataset3):
     assert sorted(seen) == sorted(list(range(n)) * 2)
 
 
+def test_two_ranks_with_caches_cover_each_epoch(dataset3):
+    """With a cache (the locality split, the default), two ranks see each sample once per
+    epoch: in-process over two epochs (the loader and its cache kept), and in worker
+    processes (a new loader each epoch)."""
+    n = len(l3.open_dataset(dataset3))
+
+    def make(rank):
+        return L3IterableDataset(dataset3, 2, seed=3, rank=rank, world_size=2, size=(24, 24),
+                                 cache_mb=1, threads=1)
+
+    in_process = [L3DataLoader(make(rank)) for rank in range(2)]
+    for epoch in range(2):
+        seen = []
+        for loader in in_process:
+            batches, s = epoch_samples(loader)
+            assert all(b["epoch"] == epoch for b in batches)
+            seen += s
+        assert sorted(seen) == list(range(n)), epoch
+    seen = []
+    for rank in range(2):
+        seen += epoch_samples(process_workers(make(rank), 2))[1]
+    assert sorted(seen) == list(range(n))
+
+
 def test_state_dict_resume_continues_exactly(dataset3):
     def make():
         return L3DataLoader(L3IterableDataset(dataset3, 2, seed=8, size=(24, 24)), num_workers=2)

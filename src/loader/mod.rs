@@ -3,8 +3,10 @@
 //! worker partitioning. A `Loader` runs one producer thread; each step of the plan goes
 //! through these stages:
 //!
-//! 1. plan: [`plan`] (the epoch's permutation, this rank's steps) and [`cache`] (compressed
-//!    records kept by the plan: farthest next use, Belady's rule, or LRU);
+//! 1. plan: [`plan`] (the epoch's permutation, this rank's steps), [`ranks`] (which rank
+//!    takes which sample of a global batch: slices, or by what every rank's cache holds) and
+//!    [`cache`] (compressed records kept by the plan: farthest next use, Belady's rule, or
+//!    LRU);
 //! 2. read: `read` (the cache misses' payloads for the level, coalesced positional reads);
 //! 3. decode and augment: `decode`, on the loader's pool one sample per task (only the
 //!    patches of the crop, then [`augment`]'s one pass), or on the GPU as one batch (the
@@ -39,6 +41,7 @@ mod options;
 pub mod plan;
 #[cfg(feature = "dataset")]
 mod producer;
+pub mod ranks;
 #[cfg(feature = "dataset")]
 mod read;
 pub mod tensor;
@@ -60,5 +63,6 @@ pub use plan::{
     permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
     SplitMix64, StepSlice,
 };
+pub use ranks::{simulate_reads, EpochPlan, PlannedStep, RankCaches, Split};
 pub use tensor::{Tensor, TensorType};
 pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};

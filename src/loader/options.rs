@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::augment::Augment;
 use super::cache::Policy;
 use super::plan::{steps_per_epoch, DropLast, Partition};
+use super::ranks::Split;
 use super::tensor::TensorType;
 use super::tensor_augment::TensorAugment;
 use crate::decode::DecodeOptions;
@@ -49,6 +50,21 @@ pub struct LoaderOptions {
     pub cache_bytes: u64,
     /// Eviction policy (default [`Policy::Planned`]), of both tiers.
     pub cache_policy: Policy,
+    /// Split each global batch among the ranks by what their caches hold (SOLAR's partition,
+    /// [`super::ranks`]) where the loader has a RAM cache (`cache_bytes > 0`) and more than
+    /// one rank (default true): the global batches and each epoch's coverage are the same as
+    /// without it, only which rank takes which sample changes. Every rank of a run must have
+    /// the same cache size, policy, workers and `max_imbalance`. False: rank `r` takes the
+    /// `r`-th slice of each global batch.
+    pub locality: bool,
+    /// With `locality`: most samples a rank's batch may differ from `batch_size` (SOLAR's
+    /// trade-off: fewer reads for a slightly uneven split); default `None`, `batch_size / 8`
+    /// (rounded down). `Some(0)` keeps every batch exactly `batch_size`, moving the few
+    /// samples that must move to a rank that does not hold them (2-8 % more reads in
+    /// BENCHMARKS.md). At most `batch_size`; a batch has at least one sample where its slice
+    /// has one. Where each rank's mean gradient is averaged (DDP), a sample of an uneven batch
+    /// weighs up to `max_imbalance / batch_size` more or less: pass 0 where that matters.
+    pub max_imbalance: Option<u32>,
     /// A disk tier below the RAM cache, for datasets in object stores: `(folder, bytes)`
     /// (default `None`). Records go to files in a new folder of this loader's own under
     /// `folder`, at most `bytes` of them, kept by the same plan; the folder is removed when
@@ -104,6 +120,8 @@ impl LoaderOptions {
             tensor: None,
             cache_bytes: 0,
             cache_policy: Policy::Planned,
+            locality: true,
+            max_imbalance: None,
             disk_cache: None,
             prefetch_batches: 2,
             threads: 0,
@@ -152,11 +170,29 @@ impl LoaderOptions {
     }
 
     /// Most samples of one batch of a dataset of `n` records: `batch_size` with
-    /// [`DropLast::Pad`], else at most the dataset.
+    /// [`DropLast::Pad`], else at most the dataset; plus the imbalance the split allows.
     pub(super) fn batch_samples(&self, n: u64) -> u64 {
+        let b = self.partition.batch_size as u64;
+        let slack = match self.split() {
+            Split::Locality { max_imbalance } => max_imbalance as u64,
+            Split::Slices => 0,
+        };
         match self.partition.drop_last {
-            DropLast::Pad => self.partition.batch_size as u64,
-            _ => (self.partition.batch_size as u64).min(n),
+            DropLast::Pad => b + slack,
+            _ => (b + slack).min(n),
+        }
+    }
+
+    /// How each global batch is split among the ranks: by locality where `locality` is set,
+    /// with a RAM cache and more than one rank; else in slices.
+    pub fn split(&self) -> Split {
+        let p = &self.partition;
+        if self.locality && self.cache_bytes > 0 && p.world_size > 1 {
+            Split::Locality {
+                max_imbalance: self.max_imbalance.unwrap_or(p.batch_size / 8),
+            }
+        } else {
+            Split::Slices
         }
     }
 
@@ -179,6 +215,16 @@ impl LoaderOptions {
                          drop_last drops every batch (fewer records than batch_size x world_size)",
             }
             .into());
+        }
+        if let Some(m) = self.max_imbalance {
+            if m > self.partition.batch_size {
+                return Err(ParameterError::InvalidOption {
+                    name: "max_imbalance",
+                    value: m as u64,
+                    reason: "at most batch_size",
+                }
+                .into());
+            }
         }
         if self.threads > MAX_LOADER_THREADS {
             return Err(ParameterError::InvalidOption {

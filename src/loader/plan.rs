@@ -10,7 +10,8 @@
 //! keeps these constants.
 //!
 //! **Steps.** The epoch's permutation is consumed in *global batches* of `batch_size x
-//! world_size` samples; at each step, rank `r` takes the `r`-th slice of `batch_size`. The
+//! world_size` samples; at each step, rank `r` takes the `r`-th slice of `batch_size` (or,
+//! with a cache, the samples its cache holds: [`super::ranks`], the same global batches). The
 //! state is `(seed, epoch, consumed)` ([`LoaderState`]): `consumed` counts the epoch's
 //! samples handed out by completed global steps. Resuming rebuilds the permutation (linear
 //! time) and continues at `consumed`, with whatever world size and batch size the resumed run

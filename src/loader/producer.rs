@@ -14,14 +14,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::batch::{reject, Batch, StageTimes};
-use super::cache::{first_and_next_uses, NextUse, PlannedCache, NEVER};
+use super::cache::PlannedCache;
 use super::decode::Decode;
 use super::disk_cache::DiskCache;
 use super::options::LoaderOptions;
-use super::plan::{permutation, rank_steps, steps_per_epoch, worker_share, LoaderState};
-use super::read::{read_coalesced, Payloads};
+use super::plan::{permutation, steps_per_epoch, worker_share, LoaderState};
+use super::ranks::{slices_epoch, EpochInput, PlannedStep, RankCaches, Split};
+use super::read::{read_coalesced, record_bytes, Payloads};
 use super::tensor::Tensor;
-use super::tensor_batch::{read_records, TensorPlan};
+use super::tensor_batch::{read_records, tensor_record_bytes, TensorPlan};
 use crate::error::{Error, Result};
 use crate::shard::{Dataset, TensorDataset};
 
@@ -85,6 +86,14 @@ impl Producer {
         }
     }
 
+    /// Bytes of each record as the cache counts it (for the locality split's simulation).
+    fn record_sizes(&self) -> Vec<u64> {
+        match &self.source {
+            Source::Images(d) => record_bytes(d, self.level()),
+            Source::Tensors(d, _) => tensor_record_bytes(d),
+        }
+    }
+
     /// Produces the batches from `start` to the end epoch (or until stopped).
     pub(super) fn run(&mut self, start: LoaderState) {
         let n = self.source.len();
@@ -92,11 +101,22 @@ impl Producer {
         let mut cache: PlannedCache<Payloads> =
             PlannedCache::new(self.options.cache_policy, self.options.cache_bytes);
         let mut state = start;
-        let (worker, workers) = self.options.workers;
+        let workers = self.options.workers;
         // Whether a whole epoch gives this loader any step; if not, no epoch after the
         // current one does either, and the run ends after it.
-        let later_epochs = worker_share(steps_per_epoch(n, &p), worker, workers) > 0;
+        let later_epochs = worker_share(steps_per_epoch(n, &p), workers.0, workers.1) > 0;
         let cached = self.options.cache_bytes > 0 || self.disk.is_some();
+        // With the locality split, every rank's cache simulated from this run's start.
+        let mut ranks = match self.options.split() {
+            Split::Locality { max_imbalance } => Some(RankCaches::new(
+                p.world_size,
+                self.options.cache_policy,
+                self.options.cache_bytes,
+                self.record_sizes(),
+                max_imbalance,
+            )),
+            Split::Slices => None,
+        };
         // The next epoch's permutation, made for the cache's horizon: kept for that epoch.
         let mut ahead: Option<(u64, Vec<u32>)> = None;
         while state.epoch < self.options.end_epoch {
@@ -120,46 +140,33 @@ impl Producer {
                     )
                 }),
             };
-            let mine = |steps: Vec<super::plan::StepSlice>| -> Vec<super::plan::StepSlice> {
-                steps
-                    .into_iter()
-                    .skip(worker as usize)
-                    .step_by(workers as usize)
-                    .collect()
-            };
-            let steps = mine(rank_steps(n, state.consumed, &p));
-            // The plan's horizon for the cache: this epoch's remaining accesses of this rank,
+            // This rank's steps and the cache's horizon: this epoch's remaining accesses,
             // then the next epoch's.
-            let mut sequence: Vec<u32> = steps
-                .iter()
-                .flat_map(|s| s.positions(n).map(|pos| perm[pos as usize]))
-                .collect();
-            let this_epoch = sequence.len();
+            let input = EpochInput {
+                perm: &perm,
+                next_perm: next_perm.as_deref(),
+                consumed: state.consumed,
+            };
+            let plan = match &mut ranks {
+                Some(ranks) => ranks
+                    .epoch(input, &p, workers, Some(p.rank))
+                    .swap_remove(p.rank as usize),
+                None => slices_epoch(input, &p, workers),
+            };
             if let Some(next_perm) = next_perm {
-                for s in mine(rank_steps(n, 0, &p)) {
-                    sequence.extend(s.positions(n).map(|pos| next_perm[pos as usize]));
-                }
                 ahead = Some((epoch + 1, next_perm));
             }
-            // Next uses only matter to a cache: without one, every lookup misses and nothing
-            // is kept, whatever they are.
-            let next = if cached {
-                let (first, next) = first_and_next_uses(&sequence, n as usize);
-                cache.rekey(|id| first[id as usize]);
+            if cached {
+                cache.rekey(|id| plan.first[id as usize]);
                 if let Some(disk) = &self.disk {
-                    disk.borrow_mut().rekey(|id| first[id as usize]);
+                    disk.borrow_mut().rekey(|id| plan.first[id as usize]);
                 }
-                next
-            } else {
-                Vec::new()
-            };
-            let mut plan = Some(plan_start.elapsed());
-            let mut t = 0usize;
-            for step in &steps {
+            }
+            let mut planned = Some(plan_start.elapsed());
+            for step in &plan.steps {
                 if self.stop.load(Ordering::Relaxed) {
                     return;
                 }
-                let ids = &sequence[t..t + step.len() as usize];
                 let after = if step.consumed_after >= n {
                     LoaderState {
                         seed: state.seed,
@@ -172,18 +179,16 @@ impl Producer {
                         ..state
                     }
                 };
-                let mut batch = self.batch(&mut cache, ids, t, &next, state, after);
-                let planned = plan.take().unwrap_or_default();
+                let mut batch = self.batch(&mut cache, step, state, after);
+                let planned = planned.take().unwrap_or_default();
                 if let Ok(b) = &mut batch {
                     b.times.plan = planned;
                 }
-                t += ids.len();
                 if self.tx.send(batch).is_err() {
                     return;
                 }
                 state = after;
             }
-            debug_assert_eq!(t, this_epoch);
             // The last step moved the state to the next epoch; with no steps (nothing left, or
             // only a dropped remainder), move it here.
             if state.epoch == epoch {
@@ -197,48 +202,43 @@ impl Producer {
     }
 
     /// One batch: cache lookups in plan order, the misses read in parallel, inserted in plan
-    /// order, then decode + augment in parallel (or on the GPU), then the hand-off's tensor.
+    /// order (as [`super::ranks`] simulates them), then decode + augment in parallel (or on
+    /// the GPU), then the hand-off's tensor.
     fn batch(
         &self,
         cache: &mut PlannedCache<Payloads>,
-        ids: &[u32],
-        t0: usize,
-        next: &[u64],
+        step: &PlannedStep,
         state: LoaderState,
         after: LoaderState,
     ) -> Result<Batch> {
         let started = Instant::now();
+        let ids = &step.ids[..];
         let mut payloads: Vec<Option<Payloads>> = ids
             .iter()
             .enumerate()
-            .map(|(k, &id)| {
-                let t = t0 + k;
-                cache.get(id, t as u64, next_use(next, t)).cloned()
-            })
+            .map(|(k, &id)| cache.get(id, step.times[k], step.keys[k]).cloned())
             .collect();
+        let misses: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_none()).collect();
         let read_start = Instant::now();
         let level = self.level();
-        // RAM misses from the disk tier (promoted to RAM as the plan allows).
+        // RAM misses from the disk tier.
         if let Some(disk) = &self.disk {
             let mut disk = disk.borrow_mut();
-            for (k, &id) in ids.iter().enumerate() {
-                if payloads[k].is_none() {
-                    let t = t0 + k;
-                    if let Some(p) = disk.get(id, t as u64, next_use(next, t)) {
-                        let bytes = p.iter().map(|x| x.len() as u64).sum();
-                        cache.insert(id, p.clone(), bytes, t as u64, next_use(next, t));
-                        payloads[k] = Some(p);
-                    }
-                }
+            for &k in &misses {
+                payloads[k] = disk.get(ids[k], step.times[k], step.keys[k]);
             }
         }
-        let misses: Vec<usize> = (0..ids.len()).filter(|&k| payloads[k].is_none()).collect();
+        let unread: Vec<usize> = misses
+            .iter()
+            .copied()
+            .filter(|&k| payloads[k].is_none())
+            .collect();
         let gap = self.options.coalesce_gap;
         let (reads, read_calls) = match &self.source {
             Source::Images(d) => self
                 .pool
-                .install(|| read_coalesced(d, ids, &misses, level, gap)),
-            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &misses, gap)),
+                .install(|| read_coalesced(d, ids, &unread, level, gap)),
+            Source::Tensors(d, _) => self.pool.install(|| read_records(d, ids, &unread, gap)),
         };
         let read = read_start.elapsed();
         let mut bytes_read = 0u64;
@@ -246,17 +246,21 @@ impl Producer {
         for (k, r) in reads {
             match r {
                 Ok(p) => {
-                    let bytes: u64 = p.iter().map(|x| x.len() as u64).sum();
-                    bytes_read += bytes;
-                    let t = t0 + k;
-                    cache.insert(ids[k], p.clone(), bytes, t as u64, next_use(next, t));
+                    bytes_read += p.iter().map(|x| x.len() as u64).sum::<u64>();
                     if let Some(disk) = &self.disk {
                         disk.borrow_mut()
-                            .insert(ids[k], &p, t as u64, next_use(next, t));
+                            .insert(ids[k], &p, step.times[k], step.keys[k]);
                     }
                     payloads[k] = Some(p);
                 }
                 Err(e) => errors[k] = Some(e),
+            }
+        }
+        // The RAM misses offered to the RAM cache in plan order (from the disk tier or read).
+        for &k in &misses {
+            if let Some(p) = &payloads[k] {
+                let bytes = p.iter().map(|x| x.len() as u64).sum();
+                cache.insert(ids[k], p.clone(), bytes, step.times[k], step.keys[k]);
             }
         }
         let aug = &self.options.augment;
@@ -427,10 +431,4 @@ impl Producer {
         out.times.total = started.elapsed();
         Ok(out)
     }
-}
-
-/// The next use of access `t` in `next` ([`first_and_next_uses`]), or [`NEVER`] where the plan
-/// made none (no cache).
-fn next_use(next: &[NextUse], t: usize) -> NextUse {
-    next.get(t).copied().unwrap_or(NEVER)
 }

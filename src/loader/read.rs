@@ -32,12 +32,7 @@ pub(super) fn read_coalesced(
     read_by_shard(dataset, ids, misses, |shard, records| {
         let needed: Vec<Result<u8>> = records
             .iter()
-            .map(|&r| {
-                Ok(match shard.entry(r)?.scheme {
-                    LevelScheme::Flat => 1,
-                    LevelScheme::Interlace => level + 1,
-                })
-            })
+            .map(|&r| Ok(levels_needed(shard.entry(r)?.scheme, level)))
             .collect();
         let wanted: Vec<(usize, u8)> = records
             .iter()
@@ -55,6 +50,28 @@ pub(super) fn read_coalesced(
             .collect();
         (per_record, calls)
     })
+}
+
+/// Payloads a record stored by `scheme` needs for `level`: levels `0..=level`, or its one
+/// payload where it is stored flat.
+fn levels_needed(scheme: LevelScheme, level: u8) -> u8 {
+    match scheme {
+        LevelScheme::Flat => 1,
+        LevelScheme::Interlace => level + 1,
+    }
+}
+
+/// Bytes of each record's payloads for `level` (what [`read_coalesced`] returns for it,
+/// from the index; 0 for an entry the index cannot give).
+pub(super) fn record_bytes(dataset: &Dataset, level: u8) -> Vec<u64> {
+    (0..dataset.len())
+        .map(|i| {
+            dataset.entry(i).map_or(0, |e| {
+                let needed = levels_needed(e.scheme, level) as usize;
+                e.levels().take(needed).map(|l| l.len).sum()
+            })
+        })
+        .collect()
 }
 
 /// The records of the samples `ids[k]` of `dataset` for `k` in `misses`, grouped by shard and

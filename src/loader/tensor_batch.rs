@@ -473,6 +473,18 @@ fn whole(array: &NdArray, out: &mut [f32]) -> Result<()> {
     Ok(())
 }
 
+/// Bytes of each record's payloads (what [`read_records`] returns for it, from the index; 0
+/// for an entry the index cannot give).
+pub(super) fn tensor_record_bytes(dataset: &TensorDataset) -> Vec<u64> {
+    (0..dataset.len())
+        .map(|i| {
+            dataset
+                .entry(i)
+                .map_or(0, |e| e.arrays.iter().map(|a| a.payload.len).sum())
+        })
+        .collect()
+}
+
 /// The payloads of the records `ids[k]` for `k` in `misses`, each array's CRC-checked, not
 /// decoded: per shard, a record's arrays with one positional read and records at most `gap`
 /// bytes apart together ([`crate::shard::TensorShardReader::read_records_coalesced`], reads

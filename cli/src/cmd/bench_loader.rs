@@ -1,7 +1,7 @@
 //! `l3 bench-loader DATASET`: runs the loader (`l3::loader::Loader`, CPU path) over a packed
 //! dataset for some epochs and prints the time to the first batch (from the start of opening
-//! the dataset, with its parts), then images/s, the per-stage split, the cache hit rate and the
-//! bytes read, per epoch.
+//! the dataset, with its parts), then images/s, the per-stage split, the cache hit rate, the
+//! bytes read and the smallest and largest batch, per epoch.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use clap::Args;
 use crate::display::human;
 use crate::limits::limits;
 use l3::loader::{
-    Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition, Policy, StageTimes,
+    Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition, Policy, Split, StageTimes,
 };
 use l3::shard::{Dataset, OpenTimes};
 
@@ -44,6 +44,18 @@ pub struct BenchLoaderArgs {
     /// Cache for compressed records, MiB (0: none).
     #[arg(long, default_value_t = 0)]
     pub cache_mb: u64,
+    /// Cache for compressed records as a fraction of the bytes the run reads in an epoch (the
+    /// manifest's bytes of levels 0 to the level read), instead of --cache-mb.
+    #[arg(long, conflicts_with = "cache_mb")]
+    pub cache_fraction: Option<f64>,
+    /// Split each global batch among the ranks in slices (rank r takes the r-th), not by
+    /// what each rank's cache holds (the default with --cache-mb and --world-size above 1).
+    #[arg(long)]
+    pub no_locality: bool,
+    /// With the locality split: most samples a rank's batch may differ from --batch-size
+    /// (default batch_size / 8; 0 keeps batches equal).
+    #[arg(long)]
+    pub max_imbalance: Option<u32>,
     /// Evict least recently used records instead of by the plan (both tiers).
     #[arg(long)]
     pub lru: bool,
@@ -79,6 +91,8 @@ struct EpochTotals {
     reads: u64,
     times: StageTimes,
     wall: f64,
+    /// Smallest and largest batch of the epoch, its last step aside (`None`: no such step).
+    batches: Option<(usize, usize)>,
 }
 
 pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
@@ -101,7 +115,23 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         o.augment.output = l3::loader::TensorType::F16;
     }
     o.cache_bytes = a.cache_mb << 20;
+    if let Some(f) = a.cache_fraction {
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&f),
+            "--cache-fraction must be in 0..=1, got {f}"
+        );
+        let level = a.level.unwrap_or(ds.manifest().levels - 1) as usize;
+        let bytes: u64 = ds
+            .manifest()
+            .shards
+            .iter()
+            .flat_map(|s| s.level_bytes.iter().take(level + 1))
+            .sum();
+        o.cache_bytes = (f * bytes as f64) as u64;
+    }
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
+    o.locality = !a.no_locality;
+    o.max_imbalance = a.max_imbalance;
     o.disk_cache = a.disk_cache.clone().map(|d| (d, a.disk_cache_mb << 20));
     o.threads = a.threads;
     o.end_epoch = a.epochs;
@@ -129,7 +159,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     };
     let opened = started.elapsed();
     println!(
-        "{}: {} records in {} shard(s), {} level(s); reading level {}, {}x{} crops, batches of {} (rank {} of {}), {threads} threads, decode ({}) + augment on the {device}, cache {} MiB ({})",
+        "{}: {} records in {} shard(s), {} level(s); reading level {}, {}x{} crops, batches of {} (rank {} of {}), {threads} threads, decode ({}) + augment on the {device}, cache {} ({}{})",
         a.dataset,
         ds.len(),
         ds.shards().len(),
@@ -141,8 +171,13 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         a.rank,
         a.world_size,
         if a.no_crop_window { "whole images" } else { "the patches each crop needs" },
-        a.cache_mb,
-        if a.lru { "LRU" } else { "planned eviction" }
+        human(o.cache_bytes),
+        if a.lru { "LRU" } else { "planned eviction" },
+        match o.split() {
+            Split::Locality { max_imbalance } =>
+                format!(", locality split, batches within {max_imbalance} of --batch-size"),
+            Split::Slices => String::new(),
+        }
     );
     let start = LoaderState {
         seed: a.seed,
@@ -174,6 +209,11 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         e.skipped += b.skipped.len() as u64;
         e.bytes_read += b.bytes_read;
         e.reads += b.read_calls as u64;
+        if b.state_after.epoch == b.epoch {
+            let len = b.samples.len() + b.skipped.len();
+            let (lo, hi) = e.batches.unwrap_or((len, len));
+            e.batches = Some((lo.min(len), hi.max(len)));
+        }
         e.times.read += b.times.read;
         e.times.decode += b.times.decode;
         e.times.augment += b.times.augment;
@@ -197,7 +237,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     for (k, e) in epochs.iter().enumerate().filter(|(_, e)| e.images > 0) {
         let per = |d: std::time::Duration| 1e3 * d.as_secs_f64() / e.images.max(1) as f64;
         println!(
-            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}), hand-off {:.3} ms (wall); consumer waited {:.2} ms; {} read in {} reads; {} skipped",
+            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}), hand-off {:.3} ms (wall); consumer waited {:.2} ms; {} ({} B) read in {} reads; batches of {} samples (last step aside); {} skipped",
             e.images,
             e.wall,
             e.images as f64 / e.wall.max(1e-9),
@@ -212,7 +252,10 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             per(e.times.assemble),
             per(e.times.waited),
             human(e.bytes_read),
+            e.bytes_read,
             e.reads,
+            e.batches
+                .map_or("-".to_string(), |(lo, hi)| format!("{lo}..={hi}")),
             e.skipped
         );
     }
