@@ -71,6 +71,10 @@ PY
 
 # Library, CLI, integration tests, examples (built) and doc tests; benchmarks stay out of CI.
 cargo test --release --no-fail-fast
+# The kernel budget (static, and per batch on this machine's adapter) kept as an artefact, not
+# a timing test: target/ci-artefacts/kernel-budget.md.
+mkdir -p target/ci-artefacts
+cargo run --release --example kernel_budget >target/ci-artefacts/kernel-budget.md
 # The core library alone (no wgpu, no image crate) builds and passes its unit tests.
 cargo test --release -p l3 --no-default-features --lib
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::abi::{scan_levels, OUT_ALIGN};
+use super::counters::{Counters, Counts};
 use super::device::{max_chunk_limit, request_device, select_adapter, Pipelines};
 use super::readback::{check_flags, Finished, GpuBatch, Poller};
 use super::timing::StageTimings;
@@ -32,7 +33,7 @@ pub struct Context {
     /// GPU buffers (re)allocated for scratch so far (see [`GpuDecoder::count_allocation`]).
     allocations: AtomicU64,
     /// The host-side work asked of the device so far ([`Context::counts`]).
-    pub(crate) counters: super::counters::Counters,
+    pub(crate) counters: Counters,
     /// The first GPU error no error scope caught, on a device this decoder created (wgpu's
     /// default handler panics): [`GpuDecoder::with_error_scopes`] reports it as [`Error::Gpu`].
     pub(crate) uncaptured: Arc<Mutex<Option<String>>>,
@@ -330,5 +331,61 @@ impl Context {
         let bytes = self.read_back(&scratch.scan, 0, sizes.len() as u64 * 4);
         drop(guard);
         Ok(bytemuck::pod_collect_to_vec(&bytes?))
+    }
+}
+
+/// The engine's counted work ([`Counts`]): every submission, dispatch, bind group, buffer,
+/// read-back and upload of the decode and float paths goes through these.
+impl Context {
+    /// What this context has asked of its device so far ([`Counts`]).
+    pub fn counts(&self) -> Counts {
+        self.counters.snapshot()
+    }
+
+    /// Submits `commands` to the queue, counted.
+    pub(crate) fn submit_commands(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
+        Counters::add(&self.counters.submissions, 1);
+        self.queue.submit([commands])
+    }
+
+    /// `queue.write_buffer`, counted.
+    pub(crate) fn upload(&self, buffer: &wgpu::Buffer, offset: u64, data: &[u8]) {
+        Counters::add(&self.counters.upload_bytes, data.len() as u64);
+        self.queue.write_buffer(buffer, offset, data);
+    }
+
+    /// A bind group, counted.
+    pub(crate) fn bind_group(&self, desc: &wgpu::BindGroupDescriptor<'_>) -> wgpu::BindGroup {
+        Counters::add(&self.counters.bind_groups, 1);
+        self.device.create_bind_group(desc)
+    }
+
+    /// `size` bytes at `offset` of `buffer`, read back through a new staging buffer
+    /// (blocking), counted: a buffer, a submission, a read-back.
+    pub(crate) fn read_back(
+        &self,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        size: u64,
+    ) -> crate::error::Result<Vec<u8>> {
+        self.count_buffers(1);
+        self.count_readbacks(1);
+        Counters::add(&self.counters.submissions, 1);
+        super::readback::read_buffer(&self.device, &self.queue, buffer, offset, size)
+    }
+
+    /// Counts `n` compute dispatches recorded.
+    pub(crate) fn count_dispatches(&self, n: u64) {
+        Counters::add(&self.counters.dispatches, n);
+    }
+
+    /// Counts `n` GPU buffers created.
+    pub(crate) fn count_buffers(&self, n: u64) {
+        Counters::add(&self.counters.buffers, n);
+    }
+
+    /// Counts `n` copies into host-mapped buffers.
+    pub(crate) fn count_readbacks(&self, n: u64) {
+        Counters::add(&self.counters.readbacks, n);
     }
 }
