@@ -11,7 +11,7 @@ use crate::error::{Error, FormatError, LimitsError, ParameterError, Result};
 use crate::field::{
     decode_bounded, encode_bounded, field_version, parse_bounded, parse_lossless, regular_range,
     Bound, BoundedOptions, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec,
-    LosslessOptions, BOUNDED_VERSION, FIELD_VERSION,
+    LosslessOptions, BOUNDED_VERSION, FIELD_VERSION, LOSSLESS_VERSION,
 };
 
 /// How an array is to be stored, as a packer asks for it.
@@ -126,7 +126,12 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                         ..FieldOptions::new(bound)
                     },
                 )?;
-                spec.bound = FieldHeader::parse(&field)?.bound;
+                if field_version(&field) == Some(LOSSLESS_VERSION) {
+                    // A bound too fine for the bins: stored exactly, and the index says so.
+                    spec.mode = StorageMode::Lossless;
+                } else {
+                    spec.bound = FieldHeader::parse(&field)?.bound;
+                }
                 field
             } else {
                 let field = encode_bounded(
@@ -137,7 +142,11 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                         ..BoundedOptions::new(bound)
                     },
                 )?;
-                spec.bound = parse_bounded(&field)?.bound;
+                if field_version(&field) == Some(LOSSLESS_VERSION) {
+                    spec.mode = StorageMode::Lossless;
+                } else {
+                    spec.bound = parse_bounded(&field)?.bound;
+                }
                 field
             }
         }
