@@ -271,16 +271,6 @@ fn bad_bound(bound: f64) -> crate::error::Error {
     .into()
 }
 
-/// The absolute bound of `bound` over an array whose regular values span `range` (see
-/// [`offset_and_range`]; the CPU and GPU encoders resolve it alike), finite and positive.
-pub(super) fn resolve_bound(bound: Bound, range: f64) -> Result<f64> {
-    let e = bound.over_range(range);
-    if !(e.is_finite() && e > 0.0) {
-        return Err(bad_bound(e));
-    }
-    Ok(e)
-}
-
 /// Whether `v` is not a regular value: NaN, an infinity, a subnormal (stored exactly, so that
 /// no arithmetic of the bins ever meets one: a GPU may flush subnormals to zero) or the fill
 /// value.
@@ -311,16 +301,6 @@ pub(super) fn offset_and_range(extent: Option<(f32, f32)>) -> (f32, f64) {
         Some((lo, hi)) => (lo, hi as f64 - lo as f64),
         None => (0.0, 0.0),
     }
-}
-
-/// The error when no candidate fits the bound.
-pub(super) fn too_small(bound: f64) -> crate::error::Error {
-    ParameterError::InvalidFloat {
-        name: "max_error",
-        value_bits: bound.to_bits(),
-        reason: "too small for the value range (lattice values past 2^23, or more than 65536 bins): loosen the bound",
-    }
-    .into()
 }
 
 /// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.bound`: a
