@@ -24,7 +24,8 @@ pub enum ArrayMode {
     Lossless,
     /// Error-bounded (float32 arrays); a relative bound is a fraction of each array's value
     /// range (max - min over its finite, non-fill values; an array with no range is stored
-    /// exactly).
+    /// exactly). A bound too fine for the field formats' bins stores the array as a lossless
+    /// float field, and its entry says [`StorageMode::Lossless`].
     Bounded(Bound),
 }
 
