@@ -72,9 +72,10 @@ fn encode(
         predictor: p,
         ..BoundedOptions::new(bound)
     };
-    // A bound too tight for the range (past 2^23 lattice values or 2^16 bins) is refused
-    // by the encoder; such a case has no file to decode.
-    encode_bounded(values, shape, &opts).ok()
+    // A bound too tight for the range (past 2^23 lattice values or 2^16 bins) is stored
+    // exactly, as a lossless file: not a version 3 file to decode here.
+    let file = encode_bounded(values, shape, &opts).unwrap();
+    (l3::field::field_version(&file) == Some(l3::field::BOUNDED_VERSION)).then_some(file)
 }
 
 /// Decodes `files` in one GPU batch and compares every array with the CPU decoder.

@@ -189,6 +189,41 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     }
 }
 
+/// A bound too fine for the field formats' bins (a range of ~2e6 at 1e-4): the array is
+/// stored exactly, its index entry says lossless, and it reads back bit for bit from a shard,
+/// for 2 and 3 axes (version 1's encoder) and 1 and 4 (version 3's).
+#[test]
+fn a_bound_too_fine_for_the_bins_is_stored_exactly_and_indexed_lossless() {
+    let tmp = tempfile::tempdir().unwrap();
+    for shape in [vec![24u32, 31], vec![3, 17, 9], vec![400], vec![2, 3, 7, 9]] {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let mut values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.05).sin() * 1e6).collect();
+        values[5] = f32::NAN;
+        values[7] = -9999.0;
+        let src = NdArray::from_f32(shape.clone(), &values).unwrap();
+        let opts = ArrayOptions {
+            mode: ArrayMode::Bounded(Bound::Absolute(1e-4)),
+            fill_value: Some(-9999.0),
+        };
+        let e = encode_array("field", &src, &opts).unwrap();
+        assert_eq!(e.spec.mode, StorageMode::Lossless, "{shape:?}");
+        assert_eq!(l3::field::field_version(&e.payload), Some(2));
+        let path = tmp.path().join("f.l3s");
+        write_shard(
+            &path,
+            vec![TensorRecordInput {
+                key: "f".into(),
+                class: None,
+                meta: vec![],
+                arrays: vec![e.clone()],
+            }],
+        );
+        let shard = TensorShardReader::open(&path, 1 << 20).unwrap();
+        let (_, got) = &shard.read_record(0, &DecodeOptions::default()).unwrap()[0];
+        assert_eq!(got.bytes(), src.bytes(), "{shape:?}");
+    }
+}
+
 #[test]
 fn lossless_floats_round_trip_bit_exact_and_other_types_stay_raw() {
     let lossless = ArrayOptions {

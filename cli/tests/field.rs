@@ -478,3 +478,45 @@ fn lossless_round_trips_raw_arrays() {
     let o = l3(&["encode-field", "--lossless", s(&short)]);
     assert_fails_with(&o, "bytes");
 }
+
+/// A bound too fine for the bins (a range of 1e3 at 1e-6, for version 1 and version 3):
+/// `encode-field` stores the array exactly (it says version 2, bound 0) instead of failing,
+/// and `decode-field` gives the values back bit for bit.
+#[test]
+fn a_bound_too_fine_for_the_bins_is_stored_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = values(600)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * 500.0)
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    let input = tmp.path().join("wide.npy");
+    std::fs::write(
+        &input,
+        npy(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (20, 30), }",
+            &data,
+        ),
+    )
+    .unwrap();
+    for format in ["v1", "v3"] {
+        let field = tmp.path().join(format!("wide-{format}.l3f"));
+        let o = l3(&[
+            "encode-field",
+            s(&input),
+            "--max-error",
+            "1e-6",
+            "--format",
+            format,
+            "-o",
+            s(&field),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("version 2, bound 0"), "{}", text(&o));
+        let out = tmp.path().join(format!("wide-{format}.npy"));
+        let o = l3(&["decode-field", s(&field), "-o", s(&out)]);
+        assert!(o.status.success(), "{}", text(&o));
+        let back = std::fs::read(&out).unwrap();
+        assert_eq!(&back[back.len() - data.len()..], &data[..], "{format}");
+    }
+}

@@ -280,7 +280,10 @@ def encode_field(
     fraction of the values' range; ``max_error=e`` and ``relative=r`` are aliases); NaN,
     infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes; version=3:
     1 to 4 axes, lattice interpolation or differences. Both decode on the GPU too, bit for bit
-    (version 3 also encodes there: gpu_encode_field).
+    (version 3 also encodes there: gpu_encode_field). A bound too fine for the bins (more
+    than 65536 over the range, below the smallest normal bin width, or relative over an
+    array without range) stores the array exactly instead, as a lossless file (field_info's
+    mode "lossless"), never an error.
     lossless=True: stores a float32, float16, or bfloat16 array of 1 to 4 axes bit for bit
     (NaN payloads, -0.0); bfloat16 is given as a uint16 array of bit patterns with
     dtype="bfloat16", or an array whose dtype is named "bfloat16" (ml_dtypes). fill_value

@@ -31,6 +31,9 @@ Modes (the same for both classes): ``bound`` in l3's one spelling, ``{"absolute"
   (chunks with different ranges get different absolute bounds, and an edge chunk's range
   includes the fill value Zarr pads it with; use ``"absolute"`` for one bound over the
   whole array).
+- A bound finer than the format's 65,536 bins allow over a chunk's range (or a relative bound
+  of a constant chunk) is honoured, never refused: that chunk is stored exactly, as a lossless
+  float array (``l3.field_info(chunk)["mode"] == "lossless"``), and decodes like any other.
 
 A chunk has the array's axes; l3 files have 1 to 4 (lossless) or 2 to 3 (error-bounded), so
 leading axes are merged (and a 1-D chunk is one row) before encoding; decoding restores the
@@ -65,11 +68,16 @@ def _check(mode: str, bound: Optional[float], fill_value: Optional[float]) -> No
         raise ParameterError(f"l3 codec: fill_value must be a number, not {fill_value!r}")
 
 
+class _InputTypeError(ParameterError, TypeError):
+    """Input of a type the codec does not store (an object or integer array, raw bytes): a
+    ``ParameterError`` as everywhere in l3, and the ``TypeError`` numcodecs codecs raise."""
+
+
 def _check_dtype(mode: str, dtype: np.dtype) -> None:
     ok = (np.dtype(np.float32), np.dtype(np.float16)) if mode == "lossless" else (np.dtype(np.float32),)
     if np.dtype(dtype).newbyteorder("=") not in ok:
         names = " or ".join(str(d) for d in ok)
-        raise ParameterError(f"l3 codec: mode {mode!r} stores {names} arrays, not {np.dtype(dtype)}")
+        raise _InputTypeError(f"l3 codec: mode {mode!r} stores {names} arrays, not {np.dtype(dtype)}")
 
 
 def _file_shape(shape: Tuple[int, ...], mode: str) -> Tuple[int, ...]:
@@ -209,6 +217,7 @@ else:  # pragma: no cover
 
 try:  # numcodecs (Zarr v2 stores, and numcodecs users)
     from numcodecs.abc import Codec as _Codec
+    from numcodecs.compat import ensure_ndarray_like as _ensure_ndarray_like
     from numcodecs.compat import ndarray_copy as _ndarray_copy
     from numcodecs.registry import register_codec as _register_codec
 except ImportError:  # pragma: no cover - numcodecs is optional
@@ -235,10 +244,12 @@ if _Codec is not None:
 
         def encode(self, buf: Any) -> bytes:
             if not isinstance(buf, np.ndarray):
-                raise ParameterError("l3 codec: needs the chunk as a NumPy array, not raw bytes")
+                raise _InputTypeError("l3 codec: needs the chunk as a NumPy array, not raw bytes")
             return encode_chunk(buf, self.mode, self.bound, self.fill_value)
 
         def decode(self, buf: Any, out: Any = None) -> Any:
+            if out is not None and _ensure_ndarray_like(out).dtype == object:
+                raise TypeError("l3 codec: cannot decode into an object array")
             a = decode_chunk(buf)
             if out is not None:
                 return _ndarray_copy(a, out)

@@ -106,7 +106,10 @@ pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
 /// bfloat16 given as a uint16 array of bit patterns with `dtype="bfloat16"` (or an array
 /// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes. Version 3 also takes
 /// `predictor` ("lattice" or "differences"; default: the smaller file) and `axes` (the
-/// differences predictor's axis set, bit a = axis a; default: by an estimate).
+/// differences predictor's axis set, bit a = axis a; default: by an estimate). A bound too
+/// fine for the format's bins (more than 65536 over the range, or below the smallest normal
+/// bin width, or relative over an array without range) is honoured by storing the array
+/// exactly: a lossless file (`field_info(...)["mode"] == "lossless"`), never an error.
 #[pyfunction]
 #[pyo3(signature = (array, *, bound = None, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None, predictor = None, axes = None))]
 #[allow(clippy::too_many_arguments)]

@@ -3,6 +3,7 @@ bound holds (checked in float64) for absolute and relative bounds, NaN and fill 
 back exactly, field_info reports version 3, version 1 stays the default, and hostile bytes
 raise, never crash."""
 
+import math
 import os
 from pathlib import Path
 
@@ -111,3 +112,29 @@ def test_one_bound_spelling_and_its_aliases(version):
         l3.encode_field(a, bound=1e-3, version=version)
     with pytest.raises(TypeError):
         l3.encode_field(a, bound={"absolute": True}, version=version)
+
+
+@pytest.mark.parametrize("version", [1, 3])
+@pytest.mark.parametrize("shape,kw", [
+    ((20, 20), {"max_error": 1e-3}),
+    ((4, 10, 10), {"max_error": 1e-300}),
+    ((2, 3), {"relative": 1e-3}),
+])
+def test_a_bound_too_fine_for_the_bins_stores_the_array_exactly(version, shape, kw):
+    """A range needing more bins than the format has, a bound below the smallest normal bin
+    width, a relative bound of a constant array: never an error; the array is stored exactly
+    (a lossless file, which says so) with its fill value."""
+    n = math.prod(shape)
+    a = (np.sin(np.arange(n, dtype=np.float32) * 0.37) * 1e6).astype(np.float32).reshape(shape)
+    if n == 6:
+        a[:] = 1.5
+    else:
+        a.reshape(-1)[3] = np.nan
+        a.reshape(-1)[7] = -9999.0
+    data = l3.encode_field(a, **kw, fill_value=-9999.0, version=version)
+    info = l3.field_info(data)
+    assert info["mode"] == "lossless" and info["shape"] == shape
+    assert info["fill_value"] == np.float32(-9999.0).view(np.uint32)
+    back = l3.decode_field(data)
+    assert back.dtype == np.float32 and back.shape == shape
+    np.testing.assert_array_equal(back.view(np.uint32), a.view(np.uint32))

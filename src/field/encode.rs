@@ -4,6 +4,7 @@
 use super::core::runs::{write_runs, Run};
 use super::decode::reconstruct;
 use super::format::{FieldHeader, BIN_WIDTH_BITS, FIELD_HEADER_LEN, MAX_BINS};
+use super::lossless::{encode_lossless, FloatSlice, LosslessOptions};
 use crate::encode::EncodeOptions;
 use crate::error::{ParameterError, Result};
 use crate::format::ColorType;
@@ -109,7 +110,23 @@ pub(super) fn bin_width_for(limit: f64) -> Option<f32> {
     Some(f32::from_bits(x.to_bits() & !((1u32 << drop) - 1)))
 }
 
-/// Encodes a float32 field of `shape` (2 or 3 dimensions, C order) within `options.bound`.
+/// A float32 array stored exactly, as a lossless float array (version 2) with the same fill
+/// value: what the error-bounded encoders write when the bound is finer than their bins allow
+/// (within any bound, and the file says lossless).
+pub(crate) fn encode_exactly(values: &[f32], shape: &[u32], fill: Option<f32>) -> Result<Vec<u8>> {
+    let options = LosslessOptions {
+        fill_value: fill.map(f32::to_bits),
+        ..LosslessOptions::default()
+    };
+    encode_lossless(FloatSlice::F32(values), shape, &options)
+}
+
+/// Encodes a float32 field of `shape` (2 or 3 dimensions, C order) within `options.bound`:
+/// a version 1 file, or, when the bound is finer than the bins allow (the regular range
+/// needs more than [`MAX_BINS`] bins of width `2 x bound`, the bound is below half the
+/// smallest normal f32, or a relative bound of a field without range), the field stored
+/// exactly as a lossless version 2 file ([`super::field_version`] tells them apart; decode
+/// that with [`super::decode_lossless`]). Never an error for a finite positive bound.
 pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Result<Vec<u8>> {
     let shape3: [u32; 3] = match *shape {
         [ny, nx] => [1, ny, nx],
@@ -144,20 +161,23 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
             (a.min(v), b.max(v))
         });
     let range = if lo <= hi { hi as f64 - lo as f64 } else { 0.0 };
-    let bound = options.bound.over_range(range);
-    let bad_bound = |reason| ParameterError::InvalidFloat {
-        name: "bound",
-        value_bits: bound.to_bits(),
-        reason,
-    };
-    if !(bound.is_finite() && bound > 0.0) {
-        return Err(bad_bound(
-            "must be finite and positive (a relative bound of a constant field is 0)",
-        )
+    let (Bound::Absolute(asked) | Bound::Relative(asked)) = options.bound;
+    if !(asked.is_finite() && asked > 0.0) {
+        return Err(ParameterError::InvalidFloat {
+            name: "bound",
+            value_bits: asked.to_bits(),
+            reason: "must be finite and positive",
+        }
         .into());
     }
-    let bin_width = bin_width_for(2.0 * bound)
-        .ok_or_else(|| bad_bound("too small for a normal f32 bin width"))?;
+    // A relative bound of a wide range may pass what the bin width can double.
+    let bound = options.bound.over_range(range).min(f64::MAX / 4.0);
+    // A bound finer than the bins allow (a relative bound of a constant field is 0; a bound
+    // below the smallest normal bin width; a range of more than 65536 bins) is honoured by
+    // storing the field exactly: a lossless file (version 2), which says so.
+    let Some(bin_width) = bin_width_for(2.0 * bound) else {
+        return encode_exactly(values, shape, fill);
+    };
     let offset = if lo <= hi && !lo.is_subnormal() {
         lo
     } else {
@@ -165,10 +185,7 @@ pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Re
     };
     let bins = ((hi as f64 - offset as f64) / bin_width as f64).floor() + 1.0;
     if lo <= hi && bins > MAX_BINS as f64 {
-        return Err(bad_bound(
-            "needs more than 65536 bins of width 2 x bound over the value range: loosen the bound",
-        )
-        .into());
+        return encode_exactly(values, shape, fill);
     }
     // Bins, and exceptions where the reconstruction misses the bound.
     let mut bins_image = vec![0u16; values.len()];

@@ -57,18 +57,59 @@ fn smooth_fields_with_nan_fill_and_extremes_decode_within_the_bound() {
     }
 }
 
+/// Encodes `v` within `bound` and checks the file is stored exactly (a lossless version 2
+/// file, bit for bit, with the fill value kept).
+fn assert_stored_exactly(v: &[f32], shape: &[u32], bound: Bound, fill: Option<f32>) {
+    let options = FieldOptions {
+        fill_value: fill,
+        ..FieldOptions::new(bound)
+    };
+    let file = encode_field(v, shape, &options).unwrap();
+    assert_eq!(field_version(&file), Some(LOSSLESS_VERSION), "{bound:?}");
+    assert!(decode_field(&file, &DecodeOptions::default()).is_err());
+    let (h, back) = decode_lossless(&file, &DecodeOptions::default()).unwrap();
+    assert_eq!(h.shape, shape);
+    assert_eq!(h.fill_value, fill.map(f32::to_bits));
+    let FloatVec::F32(back) = back else {
+        panic!("float32 expected")
+    };
+    assert!(v.iter().zip(&back).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+/// A bound finer than 65536 bins allow over the range, below the smallest normal bin width,
+/// or relative over a field without range: the field is stored exactly (never an error).
 #[test]
-fn a_range_too_wide_for_16_bit_bins_is_refused_by_name() {
-    let v = [0.0f32, 1e6, 2.0, 3.0];
-    let e = encode_field(&v, &[2, 2], &FieldOptions::new(Bound::Absolute(1e-3))).unwrap_err();
-    assert!(e.to_string().contains("65536 bins"), "{e}");
+fn a_bound_too_fine_for_16_bit_bins_stores_the_field_exactly() {
+    let mut v: Vec<f32> = (0..400).map(|i| (i as f32 * 0.37).sin() * 1e6).collect();
+    v[3] = f32::NAN;
+    v[7] = -9999.0;
+    for bound in [
+        Bound::Absolute(1e-3),
+        Bound::Absolute(1e-300),
+        Bound::Relative(1e-6),
+    ] {
+        assert_stored_exactly(&v, &[20, 20], bound, Some(-9999.0));
+        assert_stored_exactly(&v, &[4, 10, 10], bound, None);
+    }
     let constant = [1.5f32; 6];
-    assert!(encode_field(
-        &constant,
-        &[2, 3],
-        &FieldOptions::new(Bound::Relative(1e-3))
-    )
-    .is_err());
+    assert_stored_exactly(&constant, &[2, 3], Bound::Relative(1e-3), None);
+    // Just inside 65536 bins is still a version 1 file within the bound.
+    let edge = [0.0f32, 65535.0, 2.0, 3.0];
+    let file = encode_field(&edge, &[2, 2], &FieldOptions::new(Bound::Absolute(0.5))).unwrap();
+    assert_eq!(field_version(&file), Some(FIELD_VERSION));
+    let (h, back) = decode_field(&file, &DecodeOptions::default()).unwrap();
+    assert!(edge
+        .iter()
+        .zip(&back)
+        .all(|(a, b)| (*a as f64 - *b as f64).abs() <= h.bound));
+    // A huge relative bound is clamped to a finite one the header states.
+    let file = encode_field(&v, &[20, 20], &FieldOptions::new(Bound::Relative(f64::MAX))).unwrap();
+    let (h, back) = decode_field(&file, &DecodeOptions::default()).unwrap();
+    assert!(h.bound.is_finite());
+    assert!(v
+        .iter()
+        .zip(&back)
+        .all(|(a, b)| !a.is_finite() || (*a as f64 - *b as f64).abs() <= h.bound));
     let file = encode_field(
         &constant,
         &[2, 3],

@@ -11,7 +11,7 @@ use crate::error::{Error, FormatError, LimitsError, ParameterError, Result};
 use crate::field::{
     decode_bounded, encode_bounded, field_version, parse_bounded, parse_lossless, regular_range,
     Bound, BoundedOptions, FieldHeader, FieldOptions, FloatSlice, FloatType, FloatVec,
-    LosslessOptions, BOUNDED_VERSION, FIELD_VERSION,
+    LosslessOptions, BOUNDED_VERSION, FIELD_VERSION, LOSSLESS_VERSION,
 };
 
 /// How an array is to be stored, as a packer asks for it.
@@ -24,7 +24,8 @@ pub enum ArrayMode {
     Lossless,
     /// Error-bounded (float32 arrays); a relative bound is a fraction of each array's value
     /// range (max - min over its finite, non-fill values; an array with no range is stored
-    /// exactly).
+    /// exactly). A bound too fine for the field formats' bins stores the array as a lossless
+    /// float field, and its entry says [`StorageMode::Lossless`].
     Bounded(Bound),
 }
 
@@ -126,7 +127,12 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                         ..FieldOptions::new(bound)
                     },
                 )?;
-                spec.bound = FieldHeader::parse(&field)?.bound;
+                if field_version(&field) == Some(LOSSLESS_VERSION) {
+                    // A bound too fine for the bins: stored exactly, and the index says so.
+                    spec.mode = StorageMode::Lossless;
+                } else {
+                    spec.bound = FieldHeader::parse(&field)?.bound;
+                }
                 field
             } else {
                 let field = encode_bounded(
@@ -137,7 +143,11 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                         ..BoundedOptions::new(bound)
                     },
                 )?;
-                spec.bound = parse_bounded(&field)?.bound;
+                if field_version(&field) == Some(LOSSLESS_VERSION) {
+                    spec.mode = StorageMode::Lossless;
+                } else {
+                    spec.bound = parse_bounded(&field)?.bound;
+                }
                 field
             }
         }

@@ -179,21 +179,43 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         Some(f) => f == FieldFormatArg::V3,
         None => !(2..=3).contains(&array.shape.len()),
     };
-    let (file, stated, runs, back) = if v3 {
+    let file = if v3 {
         let options = l3::field::BoundedOptions {
             fill_value: fill,
             ..l3::field::BoundedOptions::new(bound)
         };
-        let file = l3::field::encode_bounded(&array.values, &array.shape, &options)?;
-        let (h, back) = l3::field::decode_bounded(&file, &decode_options())?;
-        (file, h.bound, h.runs, back)
+        l3::field::encode_bounded(&array.values, &array.shape, &options)?
     } else {
         let mut options = l3::field::FieldOptions::new(bound);
         options.fill_value = fill;
         options.image = l3::EncodeOptions::for_profile(a.profile.profile());
-        let file = l3::field::encode_field(&array.values, &array.shape, &options)?;
-        let (h, back) = l3::field::decode_field(&file, &decode_options())?;
-        (file, h.bound, h.runs, back)
+        l3::field::encode_field(&array.values, &array.shape, &options)?
+    };
+    // A bound too fine for the bins: the encoders store the array exactly (version 2).
+    let version = l3::field::field_version(&file).unwrap_or(0);
+    let (stated, runs, back) = match version {
+        l3::field::LOSSLESS_VERSION => {
+            let (h, back) = l3::field::decode_lossless(&file, &decode_options())?;
+            let l3::field::FloatVec::F32(back) = back else {
+                bail!("verification failed: the lossless file is not float32 (encoder bug)");
+            };
+            if back
+                .iter()
+                .zip(&array.values)
+                .any(|(a, b)| a.to_bits() != b.to_bits())
+            {
+                bail!("verification failed: the exact file differs (encoder bug)");
+            }
+            (0.0, h.runs, back)
+        }
+        l3::field::BOUNDED_VERSION => {
+            let (h, back) = l3::field::decode_bounded(&file, &decode_options())?;
+            (h.bound, h.runs, back)
+        }
+        _ => {
+            let (h, back) = l3::field::decode_field(&file, &decode_options())?;
+            (h.bound, h.runs, back)
+        }
     };
     // Verified before anything is written: the bound, and NaN / fill exactly.
     let fill_bits = fill.map(f32::to_bits);
@@ -226,7 +248,7 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         array.values.len() * 4,
         file.len(),
         (array.values.len() * 4) as f64 / file.len() as f64,
-        if v3 { 3 } else { 1 },
+        version,
         stated,
         worst,
         runs

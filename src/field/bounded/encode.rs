@@ -11,6 +11,7 @@ use crate::error::{ParameterError, Result};
 use crate::field::core::container::{check_chunking, check_encode_shape, CRC_LEN};
 use crate::field::core::runs::{write_runs, Run};
 use crate::field::core::tokens::token_of;
+use crate::field::encode::encode_exactly;
 use crate::field::Bound;
 
 /// Options of [`encode_bounded`].
@@ -270,16 +271,6 @@ fn bad_bound(bound: f64) -> crate::error::Error {
     .into()
 }
 
-/// The absolute bound of `bound` over an array whose regular values span `range` (see
-/// [`offset_and_range`]; the CPU and GPU encoders resolve it alike), finite and positive.
-pub(super) fn resolve_bound(bound: Bound, range: f64) -> Result<f64> {
-    let e = bound.over_range(range);
-    if !(e.is_finite() && e > 0.0) {
-        return Err(bad_bound(e));
-    }
-    Ok(e)
-}
-
 /// Whether `v` is not a regular value: NaN, an infinity, a subnormal (stored exactly, so that
 /// no arithmetic of the bins ever meets one: a GPU may flush subnormals to zero) or the fill
 /// value.
@@ -312,23 +303,23 @@ pub(super) fn offset_and_range(extent: Option<(f32, f32)>) -> (f32, f64) {
     }
 }
 
-/// The error when no candidate fits the bound.
-pub(super) fn too_small(bound: f64) -> crate::error::Error {
-    ParameterError::InvalidFloat {
-        name: "max_error",
-        value_bits: bound.to_bits(),
-        reason: "too small for the value range (lattice values past 2^23, or more than 65536 bins): loosen the bound",
-    }
-    .into()
-}
-
-/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.bound`.
+/// Encodes a float32 array (C order, `shape` of 1 to 4 axes) within `options.bound`: a
+/// version 3 file, or, when no predictor fits a bound that fine (lattice values past 2^23, more
+/// than [`BOUNDED_MAX_BINS`] bins, a unit below the smallest normal f32, or a relative bound
+/// of an array without range), the array stored exactly as a lossless version 2 file
+/// ([`crate::field::field_version`] tells them apart). Never an error for a finite positive
+/// bound.
 pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Result<Vec<u8>> {
     check_arguments(values.len(), shape, options)?;
     let fill = options.fill_value;
     let special: Vec<bool> = values.iter().map(|&v| is_special(v, fill)).collect();
     let (offset, range) = offset_and_range(regular_extent(values, &special));
-    let bound = resolve_bound(options.bound, range)?;
+    // check_arguments took a finite positive bound: a relative one of an array without range
+    // is 0, and one of a wide range may pass what the candidates can double.
+    let bound = options.bound.over_range(range).min(f64::MAX / 4.0);
+    if bound <= 0.0 {
+        return encode_exactly(values, shape, fill);
+    }
     let input = Input {
         values,
         shape,
@@ -361,8 +352,12 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
     for c in [l?, b?].into_iter().flatten() {
         keep(c);
     }
-    let best = best.ok_or_else(|| too_small(bound))?;
-    Ok(best.into_bytes())
+    // No candidate fits (the range needs lattice values past 2^23 or more than 65536 bins, or
+    // the bound is below the smallest normal unit): the array stored exactly instead.
+    match best {
+        Some(best) => Ok(best.into_bytes()),
+        None => encode_exactly(values, shape, fill),
+    }
 }
 
 /// Steps per level (entry `l` for stride `2^l`, entry `L` for value 0) of a setting.

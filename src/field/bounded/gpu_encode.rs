@@ -1,7 +1,8 @@
 //! The GPU encoder of error-bounded arrays (differences predictor): the host side of
 //! `gpu::GpuEncoder`'s kernels, bit for bit [`encode_bounded`](super::encode_bounded) with the
 //! same options. The host checks the arguments (the CPU encoder's checks, then what the GPU
-//! encoder does not support, as errors: never a CPU fallback), plans the segments, and between
+//! encoder does not support, as errors: never a CPU fallback, except that a bound too fine for
+//! the bins stores the array exactly as the CPU encoder does), plans the segments, and between
 //! the four submissions computes what is small: the bin rule from the extent the GPU found
 //! ([`BinRule`]), each chunk's token set and code from the GPU's per-segment histograms
 //! ([`choose_code`], the CPU encoder's own function), each segment's place in the packed
@@ -17,8 +18,8 @@
 use std::borrow::Cow;
 
 use super::encode::{
-    check_arguments, choose_axes, offset_and_range, quick_bits_of, resolve_bound, runs_of,
-    too_small, BinRule, BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
+    check_arguments, choose_axes, offset_and_range, quick_bits_of, runs_of, BinRule,
+    BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
 };
 use super::format::*;
 use super::tokens::{choose_code, chunk_head, Histogram, TOKEN_SETS};
@@ -27,6 +28,7 @@ use crate::error::invalid_option;
 use crate::error::{LimitsError, ParameterError, Result};
 use crate::field::core::code::canonical;
 use crate::field::core::container::segment_range;
+use crate::field::encode::encode_exactly;
 use crate::gpu::encode_abi::{
     EncodeParams, EncodeSegment, ENCODE_SEGMENT_MAX, EST_TOKENS, EST_WORDS, FILL_BLOCKS_MAX,
     FILL_BLOCK_MIN, FILL_WORDS, HIST_WORDS,
@@ -196,8 +198,15 @@ pub(crate) fn encode_planned<'v, D: EncodeDevice>(
     let [lo, hi] = dev.extent(&plan.params)?;
     let extent = (lo <= hi).then(|| (from_key(lo), from_key(hi)));
     let (offset, range) = offset_and_range(extent);
-    let bound = resolve_bound(options.bound, range)?;
-    let rule = BinRule::new(bound, offset, range).ok_or_else(|| too_small(bound))?;
+    // As the CPU encoder with the differences predictor: a bound too fine for the bins (or
+    // relative over an array without range) stores the array exactly (a lossless file).
+    let bound = options.bound.over_range(range).min(f64::MAX / 4.0);
+    let Some(rule) = (bound > 0.0)
+        .then(|| BinRule::new(bound, offset, range))
+        .flatten()
+    else {
+        return encode_exactly(&values()?, shape, options.fill_value);
+    };
     if !(GPU_WIDTH_MIN..=GPU_WIDTH_MAX).contains(&rule.width) {
         return Err(ParameterError::InvalidFloat {
             name: "max_error",

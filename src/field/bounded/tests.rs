@@ -236,11 +236,52 @@ fn constant_and_all_nan_arrays() {
     check_round_trip(&[1e-40, 0.0, -1e-40], &[3], &BoundedOptions::new(1e-3));
 }
 
+/// A bound no predictor fits (more than 65536 bins and lattice values past 2^23, a unit
+/// below the smallest normal f32, a relative bound of a constant array): the array is stored
+/// exactly, as a lossless version 2 file with the fill value, for either predictor or both.
 #[test]
-fn a_too_small_bound_is_refused() {
+fn a_bound_too_fine_for_any_predictor_stores_the_array_exactly() {
+    use crate::field::{decode_lossless, field_version, FloatVec, LOSSLESS_VERSION};
+    let mut v: Vec<f32> = (0..1000).map(|i| i as f32 * 1000.0).collect();
+    v[5] = f32::NAN;
+    v[9] = -1.0;
+    let constant = [2.5f32; 12];
+    let cases: [(&[f32], &[u32], Bound); 5] = [
+        (&v, &[1000], Bound::Absolute(1e-6)),
+        (&v, &[10, 100], Bound::Absolute(1e-300)),
+        (&v, &[10, 10, 10], Bound::Relative(1e-12)),
+        (&v, &[2, 5, 10, 10], Bound::Absolute(1e-4)),
+        (&constant, &[3, 4], Bound::Relative(0.01)),
+    ];
+    for (values, shape, bound) in cases {
+        for predictor in [None, Some(Predictor::Lattice), Some(Predictor::Differences)] {
+            let o = BoundedOptions {
+                fill_value: Some(-1.0),
+                predictor,
+                ..BoundedOptions::new(bound)
+            };
+            let file = encode_bounded(values, shape, &o).unwrap();
+            assert_eq!(field_version(&file), Some(LOSSLESS_VERSION), "{bound:?}");
+            assert!(decode_bounded(&file, &DecodeOptions::default()).is_err());
+            let (h, back) = decode_lossless(&file, &DecodeOptions::default()).unwrap();
+            assert_eq!(h.shape, shape);
+            assert_eq!(h.fill_value, Some((-1.0f32).to_bits()));
+            let FloatVec::F32(back) = back else {
+                panic!("float32 expected")
+            };
+            assert!(values
+                .iter()
+                .zip(&back)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+}
+
+#[test]
+fn unusable_bounds_and_shapes_are_refused() {
     let v: Vec<f32> = (0..1000).map(|i| i as f32 * 1000.0).collect();
-    assert!(encode_bounded(&v, &[1000], &BoundedOptions::new(1e-6)).is_err());
     assert!(encode_bounded(&v, &[1000], &BoundedOptions::new(0.0)).is_err());
+    assert!(encode_bounded(&v, &[1000], &BoundedOptions::new(f64::NAN)).is_err());
     assert!(encode_bounded(&v, &[10, 10], &BoundedOptions::new(1.0)).is_err());
     assert!(encode_bounded(&v, &[1000, 1, 1, 1, 1], &BoundedOptions::new(1.0)).is_err());
 }
