@@ -36,24 +36,23 @@ fn put_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {}
 // first column is x rounded down to the patch size).
 fn row_sample(img: ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
     let v = dequantize(img, stored);
-    let per_word = 32u / img.depth;
-    let x0 = x & ~((1u << img.patch_log2) - 1u);
-    let first = (y * img.width + x0) * img.channels;
+    let shift = word_shift(img);
+    let first = row_span(img, y, x & ~((1u << img.patch_log2) - 1u), 0u).x;
     let s = (y * img.width + x) * img.channels + ch;
-    atomicOr(&out_row[s / per_word - first / per_word], v << (img.depth * (s % per_word)));
+    let i = s & ((1u << shift) - 1u);
+    atomicOr(&out_row[(s >> shift) - (first >> shift)], v << (img.depth * i));
 }
 
 // After a version-2 patch row's barrier (uniform control flow), pixel row `y`, columns
 // x0 .. x0 + pw: its words go out through `put_word`, invocation `lid` taking every WG-th,
 // and the row's words in workgroup memory are cleared for the next row.
 fn end_row(img: ImageInfo, y: u32, x0: u32, pw: u32, lid: u32) {
-    let per_word = 32u / img.depth;
-    let first = (y * img.width + x0) * img.channels;
-    let end = first + pw * img.channels;
-    let w0 = first / per_word;
-    let w_end = (end + per_word - 1u) / per_word;
+    let shift = word_shift(img);
+    let span = row_span(img, y, x0, pw);
+    let w0 = span.x >> shift;
+    let w_end = (span.y + (1u << shift) - 1u) >> shift;
     for (var w = w0 + lid; w < w_end; w = w + WG) {
         let value = atomicExchange(&out_row[w - w0], 0u);
-        put_word(img, w, value, w * per_word >= first && (w + 1u) * per_word <= end);
+        put_word(img, w, value, word_whole(w, shift, span));
     }
 }

@@ -165,24 +165,20 @@ fn decode_streams(wg: u32, img: ImageInfo, lid: u32) {
 // row's samples in it (its other samples are 0). The patch's `step` invocations share the
 // words, `lane` taking every step-th.
 fn pack_row(img: ImageInfo, y: u32, x0: u32, pw: u32, at: u32, lane: u32, step: u32) {
-    let per_word = 32u / img.depth;
+    let shift = word_shift(img);
     let channels = min(img.channels, MAX_CHANNELS);
-    let first = (y * img.width + x0) * channels;
-    let end = first + pw * channels;
-    let w_end = (end + per_word - 1u) / per_word;
-    for (var w = first / per_word + lane; w < w_end; w = w + step) {
+    let span = row_span(img, y, x0, pw);
+    let w_end = (span.y + (1u << shift) - 1u) >> shift;
+    for (var w = (span.x >> shift) + lane; w < w_end; w = w + step) {
         var value = 0u;
-        var whole = true;
-        for (var i = 0u; i < per_word; i = i + 1u) {
-            let s = w * per_word + i;
-            if (s >= first && s < end) {
-                let k = s - first;
+        for (var i = 0u; i < (1u << shift); i = i + 1u) {
+            let s = (w << shift) + i;
+            if (s >= span.x && s < span.y) {
+                let k = s - span.x;
                 let v = dequantize(img, rows[at + (k % channels) * MAX_PATCH + k / channels]);
                 value = value | (v << (img.depth * i));
-            } else {
-                whole = false;
             }
         }
-        put_word(img, w, value, whole);
+        put_word(img, w, value, word_whole(w, shift, span));
     }
 }

@@ -33,6 +33,25 @@ fn find_image_by_workgroup(wg: u32) -> u32 {
     return lo;
 }
 
+// log2 of the samples per interleaved output word (twin: `gpu::cpu_twin::word_shift`): 2 for
+// 8-bit samples, 1 for 16-bit ones.
+fn word_shift(img: ImageInfo) -> u32 {
+    return select(1u, 2u, img.depth == 8u);
+}
+
+// Samples first .. end (x, y of the result) of pixel row `y`, columns x0 .. x0 + pw of `img`
+// in its interleaved (HWC) output (twin: `gpu::cpu_twin::row_span`).
+fn row_span(img: ImageInfo, y: u32, x0: u32, pw: u32) -> vec2<u32> {
+    let channels = min(img.channels, MAX_CHANNELS);
+    let first = (y * img.width + x0) * channels;
+    return vec2<u32>(first, first + pw * channels);
+}
+
+// Whether output word `w` (of 1 << shift samples) lies wholly inside `span`.
+fn word_whole(w: u32, shift: u32, span: vec2<u32>) -> bool {
+    return (w << shift) >= span.x && ((w + 1u) << shift) <= span.y;
+}
+
 // The value of stored sample `v` of `img` (twin: `crate::quantize::dequantize`): itself for a
 // lossless file; for an error-bounded one the centre of bin v, clamped to the sample range.
 fn dequantize(img: ImageInfo, v: u32) -> u32 {

@@ -1,7 +1,10 @@
 //! CPU twin of the version-1 decode: entry point `main` (`shaders/decode.wgsl`) with the body
 //! `decode_streams` of `shaders/shared/decode_streams.wgsl`.
 
-use super::{dequantize, read_bits, read_byte, workgroups, OutputSink, MAX_PATCH};
+use super::{
+    dequantize, read_bits, read_byte, row_span, word_shift, word_whole, workgroups, OutputSink,
+    MAX_PATCH,
+};
 use crate::fast::predict::predict_one;
 use crate::format::fast::FastPredictor;
 use crate::gpu::abi::{flags, patches_per_workgroup, ImageInfo, Params};
@@ -148,23 +151,19 @@ fn pack_row<S: OutputSink>(
     rows: &[[u32; MAX_PATCH as usize]; MAX_CHANNELS],
     output: &mut S,
 ) {
-    let per_word = 32 / img.depth;
+    let shift = word_shift(img);
     let channels = img.channels.min(MAX_CHANNELS as u32);
-    let first = (y * img.width + x0) * channels;
-    let end = first + pw * channels;
-    for w in first / per_word..end.div_ceil(per_word) {
+    let span = row_span(img, y, x0, pw);
+    for w in span.start >> shift..span.end.div_ceil(1 << shift) {
         let mut value = 0u32;
-        let mut whole = true;
-        for i in 0..per_word {
-            let s = w * per_word + i;
-            if (first..end).contains(&s) {
-                let k = s - first;
+        for i in 0..1 << shift {
+            let s = (w << shift) + i;
+            if span.contains(&s) {
+                let k = s - span.start;
                 let v = dequantize(img, rows[(k % channels) as usize][(k / channels) as usize]);
                 value |= v << (img.depth * i);
-            } else {
-                whole = false;
             }
         }
-        output.put_word(img, w, value, whole);
+        output.put_word(img, w, value, word_whole(w, shift, &span));
     }
 }

@@ -102,6 +102,29 @@ pub(crate) trait OutputSink {
     fn end_row(&mut self, img: &ImageInfo, y: u32, x0: u32, pw: u32);
 }
 
+/// Twin of `word_shift` in `shaders/shared/images.wgsl`: log2 of the samples per interleaved
+/// output word.
+fn word_shift(img: &ImageInfo) -> u32 {
+    if img.depth == 8 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Twin of `row_span` in `shaders/shared/images.wgsl`: the interleaved output samples of
+/// pixel row `y`, columns `x0 .. x0 + pw`.
+fn row_span(img: &ImageInfo, y: u32, x0: u32, pw: u32) -> std::ops::Range<u32> {
+    let channels = img.channels.min(4);
+    let first = (y * img.width + x0) * channels;
+    first..first + pw * channels
+}
+
+/// Twin of `word_whole` in `shaders/shared/images.wgsl`.
+fn word_whole(w: u32, shift: u32, span: &std::ops::Range<u32>) -> bool {
+    w << shift >= span.start && (w + 1) << shift <= span.end
+}
+
 /// Twin of `dequantize` in `shaders/shared/images.wgsl`.
 fn dequantize(img: &ImageInfo, v: u32) -> u32 {
     if img.max_error == 0 {
@@ -155,22 +178,20 @@ impl OutputSink for InterleavedWords<'_> {
 
     fn row_sample(&mut self, img: &ImageInfo, ch: u32, y: u32, x: u32, stored: u32) {
         let v = dequantize(img, stored);
-        let per_word = 32 / img.depth;
-        let x0 = x & !((1 << img.patch_log2) - 1);
-        let first = (y * img.width + x0) * img.channels;
+        let shift = word_shift(img);
+        let first = row_span(img, y, x & !((1 << img.patch_log2) - 1), 0).start;
         let s = (y * img.width + x) * img.channels + ch;
-        self.row[(s / per_word - first / per_word) as usize] |= v << (img.depth * (s % per_word));
+        let i = s & ((1 << shift) - 1);
+        self.row[((s >> shift) - (first >> shift)) as usize] |= v << (img.depth * i);
     }
 
     fn end_row(&mut self, img: &ImageInfo, y: u32, x0: u32, pw: u32) {
-        let per_word = 32 / img.depth;
-        let first = (y * img.width + x0) * img.channels;
-        let end = first + pw * img.channels;
-        let w0 = first / per_word;
-        for w in w0..end.div_ceil(per_word) {
+        let shift = word_shift(img);
+        let span = row_span(img, y, x0, pw);
+        let w0 = span.start >> shift;
+        for w in w0..span.end.div_ceil(1 << shift) {
             let value = std::mem::take(&mut self.row[(w - w0) as usize]);
-            let whole = w * per_word >= first && (w + 1) * per_word <= end;
-            self.put_word(img, w, value, whole);
+            self.put_word(img, w, value, word_whole(w, shift, &span));
         }
     }
 }
