@@ -317,7 +317,7 @@ fn float_mult(bits: &[u32], base: f32, special: Option<&[bool]>) -> Input {
 
 /// Float-mult bases worth a full estimate: among powers of two, 1 and {1, 2, 2.5, 4, 5} x
 /// 10^e near the 10th percentile of the gaps between distinct sampled values, the two
-/// coarsest that fit [`MULT_FIT`] of the sample within 63 ULPs.
+/// coarsest that fit [`MULT_FIT`] of the sample's distinct values within 63 ULPs.
 fn mult_bases(bits: &[u32], special: &[bool]) -> Vec<f32> {
     let step = (bits.len() / 65536).max(1);
     let sample: Vec<f32> = (0..bits.len())
@@ -357,8 +357,11 @@ fn mult_bases(bits: &[u32], special: &[bool]) -> Vec<f32> {
         .collect();
     out.sort_unstable_by(|a, b| b.total_cmp(a));
     out.dedup();
+    // The fit counts distinct values: a value repeated over most of the array (zero in a
+    // sparse field) fits every base and must not decide alone.
+    let distinct: Vec<f32> = uq.iter().map(|&v| v as f32).collect();
     out.retain(|&base| {
-        let fit = sample
+        let fit = distinct
             .iter()
             .filter(|&&v| {
                 let (_, p) = mult_k(v, base, 0);
@@ -366,7 +369,7 @@ fn mult_bases(bits: &[u32], special: &[bool]) -> Vec<f32> {
                 (adj as i32).unsigned_abs() <= 63
             })
             .count();
-        fit as f64 >= MULT_FIT * sample.len() as f64
+        fit as f64 >= MULT_FIT * distinct.len() as f64
     });
     out.truncate(2);
     out

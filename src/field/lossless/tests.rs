@@ -216,3 +216,27 @@ fn bad_options_are_errors() {
     );
     assert!(h.is_err());
 }
+
+/// A sparse field (90 % exact zeros) whose other values are tenths: the float-mult base is
+/// the values' grid, 0.1, not a coarser base that only the zeros fit (the fit counts
+/// distinct values).
+#[test]
+fn sparse_tenths_take_their_own_grid() {
+    let mut state = 12345u32;
+    let mut next = || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        state >> 8
+    };
+    let v: Vec<f32> = (0..60_000)
+        .map(|_| {
+            if next() % 10 == 0 {
+                ((1 + next() % 500) as f64 / 10.0) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let file = round_trip(FloatSlice::F32(&v), &[200, 300], &LosslessOptions::default());
+    let h = parse_lossless(&file).unwrap();
+    assert_eq!(h.mult_base, Some(0.1), "{h:?}");
+}
