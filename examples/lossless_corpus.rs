@@ -66,7 +66,16 @@ fn main() {
     names.sort();
     println!(
         "{:26} {:>9} {:>7} {:>6} {:>4} {:>10} {:>7} {:>9} {:>9} {:>6} {:>8}",
-        "array", "values", "ratio", "bits", "axes", "base", "runs", "residual", "adjust", "heads",
+        "array",
+        "values",
+        "ratio",
+        "bits",
+        "axes",
+        "base",
+        "runs",
+        "residual",
+        "adjust",
+        "heads",
         "dec MB/s"
     );
     let (mut raw_total, mut enc_total, mut logs) = (0usize, 0usize, 0.0f64);
@@ -101,7 +110,9 @@ fn main() {
             let t = Instant::now();
             let (_, out) = decode_lossless(&enc, &dopt).unwrap();
             best = best.min(t.elapsed().as_secs_f64());
-            let FloatVec::F32(out) = out else { panic!("float32") };
+            let FloatVec::F32(out) = out else {
+                panic!("float32")
+            };
             assert!(
                 out.iter().zip(&v).all(|(a, b)| a.to_bits() == b.to_bits()),
                 "{name}: round trip differs"

@@ -12,7 +12,8 @@
 //    shared/line_sum.wgsl's blocked prefix sums (stages 1 and 2 only where a line has more
 //    than one block). Workgroup y is the array.
 // 3. `finish`: one invocation per output word (one float32, or two 16-bit values with the
-//    first in the low half): ordered bits or float-mult to float bits, then the runs.
+//    first in the low half): ordered bits, float-mult or the value table to float bits,
+//    then the runs.
 // Every loop has an explicit bound (a round's values, a block's values, a line's blocks,
 // the grid stride over a table's length); WGSL clamps indices on top. llvmpipe (lavapipe)
 // ends an invocation's loops after 65535 iterations in all: no invocation of a round, a
@@ -43,13 +44,26 @@ fn run_word(j: u32) -> u32 {
     return runs[j];
 }
 
-// Value `i` of array `a` as float bits of its width (x), and whether float-mult found it
-// invalid (y: 1).
+// Value `i` of array `a` as float bits of its width (x), and the error flags it raises (y:
+// ERR_MULT when float-mult found it invalid, ERR_VALUE for an index past the value table).
 fn value_bits(a: LosslessArray, i: u32) -> vec2<u32> {
     let x = words[a.words + i];
     var v = 0u;
     var bad = 0u;
-    if (a.mult_base == 0u) {
+    if (a.table != 0xffffffffu) {
+        // Value-table input: the table's size, then its entries, in the runs binding.
+        var m = 0xffffffffu;
+        if (a.width != 32u) {
+            m = (1u << a.width) - 1u;
+        }
+        let k = runs[a.table];
+        let j = x & m;
+        if (j < k) {
+            v = runs[a.table + 1u + j];
+        } else {
+            bad = ERR_VALUE;
+        }
+    } else if (a.mult_base == 0u) {
         let w = a.width;
         var m = 0xffffffffu;
         if (w != 32u) {
@@ -70,7 +84,7 @@ fn value_bits(a: LosslessArray, i: u32) -> vec2<u32> {
         }
         let o = (p ^ ((((p >> 31u) ^ 1u) - 1u) | 0x80000000u)) + adj;
         v = o ^ (((o >> 31u) - 1u) | 0x80000000u);
-        bad = select(0u, 1u, bad_k || sub);
+        bad = select(0u, ERR_MULT, bad_k || sub);
     }
     // The exception run that covers `i`, if any, overrides the value (the check above still
     // counts, as on the CPU).
@@ -101,6 +115,6 @@ fn finish(@builtin(global_invocation_id) gid: vec3<u32>,
         output[a.out_word + j] = w;
     }
     if (bad != 0u) {
-        atomicOr(&errors[a.file], ERR_MULT);
+        atomicOr(&errors[a.file], bad);
     }
 }

@@ -2,7 +2,8 @@
 //! CI): bit for bit the CPU decoder's bytes for every shared float32 array
 //! (`../shared/data/float32` or `$L3_TEST_DATA/float32`), 1-D to 4-D float32, float16 and
 //! bfloat16 arrays with NaN payloads, -0.0, infinities, subnormals and fill runs, float-mult
-//! arrays, several files in one batch; a corrupt segment comes back as the file's error.
+//! and value-table arrays, several files in one batch; a corrupt segment or an index past
+//! the value table comes back as the file's error.
 #![cfg(all(feature = "gpu", feature = "dataset"))]
 
 mod common;
@@ -34,6 +35,11 @@ fn shared_files() -> Vec<(String, Vec<u8>)> {
 fn synthetic_files() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let shapes: [&[u32]; 4] = [&[7001], &[123, 77], &[6, 35, 41], &[3, 4, 13, 29]];
+    // Float-mult files: the value table (which would win on these few decimals) left out.
+    let no_table = LosslessOptions {
+        value_table: false,
+        ..Default::default()
+    };
     for shape in shapes {
         let n = shape.iter().product::<u32>() as usize;
         let v: Vec<f32> = (0..n)
@@ -81,7 +87,28 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
             .collect();
         out.push((
             format!("mult {name}"),
-            encode_lossless(FloatSlice::F32(&dec), shape, &LosslessOptions::default()).unwrap(),
+            encode_lossless(FloatSlice::F32(&dec), shape, &no_table).unwrap(),
+        ));
+        // Unpacked int16 on a coarse grid, NaN and fill cells among them: a value table.
+        let unpacked: Vec<f32> = (0..n)
+            .map(|i| match i % 97 {
+                3 => f32::from_bits(0x7fc0_0000 | (i as u32 % 3)),
+                13 => -999.0,
+                _ => {
+                    let q = ((i as f64 * 0.004).sin() * 30.0).round() * 240.0;
+                    (q * -0.001_572_704_938 + 26.968_75) as f32
+                }
+            })
+            .collect();
+        out.push((
+            format!("table {name}"),
+            encode_lossless(FloatSlice::F32(&unpacked), shape, &opts).unwrap(),
+        ));
+        let pick = [0x3f80u16, 0xc2c8, 0x4700, 0x0001, 0x7f80, 0x8000, 0x7fc3];
+        let scattered: Vec<u16> = (0..n).map(|i| pick[(i * i / 7) % 7]).collect();
+        out.push((
+            format!("table f16 {name}"),
+            encode_lossless(FloatSlice::F16(&scattered), shape, &o16).unwrap(),
         ));
     }
     out
@@ -136,6 +163,14 @@ fn synthetic_arrays_decode_bit_for_bit_in_one_batch() {
         .filter(|(_, f)| l3::field::parse_lossless(f).unwrap().mult_base.is_some())
         .count();
     assert!(mult >= 4, "the decimal grids code as float-mult ({mult})");
+    let tables = files
+        .iter()
+        .filter(|(_, f)| !l3::field::parse_lossless(f).unwrap().table.is_empty())
+        .count();
+    assert!(
+        tables >= 8,
+        "the unpacked and scattered arrays take value tables ({tables})"
+    );
     check(&files);
     let empty = decode_lossless_fields(gpu_support::gpu().unwrap(), &[]).unwrap();
     assert!(empty.offsets.is_empty());
@@ -301,4 +336,27 @@ fn a_corrupt_long_segment_is_the_files_error() {
         on_gpu > 0,
         "some corruptions are refused by the GPU's flags"
     );
+}
+
+/// An index past a shortened value table is the file's error on the GPU, as on the CPU.
+#[test]
+fn an_index_past_the_value_table_is_the_files_error() {
+    let Some(gpu) = gpu_support::gpu() else {
+        return;
+    };
+    let files = synthetic_files();
+    let (_, good) = files
+        .iter()
+        .find(|(name, _)| name.starts_with("table [123"))
+        .unwrap();
+    let h = l3::field::parse_lossless(good).unwrap();
+    let p = 12 + 4 * h.shape.len();
+    let k = h.table.len() - 1;
+    let mut bad = good[..p + 20 + 4 * k].to_vec();
+    bad[p + 4..p + 8].copy_from_slice(&(k as u32).to_le_bytes());
+    bad.extend_from_slice(&good[p + 24 + 4 * k..]);
+    gpu_support::fix_crc(&mut bad);
+    assert!(decode_lossless(&bad, &DecodeOptions::default()).is_err());
+    let e = decode_lossless_fields(gpu, &[&files[1].1, &bad]).unwrap_err();
+    assert!(e.to_string().contains("image 1"), "names the file: {e}");
 }

@@ -282,9 +282,31 @@ fn small_file() -> Vec<u8> {
         fill_value: Some(0x7fc0_0000),
         chunk_log2: 8,
         segments: 3,
+        value_table: false,
         ..Default::default()
     };
     encode_lossless(FloatSlice::F32(&v), &[30, 50], &o).unwrap()
+}
+
+/// A small value-table file (flag bit 2): unpacked int16 on a coarse grid, with runs.
+fn table_file() -> Vec<u8> {
+    let v: Vec<f32> = (0..1500)
+        .map(|i| match i % 101 {
+            7 => f32::NAN,
+            _ => {
+                let q = ((i as f64 * 0.01).sin() * 40.0).round() * 24.0;
+                (q * -0.001_572_704_938 + 26.968_75) as f32
+            }
+        })
+        .collect();
+    let o = LosslessOptions {
+        chunk_log2: 8,
+        segments: 3,
+        ..Default::default()
+    };
+    let file = encode_lossless(FloatSlice::F32(&v), &[30, 50], &o).unwrap();
+    assert!(!parse_lossless(&file).unwrap().table.is_empty());
+    file
 }
 
 fn no_crc() -> DecodeOptions {
@@ -297,7 +319,12 @@ fn no_crc() -> DecodeOptions {
 
 #[test]
 fn every_truncation_is_an_error() {
-    let file = small_file();
+    for file in [small_file(), table_file()] {
+        truncations(&file);
+    }
+}
+
+fn truncations(file: &[u8]) {
     for len in 0..file.len() {
         assert!(
             decode_lossless(&file[..len], &DecodeOptions::default()).is_err(),
@@ -310,10 +337,15 @@ fn every_truncation_is_an_error() {
 
 #[test]
 fn bit_flips_are_caught_or_harmless() {
-    let file = small_file();
+    for file in [small_file(), table_file()] {
+        bit_flips(&file);
+    }
+}
+
+fn bit_flips(file: &[u8]) {
     let mut caught = 0;
     for bit in 0..file.len() * 8 {
-        let mut f = file.clone();
+        let mut f = file.to_vec();
         f[bit / 8] ^= 1 << (bit % 8);
         assert!(
             decode_lossless(&f, &DecodeOptions::default()).is_err(),

@@ -303,7 +303,8 @@ def field_info(data: _Bytes) -> Dict[str, Any]:
     fill_value, exception_runs; version 1 also bin_width; version 3 also predictor ("lattice"
     or "differences"), unit, axes (axis order, or bits of the differenced axes), chunks,
     chunk_values, segments. mode "lossless": shape, dtype, fill_value (bit pattern or None),
-    float_mult_base, axes (bit a = axis a differenced), chunks, chunk_values, segments,
+    float_mult_base, value_table (entries of the value table, 0 without), axes (bit a = axis a
+    differenced), chunks, chunk_values, segments,
     exception_runs."""
 
 def gpu_encode_field(

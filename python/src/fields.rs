@@ -366,8 +366,9 @@ fn decode_field<'py>(
 /// version 3 also predictor ("lattice" or "differences"), unit (lattice unit or bin width),
 /// axes (lattice: the axis order; differences: bit a = axis a differenced), chunks,
 /// chunk_values, segments. Lossless: mode "lossless", shape, dtype,
-/// fill_value (the dtype's bit pattern, or None), float_mult_base, axes (differenced, bit a =
-/// axis a), chunks, chunk_values, segments, exception_runs.
+/// fill_value (the dtype's bit pattern, or None), float_mult_base, value_table (entries of
+/// the value table, 0 without), axes (differenced, bit a = axis a), chunks, chunk_values,
+/// segments, exception_runs.
 #[pyfunction]
 fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let bytes = bytes_of(data)?;
@@ -379,6 +380,7 @@ fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<
         d.set_item("dtype", h.dtype.name())?;
         d.set_item("fill_value", h.fill_value)?;
         d.set_item("float_mult_base", h.mult_base)?;
+        d.set_item("value_table", h.table.len())?;
         d.set_item("axes", h.axes)?;
         d.set_item("chunks", h.chunks())?;
         d.set_item("chunk_values", 1u64 << h.chunk_log2)?;

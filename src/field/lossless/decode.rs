@@ -509,7 +509,8 @@ pub(in crate::field) fn reconstruct<W: Word>(
     }
 }
 
-/// The last pass: ordered bits (or float-mult multipliers and adjustments) to float bits.
+/// The last pass: ordered bits (or float-mult multipliers and adjustments, or value-table
+/// indices) to float bits.
 fn finish<W: Word>(
     out: &mut [W],
     h: &LosslessHeader,
@@ -518,6 +519,26 @@ fn finish<W: Word>(
 ) -> Result<()> {
     const BLOCK: usize = 1 << 16;
     let width = h.dtype.bits();
+    if !h.table.is_empty() {
+        let t = &h.table[..];
+        let bad = if parallel {
+            out.par_chunks_mut(BLOCK)
+                .map(|c| from_table(c, t))
+                .reduce(|| false, |x, y| x | y)
+        } else {
+            from_table(out, t)
+        };
+        if bad {
+            return Err(FormatError::InvalidHeader {
+                field: "value-table index",
+                offset: 0,
+                value: t.len() as u64,
+                reason: "an index past the value table",
+            }
+            .into());
+        }
+        return Ok(());
+    }
     let Some(base) = h.mult_base else {
         if parallel {
             out.par_chunks_mut(BLOCK).for_each(|c| unorder(c, width));
@@ -550,6 +571,19 @@ fn finish<W: Word>(
         .into());
     }
     Ok(())
+}
+
+/// Value-table indices to the table's bit patterns, in place; true when an index is past
+/// the table (that value is left as it was).
+fn from_table<W: Word>(out: &mut [W], table: &[u32]) -> bool {
+    let mut bad = false;
+    for v in out.iter_mut() {
+        match table.get(v.to_u32() as usize) {
+            Some(&t) => *v = W::from_u32(t),
+            None => bad = true,
+        }
+    }
+    bad
 }
 
 avx2_dispatch! {

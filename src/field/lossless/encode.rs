@@ -25,6 +25,8 @@ pub struct LosslessOptions {
     pub fill_value: Option<u32>,
     /// Try float-mult input for float32 arrays (default true).
     pub float_mult: bool,
+    /// Try value-table input: indices into the array's distinct values (default true).
+    pub value_table: bool,
     /// Difference along exactly these axes (bit `a` = axis `a`, 0 the slowest), or let the
     /// encoder choose the set that codes smallest (default `None`).
     pub axes: Option<u8>,
@@ -41,6 +43,7 @@ impl Default for LosslessOptions {
         LosslessOptions {
             fill_value: None,
             float_mult: true,
+            value_table: true,
             axes: None,
             chunk_log2: 16,
             segments: 8,
@@ -61,12 +64,17 @@ const SAMPLE_WINDOW: usize = 4096;
 /// ... at most this many windows.
 const SAMPLE_WINDOWS: usize = 48;
 
-/// One candidate input: the integer stream, the adjustments (float-mult), the exception runs.
+/// A value table is tried when the array has at most this fraction of distinct values.
+const TABLE_MAX_DISTINCT: f64 = 0.25;
+
+/// One candidate input: the integer stream, the adjustments (float-mult), the exception
+/// runs, the value table (value-table input).
 struct Input {
     x: Vec<u32>,
     adjust: Option<Vec<u32>>,
     runs: Vec<Run>,
     base: Option<f32>,
+    table: Vec<u32>,
 }
 
 /// Encodes a float array (C order, `shape` of 1 to 4 axes) losslessly.
@@ -113,7 +121,7 @@ pub fn encode_lossless(
     let mut consider = |input: Input| {
         let runs_bytes = runs_section(&input.runs).map_or(f64::INFINITY, |s| s.len() as f64);
         let (axes, est) = choose_axes(&input, shape, width, options.axes, &sample);
-        let total = est + runs_bytes;
+        let total = est + runs_bytes + 4.0 * input.table.len() as f64;
         if best.as_ref().is_none_or(|b| total < b.0) {
             best = Some((total, axes, input));
         }
@@ -121,6 +129,13 @@ pub fn encode_lossless(
     consider(ordered(&bits, width, None));
     if any_special {
         consider(ordered(&bits, width, Some(&special)));
+    }
+    for sp in [None, Some(&special[..])] {
+        if options.value_table && (sp.is_none() || any_special) {
+            if let Some(input) = value_table(&bits, width, sp) {
+                consider(input);
+            }
+        }
     }
     if dtype == FloatType::F32 && options.float_mult {
         for base in mult_bases(&bits, &special) {
@@ -158,6 +173,7 @@ pub fn encode_lossless(
         shape: shape.to_vec(),
         fill_value: options.fill_value,
         mult_base: input.base,
+        table: input.table,
         axes,
         segments: options.segments,
         chunk_log2: options.chunk_log2,
@@ -241,7 +257,51 @@ fn ordered(bits: &[u32], width: u32, special: Option<&[bool]>) -> Input {
         adjust: None,
         runs,
         base: None,
+        table: Vec::new(),
     }
+}
+
+/// Value-table input: each value's index among the array's distinct bit patterns sorted by
+/// the order map; with `special`, those cells go to exception runs (and are left out of the
+/// table). `None` when the distinct values are more than [`TABLE_MAX_DISTINCT`] of the array.
+fn value_table(bits: &[u32], width: u32, special: Option<&[bool]>) -> Option<Input> {
+    let kept = |i: usize| special.is_none_or(|s| !s[i]);
+    let mut keys: Vec<u32> = (0..bits.len())
+        .filter(|&i| kept(i))
+        .map(|i| to_ordered(bits[i], width))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.is_empty() || keys.len() as f64 > TABLE_MAX_DISTINCT * bits.len() as f64 {
+        return None;
+    }
+    let mut runs = Vec::new();
+    let mut x: Vec<u32> = bits
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            if kept(i) {
+                keys.binary_search(&to_ordered(b, width))
+                    .expect("a kept value is in the table") as u32
+            } else {
+                0
+            }
+        })
+        .collect();
+    if let Some(sp) = special {
+        runs = special_runs(bits, sp);
+        if distinct_patterns(&runs) > MAX_RUN_VALUES as usize {
+            return None;
+        }
+        fill_forward(&mut x, sp);
+    }
+    Some(Input {
+        x,
+        adjust: None,
+        runs,
+        base: None,
+        table: keys.iter().map(|&o| from_ordered(o, width)).collect(),
+    })
 }
 
 fn distinct_patterns(runs: &[Run]) -> usize {
@@ -305,6 +365,7 @@ fn float_mult(bits: &[u32], base: f32, special: Option<&[bool]>) -> Input {
             adjust: Some(adjust),
             runs: Vec::new(),
             base: Some(base),
+            table: Vec::new(),
         };
     }
     Input {
@@ -312,6 +373,7 @@ fn float_mult(bits: &[u32], base: f32, special: Option<&[bool]>) -> Input {
         adjust: Some(adjust),
         runs,
         base: Some(base),
+        table: Vec::new(),
     }
 }
 

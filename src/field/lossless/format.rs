@@ -9,8 +9,8 @@ use crate::decode::DecodeOptions;
 use crate::error::{FormatError, Result};
 use crate::field::core::container::{
     self, check_chunk_end, check_start, chunk_error, header_sizes, invalid, read_shape,
-    take_segments, u32_at, ChunkedHeader, Sections, Stream, CHUNK_LOG2_MAX, CHUNK_LOG2_MIN,
-    MAX_SEGMENTS,
+    take_segments, truncated, u32_at, ChunkedHeader, Sections, Stream, CHUNK_LOG2_MAX,
+    CHUNK_LOG2_MIN, MAX_SEGMENTS,
 };
 use crate::field::core::runs::Run;
 use crate::field::core::tokens::{alphabet, check_lengths, mask};
@@ -25,7 +25,10 @@ pub const LOSSLESS_FLAG_FILL: u8 = 1;
 /// Header flag: float-mult input (float32 only): values are `f32(k) x base` moved by an
 /// adjustment in ordered-bit steps.
 pub const LOSSLESS_FLAG_MULT: u8 = 2;
-/// Bytes of the header before the chunk table, for `ndim` axes.
+/// Header flag: value-table input: each value's integer is an index into a table of the
+/// array's distinct bit patterns (sorted by the order map), stored after the header's fields.
+pub const LOSSLESS_FLAG_TABLE: u8 = 4;
+/// Bytes of the header's fields before the value table and the chunk table, for `ndim` axes.
 pub const fn lossless_fixed_len(ndim: usize) -> usize {
     32 + 4 * ndim
 }
@@ -47,7 +50,6 @@ pub fn to_ordered(bits: u32, width: u32) -> u32 {
 }
 
 /// Inverse of [`to_ordered`] (the decoder's passes use a branch-free form of it).
-#[cfg(test)]
 pub fn from_ordered(o: u32, width: u32) -> u32 {
     let sign = 1u32 << (width - 1);
     if o & sign != 0 {
@@ -68,6 +70,9 @@ pub struct LosslessHeader {
     pub fill_value: Option<u32>,
     /// The float-mult base, if the file uses float-mult input.
     pub mult_base: Option<f32>,
+    /// The value table (bit patterns in the dtype's width, strictly increasing by the order
+    /// map), if the file uses value-table input; empty otherwise.
+    pub table: Vec<u32>,
     /// Axes the values are differenced along (bit `a` = axis `a`, 0 the slowest).
     pub axes: u8,
     /// Segments per chunk.
@@ -99,22 +104,33 @@ impl LosslessHeader {
                 LOSSLESS_FLAG_MULT
             } else {
                 0
+            } | if self.table.is_empty() {
+                0
+            } else {
+                LOSSLESS_FLAG_TABLE
             },
         );
         for d in &self.shape {
             b.extend_from_slice(&d.to_le_bytes());
         }
         b.extend_from_slice(&self.fill_value.unwrap_or(0).to_le_bytes());
-        b.extend_from_slice(&self.mult_base.map_or(0, f32::to_bits).to_le_bytes());
+        let base_or_k = match self.mult_base {
+            Some(base) => base.to_bits(),
+            None => self.table.len() as u32,
+        };
+        b.extend_from_slice(&base_or_k.to_le_bytes());
         b.extend_from_slice(&[self.axes, self.segments, self.chunk_log2, 0]);
         b.extend_from_slice(&self.runs.to_le_bytes());
         b.extend_from_slice(&self.runs_len.to_le_bytes());
+        for t in &self.table {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
         b
     }
 }
 
 /// Parses and validates the header of a lossless float array (not its chunk table): cheap,
-/// nothing allocated beyond the shape.
+/// nothing allocated beyond the shape and the value table (which the data must hold).
 pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
     const WHAT: &str = "lossless array header";
     check_start(data, WHAT, LOSSLESS_VERSION)?;
@@ -131,8 +147,16 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
         return Err(invalid("ndim", 10, ndim as u64, "must be 1 to 4").into());
     }
     let flags = data[11];
-    if flags & !(LOSSLESS_FLAG_FILL | LOSSLESS_FLAG_MULT) != 0 {
-        return Err(invalid("flags", 11, flags as u64, "only bits 0 and 1 are defined").into());
+    if flags & !(LOSSLESS_FLAG_FILL | LOSSLESS_FLAG_MULT | LOSSLESS_FLAG_TABLE) != 0
+        || flags & LOSSLESS_FLAG_MULT != 0 && flags & LOSSLESS_FLAG_TABLE != 0
+    {
+        return Err(invalid(
+            "flags",
+            11,
+            flags as u64,
+            "only bits 0 to 2 are defined, and bits 1 and 2 exclude each other",
+        )
+        .into());
     }
     let shape = read_shape(data, ndim, lossless_fixed_len(ndim), WHAT)?;
     let p = 12 + 4 * ndim;
@@ -150,8 +174,14 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
     let base_bits = u32_at(data, p + 4);
     let base = f32::from_bits(base_bits);
     let mult = flags & LOSSLESS_FLAG_MULT != 0;
+    let table = flags & LOSSLESS_FLAG_TABLE != 0;
+    let table = if table {
+        read_table(data, p, base_bits, &shape, width)?
+    } else {
+        Vec::new()
+    };
     if mult && !(dtype == FloatType::F32 && base.is_normal() && base > 0.0)
-        || !mult && base_bits != 0
+        || !mult && table.is_empty() && base_bits != 0
     {
         return Err(invalid(
             "mult_base",
@@ -180,12 +210,60 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
         shape,
         fill_value: (flags & LOSSLESS_FLAG_FILL != 0).then_some(fill),
         mult_base: mult.then_some(base),
+        table,
         axes,
         segments,
         chunk_log2,
         runs: u32_at(data, p + 12),
         runs_len: u32_at(data, p + 16),
     })
+}
+
+/// The value table of `k` entries (the header field at `p + 4`, `p` = 12 + 4 ndim), which
+/// follows the header's fields at `p + 20`: 1 to as many entries as the array has values,
+/// each below 2^`width`, strictly increasing by the order map.
+fn read_table(data: &[u8], p: usize, k: u32, shape: &[u32], width: u32) -> Result<Vec<u32>> {
+    let values: u64 = shape.iter().map(|&d| d as u64).product();
+    if k == 0 || k as u64 > values {
+        return Err(invalid(
+            "table",
+            p + 4,
+            k as u64,
+            "a value table holds 1 to as many entries as the array has values",
+        )
+        .into());
+    }
+    let start = p + 20;
+    let end = start + 4 * k as usize;
+    if data.len() < end {
+        return Err(truncated("lossless value table", end, data.len()).into());
+    }
+    let table: Vec<u32> = data[start..end]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    if let Some(i) = table.iter().position(|&t| t & !mask(width) != 0) {
+        return Err(invalid(
+            "table",
+            start + 4 * i,
+            table[i] as u64,
+            "a value wider than the dtype",
+        )
+        .into());
+    }
+    if let Some(i) = table
+        .windows(2)
+        .position(|w| to_ordered(w[0], width) >= to_ordered(w[1], width))
+    {
+        return Err(invalid(
+            "table",
+            start + 4 * (i + 1),
+            table[i + 1] as u64,
+            "the values must increase strictly by the order map",
+        )
+        .into());
+    }
+    Ok(table)
 }
 
 impl ChunkedHeader for LosslessHeader {
@@ -200,7 +278,7 @@ impl ChunkedHeader for LosslessHeader {
         Sections {
             shape: &self.shape,
             chunk_log2: self.chunk_log2,
-            fixed: lossless_fixed_len(self.shape.len()) as u64,
+            fixed: (lossless_fixed_len(self.shape.len()) + 4 * self.table.len()) as u64,
             value_size: self.dtype.size() as u64,
             runs: (self.runs, self.runs_len),
         }

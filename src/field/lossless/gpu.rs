@@ -168,10 +168,21 @@ fn plan_file(
         out_word: plan.output_words,
         file: slot,
         carry,
-        pad1: 0,
+        table: if h.table.is_empty() {
+            u32::MAX
+        } else {
+            u32_of(
+                (plan.own.runs.len() + 3 * layout.runs.len()) as u64,
+                "lossless runs",
+            )?
+        },
     });
     for r in &layout.runs {
         plan.own.runs.extend([r.start, r.len, r.bits]);
+    }
+    if !h.table.is_empty() {
+        plan.own.runs.push(h.table.len() as u32);
+        plan.own.runs.extend_from_slice(&h.table);
     }
     plan.words = u32_of(words, "lossless scratch words")?;
     let output = align(plan.output_words as u64 + n.div_ceil(per));
@@ -310,6 +321,59 @@ mod tests {
         let plan = plan_lossless(&[&file], &DecodeOptions::default()).expect("plan");
         assert_ne!(plan.arrays[0].adjust, u32::MAX, "adjustments present");
         check(&[file]);
+    }
+
+    /// Value-table arrays (unpacked int16 on a coarse grid, with runs; float32, float16,
+    /// bfloat16) decode on the twin as on the CPU, with the table after the runs; an index
+    /// past a shortened table raises the file's VALUE flag.
+    #[test]
+    fn value_table_arrays_decode_on_the_twin() {
+        let v: Vec<f32> = (0..30_000)
+            .map(|i| match i % 211 {
+                7 => f32::NAN,
+                9 => -9999.0,
+                _ => {
+                    let q = ((i as f64 * 0.003).sin() * 400.0).round() * 24.0;
+                    (q * -0.001_572_704_938 + 26.968_75) as f32
+                }
+            })
+            .collect();
+        let opts = LosslessOptions {
+            fill_value: Some((-9999.0f32).to_bits()),
+            chunk_log2: 12,
+            ..Default::default()
+        };
+        let file = encode_lossless(FloatSlice::F32(&v), &[150, 200], &opts).expect("enc");
+        let h = super::super::parse_lossless(&file).expect("header");
+        assert!(!h.table.is_empty(), "the encoder chose a value table");
+        let pick = [0x3f80u16, 0xc2c8, 0x4700, 0x0001, 0x7f80, 0x8000, 0x7fc3];
+        let bf: Vec<u16> = (0..5000).map(|i| pick[(i * i / 7) % 7]).collect();
+        let b16 = encode_lossless(FloatSlice::BF16(&bf), &[50, 100], &opts_16()).expect("enc");
+        assert!(!super::super::parse_lossless(&b16).unwrap().table.is_empty());
+        let plan = plan_lossless(&[&file, &b16], &DecodeOptions::default()).expect("plan");
+        let a = &plan.arrays[0];
+        assert!(a.run_count > 0 && a.table == a.runs + 3 * a.run_count);
+        assert_eq!(plan.own.runs[a.table as usize] as usize, h.table.len());
+        check(&[file.clone(), b16]);
+        // One entry fewer: the largest value's index is past the table.
+        let p = 12 + 4 * 2;
+        let k = h.table.len() as u32 - 1;
+        let mut short = file[..p + 20 + 4 * k as usize].to_vec();
+        short[p + 4..p + 8].copy_from_slice(&k.to_le_bytes());
+        short.extend_from_slice(&file[p + 20 + 4 * (k as usize + 1)..file.len() - 4]);
+        let crc = crc32fast::hash(&short);
+        short.extend_from_slice(&crc.to_le_bytes());
+        assert!(decode_lossless(&short, &DecodeOptions::default()).is_err());
+        let plan = plan_lossless(&[&short], &DecodeOptions::default()).expect("plan");
+        let (_, errors) = run_twin(&plan);
+        assert_eq!(errors[0], crate::gpu::abi::flags::VALUE);
+    }
+
+    fn opts_16() -> LosslessOptions {
+        LosslessOptions {
+            chunk_log2: 9,
+            ..Default::default()
+        }
     }
 
     /// Lines past one block and a segment past one round (chunk 2^20, one segment, long

@@ -2,7 +2,8 @@
 //! arrays of 1 to 4 axes stored bit for bit (NaN payloads, -0.0, infinities, subnormals).
 //!
 //! Each value's bits map to an order-preserving integer (or, for float32 data on a decimal
-//! grid, to the multiplier `k` of float-mult: `f32(k) x base` moved by a small adjustment);
+//! grid, to the multiplier `k` of float-mult: `f32(k) x base` moved by a small adjustment; or,
+//! for arrays of few distinct values, to the value's index in a sorted value table);
 //! NaN and the fill value go inline or to exception runs, whichever the encoder estimates
 //! smaller. The integers are differenced along the set of axes that codes smallest (chosen
 //! per array), and the zigzagged residuals are coded as the image codec's version-2 tokens
@@ -26,8 +27,8 @@ mod tests;
 pub use decode::{decode_lossless, decode_lossless_into};
 pub use encode::{encode_lossless, LosslessOptions};
 pub use format::{
-    parse_lossless, LosslessHeader, LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT, LOSSLESS_MAX_NDIM,
-    LOSSLESS_VERSION,
+    parse_lossless, LosslessHeader, LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT, LOSSLESS_FLAG_TABLE,
+    LOSSLESS_MAX_NDIM, LOSSLESS_VERSION,
 };
 
 /// Element type of a lossless float array.

@@ -236,7 +236,173 @@ fn sparse_tenths_take_their_own_grid() {
             }
         })
         .collect();
-    let file = round_trip(FloatSlice::F32(&v), &[200, 300], &LosslessOptions::default());
+    // Without the value table, which would code these 501 values best.
+    let o = LosslessOptions {
+        value_table: false,
+        ..Default::default()
+    };
+    let file = round_trip(FloatSlice::F32(&v), &[200, 300], &o);
     let h = parse_lossless(&file).unwrap();
     assert_eq!(h.mult_base, Some(0.1), "{h:?}");
+}
+
+/// Packed values unpacked: `f32(q x scale + offset)` with int16 `q` on a coarse grid of
+/// `grid` steps (as in reanalysis files), whose ordered bits differ by hundreds of steps
+/// between neighbours.
+fn unpacked(n: usize, grid: f64) -> Vec<f32> {
+    let (scale, offset) = (-0.001_572_704_938_045_535_f64, 26.968_75_f64);
+    (0..n)
+        .map(|i| {
+            let x = i as f64 * 0.002;
+            let q = ((x.sin() * 9000.0 + (x * 7.3).cos() * 500.0) / grid).round() * grid;
+            (q * scale + offset) as f32
+        })
+        .collect()
+}
+
+/// 16-bit patterns drawn at random among a few far apart (with a NaN, -0.0 and infinity):
+/// their ordered bits jump, their table indices do not.
+fn scattered_16(n: usize) -> Vec<u16> {
+    let pick = [
+        0x3f80u16, 0xc2c8, 0x4700, 0x0001, 0x7f80, 0x8000, 0x7fc3, 0x1234,
+    ];
+    let mut state = 99u32;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            pick[(state >> 29) as usize]
+        })
+        .collect()
+}
+
+/// Overwrites the value table's size (`k`, keeping its first `k` entries), fixing the CRC.
+fn with_table_len(file: &[u8], k: u32) -> Vec<u8> {
+    let h = parse_lossless(file).unwrap();
+    let p = 12 + 4 * h.shape.len();
+    let start = p + 20;
+    let end = start + 4 * h.table.len();
+    let mut out = file[..start].to_vec();
+    out[p + 4..p + 8].copy_from_slice(&k.to_le_bytes());
+    out.extend_from_slice(&file[start..start + 4 * (k as usize).min(h.table.len())]);
+    out.extend_from_slice(&file[end..file.len() - 4]);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Unpacked values code as value-table indices, far smaller than their ordered bits; and
+/// with the table turned off the encoder writes what it wrote before.
+#[test]
+fn unpacked_values_take_a_value_table() {
+    let v = unpacked(40_000, 24.0);
+    let shape = [200, 200];
+    let file = round_trip(FloatSlice::F32(&v), &shape, &LosslessOptions::default());
+    let h = parse_lossless(&file).unwrap();
+    assert!(!h.table.is_empty() && h.mult_base.is_none(), "{h:?}");
+    let mut distinct: Vec<u32> = v.iter().map(|x| x.to_bits()).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(h.table.len(), distinct.len());
+    let off = LosslessOptions {
+        value_table: false,
+        ..Default::default()
+    };
+    let plain = round_trip(FloatSlice::F32(&v), &shape, &off);
+    assert!(parse_lossless(&plain).unwrap().table.is_empty());
+    assert!(
+        file.len() * 2 < plain.len(),
+        "table {} bytes, without {}",
+        file.len(),
+        plain.len()
+    );
+}
+
+/// Value tables with NaN payloads, -0.0, infinities and a fill value (inline or as runs),
+/// in float16 and bfloat16 too, in every axis count.
+#[test]
+fn value_tables_with_specials_and_16_bit_types() {
+    let shapes: [&[u32]; 4] = [&[3000], &[40, 75], &[6, 20, 25], &[2, 3, 20, 25]];
+    for shape in shapes {
+        let n = shape.iter().product::<u32>() as usize;
+        let mut v = unpacked(n, 240.0);
+        for (i, x) in v.iter_mut().enumerate() {
+            match i % 53 {
+                3 => *x = f32::from_bits(0x7fc0_0000 | (i as u32 % 7)),
+                5 => *x = -0.0,
+                7 => *x = f32::NEG_INFINITY,
+                9 => *x = -999.0,
+                _ => {}
+            }
+        }
+        for fill in [None, Some((-999.0f32).to_bits())] {
+            let o = LosslessOptions {
+                fill_value: fill,
+                chunk_log2: 9,
+                segments: 3,
+                ..Default::default()
+            };
+            let file = round_trip(FloatSlice::F32(&v), shape, &o);
+            assert!(!parse_lossless(&file).unwrap().table.is_empty());
+        }
+        let o = LosslessOptions {
+            chunk_log2: 8,
+            ..Default::default()
+        };
+        let bf = scattered_16(n);
+        let file = round_trip(FloatSlice::BF16(&bf), shape, &o);
+        assert!(!parse_lossless(&file).unwrap().table.is_empty());
+        let f16: Vec<u16> = bf.iter().map(|&b| b ^ 0x15).collect();
+        let file = round_trip(FloatSlice::F16(&f16), shape, &o);
+        assert!(!parse_lossless(&file).unwrap().table.is_empty());
+    }
+}
+
+/// A lying value table is an error, never a panic: an index past a shortened table, a size
+/// of 0 or past the values, a table past the file's end, entries out of order or wider
+/// than the dtype, the table and float-mult flags together.
+#[test]
+fn bad_value_tables_are_errors() {
+    let v = unpacked(5000, 24.0);
+    let file = round_trip(FloatSlice::F32(&v), &[5000], &LosslessOptions::default());
+    let h = parse_lossless(&file).unwrap();
+    let k = h.table.len() as u32;
+    assert!(k > 2);
+    let o = DecodeOptions::default();
+    for parallel in [false, true] {
+        let o = DecodeOptions { parallel, ..o };
+        let e = decode_lossless(&with_table_len(&file, k - 1), &o).unwrap_err();
+        assert!(e.to_string().contains("value table"), "{e}");
+    }
+    assert!(parse_lossless(&with_table_len(&file, 0)).is_err());
+    assert!(parse_lossless(&with_table_len(&file, 5001)).is_err());
+    let p = 12 + 4;
+    let mut short = file[..p + 24].to_vec();
+    assert!(parse_lossless(&short).is_err());
+    short.truncate(p + 20);
+    assert!(parse_lossless(&short).is_err());
+    let fix = |mut f: Vec<u8>| {
+        let n = f.len() - 4;
+        let crc = crc32fast::hash(&f[..n]);
+        f[n..].copy_from_slice(&crc.to_le_bytes());
+        f
+    };
+    // Two entries swapped: no longer increasing.
+    let mut swapped = file.clone();
+    let t = p + 20;
+    let (a, b) = (swapped[t..t + 4].to_vec(), swapped[t + 4..t + 8].to_vec());
+    swapped[t..t + 4].copy_from_slice(&b);
+    swapped[t + 4..t + 8].copy_from_slice(&a);
+    let e = decode_lossless(&fix(swapped), &o).unwrap_err();
+    assert!(e.to_string().contains("increase"), "{e}");
+    // The mult flag as well as the table flag.
+    let mut both = file.clone();
+    both[11] |= LOSSLESS_FLAG_MULT;
+    assert!(decode_lossless(&fix(both), &o).is_err());
+    // A 16-bit table with an entry past 16 bits.
+    let bf = scattered_16(5000);
+    let f16 = round_trip(FloatSlice::BF16(&bf), &[5000], &LosslessOptions::default());
+    assert!(!parse_lossless(&f16).unwrap().table.is_empty());
+    let mut wide = f16.clone();
+    wide[t + 2] = 1;
+    assert!(decode_lossless(&fix(wide), &o).is_err());
 }

@@ -68,8 +68,9 @@ wgsl_struct! {
         /// The first of the prefix sums' block carries in the `words` binding (one per block
         /// of each line along the axis being summed).
         pub(crate) carry: u32,
-        /// Padding (0).
-        pub(crate) pad1: u32,
+        /// The value table in the `runs` binding (its size, then its entries), or
+        /// `u32::MAX` without value-table input.
+        pub(crate) table: u32,
     }
 }
 

@@ -196,7 +196,8 @@ pub mod flags {
     /// product.
     pub const MULT: u32 = 2048;
     /// Error-bounded arrays: a residual of 2^26 or more, a lattice value past the
-    /// exact-product limit, or a bin past 65535.
+    /// exact-product limit, or a bin past 65535. Lossless float arrays: an index past the
+    /// value table.
     pub const VALUE: u32 = 4096;
 }
 

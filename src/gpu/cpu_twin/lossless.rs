@@ -22,16 +22,30 @@ impl ArrayEntry for LosslessArray {
 }
 
 /// Twin of `value_bits` in `lossless.wgsl`: value `i` of array `a` as float bits of its
-/// width, and whether float-mult found it invalid.
-fn value_bits(a: &LosslessArray, words: &[u32], runs: &[u32], i: u32) -> (u32, bool) {
+/// width, and the error flags it raises (float-mult found it invalid: [`flags::MULT`]; an
+/// index past the value table: [`flags::VALUE`]).
+fn value_bits(a: &LosslessArray, words: &[u32], runs: &[u32], i: u32) -> (u32, u32) {
     let x = words[(a.words + i) as usize];
-    let (mut v, bad) = if a.mult_base == 0 {
+    let (mut v, bad) = if a.table != u32::MAX {
+        let m = if a.width == 32 {
+            u32::MAX
+        } else {
+            (1u32 << a.width) - 1
+        };
+        let k = runs[a.table as usize];
+        let j = x & m;
+        if j < k {
+            (runs[(a.table + 1 + j) as usize], 0)
+        } else {
+            (0, flags::VALUE)
+        }
+    } else if a.mult_base == 0 {
         let w = a.width;
         let m = if w == 32 { u32::MAX } else { (1u32 << w) - 1 };
         let x = x & m;
         let sign = 1u32 << (w - 1);
         let top = (x >> (w - 1)) & 1;
-        ((x ^ (top.wrapping_sub(1) | sign)) & m, false)
+        ((x ^ (top.wrapping_sub(1) | sign)) & m, 0)
     } else {
         let k = (x ^ 0x8000_0000) as i32;
         let bad_k = k.wrapping_add((1 << 24) - 1) as u32 >= (1u32 << 25) - 1;
@@ -43,7 +57,8 @@ fn value_bits(a: &LosslessArray, words: &[u32], runs: &[u32], i: u32) -> (u32, b
             words[(a.adjust + i) as usize]
         };
         let o = (p ^ ((((p >> 31) ^ 1).wrapping_sub(1)) | 0x8000_0000)).wrapping_add(adj);
-        (o ^ ((o >> 31).wrapping_sub(1) | 0x8000_0000), bad_k || sub)
+        let bad = if bad_k || sub { flags::MULT } else { 0 };
+        (o ^ ((o >> 31).wrapping_sub(1) | 0x8000_0000), bad)
     };
     // The exception run that covers `i`, if any, overrides the value (the check above
     // still counts, as on the CPU).
@@ -53,7 +68,8 @@ fn value_bits(a: &LosslessArray, words: &[u32], runs: &[u32], i: u32) -> (u32, b
 
 /// Twin of the entry point `finish`: output word `j` of each array (one value, or two
 /// 16-bit values with the first in the low half) from its reconstructed values, ORing
-/// [`flags::MULT`] into `errors[file]` for an invalid float-mult value.
+/// [`flags::MULT`] into `errors[file]` for an invalid float-mult value and [`flags::VALUE`]
+/// for an index past the value table.
 pub(crate) fn finish(
     arrays: &[LosslessArray],
     words: &[u32],
@@ -66,7 +82,7 @@ pub(crate) fn finish(
         let out_words = a.count.div_ceil(per);
         for j in 0..out_words {
             let mut w = 0u32;
-            let mut bad = false;
+            let mut bad = 0;
             for h in 0..per {
                 let i = j * per + h;
                 if i < a.count {
@@ -76,9 +92,7 @@ pub(crate) fn finish(
                 }
             }
             output[(a.out_word + j) as usize] = w;
-            if bad {
-                errors[a.file as usize] |= flags::MULT;
-            }
+            errors[a.file as usize] |= bad;
         }
     }
 }
