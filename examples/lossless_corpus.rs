@@ -1,5 +1,5 @@
 //! Lossless float arrays on a corpus folder: per array the encoder's choices (axes, float-mult
-//! base, exception runs), the bytes of residual and adjustment streams, the ratio and the
+//! base or value table `T<entries>`, exception runs), the bytes of residual and adjustment streams, the ratio and the
 //! one-thread decode speed, each round trip checked bit for bit.
 //!
 //! `cargo run --release --example lossless_corpus -- DIR [NAME_SUBSTRING]`
@@ -16,7 +16,7 @@ use l3::field::{LosslessHeader, LosslessOptions};
 /// (header, runs section, residual bytes, adjustment bytes, chunk heads) of a file.
 fn breakdown(data: &[u8], h: &LosslessHeader) -> (usize, usize, usize, usize) {
     let nd = h.shape.len();
-    let head = 32 + 4 * nd;
+    let head = 32 + 4 * nd + 4 * h.table.len();
     let n: u64 = h.shape.iter().map(|&s| s as u64).product();
     let nchunks = n.div_ceil(1 << h.chunk_log2) as usize;
     let table: Vec<usize> = (0..nchunks)
@@ -130,7 +130,11 @@ fn main() {
             ratio,
             enc.len() as f64 * 8.0 / v.len() as f64,
             format!("{:b}", h.axes),
-            h.mult_base.map_or("-".into(), |b| format!("{b:e}")),
+            match (h.mult_base, h.table.len()) {
+                (Some(b), _) => format!("{b:e}"),
+                (None, 0) => "-".into(),
+                (None, k) => format!("T{k}"),
+            },
             runs,
             res,
             adj,

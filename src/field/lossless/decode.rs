@@ -429,30 +429,39 @@ pub(in crate::field) fn reconstruct<W: Word>(
     let along_rows = axes >> last & 1 == 1;
     let upper = axes & !(1 << last);
     let row_len = shape[last] as usize;
-    let mut j = start;
-    let mut terms: Vec<(usize, bool)> = Vec::with_capacity(8);
-    while j < end {
-        let row_start = j - j % row_len;
-        let row_end = (row_start + row_len).min(end);
-        // The active terms of the upper axes' prediction: subsets T of `upper` whose axes
-        // all have a coordinate >= 1 in this row; +x[j - off] for odd |T|, - for even.
-        let mut active = 0u8;
-        for a in 0..last {
-            if (j / st[a]) % shape[a] as usize >= 1 {
-                active |= 1 << a;
-            }
+    // The terms of the upper axes' prediction for each set of usable axes (subsets T of
+    // `usable` with +x[j - off] for odd |T|, - for even), built once: short rows would
+    // otherwise spend more on them than on their values.
+    let mut by_usable: Vec<Vec<(usize, bool)>> = vec![Vec::new(); 1 << last];
+    for (usable, terms) in by_usable.iter_mut().enumerate() {
+        let usable = usable as u8;
+        if usable & !upper != 0 {
+            continue;
         }
-        let usable = upper & active;
-        terms.clear();
         let mut t = usable;
         while t != 0 {
             let off = (0..last).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum();
             terms.push((off, t.count_ones() % 2 == 1));
             t = (t - 1) & usable;
         }
+    }
+    // The coordinates of the current row along the upper axes, advanced row by row.
+    let mut j = start;
+    let mut coord: Vec<usize> = (0..last).map(|a| (j / st[a]) % shape[a] as usize).collect();
+    while j < end {
+        let row_start = j - j % row_len;
+        let row_end = (row_start + row_len).min(end);
+        // The active terms: the upper axes in the set whose coordinate is at least 1.
+        let mut active = 0u8;
+        for (a, &c) in coord.iter().enumerate() {
+            if c >= 1 {
+                active |= 1 << a;
+            }
+        }
+        let terms = &by_usable[(upper & active) as usize][..];
         let pred = |out: &[W], i: usize| -> W {
             let mut p = W::default();
-            for &(off, plus) in &terms {
+            for &(off, plus) in terms {
                 p = if plus {
                     p.add(out[i - off])
                 } else {
@@ -468,7 +477,7 @@ pub(in crate::field) fn reconstruct<W: Word>(
             } else {
                 W::default()
             };
-            match terms[..] {
+            match *terms {
                 [] => {
                     for v in &mut out[row] {
                         s = s.add(v.unzig());
@@ -496,7 +505,7 @@ pub(in crate::field) fn reconstruct<W: Word>(
                 }
             }
         } else {
-            match terms[..] {
+            match *terms {
                 [] => out[row].iter_mut().for_each(|v| *v = v.unzig()),
                 _ => {
                     for i in row {
@@ -506,6 +515,16 @@ pub(in crate::field) fn reconstruct<W: Word>(
             }
         }
         j = row_end;
+        if j == row_start + row_len {
+            // The next row: advance the coordinates like an odometer.
+            for a in (0..last).rev() {
+                coord[a] += 1;
+                if coord[a] < shape[a] as usize {
+                    break;
+                }
+                coord[a] = 0;
+            }
+        }
     }
 }
 
