@@ -92,7 +92,7 @@ fn main() {
         let d = LosslessOptions::default();
         let options = LosslessOptions {
             fill_value: fill.map(f32::to_bits),
-            // Knobs for studies: AXES (bit set), CHUNK_LOG2, SEGMENTS, NO_MULT=1.
+            // Knobs for studies: AXES (bit set), CHUNK_LOG2, SEGMENTS, NO_MULT=1, REPS.
             axes: env("AXES"),
             chunk_log2: env("CHUNK_LOG2").unwrap_or(d.chunk_log2),
             segments: env("SEGMENTS").unwrap_or(d.segments),
@@ -106,7 +106,8 @@ fn main() {
             ..DecodeOptions::default()
         };
         let mut best = f64::INFINITY;
-        for _ in 0..3 {
+        // REPS (default 3) decodes, the fastest counted.
+        for _ in 0..env("REPS").unwrap_or(3) {
             let t = Instant::now();
             let (_, out) = decode_lossless(&enc, &dopt).unwrap();
             best = best.min(t.elapsed().as_secs_f64());

@@ -414,6 +414,10 @@ fn decode_group_body<W: Word, const RUNS: bool>(
     Ok(())
 }
 
+/// Rows shorter than this are reconstructed a plane at a time (the rows that share their
+/// prediction terms in one loop); longer ones a row at a time.
+const SHORT_ROW: usize = 64;
+
 /// Inverts the differences along `axes` for values `start..end` in place: `out` holds their
 /// zigzag residuals and the reconstructed values of everything before `start`.
 pub(in crate::field) fn reconstruct<W: Word>(
@@ -450,7 +454,6 @@ pub(in crate::field) fn reconstruct<W: Word>(
     let mut coord: Vec<usize> = (0..last).map(|a| (j / st[a]) % shape[a] as usize).collect();
     while j < end {
         let row_start = j - j % row_len;
-        let row_end = (row_start + row_len).min(end);
         // The active terms: the upper axes in the set whose coordinate is at least 1.
         let mut active = 0u8;
         for (a, &c) in coord.iter().enumerate() {
@@ -470,61 +473,88 @@ pub(in crate::field) fn reconstruct<W: Word>(
             }
             p
         };
-        let row = j..row_end;
+        // The rows that share these terms, taken in one loop: to the end of the plane
+        // (the rows along the axis before the last), unless this row is its first.
+        let short = row_len < SHORT_ROW;
+        let rows = match coord.last() {
+            Some(&c) if c >= 1 && short => shape[last - 1] as usize - c,
+            _ => 1,
+        };
+        let group_end = (row_start + rows * row_len).min(end);
+        let span = j..group_end;
         if along_rows {
+            // The running sum along the row, restarted at each row's first value.
             let mut s = if j > row_start {
                 out[j - 1].sub(pred(out, j - 1))
             } else {
                 W::default()
             };
+            let mut c = j - row_start;
+            macro_rules! rows {
+                ($i:ident, $value:expr) => {
+                    if short {
+                        for $i in span {
+                            if c == row_len {
+                                c = 0;
+                                s = W::default();
+                            }
+                            c += 1;
+                            s = s.add(out[$i].unzig());
+                            out[$i] = $value;
+                        }
+                    } else {
+                        for $i in span {
+                            s = s.add(out[$i].unzig());
+                            out[$i] = $value;
+                        }
+                    }
+                };
+            }
             match *terms {
-                [] => {
-                    for v in &mut out[row] {
-                        s = s.add(v.unzig());
-                        *v = s;
-                    }
-                }
-                [(o, true)] => {
-                    for i in row {
-                        s = s.add(out[i].unzig());
-                        out[i] = s.add(out[i - o]);
-                    }
-                }
+                [] => rows!(i, s),
+                [(o, true)] => rows!(i, s.add(out[i - o])),
                 // Two upper axes (3-D Lorenzo), in the order the terms are listed.
                 [(o12, false), (o2, true), (o1, true)] => {
-                    for i in row {
-                        s = s.add(out[i].unzig());
-                        out[i] = s.add(out[i - o1]).add(out[i - o2]).sub(out[i - o12]);
-                    }
+                    rows!(i, s.add(out[i - o1]).add(out[i - o2]).sub(out[i - o12]))
                 }
-                _ => {
-                    for i in row {
-                        s = s.add(out[i].unzig());
-                        out[i] = s.add(pred(out, i));
-                    }
-                }
+                _ => rows!(i, s.add(pred(out, i))),
             }
         } else {
             match *terms {
-                [] => out[row].iter_mut().for_each(|v| *v = v.unzig()),
+                [] => out[span].iter_mut().for_each(|v| *v = v.unzig()),
+                [(o, true)] => {
+                    for i in span {
+                        out[i] = out[i].unzig().add(out[i - o]);
+                    }
+                }
+                // Two upper axes, the last not differenced.
+                [(o12, false), (o2, true), (o1, true)] => {
+                    for i in span {
+                        out[i] = out[i]
+                            .unzig()
+                            .add(out[i - o1])
+                            .add(out[i - o2])
+                            .sub(out[i - o12]);
+                    }
+                }
                 _ => {
-                    for i in row {
+                    for i in span {
                         out[i] = out[i].unzig().add(pred(out, i));
                     }
                 }
             }
         }
-        j = row_end;
-        if j == row_start + row_len {
-            // The next row: advance the coordinates like an odometer.
-            for a in (0..last).rev() {
-                coord[a] += 1;
-                if coord[a] < shape[a] as usize {
-                    break;
-                }
-                coord[a] = 0;
+        // Advance the coordinates by the rows completed, like an odometer.
+        let mut carry = (group_end - row_start) / row_len;
+        for a in (0..last).rev() {
+            if carry == 0 {
+                break;
             }
+            let v = coord[a] + carry;
+            coord[a] = v % shape[a] as usize;
+            carry = v / shape[a] as usize;
         }
+        j = group_end;
     }
 }
 
