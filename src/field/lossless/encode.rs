@@ -121,7 +121,7 @@ pub fn encode_lossless(
     let mut consider = |input: Input| {
         let runs_bytes = runs_section(&input.runs).map_or(f64::INFINITY, |s| s.len() as f64);
         let (axes, est) = choose_axes(&input, shape, width, options.axes, &sample);
-        let total = est + runs_bytes + 4.0 * input.table.len() as f64;
+        let total = est + runs_bytes + table_bytes(&input.table, width) as f64;
         if best.as_ref().is_none_or(|b| total < b.0) {
             best = Some((total, axes, input));
         }

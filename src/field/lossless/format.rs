@@ -122,8 +122,12 @@ impl LosslessHeader {
         b.extend_from_slice(&[self.axes, self.segments, self.chunk_log2, 0]);
         b.extend_from_slice(&self.runs.to_le_bytes());
         b.extend_from_slice(&self.runs_len.to_le_bytes());
-        for t in &self.table {
-            b.extend_from_slice(&t.to_le_bytes());
+        let width = self.dtype.bits();
+        let mut prev = 0u32;
+        for (i, &t) in self.table.iter().enumerate() {
+            let o = to_ordered(t, width);
+            put_varint(&mut b, if i == 0 { o } else { o - prev });
+            prev = o;
         }
         b
     }
@@ -221,9 +225,11 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
 
 /// The value table of `k` entries (the header field at `p + 4`, `p` = 12 + 4 ndim), which
 /// follows the header's fields at `p + 20`: 1 to as many entries as the array has values,
-/// each below 2^`width`, strictly increasing by the order map.
+/// stored as LEB128 varints (at most 5 bytes, below 2^32) of their order-mapped values: the
+/// first, then each one's increase over the one before (at least 1), all below 2^`width`.
 fn read_table(data: &[u8], p: usize, k: u32, shape: &[u32], width: u32) -> Result<Vec<u32>> {
     let values: u64 = shape.iter().map(|&d| d as u64).product();
+    let start = p + 20;
     if k == 0 || k as u64 > values {
         return Err(invalid(
             "table",
@@ -233,37 +239,84 @@ fn read_table(data: &[u8], p: usize, k: u32, shape: &[u32], width: u32) -> Resul
         )
         .into());
     }
-    let start = p + 20;
-    let end = start + 4 * k as usize;
-    if data.len() < end {
-        return Err(truncated("lossless value table", end, data.len()).into());
+    // Each entry takes at least one byte: checked before allocating.
+    if data.len() < start + k as usize {
+        return Err(truncated("lossless value table", start + k as usize, data.len()).into());
     }
-    let table: Vec<u32> = data[start..end]
-        .chunks_exact(4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-        .collect();
-    if let Some(i) = table.iter().position(|&t| t & !mask(width) != 0) {
-        return Err(invalid(
-            "table",
-            start + 4 * i,
-            table[i] as u64,
-            "a value wider than the dtype",
-        )
-        .into());
-    }
-    if let Some(i) = table
-        .windows(2)
-        .position(|w| to_ordered(w[0], width) >= to_ordered(w[1], width))
-    {
-        return Err(invalid(
-            "table",
-            start + 4 * (i + 1),
-            table[i + 1] as u64,
-            "the values must increase strictly by the order map",
-        )
-        .into());
+    let mut table = Vec::with_capacity(k as usize);
+    let mut at = start;
+    let mut prev = 0u64;
+    for i in 0..k {
+        let here = at;
+        let Some(v) = get_varint(data, &mut at) else {
+            return Err(invalid(
+                "table",
+                here,
+                0,
+                "an entry's varint is truncated, overlong or past 2^32",
+            )
+            .into());
+        };
+        if at - here != varint_len(v) {
+            return Err(
+                invalid("table", here, v as u64, "an entry's varint is not minimal").into(),
+            );
+        }
+        let o = if i == 0 { v as u64 } else { prev + v as u64 };
+        if (i > 0 && v == 0) || o > mask(width) as u64 {
+            return Err(invalid(
+                "table",
+                here,
+                v as u64,
+                "the values must increase strictly by the order map and fit the dtype",
+            )
+            .into());
+        }
+        table.push(from_ordered(o as u32, width));
+        prev = o;
     }
     Ok(table)
+}
+
+/// Bytes of the value table's varints.
+pub(super) fn table_bytes(table: &[u32], width: u32) -> usize {
+    let mut prev = 0u32;
+    table
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            let o = to_ordered(t, width);
+            let v = if i == 0 { o } else { o.wrapping_sub(prev) };
+            prev = o;
+            varint_len(v)
+        })
+        .sum()
+}
+
+fn varint_len(v: u32) -> usize {
+    (32 - v.leading_zeros() as usize).max(1).div_ceil(7)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A LEB128 varint of at most 5 bytes whose value fits u32, or `None`.
+fn get_varint(data: &[u8], at: &mut usize) -> Option<u32> {
+    let mut v = 0u64;
+    for k in 0..5 {
+        let b = *data.get(*at)?;
+        *at += 1;
+        v |= ((b & 0x7f) as u64) << (7 * k);
+        if b & 0x80 == 0 {
+            return u32::try_from(v).ok();
+        }
+    }
+    None
 }
 
 impl ChunkedHeader for LosslessHeader {
@@ -278,7 +331,8 @@ impl ChunkedHeader for LosslessHeader {
         Sections {
             shape: &self.shape,
             chunk_log2: self.chunk_log2,
-            fixed: (lossless_fixed_len(self.shape.len()) + 4 * self.table.len()) as u64,
+            fixed: (lossless_fixed_len(self.shape.len())
+                + table_bytes(&self.table, self.dtype.bits())) as u64,
             value_size: self.dtype.size() as u64,
             runs: (self.runs, self.runs_len),
         }

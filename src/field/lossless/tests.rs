@@ -275,19 +275,27 @@ fn scattered_16(n: usize) -> Vec<u16> {
         .collect()
 }
 
-/// Overwrites the value table's size (`k`, keeping its first `k` entries), fixing the CRC.
-fn with_table_len(file: &[u8], k: u32) -> Vec<u8> {
+/// The file with its header (value table included) rewritten by `change`, the CRC fixed.
+fn with_header(file: &[u8], change: impl Fn(&mut LosslessHeader)) -> Vec<u8> {
     let h = parse_lossless(file).unwrap();
-    let p = 12 + 4 * h.shape.len();
-    let start = p + 20;
-    let end = start + 4 * h.table.len();
-    let mut out = file[..start].to_vec();
-    out[p + 4..p + 8].copy_from_slice(&k.to_le_bytes());
-    out.extend_from_slice(&file[start..start + 4 * (k as usize).min(h.table.len())]);
-    out.extend_from_slice(&file[end..file.len() - 4]);
+    let old = h.header_len() as usize - 4 * h.chunks() as usize;
+    let mut h2 = h.clone();
+    change(&mut h2);
+    let mut out = h2.to_bytes();
+    out.extend_from_slice(&file[old..file.len() - 4]);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// Rewrites bytes at `at` and the CRC.
+fn with_bytes(file: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut f = file.to_vec();
+    f[at..at + bytes.len()].copy_from_slice(bytes);
+    let n = f.len() - 4;
+    let crc = crc32fast::hash(&f[..n]);
+    f[n..].copy_from_slice(&crc.to_le_bytes());
+    f
 }
 
 /// Unpacked values code as value-table indices, far smaller than their ordered bits; and
@@ -368,41 +376,45 @@ fn bad_value_tables_are_errors() {
     let k = h.table.len() as u32;
     assert!(k > 2);
     let o = DecodeOptions::default();
+    // The file as written, rebuilt from its parsed header: the same bytes.
+    assert_eq!(with_header(&file, |_| {}), file);
     for parallel in [false, true] {
         let o = DecodeOptions { parallel, ..o };
-        let e = decode_lossless(&with_table_len(&file, k - 1), &o).unwrap_err();
+        let shorter = with_header(&file, |h| {
+            h.table.pop();
+        });
+        let e = decode_lossless(&shorter, &o).unwrap_err();
         assert!(e.to_string().contains("value table"), "{e}");
     }
-    assert!(parse_lossless(&with_table_len(&file, 0)).is_err());
-    assert!(parse_lossless(&with_table_len(&file, 5001)).is_err());
     let p = 12 + 4;
+    assert!(parse_lossless(&with_bytes(&file, p + 4, &0u32.to_le_bytes())).is_err());
+    assert!(parse_lossless(&with_bytes(&file, p + 4, &5001u32.to_le_bytes())).is_err());
+    // More entries than the bytes left: refused before allocating.
+    let many = with_bytes(&file, p + 4, &5000u32.to_le_bytes());
+    assert!(parse_lossless(&many[..p + 20 + 100]).is_err());
     let mut short = file[..p + 24].to_vec();
     assert!(parse_lossless(&short).is_err());
     short.truncate(p + 20);
     assert!(parse_lossless(&short).is_err());
-    let fix = |mut f: Vec<u8>| {
-        let n = f.len() - 4;
-        let crc = crc32fast::hash(&f[..n]);
-        f[n..].copy_from_slice(&crc.to_le_bytes());
-        f
-    };
-    // Two entries swapped: no longer increasing.
-    let mut swapped = file.clone();
-    let t = p + 20;
-    let (a, b) = (swapped[t..t + 4].to_vec(), swapped[t + 4..t + 8].to_vec());
-    swapped[t..t + 4].copy_from_slice(&b);
-    swapped[t + 4..t + 8].copy_from_slice(&a);
-    let e = decode_lossless(&fix(swapped), &o).unwrap_err();
+    // An entry repeated: no longer strictly increasing.
+    let repeated = with_header(&file, |h| h.table[1] = h.table[0]);
+    let e = decode_lossless(&repeated, &o).unwrap_err();
     assert!(e.to_string().contains("increase"), "{e}");
     // The mult flag as well as the table flag.
     let mut both = file.clone();
     both[11] |= LOSSLESS_FLAG_MULT;
-    assert!(decode_lossless(&fix(both), &o).is_err());
+    assert!(decode_lossless(&with_bytes(&both, 11, &[both[11]]), &o).is_err());
     // A 16-bit table with an entry past 16 bits.
     let bf = scattered_16(5000);
     let f16 = round_trip(FloatSlice::BF16(&bf), &[5000], &LosslessOptions::default());
     assert!(!parse_lossless(&f16).unwrap().table.is_empty());
-    let mut wide = f16.clone();
-    wide[t + 2] = 1;
-    assert!(decode_lossless(&fix(wide), &o).is_err());
+    let wide = with_header(&f16, |h| *h.table.last_mut().unwrap() = 0x1_7f00);
+    assert!(decode_lossless(&wide, &o).is_err());
+    // A varint that is not minimal (a first entry of 5 written in two bytes).
+    let h = parse_lossless(&f16).unwrap();
+    let t = 12 + 4 + 20;
+    let mut loose = h.to_bytes()[..t].to_vec();
+    loose.extend_from_slice(&[0x85, 0x00]);
+    loose.extend_from_slice(&[1; 40]);
+    assert!(parse_lossless(&loose).is_err());
 }
