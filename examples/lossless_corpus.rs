@@ -15,8 +15,8 @@ use l3::field::{LosslessHeader, LosslessOptions};
 
 /// (header, runs section, residual bytes, adjustment bytes, chunk heads) of a file.
 fn breakdown(data: &[u8], h: &LosslessHeader) -> (usize, usize, usize, usize) {
-    let nd = h.shape.len();
-    let head = 32 + 4 * nd + 4 * h.table.len();
+    // The header's fields and the value table (the chunk table ends the header).
+    let head = h.header_len() as usize - 4 * h.chunks() as usize;
     let n: u64 = h.shape.iter().map(|&s| s as u64).product();
     let nchunks = n.div_ceil(1 << h.chunk_log2) as usize;
     let table: Vec<usize> = (0..nchunks)
