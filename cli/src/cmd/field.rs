@@ -435,7 +435,11 @@ fn encode_lossless(a: &EncodeFieldArgs, out: &Path) -> Result<u64> {
         file.len(),
         raw as f64 / file.len() as f64,
         h.axes,
-        h.mult_base.map_or(String::new(), |b| format!("float-mult base {b}, ")),
+        match (h.mult_base, h.table.len()) {
+            (Some(b), _) => format!("float-mult base {b}, "),
+            (None, 0) => String::new(),
+            (None, k) => format!("value table of {k}, "),
+        },
         h.runs
     );
     Ok(0)

@@ -56,9 +56,10 @@ fn print_lossless_info(path: &Path, data: &[u8]) -> Result<()> {
         Some(f) => println!("  fill       bits {f:#x}"),
         None => println!("  fill       none declared"),
     }
-    match h.mult_base {
-        Some(b) => println!("  input      float-mult, base {b:e}"),
-        None => println!("  input      ordered float bits"),
+    match (h.mult_base, h.table.len()) {
+        (Some(b), _) => println!("  input      float-mult, base {b:e}"),
+        (None, 0) => println!("  input      ordered float bits"),
+        (None, k) => println!("  input      value table, {k} distinct values"),
     }
     println!(
         "  axes       differenced along {:#b} (bit 0 = axis 0)",
