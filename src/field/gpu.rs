@@ -269,6 +269,7 @@ impl GpuBoundedBatch {
 
 /// The output buffer of a batch of `total` bytes.
 fn output_buffer(decoder: &GpuDecoder, label: &'static str, total: u64) -> wgpu::Buffer {
+    decoder.count_buffers(1);
     decoder.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size: total.max(4),
