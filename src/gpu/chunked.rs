@@ -2,8 +2,8 @@
 //! `bounded.rs` over `shaders/bounded.wgsl`): storage tables bound whole at bindings 0 to 6
 //! (binding 4 the per-file error flags), the output at binding 7 as a range of the caller's
 //! buffer, and the uniform step at binding 8, one slot per step at the device's dynamic
-//! offset alignment. One compute pass runs the kernel's list of dispatches, in one
-//! submission; the error flags come back. Every binding is checked against the device's
+//! offset alignment. One compute pass runs the kernel's list of dispatches and the error
+//! flags' copy to the host follows, in one submission. Every binding is checked against the device's
 //! limits before anything is created. A kernel module says only what its tables, steps and
 //! dispatches are.
 
@@ -166,14 +166,16 @@ impl Steps {
 }
 
 /// The chunked kernels' buffers, kept by the decoder between batches (both kernels share
-/// them; a batch holds the lock from its uploads to its flags' read-back): the seven tables
-/// and the uniform steps, each the last one if large enough, else a new one of the next power
+/// them; a batch holds the lock from its uploads to its flags' read-back): the seven tables,
+/// the uniform steps and the flags' host-mapped copy, each the last one if large enough, else a new one of the next power
 /// of two bytes (at least 256); never shrunk. Tables are bound as ranges of their batch's
 /// size, so `arrayLength` in the kernels sees the batch's tables, not the pool's buffers.
 #[derive(Default)]
 pub(crate) struct FloatPool {
     tables: [Option<wgpu::Buffer>; 7],
     steps: Option<wgpu::Buffer>,
+    /// The error flags' read-back copy (host-mapped).
+    flags: Option<wgpu::Buffer>,
 }
 
 impl FloatPool {
@@ -203,6 +205,12 @@ impl FloatPool {
                 steps,
                 wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             )
+            + grow(
+                &mut self.flags,
+                "l3 chunked-float flags read-back",
+                tables[ERRORS].size,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )
     }
 }
 
@@ -230,8 +238,9 @@ pub(crate) struct Run<'a> {
 }
 
 /// Checks every binding, fills the decoder's pooled buffers ([`FloatPool`]), records the
-/// dispatches in one compute pass, submits it and reads back the error flags: the flags and
-/// the bytes written to the GPU (tables and steps).
+/// dispatches in one compute pass and the error flags' copy to the host, submits them as one
+/// submission and reads the flags: the flags and the bytes written to the GPU (tables and
+/// steps).
 pub(crate) fn run(
     decoder: &GpuDecoder,
     r: &Run<'_>,
@@ -263,6 +272,7 @@ pub(crate) fn run(
     // The pool stays locked until the flags are read back: another batch on this decoder
     // would otherwise clear them (queue order) before this one's copy.
     let mut pool = decoder.float_pool.lock().unwrap_or_else(|e| e.into_inner());
+    let flag_bytes = bytes(r.files);
     let flags = decoder.with_error_scopes(|| {
         let grown = pool.ensure(d, &r.tables, r.steps.len());
         decoder.count_allocations(grown);
@@ -321,12 +331,25 @@ pub(crate) fn run(
                 pass.dispatch_workgroups(x.groups[0], x.groups[1], 1);
             }
         }
+        // The flags' copy to the pooled staging buffer in the same submission.
+        let staging = pool.flags.as_ref().expect("ensured");
+        encoder.copy_buffer_to_buffer(bufs[ERRORS], 0, staging, 0, flag_bytes);
         decoder.submit_commands(encoder.finish());
         Ok(())
     });
     flags?;
-    let errors = pool.tables[ERRORS].as_ref().expect("ensured");
-    let flags = decoder.read_back(errors, 0, r.files as u64 * 4)?;
+    let staging = pool.flags.as_ref().expect("ensured");
+    decoder.count_readbacks(1);
+    let map = super::map::map_read(staging, 0..flag_bytes);
+    super::readback::wait_idle(d)?;
+    pollster::block_on(map.wait())?;
+    let flags = {
+        let view = staging
+            .get_mapped_range(0..flag_bytes)
+            .map_err(|e| crate::error::Error::Gpu(format!("map failed: {e}")))?;
+        bytemuck::pod_collect_to_vec::<u8, u32>(&view[..r.files * 4])
+    };
+    staging.unmap();
     drop(pool);
     let uploaded = r
         .tables
@@ -335,5 +358,5 @@ pub(crate) fn run(
         .map(<[u8]>::len)
         .sum::<usize>() as u64
         + r.steps.len();
-    Ok((bytemuck::pod_collect_to_vec(&flags), uploaded))
+    Ok((flags, uploaded))
 }
