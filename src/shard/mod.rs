@@ -38,7 +38,7 @@ mod tensor_io;
 #[cfg(feature = "dataset")]
 pub mod tensor_pack;
 #[cfg(feature = "dataset")]
-mod tensor_window;
+mod sample_window;
 #[cfg(feature = "dataset")]
 pub mod tree;
 mod writer;
@@ -65,7 +65,7 @@ pub use tensor_dataset::{
     ArrayDecl, ArrayStats, TensorDataset, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
 #[cfg(feature = "dataset")]
-pub use tensor_window::{SamplePart, SampleWindow, WindowArray, TENSOR_WINDOW_VERSION};
+pub use sample_window::{SamplePart, SampleWindow, WindowArray, TENSOR_WINDOW_VERSION};
 pub use tensor_format::{ArrayEntry, PayloadEntry, RecordKind, TensorEntry};
 pub use tensor_io::{
     RecordPayloads, TensorIndex, TensorRecordInput, TensorShardReader, TensorShardWriter,

@@ -3,7 +3,7 @@
 //! statistics, the shards), opened as one [`TensorDataset`] with records numbered across
 //! shards. Opening checks every shard's index against the manifest: record count, size,
 //! payload bytes, and that every record holds exactly the declared arrays. A manifest of
-//! version 2 adds a [`SampleWindow`] (`super::tensor_window`): a sample is then a window over
+//! version 2 adds a [`SampleWindow`] (`super::sample_window`): a sample is then a window over
 //! the records, each array read some records after the sample's index.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::dataset::{DatasetManifest, DatasetOf, ShardEntry};
 use super::manifest::{differs, parse_checked, MANIFEST_NAME, TENSOR_KIND};
 use super::tensor_format::{PayloadEntry, TensorEntry};
-use super::tensor_window::{SamplePart, SampleWindow, TENSOR_WINDOW_VERSION};
+use super::sample_window::{SamplePart, SampleWindow, TENSOR_WINDOW_VERSION};
 use super::{TensorIndex, TensorShardReader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
@@ -195,9 +195,14 @@ impl TensorManifest {
             return Err(format!("records {} is not the shards' sum", self.records));
         }
         if let Some(w) = &self.window {
-            w.check(&self.arrays, self.records)?;
+            w.check(&self.stored_names(), self.records)?;
         }
         Ok(())
+    }
+
+    /// The stored arrays' names, in order.
+    fn stored_names(&self) -> Vec<&str> {
+        self.arrays.iter().map(|a| a.name.as_str()).collect()
     }
 
     /// Samples: the window's, or the records.
@@ -209,7 +214,17 @@ impl TensorManifest {
     /// under the sample's name), or the records' arrays.
     pub fn sample_arrays(&self) -> Vec<ArrayDecl> {
         match &self.window {
-            Some(w) => w.decls(&self.arrays),
+            Some(w) => w
+                .arrays
+                .iter()
+                .filter_map(|x| {
+                    let a = self.arrays.iter().find(|a| a.name == x.array)?;
+                    Some(ArrayDecl {
+                        name: x.name.clone(),
+                        ..a.clone()
+                    })
+                })
+                .collect(),
             None => self.arrays.clone(),
         }
     }
@@ -218,7 +233,7 @@ impl TensorManifest {
     /// [`TensorManifest::sample_arrays`]' order; an error for a sample past the end.
     pub fn sample_parts(&self, i: u64) -> Result<Vec<SamplePart>> {
         match &self.window {
-            Some(w) => w.parts(&self.arrays, i),
+            Some(w) => w.parts(&self.stored_names(), i),
             None if i < self.records => Ok((0..self.arrays.len())
                 .map(|array| SamplePart { record: i, array })
                 .collect()),

@@ -13,7 +13,7 @@
 //!
 //! Windows ([`TensorPackOptions::window`]): the samples pushed are then the steps of a
 //! sequence (one record each, every array stored once) and the manifest (version 2) says a
-//! sample of the dataset is a window over them (`super::tensor_window`); its statistics are
+//! sample of the dataset is a window over them (`super::sample_window`); its statistics are
 //! per sample array, over the records its samples read.
 
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ use super::manifest::{file_crc32, MANIFEST_NAME, TENSOR_KIND};
 use super::tensor_dataset::{
     merge_stats, ArrayDecl, ArrayStats, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
-use super::tensor_window::{SampleWindow, TENSOR_WINDOW_VERSION};
+use super::sample_window::{SampleWindow, TENSOR_WINDOW_VERSION};
 use super::{
     write_atomic, DatasetManifest, TensorRecordInput, TensorShardReader, TensorShardWriter,
 };

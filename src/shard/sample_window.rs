@@ -12,7 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tensor_dataset::ArrayDecl;
 use crate::error::{Error, Result};
 
 /// The manifest version of a windowed tensor dataset (one with a [`SampleWindow`]).
@@ -73,11 +72,11 @@ impl SampleWindow {
         self.arrays.iter().map(|a| a.offset).max().unwrap_or(0)
     }
 
-    /// Checks the window against the stored `arrays` and the dataset's `records`: 1 to 16
+    /// Checks the window against the stored arrays' names `arrays` and the dataset's `records`: 1 to 16
     /// sample arrays with valid, distinct names, each naming a stored array, offsets that
     /// leave at least one sample, and `samples` equal to `records` less the largest offset.
     /// Returns what is wrong.
-    pub fn check(&self, arrays: &[ArrayDecl], records: u64) -> std::result::Result<(), String> {
+    pub fn check(&self, arrays: &[&str], records: u64) -> std::result::Result<(), String> {
         if self.arrays.is_empty() || self.arrays.len() > crate::tensor::MAX_ARRAYS {
             return Err(format!(
                 "window: {} arrays (must be 1..=16)",
@@ -91,7 +90,7 @@ impl SampleWindow {
             if !names.insert(w.name.as_str()) {
                 return Err(format!("window array {:?} is listed twice", w.name));
             }
-            if !arrays.iter().any(|a| a.name == w.array) {
+            if !arrays.contains(&w.array.as_str()) {
                 return Err(format!(
                     "window array {:?} reads {:?}, which is not a stored array",
                     w.name, w.array
@@ -115,9 +114,9 @@ impl SampleWindow {
         Ok(())
     }
 
-    /// Where each array of sample `i` lies, in the window's order (an error, not a panic,
-    /// for a sample past the end; the window is assumed checked against `arrays`).
-    pub fn parts(&self, arrays: &[ArrayDecl], i: u64) -> Result<Vec<SamplePart>> {
+    /// Where each array of sample `i` lies, in the window's order, the stored arrays being
+    /// named `arrays` (an error, not a panic, for a sample past the end or an unknown array).
+    pub fn parts(&self, arrays: &[&str], i: u64) -> Result<Vec<SamplePart>> {
         if i >= self.samples {
             return Err(Error::Manifest(format!(
                 "sample {i} is past the end of {} samples",
@@ -129,7 +128,7 @@ impl SampleWindow {
             .map(|w| {
                 let array = arrays
                     .iter()
-                    .position(|a| a.name == w.array)
+                    .position(|a| *a == w.array)
                     .ok_or_else(|| Error::Manifest(format!("no stored array {:?}", w.array)))?;
                 let record = i.checked_add(w.offset).ok_or_else(|| {
                     Error::Manifest(format!("sample {i} + offset {} overflows", w.offset))
@@ -146,20 +145,5 @@ impl SampleWindow {
         offsets.sort_unstable();
         offsets.dedup();
         offsets.into_iter().filter_map(|o| i.checked_add(o)).collect()
-    }
-
-    /// The sample arrays as declarations: each stored array's declaration under its sample
-    /// name (the window is assumed checked).
-    pub fn decls(&self, arrays: &[ArrayDecl]) -> Vec<ArrayDecl> {
-        self.arrays
-            .iter()
-            .filter_map(|w| {
-                let a = arrays.iter().find(|a| a.name == w.array)?;
-                Some(ArrayDecl {
-                    name: w.name.clone(),
-                    ..a.clone()
-                })
-            })
-            .collect()
     }
 }
