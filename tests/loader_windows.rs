@@ -8,6 +8,10 @@
 
 #![cfg(feature = "dataset")]
 
+#[cfg(feature = "gpu")]
+#[path = "common/gpu_support.rs"]
+mod gpu_support;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -270,6 +274,26 @@ fn the_locality_split_refuses_a_windowed_dataset() {
         .err()
         .expect("refused");
     assert!(e.to_string().contains("windowed"), "{e}");
+}
+
+/// The GPU path does not assemble samples from several records: it refuses a windowed
+/// dataset with a clear error (lavapipe in CI; without an adapter the test has nothing to
+/// check).
+#[cfg(feature = "gpu")]
+#[test]
+fn the_gpu_path_refuses_a_windowed_dataset() {
+    if gpu_support::gpu().is_none() {
+        return;
+    }
+    let gpu = Arc::new(l3::gpu::GpuDecoder::new_default().unwrap());
+    let b = tempfile::tempdir().unwrap();
+    let steps = pack_steps(b.path());
+    let mut o = options(4, Some(crops()));
+    o.gpu = Some(gpu);
+    let e = Loader::open(LoaderDataset::Tensors(steps), o, start())
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("CPU path"), "{e}");
 }
 
 /// Rewrites the windowed dataset's manifest with `edit` and opens it.
