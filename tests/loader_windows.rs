@@ -4,7 +4,8 @@
 //! against the earlier layout that stores each sample's steps in its own record (each step
 //! twice). Samples and loader batches are bit for bit the same (lossless and error-bounded
 //! arrays), each step is stored once and, with a cache, read once per epoch; resume works;
-//! hostile windows in the manifest are errors, not panics; the locality split refuses them.
+//! hostile windows in the manifest are errors, not panics; the GPU path gives the CPU
+//! path's batches; the locality split refuses them.
 
 #![cfg(feature = "dataset")]
 
@@ -171,7 +172,11 @@ fn windowed_samples_equal_the_earlier_layout_bit_for_bit_and_store_each_step_onc
     assert_eq!(m.version, TENSOR_WINDOW_VERSION);
     assert_eq!(pairs.manifest().version, 1, "no window: the earlier format");
     assert_eq!(steps.len(), STEPS as u64, "one record per step");
-    assert_eq!(steps.samples(), STEPS as u64 - 1, "steps less the largest offset");
+    assert_eq!(
+        steps.samples(),
+        STEPS as u64 - 1,
+        "steps less the largest offset"
+    );
     assert_eq!(pairs.samples(), pairs.len());
     for i in 0..steps.samples() {
         let old = pairs.read(i).unwrap();
@@ -185,7 +190,8 @@ fn windowed_samples_equal_the_earlier_layout_bit_for_bit_and_store_each_step_onc
     }
     // Each step once: the windowed payloads are uv + h per step; the pairs store uv twice
     // and h once per sample.
-    let payload = |ds: &TensorDataset| -> u64 { ds.manifest().shards.iter().map(|s| s.payload_bytes).sum() };
+    let payload =
+        |ds: &TensorDataset| -> u64 { ds.manifest().shards.iter().map(|s| s.payload_bytes).sum() };
     assert!(
         payload(&steps) * 10 < payload(&pairs) * 7,
         "windowed {} bytes, pairs {} bytes",
@@ -197,7 +203,10 @@ fn windowed_samples_equal_the_earlier_layout_bit_for_bit_and_store_each_step_onc
     for (name, s) in &pairs.manifest().stats {
         let w = &m.stats[name];
         assert_eq!(w.count, s.count, "{name}");
-        assert!((w.mean - s.mean).abs() <= 1e-12 * s.mean.abs().max(1.0), "{name}");
+        assert!(
+            (w.mean - s.mean).abs() <= 1e-12 * s.mean.abs().max(1.0),
+            "{name}"
+        );
         assert!((w.std - s.std).abs() <= 1e-12 * s.std.max(1.0), "{name}");
     }
 }
@@ -237,7 +246,12 @@ fn a_cached_step_is_read_once_per_epoch() {
     o.cache_bytes = 1 << 30;
     o.end_epoch = 3;
     let batches = run(&steps, o, start());
-    let payload: u64 = steps.manifest().shards.iter().map(|s| s.payload_bytes).sum();
+    let payload: u64 = steps
+        .manifest()
+        .shards
+        .iter()
+        .map(|s| s.payload_bytes)
+        .sum();
     let read = |e: u64| -> u64 {
         batches
             .iter()
@@ -251,7 +265,10 @@ fn a_cached_step_is_read_once_per_epoch() {
     assert_eq!(read(1), 0);
     assert_eq!(read(2), 0);
     let last = &batches.last().unwrap().cache;
-    assert_eq!(last.miss_bytes, payload, "each step missed once in three epochs");
+    assert_eq!(
+        last.miss_bytes, payload,
+        "each step missed once in three epochs"
+    );
     // Without a cache each sample reads its two records: every step but the ends twice.
     let batches = run(&steps, options(4, None), start());
     let uncached: u64 = batches
@@ -276,34 +293,43 @@ fn the_locality_split_refuses_a_windowed_dataset() {
     assert!(e.to_string().contains("windowed"), "{e}");
 }
 
-/// The GPU path does not assemble samples from several records: it refuses a windowed
-/// dataset with a clear error (lavapipe in CI; without an adapter the test has nothing to
-/// check).
+/// The GPU path assembles a windowed dataset's samples from their records too: its batches
+/// equal the CPU path's bit for bit, with crops, flips, quarter turns, normalisation and the
+/// cache (lavapipe in CI; without an adapter the test has nothing to check).
 #[cfg(feature = "gpu")]
 #[test]
-fn the_gpu_path_refuses_a_windowed_dataset() {
+fn the_gpu_path_equals_the_cpu_path_on_a_windowed_dataset() {
     if gpu_support::gpu().is_none() {
         return;
     }
     let gpu = Arc::new(l3::gpu::GpuDecoder::new_default().unwrap());
     let b = tempfile::tempdir().unwrap();
     let steps = pack_steps(b.path());
-    let mut o = options(4, Some(crops()));
-    o.gpu = Some(gpu);
-    let e = Loader::open(LoaderDataset::Tensors(steps), o, start())
-        .err()
-        .expect("refused");
-    assert!(e.to_string().contains("CPU path"), "{e}");
+    for tensor in [
+        Some(TensorAugment {
+            normalise: true,
+            ..crops()
+        }),
+        None,
+    ] {
+        let mut o = options(4, tensor.clone());
+        o.cache_bytes = 1 << 20;
+        let cpu = run(&steps, o.clone(), start());
+        o.gpu = Some(gpu.clone());
+        let on_gpu = run(&steps, o, start());
+        assert_eq!(cpu.len(), on_gpu.len());
+        for (c, g) in cpu.iter().zip(&on_gpu) {
+            assert_eq!(carried(c), carried(g), "windows {tensor:?}");
+            assert_eq!(c.windows, g.windows);
+            assert_eq!(c.bytes_read, g.bytes_read);
+        }
+    }
 }
 
 /// Rewrites the windowed dataset's manifest with `edit` and opens it.
-fn open_edited(
-    dir: &Path,
-    edit: impl FnOnce(&mut serde_json::Value),
-) -> l3::Result<TensorDataset> {
+fn open_edited(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> l3::Result<TensorDataset> {
     let path = dir.join("manifest.json");
-    let mut m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     edit(&mut m);
     std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
     TensorDataset::open(dir)
@@ -406,6 +432,6 @@ fn the_packer_refuses_windows_it_cannot_write() {
     for t in 0..3 {
         push(&mut p, t).unwrap();
     }
-    let e = p.finish().err().expect("no sample");
+    let e = p.finish().expect_err("no sample");
     assert!(e.to_string().contains("window"), "{e}");
 }

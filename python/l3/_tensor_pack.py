@@ -85,9 +85,10 @@ def pack_arrays(
     "kept"}``. ``window`` (``[(name, array, offset)]``) makes the samples given the steps
     of a sequence, one record each, and a sample of the dataset a window over them: array
     ``name`` of sample t is array ``array`` of record t + ``offset`` (manifest version 2;
-    ``pack_source`` with ``offsets`` writes it, so each step is stored once). ``out`` may be an object-store URL (``s3://bucket/prefix``, ...): the
-    dataset is packed in a temporary folder (no resume then) and copied there
-    (`copy_dataset`: shards checked, manifest last).
+    ``pack_source`` with ``offsets`` writes it, so each step is stored once). ``out`` may
+    be an object-store URL (``s3://bucket/prefix``, ...): the dataset is packed in a
+    temporary folder (no resume then) and copied there (`copy_dataset`: shards checked,
+    manifest last).
     """
     if _l3.is_remote(out):
         import tempfile

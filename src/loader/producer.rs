@@ -432,7 +432,8 @@ impl Producer {
                     }
                     kept += 1;
                     out.samples.push(sample);
-                    out.classes.push(super::tensor_batch::class_of(dataset, sample)?);
+                    out.classes
+                        .push(super::tensor_batch::class_of(dataset, sample)?);
                     out.windows.extend(window);
                     out.times.decode += decode;
                     out.times.augment += cut;

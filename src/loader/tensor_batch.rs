@@ -399,14 +399,6 @@ impl GpuWindows {
         augment: &Option<TensorAugment>,
         extent: &[u32],
     ) -> Result<Self> {
-        if manifest.window.is_some() {
-            return Err(invalid_option(
-                "gpu",
-                1,
-                "a windowed tensor dataset (samples over its records) loads on the CPU path: \
-                 leave gpu unset",
-            ));
-        }
         if options.gpu_output != super::gpu::GpuOutput::ReadBack {
             return Err(invalid_option(
                 "gpu_output",
@@ -484,7 +476,10 @@ impl TensorPlan {
         use super::tensor_gpu::{window_batch, TensorArrayInput, TensorSampleInput};
         let windows = self.gpu.as_ref().expect("planned for the GPU");
         let on_error = options.on_error;
-        let mut live = Vec::with_capacity(ids.len());
+        // Per good sample: its arrays' specs under the sample's names (a windowed dataset's
+        // arrays come from several records, and may share a stored name), their payloads and
+        // its window; the batch's inputs borrow them.
+        let mut prepared = Vec::with_capacity(ids.len());
         for (k, e) in errors.into_iter().enumerate() {
             let sample = ids[k] as u64;
             if let Some(e) = e {
@@ -497,17 +492,39 @@ impl TensorPlan {
                 let w = windows
                     .augment
                     .window(seed, epoch, sample, &windows.extent)?;
-                let arrays = specs
+                let (named, bytes): (Vec<_>, Vec<_>) = specs
                     .into_iter()
-                    .map(|(spec, payload)| TensorArrayInput { spec, payload })
-                    .collect();
-                Ok(TensorSampleInput { arrays, window: w })
+                    .zip(&self.arrays)
+                    .map(|((spec, payload), a)| {
+                        let spec = crate::tensor::ArraySpec {
+                            name: a.name.clone(),
+                            ..spec.clone()
+                        };
+                        (spec, payload)
+                    })
+                    .unzip();
+                Ok((named, bytes, w))
             })();
             match checked {
-                Ok(input) => live.push((k, input)),
+                Ok(input) => prepared.push((k, input)),
                 Err(e) => reject(dataset, on_error, out, sample, e)?,
             }
         }
+        let mut live: Vec<(usize, TensorSampleInput<'_>)> = prepared
+            .iter()
+            .map(|(k, (specs, bytes, w))| {
+                let arrays = specs
+                    .iter()
+                    .zip(bytes)
+                    .map(|(spec, &payload)| TensorArrayInput { spec, payload })
+                    .collect();
+                let input = TensorSampleInput {
+                    arrays,
+                    window: w.clone(),
+                };
+                (*k, input)
+            })
+            .collect();
         let stats = |name: &str| {
             self.arrays
                 .iter()

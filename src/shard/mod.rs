@@ -32,13 +32,13 @@ mod open;
 pub mod pack;
 mod reader;
 #[cfg(feature = "dataset")]
+mod sample_window;
+#[cfg(feature = "dataset")]
 mod tensor_dataset;
 pub mod tensor_format;
 mod tensor_io;
 #[cfg(feature = "dataset")]
 pub mod tensor_pack;
-#[cfg(feature = "dataset")]
-mod sample_window;
 #[cfg(feature = "dataset")]
 pub mod tree;
 mod writer;
@@ -61,11 +61,11 @@ pub use manifest::{
 pub use open::{AnyDataset, AnyManifest};
 pub use reader::{ImageIndex, ShardPrefix, ShardReader};
 #[cfg(feature = "dataset")]
+pub use sample_window::{SamplePart, SampleWindow, WindowArray, TENSOR_WINDOW_VERSION};
+#[cfg(feature = "dataset")]
 pub use tensor_dataset::{
     ArrayDecl, ArrayStats, TensorDataset, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
-#[cfg(feature = "dataset")]
-pub use sample_window::{SamplePart, SampleWindow, WindowArray, TENSOR_WINDOW_VERSION};
 pub use tensor_format::{ArrayEntry, PayloadEntry, RecordKind, TensorEntry};
 pub use tensor_io::{
     RecordPayloads, TensorIndex, TensorRecordInput, TensorShardReader, TensorShardWriter,

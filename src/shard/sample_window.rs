@@ -51,9 +51,10 @@ impl SampleWindow {
     /// records; an error where it leaves no sample.
     pub fn new(pairs: &[(String, String, u64)], records: u64) -> std::result::Result<Self, String> {
         let max = pairs.iter().map(|p| p.2).max().unwrap_or(0);
-        let samples = records.checked_sub(max).filter(|&s| s > 0).ok_or_else(|| {
-            format!("window: offset {max} leaves no sample of {records} records")
-        })?;
+        let samples = records
+            .checked_sub(max)
+            .filter(|&s| s > 0)
+            .ok_or_else(|| format!("window: offset {max} leaves no sample of {records} records"))?;
         Ok(SampleWindow {
             samples,
             arrays: pairs
@@ -144,6 +145,9 @@ impl SampleWindow {
         let mut offsets: Vec<u64> = self.arrays.iter().map(|a| a.offset).collect();
         offsets.sort_unstable();
         offsets.dedup();
-        offsets.into_iter().filter_map(|o| i.checked_add(o)).collect()
+        offsets
+            .into_iter()
+            .filter_map(|o| i.checked_add(o))
+            .collect()
     }
 }

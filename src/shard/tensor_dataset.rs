@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::{DatasetManifest, DatasetOf, ShardEntry};
 use super::manifest::{differs, parse_checked, MANIFEST_NAME, TENSOR_KIND};
-use super::tensor_format::{PayloadEntry, TensorEntry};
 use super::sample_window::{SamplePart, SampleWindow, TENSOR_WINDOW_VERSION};
+use super::tensor_format::{PayloadEntry, TensorEntry};
 use super::{TensorIndex, TensorShardReader};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, Result};
@@ -403,10 +403,10 @@ impl TensorDataset {
         let mut records: BTreeMap<u64, Vec<(String, NdArray)>> = BTreeMap::new();
         let mut out = Vec::with_capacity(parts.len());
         for (p, d) in parts.iter().zip(names) {
-            if !records.contains_key(&p.record) {
-                records.insert(p.record, self.read(p.record)?);
-            }
-            let arrays = &records[&p.record];
+            let arrays = match records.entry(p.record) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.read(p.record)?),
+            };
             let (_, a) = arrays.get(p.array).ok_or_else(|| Error::Record {
                 sample: p.record,
                 shard: self.name_of(p.record).0,

@@ -23,10 +23,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::manifest::{file_crc32, MANIFEST_NAME, TENSOR_KIND};
+use super::sample_window::{SampleWindow, TENSOR_WINDOW_VERSION};
 use super::tensor_dataset::{
     merge_stats, ArrayDecl, ArrayStats, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
-use super::sample_window::{SampleWindow, TENSOR_WINDOW_VERSION};
 use super::{
     write_atomic, DatasetManifest, TensorRecordInput, TensorShardReader, TensorShardWriter,
 };
@@ -301,7 +301,12 @@ impl TensorPacker {
             let mut m = Moments::default();
             let mut any = false;
             let first = a.offset as usize;
-            for r in self.record_moments.iter().skip(first).take(w.samples as usize) {
+            for r in self
+                .record_moments
+                .iter()
+                .skip(first)
+                .take(w.samples as usize)
+            {
                 if let Some(x) = &r[j] {
                     m.merge(x);
                     any = true;
