@@ -2,7 +2,8 @@
 and a window over them (manifest version 2), so a (t, t + 1) pair is two reads of
 once-stored steps. Against the earlier layout (``windows=False``: each sample's steps in its
 own record) from the same HDF5 file: the same samples byte for byte (lossless and
-error-bounded), the same loader batches (crop, flips, resume), fewer bytes on disk; with a
+error-bounded), the same loader batches (crop, flips, resume; the GPU path's equal the
+CPU path's), fewer bytes on disk; with a
 cache each step is read once per epoch; arrays of the same variables and mode are stored
 once; the command line writes the new layout; bad windows are refused."""
 
@@ -99,6 +100,7 @@ def test_loader_batches_equal_and_resume(sim, tmp_path):
     b = batches(new_dir, cache_mb=4, **options)
     assert len(a) == len(b) == 10
     for x, y in zip(a, b):
+        assert x["arrays"] == y["arrays"] == ["input", "target"]
         assert list(x["samples"]) == list(y["samples"])
         for name in ("input", "target"):
             assert x[name].tobytes() == y[name].tobytes()
@@ -111,6 +113,20 @@ def test_loader_batches_equal_and_resume(sim, tmp_path):
     for x, y in zip(head + rest, b):
         assert list(x["samples"]) == list(y["samples"])
         assert x["target"].tobytes() == y["target"].tobytes()
+
+
+def test_the_gpu_path_equals_the_cpu_path(sim, tmp_path, gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    new, old, new_dir, old_dir = pack_both(sim, tmp_path, "split", {"relative": 1e-3})
+    options = dict(seed=3, end_epoch=2, crop=(8, 8), flips=True, rot90=True, normalize=True)
+    cpu = batches(new_dir, cache_mb=4, **options)
+    gpu = batches(new_dir, cache_mb=4, device="gpu", **options)
+    assert len(cpu) == len(gpu) == 10
+    for c, g in zip(cpu, gpu):
+        assert list(c["samples"]) == list(g["samples"]) and g["arrays"] == ["input", "target"]
+        for name in ("input", "target"):
+            assert c[name].tobytes() == g[name].tobytes(), name
 
 
 def test_a_cached_step_is_read_once_per_epoch(sim, tmp_path):
