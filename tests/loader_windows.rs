@@ -269,6 +269,19 @@ fn a_cached_step_is_read_once_per_epoch() {
         last.miss_bytes, payload,
         "each step missed once in three epochs"
     );
+    // The disk tier alone: the same, each step read from storage once.
+    let disk = tempfile::tempdir().unwrap();
+    let mut o = options(4, None);
+    o.disk_cache = Some((disk.path().to_path_buf(), 1 << 30));
+    let batches = run(&steps, o, start());
+    let from_storage = |e: u64| -> u64 {
+        batches
+            .iter()
+            .filter(|b| b.epoch == e)
+            .map(|b| b.bytes_read)
+            .sum()
+    };
+    assert_eq!((from_storage(0), from_storage(1)), (payload, 0));
     // Without a cache each sample reads its two records: every step but the ends twice.
     let batches = run(&steps, options(4, None), start());
     let uncached: u64 = batches

@@ -143,6 +143,21 @@ def test_a_cached_step_is_read_once_per_epoch(sim, tmp_path):
     assert twice > 1.8 * stored, (twice, stored)
 
 
+def test_a_rerun_keeps_the_shards(sim, tmp_path):
+    path, _ = sim
+    variables, offsets = SPECS["same"]
+    out = tmp_path / "resume"
+    first = l3.pack_source(path, out, variables, offsets=offsets, samples_per_shard=6)
+    manifest = (out / "manifest.json").read_bytes()
+    again = l3.pack_source(path, out, variables, offsets=offsets, samples_per_shard=6)
+    assert again["kept"] == first["shards"] == 4 and again["written"] == 0
+    assert (out / "manifest.json").read_bytes() == manifest
+    # The earlier layout into the same folder is another dataset: refused unless forced.
+    with pytest.raises(l3.L3IOError, match="other samples|other options|another dataset"):
+        l3.pack_source(path, out, variables, offsets=offsets, samples_per_shard=6,
+                       windows=False)  # fmt: skip
+
+
 def test_the_command_line_stores_steps_once(sim, tmp_path):
     import subprocess
     import sys
