@@ -174,6 +174,17 @@ def test_the_command_line_stores_steps_once(sim, tmp_path):
     assert len(ds) == T - 1 and ds.records == T and len(ds.arrays) == 1
     want = np.stack([data[n][T - 1] for n in ("h", "u", "v")])
     np.testing.assert_array_equal(ds[T - 2]["target"], want)
+    # --no-window: the earlier layout, the same samples.
+    old = tmp_path / "cli-pairs"
+    r = subprocess.run(
+        [sys.executable, "-m", "l3", "pack-arrays", str(path), "-o", str(old), "--input",
+         "h,u,v", "--target", "h,u,v", "--offset", "target=1", "--no-window", "-q"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    pairs = l3.open_dataset(old)
+    assert pairs.window is None and pairs.records == len(pairs) == T - 1
+    assert pairs[T - 2]["target"].tobytes() == ds[T - 2]["target"].tobytes()
 
 
 def test_bad_windows_are_refused(tmp_path):
