@@ -144,7 +144,8 @@ def add_parsers(sub: Any) -> None:
         action="append",
         metavar="NAME=N",
         help="read an array N steps after the sample's index (--offset target=1: next step;"
-        " each step is stored once and the manifest's window pairs them)",
+        " an array read at two steps is stored once per step, paired by the manifest's"
+        " window)",
     )
     p.add_argument(
         "--no-window",

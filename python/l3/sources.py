@@ -648,7 +648,8 @@ def open_source(
     ``max_block_bytes`` bounds one block (and one chunk) of one variable. ``offsets`` reads an
     array that many steps after the sample's index (``{"target": 1}``: sample t pairs step t
     with step t + 1, for next-step prediction; the source then has that many fewer samples;
-    ``pack_source`` stores each step once and writes the pairing as the dataset's window).
+    ``pack_source`` stores each step once, with the pairing as the dataset's window where
+    one array is read at two steps).
     See the module help
     for variables, axes, fill values, scale/offset and errors."""
     return Source(
@@ -707,13 +708,14 @@ def pack_source(
 ) -> dict:
     """Packs a store into a tensor dataset in ``output`` through ``l3.pack_arrays``: one
     record per index of the sample axis, keyed by that index (`Source.keys`), modes with the
-    fill values (`Source.modes`). With ``offsets`` (a source whose arrays are read at
-    different steps), each step is one record of the distinct arrays (`Source.window`:
-    arrays of the same variables and mode stored once), keyed by its index
-    (`Source.step_keys`), and the dataset's window (manifest version 2) pairs them: each step
-    stored once, the dataset's samples those of the source. ``windows=False`` writes the
-    earlier layout instead (one record per sample, a step stored in every sample that reads
-    it). ``source`` is a `Source`, or a path/URL/open store opened
+    fill values (`Source.modes`). With ``offsets`` that read one stored array at two steps
+    (``input`` and ``target`` of the same variables and mode, `Source.window`), each step is
+    one record of the distinct arrays, keyed by its index (`Source.step_keys`), and the
+    dataset's window (manifest version 2) pairs them: each step stored once, the dataset's
+    samples those of the source. Offsets whose arrays are all distinct keep one record per
+    sample (each step of each array is then stored once already, and a sample is one read).
+    ``windows=False`` always writes one record per sample (a step stored in every sample that
+    reads it). ``source`` is a `Source`, or a path/URL/open store opened
     with `open_source` (``variables`` and ``source_options``: its arguments). A rerun keeps
     the finished shards (``pack_arrays``' resume). Writes ``source.json`` (`Source.meta`)
     beside the manifest. Returns ``pack_arrays``' dict."""
@@ -733,6 +735,14 @@ def pack_source(
         windowed = bool(windows) and any(src.offsets.values())
         if windowed:
             stored, pairs = src.window(modes)
+            # Windows only where they store less: some stored array read at two offsets.
+            # Otherwise one record per sample already holds each step of each array once,
+            # and a sample reads one record.
+            at: Dict[str, set] = {}
+            for _, home, offset in pairs:
+                at.setdefault(home, set()).add(offset)
+            windowed = any(len(offsets) > 1 for offsets in at.values())
+        if windowed:
             all_modes = src.modes(modes)
             samples: Any = src.steps(stored)
             total, keys = src.stop - src.start, src.step_keys()
