@@ -30,7 +30,9 @@ every index exactly once.
 
 The l3 arm (`--l3 DATASET`, repeatable): tensor records packed from the same file with
 ``python -m l3 pack-arrays sim.h5 -o DATASET --input h,u,v --target h,u,v --offset
-target=1 [--mode rel:1e-3]`` (record t = steps t and t+1, so each step is stored twice),
+target=1 [--mode rel:1e-3]`` (one record per step, stored once, and a window pairing t with
+t + 1; datasets packed before issue 47, or with ``pack_source(..., windows=False)``, store
+record t = steps t and t+1, each step twice),
 read by `l3.Loader` (the Rust loader that `l3.torch.L3DataLoader` wraps; ``threads`` =
 --workers, no worker processes) with the same crop, flips (``flips=True``: left-right and
 up-down, p 0.5 each) and normalisation (``normalize=True``: the manifest's statistics of

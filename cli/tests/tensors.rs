@@ -84,6 +84,37 @@ fn ls_shows_arrays_and_records() {
     );
 }
 
+/// A windowed dataset (one record per step, samples over them): `ls` shows its window and
+/// the statistics per sample array; `verify-dataset` checks every record.
+#[test]
+fn ls_and_verify_show_a_windowed_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    let mut o = TensorPackOptions::new(3, ArrayMode::Raw);
+    o.window = vec![
+        ("x".into(), "input".into(), 0),
+        ("y".into(), "target".into(), 1),
+    ];
+    let mut p = TensorPacker::new(&ds, o).unwrap();
+    for i in 0..5 {
+        p.push(sample(i)).unwrap();
+    }
+    p.finish().unwrap();
+    let o = l3(&["ls", s(&ds)]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("5 tensor records in 2 shard(s)"), "{out}");
+    assert!(
+        out.contains("4 samples, each a window over the records"),
+        "{out}"
+    );
+    assert!(out.contains("sample array y = target at +1"), "{out}");
+    assert!(out.contains("stats: count 120 mean"), "{out}");
+    let o = l3(&["verify-dataset", s(&ds)]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+}
+
 #[test]
 fn verify_checks_every_array_and_names_a_damaged_one() {
     let tmp = tempfile::tempdir().unwrap();

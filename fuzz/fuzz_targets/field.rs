@@ -1,4 +1,5 @@
-//! Any bytes as a float field file: the parser and the decoder return values or an error,
+//! Any bytes as a float field file (version 1, and any version through
+//! `decode_float_array`): the parsers and the decoders return values or an error,
 //! never panic or over-allocate; accepted runs lie inside the field. Half the inputs get their
 //! CRC recomputed so mutations reach the header, image and run checks.
 #![no_main]
@@ -19,5 +20,10 @@ fuzz_target!(|input: &[u8]| {
         if let Ok((h, values)) = l3::field::decode_field(&data, &options) {
             assert_eq!(values.len() as u64, h.len());
         }
+    }
+    // The any-version entry point: whatever the version byte says, values or an error.
+    if let Ok((h, values)) = l3::field::decode_float_array(&data, &options) {
+        assert_eq!(values.as_slice().len() as u64, h.len());
+        assert_eq!(l3::field::parse_float_array(&data).ok(), Some(h));
     }
 });

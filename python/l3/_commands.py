@@ -143,7 +143,15 @@ def add_parsers(sub: Any) -> None:
         "--offset",
         action="append",
         metavar="NAME=N",
-        help="read an array N steps after the sample's index (--offset target=1: next step)",
+        help="read an array N steps after the sample's index (--offset target=1: next step;"
+        " an array read at two steps is stored once per step, paired by the manifest's"
+        " window)",
+    )
+    p.add_argument(
+        "--no-window",
+        action="store_true",
+        help="with --offset: the earlier layout, one record per sample (a step in every"
+        " sample that reads it)",
     )
     p.add_argument("--start", type=int, help="first index along the sample axis")
     p.add_argument("--stop", type=int, help="one past the last index along the sample axis")
@@ -216,6 +224,7 @@ def run_pack_arrays(args: argparse.Namespace) -> int:
             samples_per_shard=args.samples_per_shard,
             force=args.force,
             show_progress=not args.quiet,
+            windows=not args.no_window,
         )
     print(json.dumps(result, indent=1, default=str))
     return 0

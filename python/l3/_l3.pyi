@@ -145,7 +145,8 @@ class TensorDataset:
     ) -> None: ...
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> Dict[str, npt.NDArray[Any]]:
-        """Record i's arrays by name (float16 as np.float16, bfloat16 as np.uint16 bits)."""
+        """Sample i's arrays by name (record i's, or a windowed dataset's window over its
+        records; float16 as np.float16, bfloat16 as np.uint16 bits)."""
     @property
     def path(self) -> str: ...
     @property
@@ -158,6 +159,12 @@ class TensorDataset:
     def record(self, i: int) -> Dict[str, Any]:
         """key, label, meta, shard, arrays (name, dtype, shape, mode, bound, fill_bits,
         bytes)."""
+    @property
+    def records(self) -> int:
+        """Records (a windowed dataset's steps; else len())."""
+    @property
+    def window(self) -> Optional[List[Dict[str, Any]]]:
+        """A windowed dataset's sample arrays (name, array, offset), or None."""
 
 class TensorPacker:
     """The Rust half of l3.pack_arrays (use that)."""
@@ -170,6 +177,7 @@ class TensorPacker:
         samples_per_shard: int,
         force: bool,
         limits: Optional[Limits] = None,
+        window: Optional[List[Tuple[str, str, int]]] = None,
     ) -> None: ...
     def push(
         self,

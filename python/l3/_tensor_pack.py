@@ -63,6 +63,7 @@ def pack_arrays(
     keys: Iterable[str] | None = None,
     labels: Iterable[int] | None = None,
     limits: Limits | None = None,
+    window: Iterable[Tuple[str, str, int]] | None = None,
 ) -> dict:
     """Packs ``samples`` (any iterable of dicts ``{name: numpy array}``, the same names,
     dtypes and shapes in every sample, 1 to 4 axes) into a tensor dataset in folder ``out``.
@@ -81,9 +82,13 @@ def pack_arrays(
     Resume: a rerun with the same samples and options keeps the finished shards (the samples
     are read again, not encoded again); other samples or options raise ``L3IOError`` naming
     the shard unless ``force=True``. Returns ``{"records", "shards", "bytes", "written",
-    "kept"}``. ``out`` may be an object-store URL (``s3://bucket/prefix``, ...): the
-    dataset is packed in a temporary folder (no resume then) and copied there
-    (`copy_dataset`: shards checked, manifest last).
+    "kept"}``. ``window`` (``[(name, array, offset)]``) makes the samples given the steps
+    of a sequence, one record each, and a sample of the dataset a window over them: array
+    ``name`` of sample t is array ``array`` of record t + ``offset`` (manifest version 2;
+    ``pack_source`` with ``offsets`` writes it, so each step is stored once). ``out`` may
+    be an object-store URL (``s3://bucket/prefix``, ...): the dataset is packed in a
+    temporary folder (no resume then) and copied there (`copy_dataset`: shards checked,
+    manifest last).
     """
     if _l3.is_remote(out):
         import tempfile
@@ -91,7 +96,7 @@ def pack_arrays(
         with tempfile.TemporaryDirectory() as staging:
             result = pack_arrays(samples, staging, modes=modes,
                                  samples_per_shard=samples_per_shard, keys=keys,
-                                 labels=labels, limits=limits)
+                                 labels=labels, limits=limits, window=window)
             copy_dataset(staging, out, force=force)
         return result
     if isinstance(modes, dict) and not set(modes) <= _MODE_KEYS:
@@ -100,8 +105,13 @@ def pack_arrays(
     else:
         default = _mode("every array", modes)
         per_name = {}
+    if window is not None:
+        window = [(str(n), str(a), int(o)) for n, a, o in window]
+        for n, _, o in window:
+            if not 0 <= o < 2**63:
+                raise ParameterError(f"window: offset of {n!r} must be in 0..2**63, not {o}")
     packer = _l3.TensorPacker(
-        os.fspath(out), default, per_name, int(samples_per_shard), bool(force), limits
+        os.fspath(out), default, per_name, int(samples_per_shard), bool(force), limits, window
     )
     key_iter = iter(keys) if keys is not None else None
     label_iter = iter(labels) if labels is not None else None

@@ -439,6 +439,55 @@ class Source:
             out[name] = np.stack(parts) if arr.stacked else np.array(parts[0], order="C", copy=True)
         return out
 
+    def window(self, modes: Any = "lossless") -> tuple:
+        """The once-stored layout of this source's samples (``pack_source``'s default with
+        ``offsets``): ``(stored, pairs)``. ``stored`` maps each stored array's name to its
+        source array: arrays with the same variables, stacking and mode (``modes`` as
+        `Source.modes` takes it) are stored once, under the first one's name. ``pairs`` is
+        ``[(array, stored name, offset)]`` per array, the window `l3.pack_arrays` takes:
+        array ``array`` of sample t is the stored array of step t + offset."""
+        per = self.modes(modes)
+        stored: Dict[str, str] = {}
+        pairs = []
+        for name, arr in self.arrays.items():
+            home = next(
+                (
+                    s
+                    for s, src in stored.items()
+                    if self.arrays[src].variables == arr.variables
+                    and self.arrays[src].stacked == arr.stacked
+                    and per[src] == per[name]
+                ),
+                None,
+            )
+            if home is None:
+                home = name
+                stored[name] = name
+            pairs.append((name, home, self.offsets[name]))
+        return stored, pairs
+
+    def steps(self, stored: Mapping[str, str]) -> Iterator[Dict[str, np.ndarray]]:
+        """Every step from ``start`` to ``stop`` as a dict of the ``stored`` arrays (name ->
+        source array, from `Source.window`), each at that step: the records of the
+        once-stored layout (``stop - start`` of them, `Source.step_keys`)."""
+        try:
+            for i in range(self.start, self.stop):
+                out = {}
+                for name, src in stored.items():
+                    arr = self.arrays[src]
+                    parts = [self._sample_of(v, i) for v in arr.variables]
+                    out[name] = (
+                        np.stack(parts) if arr.stacked else np.array(parts[0], order="C", copy=True)
+                    )
+                yield out
+        finally:
+            self._buffers.clear()
+
+    def step_keys(self) -> List[str]:
+        """Record keys of `Source.steps`: each step's index along the sample axis."""
+        width = max(6, len(str(self._length - 1)))
+        return [f"{i:0{width}d}" for i in range(self.start, self.stop)]
+
     def __getitem__(self, index: int) -> Dict[str, np.ndarray]:
         """Sample ``index`` (0-based from ``start``); reads the blocks that hold it."""
         if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
@@ -598,8 +647,10 @@ def open_source(
     by it or a ``.nc`` name, Zarr by ``zarr.json``/``.zgroup``/``.zarray``).
     ``max_block_bytes`` bounds one block (and one chunk) of one variable. ``offsets`` reads an
     array that many steps after the sample's index (``{"target": 1}``: sample t pairs step t
-    with step t + 1, for next-step prediction; the source then has that many fewer samples,
-    and each step is stored in two records). See the module help
+    with step t + 1, for next-step prediction; the source then has that many fewer samples;
+    ``pack_source`` stores each step once, with the pairing as the dataset's window where
+    one array is read at two steps).
+    See the module help
     for variables, axes, fill values, scale/offset and errors."""
     return Source(
         path_or_url,
@@ -652,11 +703,19 @@ def pack_source(
     force: bool = False,
     limits: Any = None,
     show_progress: bool = False,
+    windows: bool = True,
     **source_options: Any,
 ) -> dict:
     """Packs a store into a tensor dataset in ``output`` through ``l3.pack_arrays``: one
     record per index of the sample axis, keyed by that index (`Source.keys`), modes with the
-    fill values (`Source.modes`). ``source`` is a `Source`, or a path/URL/open store opened
+    fill values (`Source.modes`). With ``offsets`` that read one stored array at two steps
+    (``input`` and ``target`` of the same variables and mode, `Source.window`), each step is
+    one record of the distinct arrays, keyed by its index (`Source.step_keys`), and the
+    dataset's window (manifest version 2) pairs them: each step stored once, the dataset's
+    samples those of the source. Offsets whose arrays are all distinct keep one record per
+    sample (each step of each array is then stored once already, and a sample is one read).
+    ``windows=False`` always writes one record per sample (a step stored in every sample that
+    reads it). ``source`` is a `Source`, or a path/URL/open store opened
     with `open_source` (``variables`` and ``source_options``: its arguments). A rerun keeps
     the finished shards (``pack_arrays``' resume). Writes ``source.json`` (`Source.meta`)
     beside the manifest. Returns ``pack_arrays``' dict."""
@@ -673,21 +732,42 @@ def pack_source(
             raise ParameterError("variables are needed to open a source")
         src, owned = open_source(source, variables, limits=limits, **source_options), True
     try:
-        samples: Any = iter(src)
+        windowed = bool(windows) and any(src.offsets.values())
+        if windowed:
+            stored, pairs = src.window(modes)
+            # Windows only where they store less: some stored array read at two offsets.
+            # Otherwise one record per sample already holds each step of each array once,
+            # and a sample reads one record.
+            at: Dict[str, set] = {}
+            for _, home, offset in pairs:
+                at.setdefault(home, set()).add(offset)
+            windowed = any(len(offsets) > 1 for offsets in at.values())
+        if windowed:
+            all_modes = src.modes(modes)
+            samples: Any = src.steps(stored)
+            total, keys = src.stop - src.start, src.step_keys()
+            pack_modes: Any = {name: all_modes[name] for name in stored}
+        else:
+            samples, total, keys, pairs = iter(src), len(src), src.keys(), None
+            pack_modes = src.modes(modes)
         if show_progress:
-            samples = progress(samples, len(src))
+            samples = progress(samples, total)
         result = pack_arrays(
             samples,
             os.fspath(output),
-            modes=src.modes(modes),
+            modes=pack_modes,
             samples_per_shard=samples_per_shard,
             force=force,
-            keys=src.keys(),
+            keys=keys,
             limits=limits,
+            window=pairs,
         )
         out = Path(output)
         tmp = out / ".source.json.tmp"
-        tmp.write_text(json.dumps(_finite(src.meta()), indent=1, allow_nan=False) + "\n")
+        meta = src.meta()
+        if windowed:
+            meta["window"] = [list(p) for p in pairs]
+        tmp.write_text(json.dumps(_finite(meta), indent=1, allow_nan=False) + "\n")
         os.replace(tmp, out / "source.json")
         return result
     finally:

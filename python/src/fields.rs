@@ -330,35 +330,17 @@ fn decode_field<'py>(
         limits: limits_of(limits.as_deref()),
         ..DecodeOptions::default()
     };
-    if l3::field::field_version(&bytes) == Some(LOSSLESS_VERSION) {
-        let (h, values) = py
-            .detach(|| l3::field::decode_lossless(&bytes, &options))
-            .py_err()?;
-        let shape: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
-        return Ok(match values {
-            FloatVec::F32(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            FloatVec::F16(v) => numpy::PyArray1::from_vec(py, v)
-                .reshape(shape)?
-                .call_method1("view", (py.import("numpy")?.getattr("float16")?,))?,
-            FloatVec::BF16(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-        });
-    }
-    if l3::field::field_version(&bytes) == Some(BOUNDED_VERSION) {
-        let (h, values) = py
-            .detach(|| l3::field::decode_bounded(&bytes, &options))
-            .py_err()?;
-        let shape: Vec<usize> = h.shape.iter().map(|&d| d as usize).collect();
-        return Ok(numpy::PyArray1::from_vec(py, values)
-            .reshape(shape)?
-            .into_any());
-    }
     let (h, values) = py
-        .detach(|| l3::field::decode_field(&bytes, &options))
+        .detach(|| l3::field::decode_float_array(&bytes, &options))
         .py_err()?;
-    let shape: Vec<usize> = h.dims().iter().map(|&d| d as usize).collect();
-    Ok(numpy::PyArray1::from_vec(py, values)
-        .reshape(shape)?
-        .into_any())
+    let shape: Vec<usize> = h.shape().iter().map(|&d| d as usize).collect();
+    Ok(match values {
+        FloatVec::F32(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+        FloatVec::F16(v) => numpy::PyArray1::from_vec(py, v)
+            .reshape(shape)?
+            .call_method1("view", (py.import("numpy")?.getattr("float16")?,))?,
+        FloatVec::BF16(v) => numpy::PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+    })
 }
 
 /// A field file's header. Error-bounded: mode "error_bounded", version (1 or 3), shape,

@@ -244,8 +244,13 @@ impl Loader {
                 (Some(crop), Kind::Images(chw))
             }
             LoaderDataset::Tensors(d) => {
-                let names: Vec<String> =
-                    d.manifest().arrays.iter().map(|a| a.name.clone()).collect();
+                // A sample's arrays: a windowed dataset's window names them.
+                let names: Vec<String> = d
+                    .manifest()
+                    .sample_arrays()
+                    .into_iter()
+                    .map(|a| a.name)
+                    .collect();
                 if let Some(n) = names.iter().find(|n| BATCH_KEYS.contains(&n.as_str())) {
                     return Err(parameter_error(format!(
                         "the dataset has an array named {n:?}, a key of the batch dicts \

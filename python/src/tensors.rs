@@ -56,6 +56,10 @@ impl PyTensorDataset {
     fn index(&self, i: i64) -> PyResult<u64> {
         crate::dataset::record_index(i, self.inner.len())
     }
+
+    fn sample_index(&self, i: i64) -> PyResult<u64> {
+        crate::dataset::record_index(i, self.inner.samples())
+    }
 }
 
 #[pymethods]
@@ -75,16 +79,18 @@ impl PyTensorDataset {
         Ok(PyTensorDataset { inner })
     }
 
+    /// Samples: the records, or a windowed dataset's samples (`window`).
     fn __len__(&self) -> usize {
-        self.inner.len() as usize
+        self.inner.samples() as usize
     }
 
-    /// Record `i`'s arrays as a dict of NumPy arrays, in index order (float16 as
-    /// `np.float16`, bfloat16 as `np.uint16` bit patterns).
+    /// Sample `i`'s arrays as a dict of NumPy arrays, in order (float16 as `np.float16`,
+    /// bfloat16 as `np.uint16` bit patterns): record `i`'s arrays, or with a window each
+    /// array from the record that holds it.
     fn __getitem__<'py>(&self, py: Python<'py>, i: i64) -> PyResult<Bound<'py, PyDict>> {
-        let j = self.index(i)?;
+        let j = self.sample_index(i)?;
         let inner = self.inner.clone();
-        let arrays = py.detach(|| inner.read(j)).py_err()?;
+        let arrays = py.detach(|| inner.read_sample(j)).py_err()?;
         let d = PyDict::new(py);
         for (name, a) in &arrays {
             d.set_item(name, to_numpy(py, a)?)?;
@@ -125,6 +131,31 @@ impl PyTensorDataset {
             list.append(d)?;
         }
         Ok(list)
+    }
+
+    /// Records (steps of a windowed dataset; else `len()`).
+    #[getter]
+    fn records(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// The sample window of a windowed dataset (manifest version 2): a list of dicts (name,
+    /// array: the stored array it reads, offset: records after the sample's index), or None
+    /// where a sample is a record.
+    #[getter]
+    fn window<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(w) = &self.inner.manifest().window else {
+            return Ok(None);
+        };
+        let list = PyList::empty(py);
+        for a in &w.arrays {
+            let d = PyDict::new(py);
+            d.set_item("name", &a.name)?;
+            d.set_item("array", &a.array)?;
+            d.set_item("offset", a.offset)?;
+            list.append(d)?;
+        }
+        Ok(Some(list))
     }
 
     /// Normalisation statistics per float array name: `{name: {"count", "mean", "std"}}`
@@ -174,11 +205,15 @@ impl PyTensorDataset {
         let m = self.inner.manifest();
         let names: Vec<&str> = m.arrays.iter().map(|a| a.name.as_str()).collect();
         format!(
-            "l3.TensorDataset({:?}: {} records, {} shards, arrays {:?})",
+            "l3.TensorDataset({:?}: {} records, {} shards, arrays {:?}{})",
             self.inner.dir(),
             m.records,
             m.shards.len(),
-            names
+            names,
+            m.window.as_ref().map_or(String::new(), |w| format!(
+                ", {} samples over the records",
+                w.samples
+            ))
         )
     }
 }
@@ -230,7 +265,8 @@ pub(crate) struct PyTensorPacker {
 #[pymethods]
 impl PyTensorPacker {
     #[new]
-    #[pyo3(signature = (out, default_mode, modes, samples_per_shard, force, limits = None))]
+    #[pyo3(signature = (out, default_mode, modes, samples_per_shard, force, limits = None, window = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         out: PathBuf,
         default_mode: ModeArg,
@@ -238,6 +274,7 @@ impl PyTensorPacker {
         samples_per_shard: usize,
         force: bool,
         limits: Option<PyRef<'_, PyLimits>>,
+        window: Option<Vec<(String, String, u64)>>,
     ) -> PyResult<Self> {
         if samples_per_shard == 0 {
             return Err(parameter_error("samples_per_shard must be at least 1"));
@@ -245,6 +282,7 @@ impl PyTensorPacker {
         let mut options = TensorPackOptions::new(samples_per_shard, ArrayMode::Lossless);
         options.force = force;
         options.default_mode = mode_of("every array", &default_mode)?;
+        options.window = window.unwrap_or_default();
         for (name, m) in &modes {
             options
                 .modes

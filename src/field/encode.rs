@@ -125,8 +125,8 @@ pub(crate) fn encode_exactly(values: &[f32], shape: &[u32], fill: Option<f32>) -
 /// a version 1 file, or, when the bound is finer than the bins allow (the regular range
 /// needs more than [`MAX_BINS`] bins of width `2 x bound`, the bound is below half the
 /// smallest normal f32, or a relative bound of a field without range), the field stored
-/// exactly as a lossless version 2 file ([`super::field_version`] tells them apart; decode
-/// that with [`super::decode_lossless`]). Never an error for a finite positive bound.
+/// exactly as a lossless version 2 file ([`super::field_version`] tells them apart;
+/// [`super::decode_float_array`] decodes either). Never an error for a finite positive bound.
 pub fn encode_field(values: &[f32], shape: &[u32], options: &FieldOptions) -> Result<Vec<u8>> {
     let shape3: [u32; 3] = match *shape {
         [ny, nx] => [1, ny, nx],

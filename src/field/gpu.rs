@@ -14,7 +14,10 @@
 
 use super::bounded::gpu::{plan_bounded_batches, SplitLimits};
 use super::lossless::gpu::{plan_lossless_batches, LosslessPlan};
-use super::{parse_field, BoundedHeader, FieldHeader, FieldLayout, LosslessHeader};
+use super::{
+    parse_field, BoundedHeader, FieldHeader, FieldLayout, FloatArrayHeader, FloatType, FloatVec,
+    LosslessHeader,
+};
 use crate::decode::DecodeOptions;
 use crate::error::{Error, FormatError, Result};
 use crate::gpu::abi::{FieldJob, FIELD_RUN_WORDS, OUT_ALIGN};
@@ -266,6 +269,7 @@ impl GpuBoundedBatch {
 
 /// The output buffer of a batch of `total` bytes.
 fn output_buffer(decoder: &GpuDecoder, label: &'static str, total: u64) -> wgpu::Buffer {
+    decoder.count_buffers(1);
     decoder.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size: total.max(4),
@@ -440,4 +444,147 @@ pub fn encode_bounded_buffer(
     options: &super::BoundedOptions,
 ) -> Result<Vec<u8>> {
     super::bounded::gpu_encode::encode_device(encoder, buffer, offset, shape, options)
+}
+
+/// Decoded float arrays of any version ([`decode_float_arrays`]): each version's batch in its
+/// own buffer, array `i` where [`GpuFloatArrays::place`] says.
+#[derive(Debug)]
+pub struct GpuFloatArrays {
+    /// Each array's header, in the order of the files.
+    pub headers: Vec<FloatArrayHeader>,
+    /// The version-1 fields, if any.
+    pub fields: Option<GpuFieldBatch>,
+    /// The lossless arrays (version 2), if any.
+    pub lossless: Option<GpuLosslessBatch>,
+    /// The error-bounded arrays of 1 to 4 axes (version 3), if any.
+    pub bounded: Option<GpuBoundedBatch>,
+    /// File `i`'s index within its version's batch.
+    within: Vec<usize>,
+}
+
+impl GpuFloatArrays {
+    /// Array `i`'s buffer, byte offset and byte length (values as the CPU decoder gives
+    /// them, little-endian).
+    pub fn place(&self, i: usize) -> (&wgpu::Buffer, u64, u64) {
+        let (k, h) = (self.within[i], &self.headers[i]);
+        let bytes = h.len() * h.dtype().size() as u64;
+        match h {
+            FloatArrayHeader::Field(_) => {
+                let b = self.fields.as_ref().expect("a version-1 batch");
+                (&b.buffer, b.offsets[k], bytes)
+            }
+            FloatArrayHeader::Lossless(_) => {
+                let b = self.lossless.as_ref().expect("a lossless batch");
+                (&b.buffer, b.offsets[k], bytes)
+            }
+            FloatArrayHeader::Bounded(_) => {
+                let b = self.bounded.as_ref().expect("an error-bounded batch");
+                (&b.buffer, b.offsets[k], bytes)
+            }
+        }
+    }
+
+    /// Array `i`'s values, read back (blocking): what [`super::decode_float_array`] gives.
+    pub fn read_back(&self, i: usize) -> Result<FloatVec> {
+        let k = self.within[i];
+        Ok(match &self.headers[i] {
+            FloatArrayHeader::Field(_) => FloatVec::F32(
+                self.fields
+                    .as_ref()
+                    .expect("a version-1 batch")
+                    .read_back_field(k)?,
+            ),
+            FloatArrayHeader::Lossless(h) => {
+                let bytes = self
+                    .lossless
+                    .as_ref()
+                    .expect("a lossless batch")
+                    .read_back_bytes(k)?;
+                match h.dtype {
+                    FloatType::F32 => FloatVec::F32(bytemuck::pod_collect_to_vec(&bytes)),
+                    FloatType::F16 => FloatVec::F16(bytemuck::pod_collect_to_vec(&bytes)),
+                    FloatType::BF16 => FloatVec::BF16(bytemuck::pod_collect_to_vec(&bytes)),
+                }
+            }
+            FloatArrayHeader::Bounded(_) => FloatVec::F32(
+                self.bounded
+                    .as_ref()
+                    .expect("an error-bounded batch")
+                    .read_back_array(k)?,
+            ),
+        })
+    }
+
+    /// Submissions the decode took, all versions together.
+    pub fn submissions(&self) -> usize {
+        // A version-1 batch is the bin images' decode, then the fields' dispatch.
+        self.fields.as_ref().map_or(0, |_| 2)
+            + self.lossless.as_ref().map_or(0, |b| b.submissions)
+            + self.bounded.as_ref().map_or(0, |b| b.submissions)
+    }
+}
+
+/// Decodes float array files of any version on the GPU, bit for bit what
+/// [`super::decode_float_array`] gives: the files are grouped by version, each group decodes
+/// as [`decode_fields`], [`decode_lossless_fields`] or [`decode_bounded_fields`] (with
+/// `options`) does, and an error names the file by its index in `files`
+/// ([`Error::InBatch`]). A file that is not a float array is version 1's parse error.
+pub fn decode_float_arrays(
+    decoder: &GpuDecoder,
+    files: &[&[u8]],
+    options: &DecodeOptions,
+) -> Result<GpuFloatArrays> {
+    let mut groups: [Vec<usize>; 3] = Default::default();
+    let mut within = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let g = match super::field_version(f) {
+            Some(super::LOSSLESS_VERSION) => 1,
+            Some(super::BOUNDED_VERSION) => 2,
+            _ => 0,
+        };
+        within.push(groups[g].len());
+        groups[g].push(i);
+    }
+    // An error inside a group names the file by its index in `files`.
+    let renumber = |g: &[usize], e: Error| match e {
+        Error::InBatch { image, error } => Error::InBatch {
+            image: g[image],
+            error,
+        },
+        e => e,
+    };
+    let of = |g: &[usize]| g.iter().map(|&i| files[i]).collect::<Vec<_>>();
+    let fields = (!groups[0].is_empty())
+        .then(|| decode_fields(decoder, &of(&groups[0])).map_err(|e| renumber(&groups[0], e)))
+        .transpose()?;
+    let lossless = (!groups[1].is_empty())
+        .then(|| {
+            decode_lossless_fields(decoder, &of(&groups[1])).map_err(|e| renumber(&groups[1], e))
+        })
+        .transpose()?;
+    let bounded = (!groups[2].is_empty())
+        .then(|| {
+            decode_bounded_fields(decoder, &of(&groups[2]), options)
+                .map_err(|e| renumber(&groups[2], e))
+        })
+        .transpose()?;
+    let mut headers = Vec::with_capacity(files.len());
+    for (i, &k) in within.iter().enumerate() {
+        headers.push(match super::field_version(files[i]) {
+            Some(super::LOSSLESS_VERSION) => FloatArrayHeader::Lossless(
+                lossless.as_ref().expect("decoded above").headers[k].clone(),
+            ),
+            Some(super::BOUNDED_VERSION) => FloatArrayHeader::Bounded(
+                bounded.as_ref().expect("decoded above").headers[k].clone(),
+            ),
+            _ => FloatArrayHeader::Field(fields.as_ref().expect("decoded above").headers[k]),
+        });
+    }
+    Ok(GpuFloatArrays {
+        headers,
+        fields,
+        lossless,
+        bounded,
+        within,
+    })
 }

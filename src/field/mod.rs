@@ -19,8 +19,11 @@
 //! `lossless` holds the lossless float arrays (version 2 of the same container: float32,
 //! float16, bfloat16, 1 to 4 axes), `bounded` the error-bounded arrays of 1 to 4 axes
 //! (version 3: lattice interpolation or differences, [`encode_bounded`]);
-//! [`field_version`] tells them apart.
+//! [`field_version`] tells them apart, and [`decode_float_array`] (on the GPU
+//! `gpu::decode_float_arrays`) decodes whichever version a file is: an encoder asked for a
+//! bound may give back an exact version 2 file.
 
+mod any;
 mod bounded;
 mod core;
 mod decode;
@@ -35,6 +38,7 @@ mod gpu_tests;
 #[cfg(test)]
 mod tests;
 
+pub use any::{decode_float_array, parse_float_array, FloatArrayHeader};
 pub use bounded::{
     decode_bounded, decode_bounded_into, encode_bounded, lattice_limit, levels_for, parse_bounded,
     reconstruct_bounded, BoundedHeader, BoundedOptions, Predictor, BOUNDED_ALPHABET,

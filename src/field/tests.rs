@@ -173,3 +173,67 @@ fn unusable_bounds_are_named_by_their_value() {
         );
     }
 }
+
+/// One entry point decodes whatever an encoder gave back: a version 1 field, the exact
+/// version 2 file a too-fine bound gives, a version 3 array and a float16 lossless array,
+/// each to its own decoder's values and header; a file of an unknown version or a damaged
+/// one is an error, as from that version's decoder.
+#[test]
+fn decode_float_array_takes_every_version_an_encoder_writes() {
+    let o = DecodeOptions::default();
+    let v: Vec<f32> = (0..600).map(|i| (i as f32 * 0.21).sin() * 1e5).collect();
+    let v1 = encode_field(&v, &[20, 30], &FieldOptions::new(Bound::Absolute(100.0))).unwrap();
+    let exact = encode_field(&v, &[20, 30], &FieldOptions::new(Bound::Absolute(1e-4))).unwrap();
+    let v3 = encode_bounded(&v, &[600], &BoundedOptions::new(2.0)).unwrap();
+    let halves: Vec<u16> = (0..64u16).map(|i| 0x3c00 + i * 17).collect();
+    let f16 = encode_lossless(
+        FloatSlice::F16(&halves),
+        &[8, 8],
+        &LosslessOptions::default(),
+    )
+    .unwrap();
+    let cases: [(&[u8], u8, f64); 4] = [
+        (&v1, FIELD_VERSION, 100.0),
+        (&exact, LOSSLESS_VERSION, 0.0),
+        (&v3, BOUNDED_VERSION, 2.0),
+        (&f16, LOSSLESS_VERSION, 0.0),
+    ];
+    for (file, version, bound) in cases {
+        let (h, values) = decode_float_array(file, &o).unwrap();
+        assert_eq!(h.version(), version);
+        assert_eq!(h, parse_float_array(file).unwrap());
+        assert!(
+            h.bound() <= bound && h.bound() >= bound * 0.99,
+            "{}",
+            h.bound()
+        );
+        assert_eq!(values.as_slice().len() as u64, h.len());
+        let expected = match version {
+            FIELD_VERSION => FloatVec::F32(decode_field(file, &o).unwrap().1),
+            LOSSLESS_VERSION => decode_lossless(file, &o).unwrap().1,
+            _ => FloatVec::F32(decode_bounded(file, &o).unwrap().1),
+        };
+        assert_eq!(values.as_bytes(), expected.as_bytes());
+    }
+    let (h, back) = decode_float_array(&exact, &o).unwrap();
+    assert_eq!(h.shape(), [20, 30]);
+    assert_eq!(back, FloatVec::F32(v.clone()));
+    let (h, back) = decode_float_array(&f16, &o).unwrap();
+    assert_eq!((h.dtype(), h.shape()), (FloatType::F16, vec![8, 8]));
+    assert_eq!(back, FloatVec::F16(halves));
+    // An unknown version, a damaged file, a file of another kind: errors, no panic.
+    let mut unknown = v3.clone();
+    unknown[8] = 9;
+    let mut damaged = exact.clone();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0x40;
+    for bad in [
+        &unknown[..],
+        &damaged[..],
+        b"not a float array at all",
+        &v1[..7],
+    ] {
+        assert!(decode_float_array(bad, &o).is_err());
+        assert!(parse_float_array(bad).is_err() || bad == &damaged[..]);
+    }
+}

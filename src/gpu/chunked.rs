@@ -2,14 +2,14 @@
 //! `bounded.rs` over `shaders/bounded.wgsl`): storage tables bound whole at bindings 0 to 6
 //! (binding 4 the per-file error flags), the output at binding 7 as a range of the caller's
 //! buffer, and the uniform step at binding 8, one slot per step at the device's dynamic
-//! offset alignment. One compute pass runs the kernel's list of dispatches, in one
-//! submission; the error flags come back. Every binding is checked against the device's
+//! offset alignment. One compute pass runs the kernel's list of dispatches and the error
+//! flags' copy to the host follows, in one submission. Every binding is checked against the device's
 //! limits before anything is created. A kernel module says only what its tables, steps and
 //! dispatches are.
 
 use super::abi::LosslessSegment;
 use super::bindings::{check_bindings, BindLimits, Binding};
-use super::upload::storage_buffer;
+use super::upload::STORAGE_USAGE;
 use super::GpuDecoder;
 use crate::error::{LimitsError, Result};
 
@@ -165,6 +165,55 @@ impl Steps {
     }
 }
 
+/// The chunked kernels' buffers, kept by the decoder between batches (both kernels share
+/// them; a batch holds the lock from its uploads to its flags' read-back): the seven tables,
+/// the uniform steps and the flags' host-mapped copy, each the last one if large enough, else a new one of the next power
+/// of two bytes (at least 256); never shrunk. Tables are bound as ranges of their batch's
+/// size, so `arrayLength` in the kernels sees the batch's tables, not the pool's buffers.
+#[derive(Default)]
+pub(crate) struct FloatPool {
+    tables: [Option<wgpu::Buffer>; 7],
+    steps: Option<wgpu::Buffer>,
+    /// The error flags' read-back copy (host-mapped).
+    flags: Option<wgpu::Buffer>,
+}
+
+impl FloatPool {
+    /// Makes every buffer large enough for `tables` and `steps` bytes of steps: how many
+    /// buffers were (re)created.
+    fn ensure(&mut self, device: &wgpu::Device, tables: &[Table<'_>; 7], steps: u64) -> u64 {
+        let grow = |slot: &mut Option<wgpu::Buffer>, what: &str, size: u64, usage| {
+            if slot.as_ref().is_some_and(|b| b.size() >= size) {
+                return 0;
+            }
+            *slot = Some(device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(what),
+                size: size.max(256).next_power_of_two(),
+                usage,
+                mapped_at_creation: false,
+            }));
+            1
+        };
+        let mut grown = 0;
+        for (slot, t) in self.tables.iter_mut().zip(tables) {
+            grown += grow(slot, t.what, t.size, STORAGE_USAGE);
+        }
+        grown
+            + grow(
+                &mut self.steps,
+                "l3 chunked-float steps",
+                steps,
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            )
+            + grow(
+                &mut self.flags,
+                "l3 chunked-float flags read-back",
+                tables[ERRORS].size,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )
+    }
+}
+
 /// A batch's kernel run: its name, bind group layout, tables, output range, steps and
 /// dispatches; `files` error flags come back.
 pub(crate) struct Run<'a> {
@@ -188,9 +237,10 @@ pub(crate) struct Run<'a> {
     pub files: usize,
 }
 
-/// Checks every binding, creates and fills the buffers, records the dispatches in one
-/// compute pass, submits it and reads back the error flags: the flags and the bytes written
-/// to the GPU (tables and steps).
+/// Checks every binding, fills the decoder's pooled buffers ([`FloatPool`]), records the
+/// dispatches in one compute pass and the error flags' copy to the host, submits them as one
+/// submission and reads the flags: the flags and the bytes written to the GPU (tables and
+/// steps).
 pub(crate) fn run(
     decoder: &GpuDecoder,
     r: &Run<'_>,
@@ -219,31 +269,41 @@ pub(crate) fn run(
         limits,
     )?;
     let d = &decoder.device;
-    let errors = decoder.with_error_scopes(|| {
-        let mut bufs: Vec<wgpu::Buffer> = r
-            .tables
-            .iter()
-            .map(|t| storage_buffer(d, t.what, t.size))
-            .collect();
-        decoder.count_buffers(bufs.len() as u64 + 1);
+    // The pool stays locked until the flags are read back: another batch on this decoder
+    // would otherwise clear them (queue order) before this one's copy.
+    let mut pool = decoder.float_pool.lock().unwrap_or_else(|e| e.into_inner());
+    let flag_bytes = bytes(r.files);
+    let flags = decoder.with_error_scopes(|| {
+        let grown = pool.ensure(d, &r.tables, r.steps.len());
+        decoder.count_allocations(grown);
+        let bufs = pool.tables.each_ref().map(|b| b.as_ref().expect("ensured"));
+        let steps = pool.steps.as_ref().expect("ensured");
+        // Uploaded tables get their data and zeros to the binding's end; the tables the
+        // kernel writes are cleared in the pass's encoder (after the uploads, in queue
+        // order): what the kernel sees is what fresh zeroed buffers held.
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(r.label),
+        });
         for (b, t) in bufs.iter().zip(&r.tables) {
-            if let Some(data) = t.data {
-                decoder.upload(b, 0, data);
+            match t.data {
+                Some(data) => {
+                    decoder.upload(b, 0, data);
+                    let tail = t.size - data.len() as u64;
+                    if tail > 0 {
+                        decoder.upload(b, data.len() as u64, &vec![0u8; tail as usize]);
+                    }
+                }
+                None => encoder.clear_buffer(b, 0, Some(t.size)),
             }
         }
-        let steps = d.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(r.label),
-            size: r.steps.len(),
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        decoder.upload(&steps, 0, &r.steps.bytes);
+        decoder.upload(steps, 0, &r.steps.bytes);
         let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
             .iter()
+            .zip(&r.tables)
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
+            .map(|(i, (b, t))| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: b.as_entire_binding(),
+                resource: super::device::range(b, 0, t.size),
             })
             .collect();
         entries.push(wgpu::BindGroupEntry {
@@ -252,15 +312,12 @@ pub(crate) fn run(
         });
         entries.push(wgpu::BindGroupEntry {
             binding: 8,
-            resource: super::device::range(&steps, 0, r.steps.size as u64),
+            resource: super::device::range(steps, 0, r.steps.size as u64),
         });
         let group = decoder.bind_group(&wgpu::BindGroupDescriptor {
             label: Some(r.label),
             layout: r.layout,
             entries: &entries,
-        });
-        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some(r.label),
         });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -274,10 +331,26 @@ pub(crate) fn run(
                 pass.dispatch_workgroups(x.groups[0], x.groups[1], 1);
             }
         }
+        // The flags' copy to the pooled staging buffer in the same submission.
+        let staging = pool.flags.as_ref().expect("ensured");
+        encoder.copy_buffer_to_buffer(bufs[ERRORS], 0, staging, 0, flag_bytes);
         decoder.submit_commands(encoder.finish());
-        Ok(bufs.swap_remove(ERRORS))
-    })?;
-    let flags = decoder.read_back(&errors, 0, r.files as u64 * 4)?;
+        Ok(())
+    });
+    flags?;
+    let staging = pool.flags.as_ref().expect("ensured");
+    decoder.count_readbacks(1);
+    let map = super::map::map_read(staging, 0..flag_bytes);
+    super::readback::wait_idle(d)?;
+    pollster::block_on(map.wait())?;
+    let flags = {
+        let view = staging
+            .get_mapped_range(0..flag_bytes)
+            .map_err(|e| crate::error::Error::Gpu(format!("map failed: {e}")))?;
+        bytemuck::pod_collect_to_vec::<u8, u32>(&view[..r.files * 4])
+    };
+    staging.unmap();
+    drop(pool);
     let uploaded = r
         .tables
         .iter()
@@ -285,5 +358,5 @@ pub(crate) fn run(
         .map(<[u8]>::len)
         .sum::<usize>() as u64
         + r.steps.len();
-    Ok((bytemuck::pod_collect_to_vec(&flags), uploaded))
+    Ok((flags, uploaded))
 }

@@ -28,6 +28,8 @@ pub struct Context {
     pub(crate) uniform_align: u64,
     pub(crate) options: DecodeOptions,
     pub(crate) scratch: Mutex<Option<Scratch>>,
+    /// The float-array kernels' buffers kept between batches (`gpu::chunked`).
+    pub(crate) float_pool: Mutex<super::chunked::FloatPool>,
     timing: bool,
     last_timings: Mutex<Option<StageTimings>>,
     /// GPU buffers (re)allocated for scratch so far (see [`GpuDecoder::count_allocation`]).
@@ -65,6 +67,7 @@ impl Context {
             uniform_align: (limits.min_uniform_buffer_offset_alignment as u64).max(256),
             options: DecodeOptions::default(),
             scratch: Mutex::new(None),
+            float_pool: Mutex::default(),
             timing: false,
             last_timings: Mutex::new(None),
             allocations: AtomicU64::new(0),
@@ -152,8 +155,13 @@ impl Context {
 
     /// Counts one GPU buffer (re)allocation of the reusable buffers.
     pub(crate) fn count_allocation(&self) {
-        self.allocations.fetch_add(1, Ordering::Relaxed);
-        self.count_buffers(1);
+        self.count_allocations(1);
+    }
+
+    /// Counts `n` reusable GPU buffers (re)allocated.
+    pub(crate) fn count_allocations(&self, n: u64) {
+        self.allocations.fetch_add(n, Ordering::Relaxed);
+        self.count_buffers(n);
     }
 
     /// Reusable GPU buffers (scratch) (re)allocated so far.

@@ -218,7 +218,7 @@ impl Context {
     }
 
     /// Steps 3 to 5 for planned, validated files: per chunk, build and upload its inputs
-    /// and record and submit its two stages; then submit the read-back copies. `targets`
+    /// and record and submit its two stages, the last chunk with the read-back copies. `targets`
     /// must hold the plan's output and `layouts.len()` flags.
     pub(crate) fn submit_planned(
         &self,
@@ -235,6 +235,7 @@ impl Context {
                 None
             };
             let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+            let mut index = None;
             for (k, chunk) in plan.chunks.iter().enumerate() {
                 let out_start = plan.chunk_out_start(chunk);
                 let c = build_parts(layouts, &plan.parts[chunk.clone()], out_start, output);
@@ -270,10 +271,38 @@ impl Context {
                         k as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
                     );
                 }
-                self.submit_commands(encoder.finish());
+                if k + 1 == plan.chunks.len() {
+                    // The read-back copies ride with the last chunk: one submission for a
+                    // batch of one chunk.
+                    self.record_readback(
+                        &mut encoder,
+                        layouts.len(),
+                        plan,
+                        targets,
+                        timing.as_ref(),
+                    );
+                    index = Some(self.submit_commands(encoder.finish()));
+                } else {
+                    self.submit_commands(encoder.finish());
+                }
             }
             drop(guard);
-            let index = self.submit_readback(layouts.len(), plan, targets, timing.as_ref());
+            let index = match index {
+                Some(index) => index,
+                None => {
+                    let mut encoder = self
+                        .device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+                    self.record_readback(
+                        &mut encoder,
+                        layouts.len(),
+                        plan,
+                        targets,
+                        timing.as_ref(),
+                    );
+                    self.submit_commands(encoder.finish())
+                }
+            };
             Ok(Submitted {
                 images: image_layouts(layouts, plan, output),
                 total_out: plan.total_out,
@@ -373,18 +402,17 @@ impl Context {
         }
     }
 
-    /// Step 5: copies the flags (and the output when `targets.out_staging` is set, and the
-    /// timestamps) to their read-back buffers, in one last submission.
-    fn submit_readback(
+    /// Step 5: records the copies of the flags (and the output when `targets.out_staging` is
+    /// set, and the timestamps) to their read-back buffers, after the last chunk's decode in
+    /// its encoder (or alone, for a batch without chunks).
+    fn record_readback(
         &self,
+        encoder: &mut wgpu::CommandEncoder,
         count: usize,
         plan: &BatchPlan,
         targets: &Targets,
         timing: Option<&TimingBuffers>,
-    ) -> wgpu::SubmissionIndex {
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    ) {
         if plan.chunks.is_empty() {
             encoder.clear_buffer(&targets.errors, 0, None);
         }
@@ -405,7 +433,6 @@ impl Context {
         if let Some(t) = timing {
             encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, t.resolve.size());
         }
-        self.submit_commands(encoder.finish())
     }
 
     /// The scratch buffers, each the one kept from the last chunk if it is large enough,

@@ -33,8 +33,16 @@ pub enum LoaderDataset {
 }
 
 impl LoaderDataset {
-    /// Records in the dataset.
+    /// Samples in the dataset: its records, or a windowed tensor dataset's samples.
     pub fn len(&self) -> u64 {
+        match self {
+            LoaderDataset::Images(d) => d.len(),
+            LoaderDataset::Tensors(d) => d.samples(),
+        }
+    }
+
+    /// Records in the dataset (at least its samples).
+    fn records(&self) -> u64 {
         match self {
             LoaderDataset::Images(d) => d.len(),
             LoaderDataset::Tensors(d) => d.len(),
@@ -101,10 +109,10 @@ impl Loader {
             .into());
         }
         let n = dataset.len();
-        if n > u32::MAX as u64 {
+        if dataset.records() > u32::MAX as u64 {
             return Err(ParameterError::InvalidOption {
                 name: "dataset records",
-                value: n,
+                value: dataset.records(),
                 reason: "the loader numbers samples with u32",
             }
             .into());

@@ -66,13 +66,13 @@ impl<'a> Slot<'a> {
 /// results in order: a sample with an error in `errors[k]` (taken) is that error, and every
 /// sample not started when `stop` is set is [`Error::LoaderThread`] (image and tensor
 /// records).
-pub(super) fn per_sample<S: Send, T: Send>(
+pub(super) fn per_sample<P: Sync, S: Send, T: Send>(
     pool: &rayon::ThreadPool,
     stop: &AtomicBool,
-    payloads: &[Option<Payloads>],
+    payloads: &[Option<P>],
     errors: &mut [Option<Error>],
     slots: Vec<S>,
-    work: impl Fn(usize, &Payloads, S) -> Result<T> + Sync,
+    work: impl Fn(usize, &P, S) -> Result<T> + Sync,
 ) -> Vec<Result<T>> {
     pool.install(|| {
         payloads

@@ -19,10 +19,10 @@ use super::decode::Decode;
 use super::disk_cache::DiskCache;
 use super::options::LoaderOptions;
 use super::plan::{permutation, steps_per_epoch, worker_share, LoaderState};
-use super::ranks::{slices_epoch, EpochInput, PlannedStep, RankCaches, Split};
+use super::ranks::{slices_epoch_over, EpochInput, PlannedStep, RankCaches, RecordWindow, Split};
 use super::read::{read_coalesced, record_bytes, Payloads};
 use super::tensor::Tensor;
-use super::tensor_batch::{read_records, tensor_record_bytes, TensorPlan};
+use super::tensor_batch::{read_records, sample_inputs, tensor_record_bytes, TensorPlan};
 use crate::error::{Error, Result};
 use crate::shard::{Dataset, TensorDataset};
 
@@ -36,12 +36,27 @@ pub(super) enum Source {
 }
 
 impl Source {
-    /// Records in the dataset.
+    /// Samples in the dataset (a windowed tensor dataset's samples, else its records).
     fn len(&self) -> u64 {
         match self {
             Source::Images(d) => d.len(),
-            Source::Tensors(d, _) => d.len(),
+            Source::Tensors(d, _) => d.samples(),
         }
+    }
+
+    /// A windowed tensor dataset's window over its records (`None`: a sample is a record).
+    fn window(&self) -> Option<RecordWindow> {
+        let Source::Tensors(d, _) = self else {
+            return None;
+        };
+        let w = d.manifest().window.as_ref()?;
+        let mut offsets: Vec<u32> = w.arrays.iter().map(|a| a.offset as u32).collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        Some(RecordWindow {
+            offsets,
+            records: d.len() as u32,
+        })
     }
 }
 
@@ -97,6 +112,7 @@ impl Producer {
     /// Produces the batches from `start` to the end epoch (or until stopped).
     pub(super) fn run(&mut self, start: LoaderState) {
         let n = self.source.len();
+        let window = self.source.window();
         let p = self.options.partition;
         let mut cache: PlannedCache<Payloads> =
             PlannedCache::new(self.options.cache_policy, self.options.cache_bytes);
@@ -151,7 +167,7 @@ impl Producer {
                 Some(ranks) => ranks
                     .epoch(input, &p, workers, Some(p.rank))
                     .swap_remove(p.rank as usize),
-                None => slices_epoch(input, &p, workers),
+                None => slices_epoch_over(input, &p, workers, window.as_ref()),
             };
             if let Some(next_perm) = next_perm {
                 ahead = Some((epoch + 1, next_perm));
@@ -203,7 +219,8 @@ impl Producer {
 
     /// One batch: cache lookups in plan order, the misses read in parallel, inserted in plan
     /// order (as [`super::ranks`] simulates them), then decode + augment in parallel (or on
-    /// the GPU), then the hand-off's tensor.
+    /// the GPU), then the hand-off's tensor. The cache and the reads see the step's records
+    /// ([`PlannedStep::accesses`]: the samples, or a windowed dataset's records, each once).
     fn batch(
         &self,
         cache: &mut PlannedCache<Payloads>,
@@ -212,7 +229,7 @@ impl Producer {
         after: LoaderState,
     ) -> Result<Batch> {
         let started = Instant::now();
-        let ids = &step.ids[..];
+        let ids = step.accesses();
         let mut payloads: Vec<Option<Payloads>> = ids
             .iter()
             .enumerate()
@@ -300,7 +317,8 @@ impl Producer {
         let dataset = match &self.source {
             Source::Images(d) => d,
             Source::Tensors(d, plan) => {
-                return self.tensor_batch(d, plan, ids, &payloads, errors, out, started)
+                let (inputs, errors) = sample_inputs(d, &step.ids, ids, payloads, errors);
+                return self.tensor_batch(d, plan, &step.ids, &inputs, errors, out, started);
             }
         };
         let decode = Decode {
@@ -364,7 +382,7 @@ impl Producer {
         dataset: &TensorDataset,
         plan: &TensorPlan,
         ids: &[u32],
-        payloads: &[Option<Payloads>],
+        payloads: &[Option<super::tensor_batch::SampleInput>],
         mut errors: Vec<Option<Error>>,
         mut out: Batch,
         started: Instant,
@@ -414,7 +432,8 @@ impl Producer {
                     }
                     kept += 1;
                     out.samples.push(sample);
-                    out.classes.push(dataset.entry(sample)?.class);
+                    out.classes
+                        .push(super::tensor_batch::class_of(dataset, sample)?);
                     out.windows.extend(window);
                     out.times.decode += decode;
                     out.times.augment += cut;

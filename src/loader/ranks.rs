@@ -54,6 +54,9 @@ pub enum Split {
 pub struct PlannedStep {
     /// The samples, in permutation order.
     pub ids: Vec<u32>,
+    /// With a [`RecordWindow`]: the records the samples read, each once, in the order the
+    /// samples first read them (the cache's accesses); empty: the samples are the records.
+    pub records: Vec<u32>,
     /// Each access's time in the plan's horizon (the cache's clock).
     pub times: Vec<u64>,
     /// Each access's key for the cache: its next use, or [`NEVER`] where a miss is not to be
@@ -61,6 +64,46 @@ pub struct PlannedStep {
     pub keys: Vec<NextUse>,
     /// `consumed` after this global step completes.
     pub consumed_after: u64,
+}
+
+impl PlannedStep {
+    /// The records the step reads through the cache, in order: [`PlannedStep::records`], or
+    /// the samples where a sample is a record. `times` and `keys` are per access.
+    pub fn accesses(&self) -> &[u32] {
+        if self.records.is_empty() {
+            &self.ids
+        } else {
+            &self.records
+        }
+    }
+}
+
+/// Samples that are windows over records (a windowed tensor dataset): sample `s` reads
+/// records `s + o` for each of `offsets`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordWindow {
+    /// The distinct offsets, ascending.
+    pub offsets: Vec<u32>,
+    /// Records in the dataset (at least the samples plus the largest offset).
+    pub records: u32,
+}
+
+impl RecordWindow {
+    /// The records of the samples `ids`, each once, in the order the samples first read
+    /// them.
+    pub fn records_of(&self, ids: &[u32]) -> Vec<u32> {
+        let mut seen = std::collections::HashSet::with_capacity(ids.len() * self.offsets.len());
+        let mut out = Vec::with_capacity(ids.len() * self.offsets.len());
+        for &s in ids {
+            for &o in &self.offsets {
+                let r = s.saturating_add(o);
+                if seen.insert(r) {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// One rank's steps of one epoch (from where it starts) and each record's first use in the
@@ -130,25 +173,47 @@ struct GlobalStep {
 /// One rank's steps of an epoch split in slices (as [`rank_steps`] gives them), the cache's
 /// horizon being this rank's own accesses (this epoch's, then the next epoch's).
 pub fn slices_epoch(input: EpochInput, partition: &Partition, workers: (u32, u32)) -> EpochPlan {
+    slices_epoch_over(input, partition, workers, None)
+}
+
+/// [`slices_epoch`] whose samples are windows over records (`window`): each step's accesses
+/// are the records its samples read, each once per step ([`PlannedStep::records`]), and the
+/// horizon, the times, the keys and `first` are the records'. So a record that the samples
+/// `t - 1` and `t` both read is one entry of the cache, kept until its last use.
+pub fn slices_epoch_over(
+    input: EpochInput,
+    partition: &Partition,
+    workers: (u32, u32),
+    window: Option<&RecordWindow>,
+) -> EpochPlan {
     let n = input.perm.len() as u64;
     let mine = |consumed| worker_steps(rank_steps(n, consumed, partition), workers);
     let mut steps: Vec<PlannedStep> = mine(input.consumed)
-        .map(|s| PlannedStep {
-            ids: s.positions(n).map(|pos| input.perm[pos as usize]).collect(),
-            consumed_after: s.consumed_after,
-            ..PlannedStep::default()
+        .map(|s| {
+            let ids: Vec<u32> = s.positions(n).map(|pos| input.perm[pos as usize]).collect();
+            PlannedStep {
+                records: window.map_or_else(Vec::new, |w| w.records_of(&ids)),
+                ids,
+                consumed_after: s.consumed_after,
+                ..PlannedStep::default()
+            }
         })
         .collect();
-    let mut sequence: Vec<u32> = steps.iter().flat_map(|s| s.ids.clone()).collect();
+    let mut sequence: Vec<u32> = steps.iter().flat_map(|s| s.accesses().to_vec()).collect();
     if let Some(next_perm) = input.next_perm {
         for s in mine(0) {
-            sequence.extend(s.positions(n).map(|pos| next_perm[pos as usize]));
+            let ids: Vec<u32> = s.positions(n).map(|pos| next_perm[pos as usize]).collect();
+            match window {
+                Some(w) => sequence.extend(w.records_of(&ids)),
+                None => sequence.extend(ids),
+            }
         }
     }
-    let (first, next) = first_and_next_uses(&sequence, n as usize);
+    let records = window.map_or(n as usize, |w| w.records as usize);
+    let (first, next) = first_and_next_uses(&sequence, records);
     let mut t = 0usize;
     for s in &mut steps {
-        let len = s.ids.len();
+        let len = s.accesses().len();
         s.times = (t as u64..(t + len) as u64).collect();
         s.keys = next[t..t + len].to_vec();
         t += len;

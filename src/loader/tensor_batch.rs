@@ -7,6 +7,11 @@
 //! loader's pool, into the batch's [`NamedTensor`]s) and, with the GPU, `TensorPlan::on_gpu`
 //! (the same windows cut as one batch by `super::tensor_gpu::window_batch`, read back).
 //!
+//! A sample's arrays come from its records ([`SampleInput`], [`sample_inputs`]): the one
+//! record of its index, or for a windowed dataset (`crate::shard::SampleWindow`) each array
+//! from the record `offset` after it, whose payloads the step read (or the cache held) once
+//! for every sample of the step that uses it.
+//!
 //! Every record of a tensor dataset holds the manifest's arrays with the manifest's shapes
 //! (checked when the dataset opens, and again here per record), so the arrays of a batch
 //! always stack: there is no per-batch common window to find.
@@ -28,11 +33,86 @@ use crate::tensor::{decode_array, DType, NdArray};
 /// One sample decoded into its slots: the decode time, the window time, its window.
 pub(super) type TensorDecoded = Result<(Duration, Duration, Option<TensorWindow>)>;
 
+/// One sample's arrays as read: per array of the sample (the plan's order), the payloads of
+/// the record that holds it (shared with every sample reading that record) and the array's
+/// index in them.
+pub(super) type SampleInput = Vec<(Payloads, usize)>;
+
+/// The inputs of the samples `samples` of a step whose records `records[k]` were read into
+/// `payloads[k]` (or failed with `errors[k]`): each sample's arrays from its records
+/// ([`crate::shard::TensorManifest::sample_parts`]). A sample whose record failed gets that
+/// error (the first such sample the error itself, any other one its message); a sample whose
+/// record the step did not read is a manifest error. Without a window each sample is the
+/// record of its index, so its error is the record's.
+pub(super) fn sample_inputs(
+    dataset: &TensorDataset,
+    samples: &[u32],
+    records: &[u32],
+    payloads: Vec<Option<Payloads>>,
+    mut errors: Vec<Option<Error>>,
+) -> (Vec<Option<SampleInput>>, Vec<Option<Error>>) {
+    let at: std::collections::HashMap<u32, usize> =
+        records.iter().enumerate().map(|(k, &r)| (r, k)).collect();
+    let messages: Vec<Option<String>> = errors
+        .iter()
+        .map(|e| e.as_ref().map(|e| e.to_string()))
+        .collect();
+    let manifest = dataset.manifest();
+    let mut inputs = Vec::with_capacity(samples.len());
+    let mut out_errors = Vec::with_capacity(samples.len());
+    for &s in samples {
+        let built = (|| -> Result<SampleInput> {
+            let parts = manifest.sample_parts(s as u64)?;
+            let mut input = Vec::with_capacity(parts.len());
+            for p in parts {
+                let k = u32::try_from(p.record)
+                    .ok()
+                    .and_then(|r| at.get(&r).copied())
+                    .ok_or_else(|| {
+                        Error::Manifest(format!(
+                            "sample {s}: record {} was not read for it",
+                            p.record
+                        ))
+                    })?;
+                match &payloads[k] {
+                    Some(payload) => input.push((payload.clone(), p.array)),
+                    None => {
+                        return Err(errors[k].take().unwrap_or_else(|| {
+                            let m = messages[k].clone().unwrap_or_default();
+                            Error::Io(std::io::Error::other(format!("record {}: {m}", p.record)))
+                        }))
+                    }
+                }
+            }
+            Ok(input)
+        })();
+        match built {
+            Ok(input) => {
+                inputs.push(Some(input));
+                out_errors.push(None);
+            }
+            Err(e) => {
+                inputs.push(None);
+                out_errors.push(Some(e));
+            }
+        }
+    }
+    (inputs, out_errors)
+}
+
+/// The class of sample `sample`: its first record's.
+pub(super) fn class_of(dataset: &TensorDataset, sample: u64) -> Result<Option<u32>> {
+    let first = dataset.manifest().sample_records(sample);
+    Ok(dataset.entry(*first.first().unwrap_or(&sample))?.class)
+}
+
 /// One output array of a tensor dataset's batches.
 #[derive(Debug, Clone)]
 pub(super) struct PlannedArray {
-    /// The array's name.
+    /// The array's name in the sample.
     pub name: String,
+    /// The stored array it is read from (its name in the records; `name` without a window).
+    pub stored: String,
     /// Its stored shape (the manifest's).
     pub shape: Vec<u32>,
     /// Its shape in the batch, without the sample axis.
@@ -73,12 +153,25 @@ impl TensorPlan {
                 "a tensor dataset has no levels: leave level unset",
             ));
         }
+        if manifest.window.is_some() && options.split() != super::ranks::Split::Slices {
+            return Err(invalid_option(
+                "locality",
+                1,
+                "a windowed tensor dataset (samples over its records) loads with the slices \
+                 split: leave locality unset",
+            ));
+        }
+        let decls = manifest.sample_arrays();
+        let stored: Vec<String> = match &manifest.window {
+            Some(w) => w.arrays.iter().map(|a| a.array.clone()).collect(),
+            None => decls.iter().map(|d| d.name.clone()).collect(),
+        };
         let augment = options.tensor.clone();
         let mut extent: Vec<u32> = Vec::new();
         if let Some(a) = &augment {
             a.validate()?;
             let s = a.spatial_axes();
-            for d in &manifest.arrays {
+            for d in &decls {
                 if d.shape.len() < s {
                     return Err(invalid_option(
                         "tensor spatial axes",
@@ -101,8 +194,8 @@ impl TensorPlan {
             a.window(0, 0, 0, &extent)?;
         }
         let normalise = augment.as_ref().is_some_and(|a| a.normalise);
-        let mut arrays = Vec::with_capacity(manifest.arrays.len());
-        for d in &manifest.arrays {
+        let mut arrays = Vec::with_capacity(decls.len());
+        for (d, stored) in decls.iter().zip(stored) {
             let out: Vec<u32> = match &augment {
                 Some(a) => a.output_shape(&d.shape, &extent)?,
                 None => d.shape.clone(),
@@ -118,6 +211,7 @@ impl TensorPlan {
             };
             arrays.push(PlannedArray {
                 name: d.name.clone(),
+                stored,
                 shape: d.shape.clone(),
                 out_shape: out.iter().map(|&x| x as usize).collect(),
                 per,
@@ -193,7 +287,7 @@ impl TensorPlan {
         options: &LoaderOptions,
         (seed, epoch): (u64, u64),
         ids: &[u32],
-        payloads: &[Option<Payloads>],
+        payloads: &[Option<SampleInput>],
         errors: &mut [Option<Error>],
         out: &mut [NamedTensor],
     ) -> Vec<TensorDecoded> {
@@ -221,27 +315,17 @@ impl TensorPlan {
         seed: u64,
         epoch: u64,
         sample: u64,
-        payloads: &[Vec<u8>],
+        input: &SampleInput,
         slots: Vec<Slot<'_>>,
     ) -> TensorDecoded {
-        let specs = dataset.arrays_of(sample)?;
-        if specs.len() != self.arrays.len() || payloads.len() != specs.len() {
-            return Err(not_declared(specs.len() as u64));
-        }
+        let parts = self.specs(dataset, sample, input)?;
         let window = self
             .augment
             .as_ref()
             .map(|a| a.window(seed, epoch, sample, &self.extent))
             .transpose()?;
         let (mut decode, mut cut) = (Duration::ZERO, Duration::ZERO);
-        for (((spec, _), payload), (a, slot)) in specs
-            .iter()
-            .zip(payloads)
-            .zip(self.arrays.iter().zip(slots))
-        {
-            if spec.name != a.name || spec.shape != a.shape {
-                return Err(not_declared(specs.len() as u64));
-            }
+        for ((spec, payload), (a, slot)) in parts.into_iter().zip(self.arrays.iter().zip(slots)) {
             let t0 = Instant::now();
             let array = decode_array(spec, payload, &options.decode)?;
             let t1 = Instant::now();
@@ -253,6 +337,41 @@ impl TensorPlan {
             cut += t1.elapsed();
         }
         Ok((decode, cut, window))
+    }
+}
+
+impl TensorPlan {
+    /// Each array of sample `sample` as the plan reads it from `input`: its spec (from the
+    /// index of the record that holds it) and its payload, checked against the plan (the
+    /// stored array's name and shape); a mismatch is a format error.
+    fn specs<'a>(
+        &self,
+        dataset: &'a TensorDataset,
+        sample: u64,
+        input: &'a SampleInput,
+    ) -> Result<Vec<(&'a crate::tensor::ArraySpec, &'a [u8])>> {
+        let parts = dataset.manifest().sample_parts(sample)?;
+        if parts.len() != self.arrays.len() || input.len() != parts.len() {
+            return Err(not_declared(parts.len() as u64));
+        }
+        parts
+            .iter()
+            .zip(input)
+            .zip(&self.arrays)
+            .map(|((part, (payloads, j)), a)| {
+                let specs = dataset.arrays_of(part.record)?;
+                let spec = specs
+                    .get(*j)
+                    .map(|(spec, _)| *spec)
+                    .filter(|spec| spec.name == a.stored && spec.shape == a.shape)
+                    .ok_or_else(|| not_declared(specs.len() as u64))?;
+                let payload = payloads
+                    .get(*j)
+                    .filter(|_| payloads.len() == specs.len())
+                    .ok_or_else(|| not_declared(payloads.len() as u64))?;
+                Ok((spec, payload.as_slice()))
+            })
+            .collect()
     }
 }
 
@@ -349,7 +468,7 @@ impl TensorPlan {
         options: &LoaderOptions,
         (seed, epoch): (u64, u64),
         ids: &[u32],
-        payloads: &[Option<Payloads>],
+        payloads: &[Option<SampleInput>],
         errors: Vec<Option<Error>>,
         out: &mut super::batch::Batch,
     ) -> Result<(Duration, Duration)> {
@@ -357,7 +476,10 @@ impl TensorPlan {
         use super::tensor_gpu::{window_batch, TensorArrayInput, TensorSampleInput};
         let windows = self.gpu.as_ref().expect("planned for the GPU");
         let on_error = options.on_error;
-        let mut live = Vec::with_capacity(ids.len());
+        // Per good sample: its arrays' specs under the sample's names (a windowed dataset's
+        // arrays come from several records, and may share a stored name), their payloads and
+        // its window; the batch's inputs borrow them.
+        let mut prepared = Vec::with_capacity(ids.len());
         for (k, e) in errors.into_iter().enumerate() {
             let sample = ids[k] as u64;
             if let Some(e) = e {
@@ -366,34 +488,43 @@ impl TensorPlan {
             }
             let p = payloads[k].as_ref().expect("read or cached");
             let checked = (|| -> Result<_> {
-                let specs = dataset.arrays_of(sample)?;
-                let same = specs.len() == self.arrays.len()
-                    && p.len() == specs.len()
-                    && specs
-                        .iter()
-                        .zip(&self.arrays)
-                        .all(|((spec, _), a)| spec.name == a.name && spec.shape == a.shape);
-                if !same {
-                    return Err(not_declared(specs.len() as u64));
-                }
+                let specs = self.specs(dataset, sample, p)?;
                 let w = windows
                     .augment
                     .window(seed, epoch, sample, &windows.extent)?;
-                let arrays = specs
-                    .iter()
-                    .zip(p.iter())
-                    .map(|((spec, _), payload)| TensorArrayInput {
-                        spec,
-                        payload: payload.as_slice(),
+                let (named, bytes): (Vec<_>, Vec<_>) = specs
+                    .into_iter()
+                    .zip(&self.arrays)
+                    .map(|((spec, payload), a)| {
+                        let spec = crate::tensor::ArraySpec {
+                            name: a.name.clone(),
+                            ..spec.clone()
+                        };
+                        (spec, payload)
                     })
-                    .collect();
-                Ok(TensorSampleInput { arrays, window: w })
+                    .unzip();
+                Ok((named, bytes, w))
             })();
             match checked {
-                Ok(input) => live.push((k, input)),
+                Ok(input) => prepared.push((k, input)),
                 Err(e) => reject(dataset, on_error, out, sample, e)?,
             }
         }
+        let mut live: Vec<(usize, TensorSampleInput<'_>)> = prepared
+            .iter()
+            .map(|(k, (specs, bytes, w))| {
+                let arrays = specs
+                    .iter()
+                    .zip(bytes)
+                    .map(|(spec, &payload)| TensorArrayInput { spec, payload })
+                    .collect();
+                let input = TensorSampleInput {
+                    arrays,
+                    window: w.clone(),
+                };
+                (*k, input)
+            })
+            .collect();
         let stats = |name: &str| {
             self.arrays
                 .iter()
@@ -432,7 +563,7 @@ impl TensorPlan {
         for (k, input) in live {
             let sample = ids[k] as u64;
             out.samples.push(sample);
-            out.classes.push(dataset.entry(sample)?.class);
+            out.classes.push(class_of(dataset, sample)?);
             if self.augment.is_some() {
                 out.windows.push(input.window);
             }

@@ -32,6 +32,8 @@ mod open;
 pub mod pack;
 mod reader;
 #[cfg(feature = "dataset")]
+mod sample_window;
+#[cfg(feature = "dataset")]
 mod tensor_dataset;
 pub mod tensor_format;
 mod tensor_io;
@@ -58,6 +60,8 @@ pub use manifest::{
 #[cfg(feature = "dataset")]
 pub use open::{AnyDataset, AnyManifest};
 pub use reader::{ImageIndex, ShardPrefix, ShardReader};
+#[cfg(feature = "dataset")]
+pub use sample_window::{SamplePart, SampleWindow, WindowArray, TENSOR_WINDOW_VERSION};
 #[cfg(feature = "dataset")]
 pub use tensor_dataset::{
     ArrayDecl, ArrayStats, TensorDataset, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,

@@ -2,7 +2,9 @@
 //! `"tensors"` ([`TensorManifest`]: the arrays every record holds, their normalisation
 //! statistics, the shards), opened as one [`TensorDataset`] with records numbered across
 //! shards. Opening checks every shard's index against the manifest: record count, size,
-//! payload bytes, and that every record holds exactly the declared arrays.
+//! payload bytes, and that every record holds exactly the declared arrays. A manifest of
+//! version 2 adds a [`SampleWindow`] (`super::sample_window`): a sample is then a window over
+//! the records, each array read some records after the sample's index.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::{DatasetManifest, DatasetOf, ShardEntry};
 use super::manifest::{differs, parse_checked, MANIFEST_NAME, TENSOR_KIND};
+use super::sample_window::{SamplePart, SampleWindow, TENSOR_WINDOW_VERSION};
 use super::tensor_format::{PayloadEntry, TensorEntry};
 use super::{TensorIndex, TensorShardReader};
 use crate::decode::DecodeOptions;
@@ -18,7 +21,8 @@ use crate::error::{Error, Result};
 use crate::field::Bound;
 use crate::tensor::{check_name, check_shape, ArraySpec, DType, Moments, NdArray, StorageMode};
 
-/// The tensor manifest format this code writes and reads.
+/// The tensor manifest format of a dataset whose samples are its records (this code writes it
+/// for them and reads it; a windowed dataset is [`TENSOR_WINDOW_VERSION`]).
 pub const TENSOR_MANIFEST_VERSION: u32 = 1;
 
 /// An array every record of the dataset holds.
@@ -95,18 +99,23 @@ impl TensorShardInfo {
 /// The manifest of a tensor dataset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorManifest {
-    /// [`TENSOR_MANIFEST_VERSION`].
+    /// [`TENSOR_MANIFEST_VERSION`], or [`TENSOR_WINDOW_VERSION`] with a window.
     pub version: u32,
     /// [`TENSOR_KIND`].
     pub kind: String,
     /// The arrays of every record, in index order.
     pub arrays: Vec<ArrayDecl>,
-    /// Statistics per float array name.
+    /// Statistics per float array name (of a windowed dataset: per sample array name, over
+    /// the records its samples read).
     pub stats: BTreeMap<String, ArrayStats>,
     /// Shards in order.
     pub shards: Vec<TensorShardInfo>,
     /// Records (the shards' sum).
     pub records: u64,
+    /// Version 2: a sample is a window over the records (absent in version 1: a sample is a
+    /// record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<SampleWindow>,
 }
 
 /// Merges per-shard moments in shard order into statistics per name.
@@ -134,8 +143,20 @@ impl TensorManifest {
     /// names, known types and modes, valid shapes; plain, distinct shard file names; a
     /// record total equal to the shards' sum. Returns what is wrong.
     pub fn check_fields(&self) -> std::result::Result<(), String> {
-        if self.version != TENSOR_MANIFEST_VERSION {
-            return Err(format!("unsupported manifest version {}", self.version));
+        match (self.version, &self.window) {
+            (TENSOR_MANIFEST_VERSION, None) | (TENSOR_WINDOW_VERSION, Some(_)) => {}
+            (TENSOR_WINDOW_VERSION, None) => {
+                return Err(format!(
+                    "manifest version {TENSOR_WINDOW_VERSION} without a window"
+                ))
+            }
+            (TENSOR_MANIFEST_VERSION, Some(_)) => {
+                return Err(format!(
+                    "a window needs manifest version {TENSOR_WINDOW_VERSION}, not {}",
+                    self.version
+                ))
+            }
+            (v, _) => return Err(format!("unsupported manifest version {v}")),
         }
         if self.kind != TENSOR_KIND {
             return Err(format!("kind {:?} (expected {TENSOR_KIND:?})", self.kind));
@@ -173,7 +194,62 @@ impl TensorManifest {
         if total != Some(self.records) {
             return Err(format!("records {} is not the shards' sum", self.records));
         }
+        if let Some(w) = &self.window {
+            w.check(&self.stored_names(), self.records)?;
+        }
         Ok(())
+    }
+
+    /// The stored arrays' names, in order.
+    fn stored_names(&self) -> Vec<&str> {
+        self.arrays.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// Samples: the window's, or the records.
+    pub fn samples(&self) -> u64 {
+        self.window.as_ref().map_or(self.records, |w| w.samples)
+    }
+
+    /// The arrays of a sample, in order: the window's (each its stored array's declaration
+    /// under the sample's name), or the records' arrays.
+    pub fn sample_arrays(&self) -> Vec<ArrayDecl> {
+        match &self.window {
+            Some(w) => w
+                .arrays
+                .iter()
+                .filter_map(|x| {
+                    let a = self.arrays.iter().find(|a| a.name == x.array)?;
+                    Some(ArrayDecl {
+                        name: x.name.clone(),
+                        ..a.clone()
+                    })
+                })
+                .collect(),
+            None => self.arrays.clone(),
+        }
+    }
+
+    /// Where each array of sample `i` lies (record, array index in it), in
+    /// [`TensorManifest::sample_arrays`]' order; an error for a sample past the end.
+    pub fn sample_parts(&self, i: u64) -> Result<Vec<SamplePart>> {
+        match &self.window {
+            Some(w) => w.parts(&self.stored_names(), i),
+            None if i < self.records => Ok((0..self.arrays.len())
+                .map(|array| SamplePart { record: i, array })
+                .collect()),
+            None => Err(Error::Manifest(format!(
+                "sample {i} is past the end of {} samples",
+                self.records
+            ))),
+        }
+    }
+
+    /// The distinct records sample `i` reads, ascending (`[i]` without a window).
+    pub fn sample_records(&self, i: u64) -> Vec<u64> {
+        match &self.window {
+            Some(w) => w.records_of(i),
+            None => vec![i],
+        }
     }
 
     /// Every field of shard entry `s` that disagrees with `shard` (its file opened), one line
@@ -307,6 +383,39 @@ impl TensorDataset {
             ),
             Err(_) => (String::new(), String::new()),
         }
+    }
+
+    /// Samples (the records, or a window's samples: [`TensorManifest::samples`]).
+    pub fn samples(&self) -> u64 {
+        self.manifest().samples()
+    }
+
+    /// Sample `i`'s arrays (named as the sample names them), each decoded on the CPU from
+    /// the record that holds it within the dataset's limits: [`TensorDataset::read`] of
+    /// record `i` without a window. An error names the record.
+    pub fn read_sample(&self, i: u64) -> Result<Vec<(String, NdArray)>> {
+        let m = self.manifest();
+        if m.window.is_none() {
+            return self.read(i);
+        }
+        let parts = m.sample_parts(i)?;
+        let names = m.sample_arrays();
+        let mut records: BTreeMap<u64, Vec<(String, NdArray)>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(parts.len());
+        for (p, d) in parts.iter().zip(names) {
+            let arrays = match records.entry(p.record) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.read(p.record)?),
+            };
+            let (_, a) = arrays.get(p.array).ok_or_else(|| Error::Record {
+                sample: p.record,
+                shard: self.name_of(p.record).0,
+                key: self.name_of(p.record).1,
+                error: Box::new(Error::Manifest(format!("no array {}", p.array))),
+            })?;
+            out.push((d.name, a.clone()));
+        }
+        Ok(out)
     }
 
     /// Record `i`'s arrays, decoded on the CPU within the dataset's limits. An error names

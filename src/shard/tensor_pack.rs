@@ -10,6 +10,11 @@
 //! whose file has the recorded size and CRC-32 (nothing is encoded); it writes a missing shard,
 //! or one whose sidecar matches but whose file does not (an interrupted write). A shard or a
 //! manifest from other samples or options is an error naming it unless `force`.
+//!
+//! Windows ([`TensorPackOptions::window`]): the samples pushed are then the steps of a
+//! sequence (one record each, every array stored once) and the manifest (version 2) says a
+//! sample of the dataset is a window over them (`super::sample_window`); its statistics are
+//! per sample array, over the records its samples read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +23,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::manifest::{file_crc32, MANIFEST_NAME, TENSOR_KIND};
+use super::sample_window::{SampleWindow, TENSOR_WINDOW_VERSION};
 use super::tensor_dataset::{
-    merge_stats, ArrayDecl, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
+    merge_stats, ArrayDecl, ArrayStats, TensorManifest, TensorShardInfo, TENSOR_MANIFEST_VERSION,
 };
 use super::{
     write_atomic, DatasetManifest, TensorRecordInput, TensorShardReader, TensorShardWriter,
@@ -54,6 +60,9 @@ pub struct TensorPackOptions {
     pub default_mode: ArrayOptions,
     /// The mode of each array named here.
     pub modes: BTreeMap<String, ArrayOptions>,
+    /// A sample window: `(sample array name, stored array name, offset)` per array of a
+    /// sample (module documentation); empty: a sample is a record.
+    pub window: Vec<(String, String, u64)>,
 }
 
 impl TensorPackOptions {
@@ -67,6 +76,7 @@ impl TensorPackOptions {
                 fill_value: None,
             },
             modes: BTreeMap::new(),
+            window: Vec::new(),
         }
     }
 }
@@ -147,6 +157,8 @@ pub struct TensorPacker {
     shards: Vec<TensorShardInfo>,
     written: usize,
     kept: usize,
+    /// With a window: each record's moments per array (in the layout's order).
+    record_moments: Vec<Vec<Option<Moments>>>,
 }
 
 impl TensorPacker {
@@ -166,6 +178,7 @@ impl TensorPacker {
             shards: Vec::new(),
             written: 0,
             kept: 0,
+            record_moments: Vec::new(),
         })
     }
 
@@ -193,6 +206,7 @@ impl TensorPacker {
         };
         if self.layout.is_empty() {
             self.layout = self.layout_of(&sample).map_err(named)?;
+            self.check_window()?;
             self.options_text = self.options_text();
         }
         self.conform(&mut sample).map_err(named)?;
@@ -221,13 +235,27 @@ impl TensorPacker {
         if !self.pending.is_empty() {
             self.flush()?;
         }
+        let (version, window, stats) = if self.options.window.is_empty() {
+            (TENSOR_MANIFEST_VERSION, None, merge_stats(&self.shards))
+        } else {
+            let w = SampleWindow::new(&self.options.window, self.samples).map_err(|_| {
+                invalid_option(
+                    "window",
+                    self.samples,
+                    "an offset leaves no sample: the largest offset must be below the records",
+                )
+            })?;
+            let stats = self.window_stats(&w);
+            (TENSOR_WINDOW_VERSION, Some(w), stats)
+        };
         let manifest = TensorManifest {
-            version: TENSOR_MANIFEST_VERSION,
+            version,
             kind: TENSOR_KIND.to_owned(),
             arrays: self.layout.iter().map(|(d, _)| d.clone()).collect(),
-            stats: merge_stats(&self.shards),
+            stats,
             shards: self.shards.clone(),
             records: self.samples,
+            window,
         };
         // Compared as the bytes written (JSON floats need not parse back to the same bits).
         let path = self.dir.join(MANIFEST_NAME);
@@ -260,6 +288,72 @@ impl TensorPacker {
             kept: self.kept,
             manifest,
         })
+    }
+
+    /// Statistics per sample array of window `w`: its stored array's record moments merged
+    /// in record order over the records its samples read.
+    fn window_stats(&self, w: &SampleWindow) -> BTreeMap<String, ArrayStats> {
+        let mut out = BTreeMap::new();
+        for a in &w.arrays {
+            let Some(j) = self.layout.iter().position(|(d, _)| d.name == a.array) else {
+                continue;
+            };
+            let mut m = Moments::default();
+            let mut any = false;
+            let first = a.offset as usize;
+            for r in self
+                .record_moments
+                .iter()
+                .skip(first)
+                .take(w.samples as usize)
+            {
+                if let Some(x) = &r[j] {
+                    m.merge(x);
+                    any = true;
+                }
+            }
+            if any {
+                let stats = ArrayStats {
+                    count: m.count,
+                    mean: m.mean,
+                    std: m.std(),
+                };
+                out.insert(a.name.clone(), stats);
+            }
+        }
+        out
+    }
+
+    /// Checks the window's arrays against the layout: each names a stored array, sample
+    /// names valid and distinct.
+    fn check_window(&self) -> Result<()> {
+        let w = &self.options.window;
+        if w.len() > crate::tensor::MAX_ARRAYS {
+            return Err(invalid_option(
+                "window",
+                w.len() as u64,
+                "a sample has 1 to 16 arrays",
+            ));
+        }
+        for (k, (name, array, _)) in w.iter().enumerate() {
+            crate::tensor::check_name(name)
+                .map_err(|reason| invalid_option("window name", name.len() as u64, reason))?;
+            if w[..k].iter().any(|x| x.0 == *name) {
+                return Err(invalid_option(
+                    "window name",
+                    k as u64,
+                    "sample array names are distinct",
+                ));
+            }
+            if !self.layout.iter().any(|(d, _)| d.name == *array) {
+                return Err(invalid_option(
+                    "window",
+                    k as u64,
+                    "names an array the records do not have",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn shard_name(&self, i: usize) -> String {
@@ -409,11 +503,18 @@ impl TensorPacker {
         let samples = std::mem::take(&mut self.pending);
         let crcs: Vec<u32> = samples.par_iter().map(sample_crc).collect();
         let mut moments: BTreeMap<String, Moments> = BTreeMap::new();
+        let windowed = !self.options.window.is_empty();
         for s in &samples {
+            let mut record = Vec::new();
             for ((n, a), (d, _)) in s.arrays.iter().zip(&self.layout) {
-                if let Some(m) = Moments::of_array(a, d.fill_bits) {
-                    moments.entry(n.clone()).or_default().merge(&m);
+                let m = Moments::of_array(a, d.fill_bits);
+                if let Some(m) = &m {
+                    moments.entry(n.clone()).or_default().merge(m);
                 }
+                record.push(m);
+            }
+            if windowed {
+                self.record_moments.push(record);
             }
         }
         let sidecar = TensorPackRecord::read(&path);

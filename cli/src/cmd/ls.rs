@@ -117,7 +117,8 @@ fn describe(s: &ArraySpec) -> String {
 }
 
 /// `l3 ls` of a tensor dataset: totals, each declared array and its statistics, bytes per
-/// array name; with `--records`, one line per record.
+/// array name; with `--records`, one line per record; a windowed dataset's samples and
+/// window.
 fn ls_tensors(a: &LsArgs, store: &Store, m: TensorManifest) -> Result<u64> {
     let d = TensorDataset::open_with_manifest(
         store,
@@ -179,11 +180,30 @@ fn ls_tensors(a: &LsArgs, store: &Store, m: TensorManifest) -> Result<u64> {
             raw as f64 / (*b).max(1) as f64,
             human(raw)
         );
-        if let Some(s) = m.stats.get(&decl.name) {
-            println!(
-                "    stats: count {} mean {:.6e} std {:.6e}",
-                s.count, s.mean, s.std
-            );
+        if m.window.is_none() {
+            if let Some(s) = m.stats.get(&decl.name) {
+                println!(
+                    "    stats: count {} mean {:.6e} std {:.6e}",
+                    s.count, s.mean, s.std
+                );
+            }
+        }
+    }
+    // A windowed dataset: its samples, each array read from a record after the sample's
+    // index, and the statistics per sample array.
+    if let Some(w) = &m.window {
+        println!(
+            "  {} samples, each a window over the records (step t + offset):",
+            w.samples
+        );
+        for x in &w.arrays {
+            println!("  sample array {} = {} at +{}", x.name, x.array, x.offset);
+            if let Some(s) = m.stats.get(&x.name) {
+                println!(
+                    "    stats: count {} mean {:.6e} std {:.6e}",
+                    s.count, s.mean, s.std
+                );
+            }
         }
     }
     Ok(0)

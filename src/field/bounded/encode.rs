@@ -307,8 +307,8 @@ pub(super) fn offset_and_range(extent: Option<(f32, f32)>) -> (f32, f64) {
 /// version 3 file, or, when no predictor fits a bound that fine (lattice values past 2^23, more
 /// than [`BOUNDED_MAX_BINS`] bins, a unit below the smallest normal f32, or a relative bound
 /// of an array without range), the array stored exactly as a lossless version 2 file
-/// ([`crate::field::field_version`] tells them apart). Never an error for a finite positive
-/// bound.
+/// ([`crate::field::field_version`] tells them apart; [`crate::field::decode_float_array`]
+/// decodes either). Never an error for a finite positive bound.
 pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -> Result<Vec<u8>> {
     check_arguments(values.len(), shape, options)?;
     let fill = options.fill_value;
