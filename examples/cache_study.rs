@@ -7,7 +7,15 @@
 //! cargo run --release --example cache_study -- [--records N] [--epochs E] [--dataset DIR]
 //!     [--out docs/cache-study]
 //! cargo run --release --example cache_study -- --world-size R [--batch-size B] [--records N]
+//! cargo run --release --example cache_study -- --reuse 1 [--batch-size B] [--records N]
 //! ```
+//!
+//! With `--reuse 1` it prints, for 1 process and 4 ranks (locality split, B/8) each caching
+//! c = 0.1, 0.2, 0.4, the share of the dataset read per epoch after the first with the plain
+//! permutation and with the reuse order (`LoaderOptions::reuse_front` = `front_for`, and 0.8
+//! of it), the ideal `1 - min(1, R c)`, and the reuse order's randomness cost: Spearman's
+//! correlation between consecutive epochs' positions and the share of positions forced; for one process also LRU over the run's one
+//! clock (a page cache's policy; the loader's LRU restarts its clock each epoch).
 //!
 //! With `--world-size R` it prints instead, for R ranks each caching c = 0.1, 0.2, 0.3, the
 //! share of the dataset all ranks read per epoch (`l3::loader::simulate_reads`: slices, the
@@ -23,8 +31,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use l3::loader::{
-    first_and_next_uses, permutation, simulate, simulate_reads, DropLast, Partition, PlannedCache,
-    Policy, RankCaches, Split, SplitMix64,
+    first_and_next_uses, front_for, permutation, position_correlation, reuse_order, simulate,
+    simulate_reads, simulate_reads_reuse, DropLast, Partition, PlannedCache, Policy, RankCaches,
+    Split, SplitMix64,
 };
 
 struct Args {
@@ -34,6 +43,7 @@ struct Args {
     out: PathBuf,
     world_size: u32,
     batch_size: u32,
+    reuse: bool,
 }
 
 fn args() -> Args {
@@ -44,6 +54,7 @@ fn args() -> Args {
         out: PathBuf::from("docs/cache-study"),
         world_size: 1,
         batch_size: 32,
+        reuse: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -55,6 +66,7 @@ fn args() -> Args {
             "--out" => a.out = v.into(),
             "--world-size" => a.world_size = v.parse().expect("--world-size R"),
             "--batch-size" => a.batch_size = v.parse().expect("--batch-size B"),
+            "--reuse" => a.reuse = v == "1",
             _ => panic!("unknown option {k}"),
         }
     }
@@ -150,9 +162,89 @@ fn ranks(a: &Args, sizes: &[u64]) {
     }
 }
 
+/// `--reuse 1`: reads per epoch with the plain permutation and the reuse order, and the
+/// reuse order's randomness cost.
+fn reuse(a: &Args, sizes: &[u64]) {
+    let total: u64 = sizes.iter().sum();
+    let n = a.records;
+    println!(
+        "| ranks | c | ideal | planned, plain | planned, reuse (front_for) | planned, reuse (0.8 front_for) | LRU one clock (a page cache), plain | LRU one clock, reuse (front_for) | front / n | Spearman, consecutive epochs (reuse) | Spearman (plain) |\n|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|"
+    );
+    let spread = |reads: &[Vec<u64>]| {
+        let f: Vec<f64> = reads[1..]
+            .iter()
+            .map(|r| r.iter().sum::<u64>() as f64 / total as f64)
+            .collect();
+        let (lo, hi) = f
+            .iter()
+            .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        let mean = f.iter().sum::<f64>() / f.len() as f64;
+        format!("{mean:.3} ({lo:.3}-{hi:.3})")
+    };
+    let spearman = |front: u32| {
+        let orders: Vec<Vec<u32>> = (0..a.epochs).map(|e| reuse_order(7, e, n, front)).collect();
+        let r: Vec<f64> = orders
+            .windows(2)
+            .map(|w| position_correlation(&w[0], &w[1]))
+            .collect();
+        r.iter().sum::<f64>() / r.len() as f64
+    };
+    // One process, LRU over the whole run's clock (`l3::loader::simulate`, as an OS page
+    // cache would evict): reads per epoch after the first.
+    let lru = |world: u32, budget: u64, front: u32| {
+        if world > 1 {
+            return "-".to_string();
+        }
+        let sequence: Vec<u32> = (0..a.epochs)
+            .flat_map(|e| reuse_order(7, e, n, front))
+            .collect();
+        let stats = simulate(&sequence, sizes, budget, Policy::Lru);
+        let later = stats.miss_bytes.saturating_sub(total) as f64;
+        format!("{:.3}", later / total as f64 / (a.epochs - 1) as f64)
+    };
+    for world in [1u32, 4] {
+        let p = Partition {
+            batch_size: a.batch_size,
+            world_size: world,
+            rank: 0,
+            drop_last: DropLast::Partial,
+        };
+        let split = if world > 1 {
+            Split::Locality {
+                max_imbalance: a.batch_size / 8,
+            }
+        } else {
+            Split::Slices
+        };
+        for c in [0.1, 0.2, 0.4] {
+            let budget = (c * total as f64) as u64;
+            let front = front_for(n, total, budget, world);
+            let reads = |front| {
+                simulate_reads_reuse(sizes, 7, a.epochs, &p, budget, Policy::Planned, split, front)
+                    .0
+            };
+            println!(
+                "| {world} | {c} | {:.3} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} |",
+                1.0 - (world as f64 * c).min(1.0),
+                spread(&reads(0)),
+                spread(&reads(front)),
+                spread(&reads(front * 4 / 5)),
+                lru(world, budget, 0),
+                lru(world, budget, front),
+                front as f64 / n as f64,
+                spearman(front),
+                spearman(0),
+            );
+        }
+    }
+}
+
 fn main() {
     let a = args();
     let (sizes, source) = sizes(&a);
+    if a.reuse {
+        return reuse(&a, &sizes);
+    }
     if a.world_size > 1 {
         return ranks(&a, &sizes);
     }

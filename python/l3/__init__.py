@@ -185,7 +185,10 @@ class Loader:
     and several ranks, each global batch is split among the ranks by what their caches hold,
     the same global batches and coverage with fewer reads; every rank must pass the same cache
     options) and ``max_imbalance`` (None: ``batch_size // 8`` samples a rank's batch may
-    differ from ``batch_size``; 0 keeps batches equal), ``disk_cache`` (None: a folder for a disk
+    differ from ``batch_size``; 0 keeps batches equal), ``reuse_front`` (0: the plain
+    permutation; k: the k samples the previous epoch read last come first in each epoch, the
+    reuse order of docs/cache-study.md, for a page cache or LRU below the loader; resume with
+    the same k), ``disk_cache`` (None: a folder for a disk
     tier below the RAM cache, for remote datasets: a folder of the loader's own is made in it
     and removed with it) and ``disk_cache_mb`` (its size), ``index_cache`` (None: see
     `open_dataset`), ``threads`` (0: one per core), ``prefetch`` (2),

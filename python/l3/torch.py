@@ -35,7 +35,9 @@ x cache`` of the dataset per epoch; a rank's batch may then differ from ``batch_
 to ``max_imbalance`` samples (default ``batch_size // 8``; ``max_imbalance=0`` keeps batches
 equal at a few more reads, ``locality=False`` restores the slices). Caches last across epochs
 with `L3DataLoader` (its loader is kept); a plain ``DataLoader``'s workers start a new loader,
-with an empty cache, each epoch.
+with an empty cache, each epoch. ``reuse_front=k`` (default 0) reads each epoch's order with
+the k samples the previous epoch read last first (docs/cache-study.md: it helps a page cache
+or LRU, not the planned cache); resume with the same k.
 
 Tensors: on the CPU path a batch's images are created in Rust and wrapped by
 ``torch.from_numpy`` without a copy (``pin_memory=True`` pins them; in worker processes of a

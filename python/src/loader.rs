@@ -68,7 +68,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// among the ranks by what their caches hold (SOLAR's partition: the same global batches and
 /// coverage, fewer reads), each rank's batch within `max_imbalance` samples of `batch_size`
 /// (default None: `batch_size // 8`; 0 keeps batches exactly equal). Every rank must pass the
-/// same cache and split options.
+/// same cache and split options. `reuse_front` (default 0: the plain permutation) puts the
+/// samples the previous epoch read last at the front of each epoch (the reuse order,
+/// docs/cache-study.md); resume with the same value.
 ///
 /// With the GPU path, `gpu_output` says how batches come: `"array"` (default) read back into
 /// a new array; `"staged"` or `"device"` as an `l3._l3.GpuImages` (staged in host-visible
@@ -148,7 +150,7 @@ impl Loader {
         mean = vec![0.485, 0.456, 0.406], std = vec![0.229, 0.224, 0.225], channels = 3,
         rotate90 = false, max_angle = 0.0, padding = 0, fill = 0.0, noise_std = 0.0,
         dtype = "float32", cache_mb = 0, cache_policy = "planned", locality = true,
-        max_imbalance = None, threads = 0, prefetch = 2,
+        max_imbalance = None, reuse_front = 0, threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
         crop_window = true, limits = None, gpu_output = "array", flips = None, rot90 = None,
         normalize = None, spatial = None, disk_cache = None, disk_cache_mb = 0,
@@ -184,6 +186,7 @@ impl Loader {
         cache_policy: &str,
         locality: bool,
         max_imbalance: Option<u32>,
+        reuse_front: u32,
         threads: usize,
         prefetch: usize,
         device: &str,
@@ -317,6 +320,7 @@ impl Loader {
         )?;
         o.locality = locality;
         o.max_imbalance = max_imbalance;
+        o.reuse_front = reuse_front;
         o.disk_cache = match (disk_cache, disk_cache_mb) {
             (Some(dir), mb) if mb > 0 => Some((
                 dir,

@@ -35,6 +35,37 @@ def test_resume_is_exact(dataset3):
         assert np.array_equal(a["images"], b["images"])
 
 
+def test_reuse_front_puts_the_last_samples_first_and_resumes(dataset3):
+    # The reuse order: each epoch's first k samples are the previous epoch's last k; every
+    # sample once per epoch; a resume mid-epoch (and with 2 ranks) continues the same order.
+    n = len(l3.open_dataset(dataset3))
+    k = n // 2
+    full = run(dataset3, seed=4, end_epoch=3, reuse_front=k)
+    orders = [
+        [int(s) for b in full if b["epoch"] == e for s in b["samples"]] for e in range(3)
+    ]
+    for e in range(3):
+        assert sorted(orders[e]) == list(range(n))
+    for e in (1, 2):
+        assert sorted(orders[e][:k]) == sorted(orders[e - 1][n - k :])
+    plain = run(dataset3, seed=4, end_epoch=3)
+    assert [int(s) for b in plain if b["epoch"] == 1 for s in b["samples"]] != orders[1]
+    first_of_epoch1 = sum(1 for b in full if b["epoch"] == 0)
+    seed, epoch, consumed = full[first_of_epoch1]["state"]
+    assert epoch == 1 and consumed > 0
+    rest = []
+    for rank in range(2):
+        rest += [
+            int(s)
+            for b in run(dataset3, seed=seed, epoch=epoch, consumed=consumed, rank=rank,
+                         world_size=2, end_epoch=2, reuse_front=k, batch_size=1)
+            for s in b["samples"]
+        ]
+    assert sorted(rest) == sorted(orders[1][consumed:])
+    with pytest.raises(l3.ParameterError):
+        l3.Loader(dataset3, 2, reuse_front=-1)
+
+
 def test_ranks_partition_the_epoch(dataset3):
     n = len(l3.open_dataset(dataset3))
     seen = []

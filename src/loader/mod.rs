@@ -42,6 +42,7 @@ pub mod plan;
 #[cfg(feature = "dataset")]
 mod producer;
 pub mod ranks;
+pub mod reuse;
 #[cfg(feature = "dataset")]
 mod read;
 pub mod tensor;
@@ -63,6 +64,7 @@ pub use plan::{
     permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
     SplitMix64, StepSlice,
 };
-pub use ranks::{simulate_reads, EpochPlan, PlannedStep, RankCaches, Split};
+pub use reuse::{front_for, position_correlation, reuse_order, ReuseOrders};
+pub use ranks::{simulate_reads, simulate_reads_reuse, EpochPlan, PlannedStep, RankCaches, Split};
 pub use tensor::{Tensor, TensorType};
 pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};

@@ -65,6 +65,14 @@ pub struct LoaderOptions {
     /// has one. Where each rank's mean gradient is averaged (DDP), a sample of an uneven batch
     /// weighs up to `max_imbalance / batch_size` more or less: pass 0 where that matters.
     pub max_imbalance: Option<u32>,
+    /// The reuse order ([`super::reuse`], issue 47): each epoch's order is its permutation
+    /// with the `reuse_front` samples the previous epoch read last moved to the front (in the
+    /// permutation's relative order), so what the caches hold at an epoch's end is read
+    /// first in the next. Default 0: the plain permutation. Part of the run's identity, like
+    /// the seed: resume with the same value (any world size, batch size or cache). Where the
+    /// caches' union holds a share `f` of the dataset, `front_for` gives `f x n`; the cost is
+    /// a correlation of about `-3 f (1 - f)` between consecutive epochs' positions.
+    pub reuse_front: u32,
     /// A disk tier below the RAM cache, for datasets in object stores: `(folder, bytes)`
     /// (default `None`). Records go to files in a new folder of this loader's own under
     /// `folder`, at most `bytes` of them, kept by the same plan; the folder is removed when
@@ -122,6 +130,7 @@ impl LoaderOptions {
             cache_policy: Policy::Planned,
             locality: true,
             max_imbalance: None,
+            reuse_front: 0,
             disk_cache: None,
             prefetch_batches: 2,
             threads: 0,

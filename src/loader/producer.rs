@@ -19,6 +19,7 @@ use super::decode::Decode;
 use super::disk_cache::DiskCache;
 use super::options::LoaderOptions;
 use super::plan::{permutation, steps_per_epoch, worker_share, LoaderState};
+use super::reuse::ReuseOrders;
 use super::ranks::{slices_epoch_over, EpochInput, PlannedStep, RankCaches, RecordWindow, Split};
 use super::read::{read_coalesced, record_bytes, Payloads};
 use super::tensor::Tensor;
@@ -133,6 +134,9 @@ impl Producer {
             )),
             Split::Slices => None,
         };
+        // Each epoch's order ([`super::reuse`]; the plain permutation where `reuse_front` is
+        // 0).
+        let mut orders = ReuseOrders::new(state.seed, n as u32, self.options.reuse_front);
         // The next epoch's permutation, made for the cache's horizon: kept for that epoch.
         let mut ahead: Option<(u64, Vec<u32>)> = None;
         while state.epoch < self.options.end_epoch {
@@ -145,6 +149,11 @@ impl Producer {
             // one on the pool.
             let with_next = cached && state.epoch + 1 < self.options.end_epoch;
             let (perm, next_perm) = match ahead.take() {
+                // The reuse order: each epoch from the last (made in turn, kept by `orders`).
+                _ if !orders.is_plain() => {
+                    let perm = orders.order(epoch);
+                    (perm, with_next.then(|| orders.order(epoch + 1)))
+                }
                 Some((e, perm)) if e == epoch => {
                     let next = with_next.then(|| permutation(state.seed, epoch + 1, n as u32));
                     (perm, next)

@@ -402,7 +402,24 @@ pub fn simulate_reads(
     policy: Policy,
     split: Split,
 ) -> (Vec<Vec<u64>>, Vec<u64>) {
+    simulate_reads_reuse(sizes, seed, epochs, partition, budget, policy, split, 0)
+}
+
+/// [`simulate_reads`] with the epochs in the reuse order of `front` samples
+/// ([`super::reuse`]; 0: the plain permutations).
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_reads_reuse(
+    sizes: &[u64],
+    seed: u64,
+    epochs: u64,
+    partition: &Partition,
+    budget: u64,
+    policy: Policy,
+    split: Split,
+    front: u32,
+) -> (Vec<Vec<u64>>, Vec<u64>) {
     let n = sizes.len() as u32;
+    let mut orders = super::reuse::ReuseOrders::new(seed, n, front);
     let world = partition.world_size;
     let mut reads = vec![vec![0u64; world as usize]; epochs as usize];
     let mut imbalance = vec![0u64; epochs as usize];
@@ -415,8 +432,8 @@ pub fn simulate_reads(
         .map(|_| PlannedCache::new(policy, budget))
         .collect();
     for epoch in 0..epochs {
-        let perm = super::plan::permutation(seed, epoch, n);
-        let next_perm = (epoch + 1 < epochs).then(|| super::plan::permutation(seed, epoch + 1, n));
+        let perm = orders.order(epoch);
+        let next_perm = (epoch + 1 < epochs).then(|| orders.order(epoch + 1));
         let input = EpochInput {
             perm: &perm,
             next_perm: next_perm.as_deref(),

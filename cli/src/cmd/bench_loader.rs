@@ -56,6 +56,11 @@ pub struct BenchLoaderArgs {
     /// (default batch_size / 8; 0 keeps batches equal).
     #[arg(long)]
     pub max_imbalance: Option<u32>,
+    /// The reuse order (issue 47): each epoch's permutation with the N samples the previous
+    /// epoch read last moved to the front (default 0: the plain permutation). Resume with the
+    /// same N.
+    #[arg(long, default_value_t = 0)]
+    pub reuse_front: u32,
     /// Evict least recently used records instead of by the plan (both tiers).
     #[arg(long)]
     pub lru: bool,
@@ -132,6 +137,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
     o.locality = !a.no_locality;
     o.max_imbalance = a.max_imbalance;
+    o.reuse_front = a.reuse_front;
     o.disk_cache = a.disk_cache.clone().map(|d| (d, a.disk_cache_mb << 20));
     o.threads = a.threads;
     o.end_epoch = a.epochs;
@@ -177,6 +183,10 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             Split::Locality { max_imbalance } =>
                 format!(", locality split, batches within {max_imbalance} of --batch-size"),
             Split::Slices => String::new(),
+        } + &if a.reuse_front > 0 {
+            format!(", reuse order (front {})", a.reuse_front)
+        } else {
+            String::new()
         }
     );
     let start = LoaderState {
