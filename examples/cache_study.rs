@@ -220,8 +220,17 @@ fn reuse(a: &Args, sizes: &[u64]) {
             let budget = (c * total as f64) as u64;
             let front = front_for(n, total, budget, world);
             let reads = |front| {
-                simulate_reads_reuse(sizes, 7, a.epochs, &p, budget, Policy::Planned, split, front)
-                    .0
+                simulate_reads_reuse(
+                    sizes,
+                    7,
+                    a.epochs,
+                    &p,
+                    budget,
+                    Policy::Planned,
+                    split,
+                    front,
+                )
+                .0
             };
             println!(
                 "| {world} | {c} | {:.3} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} |",

@@ -114,7 +114,10 @@ fn reuse_order_keeps_coverage_and_resumes_across_world_sizes() {
     // The front of epochs 1 and 2 is the previous epoch's tail, and the order is not the
     // plain permutation.
     for e in 1..3 {
-        let tail: BTreeSet<u32> = orders[e - 1][(n - front) as usize..].iter().copied().collect();
+        let tail: BTreeSet<u32> = orders[e - 1][(n - front) as usize..]
+            .iter()
+            .copied()
+            .collect();
         let head: BTreeSet<u32> = orders[e][..front as usize].iter().copied().collect();
         assert_eq!(head, tail, "epoch {e}");
         assert_ne!(orders[e], l3::loader::permutation(11, e as u64, n));

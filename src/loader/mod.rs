@@ -42,9 +42,9 @@ pub mod plan;
 #[cfg(feature = "dataset")]
 mod producer;
 pub mod ranks;
-pub mod reuse;
 #[cfg(feature = "dataset")]
 mod read;
+pub mod reuse;
 pub mod tensor;
 pub mod tensor_augment;
 #[cfg(feature = "dataset")]
@@ -64,7 +64,7 @@ pub use plan::{
     permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
     SplitMix64, StepSlice,
 };
-pub use reuse::{front_for, position_correlation, reuse_order, ReuseOrders};
 pub use ranks::{simulate_reads, simulate_reads_reuse, EpochPlan, PlannedStep, RankCaches, Split};
+pub use reuse::{front_for, position_correlation, reuse_order, ReuseOrders};
 pub use tensor::{Tensor, TensorType};
 pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};

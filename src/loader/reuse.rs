@@ -139,7 +139,14 @@ mod tests {
     /// in the permutation's relative order; the rest keep the permutation's order.
     #[test]
     fn the_front_is_the_previous_tail_and_every_sample_once() {
-        for (n, k) in [(1u32, 0u32), (10, 3), (100, 40), (100, 60), (97, 96), (50, 50)] {
+        for (n, k) in [
+            (1u32, 0u32),
+            (10, 3),
+            (100, 40),
+            (100, 60),
+            (97, 96),
+            (50, 50),
+        ] {
             let mut orders = ReuseOrders::new(5, n, k);
             let mut previous: Option<Vec<u32>> = None;
             for e in 0..5u64 {
