@@ -235,7 +235,7 @@ impl Context {
                 None
             };
             let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-            let mut index = None;
+            let mut last: Option<wgpu::CommandEncoder> = None;
             for (k, chunk) in plan.chunks.iter().enumerate() {
                 let out_start = plan.chunk_out_start(chunk);
                 let c = build_parts(layouts, &plan.parts[chunk.clone()], out_start, output);
@@ -271,38 +271,22 @@ impl Context {
                         k as u64 * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
                     );
                 }
-                if k + 1 == plan.chunks.len() {
-                    // The read-back copies ride with the last chunk: one submission for a
-                    // batch of one chunk.
-                    self.record_readback(
-                        &mut encoder,
-                        layouts.len(),
-                        plan,
-                        targets,
-                        timing.as_ref(),
-                    );
-                    index = Some(self.submit_commands(encoder.finish()));
-                } else {
+                // Each chunk goes before the next one's uploads (they reuse the scratch
+                // buffers); the last waits to carry the read-back copies.
+                if k + 1 < plan.chunks.len() {
                     self.submit_commands(encoder.finish());
+                } else {
+                    last = Some(encoder);
                 }
             }
+            let mut encoder = last.unwrap_or_else(|| {
+                self.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+            });
+            self.record_readback(&mut encoder, layouts.len(), plan, targets, timing.as_ref());
+            let index = self.submit_commands(encoder.finish());
+            // The scratch buffers are free for the next batch once the last chunk is in.
             drop(guard);
-            let index = match index {
-                Some(index) => index,
-                None => {
-                    let mut encoder = self
-                        .device
-                        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-                    self.record_readback(
-                        &mut encoder,
-                        layouts.len(),
-                        plan,
-                        targets,
-                        timing.as_ref(),
-                    );
-                    self.submit_commands(encoder.finish())
-                }
-            };
             Ok(Submitted {
                 images: image_layouts(layouts, plan, output),
                 total_out: plan.total_out,

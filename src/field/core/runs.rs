@@ -54,7 +54,8 @@ pub(in crate::field) fn write_runs(runs: &[Run], out: &mut Vec<u8>) -> Result<()
     Ok(())
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+/// Appends `v` as a minimal LEB128 varint.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -63,7 +64,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
 }
 
 /// A LEB128 varint of at most 5 bytes whose value fits u32, or `None`.
-fn get_varint(data: &[u8], at: &mut usize) -> Option<u32> {
+pub(crate) fn get_varint(data: &[u8], at: &mut usize) -> Option<u32> {
     let mut v = 0u64;
     for k in 0..5 {
         let b = *data.get(*at)?;

@@ -12,7 +12,7 @@ use crate::field::core::container::{
     take_segments, truncated, u32_at, ChunkedHeader, Sections, Stream, CHUNK_LOG2_MAX,
     CHUNK_LOG2_MIN, MAX_SEGMENTS,
 };
-use crate::field::core::runs::Run;
+use crate::field::core::runs::{get_varint, put_varint, Run};
 use crate::field::core::tokens::{alphabet, check_lengths, mask};
 use crate::field::FIELD_MAGIC;
 
@@ -295,28 +295,6 @@ pub(super) fn table_bytes(table: &[u32], width: u32) -> usize {
 
 fn varint_len(v: u32) -> usize {
     (32 - v.leading_zeros() as usize).max(1).div_ceil(7)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// A LEB128 varint of at most 5 bytes whose value fits u32, or `None`.
-fn get_varint(data: &[u8], at: &mut usize) -> Option<u32> {
-    let mut v = 0u64;
-    for k in 0..5 {
-        let b = *data.get(*at)?;
-        *at += 1;
-        v |= ((b & 0x7f) as u64) << (7 * k);
-        if b & 0x80 == 0 {
-            return u32::try_from(v).ok();
-        }
-    }
-    None
 }
 
 impl ChunkedHeader for LosslessHeader {
