@@ -9,6 +9,9 @@
 use std::path::Path;
 use std::time::Instant;
 
+#[path = "common/sidecar.rs"]
+mod sidecar;
+
 use l3::decode::DecodeOptions;
 use l3::field::{decode_lossless, encode_lossless, parse_lossless, FloatSlice, FloatVec};
 use l3::field::{LosslessHeader, LosslessOptions};
@@ -82,8 +85,8 @@ fn main() {
     for name in &names {
         let bytes = std::fs::read(dir.join(format!("{name}.f32"))).unwrap();
         let meta = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
-        let shape = parse_shape(&meta);
-        let fill = parse_fill(&meta);
+        let shape = sidecar::parse_shape(&meta);
+        let fill = sidecar::parse_fill(&meta);
         let v: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
@@ -149,23 +152,4 @@ fn main() {
         (logs / names.len() as f64).exp(),
         names.len()
     );
-}
-
-/// The "shape" list of a sidecar (a small JSON reader: numbers in the first [...] after it).
-fn parse_shape(meta: &str) -> Vec<u32> {
-    let at = meta.find("\"shape\"").expect("a shape");
-    let rest = &meta[at..];
-    let (a, b) = (rest.find('[').unwrap(), rest.find(']').unwrap());
-    rest[a + 1..b]
-        .split(',')
-        .map(|s| s.trim().parse().expect("a size"))
-        .collect()
-}
-
-/// The "fill_value" of a sidecar: a number, or none (null, absent).
-fn parse_fill(meta: &str) -> Option<f32> {
-    let at = meta.find("\"fill_value\"")?;
-    let rest = meta[at + 12..].trim_start_matches([':', ' ']);
-    let end = rest.find([',', '}', '\n']).unwrap_or(rest.len());
-    rest[..end].trim().parse::<f64>().ok().map(|f| f as f32)
 }

@@ -1,14 +1,21 @@
-//! The error-bounded encoder: the lattice predictor (axis order by an estimate, then QoZ's
-//! grid of level-step settings ranked by an estimate, the best three coded in full) and the
-//! differences predictor on dual-quantised bins (axis set by an estimate), each with its
-//! exception runs (the two on two threads when asked); the smallest file is kept.
+//! The error-bounded encoder: the lattice predictor (`lattice_encode`) and the differences
+//! predictor on dual-quantised bins (axis set by an estimate), each with its exception runs.
+//! On a large array each predictor's settings are ranked on a sample (`sample`) and only the
+//! predictor the sample finds smaller is coded in full (both when the estimates are within
+//! [`CLOSE`]); a small array's candidates are estimated whole and both predictors coded (on
+//! two threads when asked). The smallest file is kept.
 
 use super::format::*;
-use super::predict::{differences_forward, lattice_forward, passes, Forward, Geometry};
+use super::lattice_encode::{lattice, lattice_code, lattice_plan, lattice_unit};
+use super::predict::differences_forward;
+use super::sample;
 use super::tokens::encode_chunks;
 use crate::error::invalid_option;
 use crate::error::{ParameterError, Result};
 use crate::field::core::container::{check_chunking, check_encode_shape, CRC_LEN};
+use crate::field::core::estimate::{
+    difference_residuals, difference_tokens, entropy_bits, sample_windows,
+};
 use crate::field::core::runs::{write_runs, Run};
 use crate::field::core::tokens::token_of;
 use crate::field::encode::encode_exactly;
@@ -50,24 +57,6 @@ impl BoundedOptions {
         }
     }
 }
-
-/// QoZ's grid of level-step settings `(alpha, beta)`: level `l >= 1` (stride `2^(l-1)`)
-/// quantises with step `round(16 / min(alpha^(l-1), beta))`. The encoder ranks them by an
-/// estimate and codes the best [`SETTINGS_CODED`] in full.
-const LEVEL_SETTINGS: [(f64, f64); 9] = [
-    (1.0, 1.0),
-    (1.25, 2.0),
-    (1.25, 4.0),
-    (1.5, 2.0),
-    (1.5, 4.0),
-    (1.75, 2.0),
-    (1.75, 4.0),
-    (2.0, 2.0),
-    (2.0, 4.0),
-];
-
-/// Level-step settings coded in full, the best by estimate.
-const SETTINGS_CODED: usize = 3;
 
 /// The largest positive normal f32 at most `limit` with at most `bits` significant bits.
 pub(super) fn unit_for(limit: f64, bits: u32) -> Option<f32> {
@@ -117,7 +106,7 @@ impl Candidate {
 }
 
 /// Estimated bits of a zigzag stream: order-0 entropy of its single tokens plus raw bits.
-fn quick_bits(z: &[u32]) -> f64 {
+pub(super) fn quick_bits(z: &[u32]) -> f64 {
     let mut hist = [0u64; SINGLES as usize];
     let mut raw = 0u64;
     for &v in z {
@@ -143,7 +132,7 @@ pub(super) fn quick_bits_of(hist: &[u64], raw: u64, n: usize) -> f64 {
 /// Estimated bits of a zigzag stream as [`quick_bits`], with each zero run of 4 or more
 /// counted as one run symbol plus its length's bits (as the token stage codes it): sparse
 /// streams rank by their non-zero values, not by their zeros.
-fn run_bits(z: &[u32]) -> f64 {
+pub(super) fn run_bits(z: &[u32]) -> f64 {
     let mut hist = [0u64; SINGLES as usize + 1];
     let mut raw = 0u64;
     let mut i = 0;
@@ -193,20 +182,20 @@ pub(super) fn runs_of(values: &[f32], exc: impl Iterator<Item = usize>) -> Resul
 }
 
 /// The common part of the input: shape, bound, regular cells, offset.
-struct Input<'a> {
-    values: &'a [f32],
-    shape: &'a [u32],
-    bound: f64,
+pub(super) struct Input<'a> {
+    pub(super) values: &'a [f32],
+    pub(super) shape: &'a [u32],
+    pub(super) bound: f64,
     /// Cells that are not regular (NaN, infinities, the fill value).
-    special: Vec<bool>,
-    offset: f32,
+    pub(super) special: Vec<bool>,
+    pub(super) offset: f32,
     /// Largest regular value minus the offset (0 without regular values).
-    range: f64,
-    options: &'a BoundedOptions,
+    pub(super) range: f64,
+    pub(super) options: &'a BoundedOptions,
 }
 
 impl Input<'_> {
-    fn header(&self, predictor: Predictor, unit: f32) -> BoundedHeader {
+    pub(super) fn header(&self, predictor: Predictor, unit: f32) -> BoundedHeader {
         BoundedHeader {
             shape: self.shape.to_vec(),
             bound: self.bound,
@@ -225,7 +214,7 @@ impl Input<'_> {
         }
     }
 
-    fn misses(&self, rec: impl Fn(usize) -> f32) -> impl Iterator<Item = usize> + '_ {
+    pub(super) fn misses(&self, rec: impl Fn(usize) -> f32) -> impl Iterator<Item = usize> + '_ {
         let mut bad = Vec::new();
         for (i, &v) in self.values.iter().enumerate() {
             if self.special[i] {
@@ -329,152 +318,89 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
         range,
         options,
     };
-    let mut best: Option<Candidate> = None;
-    let mut keep = |c: Candidate| {
-        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
-            best = Some(c);
-        }
+    let best = match options.predictor {
+        Some(Predictor::Lattice) => match (lattice_unit(&input), sample::blocks(shape)) {
+            (Some(unit), Some(blocks)) => {
+                lattice_code(&input, &lattice_plan(&input, unit, &blocks).1)?
+            }
+            _ => lattice(&input)?,
+        },
+        // The axis set by the estimate on the whole array, as the GPU encoder chooses it.
+        Some(Predictor::Differences) => match bins_plan(&input, false) {
+            Some(plan) => Some(bins_code(&input, plan)?),
+            None => None,
+        },
+        None => match sample::blocks(shape) {
+            // Small arrays: every candidate estimated on the whole array, both coded.
+            None => {
+                let try_bins = || match bins_plan(&input, false) {
+                    Some(plan) => bins_code(&input, plan).map(Some),
+                    None => Ok(None),
+                };
+                let (l, b) = join(options.parallel, || lattice(&input), try_bins);
+                smaller(l?, b?)
+            }
+            Some(blocks) => {
+                // Each predictor's best setting by the sample's estimate; the other predictor
+                // is coded too only when the estimates are close.
+                let lp = lattice_unit(&input).map(|unit| lattice_plan(&input, unit, &blocks));
+                let bp = bins_plan(&input, true)
+                    .map(|plan| (bins_estimate(&input, &plan, &blocks), plan));
+                match (lp, bp) {
+                    (Some((le, lplan)), Some((be, bplan))) => {
+                        if le < be * (1.0 - CLOSE) {
+                            lattice_code(&input, &lplan)?
+                        } else if be < le * (1.0 - CLOSE) {
+                            Some(bins_code(&input, bplan)?)
+                        } else {
+                            let (l, b) = join(
+                                options.parallel,
+                                || lattice_code(&input, &lplan),
+                                || bins_code(&input, bplan),
+                            );
+                            smaller(l?, Some(b?))
+                        }
+                    }
+                    (Some((_, plan)), None) => lattice_code(&input, &plan)?,
+                    (None, Some((_, plan))) => Some(bins_code(&input, plan)?),
+                    (None, None) => None,
+                }
+            }
+        },
     };
-    let try_lattice = || match options.predictor {
-        Some(Predictor::Differences) => Ok(None),
-        _ => lattice(&input),
-    };
-    let try_bins = || match options.predictor {
-        Some(Predictor::Lattice) => Ok(None),
-        _ => bins(&input),
-    };
-    // The two predictors' candidates are independent: on two threads when asked.
-    let (l, b) = if options.parallel {
-        rayon::join(try_lattice, try_bins)
+    finish(best, &input)
+}
+
+/// `a` and `b`, on two threads when `parallel`.
+fn join<A: Send, B: Send>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if parallel {
+        rayon::join(a, b)
     } else {
-        (try_lattice(), try_bins())
-    };
-    for c in [l?, b?].into_iter().flatten() {
-        keep(c);
+        (a(), b())
     }
-    // No candidate fits (the range needs lattice values past 2^23 or more than 65536 bins, or
-    // the bound is below the smallest normal unit): the array stored exactly instead.
+}
+
+/// The smaller of two candidates.
+fn smaller(a: Option<Candidate>, b: Option<Candidate>) -> Option<Candidate> {
+    [a, b].into_iter().flatten().min_by_key(Candidate::len)
+}
+
+/// Predictors whose sampled estimates are within this fraction of each other are both coded
+/// in full.
+const CLOSE: f64 = 0.04;
+
+/// The candidate's file, or, when no candidate fits (the range needs lattice values past 2^23
+/// or more than 65536 bins, or the bound is below the smallest normal unit), the array stored
+/// exactly instead.
+fn finish(best: Option<Candidate>, input: &Input<'_>) -> Result<Vec<u8>> {
     match best {
         Some(best) => Ok(best.into_bytes()),
-        None => encode_exactly(values, shape, fill),
+        None => encode_exactly(input.values, input.shape, input.options.fill_value),
     }
-}
-
-/// Steps per level (entry `l` for stride `2^l`, entry `L` for value 0) of a setting.
-fn level_steps(levels: u32, (alpha, beta): (f64, f64)) -> Vec<u8> {
-    let mut steps: Vec<u8> = (0..levels)
-        .map(|l| {
-            let q = (LATTICE_STEP_MAX as f64 / alpha.powi(l as i32).min(beta)).round_ties_even();
-            q.clamp(1.0, LATTICE_STEP_MAX as f64) as u8
-        })
-        .collect();
-    steps.push(LATTICE_STEP_MAX as u8);
-    steps
-}
-
-/// The lattice predictor's best candidate, or `None` when the range needs lattice values
-/// past the exact-product limit.
-fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
-    let limit_for = |bits: u32| 1i64 << (PRODUCT_BITS - bits);
-    let s = LATTICE_STEP_MAX as f64;
-    // The unit: 7 significant bits, fewer when the range needs more lattice values.
-    let mut chosen = None;
-    for bits in (1..=LATTICE_UNIT_BITS).rev() {
-        let Some(mut unit) = unit_for(2.0 * input.bound / (s + 1.0), bits) else {
-            return Ok(None);
-        };
-        while unit as f64 * (s + 1.0) > 2.0 * input.bound {
-            unit = f32::from_bits(unit.to_bits() - (1 << (24 - bits)));
-        }
-        if !unit.is_normal() {
-            return Ok(None);
-        }
-        if (input.range / unit as f64 + 2.0 * s) * 4.0 < limit_for(bits) as f64 {
-            chosen = Some(unit);
-            break;
-        }
-    }
-    let Some(unit) = chosen else {
-        return Ok(None);
-    };
-    let limit = lattice_limit(unit);
-    let (values, special) = (input.values, &input.special);
-    let u: Vec<i32> = values
-        .iter()
-        .zip(special)
-        .map(|(&v, &sp)| {
-            if sp {
-                0
-            } else {
-                ((v as f64 - input.offset as f64) / unit as f64).round_ties_even() as i32
-            }
-        })
-        .collect();
-    let geo = Geometry::new(input.shape);
-    let nd = input.shape.len();
-    let levels = levels_for(input.shape);
-    let mut orders: Vec<Vec<u8>> = vec![(0..nd as u8).collect()];
-    if nd > 1 {
-        orders.push((0..nd as u8).rev().collect());
-    }
-    // The axis order by the estimate at the first setting.
-    let steps0 = level_steps(levels, LEVEL_SETTINGS[0]);
-    let mut first: Option<(f64, Vec<u8>, Forward)> = None;
-    for order in orders {
-        let ps = passes(nd, levels, &order);
-        let r = lattice_forward(&geo, &ps, &u, special, &steps0, None);
-        let b = quick_bits(&r.0);
-        if first.as_ref().is_none_or(|f| b < f.0) {
-            first = Some((b, order, r));
-        }
-    }
-    let (_, order, r0) = first.expect("one order at least");
-    let ps = passes(nd, levels, &order);
-    // Every distinct setting's residuals, ranked by the estimate; the best few are kept (and
-    // coded in full below), so memory stays at a few streams.
-    let mut seen = vec![steps0.clone()];
-    let mut ranked: Vec<(f64, Vec<u8>, Forward)> = vec![(run_bits(&r0.0), steps0, r0)];
-    for &setting in &LEVEL_SETTINGS[1..] {
-        let steps = level_steps(levels, setting);
-        if seen.contains(&steps) {
-            continue;
-        }
-        seen.push(steps.clone());
-        let r = lattice_forward(&geo, &ps, &u, special, &steps, None);
-        ranked.push((run_bits(&r.0), steps, r));
-        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-        ranked.truncate(SETTINGS_CODED);
-    }
-    let mut best: Option<Candidate> = None;
-    for (_, steps, (z, x, cubic)) in ranked {
-        if x.iter().any(|&v| (v as i64).abs() >= limit) {
-            continue;
-        }
-        let rec = |i: usize| input.offset + x[i] as f32 * unit;
-        let (nruns, runs) = runs_of(values, input.misses(rec))?;
-        let mut header = input.header(Predictor::Lattice, unit);
-        header.axes = order.clone();
-        header.levels = levels as u8;
-        header.steps = steps;
-        header.cubic = cubic;
-        header.runs = nruns;
-        header.runs_len = runs.len() as u32;
-        let chunks = encode_chunks(
-            &z,
-            input.options.chunk_log2,
-            input.options.segments as usize,
-            input.options.parallel,
-        );
-        let c = Candidate {
-            header,
-            runs,
-            chunks,
-        };
-        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
-            best = Some(c);
-        }
-    }
-    Ok(best)
 }
 
 /// The bin rule of the differences predictor, the same on the CPU and on the GPU
@@ -604,25 +530,70 @@ pub(super) fn choose_axes(ndim: usize, mut bits: impl FnMut(u8) -> f64) -> u8 {
     best.expect("one axis set at least").1
 }
 
-/// The differences predictor's candidate on dual-quantised bins ([`BinRule`]), or `None`
-/// when the range needs more than [`BOUNDED_MAX_BINS`] bins.
-fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
-    let Some(rule) = BinRule::new(input.bound, input.offset, input.range) else {
-        return Ok(None);
-    };
-    let width = rule.width;
+/// The differences predictor's bins, exception cells and axis set.
+struct BinsPlan {
+    width: f32,
+    q: Vec<u32>,
+    exc: Vec<usize>,
+    axes: u8,
+}
+
+/// The differences predictor's bins ([`BinRule`]) and axis set (the options', else the one
+/// whose estimate ([`quick_bits`]) is smallest, on sampled windows when `sampled`, else on the
+/// whole array), or `None` when the range needs more than [`BOUNDED_MAX_BINS`] bins.
+fn bins_plan(input: &Input<'_>, sampled: bool) -> Option<BinsPlan> {
+    let rule = BinRule::new(input.bound, input.offset, input.range)?;
     let (q, exc) = bins_of(input.values, &input.special, &rule);
-    let (nruns, runs) = runs_of(input.values, exc.into_iter())?;
-    let nd = input.shape.len();
+    let (shape, nd) = (input.shape, input.shape.len());
     let axes = match input.options.axes {
         Some(set) => set,
+        None if sampled => {
+            let windows = sample_windows(q.len());
+            let sets: Vec<u8> = (1..1u8 << nd).collect();
+            let tokens = difference_tokens(&q, shape, 32, &sets, &windows);
+            choose_axes(nd, |set| {
+                let (hist, raw) = &tokens[set as usize - 1];
+                entropy_bits(hist, *raw)
+            })
+        }
         None => choose_axes(nd, |set| {
-            quick_bits(&differences_forward(q.clone(), input.shape, set))
+            quick_bits(&differences_forward(q.clone(), shape, set))
         }),
     };
-    let z = differences_forward(q, input.shape, axes);
-    let mut header = input.header(Predictor::Differences, width);
-    header.axes = vec![axes];
+    Some(BinsPlan {
+        width: rule.width,
+        q,
+        exc,
+        axes,
+    })
+}
+
+/// The estimate ([`run_bits`]) of the plan's residuals summed over the sample's blocks,
+/// scaled to the whole array (comparable with [`lattice_plan`]'s).
+fn bins_estimate(input: &Input<'_>, plan: &BinsPlan, blocks: &[sample::Block]) -> f64 {
+    let sampled: usize = blocks.iter().map(|b| b.cells.len()).sum();
+    let est: f64 = blocks
+        .iter()
+        .map(|b| {
+            let shape = input.shape;
+            run_bits(&difference_residuals(
+                &plan.q,
+                shape,
+                32,
+                plan.axes,
+                b.cells.iter().copied(),
+            ))
+        })
+        .sum();
+    est * input.values.len() as f64 / sampled as f64
+}
+
+/// The differences predictor's candidate of a plan.
+fn bins_code(input: &Input<'_>, plan: BinsPlan) -> Result<Candidate> {
+    let (nruns, runs) = runs_of(input.values, plan.exc.into_iter())?;
+    let z = differences_forward(plan.q, input.shape, plan.axes);
+    let mut header = input.header(Predictor::Differences, plan.width);
+    header.axes = vec![plan.axes];
     header.runs = nruns;
     header.runs_len = runs.len() as u32;
     let chunks = encode_chunks(
@@ -631,9 +602,9 @@ fn bins(input: &Input<'_>) -> Result<Option<Candidate>> {
         input.options.segments as usize,
         input.options.parallel,
     );
-    Ok(Some(Candidate {
+    Ok(Candidate {
         header,
         runs,
         chunks,
-    }))
+    })
 }

@@ -16,7 +16,8 @@
 //!
 //! Modules: `format` (the format in code: [`BoundedHeader`], [`parse_bounded`]), `predict`
 //! (both predictors, forward and inverse), `tokens` (the entropy stage), `encode`
-//! ([`encode_bounded`]), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
+//! ([`encode_bounded`]; `lattice_encode` its lattice side, `sample` the blocks large arrays'
+//! settings are ranked on), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
 //! (the GPU plan: `shaders/bounded.wgsl`'s tables) and `gpu_encode` (the GPU encoder's host
 //! side: `shaders/encode_*.wgsl`, bit for bit [`encode_bounded`] for the differences
 //! predictor).
@@ -28,7 +29,9 @@ mod format;
 pub(crate) mod gpu;
 #[cfg(any(test, feature = "gpu"))]
 pub(crate) mod gpu_encode;
+mod lattice_encode;
 mod predict;
+mod sample;
 mod tokens;
 
 #[cfg(test)]

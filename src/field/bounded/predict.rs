@@ -175,7 +175,7 @@ fn quantise(diff: i64, step: i64) -> i64 {
 /// Passes with at least this many targets choose their kind on a sample of them ...
 const KIND_SAMPLE_FROM: usize = 1 << 16;
 /// ... every this many targets.
-const KIND_SAMPLE: usize = 4;
+const KIND_SAMPLE: usize = 16;
 
 /// The lattice predictor's forward pass: `u` the lattice values of the input, `exc` the
 /// exception cells (their `k` is 0), `steps` per level and for value 0, `cubic` the kinds

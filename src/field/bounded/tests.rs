@@ -383,3 +383,69 @@ fn subnormals_are_exact_and_negative_zero_is_the_smallest() {
     assert_eq!(back[2].to_bits(), 1e-40f32.to_bits());
     assert_eq!(back[3].to_bits(), (-1e-41f32).to_bits());
 }
+
+/// A smooth field with noise, fill cells and NaN, large enough for the sampled path.
+fn large_field(shape: &[u32], seed: u64, fill: f32) -> Vec<f32> {
+    let n: usize = shape.iter().map(|&d| d as usize).product();
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|i| {
+            let r = rng.below(1000);
+            if r < 20 {
+                fill
+            } else if r < 22 {
+                f32::NAN
+            } else {
+                let (a, b) = ((i % 97) as f32, (i / 97 % 89) as f32);
+                (a * 0.05).sin() * 40.0 + (b * 0.03).cos() * 25.0 + rng.below(100) as f32 * 0.01
+            }
+        })
+        .collect()
+}
+
+/// Large arrays rank settings on a sample and code the predictor it finds smaller: every
+/// value is within the bound, and the file is within a few percent of the smaller of the two
+/// predictors forced (each coded in full).
+#[test]
+fn sampled_choice_is_within_the_bound_and_near_the_best_predictor() {
+    let fill = -9999.0f32;
+    for (shape, seed) in [
+        (vec![300_000u32], 3u64),
+        (vec![400, 330], 5),
+        (vec![40, 60, 70], 7),
+        (vec![6, 20, 30, 50], 11),
+    ] {
+        let v = large_field(&shape, seed, fill);
+        for rel in [1e-2, 1e-4] {
+            let with = |predictor| BoundedOptions {
+                fill_value: Some(fill),
+                predictor,
+                ..BoundedOptions::new(Bound::Relative(rel))
+            };
+            let auto = encode_bounded(&v, &shape, &with(None)).unwrap();
+            let (h, back) = decode_bounded(&auto, &DecodeOptions::default()).unwrap();
+            for (i, (&a, &b)) in v.iter().zip(&back).enumerate() {
+                if a.is_nan() {
+                    assert!(b.is_nan(), "{shape:?} {rel}: cell {i}");
+                } else if a == fill {
+                    assert_eq!(b, fill, "{shape:?} {rel}: cell {i}");
+                } else {
+                    assert!(
+                        (a as f64 - b as f64).abs() <= h.bound,
+                        "{shape:?} {rel}: cell {i}"
+                    );
+                }
+            }
+            let best = [Predictor::Lattice, Predictor::Differences]
+                .into_iter()
+                .map(|p| encode_bounded(&v, &shape, &with(Some(p))).unwrap().len())
+                .min()
+                .unwrap();
+            assert!(
+                auto.len() as f64 <= best as f64 * 1.05,
+                "{shape:?} {rel}: {} bytes against {best}",
+                auto.len()
+            );
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! - `tokens`: the token alphabet (zigzag values as the image codec's version-2 tokens widened
 //!   to 32 bits, zero-run tokens) and the rules a code-length table obeys;
 //! - `code`: canonical Huffman codes over that alphabet and the decoder's lookup tables;
+//! - `estimate`: the size estimate candidates are ranked by (sampled windows, token entropy);
 //! - `runs`: exception runs (values stored exactly), shared with the version-1 fields;
 //! - `gpu` (with the `gpu` feature): the segment tables and decode tables the GPU kernels of
 //!   both formats read.
@@ -17,6 +18,7 @@
 
 pub(in crate::field) mod code;
 pub(in crate::field) mod container;
+pub(in crate::field) mod estimate;
 #[cfg(any(test, feature = "gpu"))]
 pub(in crate::field) mod gpu;
 pub(in crate::field) mod runs;

@@ -13,6 +13,7 @@ use crate::field::core::code::{canonical, code_lengths, MAX_TOKENS};
 use crate::field::core::container::{
     check_chunking, check_encode_shape, segment_range, strides, CRC_LEN,
 };
+use crate::field::core::estimate::{difference_tokens, entropy_bits, sample_windows};
 use crate::field::core::runs::{write_runs, Run, MAX_RUN_VALUES};
 use crate::field::core::tokens::*;
 use crate::field::FIELD_MAGIC;
@@ -59,10 +60,6 @@ const RUN_MIN_ENCODE: usize = 4;
 const RUN_MIN_SAVING: f64 = 0.97;
 /// A float-mult base is tried when this fraction of a sample fits within 63 ULPs.
 const MULT_FIT: f64 = 0.9;
-/// Values the size estimate looks at: windows of this many values ...
-const SAMPLE_WINDOW: usize = 4096;
-/// ... at most this many windows.
-const SAMPLE_WINDOWS: usize = 48;
 
 /// A value table is tried when the array has at most this fraction of distinct values.
 const TABLE_MAX_DISTINCT: f64 = 0.25;
@@ -437,30 +434,6 @@ fn mult_bases(bits: &[u32], special: &[bool]) -> Vec<f32> {
     out
 }
 
-/// Windows of the array the size estimate looks at: all of it when small.
-fn sample_windows(n: usize) -> Vec<(usize, usize)> {
-    if n <= SAMPLE_WINDOW * SAMPLE_WINDOWS {
-        return vec![(0, n)];
-    }
-    let step = n / SAMPLE_WINDOWS;
-    (0..SAMPLE_WINDOWS)
-        .map(|w| (w * step, SAMPLE_WINDOW))
-        .collect()
-}
-
-/// Estimated bits of tokens and raw bits for zigzag values `z` of `width` bits (order-0
-/// entropy of the tokens plus their raw bits).
-fn entropy_bits(hist: &[u64; MAX_TOKENS], raw: u64) -> f64 {
-    let total: u64 = hist.iter().sum();
-    let mut h = raw as f64;
-    for &c in hist {
-        if c > 0 {
-            h -= c as f64 * (c as f64 / total as f64).log2();
-        }
-    }
-    h
-}
-
 /// The axis set (forced or every subset, none included) with the smallest estimated bytes
 /// of residuals (and adjustments) on the sample, scaled to the whole array.
 fn choose_axes(
@@ -471,7 +444,6 @@ fn choose_axes(
     sample: &[(usize, usize)],
 ) -> (u8, f64) {
     let nd = shape.len();
-    let st = strides(shape);
     let sampled: usize = sample.iter().map(|w| w.1).sum();
     let scale = input.x.len() as f64 / sampled as f64 / 8.0;
     let mut adj_bits = 0.0;
@@ -492,42 +464,9 @@ fn choose_axes(
         None => (0..1u8 << nd).collect(),
     };
     let mut best = (0u8, f64::INFINITY);
-    for set in sets {
-        // The terms of the difference: each subset T of the set, its offset and sign.
-        let terms: Vec<(u8, usize, bool)> = (0..1u8 << nd)
-            .filter(|t| t & !set == 0)
-            .map(|t| {
-                let off = (0..nd).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum();
-                (t, off, t.count_ones() % 2 == 1)
-            })
-            .collect();
-        let mut hist = [0u64; MAX_TOKENS];
-        let mut raw = 0u64;
-        for &(s, l) in sample {
-            for j in s..s + l {
-                let mut active = 0u8;
-                for a in 0..nd {
-                    if (j / st[a]) % shape[a] as usize >= 1 {
-                        active |= 1 << a;
-                    }
-                }
-                let mut r = 0u32;
-                for &(t, off, neg) in &terms {
-                    if t & !active == 0 {
-                        let v = input.x[j - off];
-                        r = if neg {
-                            r.wrapping_sub(v)
-                        } else {
-                            r.wrapping_add(v)
-                        };
-                    }
-                }
-                let (t, nraw, _) = token_of(zigzag(r & mask(width), width));
-                hist[t as usize] += 1;
-                raw += nraw as u64;
-            }
-        }
-        let est = (entropy_bits(&hist, raw) + adj_bits) * scale;
+    let tokens = difference_tokens(&input.x, shape, width, &sets, sample);
+    for (&set, (hist, raw)) in sets.iter().zip(&tokens) {
+        let est = (entropy_bits(hist, *raw) + adj_bits) * scale;
         if est < best.1 {
             best = (set, est);
         }

@@ -1,0 +1,147 @@
+//! Size estimates both chunked encoders rank their candidates by: windows of the array
+//! sampled, and the order-0 entropy of a residual stream's single tokens plus their raw bits.
+
+use super::code::MAX_TOKENS;
+use super::container::strides;
+use super::tokens::{mask, token_of, zigzag};
+
+/// Values the size estimate looks at: windows of this many values ...
+const SAMPLE_WINDOW: usize = 4096;
+/// ... at most this many windows.
+const SAMPLE_WINDOWS: usize = 48;
+
+/// Windows `(start, len)` of an array of `n` values the size estimate looks at, spread evenly:
+/// all of it when small.
+pub(in crate::field) fn sample_windows(n: usize) -> Vec<(usize, usize)> {
+    if n <= SAMPLE_WINDOW * SAMPLE_WINDOWS {
+        return vec![(0, n)];
+    }
+    let step = n / SAMPLE_WINDOWS;
+    (0..SAMPLE_WINDOWS)
+        .map(|w| (w * step, SAMPLE_WINDOW))
+        .collect()
+}
+
+/// Estimated bits of a token histogram and its raw bits: the order-0 entropy of the tokens
+/// plus the raw bits.
+pub(in crate::field) fn entropy_bits(hist: &[u64; MAX_TOKENS], raw: u64) -> f64 {
+    let total: u64 = hist.iter().sum();
+    let mut h = raw as f64;
+    for &c in hist {
+        if c > 0 {
+            h -= c as f64 * (c as f64 / total as f64).log2();
+        }
+    }
+    h
+}
+
+/// Per set in `sets`: the token histogram and raw bits of `x` (C order, `shape`) differenced
+/// along the set's axes (wrapping, in `width` bits, zigzag), over the cells of the `sample`
+/// windows only; each cell's residual is the one the whole array's differences give it (along
+/// an axis, the first cell is not differenced). One pass for every set: per cell the
+/// `2^ndim` corner values, then one butterfly per axis gives every set's mixed difference.
+pub(in crate::field) fn difference_tokens(
+    x: &[u32],
+    shape: &[u32],
+    width: u32,
+    sets: &[u8],
+    sample: &[(usize, usize)],
+) -> Vec<([u64; MAX_TOKENS], u64)> {
+    let nd = shape.len();
+    let st = strides(shape);
+    let corners = 1usize << nd;
+    // The offset of each corner (a subset T of the axes: one step back along each).
+    let off: Vec<usize> = (0..corners)
+        .map(|t| (0..nd).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum())
+        .collect();
+    let mut out = vec![([0u64; MAX_TOKENS], 0u64); sets.len()];
+    let mut g = [0u32; 16];
+    for &(s, l) in sample {
+        // The window's first coordinate, then carried cell by cell.
+        let mut coord = [0usize; 4];
+        let mut rest = s;
+        for a in (0..nd).rev() {
+            coord[a] = rest % shape[a] as usize;
+            rest /= shape[a] as usize;
+        }
+        for j in s..s + l {
+            let mut active = 0usize;
+            for (a, &c) in coord[..nd].iter().enumerate() {
+                if c >= 1 {
+                    active |= 1 << a;
+                }
+            }
+            for t in 0..corners {
+                g[t] = if t & !active == 0 { x[j - off[t]] } else { 0 };
+            }
+            for a in 0..nd {
+                let bit = 1 << a;
+                let along = active & bit != 0;
+                for t in (0..corners).filter(|t| t & bit != 0) {
+                    g[t] = if along {
+                        g[t ^ bit].wrapping_sub(g[t])
+                    } else {
+                        g[t ^ bit]
+                    };
+                }
+            }
+            for (k, &set) in sets.iter().enumerate() {
+                let (t, nraw, _) = token_of(zigzag(g[set as usize] & mask(width), width));
+                out[k].0[t as usize] += 1;
+                out[k].1 += nraw as u64;
+            }
+            for a in (0..nd).rev() {
+                coord[a] += 1;
+                if coord[a] < shape[a] as usize {
+                    break;
+                }
+                coord[a] = 0;
+            }
+        }
+    }
+    out
+}
+
+/// The residuals of the `cells` of `x` (C order, `shape`) differenced along the axes of `set`
+/// (wrapping, in `width` bits, zigzag), in the order given: each the one the whole array's
+/// differences give that cell (along an axis, the first cell is not differenced).
+pub(in crate::field) fn difference_residuals(
+    x: &[u32],
+    shape: &[u32],
+    width: u32,
+    set: u8,
+    cells: impl Iterator<Item = usize>,
+) -> Vec<u32> {
+    let nd = shape.len();
+    let st = strides(shape);
+    // The terms of the difference: each subset T of the set, its offset and sign.
+    let terms: Vec<(u8, usize, bool)> = (0..1u8 << nd)
+        .filter(|t| t & !set == 0)
+        .map(|t| {
+            let off = (0..nd).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum();
+            (t, off, t.count_ones() % 2 == 1)
+        })
+        .collect();
+    cells
+        .map(|j| {
+            let mut active = 0u8;
+            for a in 0..nd {
+                if (j / st[a]) % shape[a] as usize >= 1 {
+                    active |= 1 << a;
+                }
+            }
+            let mut r = 0u32;
+            for &(t, off, neg) in &terms {
+                if t & !active == 0 {
+                    let v = x[j - off];
+                    r = if neg {
+                        r.wrapping_sub(v)
+                    } else {
+                        r.wrapping_add(v)
+                    };
+                }
+            }
+            zigzag(r & mask(width), width)
+        })
+        .collect()
+}
