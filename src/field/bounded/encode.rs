@@ -6,16 +6,15 @@
 //! two threads when asked). The smallest file is kept.
 
 use super::format::*;
-use super::lattice_encode::{lattice, lattice_code, lattice_plan, lattice_unit};
+use super::lattice_encode::{lattice, lattice_pending, lattice_plan, lattice_unit};
 use super::predict::differences_forward;
+use super::predict::zig;
 use super::sample;
 use super::tokens::encode_chunks;
 use crate::error::invalid_option;
 use crate::error::{ParameterError, Result};
 use crate::field::core::container::{check_chunking, check_encode_shape, CRC_LEN};
-use crate::field::core::estimate::{
-    difference_residuals, difference_tokens, entropy_bits, sample_windows,
-};
+use crate::field::core::estimate::mixed_differences;
 use crate::field::core::runs::{write_runs, Run};
 use crate::field::core::tokens::token_of;
 use crate::field::encode::encode_exactly;
@@ -78,6 +77,35 @@ pub(super) struct Candidate {
     pub header: BoundedHeader,
     pub runs: Vec<u8>,
     pub chunks: Vec<Vec<u8>>,
+}
+
+/// A candidate before its entropy stage: header, runs section and zigzag stream.
+pub(super) struct Pending {
+    pub header: BoundedHeader,
+    pub runs: Vec<u8>,
+    pub z: Vec<u32>,
+}
+
+impl Pending {
+    /// Estimated bits of the file: [`run_bits`] of the stream plus the runs section.
+    fn estimate(&self) -> f64 {
+        run_bits(&self.z) + 8.0 * self.runs.len() as f64
+    }
+
+    /// The candidate: the stream coded in chunks.
+    pub fn code(self, options: &BoundedOptions) -> Candidate {
+        let chunks = encode_chunks(
+            &self.z,
+            options.chunk_log2,
+            options.segments as usize,
+            options.parallel,
+        );
+        Candidate {
+            header: self.header,
+            runs: self.runs,
+            chunks,
+        }
+    }
 }
 
 impl Candidate {
@@ -318,53 +346,62 @@ pub fn encode_bounded(values: &[f32], shape: &[u32], options: &BoundedOptions) -
         range,
         options,
     };
+    let code = |p: Pending| p.code(options);
     let best = match options.predictor {
         Some(Predictor::Lattice) => match (lattice_unit(&input), sample::blocks(shape)) {
             (Some(unit), Some(blocks)) => {
-                lattice_code(&input, &lattice_plan(&input, unit, &blocks).1)?
+                lattice_pending(&input, &lattice_plan(&input, unit, &blocks).1)?.map(code)
             }
             _ => lattice(&input)?,
         },
         // The axis set by the estimate on the whole array, as the GPU encoder chooses it.
-        Some(Predictor::Differences) => match bins_plan(&input, false) {
-            Some(plan) => Some(bins_code(&input, plan)?),
+        Some(Predictor::Differences) => match bins_plan(&input, None) {
+            Some(plan) => Some(code(bins_pending(&input, plan)?)),
             None => None,
         },
         None => match sample::blocks(shape) {
             // Small arrays: every candidate estimated on the whole array, both coded.
             None => {
-                let try_bins = || match bins_plan(&input, false) {
-                    Some(plan) => bins_code(&input, plan).map(Some),
+                let try_bins = || match bins_plan(&input, None) {
+                    Some(plan) => bins_pending(&input, plan).map(|p| Some(code(p))),
                     None => Ok(None),
                 };
                 let (l, b) = join(options.parallel, || lattice(&input), try_bins);
                 smaller(l?, b?)
             }
             Some(blocks) => {
-                // Each predictor's best setting by the sample's estimate; the other predictor
-                // is coded too only when the estimates are close.
+                // Each predictor's best setting by the sample's estimate; only the predictor
+                // whose estimate is smaller is coded, or, when the estimates are close, the
+                // one whose whole stream's estimate is.
                 let lp = lattice_unit(&input).map(|unit| lattice_plan(&input, unit, &blocks));
-                let bp = bins_plan(&input, true)
-                    .map(|plan| (bins_estimate(&input, &plan, &blocks), plan));
-                match (lp, bp) {
-                    (Some((le, lplan)), Some((be, bplan))) => {
+                let bp = bins_sampled(&input, &blocks);
+                let bins_with = |axes: u8| match bins_plan(&input, Some(axes)) {
+                    Some(plan) => bins_pending(&input, plan).map(Some),
+                    None => Ok(None),
+                };
+                let pending = match (lp, bp) {
+                    (Some((le, lplan)), Some((be, axes))) => {
                         if le < be * (1.0 - CLOSE) {
-                            lattice_code(&input, &lplan)?
+                            lattice_pending(&input, &lplan)?
                         } else if be < le * (1.0 - CLOSE) {
-                            Some(bins_code(&input, bplan)?)
+                            bins_with(axes)?
                         } else {
                             let (l, b) = join(
                                 options.parallel,
-                                || lattice_code(&input, &lplan),
-                                || bins_code(&input, bplan),
+                                || lattice_pending(&input, &lplan),
+                                || bins_with(axes),
                             );
-                            smaller(l?, Some(b?))
+                            [l?, b?]
+                                .into_iter()
+                                .flatten()
+                                .min_by(|x, y| x.estimate().total_cmp(&y.estimate()))
                         }
                     }
-                    (Some((_, plan)), None) => lattice_code(&input, &plan)?,
-                    (None, Some((_, plan))) => Some(bins_code(&input, plan)?),
+                    (Some((_, plan)), None) => lattice_pending(&input, &plan)?,
+                    (None, Some((_, axes))) => bins_with(axes)?,
                     (None, None) => None,
-                }
+                };
+                pending.map(code)
             }
         },
     };
@@ -538,24 +575,15 @@ struct BinsPlan {
     axes: u8,
 }
 
-/// The differences predictor's bins ([`BinRule`]) and axis set (the options', else the one
-/// whose estimate ([`quick_bits`]) is smallest, on sampled windows when `sampled`, else on the
-/// whole array), or `None` when the range needs more than [`BOUNDED_MAX_BINS`] bins.
-fn bins_plan(input: &Input<'_>, sampled: bool) -> Option<BinsPlan> {
+/// The differences predictor's bins ([`BinRule`]) and axis set (the options', else `axes`,
+/// else the one whose estimate ([`quick_bits`]) on the whole array is smallest, as the GPU
+/// encoder chooses it), or `None` when the range needs more than [`BOUNDED_MAX_BINS`] bins.
+fn bins_plan(input: &Input<'_>, axes: Option<u8>) -> Option<BinsPlan> {
     let rule = BinRule::new(input.bound, input.offset, input.range)?;
     let (q, exc) = bins_of(input.values, &input.special, &rule);
     let (shape, nd) = (input.shape, input.shape.len());
-    let axes = match input.options.axes {
+    let axes = match input.options.axes.or(axes) {
         Some(set) => set,
-        None if sampled => {
-            let windows = sample_windows(q.len());
-            let sets: Vec<u8> = (1..1u8 << nd).collect();
-            let tokens = difference_tokens(&q, shape, 32, &sets, &windows);
-            choose_axes(nd, |set| {
-                let (hist, raw) = &tokens[set as usize - 1];
-                entropy_bits(hist, *raw)
-            })
-        }
         None => choose_axes(nd, |set| {
             quick_bits(&differences_forward(q.clone(), shape, set))
         }),
@@ -568,43 +596,97 @@ fn bins_plan(input: &Input<'_>, sampled: bool) -> Option<BinsPlan> {
     })
 }
 
-/// The estimate ([`run_bits`]) of the plan's residuals summed over the sample's blocks,
-/// scaled to the whole array (comparable with [`lattice_plan`]'s).
-fn bins_estimate(input: &Input<'_>, plan: &BinsPlan, blocks: &[sample::Block]) -> f64 {
+/// The differences predictor on the sample's blocks alone (the whole array's bins are made
+/// only if it is coded): the axis set (the options', else the one whose [`quick_bits`] over
+/// the blocks is smallest) and its estimate ([`run_bits`] summed over the blocks, scaled to
+/// the whole array, comparable with the lattice plan's); `None` when the range needs more
+/// than [`BOUNDED_MAX_BINS`] bins. Each block cell's residual is the one the whole array's
+/// differences give it, from its grown block's bins ([`sample::Block::grown`]; a special cell
+/// or one without a bin holds the bin before it in the grown block, as [`bins_of`] holds the
+/// last regular bin).
+fn bins_sampled(input: &Input<'_>, blocks: &[sample::Block]) -> Option<(f64, u8)> {
+    let rule = BinRule::new(input.bound, input.offset, input.range)?;
+    let nd = input.shape.len();
+    let corners = 1usize << nd;
+    // Per block, per axis set (index = set), the residuals of the block's cells in order.
+    let mut residuals: Vec<Vec<Vec<u32>>> = Vec::with_capacity(blocks.len());
+    let mut hists = vec![([0u64; SINGLES as usize], 0u64); corners];
+    for b in blocks {
+        let (lo, extent, cells) = b.grown(input.shape);
+        let mut last = 0u32;
+        let q: Vec<u32> = cells
+            .iter()
+            .map(|&i| {
+                if !input.special[i] {
+                    if let Some(bin) = rule.bin(input.values[i]) {
+                        last = bin;
+                    }
+                }
+                last
+            })
+            .collect();
+        let mut st = vec![1usize; nd];
+        for a in (0..nd.saturating_sub(1)).rev() {
+            st[a] = st[a + 1] * extent[a + 1];
+        }
+        let off: Vec<usize> = (0..corners)
+            .map(|t| (0..nd).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum())
+            .collect();
+        let mut per_set = vec![Vec::with_capacity(b.cells.len()); corners];
+        let mut g = [0u32; 16];
+        // The block's cells: grown coordinates `lo + k`, C order.
+        let mut k = vec![0usize; nd];
+        for _ in 0..b.cells.len() {
+            let (mut j, mut active) = (0usize, 0usize);
+            for a in 0..nd {
+                let c = lo[a] + k[a];
+                j += c * st[a];
+                if c >= 1 {
+                    active |= 1 << a;
+                }
+            }
+            for t in 0..corners {
+                g[t] = if t & !active == 0 { q[j - off[t]] } else { 0 };
+            }
+            mixed_differences(&mut g[..corners], nd, active);
+            for set in 1..corners {
+                let z = zig(g[set] as i32);
+                per_set[set].push(z);
+                let (t, r, _) = token_of(z);
+                hists[set].0[t as usize] += 1;
+                hists[set].1 += r as u64;
+            }
+            for a in (0..nd).rev() {
+                k[a] += 1;
+                if k[a] < b.shape[a] as usize {
+                    break;
+                }
+                k[a] = 0;
+            }
+        }
+        residuals.push(per_set);
+    }
     let sampled: usize = blocks.iter().map(|b| b.cells.len()).sum();
-    let est: f64 = blocks
-        .iter()
-        .map(|b| {
-            let shape = input.shape;
-            run_bits(&difference_residuals(
-                &plan.q,
-                shape,
-                32,
-                plan.axes,
-                b.cells.iter().copied(),
-            ))
+    let axes = input.options.axes.unwrap_or_else(|| {
+        choose_axes(nd, |set| {
+            let (hist, raw) = &hists[set as usize];
+            quick_bits_of(hist, *raw, sampled)
         })
+    });
+    let est: f64 = residuals
+        .iter()
+        .map(|per_set| run_bits(&per_set[axes as usize]))
         .sum();
-    est * input.values.len() as f64 / sampled as f64
+    Some((est * input.values.len() as f64 / sampled as f64, axes))
 }
 
-/// The differences predictor's candidate of a plan.
-fn bins_code(input: &Input<'_>, plan: BinsPlan) -> Result<Candidate> {
+/// The differences predictor's candidate of a plan before its entropy stage.
+fn bins_pending(input: &Input<'_>, plan: BinsPlan) -> Result<Pending> {
     let (nruns, runs) = runs_of(input.values, plan.exc.into_iter())?;
     let z = differences_forward(plan.q, input.shape, plan.axes);
     let mut header = input.header(Predictor::Differences, plan.width);
     header.axes = vec![plan.axes];
     header.runs = nruns;
     header.runs_len = runs.len() as u32;
-    let chunks = encode_chunks(
-        &z,
-        input.options.chunk_log2,
-        input.options.segments as usize,
-        input.options.parallel,
-    );
-    Ok(Candidate {
-        header,
-        runs,
-        chunks,
-    })
+    Ok(Pending { header, runs, z })
 }

@@ -3,11 +3,10 @@
 //! where only the best setting is coded; on the whole array for small ones, where the best
 //! three are), and the candidate of a forward pass.
 
-use super::encode::{quick_bits, run_bits, runs_of, unit_for, Candidate, Input};
+use super::encode::{quick_bits, run_bits, runs_of, unit_for, Candidate, Input, Pending};
 use super::format::*;
 use super::predict::{lattice_forward, passes, Forward, Geometry};
 use super::sample;
-use super::tokens::encode_chunks;
 use crate::error::Result;
 
 /// QoZ's grid of level-step settings `(alpha, beta)`: level `l >= 1` (stride `2^(l-1)`)
@@ -157,9 +156,9 @@ pub(super) fn lattice_plan(
     (est * input.values.len() as f64 / sampled as f64, plan)
 }
 
-/// The lattice predictor's candidate at one setting, or `None` when a lattice value reaches
-/// the exact-product limit.
-pub(super) fn lattice_code(input: &Input<'_>, plan: &LatticePlan) -> Result<Option<Candidate>> {
+/// The lattice predictor's candidate at one setting before its entropy stage, or `None` when
+/// a lattice value reaches the exact-product limit.
+pub(super) fn lattice_pending(input: &Input<'_>, plan: &LatticePlan) -> Result<Option<Pending>> {
     let u = lattice_values(input.values, &input.special, input.offset, plan.unit);
     let geo = Geometry::new(input.shape);
     let levels = levels_for(input.shape);
@@ -209,7 +208,8 @@ pub(super) fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
     }
     let mut best: Option<Candidate> = None;
     for (_, steps, r) in ranked {
-        if let Some(c) = lattice_candidate(input, unit, &order, levels, steps, r)? {
+        if let Some(p) = lattice_candidate(input, unit, &order, levels, steps, r)? {
+            let c = p.code(input.options);
             if best.as_ref().is_none_or(|b| c.len() < b.len()) {
                 best = Some(c);
             }
@@ -218,8 +218,8 @@ pub(super) fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
     Ok(best)
 }
 
-/// The lattice candidate of one forward pass: its exception runs and coded chunks, or `None`
-/// when a lattice value reaches the exact-product limit.
+/// The lattice candidate of one forward pass before its entropy stage (with its exception
+/// runs), or `None` when a lattice value reaches the exact-product limit.
 fn lattice_candidate(
     input: &Input<'_>,
     unit: f32,
@@ -227,7 +227,7 @@ fn lattice_candidate(
     levels: u32,
     steps: Vec<u8>,
     (z, x, cubic): Forward,
-) -> Result<Option<Candidate>> {
+) -> Result<Option<Pending>> {
     let limit = lattice_limit(unit);
     if x.iter().any(|&v| (v as i64).abs() >= limit) {
         return Ok(None);
@@ -241,15 +241,5 @@ fn lattice_candidate(
     header.cubic = cubic;
     header.runs = nruns;
     header.runs_len = runs.len() as u32;
-    let chunks = encode_chunks(
-        &z,
-        input.options.chunk_log2,
-        input.options.segments as usize,
-        input.options.parallel,
-    );
-    Ok(Some(Candidate {
-        header,
-        runs,
-        chunks,
-    }))
+    Ok(Some(Pending { header, runs, z }))
 }

@@ -12,11 +12,43 @@ const SAMPLE_SHIFT: u32 = 4;
 /// ... and at least this many values.
 const SAMPLE_MIN: usize = 1 << 14;
 
-/// A block: its shape and the flat indices of its cells in the array (C order).
+/// A block: its corner (coordinates in the array), its shape and the flat indices of its
+/// cells in the array (C order).
 #[derive(Debug, Clone)]
 pub(super) struct Block {
+    pub corner: Vec<usize>,
     pub shape: Vec<u32>,
     pub cells: Vec<usize>,
+}
+
+impl Block {
+    /// The block grown by one cell towards the array's start along every axis where it does
+    /// not start the array: per axis that growth (0 or 1), the grown shape and its cells' flat
+    /// indices (C order). A cell's lower neighbours along every axis are in it, where the
+    /// array has them.
+    pub fn grown(&self, shape: &[u32]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+        let lo: Vec<usize> = self.corner.iter().map(|&c| (c > 0) as usize).collect();
+        let corner: Vec<usize> = self.corner.iter().zip(&lo).map(|(c, l)| c - l).collect();
+        let extent: Vec<usize> = self
+            .shape
+            .iter()
+            .zip(&lo)
+            .map(|(&e, l)| e as usize + l)
+            .collect();
+        let strides = strides_of(shape);
+        let mut cells = Vec::with_capacity(extent.iter().product());
+        gather_cells(&corner, &extent, &strides, 0, 0, &mut cells);
+        (lo, extent, cells)
+    }
+}
+
+/// C-order strides of `shape`.
+fn strides_of(shape: &[u32]) -> Vec<usize> {
+    let mut strides = vec![1usize; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * shape[a + 1] as usize;
+    }
+    strides
 }
 
 /// `log2` of the block edge (`2^m + 1` cells) for `ndim` axes: a few thousand cells a block.
@@ -52,11 +84,7 @@ pub(super) fn blocks(shape: &[u32]) -> Option<Vec<Block>> {
     if count * per_block * 2 > n {
         return None;
     }
-    // Strides of the array, C order.
-    let mut strides = vec![1usize; shape.len()];
-    for a in (0..shape.len().saturating_sub(1)).rev() {
-        strides[a] = strides[a + 1] * shape[a + 1] as usize;
-    }
+    let strides = strides_of(shape);
     // Slot j of `count`: the fractional part of j times the golden ratio, scaled to the
     // slots (distinct for distinct j as long as count <= total_slots; duplicates skipped).
     let phi = 0.618_033_988_749_894_9_f64;
@@ -78,6 +106,7 @@ pub(super) fn blocks(shape: &[u32]) -> Option<Vec<Block>> {
             let mut cells = Vec::with_capacity(per_block);
             gather_cells(&corner, &extent, &strides, 0, 0, &mut cells);
             Block {
+                corner,
                 shape: extent.iter().map(|&e| e as u32).collect(),
                 cells,
             }

@@ -74,17 +74,7 @@ pub(in crate::field) fn difference_tokens(
             for t in 0..corners {
                 g[t] = if t & !active == 0 { x[j - off[t]] } else { 0 };
             }
-            for a in 0..nd {
-                let bit = 1 << a;
-                let along = active & bit != 0;
-                for t in (0..corners).filter(|t| t & bit != 0) {
-                    g[t] = if along {
-                        g[t ^ bit].wrapping_sub(g[t])
-                    } else {
-                        g[t ^ bit]
-                    };
-                }
-            }
+            mixed_differences(&mut g[..corners], nd, active);
             for (k, &set) in sets.iter().enumerate() {
                 let (t, nraw, _) = token_of(zigzag(g[set as usize] & mask(width), width));
                 out[k].0[t as usize] += 1;
@@ -102,46 +92,22 @@ pub(in crate::field) fn difference_tokens(
     out
 }
 
-/// The residuals of the `cells` of `x` (C order, `shape`) differenced along the axes of `set`
-/// (wrapping, in `width` bits, zigzag), in the order given: each the one the whole array's
-/// differences give that cell (along an axis, the first cell is not differenced).
-pub(in crate::field) fn difference_residuals(
-    x: &[u32],
-    shape: &[u32],
-    width: u32,
-    set: u8,
-    cells: impl Iterator<Item = usize>,
-) -> Vec<u32> {
-    let nd = shape.len();
-    let st = strides(shape);
-    // The terms of the difference: each subset T of the set, its offset and sign.
-    let terms: Vec<(u8, usize, bool)> = (0..1u8 << nd)
-        .filter(|t| t & !set == 0)
-        .map(|t| {
-            let off = (0..nd).filter(|a| t >> a & 1 == 1).map(|a| st[a]).sum();
-            (t, off, t.count_ones() % 2 == 1)
-        })
-        .collect();
-    cells
-        .map(|j| {
-            let mut active = 0u8;
-            for a in 0..nd {
-                if (j / st[a]) % shape[a] as usize >= 1 {
-                    active |= 1 << a;
-                }
-            }
-            let mut r = 0u32;
-            for &(t, off, neg) in &terms {
-                if t & !active == 0 {
-                    let v = x[j - off];
-                    r = if neg {
-                        r.wrapping_sub(v)
-                    } else {
-                        r.wrapping_add(v)
-                    };
-                }
-            }
-            zigzag(r & mask(width), width)
-        })
-        .collect()
+/// In place, from the values `g[T]` at the corners `cell - sum of strides of T` (for each
+/// subset `T` of `ndim` axes, none the cell itself) to the residual of every axis set `S`:
+/// `g[S]` becomes the cell differenced (wrapping) along each axis of `S` in `active`, as
+/// differencing the whole array gives it (an axis not in `active`, where the cell is the
+/// first, is not differenced; its corners are not read). One butterfly per axis.
+#[inline(always)]
+pub(in crate::field) fn mixed_differences(g: &mut [u32], ndim: usize, active: usize) {
+    for a in 0..ndim {
+        let bit = 1 << a;
+        let along = active & bit != 0;
+        for t in (0..g.len()).filter(|t| t & bit != 0) {
+            g[t] = if along {
+                g[t ^ bit].wrapping_sub(g[t])
+            } else {
+                g[t ^ bit]
+            };
+        }
+    }
 }
