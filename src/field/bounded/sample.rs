@@ -8,7 +8,7 @@
 /// Arrays of at most this many values are estimated whole (the sample is the array).
 pub(super) const SAMPLE_FROM: usize = 1 << 16;
 /// The sample is about this fraction of the array (1 / 2^SAMPLE_SHIFT) ...
-const SAMPLE_SHIFT: u32 = 4;
+const SAMPLE_SHIFT: u32 = 5;
 /// ... and at least this many values.
 const SAMPLE_MIN: usize = 1 << 14;
 
