@@ -84,12 +84,14 @@ fn lattice_orders(nd: usize) -> Vec<Vec<u8>> {
     orders
 }
 
-/// A lattice setting chosen on a sample: unit, axis order and steps per level.
+/// A lattice setting chosen on a sample: unit, axis order and steps per level, and for a
+/// sparse stream the runner-up's steps.
 #[derive(Debug, Clone)]
 pub(super) struct LatticePlan {
     unit: f32,
     order: Vec<u8>,
     steps: Vec<u8>,
+    runner_up: Option<Vec<u8>>,
 }
 
 /// The lattice setting (axis order, then level steps) whose estimate ([`run_bits`]) summed
@@ -134,27 +136,36 @@ pub(super) fn lattice_plan(
             best = Some((b, order, kinds));
         }
     }
-    let (mut est, order, kinds) = best.expect("one order at least");
-    let mut setting = LEVEL_SETTINGS[0];
-    let mut seen = vec![level_steps(levels, setting)];
+    let (est0, order, kinds) = best.expect("one order at least");
+    // Every distinct setting's estimate, smallest first.
+    let mut ranked = vec![(est0, LEVEL_SETTINGS[0])];
+    let mut seen = vec![level_steps(levels, LEVEL_SETTINGS[0])];
     for &candidate in &LEVEL_SETTINGS[1..] {
         let steps = level_steps(levels, candidate);
         if seen.contains(&steps) {
             continue;
         }
         seen.push(steps);
-        let (b, _) = estimate(&order, candidate, Some(&kinds));
-        if b < est {
-            (est, setting) = (b, candidate);
-        }
+        ranked.push((estimate(&order, candidate, Some(&kinds)).0, candidate));
     }
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let est = ranked[0].0;
+    // A sparse stream's estimate rests on few non-zero residuals in the sample: the runner-up
+    // is tried on the whole array too.
+    let runner_up = (est < SPARSE_BITS * sampled as f64 && ranked.len() > 1)
+        .then(|| level_steps(levels, ranked[1].1));
     let plan = LatticePlan {
         unit,
         order,
-        steps: level_steps(levels, setting),
+        steps: level_steps(levels, ranked[0].1),
+        runner_up,
     };
     (est * input.values.len() as f64 / sampled as f64, plan)
 }
+
+/// Below this many estimated bits a value on the sample, the runner-up setting is tried on
+/// the whole array too ([`lattice_pending`]).
+const SPARSE_BITS: f64 = 1.0;
 
 /// The lattice predictor's candidate at one setting before its entropy stage, or `None` when
 /// a lattice value reaches the exact-product limit.
@@ -163,8 +174,16 @@ pub(super) fn lattice_pending(input: &Input<'_>, plan: &LatticePlan) -> Result<O
     let geo = Geometry::new(input.shape);
     let levels = levels_for(input.shape);
     let ps = passes(input.shape.len(), levels, &plan.order);
-    let r = lattice_forward(&geo, &ps, &u, &input.special, &plan.steps, None);
-    lattice_candidate(input, plan.unit, &plan.order, levels, plan.steps.clone(), r)
+    let mut r = lattice_forward(&geo, &ps, &u, &input.special, &plan.steps, None);
+    let mut steps = plan.steps.clone();
+    if let Some(other) = &plan.runner_up {
+        // The two settings' whole streams compared by the estimate.
+        let r2 = lattice_forward(&geo, &ps, &u, &input.special, other, None);
+        if run_bits(&r2.0) < run_bits(&r.0) {
+            (r, steps) = (r2, other.clone());
+        }
+    }
+    lattice_candidate(input, plan.unit, &plan.order, levels, steps, r)
 }
 
 /// The lattice predictor's best candidate with every setting estimated on the whole array

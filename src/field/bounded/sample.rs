@@ -7,7 +7,8 @@
 
 /// Arrays of at most this many values are estimated whole (the sample is the array).
 pub(super) const SAMPLE_FROM: usize = 1 << 16;
-/// The sample is about this fraction of the array (1 / 2^SAMPLE_SHIFT) ...
+/// The sample is about this fraction of the array (1 / 2^SAMPLE_SHIFT; twice that for 4
+/// axes, whose blocks hold fewer levels) ...
 const SAMPLE_SHIFT: u32 = 5;
 /// ... and at least this many values.
 const SAMPLE_MIN: usize = 1 << 14;
@@ -79,7 +80,12 @@ pub(super) fn blocks(shape: &[u32]) -> Option<Vec<Block>> {
         .collect();
     let per_block: usize = extent.iter().product();
     let total_slots: usize = slots.iter().product();
-    let want = (n >> SAMPLE_SHIFT).max(SAMPLE_MIN);
+    let shift = if shape.len() == 4 {
+        SAMPLE_SHIFT - 1
+    } else {
+        SAMPLE_SHIFT
+    };
+    let want = (n >> shift).max(SAMPLE_MIN);
     let count = want.div_ceil(per_block).min(total_slots);
     if count * per_block * 2 > n {
         return None;
