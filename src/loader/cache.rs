@@ -61,6 +61,11 @@ pub struct PlannedCache<V> {
     /// it left) are skipped when they surface.
     heap: BinaryHeap<(u64, u32)>,
     stats: CacheStats,
+    /// LRU: what the current horizon's access times are offset by, so that the clock runs on
+    /// across horizons (each plan's times start at 0).
+    lru_base: u64,
+    /// LRU: the latest key given.
+    lru_last: u64,
 }
 
 /// Counters of a cache.
@@ -95,7 +100,17 @@ impl<V> PlannedCache<V> {
             entries: HashMap::new(),
             heap: BinaryHeap::new(),
             stats: CacheStats::default(),
+            lru_base: 0,
+            lru_last: 0,
         }
+    }
+
+    /// The LRU key of access `t` of the current horizon (on the clock that runs across
+    /// horizons).
+    fn lru_key(&mut self, t: u64) -> u64 {
+        let key = self.lru_base.saturating_add(t);
+        self.lru_last = self.lru_last.max(key);
+        key
     }
 
     /// Bytes held.
@@ -138,7 +153,7 @@ impl<V> PlannedCache<V> {
         self.stats.accesses += 1;
         let key = match self.policy {
             Policy::Planned => next,
-            Policy::Lru => t,
+            Policy::Lru => self.lru_key(t),
         };
         let priority = self.priority(key);
         match self.entries.get_mut(&id) {
@@ -165,7 +180,7 @@ impl<V> PlannedCache<V> {
         let key = match self.policy {
             Policy::Planned if next == NEVER => return false,
             Policy::Planned => next,
-            Policy::Lru => t,
+            Policy::Lru => self.lru_key(t),
         };
         while self.used + bytes > self.budget {
             let Some((priority, victim)) = self.top() else {
@@ -197,10 +212,13 @@ impl<V> PlannedCache<V> {
         Some(e.value)
     }
 
-    /// Re-keys every cached record with `next_of(id)` (for a new plan horizon, e.g. at an epoch
-    /// boundary) and rebuilds the heap. LRU keys are left alone.
+    /// Starts a new plan horizon (e.g. at an epoch boundary), whose access times start again
+    /// at 0. Planned: re-keys every cached record with `next_of(id)` and rebuilds the heap.
+    /// LRU: the clock runs on (the new horizon's times come after every earlier use), so a
+    /// record used in the previous horizon is older than any used in this one.
     pub fn rekey(&mut self, mut next_of: impl FnMut(u32) -> NextUse) {
         if self.policy != Policy::Planned {
+            self.lru_base = self.lru_last.saturating_add(1);
             return;
         }
         self.heap.clear();
@@ -256,6 +274,26 @@ pub fn simulate(sequence: &[u32], sizes: &[u64], budget: u64, policy: Policy) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A new horizon's times restart at 0, but LRU's clock runs on: after `rekey`, a record
+    /// used in the new horizon is newer than one used late in the previous one.
+    #[test]
+    fn lru_clock_runs_across_horizons() {
+        let mut cache = PlannedCache::<()>::new(Policy::Lru, 2);
+        // Horizon 1: A (0) at time 0, B (1) at time 1.
+        for (t, id) in [(0u64, 0u32), (1, 1)] {
+            assert!(cache.get(id, t, NEVER).is_none());
+            assert!(cache.insert(id, (), 1, t, NEVER));
+        }
+        cache.rekey(|_| NEVER);
+        // Horizon 2: C (2) at time 0 evicts A, the oldest; D (3) at time 1 must evict B (last
+        // used in horizon 1), not C (used at time 0 of horizon 2).
+        assert!(cache.insert(2, (), 1, 0, NEVER));
+        assert!(!cache.contains(0));
+        assert!(cache.insert(3, (), 1, 1, NEVER));
+        assert!(!cache.contains(1), "B, the least recently used, is evicted");
+        assert!(cache.get(2, 2, NEVER).is_some(), "C is still held");
+    }
 
     #[test]
     fn next_uses_point_at_the_next_access() {
