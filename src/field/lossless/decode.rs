@@ -331,6 +331,17 @@ impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
         Ok(())
     }
 
+    /// Sets the reading state to `bits` consumed from the segment's start (at most its
+    /// length in bits): the bytes wholly used skipped, a partly used byte's rest in `buf`.
+    fn seek(&mut self, bits: usize) {
+        let (p, r) = (bits >> 3, (bits & 7) as u32);
+        if r == 0 {
+            (self.pos, self.buf, self.avail) = (p, 0, 0);
+        } else {
+            (self.pos, self.buf, self.avail) = (p + 1, (self.seg[p] >> r) as u64, 8 - r);
+        }
+    }
+
     /// Checks that the symbols ended in the segment's last byte, padding zero.
     fn check_end(&self) -> std::result::Result<(), (u64, &'static str)> {
         let used = self.pos as u64 * 8 - self.avail as u64;
@@ -379,6 +390,164 @@ fn group_plain<W: Word>(
     decode_group_body::<W, false>(l, lut, a)
 }
 
+/// The most bits one symbol of `lut` takes (code and raw bits), at least 1.
+#[inline(always)]
+fn max_symbol_bits(lut: &[Entry; LUT_SIZE]) -> usize {
+    let mut m = 1;
+    for &e in lut.iter() {
+        m = m.max((e >> 24) & 0xff);
+    }
+    m as usize
+}
+
+/// How many symbols of at most `mb` bits each can be read from `seg` starting `bits` in,
+/// every one with an 8-byte load inside the segment.
+#[inline(always)]
+fn safe_symbols(seg: &[u8], bits: usize, mb: usize) -> usize {
+    // The last bit position whose byte starts 8 readable bytes.
+    match seg.len().checked_sub(8).map(|b| b * 8 + 7) {
+        Some(last) if bits <= last => (last - bits) / mb + 1,
+        _ => 0,
+    }
+}
+
+/// Decodes one symbol of a segment at bit position `$bp` (its 8-byte load known to be
+/// inside the segment), giving the entry and the value (or run length).
+macro_rules! symbol_at {
+    ($lut:expr, $seg:expr, $bp:ident) => {{
+        let p = $bp >> 3;
+        let word = u64::from_le_bytes($seg[p..p + 8].try_into().expect("8 bytes")) >> ($bp & 7);
+        let e = $lut[(word & (LUT_SIZE as u64 - 1)) as usize];
+        let cl = (e & 0xff) as u32;
+        let nraw = ((e >> 8) & 0xff) as u32;
+        $bp += ((e >> 24) & 0xff) as usize;
+        (
+            e,
+            (e >> 32) as u32 + ((word >> cl) as u32 & ((1u32 << nraw) - 1)),
+        )
+    }};
+}
+
+/// One symbol of lane `$k` by bit position, a run's zeros or one value at `$i`.
+macro_rules! run_symbol_at {
+    ($k:expr, $lut:expr, $seg:expr, $bp:ident, $out:expr, $i:ident) => {{
+        let (e, v) = symbol_at!($lut, $seg, $bp);
+        if e & ENTRY_RUN != 0 {
+            let v = v as usize;
+            if v > $out.len() - $i {
+                return Err(($k, v as u64, "a zero run past the segment's end"));
+            }
+            $out[$i..$i + v].fill(W::default());
+            $i += v;
+        } else {
+            $out[$i] = W::from_u32(v);
+            $i += 1;
+        }
+    }};
+}
+
+/// Decodes four fresh segments in lockstep by bit position, each symbol an 8-byte load at
+/// its byte (no bit buffer to refill), in blocks of symbols whose loads all stay inside the
+/// segments; leaves each lane's state at the first symbol not decoded, for the byte-wise
+/// loop to go on.
+#[inline(always)]
+fn lockstep_bits<W: Word, const RUNS: bool>(
+    [a, b, c, d]: [&mut Lane<'_, '_, W>; 4],
+    lut: &[Entry; LUT_SIZE],
+) -> GroupResult {
+    let mb = max_symbol_bits(lut);
+    let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
+    let (mut pa, mut pb, mut pc, mut pd) = (0usize, 0usize, 0usize, 0usize);
+    let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
+    let (mut ia, mut ib, mut ic, mut id) = (0usize, 0usize, 0usize, 0usize);
+    loop {
+        let k = safe_symbols(sa, pa, mb)
+            .min(safe_symbols(sb, pb, mb))
+            .min(safe_symbols(sc, pc, mb))
+            .min(safe_symbols(sd, pd, mb));
+        if RUNS {
+            if k == 0 || !(ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len()) {
+                break;
+            }
+            for _ in 0..k {
+                if !(ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len()) {
+                    break;
+                }
+                run_symbol_at!(0, lut, sa, pa, oa, ia);
+                run_symbol_at!(1, lut, sb, pb, ob, ib);
+                run_symbol_at!(2, lut, sc, pc, oc, ic);
+                run_symbol_at!(3, lut, sd, pd, od, id);
+            }
+        } else {
+            // One value per symbol: the lanes stay at the same index.
+            let n = oa.len().min(ob.len()).min(oc.len()).min(od.len());
+            let k = k.min(n - ia);
+            if k == 0 {
+                break;
+            }
+            let r = ia..ia + k;
+            let lanes = oa[r.clone()]
+                .iter_mut()
+                .zip(&mut ob[r.clone()])
+                .zip(&mut oc[r.clone()])
+                .zip(&mut od[r]);
+            for (((wa, wb), wc), wd) in lanes {
+                *wa = W::from_u32(symbol_at!(lut, sa, pa).1);
+                *wb = W::from_u32(symbol_at!(lut, sb, pb).1);
+                *wc = W::from_u32(symbol_at!(lut, sc, pc).1);
+                *wd = W::from_u32(symbol_at!(lut, sd, pd).1);
+            }
+            ia += k;
+            (ib, ic, id) = (ia, ia, ia);
+        }
+    }
+    for (l, bits, i) in [(a, pa, ia), (b, pb, ib), (c, pc, ic), (d, pd, id)] {
+        l.seek(bits);
+        l.i = i;
+    }
+    Ok(())
+}
+
+/// Decodes two segments of a code with runs in lockstep by bit position (as
+/// [`lockstep_bits`]) from wherever they are, until one of them is full (true) or a load
+/// would leave a segment (false).
+#[inline(always)]
+fn pair_runs_bits<W: Word>(
+    [(ka, a), (kb, b)]: [(usize, &mut Lane<'_, '_, W>); 2],
+    lut: &[Entry; LUT_SIZE],
+) -> std::result::Result<bool, (usize, u64, &'static str)> {
+    let mb = max_symbol_bits(lut);
+    let (sa, sb) = (a.seg, b.seg);
+    let mut pa = (a.pos * 8).wrapping_sub(a.avail as usize);
+    let mut pb = (b.pos * 8).wrapping_sub(b.avail as usize);
+    let (oa, ob) = (&mut *a.out, &mut *b.out);
+    let (mut ia, mut ib) = (a.i, b.i);
+    let full = loop {
+        if !(ia < oa.len() && ib < ob.len()) {
+            break true;
+        }
+        // Positions past the segment (its zero padding read) give 0.
+        let k = safe_symbols(sa, pa, mb).min(safe_symbols(sb, pb, mb));
+        if k == 0 {
+            break false;
+        }
+        for _ in 0..k {
+            if !(ia < oa.len() && ib < ob.len()) {
+                break;
+            }
+            run_symbol_at!(ka, lut, sa, pa, oa, ia);
+            run_symbol_at!(kb, lut, sb, pb, ob, ib);
+        }
+    };
+    for (l, bits, i) in [(a, pa, ia), (b, pb, ib)] {
+        if bits <= l.seg.len() * 8 {
+            l.seek(bits);
+        }
+        l.i = i;
+    }
+    Ok(full)
+}
+
 /// Decodes up to [`LANES`] segments: in lockstep while all have values left, then each
 /// alone; an error names the lane. Compiled twice (for AVX2 with BMI2, and portable).
 #[inline(always)]
@@ -387,6 +556,14 @@ fn decode_group_body<W: Word, const RUNS: bool>(
     lut: &[Entry; LUT_SIZE],
     _avx2: Option<Avx2>,
 ) -> GroupResult {
+    if let [a, b, c, d] = lanes {
+        if [&*a, &*b, &*c, &*d]
+            .iter()
+            .all(|l| l.pos == 0 && l.avail == 0 && l.i == 0)
+        {
+            lockstep_bits::<W, RUNS>([a, b, c, d], lut)?;
+        }
+    }
     if let [a, b, c, d] = lanes {
         // Four independent chains in locals (no closure: it would not inherit the AVX2 copy's
         // target features).
@@ -406,6 +583,21 @@ fn decode_group_body<W: Word, const RUNS: bool>(
         (b.pos, b.buf, b.avail, b.i) = (pb, bb, vb, ib);
         (c.pos, c.buf, c.avail, c.i) = (pc, bc, vc, ic);
         (d.pos, d.buf, d.avail, d.i) = (pd, bd, vd, id);
+    }
+    if RUNS {
+        // Runs end the segments at different symbols: the lanes left go on two by two.
+        loop {
+            let mut left = lanes
+                .iter_mut()
+                .enumerate()
+                .filter(|(_, l)| l.i < l.out.len());
+            let (Some((ka, a)), Some((kb, b))) = (left.next(), left.next()) else {
+                break;
+            };
+            if !pair_runs_bits::<W>([(ka, a), (kb, b)], lut)? {
+                break;
+            }
+        }
     }
     for (k, lane) in lanes.iter_mut().enumerate() {
         lane.finish::<RUNS>(k, lut)?;
@@ -482,7 +674,61 @@ pub(in crate::field) fn reconstruct<W: Word>(
         };
         let group_end = (row_start + rows * row_len).min(end);
         let span = j..group_end;
-        if along_rows {
+        // A long row's span lies in one row, so the terms' values (at least a row back)
+        // are slices before it: no bounds checks per value.
+        let n = span.len();
+        if along_rows && !short && terms.len() <= 3 && !matches!(*terms, [_, _]) {
+            let mut s = if j > row_start {
+                out[j - 1].sub(pred(out, j - 1))
+            } else {
+                W::default()
+            };
+            let (head, cur) = out.split_at_mut(j);
+            let cur = &mut cur[..n];
+            match *terms {
+                [] => {
+                    for v in cur.iter_mut() {
+                        s = s.add(v.unzig());
+                        *v = s;
+                    }
+                }
+                [(o, true)] => {
+                    let p = &head[j - o..][..n];
+                    for (v, &p) in cur.iter_mut().zip(p) {
+                        s = s.add(v.unzig());
+                        *v = s.add(p);
+                    }
+                }
+                [(o12, false), (o2, true), (o1, true)] => {
+                    let (p1, p2, p12) = (
+                        &head[j - o1..][..n],
+                        &head[j - o2..][..n],
+                        &head[j - o12..][..n],
+                    );
+                    for (((v, &a), &b), &c) in cur.iter_mut().zip(p1).zip(p2).zip(p12) {
+                        s = s.add(v.unzig());
+                        *v = s.add(a).add(b).sub(c);
+                    }
+                }
+                _ => {
+                    for (k, v) in cur.iter_mut().enumerate() {
+                        s = s.add(v.unzig());
+                        let mut p = W::default();
+                        for &(off, plus) in terms {
+                            let x = head[j + k - off];
+                            p = if plus { p.add(x) } else { p.sub(x) };
+                        }
+                        *v = s.add(p);
+                    }
+                }
+            }
+        } else if !along_rows && !short && matches!(*terms, [(_, true)]) {
+            let [(o, _)] = *terms else { unreachable!() };
+            let (head, cur) = out.split_at_mut(j);
+            for (v, &p) in cur[..n].iter_mut().zip(&head[j - o..][..n]) {
+                *v = v.unzig().add(p);
+            }
+        } else if along_rows {
             // The running sum along the row, restarted at each row's first value.
             let mut s = if j > row_start {
                 out[j - 1].sub(pred(out, j - 1))
@@ -689,4 +935,139 @@ fn float_mult_body(
         }
     }
     bad
+}
+
+#[cfg(test)]
+mod paths {
+    //! The bit-position loops against the byte-wise loop alone, on streams that mix short
+    //! codes, raw bits and zero runs, whole and corrupted.
+    use super::*;
+    use crate::field::lossless::encode::encode_stream;
+
+    /// What decoding `stream` gives: the values, or the failing lane and reason.
+    type Decoded = std::result::Result<Vec<u32>, (usize, &'static str)>;
+
+    /// Decodes with the byte-wise loop only, segment by segment.
+    fn bytewise<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
+        let mut lut = Box::new([0 as Entry; LUT_SIZE]);
+        let runs = fill_lut(&stream.lengths, width, &mut lut);
+        let mut out = vec![W::default(); m];
+        let mut rest = &mut out[..];
+        for (s, seg) in stream.segments.iter().enumerate() {
+            let r = segment_range(m, stream.segments.len(), s);
+            let (part, b) = rest.split_at_mut(r.len());
+            rest = b;
+            let mut lane = Lane::new(seg, part);
+            let r = if runs {
+                lane.finish::<true>(s, &lut)
+            } else {
+                lane.finish::<false>(s, &lut)
+            };
+            r.map_err(|(k, _, why)| (k, why))?;
+            lane.check_end().map_err(|(_, why)| (s, why))?;
+        }
+        Ok(out.iter().map(|v| v.to_u32()).collect())
+    }
+
+    /// Decodes with [`decode_stream`] (the lockstep loops).
+    fn lockstep<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
+        let mut out = vec![W::default(); m];
+        match decode_stream(&[], stream, stream.segments.len(), width, &mut out) {
+            Ok(()) => Ok(out.iter().map(|v| v.to_u32()).collect()),
+            Err(_) => Err((0, "")),
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Zigzag values of `width` bits, each segment of its own kind: zero runs, small values,
+    /// wide values with raw bits, or all mixed; `zeros` false keeps every value nonzero.
+    fn values(rng: &mut Rng, m: usize, segments: usize, width: u32, zeros: bool) -> Vec<u32> {
+        let mut z = Vec::with_capacity(m);
+        for s in 0..segments {
+            let kind = (s + rng.below(4) as usize) % 4;
+            let r = segment_range(m, segments, s);
+            while z.len() < r.end {
+                let v = match kind {
+                    0 if zeros && rng.below(8) != 0 => {
+                        let run = 1 + rng.below(300) as usize;
+                        z.extend(std::iter::repeat_n(0, run.min(r.end - z.len())));
+                        continue;
+                    }
+                    1 => rng.below(16) as u32,
+                    2 => (rng.next() >> (64 - width + rng.below(width as u64) as u32)) as u32,
+                    _ => match rng.below(4) {
+                        0 => (rng.next() >> (64 - width)) as u32,
+                        1 => (rng.next() >> 60) as u32,
+                        _ => rng.below(3) as u32,
+                    },
+                };
+                z.push(if zeros { v } else { v.max(1) });
+            }
+        }
+        z
+    }
+
+    fn check<W: Word>(width: u32, zeros: bool, seed: u64) {
+        let mut rng = Rng(seed);
+        for (m, segments) in [(8 * 1200 + 5, 8), (6 * 700 + 3, 6), (4 * 3000, 4), (77, 5)] {
+            let z = values(&mut rng, m, segments, width, zeros);
+            let (lengths, segs) = encode_stream(&z, segments, width);
+            let stream = Stream {
+                lengths: lengths.clone(),
+                segments: segs.iter().map(|s| &s[..]).collect(),
+            };
+            assert_eq!(lockstep::<W>(&stream, m, width), Ok(z.clone()));
+            assert_eq!(bytewise::<W>(&stream, m, width), Ok(z.clone()));
+            // Corrupted: a changed byte, a cut or an extended segment; both loops must agree
+            // on success and on the values.
+            for _ in 0..200 {
+                let mut segs = segs.clone();
+                let s = rng.below(segments as u64) as usize;
+                match rng.below(3) {
+                    0 if !segs[s].is_empty() => {
+                        let at = rng.below(segs[s].len() as u64) as usize;
+                        segs[s][at] ^= 1 << rng.below(8);
+                    }
+                    1 => {
+                        let cut = rng.below(segs[s].len() as u64 + 1) as usize;
+                        segs[s].truncate(cut);
+                    }
+                    _ => segs[s].extend_from_slice(&[rng.below(256) as u8; 9]),
+                }
+                let bad = Stream {
+                    lengths: lengths.clone(),
+                    segments: segs.iter().map(|s| &s[..]).collect(),
+                };
+                let (a, b) = (lockstep::<W>(&bad, m, width), bytewise::<W>(&bad, m, width));
+                assert_eq!(a.is_ok(), b.is_ok());
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    assert_eq!(a, b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lockstep_matches_bytewise_with_runs() {
+        check::<u32>(32, true, 1);
+        check::<u16>(16, true, 2);
+    }
+
+    #[test]
+    fn lockstep_matches_bytewise_without_runs() {
+        check::<u32>(32, false, 3);
+        check::<u16>(16, false, 4);
+    }
 }

@@ -533,7 +533,7 @@ fn tokenize(z: &[u32], width: u32, min_run: usize, out: &mut Vec<Symbol>) {
 
 /// A stream's code lengths (`ntok` of them) and its segments' bytes, with or without run
 /// tokens, whichever is smaller.
-fn encode_stream(z: &[u32], segments: usize, width: u32) -> (Vec<u8>, Vec<Vec<u8>>) {
+pub(super) fn encode_stream(z: &[u32], segments: usize, width: u32) -> (Vec<u8>, Vec<Vec<u8>>) {
     let mut best: Option<(u64, Vec<u8>, Vec<Vec<Symbol>>)> = None;
     let has_zero_runs = z.windows(RUN_MIN_ENCODE).any(|w| w.iter().all(|&v| v == 0));
     for min_run in [0, RUN_MIN_ENCODE] {
