@@ -17,9 +17,9 @@
 
 use std::borrow::Cow;
 
+use super::candidate::{quick_bits_of, runs_of, BoundedOptions, Candidate};
 use super::encode::{
-    check_arguments, choose_axes, offset_and_range, quick_bits_of, runs_of, BinRule,
-    BoundedOptions, Candidate, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
+    check_arguments, choose_axes, offset_and_range, BinRule, GPU_WIDTH_MAX, GPU_WIDTH_MIN,
 };
 use super::format::*;
 use super::tokens::{choose_code, chunk_head, Histogram, TOKEN_SETS};

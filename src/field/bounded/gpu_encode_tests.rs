@@ -626,7 +626,7 @@ fn the_twin_pipeline_matches_on_the_shared_arrays() {
 #[test]
 #[ignore]
 fn size_effect_of_the_f32_bin_rule() {
-    use super::encode::{runs_of, unit_for, Candidate};
+    use super::candidate::{runs_of, unit_for, Candidate};
     use super::predict::differences_forward;
     use super::tokens::encode_chunks;
     let (mut old_total, mut new_total, mut old_exc, mut new_exc, mut raw) = (0, 0, 0, 0, 0);

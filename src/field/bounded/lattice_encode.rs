@@ -3,7 +3,7 @@
 //! where only the best setting is coded; on the whole array for small ones, where the best
 //! three are), and the candidate of a forward pass.
 
-use super::encode::{quick_bits, run_bits, runs_of, unit_for, Candidate, Input, Pending};
+use super::candidate::{quick_bits, run_bits, runs_of, unit_for, Candidate, Input, Pending};
 use super::format::*;
 use super::predict::{lattice_forward, passes, Forward, Geometry};
 use super::sample;

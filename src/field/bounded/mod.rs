@@ -17,11 +17,12 @@
 //! Modules: `format` (the format in code: [`BoundedHeader`], [`parse_bounded`]), `predict`
 //! (both predictors, forward and inverse), `tokens` (the entropy stage), `encode`
 //! ([`encode_bounded`]; `lattice_encode` its lattice side, `sample` the blocks large arrays'
-//! settings are ranked on), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
+//! settings are ranked on, `candidate` what the predictors share: options, input, estimates), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
 //! (the GPU plan: `shaders/bounded.wgsl`'s tables) and `gpu_encode` (the GPU encoder's host
 //! side: `shaders/encode_*.wgsl`, bit for bit [`encode_bounded`] for the differences
 //! predictor).
 
+mod candidate;
 mod decode;
 mod encode;
 mod format;
@@ -39,8 +40,9 @@ mod gpu_encode_tests;
 #[cfg(test)]
 mod tests;
 
+pub use candidate::BoundedOptions;
 pub use decode::{decode_bounded, decode_bounded_into, reconstruct_bounded};
-pub use encode::{encode_bounded, BoundedOptions};
+pub use encode::encode_bounded;
 pub use format::{
     lattice_limit, levels_for, parse_bounded, BoundedHeader, Predictor, BOUNDED_ALPHABET,
     BOUNDED_FLAG_FILL, BOUNDED_MAX_BINS, BOUNDED_MAX_NDIM, BOUNDED_RUN_MAX, BOUNDED_RUN_TOKENS,

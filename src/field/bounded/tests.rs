@@ -1,7 +1,7 @@
 //! Unit tests of the error-bounded arrays: pass geometry, each predictor's inverse, the
 //! token stage, and small round trips.
 
-use super::encode::unit_for;
+use super::candidate::unit_for;
 use super::format::*;
 use super::predict::*;
 use super::tokens::{decode_chunks, encode_chunk};
