@@ -31,15 +31,7 @@ fn main() {
         .split(',')
         .map(|b| b.trim().parse().expect("a bound"))
         .collect();
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("a folder")
-        .filter_map(|e| {
-            let p = e.ok()?.path();
-            (p.extension()? == "f32").then(|| p.file_stem()?.to_str().map(String::from))?
-        })
-        .filter(|n| n.contains(&filter))
-        .collect();
-    names.sort();
+    let names = sidecar::array_names(dir, &filter);
     println!(
         "{:30} {:>7} {:>12} {:>8} {:>8} {:>8}",
         "array", "bound", "predictor", "ratio", "enc MB/s", "dec MB/s"

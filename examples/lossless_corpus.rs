@@ -58,15 +58,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dir = Path::new(args.get(1).map_or("../shared/data/float32", |s| s.as_str()));
     let filter = args.get(2).cloned().unwrap_or_default();
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("a folder")
-        .filter_map(|e| {
-            let p = e.ok()?.path();
-            (p.extension()? == "f32").then(|| p.file_stem()?.to_str().map(String::from))?
-        })
-        .filter(|n| n.contains(&filter))
-        .collect();
-    names.sort();
+    let names = sidecar::array_names(dir, &filter);
     println!(
         "{:26} {:>9} {:>7} {:>6} {:>4} {:>10} {:>7} {:>9} {:>9} {:>6} {:>8}",
         "array",

@@ -19,3 +19,17 @@ pub fn parse_fill(meta: &str) -> Option<f32> {
     let end = rest.find([',', '}', '\n']).unwrap_or(rest.len());
     rest[..end].trim().parse::<f64>().ok().map(|f| f as f32)
 }
+
+/// The corpus arrays of `dir` (`NAME.f32` files) whose names contain `filter`, sorted.
+pub fn array_names(dir: &std::path::Path, filter: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("a folder")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "f32").then(|| p.file_stem()?.to_str().map(String::from))?
+        })
+        .filter(|n| n.contains(filter))
+        .collect();
+    names.sort();
+    names
+}

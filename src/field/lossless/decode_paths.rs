@@ -1,0 +1,132 @@
+//! Tests of the lossless decoder's bit-position loops against the byte-wise loop alone, on
+//! streams that mix short codes, raw bits and zero runs, whole and corrupted.
+
+use super::*;
+use crate::field::lossless::encode::encode_stream;
+
+/// What decoding `stream` gives: the values, or the failing lane and reason.
+type Decoded = std::result::Result<Vec<u32>, (usize, &'static str)>;
+
+/// Decodes with the byte-wise loop only, segment by segment.
+fn bytewise<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
+    let mut lut = Box::new([0 as Entry; LUT_SIZE]);
+    let runs = fill_lut(&stream.lengths, width, &mut lut);
+    let mut out = vec![W::default(); m];
+    let mut rest = &mut out[..];
+    for (s, seg) in stream.segments.iter().enumerate() {
+        let r = segment_range(m, stream.segments.len(), s);
+        let (part, b) = rest.split_at_mut(r.len());
+        rest = b;
+        let mut lane = Lane::new(seg, part);
+        let r = if runs {
+            lane.finish::<true>(s, &lut)
+        } else {
+            lane.finish::<false>(s, &lut)
+        };
+        r.map_err(|(k, _, why)| (k, why))?;
+        lane.check_end().map_err(|(_, why)| (s, why))?;
+    }
+    Ok(out.iter().map(|v| v.to_u32()).collect())
+}
+
+/// Decodes with [`decode_stream`] (the lockstep loops).
+fn lockstep<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
+    let mut out = vec![W::default(); m];
+    match decode_stream(&[], stream, stream.segments.len(), width, &mut out) {
+        Ok(()) => Ok(out.iter().map(|v| v.to_u32()).collect()),
+        Err(_) => Err((0, "")),
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Zigzag values of `width` bits, each segment of its own kind: zero runs, small values,
+/// wide values with raw bits, or all mixed; `zeros` false keeps every value nonzero.
+fn values(rng: &mut Rng, m: usize, segments: usize, width: u32, zeros: bool) -> Vec<u32> {
+    let mut z = Vec::with_capacity(m);
+    for s in 0..segments {
+        let kind = (s + rng.below(4) as usize) % 4;
+        let r = segment_range(m, segments, s);
+        while z.len() < r.end {
+            let v = match kind {
+                0 if zeros && rng.below(8) != 0 => {
+                    let run = 1 + rng.below(300) as usize;
+                    z.extend(std::iter::repeat_n(0, run.min(r.end - z.len())));
+                    continue;
+                }
+                1 => rng.below(16) as u32,
+                2 => (rng.next() >> (64 - width + rng.below(width as u64) as u32)) as u32,
+                _ => match rng.below(4) {
+                    0 => (rng.next() >> (64 - width)) as u32,
+                    1 => (rng.next() >> 60) as u32,
+                    _ => rng.below(3) as u32,
+                },
+            };
+            z.push(if zeros { v } else { v.max(1) });
+        }
+    }
+    z
+}
+
+fn check<W: Word>(width: u32, zeros: bool, seed: u64) {
+    let mut rng = Rng(seed);
+    for (m, segments) in [(8 * 1200 + 5, 8), (6 * 700 + 3, 6), (4 * 3000, 4), (77, 5)] {
+        let z = values(&mut rng, m, segments, width, zeros);
+        let (lengths, segs) = encode_stream(&z, segments, width);
+        let stream = Stream {
+            lengths: lengths.clone(),
+            segments: segs.iter().map(|s| &s[..]).collect(),
+        };
+        assert_eq!(lockstep::<W>(&stream, m, width), Ok(z.clone()));
+        assert_eq!(bytewise::<W>(&stream, m, width), Ok(z.clone()));
+        // Corrupted: a changed byte, a cut or an extended segment; both loops must agree
+        // on success and on the values.
+        for _ in 0..200 {
+            let mut segs = segs.clone();
+            let s = rng.below(segments as u64) as usize;
+            match rng.below(3) {
+                0 if !segs[s].is_empty() => {
+                    let at = rng.below(segs[s].len() as u64) as usize;
+                    segs[s][at] ^= 1 << rng.below(8);
+                }
+                1 => {
+                    let cut = rng.below(segs[s].len() as u64 + 1) as usize;
+                    segs[s].truncate(cut);
+                }
+                _ => segs[s].extend_from_slice(&[rng.below(256) as u8; 9]),
+            }
+            let bad = Stream {
+                lengths: lengths.clone(),
+                segments: segs.iter().map(|s| &s[..]).collect(),
+            };
+            let (a, b) = (lockstep::<W>(&bad, m, width), bytewise::<W>(&bad, m, width));
+            assert_eq!(a.is_ok(), b.is_ok());
+            if let (Ok(a), Ok(b)) = (a, b) {
+                assert_eq!(a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn lockstep_matches_bytewise_with_runs() {
+    check::<u32>(32, true, 1);
+    check::<u16>(16, true, 2);
+}
+
+#[test]
+fn lockstep_matches_bytewise_without_runs() {
+    check::<u32>(32, false, 3);
+    check::<u16>(16, false, 4);
+}
