@@ -102,7 +102,46 @@ impl Geometry {
     /// Calls `f(index, coordinate along the pass's axis)` for each target of `pass`, in C
     /// order.
     #[inline(always)]
-    pub fn for_targets(&self, pass: &Pass, mut f: impl FnMut(usize, usize)) {
+    pub fn for_targets(&self, pass: &Pass, f: impl FnMut(usize, usize)) {
+        self.walk(pass, 1, 1, f)
+    }
+
+    /// As [`Geometry::for_targets`] on about one target in `every` (all of them for 1): every
+    /// `every + 1`-th row (run of targets along the last axis) where the pass has at least
+    /// [`SAMPLE_ROWS_MIN`] rows per row taken, else every `every + 1`-th target (an odd step
+    /// where `every` is a power of two, so what is taken moves through axes of power-of-two
+    /// sizes instead of always landing on the same coordinate).
+    /// A row sample reads about `1 / every` of the array's cache lines; every `every`-th target
+    /// of contiguous rows reads all of them.
+    #[inline(always)]
+    pub fn for_sample(&self, pass: &Pass, every: usize, f: impl FnMut(usize, usize)) {
+        let pad = 4 - self.ndim;
+        let last = self.dims[3];
+        let row = if pad + pass.axis == 3 {
+            (last + pass.stride - 1) / (2 * pass.stride)
+        } else {
+            last.div_ceil(pass.steps[self.ndim - 1])
+        };
+        let rows = self.count(pass) / row.max(1);
+        if every > 1 && rows >= SAMPLE_ROWS_MIN * (every + 1) {
+            self.walk(pass, every + 1, 1, f)
+        } else if every > 1 {
+            self.walk(pass, 1, every + 1, f)
+        } else {
+            self.walk(pass, 1, 1, f)
+        }
+    }
+
+    /// The targets of `pass` in C order, on every `row_every`-th row (from the first) and of
+    /// those every `target_every`-th target (counted from 1, over the rows taken).
+    #[inline(always)]
+    fn walk(
+        &self,
+        pass: &Pass,
+        row_every: usize,
+        target_every: usize,
+        mut f: impl FnMut(usize, usize),
+    ) {
         let pad = 4 - self.ndim;
         let mut start = [0usize; 4];
         let mut step = [1usize; 4];
@@ -111,12 +150,21 @@ impl Geometry {
         start[d] = pass.stride;
         let [n0, n1, n2, n3] = self.dims;
         let [s0, s1, s2, _] = self.strides;
+        let (mut r, mut t) = (0usize, 0usize);
         for i0 in (start[0]..n0).step_by(step[0]) {
             for i1 in (start[1]..n1).step_by(step[1]) {
                 for i2 in (start[2]..n2).step_by(step[2]) {
+                    r += 1;
+                    if (r - 1) % row_every != 0 {
+                        continue;
+                    }
                     let base = i0 * s0 + i1 * s1 + i2 * s2;
                     let outer = [i0, i1, i2];
                     for i3 in (start[3]..n3).step_by(step[3]) {
+                        t += 1;
+                        if t % target_every != 0 {
+                            continue;
+                        }
                         let c = if d == 3 { i3 } else { outer[d] };
                         f(base + i3, c);
                     }
@@ -174,8 +222,11 @@ fn quantise(diff: i64, step: i64) -> i64 {
 
 /// Passes with at least this many targets choose their kind on a sample of them ...
 const KIND_SAMPLE_FROM: usize = 1 << 16;
-/// ... every this many targets.
+/// ... about one target in this many (see [`Geometry::for_sample`]).
 const KIND_SAMPLE: usize = 16;
+/// A pass's kind is chosen on whole rows where it has at least this many rows per row
+/// taken (see [`Geometry::for_sample`]).
+const SAMPLE_ROWS_MIN: usize = 64;
 
 /// The lattice predictor's forward pass: `u` the lattice values of the input, `exc` the
 /// exception cells (their `k` is 0), `steps` per level and for value 0, `cubic` the kinds
@@ -205,16 +256,15 @@ pub(super) fn lattice_forward(
         let kind = match cubic {
             Some(c) => c[j],
             None => {
-                // Large passes choose their kind on every KIND_SAMPLE-th target.
+                // Large passes choose their kind on a sample of about 1 / KIND_SAMPLE of their targets.
                 let every = if geo.count(p) >= KIND_SAMPLE_FROM {
                     KIND_SAMPLE
                 } else {
                     1
                 };
-                let (mut lin, mut cub, mut t) = (0u64, 0u64, 0usize);
-                geo.for_targets(p, |i, c| {
-                    t += 1;
-                    if exc[i] || t % every != 0 {
+                let (mut lin, mut cub) = (0u64, 0u64);
+                geo.for_sample(p, every, |i, c| {
+                    if exc[i] {
                         return;
                     }
                     let t = u[i] as i64;

@@ -67,6 +67,55 @@ fn passes_visit_every_value_but_the_first_once() {
 }
 
 #[test]
+fn a_pass_sample_is_a_spread_subset_of_its_targets() {
+    // Shapes with many rows (row samples) and few (target samples), with power-of-two axes
+    // that a row step of 16 would alias with.
+    for shape in [
+        &[64u32, 64][..],
+        &[9, 16, 32, 8],
+        &[200],
+        &[3, 1000],
+        &[32, 32, 32],
+    ] {
+        let geo = Geometry::new(shape);
+        let order: Vec<u8> = (0..shape.len() as u8).collect();
+        for p in &passes(shape.len(), levels_for(shape), &order) {
+            let mut all = Vec::new();
+            geo.for_targets(p, |i, c| all.push((i, c)));
+            let mut every1 = Vec::new();
+            geo.for_sample(p, 1, |i, c| every1.push((i, c)));
+            assert_eq!(every1, all, "{shape:?} {p:?}: every 1 is every target");
+            let mut sample = Vec::new();
+            geo.for_sample(p, 16, |i, c| sample.push((i, c)));
+            // In C order, a subset, and about a sixteenth (a row sample takes whole rows).
+            let mut it = all.iter();
+            assert!(sample.iter().all(|s| it.any(|a| a == s)), "{shape:?} {p:?}");
+            let (n, m) = (all.len(), sample.len());
+            assert!(m <= n / 16 + n / 64 + 64, "{shape:?} {p:?}: {m} of {n}");
+            if n >= 1 << 12 {
+                assert!(m >= n / 24, "{shape:?} {p:?}: {m} of {n}");
+                // Spread: along every axis where the pass has targets in both halves of the
+                // array, so has the sample.
+                let strides: Vec<usize> = (0..shape.len())
+                    .map(|a| shape[a + 1..].iter().map(|&d| d as usize).product())
+                    .collect();
+                for (a, &d) in shape.iter().enumerate() {
+                    let half = |i: usize| (i / strides[a]) % d as usize >= d as usize / 2;
+                    for upper in [false, true] {
+                        if all.iter().any(|&(i, _)| half(i) == upper) {
+                            assert!(
+                                sample.iter().any(|&(i, _)| half(i) == upper),
+                                "{shape:?} {p:?} axis {a}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn lattice_inverse_undoes_forward() {
     let mut rng = Rng(7);
     for shape in SHAPES {
