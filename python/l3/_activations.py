@@ -53,6 +53,7 @@ from __future__ import annotations
 import collections
 import math
 import os
+import sys
 import threading
 import time
 import weakref
@@ -145,7 +146,7 @@ class _Packed:
 
     __slots__ = ("owner", "tensor", "future", "shape", "dtype", "raw", "stored", "decoded",
                  "device", "copied", "on_gpu", "need", "span", "coded_eb", "counted",
-                 "__weakref__")
+                 "strides", "__weakref__")
 
     def __init__(self, owner: "compress_activations", raw: int) -> None:
         self.owner = owner
@@ -163,6 +164,7 @@ class _Packed:
         self.span = 0.0  # its range, once coded
         self.coded_eb: Optional[float] = None  # the absolute bound it was coded within
         self.counted: Optional[bool] = None  # counted as compressed (True) or exact (False)
+        self.strides: Optional[tuple] = None  # a dense layout other than row-major, restored
 
     def __del__(self) -> None:
         try:
@@ -182,6 +184,49 @@ def _all_finite(x: torch.Tensor) -> bool:
     here than ``isfinite(x).all()``)."""
     lo, hi = _range(x)
     return math.isfinite(lo) and math.isfinite(hi)
+
+
+def _dense_layout(t: torch.Tensor) -> Optional[tuple]:
+    """``t``'s strides when it is dense but not row-major (channels-last, a transpose, the
+    layouts a compiled graph chooses), else None. Decoded tensors come back in that layout:
+    eager backward takes any layout, but a compiled graph's backward asserts the strides it
+    was compiled for (``torch.compile``: "expected size ..., stride ...")."""
+    if t.is_contiguous():
+        return None
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return None  # gaps or overlaps: row-major, as before
+        expected *= size
+    return tuple(t.stride())
+
+
+#: Modules of torch's AOTAutograd (what ``torch.compile``'s default backend, inductor, and
+#: ``aot_eager`` run a compiled graph through).
+_AOT_MODULES = ("torch._functorch._aot_autograd", "torch._functorch.aot_autograd")
+
+
+def _saved_by_compiled_graph() -> bool:
+    """Whether the tensor being packed now is saved by a ``torch.compile``'d graph: its
+    tensors are saved by AOTAutograd's one autograd function, after the whole graph ran (the
+    pack hook is called from AOTAutograd's runtime wrapper)."""
+    f = sys._getframe(2)  # (the frame that called the autograd function's apply)
+    for _ in range(4):
+        if f is None:
+            return False
+        if str(f.f_globals.get("__name__", "")).startswith(_AOT_MODULES):
+            return True
+        f = f.f_back
+    return False
+
+
+_COMPILED = (
+    "compress_activations cannot code the tensors a torch.compile'd graph saves for backward: "
+    "the compiled graph (AOTAutograd: inductor, aot_eager) saves them all at once after it "
+    "ran, so l3 cannot tell which operation saved each one, and its rules need that (ReLU's "
+    "signs exact, normalisation inputs within their std, checkpoint inputs exact); kept exact "
+    "they would save nothing. Run the compiled part outside the block, or uncompiled (or "
+    "compiled with backend='eager') inside it.")
 
 
 def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
@@ -443,6 +488,9 @@ class compress_activations:
     def _pack(self, t: torch.Tensor) -> Any:
         if is_parameter(t):
             return t  # a parameter (or a view of one): held by the model anyway
+        if (self._ops is not None and not self._ops.current()[0]
+                and _saved_by_compiled_graph()):
+            raise RuntimeError(_COMPILED)
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(),
                t._version, t.dtype)
         seen = self._seen.get(key)
@@ -475,6 +523,7 @@ class compress_activations:
         raw = t.numel() * t.element_size()
         p = _Packed(self, raw)
         p.shape, p.dtype, p.need, p.device = tuple(t.shape), t.dtype, need, t.device
+        p.strides = _dense_layout(t)
         p.stored = raw  # until the encoder is done
         p.tensor = t.detach()
         self.stats._add(raw, raw)
@@ -737,6 +786,9 @@ class compress_activations:
                 y = restore_signs(y, coded.pos, coded.neg)
         if p.device.type == "cuda" and not p.on_gpu:
             y = y.pin_memory().to(p.device, non_blocking=True)
+        if p.strides is not None and y.stride() != p.strides:
+            y = torch.empty_strided(p.shape, p.strides, dtype=y.dtype,
+                                    device=y.device).copy_(y)
         with self.stats._lock:
             self.stats.decode_seconds += time.perf_counter() - started
         return y
