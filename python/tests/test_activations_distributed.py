@@ -22,6 +22,10 @@ from l3.torch import compress_activations  # noqa: E402
 
 WORLD = 2
 BOUNDS = ("auto", 1e-3)
+#: DDP's options per bound: at 1e-3 the reducer's other paths (DDP's _DDPSink function on the
+#: outputs, gradients as views of the buckets).
+DDP_OPTIONS = {"auto": {}, 1e-3: {"find_unused_parameters": True,
+                                  "gradient_as_bucket_view": True}}
 STEPS = 2  # ("auto" measures in the first, codes by it in the second)
 
 
@@ -62,7 +66,7 @@ def ddp_rank(rank, init, out):
         result = {}
         for bound in BOUNDS:
             model = resnet18()
-            ddp = nn.parallel.DistributedDataParallel(model)
+            ddp = nn.parallel.DistributedDataParallel(model, **DDP_OPTIONS[bound])
             opt = torch.optim.SGD(model.parameters(), lr=0.05)
             for _ in range(STEPS):
                 opt.zero_grad()
@@ -126,7 +130,8 @@ def by_hand(bound):
 
 def test_ddp_resnet18_gradients_are_the_ranks_mean_and_each_rank_counts_its_own():
     """DistributedDataParallel (gloo, 2 processes) of torchvision's ResNet-18 (BatchNorm),
-    2 SGD steps inside compress_activations, at "auto" and at 1e-3: the gradient after the
+    2 SGD steps inside compress_activations, at "auto" and at 1e-3 (there with
+    find_unused_parameters and gradient_as_bucket_view): the gradient after the
     allreduce is bit for bit the mean of the gradients the same ranks give without DDP (each
     rank codes its own activations; "auto" measures each rank's layers on the rank's own
     gradient, before the allreduce), within 5 % of exact activations' (the single-process
