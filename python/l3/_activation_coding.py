@@ -212,3 +212,18 @@ def unpack_exact(coded: Coded, shape: tuple, dtype: torch.dtype) -> torch.Tensor
         vals = np.rint(np.asarray(_l3.decode_field(coded.data), dtype=np.float64)).astype(
             np.int64).reshape(-1) + how[1]
     return torch.from_numpy(vals).to(dtype).reshape(shape)
+
+
+def dense_layout(t: torch.Tensor) -> Optional[tuple]:
+    """``t``'s strides when it is dense but not row-major (channels-last, a transpose, the
+    layouts a compiled graph chooses), else None. Decoded tensors come back in that layout:
+    eager backward takes any layout, but a compiled graph's backward asserts the strides it
+    was compiled for (``torch.compile``: "expected size ..., stride ...")."""
+    if t.is_contiguous():
+        return None
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return None  # gaps or overlaps: row-major, as before
+        expected *= size
+    return tuple(t.stride())

@@ -20,6 +20,8 @@ alive) if a later saver asks for more. In every mode:
   and the inputs ``torch.utils.checkpoint`` (reentrant or not) recomputes a segment from
   (measured: a lossy segment input moves ReLU masks and batch statistics across the whole
   recomputed segment, 28 % gradient error on ResNet-18 at 1e-3).
+  What a ``torch.compile``'d graph saves (AOTAutograd's one function, after the graph ran) is
+  refused instead (`saved_by_compiled_graph`): kept exact, it would all be.
 * Parameters, and views of them (``linear`` saves its weight transposed), are not activations.
 
 ``"auto"`` chooses the bound of each saved tensor by its savers' rules (the tightest wins):
@@ -56,6 +58,7 @@ and whether the signs must come back exact.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -275,3 +278,31 @@ def need_for(t: torch.Tensor, current: Optional[tuple], bound: Any, absolute: bo
         return Need([spec], False, name)
     # Everything else (elementwise arithmetic, pooling by average, ...).
     return Need([("relative", start)], False, name)
+
+
+#: Modules of torch's AOTAutograd (what ``torch.compile``'s default backend, inductor, and
+#: ``aot_eager`` run a compiled graph through).
+_AOT_MODULES = ("torch._functorch._aot_autograd", "torch._functorch.aot_autograd")
+
+
+def saved_by_compiled_graph() -> bool:
+    """Whether the tensor being packed now is saved by a ``torch.compile``'d graph: its
+    tensors are saved by AOTAutograd's one autograd function, after the whole graph ran (the
+    pack hook is called from AOTAutograd's runtime wrapper)."""
+    f = sys._getframe(2)  # (the frame that called the autograd function's apply)
+    for _ in range(4):
+        if f is None:
+            return False
+        if str(f.f_globals.get("__name__", "")).startswith(_AOT_MODULES):
+            return True
+        f = f.f_back
+    return False
+
+
+COMPILED_REFUSED = (
+    "compress_activations cannot code the tensors a torch.compile'd graph saves for backward: "
+    "the compiled graph (AOTAutograd: inductor, aot_eager) saves them all at once after it "
+    "ran, so l3 cannot tell which operation saved each one, and its rules need that (ReLU's "
+    "signs exact, normalisation inputs within their std, checkpoint inputs exact); kept exact "
+    "they would save nothing. Run the compiled part outside the block, or uncompiled (or "
+    "compiled with backend='eager') inside it.")
