@@ -48,7 +48,7 @@ alive) if a later saver asks for more. In every mode:
 
 The constants were measured (``bench/activation_accuracy.py``: torchvision ResNet-18, ResNet-50
 and a 4-block ViT, BENCHMARKS.md "Activation accuracy"): with them "auto" keeps the relative
-gradient error (all parameters) within about 2-4 % at 5.7-8.6x fewer saved bytes there; the
+gradient error (all parameters) within about 2-4 % at 5.8-8.3x fewer saved bytes there; the
 BatchNorm constant decides most of ResNet's error (0.06 doubles it).
 
 Each saving site asks for a `Need`: value bounds (the coding keeps the tightest one asked),
