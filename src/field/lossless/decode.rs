@@ -18,6 +18,9 @@ use crate::error::{FormatError, ParameterError, Result};
 
 #[path = "lockstep.rs"]
 mod lockstep;
+#[cfg(target_arch = "x86_64")]
+#[path = "rowsum_avx2.rs"]
+mod rowsum_avx2;
 use lockstep::{decode_group_plain, decode_group_runs, Lane, LANES};
 
 /// An unsigned word of the decoding arithmetic: u32 for float32, u16 for the 16-bit types
@@ -35,6 +38,10 @@ pub(in crate::field) trait Word:
     fn sub(self, o: Self) -> Self;
     /// Inverse zigzag.
     fn unzig(self) -> Self;
+    /// The words as u32 when they are (float32), for the AVX2 row sums.
+    fn as_u32s(s: &mut [Self]) -> Option<&mut [u32]>;
+    /// The words as u32 when they are.
+    fn as_u32s_ref(s: &[Self]) -> Option<&[u32]>;
 }
 
 macro_rules! word {
@@ -59,6 +66,22 @@ macro_rules! word {
             #[inline(always)]
             fn unzig(self) -> Self {
                 (self >> 1) ^ (0 as $t).wrapping_sub(self & 1)
+            }
+            #[inline(always)]
+            fn as_u32s(s: &mut [Self]) -> Option<&mut [u32]> {
+                if std::mem::size_of::<$t>() == 4 {
+                    bytemuck::try_cast_slice_mut(s).ok()
+                } else {
+                    None
+                }
+            }
+            #[inline(always)]
+            fn as_u32s_ref(s: &[Self]) -> Option<&[u32]> {
+                if std::mem::size_of::<$t>() == 4 {
+                    bytemuck::try_cast_slice(s).ok()
+                } else {
+                    None
+                }
             }
         }
     };
@@ -256,6 +279,26 @@ fn decode_stream<W: Word>(
     Ok(())
 }
 
+/// The AVX2 running sums of a long row's values (see [`rowsum_avx2::row_sums`]) when the
+/// CPU has AVX2 and the words are u32: how many values were done, and the running sum.
+#[inline(always)]
+fn rows_avx2<W: Word, const TERMS: usize>(
+    avx2: Option<Avx2>,
+    cur: &mut [W],
+    p: [&[W]; 3],
+    s: W,
+) -> (usize, W) {
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(_), Some(c)) = (avx2, W::as_u32s(cur)) {
+        let p = p.map(|t| W::as_u32s_ref(t).unwrap_or(&[]));
+        // SAFETY: `avx2` proves the CPU supports AVX2, `row_sums`' one requirement.
+        let (k, s) = unsafe { rowsum_avx2::row_sums::<TERMS>(c, p, s.to_u32()) };
+        return (k, W::from_u32(s));
+    }
+    let _ = (avx2, p);
+    (0, s)
+}
+
 /// Rows shorter than this are reconstructed a plane at a time (the rows that share their
 /// prediction terms in one loop); longer ones a row at a time.
 const SHORT_ROW: usize = 64;
@@ -270,6 +313,7 @@ pub(in crate::field) fn reconstruct<W: Word>(
     st: &[usize],
     axes: u8,
 ) {
+    let avx2 = Avx2::detect();
     let nd = shape.len();
     let last = nd - 1;
     let along_rows = axes >> last & 1 == 1;
@@ -337,14 +381,18 @@ pub(in crate::field) fn reconstruct<W: Word>(
             let cur = &mut cur[..n];
             match *terms {
                 [] => {
-                    for v in cur.iter_mut() {
+                    let k;
+                    (k, s) = rows_avx2::<W, 0>(avx2, cur, [&[], &[], &[]], s);
+                    for v in cur[k..].iter_mut() {
                         s = s.add(v.unzig());
                         *v = s;
                     }
                 }
                 [(o, true)] => {
                     let p = &head[j - o..][..n];
-                    for (v, &p) in cur.iter_mut().zip(p) {
+                    let k;
+                    (k, s) = rows_avx2::<W, 1>(avx2, cur, [p, &[], &[]], s);
+                    for (v, &p) in cur[k..].iter_mut().zip(&p[k..]) {
                         s = s.add(v.unzig());
                         *v = s.add(p);
                     }
@@ -355,6 +403,9 @@ pub(in crate::field) fn reconstruct<W: Word>(
                         &head[j - o2..][..n],
                         &head[j - o12..][..n],
                     );
+                    let k;
+                    (k, s) = rows_avx2::<W, 3>(avx2, cur, [p1, p2, p12], s);
+                    let (cur, p1, p2, p12) = (&mut cur[k..], &p1[k..], &p2[k..], &p12[k..]);
                     for (((v, &a), &b), &c) in cur.iter_mut().zip(p1).zip(p2).zip(p12) {
                         s = s.add(v.unzig());
                         *v = s.add(a).add(b).sub(c);
