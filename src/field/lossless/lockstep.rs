@@ -163,12 +163,22 @@ fn safe_symbols(seg: &[u8], bits: usize, mb: usize) -> usize {
     }
 }
 
-/// Decodes one symbol of a segment at bit position `$bp` (its 8-byte load known to be
-/// inside the segment), giving the entry and the value (or run length).
+/// Decodes one symbol of a segment at bit position `$bp`, giving the entry and the value
+/// (or run length). Only within a block of symbols counted by [`safe_symbols`] from the
+/// block's first position with [`max_symbol_bits`] of the same `$lut`: then its 8-byte load
+/// is inside the segment.
 macro_rules! symbol_at {
     ($lut:expr, $seg:expr, $bp:ident) => {{
         let p = $bp >> 3;
-        let word = u64::from_le_bytes($seg[p..p + 8].try_into().expect("8 bytes")) >> ($bp & 7);
+        debug_assert!(p + 8 <= $seg.len());
+        // SAFETY: `p + 8 <= $seg.len()`. The block starts at a position `b` with `k =
+        // safe_symbols(seg, b, mb)` symbols, so `b + (k - 1) * mb <= (seg.len() - 8) * 8 + 7`;
+        // this is symbol `i < k` of the block, and every symbol advances `$bp` by an entry's
+        // total of at most `mb = max_symbol_bits(lut)` bits (the largest over all entries),
+        // so `$bp <= b + i * mb` and its byte `p <= seg.len() - 8`. The read is unaligned.
+        let word = u64::from_le_bytes(unsafe {
+            ($seg.as_ptr().add(p) as *const [u8; 8]).read_unaligned()
+        }) >> ($bp & 7);
         let e = $lut[(word & (LUT_SIZE as u64 - 1)) as usize];
         let cl = (e & 0xff) as u32;
         let nraw = ((e >> 8) & 0xff) as u32;
