@@ -5,6 +5,8 @@
 //! the exception runs. Chunks' tokens decode in parallel when asked; the single-thread path
 //! decodes and reconstructs chunk by chunk while the chunk is in cache.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use super::format::*;
@@ -95,22 +97,58 @@ pub fn decode_lossless(data: &[u8], options: &DecodeOptions) -> Result<(Lossless
     let n = layout.header.len() as usize;
     let out = match layout.header.dtype {
         FloatType::F32 => {
-            let mut v = vec![0f32; n];
-            decode_words::<u32>(&layout, data, options, bytemuck::cast_slice_mut(&mut v))?;
+            // Not zero-filled: the decoder writes every word before any is read.
+            let mut v: Vec<f32> = Vec::with_capacity(n);
+            let spare: *mut [MaybeUninit<f32>] = &mut v.spare_capacity_mut()[..n];
+            // SAFETY: MaybeUninit<f32> and MaybeUninit<u32> have the same size and alignment
+            // and any bits are a valid MaybeUninit; the slice is `v`'s spare capacity, not
+            // otherwise borrowed while `words` lives.
+            let words = unsafe { &mut *(spare as *mut [MaybeUninit<u32>]) };
+            decode_words::<u32>(&layout, data, options, words)?;
+            // SAFETY: the capacity is at least `n`, and `decode_words` returned Ok, so it
+            // wrote all `n` words (as u32 bits, which are valid f32s).
+            unsafe { v.set_len(n) };
             FloatVec::F32(v)
         }
-        FloatType::F16 => {
-            let mut v = vec![0u16; n];
-            decode_words::<u16>(&layout, data, options, &mut v)?;
-            FloatVec::F16(v)
-        }
-        FloatType::BF16 => {
-            let mut v = vec![0u16; n];
-            decode_words::<u16>(&layout, data, options, &mut v)?;
-            FloatVec::BF16(v)
-        }
+        FloatType::F16 => FloatVec::F16(decode_vec(&layout, data, options, n)?),
+        FloatType::BF16 => FloatVec::BF16(decode_vec(&layout, data, options, n)?),
     };
     Ok((layout.header, out))
+}
+
+/// [`decode_words`] into a new vector of `n` words, not zero-filled first.
+fn decode_vec<W: Word>(
+    layout: &Layout<'_>,
+    data: &[u8],
+    options: &DecodeOptions,
+    n: usize,
+) -> Result<Vec<W>> {
+    let mut v: Vec<W> = Vec::with_capacity(n);
+    decode_words::<W>(layout, data, options, &mut v.spare_capacity_mut()[..n])?;
+    // SAFETY: the capacity is at least `n`, and `decode_words` returned Ok, so it wrote all
+    // `n` words.
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
+
+/// `s` as possibly uninitialised words, for the decoder to write.
+///
+/// # Safety
+/// Only initialised values may be stored through the result (the decode loops store only
+/// `MaybeUninit::new` values), so `s` stays initialised.
+unsafe fn as_uninit<T>(s: &mut [T]) -> &mut [MaybeUninit<T>] {
+    // SAFETY: MaybeUninit<T> has T's layout; the caller keeps the values initialised.
+    unsafe { &mut *(s as *mut [T] as *mut [MaybeUninit<T>]) }
+}
+
+/// `s` as initialised words.
+///
+/// # Safety
+/// Every element of `s` must have been written.
+unsafe fn assume_init<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: MaybeUninit<T> has T's layout, and every element is initialised (the
+    // caller's contract).
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// Decodes a lossless float array into `out`: the values' bytes, native-endian, C order;
@@ -136,10 +174,10 @@ pub fn decode_lossless_into(
         out: &mut [u8],
     ) -> Result<()> {
         match bytemuck::try_cast_slice_mut::<u8, W>(out) {
-            Ok(words) => decode_words::<W>(layout, data, o, words),
+            // SAFETY: the decoder stores only initialised words.
+            Ok(words) => decode_words::<W>(layout, data, o, unsafe { as_uninit(words) }),
             Err(_) => {
-                let mut v = vec![W::default(); layout.header.len() as usize];
-                decode_words::<W>(layout, data, o, &mut v)?;
+                let v = decode_vec::<W>(layout, data, o, layout.header.len() as usize)?;
                 out.copy_from_slice(bytemuck::cast_slice(&v));
                 Ok(())
             }
@@ -161,12 +199,13 @@ fn segment_error(data: &[u8], seg: &[u8], value: u64, reason: &'static str) -> F
     }
 }
 
-/// Decodes every chunk of a checked layout into `out` (the float bits as words).
+/// Decodes every chunk of a checked layout into `out` (the float bits as words); on Ok
+/// every word of `out` was written.
 fn decode_words<W: Word>(
     layout: &Layout<'_>,
     data: &[u8],
     options: &DecodeOptions,
-    out: &mut [W],
+    out: &mut [MaybeUninit<W>],
 ) -> Result<()> {
     let h = &layout.header;
     // One thread in the pool: the sequential path, which reconstructs each chunk in cache.
@@ -175,6 +214,16 @@ fn decode_words<W: Word>(
     let width = h.dtype.bits();
     let st = strides(&h.shape);
     let base = |c: &[u8]| (c.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+    // The chunks cover `out` exactly (each writes all its words, see below).
+    if layout.chunks.len() != out.len().div_ceil(chunk) {
+        return Err(FormatError::InvalidHeader {
+            field: "chunk table",
+            offset: 0,
+            value: layout.chunks.len() as u64,
+            reason: "not the number of chunks the shape needs",
+        }
+        .into());
+    }
     // Chunk heads first: whether any chunk carries adjustments (then their buffer is needed).
     let mut adjust: Vec<u32> = Vec::new();
     let any_adjust = layout
@@ -184,12 +233,17 @@ fn decode_words<W: Word>(
     if any_adjust {
         adjust = vec![0u32; out.len()];
     }
-    let tokens = |c: usize, words: &mut [W], adj: Option<&mut [u32]>| -> Result<()> {
+    // Chunk `c`'s words; on Ok all of `words` written.
+    let tokens = |c: usize, words: &mut [MaybeUninit<W>], adj: Option<&mut [u32]>| -> Result<()> {
         let bytes = layout.chunks[c];
         let cl = parse_chunk(bytes, base(bytes), h)?;
         decode_stream(data, &cl.residuals, h.segments as usize, width, words)?;
         match (cl.adjust, adj) {
-            (Some(s), Some(a)) => decode_stream(data, &s, h.segments as usize, 32, a),
+            (Some(s), Some(a)) => {
+                // SAFETY: the decoder stores only initialised words.
+                let a = unsafe { as_uninit(a) };
+                decode_stream(data, &s, h.segments as usize, 32, a)
+            }
             (None, _) => Ok(()),
             (Some(_), None) => unreachable!("the adjustment buffer exists when a chunk has one"),
         }
@@ -204,6 +258,9 @@ fn decode_words<W: Word>(
             .zip(adj_chunks)
             .enumerate()
             .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        // SAFETY: every chunk returned Ok, so wrote all its words, and the chunks cover `out`
+        // (checked above; `zip` gives every chunk, the adjustment chunks being as many).
+        let out = unsafe { assume_init(out) };
         reconstruct(out, 0, out.len(), &h.shape, &st, h.axes);
         finish(out, h, any_adjust.then_some(&adjust[..]), true)?;
     } else {
@@ -217,12 +274,15 @@ fn decode_words<W: Word>(
                 .map(|a| st[a])
                 .sum::<usize>();
         let mut done = 0;
+        let n = out.len();
         for c in 0..layout.chunks.len() {
             let range = c * chunk..((c + 1) * chunk).min(out.len());
             let adj = any_adjust.then(|| &mut adjust[range.clone()]);
             tokens(c, &mut out[range.clone()], adj)?;
+            // SAFETY: chunks 0..=c returned Ok, so wrote all their words: `..range.end`.
+            let out = unsafe { assume_init(&mut out[..range.end]) };
             reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
-            let safe = if range.end == out.len() {
+            let safe = if range.end == n {
                 range.end
             } else {
                 range.end.saturating_sub(reach)
@@ -235,7 +295,8 @@ fn decode_words<W: Word>(
         }
     }
     for r in &layout.runs {
-        out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
+        out[r.start as usize..(r.start + r.len) as usize]
+            .fill(MaybeUninit::new(W::from_u32(r.bits)));
     }
     Ok(())
 }
@@ -246,13 +307,24 @@ fn decode_stream<W: Word>(
     stream: &Stream<'_>,
     segments: usize,
     width: u32,
-    out: &mut [W],
+    out: &mut [MaybeUninit<W>],
 ) -> Result<()> {
+    // One lane per segment's slice of `out`, so that on Ok every word was written.
+    if stream.segments.len() != segments {
+        return Err(FormatError::InvalidHeader {
+            field: "segments",
+            offset: 0,
+            value: stream.segments.len() as u64,
+            reason: "not the header's number of segments",
+        }
+        .into());
+    }
     let mut lut = Box::new([0 as Entry; LUT_SIZE]);
     let runs = fill_lut(&stream.lengths, width, &mut lut);
     let m = out.len();
-    // Split `out` into the segments' slices.
-    let mut parts: Vec<&mut [W]> = Vec::with_capacity(segments);
+    // Split `out` into the segments' slices (the ranges partition `0..m`), one lane each;
+    // every lane writes all of its slice or fails.
+    let mut parts: Vec<&mut [MaybeUninit<W>]> = Vec::with_capacity(segments);
     let mut rest = out;
     for s in 0..segments {
         let r = segment_range(m, segments, s);

@@ -7,11 +7,21 @@ use crate::field::lossless::encode::encode_stream;
 /// What decoding `stream` gives: the values, or the failing lane and reason.
 type Decoded = std::result::Result<Vec<u32>, (usize, &'static str)>;
 
+/// Widened words of a buffer that was made initialised (the decoder stores only
+/// initialised values).
+fn words<W: Word>(out: &[MaybeUninit<W>]) -> Vec<u32> {
+    // SAFETY: the buffer was created with initialised values, and the decoder stores only
+    // `MaybeUninit::new` values.
+    out.iter()
+        .map(|v| unsafe { v.assume_init() }.to_u32())
+        .collect()
+}
+
 /// Decodes with the byte-wise loop only, segment by segment.
 fn bytewise<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
     let mut lut = Box::new([0 as Entry; LUT_SIZE]);
     let runs = fill_lut(&stream.lengths, width, &mut lut);
-    let mut out = vec![W::default(); m];
+    let mut out = vec![MaybeUninit::new(W::default()); m];
     let mut rest = &mut out[..];
     for (s, seg) in stream.segments.iter().enumerate() {
         let r = segment_range(m, stream.segments.len(), s);
@@ -26,14 +36,14 @@ fn bytewise<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
         r.map_err(|(k, _, why)| (k, why))?;
         lane.check_end().map_err(|(_, why)| (s, why))?;
     }
-    Ok(out.iter().map(|v| v.to_u32()).collect())
+    Ok(words(&out))
 }
 
 /// Decodes with [`decode_stream`] (the lockstep loops).
 fn lockstep<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
-    let mut out = vec![W::default(); m];
+    let mut out = vec![MaybeUninit::new(W::default()); m];
     match decode_stream(&[], stream, stream.segments.len(), width, &mut out) {
-        Ok(()) => Ok(out.iter().map(|v| v.to_u32()).collect()),
+        Ok(()) => Ok(words(&out)),
         Err(_) => Err((0, "")),
     }
 }

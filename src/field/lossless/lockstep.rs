@@ -36,10 +36,10 @@ macro_rules! step {
             if v > $out.len() - $i {
                 return Err(($k, v as u64, "a zero run past the segment's end"));
             }
-            $out[$i..$i + v].fill(W::default());
+            $out[$i..$i + v].fill(MaybeUninit::new(W::default()));
             $i += v;
         } else {
-            $out[$i] = W::from_u32(v);
+            $out[$i] = MaybeUninit::new(W::from_u32(v));
             $i += 1;
         }
     }};
@@ -51,12 +51,12 @@ pub(super) struct Lane<'a, 'o, W> {
     pos: usize,
     buf: u64,
     avail: u32,
-    out: &'o mut [W],
+    out: &'o mut [MaybeUninit<W>],
     i: usize,
 }
 
 impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
-    pub(super) fn new(seg: &'a [u8], out: &'o mut [W]) -> Self {
+    pub(super) fn new(seg: &'a [u8], out: &'o mut [MaybeUninit<W>]) -> Self {
         Lane {
             seg,
             pos: 0,
@@ -67,7 +67,7 @@ impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
         }
     }
 
-    /// Decodes symbols until the output is full.
+    /// Decodes symbols until the output is full (every word written), or fails.
     #[inline(always)]
     pub(super) fn finish<const RUNS: bool>(
         &mut self,
@@ -199,10 +199,10 @@ macro_rules! run_symbol_at {
             if v > $out.len() - $i {
                 return Err(($k, v as u64, "a zero run past the segment's end"));
             }
-            $out[$i..$i + v].fill(W::default());
+            $out[$i..$i + v].fill(MaybeUninit::new(W::default()));
             $i += v;
         } else {
-            $out[$i] = W::from_u32(v);
+            $out[$i] = MaybeUninit::new(W::from_u32(v));
             $i += 1;
         }
     }};
@@ -254,10 +254,10 @@ fn lockstep_bits<W: Word, const RUNS: bool>(
                 .zip(&mut oc[r.clone()])
                 .zip(&mut od[r]);
             for (((wa, wb), wc), wd) in lanes {
-                *wa = W::from_u32(symbol_at!(lut, sa, pa).1);
-                *wb = W::from_u32(symbol_at!(lut, sb, pb).1);
-                *wc = W::from_u32(symbol_at!(lut, sc, pc).1);
-                *wd = W::from_u32(symbol_at!(lut, sd, pd).1);
+                *wa = MaybeUninit::new(W::from_u32(symbol_at!(lut, sa, pa).1));
+                *wb = MaybeUninit::new(W::from_u32(symbol_at!(lut, sb, pb).1));
+                *wc = MaybeUninit::new(W::from_u32(symbol_at!(lut, sc, pc).1));
+                *wd = MaybeUninit::new(W::from_u32(symbol_at!(lut, sd, pd).1));
             }
             ia += k;
             (ib, ic, id) = (ia, ia, ia);
