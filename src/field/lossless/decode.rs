@@ -5,6 +5,8 @@
 //! the exception runs. Chunks' tokens decode in parallel when asked; the single-thread path
 //! decodes and reconstructs chunk by chunk while the chunk is in cache.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use super::format::*;
@@ -15,6 +17,13 @@ use super::{FloatType, FloatVec};
 use crate::codec::simd::{avx2_dispatch, Avx2};
 use crate::decode::DecodeOptions;
 use crate::error::{FormatError, ParameterError, Result};
+
+#[path = "lockstep.rs"]
+mod lockstep;
+#[cfg(target_arch = "x86_64")]
+#[path = "rowsum_avx2.rs"]
+mod rowsum_avx2;
+use lockstep::{decode_group_plain, decode_group_runs, Lane, LANES};
 
 /// An unsigned word of the decoding arithmetic: u32 for float32, u16 for the 16-bit types
 /// (residuals, sums and differences wrap at the word's width).
@@ -31,6 +40,10 @@ pub(in crate::field) trait Word:
     fn sub(self, o: Self) -> Self;
     /// Inverse zigzag.
     fn unzig(self) -> Self;
+    /// The words as u32 when they are (float32), for the AVX2 row sums.
+    fn as_u32s(s: &mut [Self]) -> Option<&mut [u32]>;
+    /// The words as u32 when they are.
+    fn as_u32s_ref(s: &[Self]) -> Option<&[u32]>;
 }
 
 macro_rules! word {
@@ -56,6 +69,22 @@ macro_rules! word {
             fn unzig(self) -> Self {
                 (self >> 1) ^ (0 as $t).wrapping_sub(self & 1)
             }
+            #[inline(always)]
+            fn as_u32s(s: &mut [Self]) -> Option<&mut [u32]> {
+                if std::mem::size_of::<$t>() == 4 {
+                    bytemuck::try_cast_slice_mut(s).ok()
+                } else {
+                    None
+                }
+            }
+            #[inline(always)]
+            fn as_u32s_ref(s: &[Self]) -> Option<&[u32]> {
+                if std::mem::size_of::<$t>() == 4 {
+                    bytemuck::try_cast_slice(s).ok()
+                } else {
+                    None
+                }
+            }
         }
     };
 }
@@ -68,22 +97,58 @@ pub fn decode_lossless(data: &[u8], options: &DecodeOptions) -> Result<(Lossless
     let n = layout.header.len() as usize;
     let out = match layout.header.dtype {
         FloatType::F32 => {
-            let mut v = vec![0f32; n];
-            decode_words::<u32>(&layout, data, options, bytemuck::cast_slice_mut(&mut v))?;
+            // Not zero-filled: the decoder writes every word before any is read.
+            let mut v: Vec<f32> = Vec::with_capacity(n);
+            let spare: *mut [MaybeUninit<f32>] = &mut v.spare_capacity_mut()[..n];
+            // SAFETY: MaybeUninit<f32> and MaybeUninit<u32> have the same size and alignment
+            // and any bits are a valid MaybeUninit; the slice is `v`'s spare capacity, not
+            // otherwise borrowed while `words` lives.
+            let words = unsafe { &mut *(spare as *mut [MaybeUninit<u32>]) };
+            decode_words::<u32>(&layout, data, options, words)?;
+            // SAFETY: the capacity is at least `n`, and `decode_words` returned Ok, so it
+            // wrote all `n` words (as u32 bits, which are valid f32s).
+            unsafe { v.set_len(n) };
             FloatVec::F32(v)
         }
-        FloatType::F16 => {
-            let mut v = vec![0u16; n];
-            decode_words::<u16>(&layout, data, options, &mut v)?;
-            FloatVec::F16(v)
-        }
-        FloatType::BF16 => {
-            let mut v = vec![0u16; n];
-            decode_words::<u16>(&layout, data, options, &mut v)?;
-            FloatVec::BF16(v)
-        }
+        FloatType::F16 => FloatVec::F16(decode_vec(&layout, data, options, n)?),
+        FloatType::BF16 => FloatVec::BF16(decode_vec(&layout, data, options, n)?),
     };
     Ok((layout.header, out))
+}
+
+/// [`decode_words`] into a new vector of `n` words, not zero-filled first.
+fn decode_vec<W: Word>(
+    layout: &Layout<'_>,
+    data: &[u8],
+    options: &DecodeOptions,
+    n: usize,
+) -> Result<Vec<W>> {
+    let mut v: Vec<W> = Vec::with_capacity(n);
+    decode_words::<W>(layout, data, options, &mut v.spare_capacity_mut()[..n])?;
+    // SAFETY: the capacity is at least `n`, and `decode_words` returned Ok, so it wrote all
+    // `n` words.
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
+
+/// `s` as possibly uninitialised words, for the decoder to write.
+///
+/// # Safety
+/// Only initialised values may be stored through the result (the decode loops store only
+/// `MaybeUninit::new` values), so `s` stays initialised.
+unsafe fn as_uninit<T>(s: &mut [T]) -> &mut [MaybeUninit<T>] {
+    // SAFETY: MaybeUninit<T> has T's layout; the caller keeps the values initialised.
+    unsafe { &mut *(s as *mut [T] as *mut [MaybeUninit<T>]) }
+}
+
+/// `s` as initialised words.
+///
+/// # Safety
+/// Every element of `s` must have been written.
+unsafe fn assume_init<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: MaybeUninit<T> has T's layout, and every element is initialised (the
+    // caller's contract).
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// Decodes a lossless float array into `out`: the values' bytes, native-endian, C order;
@@ -109,10 +174,10 @@ pub fn decode_lossless_into(
         out: &mut [u8],
     ) -> Result<()> {
         match bytemuck::try_cast_slice_mut::<u8, W>(out) {
-            Ok(words) => decode_words::<W>(layout, data, o, words),
+            // SAFETY: the decoder stores only initialised words.
+            Ok(words) => decode_words::<W>(layout, data, o, unsafe { as_uninit(words) }),
             Err(_) => {
-                let mut v = vec![W::default(); layout.header.len() as usize];
-                decode_words::<W>(layout, data, o, &mut v)?;
+                let v = decode_vec::<W>(layout, data, o, layout.header.len() as usize)?;
                 out.copy_from_slice(bytemuck::cast_slice(&v));
                 Ok(())
             }
@@ -134,12 +199,13 @@ fn segment_error(data: &[u8], seg: &[u8], value: u64, reason: &'static str) -> F
     }
 }
 
-/// Decodes every chunk of a checked layout into `out` (the float bits as words).
+/// Decodes every chunk of a checked layout into `out` (the float bits as words); on Ok
+/// every word of `out` was written.
 fn decode_words<W: Word>(
     layout: &Layout<'_>,
     data: &[u8],
     options: &DecodeOptions,
-    out: &mut [W],
+    out: &mut [MaybeUninit<W>],
 ) -> Result<()> {
     let h = &layout.header;
     // One thread in the pool: the sequential path, which reconstructs each chunk in cache.
@@ -148,6 +214,16 @@ fn decode_words<W: Word>(
     let width = h.dtype.bits();
     let st = strides(&h.shape);
     let base = |c: &[u8]| (c.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+    // The chunks cover `out` exactly (each writes all its words, see below).
+    if layout.chunks.len() != out.len().div_ceil(chunk) {
+        return Err(FormatError::InvalidHeader {
+            field: "chunk table",
+            offset: 0,
+            value: layout.chunks.len() as u64,
+            reason: "not the number of chunks the shape needs",
+        }
+        .into());
+    }
     // Chunk heads first: whether any chunk carries adjustments (then their buffer is needed).
     let mut adjust: Vec<u32> = Vec::new();
     let any_adjust = layout
@@ -157,12 +233,17 @@ fn decode_words<W: Word>(
     if any_adjust {
         adjust = vec![0u32; out.len()];
     }
-    let tokens = |c: usize, words: &mut [W], adj: Option<&mut [u32]>| -> Result<()> {
+    // Chunk `c`'s words; on Ok all of `words` written.
+    let tokens = |c: usize, words: &mut [MaybeUninit<W>], adj: Option<&mut [u32]>| -> Result<()> {
         let bytes = layout.chunks[c];
         let cl = parse_chunk(bytes, base(bytes), h)?;
         decode_stream(data, &cl.residuals, h.segments as usize, width, words)?;
         match (cl.adjust, adj) {
-            (Some(s), Some(a)) => decode_stream(data, &s, h.segments as usize, 32, a),
+            (Some(s), Some(a)) => {
+                // SAFETY: the decoder stores only initialised words.
+                let a = unsafe { as_uninit(a) };
+                decode_stream(data, &s, h.segments as usize, 32, a)
+            }
             (None, _) => Ok(()),
             (Some(_), None) => unreachable!("the adjustment buffer exists when a chunk has one"),
         }
@@ -177,6 +258,9 @@ fn decode_words<W: Word>(
             .zip(adj_chunks)
             .enumerate()
             .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        // SAFETY: every chunk returned Ok, so wrote all its words, and the chunks cover `out`
+        // (checked above; `zip` gives every chunk, the adjustment chunks being as many).
+        let out = unsafe { assume_init(out) };
         reconstruct(out, 0, out.len(), &h.shape, &st, h.axes);
         finish(out, h, any_adjust.then_some(&adjust[..]), true)?;
     } else {
@@ -190,12 +274,15 @@ fn decode_words<W: Word>(
                 .map(|a| st[a])
                 .sum::<usize>();
         let mut done = 0;
+        let n = out.len();
         for c in 0..layout.chunks.len() {
             let range = c * chunk..((c + 1) * chunk).min(out.len());
             let adj = any_adjust.then(|| &mut adjust[range.clone()]);
             tokens(c, &mut out[range.clone()], adj)?;
+            // SAFETY: chunks 0..=c returned Ok, so wrote all their words: `..range.end`.
+            let out = unsafe { assume_init(&mut out[..range.end]) };
             reconstruct(out, range.start, range.end, &h.shape, &st, h.axes);
-            let safe = if range.end == out.len() {
+            let safe = if range.end == n {
                 range.end
             } else {
                 range.end.saturating_sub(reach)
@@ -208,13 +295,11 @@ fn decode_words<W: Word>(
         }
     }
     for r in &layout.runs {
-        out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
+        out[r.start as usize..(r.start + r.len) as usize]
+            .fill(MaybeUninit::new(W::from_u32(r.bits)));
     }
     Ok(())
 }
-
-/// Segments decoded in lockstep: independent dependency chains for the CPU to overlap.
-const LANES: usize = 4;
 
 /// Decodes one token stream's segments into `out` (zigzag values), [`LANES`] at a time.
 fn decode_stream<W: Word>(
@@ -222,13 +307,24 @@ fn decode_stream<W: Word>(
     stream: &Stream<'_>,
     segments: usize,
     width: u32,
-    out: &mut [W],
+    out: &mut [MaybeUninit<W>],
 ) -> Result<()> {
+    // One lane per segment's slice of `out`, so that on Ok every word was written.
+    if stream.segments.len() != segments {
+        return Err(FormatError::InvalidHeader {
+            field: "segments",
+            offset: 0,
+            value: stream.segments.len() as u64,
+            reason: "not the header's number of segments",
+        }
+        .into());
+    }
     let mut lut = Box::new([0 as Entry; LUT_SIZE]);
     let runs = fill_lut(&stream.lengths, width, &mut lut);
     let m = out.len();
-    // Split `out` into the segments' slices.
-    let mut parts: Vec<&mut [W]> = Vec::with_capacity(segments);
+    // Split `out` into the segments' slices (the ranges partition `0..m`), one lane each;
+    // every lane writes all of its slice or fails.
+    let mut parts: Vec<&mut [MaybeUninit<W>]> = Vec::with_capacity(segments);
     let mut rest = out;
     for s in 0..segments {
         let r = segment_range(m, segments, s);
@@ -255,355 +351,24 @@ fn decode_stream<W: Word>(
     Ok(())
 }
 
-/// Decodes one symbol (a value or a zero run) of a segment held in local variables (so
-/// that the bit buffer stays in a register), returning an error naming lane `$k` for a run
-/// past the end.
-macro_rules! step {
-    ($k:expr, $runs:expr, $lut:expr, $seg:expr, $pos:ident, $buf:ident, $avail:ident, $out:expr, $i:ident) => {{
-        if $pos + 8 <= $seg.len() {
-            let w = u64::from_le_bytes($seg[$pos..$pos + 8].try_into().expect("8 bytes"));
-            $buf |= w << $avail;
-            $pos += ((63 - $avail) >> 3) as usize;
-            $avail |= 56;
-        } else {
-            while $avail <= 56 {
-                $buf |= (*$seg.get($pos).unwrap_or(&0) as u64) << $avail;
-                $pos += 1;
-                $avail += 8;
-            }
-        }
-        let e = $lut[($buf & (LUT_SIZE as u64 - 1)) as usize];
-        let cl = (e & 0xff) as u32;
-        let nraw = ((e >> 8) & 0xff) as u32;
-        let total = ((e >> 24) & 0xff) as u32;
-        let v = (e >> 32) as u32 + (($buf >> cl) as u32 & ((1u32 << nraw) - 1));
-        $buf >>= total;
-        $avail -= total;
-        if $runs && e & ENTRY_RUN != 0 {
-            let v = v as usize;
-            if v > $out.len() - $i {
-                return Err(($k, v as u64, "a zero run past the segment's end"));
-            }
-            $out[$i..$i + v].fill(W::default());
-            $i += v;
-        } else {
-            $out[$i] = W::from_u32(v);
-            $i += 1;
-        }
-    }};
-}
-
-/// One segment being decoded: its bytes, the bit buffer, its output and how far it is.
-struct Lane<'a, 'o, W> {
-    seg: &'a [u8],
-    pos: usize,
-    buf: u64,
-    avail: u32,
-    out: &'o mut [W],
-    i: usize,
-}
-
-impl<'a, 'o, W: Word> Lane<'a, 'o, W> {
-    fn new(seg: &'a [u8], out: &'o mut [W]) -> Self {
-        Lane {
-            seg,
-            pos: 0,
-            buf: 0,
-            avail: 0,
-            out,
-            i: 0,
-        }
-    }
-
-    /// Decodes symbols until the output is full.
-    #[inline(always)]
-    fn finish<const RUNS: bool>(
-        &mut self,
-        k: usize,
-        lut: &[Entry; LUT_SIZE],
-    ) -> std::result::Result<(), (usize, u64, &'static str)> {
-        let (seg, out) = (self.seg, &mut *self.out);
-        let (mut pos, mut buf, mut avail, mut i) = (self.pos, self.buf, self.avail, self.i);
-        while i < out.len() {
-            step!(k, RUNS, lut, seg, pos, buf, avail, out, i);
-        }
-        (self.pos, self.buf, self.avail, self.i) = (pos, buf, avail, i);
-        Ok(())
-    }
-
-    /// Sets the reading state to `bits` consumed from the segment's start (at most its
-    /// length in bits): the bytes wholly used skipped, a partly used byte's rest in `buf`.
-    fn seek(&mut self, bits: usize) {
-        let (p, r) = (bits >> 3, (bits & 7) as u32);
-        if r == 0 {
-            (self.pos, self.buf, self.avail) = (p, 0, 0);
-        } else {
-            (self.pos, self.buf, self.avail) = (p + 1, (self.seg[p] >> r) as u64, 8 - r);
-        }
-    }
-
-    /// Checks that the symbols ended in the segment's last byte, padding zero.
-    fn check_end(&self) -> std::result::Result<(), (u64, &'static str)> {
-        let used = self.pos as u64 * 8 - self.avail as u64;
-        let len = self.seg.len();
-        if used.div_ceil(8) != len as u64 {
-            return Err((used, "the symbols do not end in the segment's last byte"));
-        }
-        if !used.is_multiple_of(8) && self.seg[len - 1] >> (used % 8) != 0 {
-            return Err((used, "padding bits are not zero"));
-        }
-        Ok(())
-    }
-}
-
-/// What decoding a group gives: nothing, or the failing lane, a value and the reason.
-type GroupResult = std::result::Result<(), (usize, u64, &'static str)>;
-
-avx2_dispatch! {
-    /// Decodes up to [`LANES`] segments whose code has run tokens (see
-    /// [`decode_group_body`]).
-    fn decode_group_runs<W: Word>(lanes: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE])
-        -> GroupResult => group_runs;
-}
-
-avx2_dispatch! {
-    /// Decodes up to [`LANES`] segments whose code has no run tokens.
-    fn decode_group_plain<W: Word>(lanes: &mut [Lane<'_, '_, W>], lut: &[Entry; LUT_SIZE])
-        -> GroupResult => group_plain;
-}
-
+/// The AVX2 running sums of a long row's values (see [`rowsum_avx2::row_sums`]) when the
+/// CPU has AVX2 and the words are u32: how many values were done, and the running sum.
 #[inline(always)]
-fn group_runs<W: Word>(
-    l: &mut [Lane<'_, '_, W>],
-    lut: &[Entry; LUT_SIZE],
-    a: Option<Avx2>,
-) -> GroupResult {
-    decode_group_body::<W, true>(l, lut, a)
-}
-
-#[inline(always)]
-fn group_plain<W: Word>(
-    l: &mut [Lane<'_, '_, W>],
-    lut: &[Entry; LUT_SIZE],
-    a: Option<Avx2>,
-) -> GroupResult {
-    decode_group_body::<W, false>(l, lut, a)
-}
-
-/// The most bits one symbol of `lut` takes (code and raw bits), at least 1.
-#[inline(always)]
-fn max_symbol_bits(lut: &[Entry; LUT_SIZE]) -> usize {
-    let mut m = 1;
-    for &e in lut.iter() {
-        m = m.max((e >> 24) & 0xff);
+fn rows_avx2<W: Word, const TERMS: usize>(
+    avx2: Option<Avx2>,
+    cur: &mut [W],
+    p: [&[W]; 3],
+    s: W,
+) -> (usize, W) {
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(_), Some(c)) = (avx2, W::as_u32s(cur)) {
+        let p = p.map(|t| W::as_u32s_ref(t).unwrap_or(&[]));
+        // SAFETY: `avx2` proves the CPU supports AVX2, `row_sums`' one requirement.
+        let (k, s) = unsafe { rowsum_avx2::row_sums::<TERMS>(c, p, s.to_u32()) };
+        return (k, W::from_u32(s));
     }
-    m as usize
-}
-
-/// How many symbols of at most `mb` bits each can be read from `seg` starting `bits` in,
-/// every one with an 8-byte load inside the segment.
-#[inline(always)]
-fn safe_symbols(seg: &[u8], bits: usize, mb: usize) -> usize {
-    // The last bit position whose byte starts 8 readable bytes.
-    match seg.len().checked_sub(8).map(|b| b * 8 + 7) {
-        Some(last) if bits <= last => (last - bits) / mb + 1,
-        _ => 0,
-    }
-}
-
-/// Decodes one symbol of a segment at bit position `$bp` (its 8-byte load known to be
-/// inside the segment), giving the entry and the value (or run length).
-macro_rules! symbol_at {
-    ($lut:expr, $seg:expr, $bp:ident) => {{
-        let p = $bp >> 3;
-        let word = u64::from_le_bytes($seg[p..p + 8].try_into().expect("8 bytes")) >> ($bp & 7);
-        let e = $lut[(word & (LUT_SIZE as u64 - 1)) as usize];
-        let cl = (e & 0xff) as u32;
-        let nraw = ((e >> 8) & 0xff) as u32;
-        $bp += ((e >> 24) & 0xff) as usize;
-        (
-            e,
-            (e >> 32) as u32 + ((word >> cl) as u32 & ((1u32 << nraw) - 1)),
-        )
-    }};
-}
-
-/// One symbol of lane `$k` by bit position, a run's zeros or one value at `$i`.
-macro_rules! run_symbol_at {
-    ($k:expr, $lut:expr, $seg:expr, $bp:ident, $out:expr, $i:ident) => {{
-        let (e, v) = symbol_at!($lut, $seg, $bp);
-        if e & ENTRY_RUN != 0 {
-            let v = v as usize;
-            if v > $out.len() - $i {
-                return Err(($k, v as u64, "a zero run past the segment's end"));
-            }
-            $out[$i..$i + v].fill(W::default());
-            $i += v;
-        } else {
-            $out[$i] = W::from_u32(v);
-            $i += 1;
-        }
-    }};
-}
-
-/// Decodes four fresh segments in lockstep by bit position, each symbol an 8-byte load at
-/// its byte (no bit buffer to refill), in blocks of symbols whose loads all stay inside the
-/// segments; leaves each lane's state at the first symbol not decoded, for the byte-wise
-/// loop to go on.
-#[inline(always)]
-fn lockstep_bits<W: Word, const RUNS: bool>(
-    [a, b, c, d]: [&mut Lane<'_, '_, W>; 4],
-    lut: &[Entry; LUT_SIZE],
-) -> GroupResult {
-    let mb = max_symbol_bits(lut);
-    let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
-    let (mut pa, mut pb, mut pc, mut pd) = (0usize, 0usize, 0usize, 0usize);
-    let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
-    let (mut ia, mut ib, mut ic, mut id) = (0usize, 0usize, 0usize, 0usize);
-    loop {
-        let k = safe_symbols(sa, pa, mb)
-            .min(safe_symbols(sb, pb, mb))
-            .min(safe_symbols(sc, pc, mb))
-            .min(safe_symbols(sd, pd, mb));
-        if RUNS {
-            if k == 0 || !(ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len()) {
-                break;
-            }
-            for _ in 0..k {
-                if !(ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len()) {
-                    break;
-                }
-                run_symbol_at!(0, lut, sa, pa, oa, ia);
-                run_symbol_at!(1, lut, sb, pb, ob, ib);
-                run_symbol_at!(2, lut, sc, pc, oc, ic);
-                run_symbol_at!(3, lut, sd, pd, od, id);
-            }
-        } else {
-            // One value per symbol: the lanes stay at the same index.
-            let n = oa.len().min(ob.len()).min(oc.len()).min(od.len());
-            let k = k.min(n - ia);
-            if k == 0 {
-                break;
-            }
-            let r = ia..ia + k;
-            let lanes = oa[r.clone()]
-                .iter_mut()
-                .zip(&mut ob[r.clone()])
-                .zip(&mut oc[r.clone()])
-                .zip(&mut od[r]);
-            for (((wa, wb), wc), wd) in lanes {
-                *wa = W::from_u32(symbol_at!(lut, sa, pa).1);
-                *wb = W::from_u32(symbol_at!(lut, sb, pb).1);
-                *wc = W::from_u32(symbol_at!(lut, sc, pc).1);
-                *wd = W::from_u32(symbol_at!(lut, sd, pd).1);
-            }
-            ia += k;
-            (ib, ic, id) = (ia, ia, ia);
-        }
-    }
-    for (l, bits, i) in [(a, pa, ia), (b, pb, ib), (c, pc, ic), (d, pd, id)] {
-        l.seek(bits);
-        l.i = i;
-    }
-    Ok(())
-}
-
-/// Decodes two segments of a code with runs in lockstep by bit position (as
-/// [`lockstep_bits`]) from wherever they are, until one of them is full (true) or a load
-/// would leave a segment (false).
-#[inline(always)]
-fn pair_runs_bits<W: Word>(
-    [(ka, a), (kb, b)]: [(usize, &mut Lane<'_, '_, W>); 2],
-    lut: &[Entry; LUT_SIZE],
-) -> std::result::Result<bool, (usize, u64, &'static str)> {
-    let mb = max_symbol_bits(lut);
-    let (sa, sb) = (a.seg, b.seg);
-    let mut pa = (a.pos * 8).wrapping_sub(a.avail as usize);
-    let mut pb = (b.pos * 8).wrapping_sub(b.avail as usize);
-    let (oa, ob) = (&mut *a.out, &mut *b.out);
-    let (mut ia, mut ib) = (a.i, b.i);
-    let full = loop {
-        if !(ia < oa.len() && ib < ob.len()) {
-            break true;
-        }
-        // Positions past the segment (its zero padding read) give 0.
-        let k = safe_symbols(sa, pa, mb).min(safe_symbols(sb, pb, mb));
-        if k == 0 {
-            break false;
-        }
-        for _ in 0..k {
-            if !(ia < oa.len() && ib < ob.len()) {
-                break;
-            }
-            run_symbol_at!(ka, lut, sa, pa, oa, ia);
-            run_symbol_at!(kb, lut, sb, pb, ob, ib);
-        }
-    };
-    for (l, bits, i) in [(a, pa, ia), (b, pb, ib)] {
-        if bits <= l.seg.len() * 8 {
-            l.seek(bits);
-        }
-        l.i = i;
-    }
-    Ok(full)
-}
-
-/// Decodes up to [`LANES`] segments: in lockstep while all have values left, then each
-/// alone; an error names the lane. Compiled twice (for AVX2 with BMI2, and portable).
-#[inline(always)]
-fn decode_group_body<W: Word, const RUNS: bool>(
-    lanes: &mut [Lane<'_, '_, W>],
-    lut: &[Entry; LUT_SIZE],
-    _avx2: Option<Avx2>,
-) -> GroupResult {
-    if let [a, b, c, d] = lanes {
-        if [&*a, &*b, &*c, &*d]
-            .iter()
-            .all(|l| l.pos == 0 && l.avail == 0 && l.i == 0)
-        {
-            lockstep_bits::<W, RUNS>([a, b, c, d], lut)?;
-        }
-    }
-    if let [a, b, c, d] = lanes {
-        // Four independent chains in locals (no closure: it would not inherit the AVX2 copy's
-        // target features).
-        let (sa, sb, sc, sd) = (a.seg, b.seg, c.seg, d.seg);
-        let (oa, ob, oc, od) = (&mut *a.out, &mut *b.out, &mut *c.out, &mut *d.out);
-        let (mut pa, mut ba, mut va, mut ia) = (a.pos, a.buf, a.avail, a.i);
-        let (mut pb, mut bb, mut vb, mut ib) = (b.pos, b.buf, b.avail, b.i);
-        let (mut pc, mut bc, mut vc, mut ic) = (c.pos, c.buf, c.avail, c.i);
-        let (mut pd, mut bd, mut vd, mut id) = (d.pos, d.buf, d.avail, d.i);
-        while ia < oa.len() && ib < ob.len() && ic < oc.len() && id < od.len() {
-            step!(0, RUNS, lut, sa, pa, ba, va, oa, ia);
-            step!(1, RUNS, lut, sb, pb, bb, vb, ob, ib);
-            step!(2, RUNS, lut, sc, pc, bc, vc, oc, ic);
-            step!(3, RUNS, lut, sd, pd, bd, vd, od, id);
-        }
-        (a.pos, a.buf, a.avail, a.i) = (pa, ba, va, ia);
-        (b.pos, b.buf, b.avail, b.i) = (pb, bb, vb, ib);
-        (c.pos, c.buf, c.avail, c.i) = (pc, bc, vc, ic);
-        (d.pos, d.buf, d.avail, d.i) = (pd, bd, vd, id);
-    }
-    if RUNS {
-        // Runs end the segments at different symbols: the lanes left go on two by two.
-        loop {
-            let mut left = lanes
-                .iter_mut()
-                .enumerate()
-                .filter(|(_, l)| l.i < l.out.len());
-            let (Some((ka, a)), Some((kb, b))) = (left.next(), left.next()) else {
-                break;
-            };
-            if !pair_runs_bits::<W>([(ka, a), (kb, b)], lut)? {
-                break;
-            }
-        }
-    }
-    for (k, lane) in lanes.iter_mut().enumerate() {
-        lane.finish::<RUNS>(k, lut)?;
-        lane.check_end().map_err(|(v, why)| (k, v, why))?;
-    }
-    Ok(())
+    let _ = (avx2, p);
+    (0, s)
 }
 
 /// Rows shorter than this are reconstructed a plane at a time (the rows that share their
@@ -620,6 +385,7 @@ pub(in crate::field) fn reconstruct<W: Word>(
     st: &[usize],
     axes: u8,
 ) {
+    let avx2 = Avx2::detect();
     let nd = shape.len();
     let last = nd - 1;
     let along_rows = axes >> last & 1 == 1;
@@ -687,14 +453,18 @@ pub(in crate::field) fn reconstruct<W: Word>(
             let cur = &mut cur[..n];
             match *terms {
                 [] => {
-                    for v in cur.iter_mut() {
+                    let k;
+                    (k, s) = rows_avx2::<W, 0>(avx2, cur, [&[], &[], &[]], s);
+                    for v in cur[k..].iter_mut() {
                         s = s.add(v.unzig());
                         *v = s;
                     }
                 }
                 [(o, true)] => {
                     let p = &head[j - o..][..n];
-                    for (v, &p) in cur.iter_mut().zip(p) {
+                    let k;
+                    (k, s) = rows_avx2::<W, 1>(avx2, cur, [p, &[], &[]], s);
+                    for (v, &p) in cur[k..].iter_mut().zip(&p[k..]) {
                         s = s.add(v.unzig());
                         *v = s.add(p);
                     }
@@ -705,6 +475,9 @@ pub(in crate::field) fn reconstruct<W: Word>(
                         &head[j - o2..][..n],
                         &head[j - o12..][..n],
                     );
+                    let k;
+                    (k, s) = rows_avx2::<W, 3>(avx2, cur, [p1, p2, p12], s);
+                    let (cur, p1, p2, p12) = (&mut cur[k..], &p1[k..], &p2[k..], &p12[k..]);
                     for (((v, &a), &b), &c) in cur.iter_mut().zip(p1).zip(p2).zip(p12) {
                         s = s.add(v.unzig());
                         *v = s.add(a).add(b).sub(c);

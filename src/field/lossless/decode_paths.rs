@@ -7,11 +7,21 @@ use crate::field::lossless::encode::encode_stream;
 /// What decoding `stream` gives: the values, or the failing lane and reason.
 type Decoded = std::result::Result<Vec<u32>, (usize, &'static str)>;
 
+/// Widened words of a buffer that was made initialised (the decoder stores only
+/// initialised values).
+fn words<W: Word>(out: &[MaybeUninit<W>]) -> Vec<u32> {
+    // SAFETY: the buffer was created with initialised values, and the decoder stores only
+    // `MaybeUninit::new` values.
+    out.iter()
+        .map(|v| unsafe { v.assume_init() }.to_u32())
+        .collect()
+}
+
 /// Decodes with the byte-wise loop only, segment by segment.
 fn bytewise<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
     let mut lut = Box::new([0 as Entry; LUT_SIZE]);
     let runs = fill_lut(&stream.lengths, width, &mut lut);
-    let mut out = vec![W::default(); m];
+    let mut out = vec![MaybeUninit::new(W::default()); m];
     let mut rest = &mut out[..];
     for (s, seg) in stream.segments.iter().enumerate() {
         let r = segment_range(m, stream.segments.len(), s);
@@ -26,14 +36,14 @@ fn bytewise<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
         r.map_err(|(k, _, why)| (k, why))?;
         lane.check_end().map_err(|(_, why)| (s, why))?;
     }
-    Ok(out.iter().map(|v| v.to_u32()).collect())
+    Ok(words(&out))
 }
 
 /// Decodes with [`decode_stream`] (the lockstep loops).
 fn lockstep<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
-    let mut out = vec![W::default(); m];
+    let mut out = vec![MaybeUninit::new(W::default()); m];
     match decode_stream(&[], stream, stream.segments.len(), width, &mut out) {
-        Ok(()) => Ok(out.iter().map(|v| v.to_u32()).collect()),
+        Ok(()) => Ok(words(&out)),
         Err(_) => Err((0, "")),
     }
 }
@@ -129,4 +139,81 @@ fn lockstep_matches_bytewise_with_runs() {
 fn lockstep_matches_bytewise_without_runs() {
     check::<u32>(32, false, 3);
     check::<u16>(16, false, 4);
+}
+
+/// The inverse of the differences by definition: each value its zigzag residual plus the
+/// Lorenzo prediction over `axes` (the subsets of the differenced axes along which the
+/// value has a predecessor, signed by their size).
+fn lorenzo<W: Word>(res: &[W], shape: &[u32], axes: u8) -> Vec<W> {
+    let st = strides(shape);
+    let mut x = res.to_vec();
+    for i in 0..x.len() {
+        let mut usable = 0u8;
+        for (a, &s) in st.iter().enumerate() {
+            if axes >> a & 1 == 1 && (i / s) % shape[a] as usize >= 1 {
+                usable |= 1 << a;
+            }
+        }
+        let mut p = W::default();
+        let mut t = usable;
+        while t != 0 {
+            let off: usize = (0..shape.len())
+                .filter(|a| t >> a & 1 == 1)
+                .map(|a| st[a])
+                .sum();
+            p = if t.count_ones() % 2 == 1 {
+                p.add(x[i - off])
+            } else {
+                p.sub(x[i - off])
+            };
+            t = (t - 1) & usable;
+        }
+        x[i] = res[i].unzig().add(p);
+    }
+    x
+}
+
+fn check_reconstruct<W: Word>(seed: u64) {
+    let mut rng = Rng(seed);
+    let shapes: [&[u32]; 6] = [
+        &[1000],
+        &[5, 77],
+        &[3, 4, 130],
+        &[2, 3, 5, 71],
+        &[9, 64],
+        &[4, 7, 3],
+    ];
+    for shape in shapes {
+        let n: usize = shape.iter().map(|&s| s as usize).product();
+        let st = strides(shape);
+        for axes in 1..1u8 << shape.len() {
+            let res: Vec<W> = (0..n)
+                .map(|_| {
+                    W::from_u32(match rng.below(3) {
+                        0 => rng.below(5) as u32,
+                        _ => rng.next() as u32,
+                    })
+                })
+                .collect();
+            let want = lorenzo(&res, shape, axes);
+            // Whole, and in pieces that start and end mid-row.
+            for step in [n, 37, 300] {
+                let mut out = res.clone();
+                let mut j = 0;
+                while j < n {
+                    let end = (j + step).min(n);
+                    reconstruct(&mut out, j, end, shape, &st, axes);
+                    j = end;
+                }
+                let same = out.iter().zip(&want).all(|(a, b)| a.to_u32() == b.to_u32());
+                assert!(same, "shape {shape:?} axes {axes:b} step {step}");
+            }
+        }
+    }
+}
+
+#[test]
+fn reconstruct_matches_the_definition() {
+    check_reconstruct::<u32>(5);
+    check_reconstruct::<u16>(6);
 }
