@@ -96,6 +96,12 @@ impl FieldOptions {
 
 /// The largest positive normal f32 at most `limit` with [`BIN_WIDTH_BITS`] significant bits.
 pub(super) fn bin_width_for(limit: f64) -> Option<f32> {
+    unit_for(limit, BIN_WIDTH_BITS)
+}
+
+/// The largest positive normal f32 at most `limit` with at most `bits` significant bits: the
+/// bin widths of version-1 fields and the error-bounded arrays' units.
+pub(in crate::field) fn unit_for(limit: f64, bits: u32) -> Option<f32> {
     if !(limit.is_finite() && limit >= f32::MIN_POSITIVE as f64) {
         return None;
     }
@@ -106,8 +112,8 @@ pub(super) fn bin_width_for(limit: f64) -> Option<f32> {
     } else {
         x
     };
-    let drop = 24 - BIN_WIDTH_BITS;
-    Some(f32::from_bits(x.to_bits() & !((1u32 << drop) - 1)))
+    let u = f32::from_bits(x.to_bits() & !((1u32 << (24 - bits)) - 1));
+    u.is_normal().then_some(u)
 }
 
 /// A float32 array stored exactly, as a lossless float array (version 2) with the same fill

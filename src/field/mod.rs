@@ -36,6 +36,8 @@ mod lossless;
 #[cfg(all(test, feature = "gpu"))]
 mod gpu_tests;
 #[cfg(test)]
+mod test_rng;
+#[cfg(test)]
 mod tests;
 
 pub use any::{decode_float_array, parse_float_array, FloatArrayHeader};

@@ -47,20 +47,7 @@ impl BoundedOptions {
     }
 }
 
-/// The largest positive normal f32 at most `limit` with at most `bits` significant bits.
-pub(super) fn unit_for(limit: f64, bits: u32) -> Option<f32> {
-    if !(limit.is_finite() && limit >= f32::MIN_POSITIVE as f64) {
-        return None;
-    }
-    let x = (limit as f32).min(f32::MAX);
-    let x = if x as f64 > limit {
-        f32::from_bits(x.to_bits() - 1)
-    } else {
-        x
-    };
-    let u = f32::from_bits(x.to_bits() & !((1u32 << (24 - bits)) - 1));
-    u.is_normal().then_some(u)
-}
+pub(super) use crate::field::encode::unit_for;
 
 /// An encoded candidate: its header (without chunk table), runs and chunks.
 pub(super) struct Candidate {
@@ -169,13 +156,7 @@ pub(super) fn run_bits(z: &[u32]) -> f64 {
         raw += r as u64;
         i += 1;
     }
-    let n = hist.iter().sum::<u64>() as f64;
-    raw as f64
-        - hist
-            .iter()
-            .filter(|&&c| c > 0)
-            .map(|&c| c as f64 * (c as f64 / n).log2())
-            .sum::<f64>()
+    quick_bits_of(&hist, raw, hist.iter().sum::<u64>() as usize)
 }
 
 /// Runs of equal bits over the exception cells, and the runs section's bytes.

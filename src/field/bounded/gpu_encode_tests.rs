@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use super::gpu_encode::*;
 use super::*;
 use crate::error::Result;
+use crate::field::test_rng::Rng;
 use crate::field::Bound;
 use crate::gpu::cpu_twin::encode as twin;
 use crate::gpu::encode_abi::{
@@ -79,21 +80,6 @@ fn twin_encode(values: &[f32], shape: &[u32], o: &BoundedOptions) -> Result<Vec<
         flags: Vec::new(),
     };
     encode_planned(&mut dev, plan, shape, o, || Ok(Cow::Borrowed(values)))
-}
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
 }
 
 /// Kinds of test arrays.

@@ -7,22 +7,8 @@ use super::predict::*;
 use super::tokens::{decode_chunks, encode_chunk};
 use super::*;
 use crate::decode::DecodeOptions;
+use crate::field::test_rng::Rng;
 use crate::field::Bound;
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const SHAPES: &[&[u32]] = &[
     &[1],

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::field::lossless::encode::encode_stream;
+use crate::field::test_rng::Rng;
 
 /// What decoding `stream` gives: the values, or the failing lane and reason.
 type Decoded = std::result::Result<Vec<u32>, (usize, &'static str)>;
@@ -45,19 +46,6 @@ fn lockstep<W: Word>(stream: &Stream<'_>, m: usize, width: u32) -> Decoded {
     match decode_stream(&[], stream, stream.segments.len(), width, &mut out) {
         Ok(()) => Ok(words(&out)),
         Err(_) => Err((0, "")),
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
