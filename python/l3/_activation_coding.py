@@ -227,3 +227,29 @@ def dense_layout(t: torch.Tensor) -> Optional[tuple]:
             return None  # gaps or overlaps: row-major, as before
         expected *= size
     return tuple(t.stride())
+
+
+#: Significand bits (without the implicit one) of the dtypes compressed.
+MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
+
+
+def value_range(x: torch.Tensor) -> tuple:
+    """``x``'s least and greatest values (NaN if it holds a NaN)."""
+    lo_hi = torch.aminmax(x)
+    return float(lo_hi[0]), float(lo_hi[1])
+
+
+def all_finite(x: torch.Tensor) -> bool:
+    """No NaN and no infinity in ``x`` (one reduction: min and max propagate NaN; far faster
+    here than ``isfinite(x).all()``)."""
+    lo, hi = value_range(x)
+    return math.isfinite(lo) and math.isfinite(hi)
+
+
+def half_ulp(dtype: torch.dtype, magnitude: float) -> float:
+    """Half a unit in the last place of ``dtype`` at ``magnitude`` (0 for float32: the codec
+    already decodes float32 within the bound)."""
+    if dtype == torch.float32 or magnitude <= 0 or not math.isfinite(magnitude):
+        return 0.0
+    exponent = math.frexp(magnitude)[1] - 1
+    return math.ldexp(1.0, exponent - MANTISSA[dtype] - 1)

@@ -87,6 +87,10 @@ from ._activation_coding import Coded as _Coded
 from ._activation_coding import axes_for as _axes_for
 from ._activation_coding import codec_shape as _codec_shape
 from ._activation_coding import cpu_axes, dense_layout
+from ._activation_coding import MANTISSA as _MANTISSA
+from ._activation_coding import all_finite as _all_finite
+from ._activation_coding import half_ulp as _half_ulp
+from ._activation_coding import value_range as _range
 from ._activation_coding import (denormalise, encode_normalised, pack_exact, pack_sparse,
                                  restore_signs,
                                  sign_bits, unpack_exact)
@@ -94,9 +98,6 @@ from ._activation_sites import (COMPILED_REFUSED, Need, OpNames, is_parameter, n
                                saved_by_compiled_graph, smallest_std)
 from ._activation_stats import ActivationStats
 from ._errors import ParameterError
-
-#: Significand bits (without the implicit one) of the dtypes compressed.
-_MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
 
 
 # "auto"'s measurements, per layer and across contexts (a context per step keeps adapting):
@@ -190,28 +191,6 @@ class _Packed:
             self.owner.stats._add(-self.raw, -self.stored)
         except Exception:
             pass
-
-
-def _range(x: torch.Tensor) -> tuple:
-    """``x``'s least and greatest values (NaN if it holds a NaN)."""
-    lo_hi = torch.aminmax(x)
-    return float(lo_hi[0]), float(lo_hi[1])
-
-
-def _all_finite(x: torch.Tensor) -> bool:
-    """No NaN and no infinity in ``x`` (one reduction: min and max propagate NaN; far faster
-    here than ``isfinite(x).all()``)."""
-    lo, hi = _range(x)
-    return math.isfinite(lo) and math.isfinite(hi)
-
-
-def _half_ulp(dtype: torch.dtype, magnitude: float) -> float:
-    """Half a unit in the last place of ``dtype`` at ``magnitude`` (0 for float32: the codec
-    already decodes float32 within the bound)."""
-    if dtype == torch.float32 or magnitude <= 0 or not math.isfinite(magnitude):
-        return 0.0
-    exponent = math.frexp(magnitude)[1] - 1
-    return math.ldexp(1.0, exponent - _MANTISSA[dtype] - 1)
 
 
 class compress_activations:
