@@ -86,17 +86,17 @@ impl Geometry {
 
     /// Targets of `pass`.
     pub fn count(&self, pass: &Pass) -> usize {
-        let pad = 4 - self.ndim;
-        (0..self.ndim)
-            .map(|a| {
-                let n = self.dims[pad + a];
-                if a == pass.axis {
-                    (n + pass.stride - 1) / (2 * pass.stride)
-                } else {
-                    n.div_ceil(pass.steps[a])
-                }
-            })
-            .product()
+        (0..self.ndim).map(|a| self.count_along(pass, a)).product()
+    }
+
+    /// Targets of `pass` along axis `a` of the array.
+    fn count_along(&self, pass: &Pass, a: usize) -> usize {
+        let n = self.dims[4 - self.ndim + a];
+        if a == pass.axis {
+            (n + pass.stride - 1) / (2 * pass.stride)
+        } else {
+            n.div_ceil(pass.steps[a])
+        }
     }
 
     /// Calls `f(index, coordinate along the pass's axis)` for each target of `pass`, in C
@@ -115,13 +115,7 @@ impl Geometry {
     /// of contiguous rows reads all of them.
     #[inline(always)]
     pub fn for_sample(&self, pass: &Pass, every: usize, f: impl FnMut(usize, usize)) {
-        let pad = 4 - self.ndim;
-        let last = self.dims[3];
-        let row = if pad + pass.axis == 3 {
-            (last + pass.stride - 1) / (2 * pass.stride)
-        } else {
-            last.div_ceil(pass.steps[self.ndim - 1])
-        };
+        let row = self.count_along(pass, self.ndim - 1);
         let rows = self.count(pass) / row.max(1);
         if every > 1 && rows >= SAMPLE_ROWS_MIN * (every + 1) {
             self.walk(pass, every + 1, 1, f)
