@@ -207,41 +207,66 @@ impl TensorAugment {
             };
             (window.origin[i] + c) as usize * stride[i]
         };
-        // The source offset of each element of an output plane (the last two axes: flips
-        // and quarter turns), and of each output index of the first axis of three.
+        // Each row of an output plane (the last two axes: flips and quarter turns) reads the
+        // source along one line: its first element's offset and a signed step (the offset is
+        // affine in the column, with slope +-1 along one of the two source axes).
         let (rows, cols) = (window.size[n - 2], window.size[n - 1]);
-        let mut offsets = Vec::with_capacity(rows as usize * cols as usize);
         let mut o = vec![0u32; n];
         let mut w = vec![0u32; n];
-        for i in 0..rows {
-            for j in 0..cols {
-                o[n - 2] = i;
-                o[n - 1] = j;
-                window_coords(window, &o, &mut w);
-                offsets.push(source(n - 2, w[n - 2]) + source(n - 1, w[n - 1]));
-            }
-        }
+        let mut offset = |i: u32, j: u32| {
+            o[n - 2] = i;
+            o[n - 1] = j;
+            window_coords(window, &o, &mut w);
+            source(n - 2, w[n - 2]) + source(n - 1, w[n - 1])
+        };
+        let lines: Vec<(usize, isize)> = (0..rows)
+            .map(|i| {
+                let first = offset(i, 0);
+                let step = if cols > 1 {
+                    offset(i, 1) as isize - first as isize
+                } else {
+                    1
+                };
+                (first, step)
+            })
+            .collect();
         let outer: Vec<usize> = if n == 3 {
             (0..window.size[0]).map(|k| source(0, k)).collect()
         } else {
             vec![0]
         };
-        let bytes = array.bytes();
+        let cols = cols as usize;
+        let plane_len = rows as usize * cols;
+        // Float32 values read in place where the bytes allow (little-endian, aligned).
+        let floats: Option<&[f32]> = match array.dtype() {
+            DType::Float32 if cfg!(target_endian = "little") => {
+                bytemuck::try_cast_slice(array.bytes()).ok()
+            }
+            _ => None,
+        };
+        let normed = |x: f32| norm.map_or(x, |n| n.apply(x));
         for (lead, chunk) in out.chunks_exact_mut(win).enumerate() {
-            for (&first, part) in outer.iter().zip(chunk.chunks_exact_mut(offsets.len())) {
+            for (&first, part) in outer.iter().zip(chunk.chunks_exact_mut(plane_len)) {
                 let base = lead * plane + first;
-                match array.dtype() {
-                    DType::Float32 => {
-                        for (slot, &at) in part.iter_mut().zip(&offsets) {
-                            let b = &bytes[(base + at) * 4..(base + at) * 4 + 4];
-                            let x = f32::from_le_bytes(b.try_into().expect("4 bytes"));
-                            *slot = norm.map_or(x, |n| n.apply(x));
+                for (row, &(start, step)) in part.chunks_exact_mut(cols).zip(&lines) {
+                    let at = base + start;
+                    match (floats, step) {
+                        (Some(v), 1) => {
+                            for (slot, &x) in row.iter_mut().zip(&v[at..at + cols]) {
+                                *slot = normed(x);
+                            }
                         }
-                    }
-                    _ => {
-                        for (slot, &at) in part.iter_mut().zip(&offsets) {
-                            let x = value_f32(array, base + at);
-                            *slot = norm.map_or(x, |n| n.apply(x));
+                        (Some(v), -1) => {
+                            let line = &v[at + 1 - cols..=at];
+                            for (slot, &x) in row.iter_mut().zip(line.iter().rev()) {
+                                *slot = normed(x);
+                            }
+                        }
+                        _ => {
+                            for (j, slot) in row.iter_mut().enumerate() {
+                                let k = (at as isize + j as isize * step) as usize;
+                                *slot = normed(value_f32(array, k));
+                            }
                         }
                     }
                 }
@@ -485,6 +510,10 @@ mod tests {
                     })
                     .collect();
                 let array = NdArray::new(dtype, shape.clone(), bytes).unwrap();
+                if dtype == DType::Float32 {
+                    // The in-place float path is the one under test.
+                    assert!(bytemuck::try_cast_slice::<u8, f32>(array.bytes()).is_ok());
+                }
                 let aug = TensorAugment {
                     crop: crop.clone(),
                     flips: true,

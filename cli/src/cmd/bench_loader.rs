@@ -1,7 +1,9 @@
 //! `l3 bench-loader DATASET`: runs the loader (`l3::loader::Loader`, CPU path) over a packed
 //! dataset for some epochs and prints the time to the first batch (from the start of opening
 //! the dataset, with its parts), then images/s, the per-stage split, the cache hit rate, the
-//! bytes read and the smallest and largest batch, per epoch.
+//! bytes read and the smallest and largest batch, per epoch. A tensor dataset (manifest kind
+//! `"tensors"`) is read with `--size` square windows over its last two axes (`--flips`,
+//! `--normalize` as `l3.Loader` takes them); its "images" are samples.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,9 +14,10 @@ use clap::Args;
 use crate::display::human;
 use crate::limits::limits;
 use l3::loader::{
-    Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition, Policy, Split, StageTimes,
+    Augment, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState, Partition, Policy, Split,
+    StageTimes, TensorAugment,
 };
-use l3::shard::{Dataset, OpenTimes};
+use l3::shard::{AnyDataset, OpenTimes};
 
 #[derive(Args)]
 pub struct BenchLoaderArgs {
@@ -86,6 +89,12 @@ pub struct BenchLoaderArgs {
     /// Decode whole images, not only the patches each crop needs (to measure the saving).
     #[arg(long)]
     pub no_crop_window: bool,
+    /// A tensor dataset: reverse each of the window's two axes with probability 1/2.
+    #[arg(long)]
+    pub flips: bool,
+    /// A tensor dataset: normalise each array by its manifest statistics.
+    #[arg(long)]
+    pub normalize: bool,
 }
 
 #[derive(Default)]
@@ -102,11 +111,44 @@ struct EpochTotals {
 
 pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     let started = Instant::now();
-    let ds = Arc::new(
-        // Every read of a shard within --max-input-bytes.
-        Dataset::open_in(&crate::shards::open_store(&a.dataset)?, &limits())
-            .with_context(|| format!("opening {}", a.dataset))?,
+    // Every read of a shard within --max-input-bytes.
+    let any = AnyDataset::open_in(&crate::shards::open_store(&a.dataset)?, &limits())
+        .with_context(|| format!("opening {}", a.dataset))?;
+    let tensors = matches!(any, AnyDataset::Tensors(_));
+    anyhow::ensure!(
+        !tensors || !a.gpu && a.level.is_none(),
+        "--gpu and --level are for image datasets; {} holds tensor records",
+        a.dataset
     );
+    anyhow::ensure!(
+        tensors || !a.flips && !a.normalize,
+        "--flips and --normalize are for tensor datasets; {} holds images",
+        a.dataset
+    );
+    // What the dataset is: records, shards, levels, the bytes an epoch reads, open times.
+    let (records, shards, levels, epoch_bytes, open_times) = match &any {
+        AnyDataset::Images(ds) => {
+            let level = a.level.unwrap_or(ds.manifest().levels - 1) as usize;
+            let bytes: u64 = ds
+                .manifest()
+                .shards
+                .iter()
+                .flat_map(|s| s.level_bytes.iter().take(level + 1))
+                .sum();
+            (
+                ds.len(),
+                ds.shards().len(),
+                ds.manifest().levels,
+                bytes,
+                ds.open_times(),
+            )
+        }
+        AnyDataset::Tensors(ds) => {
+            let bytes = ds.manifest().shards.iter().map(|s| s.payload_bytes).sum();
+            (ds.len(), ds.shards().len(), 1, bytes, ds.open_times())
+        }
+    };
+    let store = any.store().clone();
     let mut o = LoaderOptions::new(Partition {
         batch_size: a.batch_size,
         world_size: a.world_size,
@@ -125,14 +167,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             (0.0..=1.0).contains(&f),
             "--cache-fraction must be in 0..=1, got {f}"
         );
-        let level = a.level.unwrap_or(ds.manifest().levels - 1) as usize;
-        let bytes: u64 = ds
-            .manifest()
-            .shards
-            .iter()
-            .flat_map(|s| s.level_bytes.iter().take(level + 1))
-            .sum();
-        o.cache_bytes = (f * bytes as f64) as u64;
+        o.cache_bytes = (f * epoch_bytes as f64) as u64;
     }
     o.cache_policy = if a.lru { Policy::Lru } else { Policy::Planned };
     o.locality = !a.no_locality;
@@ -142,6 +177,16 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.threads = a.threads;
     o.end_epoch = a.epochs;
     o.crop_window_decode = !a.no_crop_window;
+    if tensors {
+        o.tensor = Some(TensorAugment {
+            crop: vec![a.size, a.size],
+            spatial: 2,
+            flips: a.flips,
+            rot90: false,
+            normalise: a.normalize,
+            output: o.augment.output,
+        });
+    }
     #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
     let mut device = "CPU".to_string();
     if a.gpu {
@@ -165,18 +210,25 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     };
     let opened = started.elapsed();
     println!(
-        "{}: {} records in {} shard(s), {} level(s); reading level {}, {}x{} crops, batches of {} (rank {} of {}), {threads} threads, decode ({}) + augment on the {device}, cache {} ({}{})",
+        "{}: {} {} records in {} shard(s), {} level(s); reading level {}, {}x{} crops, batches of {} (rank {} of {}), {threads} threads, decode ({}) + augment on the {device}, cache {} ({}{})",
         a.dataset,
-        ds.len(),
-        ds.shards().len(),
-        ds.manifest().levels,
-        a.level.unwrap_or(ds.manifest().levels - 1),
+        records,
+        if tensors { "tensor" } else { "image" },
+        shards,
+        levels,
+        a.level.unwrap_or(levels - 1),
         a.size,
         a.size,
         a.batch_size,
         a.rank,
         a.world_size,
-        if a.no_crop_window { "whole images" } else { "the patches each crop needs" },
+        if tensors {
+            "whole arrays"
+        } else if a.no_crop_window {
+            "whole images"
+        } else {
+            "the patches each crop needs"
+        },
         human(o.cache_bytes),
         if a.lru { "LRU" } else { "planned eviction" },
         match o.split() {
@@ -194,14 +246,16 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         ..Default::default()
     };
     let mut epochs: Vec<EpochTotals> = (0..a.epochs).map(|_| EpochTotals::default()).collect();
-    let open_times = ds.open_times();
-    let store = ds.store().clone();
     let opening = store.traffic();
     let mut last = Instant::now();
     let mut cache = Default::default();
     let mut disk: l3::loader::cache::CacheStats = Default::default();
     let loader_start = Instant::now();
-    let loader = Loader::new(ds, o, start)?;
+    let dataset = match any {
+        AnyDataset::Images(ds) => LoaderDataset::Images(Arc::new(ds)),
+        AnyDataset::Tensors(ds) => LoaderDataset::Tensors(Arc::new(ds)),
+    };
+    let loader = Loader::open(dataset, o, start)?;
     let loader_started = loader_start.elapsed();
     for (k, batch) in loader.enumerate() {
         let b = batch?;
@@ -244,10 +298,11 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             break;
         }
     }
+    let unit = if tensors { "sample" } else { "image" };
     for (k, e) in epochs.iter().enumerate().filter(|(_, e)| e.images > 0) {
         let per = |d: std::time::Duration| 1e3 * d.as_secs_f64() / e.images.max(1) as f64;
         println!(
-            "epoch {k}: {} images in {:.2} s = {:.1} images/s; per image: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}), hand-off {:.3} ms (wall); consumer waited {:.2} ms; {} ({} B) read in {} reads; batches of {} samples (last step aside); {} skipped",
+            "epoch {k}: {} {unit}s in {:.2} s = {:.1} {unit}s/s; per {unit}: read {:.2} ms (wall), decode {:.2} ms, augment {:.2} ms ({}), hand-off {:.3} ms (wall); consumer waited {:.2} ms; {} ({} B) read in {} reads; batches of {} samples (last step aside); {} skipped",
             e.images,
             e.wall,
             e.images as f64 / e.wall.max(1e-9),
