@@ -532,3 +532,66 @@ fn three_spatial_axes_equal_the_reference() {
     }
     assert_eq!(count, 18);
 }
+
+/// An error-bounded plane larger than its bin image's 128-px patches: the loader decodes only
+/// the patches each window reads (`crop_window_decode`, the default), and the batches equal
+/// the windows cut from whole decodes, bit for bit, and the batches of a loader that decodes
+/// whole arrays.
+#[test]
+fn windows_of_large_error_bounded_planes_equal_whole_decodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ny, nx) = (300usize, 260usize);
+    let mut o = TensorPackOptions::new(3, ArrayMode::Bounded(Bound::Relative(1e-3)));
+    o.modes.clear();
+    let mut p = TensorPacker::new(tmp.path(), o).unwrap();
+    for i in 0..7u32 {
+        let v: Vec<f32> = (0..2 * ny * nx)
+            .map(|k| ((k / nx) as f32 * 0.03 + i as f32).sin() * 9.0 + (k % nx) as f32 * 0.01)
+            .collect();
+        p.push(TensorSample {
+            key: Some(format!("p{i}")),
+            class: None,
+            meta: Vec::new(),
+            arrays: vec![(
+                "field".into(),
+                NdArray::from_f32(vec![2, ny as u32, nx as u32], &v).unwrap(),
+            )],
+        })
+        .unwrap();
+    }
+    p.finish().unwrap();
+    let ds = Arc::new(TensorDataset::open(tmp.path()).unwrap());
+    let aug = TensorAugment {
+        crop: vec![40, 40],
+        ..windows()
+    };
+    let stats = ds.manifest().stats.get("field").map(|x| (x.mean, x.std));
+    let runs: Vec<Vec<Batch>> = [true, false]
+        .into_iter()
+        .map(|window| {
+            let mut o = options(3, 1, 0, Some(aug.clone()));
+            o.crop_window_decode = window;
+            run(&ds, o, start())
+        })
+        .collect();
+    let mut checked = 0;
+    for (b, whole) in runs[0].iter().zip(&runs[1]) {
+        assert_eq!(b.samples, whole.samples);
+        assert_eq!(
+            b.arrays[0].tensor.as_f32().unwrap(),
+            whole.arrays[0].tensor.as_f32().unwrap()
+        );
+        for (k, &s) in b.samples.iter().enumerate() {
+            let array = &ds.read(s).unwrap()[0].1;
+            let mut want = vec![0f32; slot(b, 0, k).len()];
+            aug.apply(array, &b.windows[k], stats, &mut want).unwrap();
+            let same = slot(b, 0, k)
+                .iter()
+                .zip(&want)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "sample {s}, window {:?}", b.windows[k]);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 14, "two epochs of 7 samples");
+}

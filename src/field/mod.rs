@@ -49,7 +49,9 @@ pub use bounded::{
 };
 pub use core::container::{CHUNK_LOG2_MAX, CHUNK_LOG2_MIN, MAX_SEGMENTS};
 pub use core::runs::{Run, MAX_RUN_VALUES, MIN_RUN_LEN};
-pub use decode::{decode_field, reconstruct, reconstruct_field};
+pub use decode::{
+    decode_field, decode_field_window, decode_field_window_le, reconstruct, reconstruct_field,
+};
 pub use encode::{encode_field, regular_range, Bound, FieldOptions};
 pub use format::{
     parse_field, FieldHeader, FieldLayout, BIN_WIDTH_BITS, FIELD_FLAG_FILL, FIELD_HEADER_LEN,

@@ -28,7 +28,7 @@ use super::tensor_augment::{value_f32, TensorAugment, TensorWindow};
 use crate::error::invalid_option;
 use crate::error::{Error, FormatError, Result};
 use crate::shard::{TensorDataset, TensorManifest};
-use crate::tensor::{decode_array, DType, NdArray};
+use crate::tensor::{decode_array_window, DType, NdArray};
 
 /// One sample decoded into its slots: the decode time, the window time, its window.
 pub(super) type TensorDecoded = Result<(Duration, Duration, Option<TensorWindow>)>;
@@ -327,7 +327,17 @@ impl TensorPlan {
         let (mut decode, mut cut) = (Duration::ZERO, Duration::ZERO);
         for ((spec, payload), (a, slot)) in parts.into_iter().zip(self.arrays.iter().zip(slots)) {
             let t0 = Instant::now();
-            let array = decode_array(spec, payload, &options.decode)?;
+            // Only the window's rows and columns are read (`apply`): where the payload
+            // allows, only they are decoded.
+            let region = match (&window, options.crop_window_decode) {
+                (Some(w), true) => {
+                    let n = w.origin.len();
+                    let span = |i: usize| w.origin[i]..w.origin[i].saturating_add(w.size[i]);
+                    Some((span(n - 2), span(n - 1)))
+                }
+                _ => None,
+            };
+            let array = decode_array_window(spec, payload, &options.decode, region)?;
             let t1 = Instant::now();
             slot.fill(|values| match (&self.augment, &window) {
                 (Some(aug), Some(w)) => aug.apply(&array, w, a.stats, values),

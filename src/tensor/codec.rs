@@ -246,6 +246,20 @@ pub fn check_payload(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
 /// ([`check_payload`]), the array's bytes against `options.limits.max_output_bytes` before
 /// anything is allocated.
 pub fn decode_array(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -> Result<NdArray> {
+    decode_array_window(spec, payload, options, None)
+}
+
+/// Like [`decode_array`], but with `window = Some((rows, columns))` only the elements in those
+/// rows and columns of the last two axes (every index of the others) are sure to be decoded:
+/// the others are unspecified. An error-bounded version 1 field decodes only the patches of
+/// its bin image that hold the window ([`crate::field::decode_field_window`]); the other
+/// payloads decode whole. Checks and errors are [`decode_array`]'s.
+pub fn decode_array_window(
+    spec: &ArraySpec,
+    payload: &[u8],
+    options: &DecodeOptions,
+    window: Option<(std::ops::Range<u32>, std::ops::Range<u32>)>,
+) -> Result<NdArray> {
     let bytes = spec.byte_len();
     if bytes > options.limits.max_output_bytes {
         return Err(LimitsError::OutputBytes {
@@ -259,12 +273,12 @@ pub fn decode_array(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -
         StorageMode::Raw => NdArray::new(spec.dtype, spec.shape.clone(), payload.to_vec()),
         StorageMode::Lossless => decode_lossless(spec, payload, options),
         StorageMode::ErrorBounded => {
-            let values = if field_version(payload) == Some(BOUNDED_VERSION) {
-                decode_bounded(payload, options)?.1
+            if field_version(payload) == Some(BOUNDED_VERSION) {
+                NdArray::from_f32(spec.shape.clone(), &decode_bounded(payload, options)?.1)
             } else {
-                crate::field::decode_field(payload, options)?.1
-            };
-            NdArray::from_f32(spec.shape.clone(), &values)
+                let bytes = crate::field::decode_field_window_le(payload, options, window)?.1;
+                NdArray::new(DType::Float32, spec.shape.clone(), bytes)
+            }
         }
     }
 }
@@ -401,8 +415,8 @@ fn check_lossless(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
 fn decode_lossless(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -> Result<NdArray> {
     let (_, values) = crate::field::decode_lossless(payload, options)?;
     let bytes: Vec<u8> = match &values {
-        FloatVec::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        FloatVec::F16(v) | FloatVec::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        FloatVec::F32(v) => super::model::le_bytes(v),
+        FloatVec::F16(v) | FloatVec::BF16(v) => super::model::le_bytes(v),
     };
     NdArray::new(spec.dtype, spec.shape.clone(), bytes)
 }

@@ -13,7 +13,8 @@ mod npy;
 mod stats;
 
 pub use codec::{
-    check_payload, decode_array, encode_array, verify_array, ArrayMode, ArrayOptions, EncodedArray,
+    check_payload, decode_array, decode_array_window, encode_array, verify_array, ArrayMode,
+    ArrayOptions, EncodedArray,
 };
 pub use model::{
     check_name, check_shape, f16_to_f32, ArraySpec, DType, NdArray, StorageMode, TensorRecord,

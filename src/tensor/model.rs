@@ -336,8 +336,7 @@ impl NdArray {
 
     /// A float32 array of `shape` holding `values`.
     pub fn from_f32(shape: Vec<u32>, values: &[f32]) -> Result<Self> {
-        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Self::new(DType::Float32, shape, bytes)
+        Self::new(DType::Float32, shape, le_bytes(values))
     }
 
     /// Element type.
@@ -412,6 +411,37 @@ pub struct TensorRecord {
     pub meta: Vec<u8>,
     /// The arrays, 1..=[`MAX_ARRAYS`], names distinct.
     pub arrays: Vec<(String, NdArray)>,
+}
+
+/// The little-endian bytes of `values` (one copy on a little-endian host).
+pub(crate) fn le_bytes<T: bytemuck::Pod + LeBytes>(values: &[T]) -> Vec<u8> {
+    if cfg!(target_endian = "little") {
+        bytemuck::cast_slice(values).to_vec()
+    } else {
+        let mut out = Vec::with_capacity(std::mem::size_of_val(values));
+        for v in values {
+            v.extend_le(&mut out);
+        }
+        out
+    }
+}
+
+/// Element types written as little-endian bytes by [`le_bytes`].
+pub(crate) trait LeBytes {
+    /// Appends the element's little-endian bytes.
+    fn extend_le(&self, out: &mut Vec<u8>);
+}
+
+impl LeBytes for f32 {
+    fn extend_le(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl LeBytes for u16 {
+    fn extend_le(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
 }
 
 #[cfg(test)]
