@@ -137,29 +137,39 @@ fn with_bins<T>(
         bins.clear();
         bins.resize(n, 0);
     }
-    let decoded = (|| {
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut bins);
-        if rows == (0..ny) && columns == (0..nx) {
-            crate::decode::decode_layout(&image, bytes, options.parallel)
-        } else {
-            // The bin image is the planes stacked: plane z's rows start at z ny.
-            (0..nz).try_for_each(|z| {
-                let top = z * ny;
-                crate::decode::decode_layout_window(
-                    &image,
-                    bytes,
-                    columns.clone(),
-                    top + rows.start..top + rows.end,
-                    options.parallel,
-                )
-            })
-        }
-    })();
+    let decoded = decode_bins(&image, &mut bins, [nz, ny, nx], &rows, &columns, options);
     let value = decoded.map(|()| finish(&bins, rows, &h));
     if bins.len() <= KEPT_BINS {
         BINS.set(bins);
     }
     Ok((h, layout.runs, value?))
+}
+
+/// The bin image `image` (planes of `ny x nx` stacked) into `bins`: whole, or only the
+/// patches holding `rows x columns` of each plane.
+fn decode_bins(
+    image: &crate::format::FileLayout,
+    bins: &mut [u16],
+    [nz, ny, nx]: [u32; 3],
+    rows: &Range<u32>,
+    columns: &Range<u32>,
+    options: &DecodeOptions,
+) -> Result<()> {
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(bins);
+    if *rows == (0..ny) && *columns == (0..nx) {
+        return crate::decode::decode_layout(image, bytes, options.parallel);
+    }
+    // The bin image is the planes stacked: plane z's rows start at z ny.
+    (0..nz).try_for_each(|z| {
+        let top = z * ny;
+        crate::decode::decode_layout_window(
+            image,
+            bytes,
+            columns.clone(),
+            top + rows.start..top + rows.end,
+            options.parallel,
+        )
+    })
 }
 
 /// The value ranges of rows `rows` of every plane of field `h`.
