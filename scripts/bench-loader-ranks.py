@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 EPOCH = re.compile(
-    r"^epoch (\d+): (\d+) images in ([\d.]+) s .*\((\d+) B\) read in \d+ reads; "
+    r"^epoch (\d+): (\d+) (?:images|samples) in ([\d.]+) s .*\((\d+) B\) read in \d+ reads; "
     r"batches of (\S+) samples"
 )
 SPLITS = {"default": [], "exact": ["--max-imbalance", "0"], "slices": ["--no-locality"]}

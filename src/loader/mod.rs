@@ -64,7 +64,10 @@ pub use plan::{
     permutation, rank_steps, steps_per_epoch, worker_share, DropLast, LoaderState, Partition,
     SplitMix64, StepSlice,
 };
-pub use ranks::{simulate_reads, simulate_reads_reuse, EpochPlan, PlannedStep, RankCaches, Split};
+pub use ranks::{
+    simulate_reads, simulate_reads_reuse, simulate_reads_windowed, EpochPlan, PlannedStep,
+    RankCaches, RecordWindow, Split,
+};
 pub use reuse::{front_for, position_correlation, reuse_order, ReuseOrders};
 pub use tensor::{Tensor, TensorType};
 pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};

@@ -125,13 +125,16 @@ impl Producer {
         let cached = self.options.cache_bytes > 0 || self.disk.is_some();
         // With the locality split, every rank's cache simulated from this run's start.
         let mut ranks = match self.options.split() {
-            Split::Locality { max_imbalance } => Some(RankCaches::new(
-                p.world_size,
-                self.options.cache_policy,
-                self.options.cache_bytes,
-                self.record_sizes(),
-                max_imbalance,
-            )),
+            Split::Locality { max_imbalance } => Some(
+                RankCaches::new(
+                    p.world_size,
+                    self.options.cache_policy,
+                    self.options.cache_bytes,
+                    self.record_sizes(),
+                    max_imbalance,
+                )
+                .over(window.clone()),
+            ),
             Split::Slices => None,
         };
         // Each epoch's order ([`super::reuse`]; the plain permutation where `reuse_front` is

@@ -12,19 +12,24 @@
 //! [`PlannedCache`] the loader runs, holding nothing) step by step, so all ranks agree
 //! without communication. At each global step:
 //!
-//! 1. each sample a rank holds goes to that rank (the lowest such rank with room), up to
-//!    `base + max_imbalance` samples, where `base` is the rank's slice length;
-//! 2. the others go one by one, in permutation order, to the rank furthest below its `base`
-//!    (ties: the lowest rank): the loads end as even as the held samples allow;
+//! 1. each sample a rank holds goes to that rank (the rank holding most of its records,
+//!    the lowest of those), up to `base + max_imbalance` samples, where `base` is the
+//!    rank's slice length;
+//! 2. the others go one by one, in permutation order, to their *home* rank while it is
+//!    below its `base` (the records cut into `world_size` contiguous ranges, one per rank),
+//!    else to the rank furthest below its `base` (ties: the lowest rank);
 //! 3. while a rank has fewer than `base - max_imbalance` samples (at least 1 where `base` is),
 //!    the most loaded rank gives it its last sample: the exchange that keeps batches within
 //!    the bound (with `max_imbalance = 0`, every rank's batch is exactly `base`).
 //!
 //! Each rank's batch lists its samples in permutation order. The caches' plan horizon is
 //! the global sequence (this epoch's remaining global steps, then the next epoch's), so a
-//! sample's next use is the same for every rank; a rank that reads a sample another rank
-//! holds (it was moved) does not cache it, so the caches stay disjoint and hold together up
-//! to `world_size` times one cache. The state stays `(seed, epoch, consumed)`: the caches
+//! sample's next use is the same for every rank; a rank that reads a record another rank
+//! holds does not cache it, so the caches stay disjoint and hold together up to
+//! `world_size` times one cache. A record away from its home rank is cached only into free
+//! room, and never where samples are windows over records ([`RankCaches::over`]: a sample
+//! reads neighbouring records, so each rank keeps records of its own range, and a sample's
+//! records are held by one rank). The state stays `(seed, epoch, consumed)`: the caches
 //! start empty where a run starts (as the loader's own do), so resuming, with any world
 //! size, plans from there; every rank of a run must have the same cache size, policy,
 //! workers and `max_imbalance` (each rank simulates the others with its own).
@@ -131,8 +136,10 @@ pub struct EpochInput<'a> {
 /// Each rank's simulated cache of one worker group (module documentation).
 pub struct RankCaches {
     caches: Vec<PlannedCache<()>>,
+    budget: u64,
     sizes: Vec<u64>,
     max_imbalance: u32,
+    window: Option<RecordWindow>,
 }
 
 /// The steps of a worker among `steps`: `w, w + count, ...`.
@@ -235,9 +242,20 @@ impl RankCaches {
             caches: (0..world_size)
                 .map(|_| PlannedCache::new(policy, budget))
                 .collect(),
+            budget,
             sizes,
             max_imbalance,
+            window: None,
         }
+    }
+
+    /// The same caches over samples that are windows over records (`window`; `None`: the
+    /// samples are the records): the caches hold records (`sizes` are the records'), a
+    /// step's accesses are the records its samples read, each once per rank and step, and a
+    /// sample is held by a rank in proportion to how many of its records that rank holds.
+    pub fn over(mut self, window: Option<RecordWindow>) -> Self {
+        self.window = window;
+        self
     }
 
     /// The simulated cache of `rank`.
@@ -260,18 +278,32 @@ impl RankCaches {
         let world = partition.world_size as usize;
         assert_eq!(world, self.caches.len(), "one simulated cache per rank");
         let this = global_steps(n, input.consumed, partition, workers);
+        let window = self.window.clone();
+        // A global batch's accesses: its samples, or the records they read (each once).
+        let accesses = |ids: Vec<u32>| match &window {
+            Some(w) => w.records_of(&ids),
+            None => ids,
+        };
+        let ids_of = |g: &GlobalStep, perm: &[u32]| -> Vec<u32> {
+            g.slices
+                .iter()
+                .flatten()
+                .map(|&p| perm[p as usize])
+                .collect()
+        };
         // The horizon: this epoch's global steps, then the next epoch's.
         let mut sequence: Vec<u32> = this
             .iter()
-            .flat_map(|g| g.slices.iter().flatten().map(|&p| input.perm[p as usize]))
+            .flat_map(|g| accesses(ids_of(g, input.perm)))
             .collect();
         let this_len = sequence.len();
         if let Some(next_perm) = input.next_perm {
             for g in global_steps(n, 0, partition, workers) {
-                sequence.extend(g.slices.iter().flatten().map(|&p| next_perm[p as usize]));
+                sequence.extend(accesses(ids_of(&g, next_perm)));
             }
         }
-        let (first, next) = first_and_next_uses(&sequence, n as usize);
+        let records = window.as_ref().map_or(n as usize, |w| w.records as usize);
+        let (first, next) = first_and_next_uses(&sequence, records);
         for c in &mut self.caches {
             c.rekey(|id| first[id as usize]);
         }
@@ -280,16 +312,31 @@ impl RankCaches {
         let mut t0 = 0usize;
         for g in &this {
             let base: Vec<u64> = g.slices.iter().map(|s| s.len() as u64).collect();
-            let ids: Vec<u32> = g
-                .slices
-                .iter()
-                .flatten()
-                .map(|&p| input.perm[p as usize])
-                .collect();
+            let ids = ids_of(g, input.perm);
             let owner = self.assign(&ids, &base);
+            // Each access's time: its place in the global batch's accesses (a sample's own
+            // place where samples are records; padding may repeat one).
+            let global = accesses(ids.clone());
+            let at: std::collections::HashMap<u32, usize> = global
+                .iter()
+                .enumerate()
+                .map(|(k, &r)| (r, t0 + k))
+                .collect();
             for (rank, plan) in plans.iter_mut().enumerate() {
                 let ks: Vec<usize> = (0..ids.len()).filter(|&k| owner[k] == rank).collect();
-                let step = self.advance(rank, &ks, &ids, t0, &next_of);
+                let mine: Vec<u32> = ks.iter().map(|&k| ids[k]).collect();
+                let timed: Vec<(u32, usize)> = match &window {
+                    Some(w) => w
+                        .records_of(&mine)
+                        .into_iter()
+                        .map(|r| (r, at[&r]))
+                        .collect(),
+                    None => ks.iter().map(|&k| (ids[k], t0 + k)).collect(),
+                };
+                let mut step = self.advance(rank, &timed, &next_of);
+                if window.is_some() {
+                    step.records = std::mem::replace(&mut step.ids, mine);
+                }
                 if keep.is_none_or(|r| r as usize == rank) {
                     plan.steps.push(PlannedStep {
                         consumed_after: g.consumed_after,
@@ -297,7 +344,7 @@ impl RankCaches {
                     });
                 }
             }
-            t0 += ids.len();
+            t0 += global.len();
         }
         debug_assert_eq!(t0, this_len);
         match keep {
@@ -307,21 +354,18 @@ impl RankCaches {
         plans
     }
 
-    /// Rank `rank`'s accesses `ks` of a global step (samples `ids`, the first at time `t0`)
-    /// through its cache, as the loader makes them: every lookup in order, then every miss
-    /// offered in order (kept only if no other rank holds it).
+    /// Rank `rank`'s accesses of a global step (`(id, time)` each) through its cache, as the
+    /// loader makes them: every lookup in order, then every miss offered (kept only if no
+    /// other rank holds it). The step's `ids` are the accesses' ids.
     fn advance(
         &mut self,
         rank: usize,
-        ks: &[usize],
-        ids: &[u32],
-        t0: usize,
+        accesses: &[(u32, usize)],
         next_of: &impl Fn(usize) -> NextUse,
     ) -> PlannedStep {
         let mut step = PlannedStep::default();
         let mut missed = Vec::new();
-        for &k in ks {
-            let (id, t) = (ids[k], t0 + k);
+        for &(id, t) in accesses {
             step.ids.push(id);
             step.times.push(t as u64);
             step.keys.push(next_of(t));
@@ -333,13 +377,40 @@ impl RankCaches {
             let id = step.ids[j];
             let elsewhere =
                 (0..self.caches.len()).any(|q| q != rank && self.caches[q].contains(id));
-            if elsewhere {
+            let size = self.sizes.get(id as usize).copied().unwrap_or(0);
+            // Away from its home rank a record is kept only in room the cache has free, and
+            // never over windows (a sample reads neighbouring records, so each rank holds
+            // records of its own range only: a sample's records are then held together).
+            let away = self.home(id) != rank
+                && (self.window.is_some()
+                    || self.caches[rank].used().saturating_add(size) > self.budget);
+            if elsewhere || away {
                 step.keys[j] = NEVER;
             }
-            let size = self.sizes.get(id as usize).copied().unwrap_or(0);
             self.caches[rank].insert(id, (), size, step.times[j], step.keys[j]);
         }
         step
+    }
+
+    /// Sample `id`'s home rank: the records split in `world_size` contiguous ranges, the
+    /// rank of the range its first record is in.
+    fn home(&self, id: u32) -> usize {
+        let records = self.sizes.len().max(1) as u64;
+        ((id as u64).min(records - 1) * self.caches.len() as u64 / records) as usize
+    }
+
+    /// How many of sample `id`'s records rank `rank` holds (its record itself where samples
+    /// are records).
+    fn held(&self, rank: usize, id: u32) -> usize {
+        let cache = &self.caches[rank];
+        match &self.window {
+            Some(w) => w
+                .offsets
+                .iter()
+                .filter(|&&o| cache.contains(id.saturating_add(o)))
+                .count(),
+            None => cache.contains(id) as usize,
+        }
     }
 
     /// The rank of each sample of a global batch `ids` whose ranks' slices have `base`
@@ -354,20 +425,36 @@ impl RankCaches {
             .collect();
         let mut load = vec![0u64; world];
         let mut owner = vec![usize::MAX; ids.len()];
-        // 1. Held samples to their holders, within the cap.
+        // 1. Held samples to their holders (the rank holding most of the sample's records,
+        // the lowest of those), within the cap.
         for (k, &id) in ids.iter().enumerate() {
-            if let Some(r) = (0..world).find(|&r| load[r] < cap[r] && self.caches[r].contains(id)) {
+            let holder = (0..world)
+                .filter(|&r| load[r] < cap[r])
+                .map(|r| (self.held(r, id), std::cmp::Reverse(r)))
+                .filter(|&(held, _)| held > 0)
+                .max();
+            if let Some((_, std::cmp::Reverse(r))) = holder {
                 owner[k] = r;
                 load[r] += 1;
             }
         }
-        // 2. The rest to the rank furthest below its base.
+        // 2. The rest to its home rank while that is below its base, else to the rank
+        // furthest below its base.
         let below = |load: &[u64], r: usize| load[r] as i64 - base[r] as i64;
-        for o in owner.iter_mut().filter(|o| **o == usize::MAX) {
-            let r = (0..world)
-                .filter(|&r| load[r] < cap[r])
-                .min_by_key(|&r| (below(&load, r), r))
-                .expect("the caps hold the global batch");
+        for (k, o) in owner
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, o)| **o == usize::MAX)
+        {
+            let home = self.home(ids[k]);
+            let r = if load[home] < base[home] {
+                home
+            } else {
+                (0..world)
+                    .filter(|&r| load[r] < cap[r])
+                    .min_by_key(|&r| (below(&load, r), r))
+                    .expect("the caps hold the global batch")
+            };
             *o = r;
             load[r] += 1;
         }
@@ -418,7 +505,42 @@ pub fn simulate_reads_reuse(
     split: Split,
     front: u32,
 ) -> (Vec<Vec<u64>>, Vec<u64>) {
-    let n = sizes.len() as u32;
+    simulate(
+        sizes, seed, epochs, partition, budget, policy, split, front, None,
+    )
+}
+
+/// [`simulate_reads`] over samples that are windows over records (`window`; `sizes` are
+/// the records'): what a windowed tensor dataset's loader reads.
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_reads_windowed(
+    sizes: &[u64],
+    seed: u64,
+    epochs: u64,
+    partition: &Partition,
+    budget: u64,
+    policy: Policy,
+    split: Split,
+    window: &RecordWindow,
+) -> (Vec<Vec<u64>>, Vec<u64>) {
+    let w = Some(window);
+    simulate(sizes, seed, epochs, partition, budget, policy, split, 0, w)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    sizes: &[u64],
+    seed: u64,
+    epochs: u64,
+    partition: &Partition,
+    budget: u64,
+    policy: Policy,
+    split: Split,
+    front: u32,
+    window: Option<&RecordWindow>,
+) -> (Vec<Vec<u64>>, Vec<u64>) {
+    let span = window.map_or(0, |w| w.offsets.last().copied().unwrap_or(0));
+    let n = (sizes.len() as u32).saturating_sub(span);
     let mut orders = super::reuse::ReuseOrders::new(seed, n, front);
     let world = partition.world_size;
     let mut reads = vec![vec![0u64; world as usize]; epochs as usize];
@@ -427,7 +549,8 @@ pub fn simulate_reads_reuse(
         Split::Locality { max_imbalance } => max_imbalance,
         Split::Slices => 0,
     };
-    let mut ranks = RankCaches::new(world, policy, budget, sizes.to_vec(), max_imbalance);
+    let mut ranks =
+        RankCaches::new(world, policy, budget, sizes.to_vec(), max_imbalance).over(window.cloned());
     let mut own: Vec<PlannedCache<()>> = (0..world)
         .map(|_| PlannedCache::new(policy, budget))
         .collect();
@@ -442,7 +565,10 @@ pub fn simulate_reads_reuse(
         let plans = match split {
             Split::Locality { .. } => ranks.epoch(input, partition, (0, 1), None),
             Split::Slices => (0..world)
-                .map(|rank| slices_epoch(input, &Partition { rank, ..*partition }, (0, 1)))
+                .map(|rank| {
+                    let p = Partition { rank, ..*partition };
+                    slices_epoch_over(input, &p, (0, 1), window)
+                })
                 .collect(),
         };
         let slices: Vec<Vec<super::plan::StepSlice>> = (0..world)
@@ -466,198 +592,17 @@ pub fn simulate_reads_reuse(
 
 /// One step through `cache` as the loader makes it: every lookup, then every miss offered.
 pub fn drive(cache: &mut PlannedCache<()>, step: &PlannedStep, sizes: &[u64]) {
-    let missed: Vec<usize> = (0..step.ids.len())
-        .filter(|&j| {
-            cache
-                .get(step.ids[j], step.times[j], step.keys[j])
-                .is_none()
-        })
+    let ids = step.accesses();
+    let missed: Vec<usize> = (0..ids.len())
+        .filter(|&j| cache.get(ids[j], step.times[j], step.keys[j]).is_none())
         .collect();
     for j in missed {
-        let id = step.ids[j];
+        let id = ids[j];
         let size = sizes.get(id as usize).copied().unwrap_or(0);
         cache.insert(id, (), size, step.times[j], step.keys[j]);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::loader::plan::{permutation, DropLast};
-
-    fn partition(batch_size: u32, world_size: u32, drop_last: DropLast) -> Partition {
-        Partition {
-            batch_size,
-            world_size,
-            rank: 0,
-            drop_last,
-        }
-    }
-
-    /// Every global step of the locality split holds exactly the slices' samples (so every
-    /// sample once per epoch, each global batch the permutation's), each rank within the
-    /// imbalance bound (exactly equal at 0), over several epochs of warm caches, policies,
-    /// resume points and worker groups.
-    #[test]
-    fn locality_keeps_the_global_batches_and_the_bound() {
-        for n in [1u32, 7, 100, 203] {
-            for world in 1..=4u32 {
-                for (batch, slack) in [(1u32, 0u32), (5, 0), (5, 2), (8, 100)] {
-                    for drop_last in [DropLast::Partial, DropLast::Drop, DropLast::Pad] {
-                        for workers in [(0u32, 1u32), (1, 2)] {
-                            check_epochs(n, world, batch, slack, drop_last, workers);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn check_epochs(
-        n: u32,
-        world: u32,
-        batch: u32,
-        slack: u32,
-        drop_last: DropLast,
-        workers: (u32, u32),
-    ) {
-        let p = partition(batch, world, drop_last);
-        let sizes: Vec<u64> = (0..n as u64).map(|i| 1 + i % 3).collect();
-        let budget = sizes.iter().sum::<u64>() / 3;
-        let mut caches = RankCaches::new(world, Policy::Planned, budget, sizes, slack);
-        for epoch in 0..3u64 {
-            let perm = permutation(9, epoch, n);
-            let next_perm = permutation(9, epoch + 1, n);
-            let consumed = if epoch == 1 { (n / 3) as u64 } else { 0 };
-            let input = EpochInput {
-                perm: &perm,
-                next_perm: Some(&next_perm),
-                consumed,
-            };
-            let plans = caches.epoch(input, &p, workers, None);
-            let slices: Vec<EpochPlan> = (0..world)
-                .map(|rank| slices_epoch(input, &Partition { rank, ..p }, workers))
-                .collect();
-            let what = format!("n {n} world {world} batch {batch} slack {slack} {drop_last:?} {workers:?} epoch {epoch}");
-            for rank in 0..world as usize {
-                assert_eq!(plans[rank].steps.len(), slices[rank].steps.len(), "{what}");
-            }
-            for k in 0..slices[0].steps.len() {
-                let mut got: Vec<u32> = Vec::new();
-                let mut want: Vec<u32> = Vec::new();
-                for rank in 0..world as usize {
-                    let (a, b) = (&plans[rank].steps[k], &slices[rank].steps[k]);
-                    got.extend(&a.ids);
-                    want.extend(&b.ids);
-                    assert_eq!(a.consumed_after, b.consumed_after, "{what}");
-                    let (len, base) = (a.ids.len() as u64, b.ids.len() as u64);
-                    assert!(
-                        len.abs_diff(base) <= slack as u64,
-                        "{what}: {len} vs {base}"
-                    );
-                    assert!(len > 0 || base == 0, "{what}: an empty batch");
-                    // In permutation order: the times increase.
-                    assert!(a.times.windows(2).all(|w| w[0] < w[1]), "{what}");
-                }
-                got.sort_unstable();
-                want.sort_unstable();
-                assert_eq!(got, want, "{what}: step {k}");
-            }
-        }
-    }
-
-    /// Every rank computes the same plan: one rank's planner and another's (started from the
-    /// same state) agree on every rank's steps, and a run is the same twice.
-    #[test]
-    fn every_rank_plans_the_same() {
-        let p = partition(4, 3, DropLast::Partial);
-        let sizes = vec![10u64; 90];
-        let run = |keep: Option<u32>| {
-            let mut caches = RankCaches::new(3, Policy::Planned, 300, sizes.clone(), 1);
-            (0..3u64)
-                .map(|e| {
-                    let (perm, next) = (permutation(1, e, 90), permutation(1, e + 1, 90));
-                    let input = EpochInput {
-                        perm: &perm,
-                        next_perm: Some(&next),
-                        consumed: 0,
-                    };
-                    caches
-                        .epoch(input, &p, (0, 1), keep)
-                        .into_iter()
-                        .map(|plan| plan.steps)
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>()
-        };
-        let (a, b) = (run(None), run(None));
-        assert_eq!(a, b);
-        // A rank keeping only its own steps (as the loader does) plans them the same.
-        let own = run(Some(1));
-        for (all, one) in a.iter().zip(&own) {
-            assert_eq!(all[1], one[1]);
-            assert!(one[0].is_empty() && one[2].is_empty());
-        }
-        // The warm epochs differ from the slices (the split follows the caches).
-        let perm = permutation(1, 1, 90);
-        let slices = slices_epoch(
-            EpochInput {
-                perm: &perm,
-                next_perm: None,
-                consumed: 0,
-            },
-            &p,
-            (0, 1),
-        );
-        let ids = |steps: &[PlannedStep]| steps.iter().map(|s| s.ids.clone()).collect::<Vec<_>>();
-        assert_ne!(ids(&a[1][0]), ids(&slices.steps));
-    }
-
-    /// The goal the split is for, on the plan alone: with R ranks each caching c of the
-    /// dataset, the ranks together read at most 1 - min(1, R c) + 5 % of the dataset in each
-    /// epoch after the first, where the slices read more (each rank's share is random).
-    #[test]
-    fn locality_reads_about_the_ideal() {
-        let n = 4000u32;
-        let sizes: Vec<u64> = (0..n as u64).map(|i| 800 + (i * 7919) % 400).collect();
-        let total: u64 = sizes.iter().sum();
-        for (world, c) in [(4u32, 0.2f64), (2, 0.3), (4, 0.3)] {
-            let p = partition(32, world, DropLast::Partial);
-            let budget = (c * total as f64) as u64;
-            let ideal = 1.0 - (world as f64 * c).min(1.0);
-            // 4 = batch_size / 8, the loader's default bound; 0 (exactly equal batches)
-            // pays for its exchanges: up to 7 % of the dataset over the ideal here (R 4,
-            // c 0.3: 0.062 against 0; R 4, c 0.2: 0.251 against 0.2).
-            for (slack, over) in [(4u32, 0.05), (0, 0.07)] {
-                let (reads, imbalance) = simulate_reads(
-                    &sizes,
-                    5,
-                    4,
-                    &p,
-                    budget,
-                    Policy::Planned,
-                    Split::Locality {
-                        max_imbalance: slack,
-                    },
-                );
-                assert_eq!(
-                    reads[0].iter().sum::<u64>(),
-                    total,
-                    "the first epoch reads all"
-                );
-                for e in 1..4 {
-                    let f = reads[e].iter().sum::<u64>() as f64 / total as f64;
-                    assert!(
-                        f <= ideal + over,
-                        "world {world} c {c} slack {slack} epoch {e}: {f:.3} vs {ideal:.3}"
-                    );
-                    assert!(imbalance[e] <= slack as u64);
-                }
-            }
-            let (slices, _) =
-                simulate_reads(&sizes, 5, 4, &p, budget, Policy::Planned, Split::Slices);
-            let f = slices[2].iter().sum::<u64>() as f64 / total as f64;
-            assert!(f > ideal + 0.09, "world {world} c {c}: slices read {f:.3}");
-        }
-    }
-}
+#[path = "ranks_tests.rs"]
+mod tests;

@@ -153,14 +153,6 @@ impl TensorPlan {
                 "a tensor dataset has no levels: leave level unset",
             ));
         }
-        if manifest.window.is_some() && options.split() != super::ranks::Split::Slices {
-            return Err(invalid_option(
-                "locality",
-                1,
-                "a windowed tensor dataset (samples over its records) loads with the slices \
-                 split: leave locality unset",
-            ));
-        }
         let decls = manifest.sample_arrays();
         let stored: Vec<String> = match &manifest.window {
             Some(w) => w.arrays.iter().map(|a| a.array.clone()).collect(),
