@@ -77,6 +77,7 @@ impl Pending {
             options.segments as usize,
             options.parallel,
         );
+        super::scratch::give(self.z);
         Candidate {
             header: self.header,
             runs: self.runs,

@@ -7,6 +7,7 @@ use super::candidate::{quick_bits, run_bits, runs_of, unit_for, Candidate, Input
 use super::format::*;
 use super::predict::{lattice_forward, passes, Forward, Geometry};
 use super::sample;
+use super::scratch;
 use crate::error::Result;
 
 /// QoZ's grid of level-step settings `(alpha, beta)`: level `l >= 1` (stride `2^(l-1)`)
@@ -62,7 +63,7 @@ pub(super) fn lattice_unit(input: &Input<'_>) -> Option<f32> {
 
 /// The lattice values of `values` for `unit` (0 at special cells).
 fn lattice_values(values: &[f32], special: &[bool], offset: f32, unit: f32) -> Vec<i32> {
-    let mut u = Vec::with_capacity(values.len());
+    let mut u = scratch::take(values.len());
     u.extend(values.iter().zip(special).map(|(&v, &sp)| {
         if sp {
             0
@@ -182,15 +183,20 @@ pub(super) fn lattice_pending(input: &Input<'_>, plan: &LatticePlan) -> Result<O
     let geo = Geometry::new(input.shape);
     let levels = levels_for(input.shape);
     let ps = passes(input.shape.len(), levels, &plan.order);
-    let u2 = plan.runner_up.as_ref().map(|_| u.clone());
+    let u2 = plan.runner_up.as_ref().map(|_| scratch::copy(&u));
     let mut r = lattice_forward(&geo, &ps, u, &input.special, &plan.steps, None);
     let mut steps = plan.steps.clone();
     if let (Some(other), Some(u2)) = (&plan.runner_up, u2) {
         // The two settings' whole streams compared by the estimate.
         let r2 = lattice_forward(&geo, &ps, u2, &input.special, other, None);
-        if run_bits(&r2.0) < run_bits(&r.0) {
-            (r, steps) = (r2, other.clone());
-        }
+        let lose = if run_bits(&r2.0) < run_bits(&r.0) {
+            steps = other.clone();
+            std::mem::replace(&mut r, r2)
+        } else {
+            r2
+        };
+        scratch::give(lose.0);
+        scratch::give(lose.1);
     }
     lattice_candidate(input, plan.unit, &plan.order, levels, steps, r)
 }
@@ -258,9 +264,13 @@ fn lattice_candidate(
 ) -> Result<Option<Pending>> {
     let limit = lattice_limit(unit);
     if x.iter().fold(0, |m, &v| m.max(v.unsigned_abs())) as i64 >= limit {
+        scratch::give(x);
+        scratch::give(z);
         return Ok(None);
     }
-    let (nruns, runs) = runs_of(input.values, input.misses(&x, unit))?;
+    let runs = runs_of(input.values, input.misses(&x, unit));
+    scratch::give(x);
+    let (nruns, runs) = runs?;
     let mut header = input.header(Predictor::Lattice, unit);
     header.axes = order.to_vec();
     header.levels = levels as u8;

@@ -244,7 +244,7 @@ pub(super) fn lattice_forward(
 ) -> Forward {
     let n = u.len();
     let mut x = u;
-    let mut stream = Vec::with_capacity(n);
+    let mut stream = super::scratch::take(n);
     let s0 = steps[steps.len() - 1] as i64;
     let k0 = if exc[0] { 0 } else { quantise(x[0] as i64, s0) };
     x[0] = (k0 * s0) as i32;
