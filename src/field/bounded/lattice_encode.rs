@@ -187,8 +187,10 @@ pub(super) fn lattice_pending(input: &Input<'_>, plan: &LatticePlan) -> Result<O
     let mut r = lattice_forward(&geo, &ps, u, &input.special, &plan.steps, None);
     let mut steps = plan.steps.clone();
     if let (Some(other), Some(u2)) = (&plan.runner_up, u2) {
-        // The two settings' whole streams compared by the estimate.
-        let r2 = lattice_forward(&geo, &ps, u2, &input.special, other, None);
+        // The two settings' whole streams compared by the estimate; the runner-up passes
+        // take the kinds the best setting's passes chose (as the plan's settings share the
+        // first one's: the kind follows the data's smoothness more than the steps).
+        let r2 = lattice_forward(&geo, &ps, u2, &input.special, other, Some(&r.2));
         let lose = if run_bits(&r2.0) < run_bits(&r.0) {
             steps = other.clone();
             std::mem::replace(&mut r, r2)
