@@ -77,6 +77,7 @@ impl Pending {
             options.segments as usize,
             options.parallel,
         );
+        super::scratch::give(self.z);
         Candidate {
             header: self.header,
             runs: self.runs,
@@ -143,7 +144,7 @@ pub(super) fn run_bits(z: &[u32]) -> f64 {
     let mut i = 0;
     while i < z.len() {
         if z[i] == 0 {
-            let run = z[i..].iter().take_while(|&&v| v == 0).count();
+            let run = zero_run(&z[i..]);
             if run >= 4 {
                 hist[SINGLES as usize] += 1;
                 raw += (usize::BITS - run.leading_zeros()) as u64;
@@ -157,6 +158,21 @@ pub(super) fn run_bits(z: &[u32]) -> f64 {
         i += 1;
     }
     quick_bits_of(&hist, raw, hist.iter().sum::<u64>() as usize)
+}
+
+/// The number of zeros `z` starts with, 16 values at a time (a vectorised OR) while they are
+/// all zero.
+#[inline]
+pub(super) fn zero_run(z: &[u32]) -> usize {
+    let mut n = 0;
+    let mut blocks = z.chunks_exact(16);
+    for b in &mut blocks {
+        if b.iter().fold(0, |a, &v| a | v) != 0 {
+            return n + b.iter().take_while(|&&v| v == 0).count();
+        }
+        n += 16;
+    }
+    n + blocks.remainder().iter().take_while(|&&v| v == 0).count()
 }
 
 /// Runs of equal bits over the exception cells, and the runs section's bytes.
@@ -213,16 +229,30 @@ impl Input<'_> {
         }
     }
 
-    pub(super) fn misses(&self, rec: impl Fn(usize) -> f32) -> impl Iterator<Item = usize> + '_ {
+    /// The cells stored exactly: special ones and those whose reconstruction
+    /// `offset + f32(x) * unit` is subnormal or misses the bound.
+    pub(super) fn misses(&self, x: &[i32], unit: f32) -> impl Iterator<Item = usize> + '_ {
+        let miss = |v: f32, special: bool, x: i32| {
+            let r = self.offset + x as f32 * unit;
+            let b = r.to_bits();
+            let subnormal = (b & 0x7f80_0000 == 0) & (b & 0x007f_ffff != 0);
+            special | subnormal | ((r as f64 - v as f64).abs() > self.bound)
+        };
+        // Blocks of cells checked without branches first (a vectorised loop); only a block
+        // with a miss is walked.
+        const BLOCK: usize = 64;
         let mut bad = Vec::new();
-        for (i, &v) in self.values.iter().enumerate() {
-            if self.special[i] {
-                bad.push(i);
-                continue;
-            }
-            let r = rec(i);
-            if r.is_subnormal() || (r as f64 - v as f64).abs() > self.bound {
-                bad.push(i);
+        let blocks = self.values.chunks(BLOCK).zip(self.special.chunks(BLOCK));
+        for (j, ((v, sp), x)) in blocks.zip(x.chunks(BLOCK)).enumerate() {
+            let cells = v.iter().zip(sp).zip(x);
+            if cells
+                .clone()
+                .fold(false, |a, ((&v, &s), &x)| a | miss(v, s, x))
+            {
+                let at = cells
+                    .enumerate()
+                    .filter(|(_, ((&v, &s), &x))| miss(v, s, x));
+                bad.extend(at.map(|(k, _)| j * BLOCK + k));
             }
         }
         bad.into_iter()

@@ -57,19 +57,28 @@ pub(super) fn is_special(v: f32, fill: Option<f32>) -> bool {
 }
 
 /// The smallest and largest regular value in the total order of `f32::total_cmp` (-0 below
-/// +0), or `None` without regular values.
+/// +0), or `None` without regular values. The order is `total_cmp`'s integer key (the bits
+/// with the magnitude flipped under a sign bit), so the loop is integer min and max.
 pub(super) fn regular_extent(values: &[f32], special: &[bool]) -> Option<(f32, f32)> {
-    values
+    let key = |v: f32| {
+        let b = v.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    };
+    let value = |k: i32| f32::from_bits((k ^ (((k >> 31) as u32) >> 1) as i32) as u32);
+    if !special.contains(&false) {
+        return None;
+    }
+    let (lo, hi) = values
         .iter()
         .zip(special)
-        .filter(|(_, &s)| !s)
-        .fold(None, |acc, (&v, _)| match acc {
-            None => Some((v, v)),
-            Some((a, b)) => Some((
-                if v.total_cmp(&a).is_lt() { v } else { a },
-                if v.total_cmp(&b).is_gt() { v } else { b },
-            )),
-        })
+        .fold((i32::MAX, i32::MIN), |(lo, hi), (&v, &s)| {
+            let k = key(v);
+            (
+                if s { lo } else { lo.min(k) },
+                if s { hi } else { hi.max(k) },
+            )
+        });
+    Some((value(lo), value(hi)))
 }
 
 /// The offset (the smallest regular value, 0 without one) and the range (largest regular

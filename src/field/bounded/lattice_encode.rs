@@ -7,6 +7,7 @@ use super::candidate::{quick_bits, run_bits, runs_of, unit_for, Candidate, Input
 use super::format::*;
 use super::predict::{lattice_forward, passes, Forward, Geometry};
 use super::sample;
+use super::scratch;
 use crate::error::Result;
 
 /// QoZ's grid of level-step settings `(alpha, beta)`: level `l >= 1` (stride `2^(l-1)`)
@@ -62,17 +63,25 @@ pub(super) fn lattice_unit(input: &Input<'_>) -> Option<f32> {
 
 /// The lattice values of `values` for `unit` (0 at special cells).
 fn lattice_values(values: &[f32], special: &[bool], offset: f32, unit: f32) -> Vec<i32> {
-    values
-        .iter()
-        .zip(special)
-        .map(|(&v, &sp)| {
-            if sp {
-                0
-            } else {
-                ((v as f64 - offset as f64) / unit as f64).round_ties_even() as i32
-            }
-        })
-        .collect()
+    let mut u = scratch::take(values.len());
+    u.extend(values.iter().zip(special).map(|(&v, &sp)| {
+        if sp {
+            0
+        } else {
+            round_to_i32((v as f64 - offset as f64) / unit as f64)
+        }
+    }));
+    u
+}
+
+/// `t.round_ties_even() as i32` without a library call or a saturating conversion (so the
+/// loop vectorises): `t` clamped to the i32 range (where the cast saturates anyway) plus
+/// 1.5 * 2^52 is rounded to an integer, ties to even, whose low 32 bits are the result
+/// (`t` is finite here).
+#[inline(always)]
+pub(super) fn round_to_i32(t: f64) -> i32 {
+    const MAGIC: f64 = 6_755_399_441_055_744.0;
+    (t.clamp(i32::MIN as f64, i32::MAX as f64) + MAGIC).to_bits() as i32
 }
 
 /// The lattice predictor's axis orders tried: the array's, and reversed.
@@ -123,7 +132,7 @@ pub(super) fn lattice_plan(
             let ps = passes(nd, *lv, order);
             let steps = level_steps(*lv, setting);
             let cubic = kinds.map(|c| &c[k][..]);
-            let (z, _, kind) = lattice_forward(geo, &ps, u, sp, &steps, cubic);
+            let (z, _, kind) = lattice_forward(geo, &ps, u.clone(), sp, &steps, cubic);
             bits += run_bits(&z);
             chosen.push(kind);
         }
@@ -174,14 +183,22 @@ pub(super) fn lattice_pending(input: &Input<'_>, plan: &LatticePlan) -> Result<O
     let geo = Geometry::new(input.shape);
     let levels = levels_for(input.shape);
     let ps = passes(input.shape.len(), levels, &plan.order);
-    let mut r = lattice_forward(&geo, &ps, &u, &input.special, &plan.steps, None);
+    let u2 = plan.runner_up.as_ref().map(|_| scratch::copy(&u));
+    let mut r = lattice_forward(&geo, &ps, u, &input.special, &plan.steps, None);
     let mut steps = plan.steps.clone();
-    if let Some(other) = &plan.runner_up {
-        // The two settings' whole streams compared by the estimate.
-        let r2 = lattice_forward(&geo, &ps, &u, &input.special, other, None);
-        if run_bits(&r2.0) < run_bits(&r.0) {
-            (r, steps) = (r2, other.clone());
-        }
+    if let (Some(other), Some(u2)) = (&plan.runner_up, u2) {
+        // The two settings' whole streams compared by the estimate; the runner-up passes
+        // take the kinds the best setting's passes chose (as the plan's settings share the
+        // first one's: the kind follows the data's smoothness more than the steps).
+        let r2 = lattice_forward(&geo, &ps, u2, &input.special, other, Some(&r.2));
+        let lose = if run_bits(&r2.0) < run_bits(&r.0) {
+            steps = other.clone();
+            std::mem::replace(&mut r, r2)
+        } else {
+            r2
+        };
+        scratch::give(lose.0);
+        scratch::give(lose.1);
     }
     lattice_candidate(input, plan.unit, &plan.order, levels, steps, r)
 }
@@ -202,7 +219,7 @@ pub(super) fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
     let mut first: Option<(f64, Vec<u8>, Forward)> = None;
     for order in lattice_orders(nd) {
         let ps = passes(nd, levels, &order);
-        let r = lattice_forward(&geo, &ps, &u, special, &steps0, None);
+        let r = lattice_forward(&geo, &ps, u.clone(), special, &steps0, None);
         let b = quick_bits(&r.0);
         if first.as_ref().is_none_or(|f| b < f.0) {
             first = Some((b, order, r));
@@ -220,7 +237,7 @@ pub(super) fn lattice(input: &Input<'_>) -> Result<Option<Candidate>> {
             continue;
         }
         seen.push(steps.clone());
-        let r = lattice_forward(&geo, &ps, &u, special, &steps, None);
+        let r = lattice_forward(&geo, &ps, u.clone(), special, &steps, None);
         ranked.push((run_bits(&r.0), steps, r));
         ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
         ranked.truncate(SETTINGS_CODED);
@@ -248,11 +265,14 @@ fn lattice_candidate(
     (z, x, cubic): Forward,
 ) -> Result<Option<Pending>> {
     let limit = lattice_limit(unit);
-    if x.iter().any(|&v| (v as i64).abs() >= limit) {
+    if x.iter().fold(0, |m, &v| m.max(v.unsigned_abs())) as i64 >= limit {
+        scratch::give(x);
+        scratch::give(z);
         return Ok(None);
     }
-    let rec = |i: usize| input.offset + x[i] as f32 * unit;
-    let (nruns, runs) = runs_of(input.values, input.misses(rec))?;
+    let runs = runs_of(input.values, input.misses(&x, unit));
+    scratch::give(x);
+    let (nruns, runs) = runs?;
     let mut header = input.header(Predictor::Lattice, unit);
     header.axes = order.to_vec();
     header.levels = levels as u8;

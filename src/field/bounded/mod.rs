@@ -17,7 +17,8 @@
 //! Modules: `format` (the format in code: [`BoundedHeader`], [`parse_bounded`]), `predict`
 //! (both predictors, forward and inverse), `tokens` (the entropy stage), `encode`
 //! ([`encode_bounded`]; `lattice_encode` its lattice side, `sample` the blocks large arrays'
-//! settings are ranked on, `candidate` what the predictors share: options, input, estimates), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
+//! settings are ranked on, `candidate` what the predictors share: options, input, estimates, `scratch` the buffers
+//! kept between candidates and calls), `decode` ([`decode_bounded`], [`decode_bounded_into`]) and `gpu`
 //! (the GPU plan: `shaders/bounded.wgsl`'s tables) and `gpu_encode` (the GPU encoder's host
 //! side: `shaders/encode_*.wgsl`, bit for bit [`encode_bounded`] for the differences
 //! predictor).
@@ -33,6 +34,7 @@ pub(crate) mod gpu_encode;
 mod lattice_encode;
 mod predict;
 mod sample;
+mod scratch;
 mod tokens;
 
 #[cfg(test)]

@@ -117,13 +117,15 @@ impl Geometry {
     pub fn for_sample(&self, pass: &Pass, every: usize, f: impl FnMut(usize, usize)) {
         let row = self.count_along(pass, self.ndim - 1);
         let rows = self.count(pass) / row.max(1);
-        if every > 1 && rows >= SAMPLE_ROWS_MIN * (every + 1) {
-            self.walk(pass, every + 1, 1, f)
+        // One call of `walk` (the closure inlined once).
+        let (row_every, target_every) = if every > 1 && rows >= SAMPLE_ROWS_MIN * (every + 1) {
+            (every + 1, 1)
         } else if every > 1 {
-            self.walk(pass, 1, every + 1, f)
+            (1, every + 1)
         } else {
-            self.walk(pass, 1, 1, f)
-        }
+            (1, 1)
+        };
+        self.walk(pass, row_every, target_every, f)
     }
 
     /// The targets of `pass` in C order, on every `row_every`-th row (from the first) and of
@@ -144,21 +146,24 @@ impl Geometry {
         start[d] = pass.stride;
         let [n0, n1, n2, n3] = self.dims;
         let [s0, s1, s2, _] = self.strides;
-        let (mut r, mut t) = (0usize, 0usize);
+        // Countdowns to the next row and target taken (no division per target).
+        let (mut r, mut t) = (1usize, target_every);
         for i0 in (start[0]..n0).step_by(step[0]) {
             for i1 in (start[1]..n1).step_by(step[1]) {
                 for i2 in (start[2]..n2).step_by(step[2]) {
-                    r += 1;
-                    if (r - 1) % row_every != 0 {
+                    r -= 1;
+                    if r != 0 {
                         continue;
                     }
+                    r = row_every;
                     let base = i0 * s0 + i1 * s1 + i2 * s2;
                     let outer = [i0, i1, i2];
                     for i3 in (start[3]..n3).step_by(step[3]) {
-                        t += 1;
-                        if t % target_every != 0 {
+                        t -= 1;
+                        if t != 0 {
                             continue;
                         }
+                        t = target_every;
                         let c = if d == 3 { i3 } else { outer[d] };
                         f(base + i3, c);
                     }
@@ -226,20 +231,22 @@ const SAMPLE_ROWS_MIN: usize = 64;
 /// exception cells (their `k` is 0), `steps` per level and for value 0, `cubic` the kinds
 /// to use (or `None`: per pass the kind whose `k` have the smaller sum of magnitudes, on a
 /// sample of a large pass's targets).
-/// Returns the zigzag stream of `k` in decode order, the decoded lattice values and the kinds.
+/// Returns the zigzag stream of `k` in decode order, the decoded lattice values (in `u`'s
+/// buffer: each cell is a target once, and its lattice value is read only then, after the
+/// cells it is predicted from were decoded) and the kinds.
 pub(super) fn lattice_forward(
     geo: &Geometry,
     passes: &[Pass],
-    u: &[i32],
+    u: Vec<i32>,
     exc: &[bool],
     steps: &[u8],
     cubic: Option<&[bool]>,
 ) -> Forward {
     let n = u.len();
-    let mut x = vec![0i32; n];
-    let mut stream = Vec::with_capacity(n);
+    let mut x = u;
+    let mut stream = super::scratch::take(n);
     let s0 = steps[steps.len() - 1] as i64;
-    let k0 = if exc[0] { 0 } else { quantise(u[0] as i64, s0) };
+    let k0 = if exc[0] { 0 } else { quantise(x[0] as i64, s0) };
     x[0] = (k0 * s0) as i32;
     stream.push(zig(k0 as i32));
     let mut kinds = Vec::with_capacity(passes.len());
@@ -261,7 +268,7 @@ pub(super) fn lattice_forward(
                     if exc[i] {
                         return;
                     }
-                    let t = u[i] as i64;
+                    let t = x[i] as i64;
                     let cost = |k: i64| 64 - (zig(k as i32) as u64).leading_zeros() as u64;
                     lin += cost(quantise(t - predict(&x, i, c, len, s, sd, false), step));
                     cub += cost(quantise(t - predict(&x, i, c, len, s, sd, true), step));
@@ -274,7 +281,7 @@ pub(super) fn lattice_forward(
             let k = if exc[i] {
                 0
             } else {
-                quantise(u[i] as i64 - pred, step)
+                quantise(x[i] as i64 - pred, step)
             };
             x[i] = (pred + step * k) as i32;
             stream.push(zig(k as i32));

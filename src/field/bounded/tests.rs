@@ -115,7 +115,7 @@ fn lattice_inverse_undoes_forward() {
                 .collect();
             let exc: Vec<bool> = (0..n).map(|_| rng.below(10) == 0).collect();
             let steps: Vec<u8> = (0..=levels).map(|l| (16 >> (l.min(3))) as u8).collect();
-            let (z, x, cubic) = lattice_forward(&geo, &ps, &u, &exc, &steps, None);
+            let (z, x, cubic) = lattice_forward(&geo, &ps, u.clone(), &exc, &steps, None);
             assert_eq!(z.len(), n);
             // Every regular target within half a step of its lattice value.
             for i in 0..n {
@@ -482,5 +482,44 @@ fn sampled_choice_is_within_the_bound_and_near_the_best_predictor() {
                 auto.len()
             );
         }
+    }
+}
+
+#[test]
+fn round_to_i32_is_round_ties_even_saturating() {
+    use super::lattice_encode::round_to_i32;
+    let mut rng = Rng(11);
+    let mut ts = vec![
+        0.0,
+        -0.0,
+        0.5,
+        1.5,
+        2.5,
+        -0.5,
+        -1.5,
+        -2.5,
+        0.49999999999999994,
+        -0.49999999999999994,
+        2147483646.5,
+        2147483647.0,
+        2147483647.5,
+        2147483648.0,
+        -2147483648.0,
+        -2147483648.5,
+        -2147483649.0,
+        1e12,
+        -1e12,
+        1e300,
+        -1e300,
+        4503599627370495.5,
+        -4503599627370495.5,
+    ];
+    for _ in 0..10_000 {
+        let m = rng.below(1 << 24) as f64 - (1 << 23) as f64;
+        ts.push(m / (1 + rng.below(64)) as f64);
+        ts.push(m + 0.5);
+    }
+    for t in ts {
+        assert_eq!(round_to_i32(t), t.round_ties_even() as i32, "{t}");
     }
 }
