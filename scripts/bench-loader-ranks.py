@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bytes read per epoch across R ranks run as R processes (`l3 bench-loader --world-size R
 --rank r`, all started together), each caching a fraction c of the dataset: one table row per
-(split, R, c) with the fraction of the dataset the ranks together read in each epoch, the
+(split, R, c) with the fraction of the dataset (its manifest's bytes; a windowed tensor
+dataset's first epoch may read a record twice) the ranks together read in each epoch, the
 ideal 1 - min(1, R c) for the epochs after the first, the largest batch imbalance (samples off
 --batch-size, each epoch's last step aside) and the wall-clock per epoch (the slowest rank's,
 mean of the epochs after the first).
@@ -15,6 +16,7 @@ bench-loader.
 """
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -56,6 +58,19 @@ def run(args, split, ranks, fraction, extra):
     return read, wall, off
 
 
+def dataset_bytes(path):
+    """The bytes of a local dataset's records (image levels, or tensor payloads), from its
+    manifest; None for a remote one (the first epoch's reads stand in)."""
+    try:
+        with open(f"{path}/manifest.json") as f:
+            m = json.load(f)
+    except OSError:
+        return None
+    if m.get("kind") == "tensors":
+        return sum(s["payload_bytes"] for s in m["shards"])
+    return sum(sum(s["level_bytes"]) for s in m["shards"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset")
@@ -76,7 +91,7 @@ def main():
         for ranks in args.ranks:
             for c in args.fractions:
                 read, wall, off = run(args, split, ranks, c, extra)
-                total = read[0]
+                total = dataset_bytes(args.dataset) or read[0]
                 fractions = " / ".join(f"{r / total:.3f}" for r in read)
                 ideal = 1 - min(1.0, ranks * c)
                 later = wall[1:] or wall
