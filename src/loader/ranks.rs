@@ -15,9 +15,9 @@
 //! 1. each sample a rank holds goes to that rank (the rank holding most of its records,
 //!    the lowest of those), up to `base + max_imbalance` samples, where `base` is the
 //!    rank's slice length;
-//! 2. the others go one by one, in permutation order, to their *home* rank while it is
-//!    below its `base` (the records cut into `world_size` contiguous ranges, one per rank),
-//!    else to the rank furthest below its `base` (ties: the lowest rank);
+//! 2. the others go one by one, in permutation order, to the rank furthest below its
+//!    `base` (ties: the lowest rank), or over windows to their *home* rank while it is below
+//!    its `base` (the records cut into `world_size` contiguous ranges, one per rank);
 //! 3. while a rank has fewer than `base - max_imbalance` samples (at least 1 where `base` is),
 //!    the most loaded rank gives it its last sample: the exchange that keeps batches within
 //!    the bound (with `max_imbalance = 0`, every rank's batch is exactly `base`).
@@ -26,10 +26,9 @@
 //! the global sequence (this epoch's remaining global steps, then the next epoch's), so a
 //! sample's next use is the same for every rank; a rank that reads a record another rank
 //! holds does not cache it, so the caches stay disjoint and hold together up to
-//! `world_size` times one cache. A record away from its home rank is cached only into free
-//! room, and never where samples are windows over records ([`RankCaches::over`]: a sample
-//! reads neighbouring records, so each rank keeps records of its own range, and a sample's
-//! records are held by one rank). The state stays `(seed, epoch, consumed)`: the caches
+//! `world_size` times one cache. Where samples are windows over records
+//! ([`RankCaches::over`]), a rank caches only records of its home range: a sample reads
+//! neighbouring records, which are then held by one rank. The state stays `(seed, epoch, consumed)`: the caches
 //! start empty where a run starts (as the loader's own do), so resuming, with any world
 //! size, plans from there; every rank of a run must have the same cache size, policy,
 //! workers and `max_imbalance` (each rank simulates the others with its own).
@@ -136,7 +135,6 @@ pub struct EpochInput<'a> {
 /// Each rank's simulated cache of one worker group (module documentation).
 pub struct RankCaches {
     caches: Vec<PlannedCache<()>>,
-    budget: u64,
     sizes: Vec<u64>,
     max_imbalance: u32,
     window: Option<RecordWindow>,
@@ -242,7 +240,6 @@ impl RankCaches {
             caches: (0..world_size)
                 .map(|_| PlannedCache::new(policy, budget))
                 .collect(),
-            budget,
             sizes,
             max_imbalance,
             window: None,
@@ -378,12 +375,9 @@ impl RankCaches {
             let elsewhere =
                 (0..self.caches.len()).any(|q| q != rank && self.caches[q].contains(id));
             let size = self.sizes.get(id as usize).copied().unwrap_or(0);
-            // Away from its home rank a record is kept only in room the cache has free, and
-            // never over windows (a sample reads neighbouring records, so each rank holds
-            // records of its own range only: a sample's records are then held together).
-            let away = self.home(id) != rank
-                && (self.window.is_some()
-                    || self.caches[rank].used().saturating_add(size) > self.budget);
+            // Over windows a rank keeps records of its own range only (a sample reads
+            // neighbouring records: they are then held together).
+            let away = self.window.is_some() && self.home(id) != rank;
             if elsewhere || away {
                 step.keys[j] = NEVER;
             }
@@ -446,14 +440,13 @@ impl RankCaches {
             .enumerate()
             .filter(|(_, o)| **o == usize::MAX)
         {
-            let home = self.home(ids[k]);
-            let r = if load[home] < base[home] {
-                home
-            } else {
-                (0..world)
+            let home = self.window.is_some().then(|| self.home(ids[k]));
+            let r = match home {
+                Some(h) if load[h] < base[h] => h,
+                _ => (0..world)
                     .filter(|&r| load[r] < cap[r])
                     .min_by_key(|&r| (below(&load, r), r))
-                    .expect("the caps hold the global batch")
+                    .expect("the caps hold the global batch"),
             };
             *o = r;
             load[r] += 1;

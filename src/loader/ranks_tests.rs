@@ -162,7 +162,7 @@ fn locality_reads_about_the_ideal() {
         let ideal = 1.0 - (world as f64 * c).min(1.0);
         // 4 = batch_size / 8, the loader's default bound; 0 (exactly equal batches)
         // pays for its exchanges: up to 7 % of the dataset over the ideal here (R 4,
-        // c 0.3: 0.057-0.064 against 0; R 4, c 0.2: 0.236-0.243 against 0.2).
+        // c 0.3: 0.062 against 0; R 4, c 0.2: 0.251 against 0.2).
         for (slack, over) in [(4u32, 0.05), (0, 0.07)] {
             let (reads, imbalance) = simulate_reads(
                 &sizes,
