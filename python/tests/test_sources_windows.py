@@ -4,8 +4,9 @@ once-stored steps. Against the earlier layout (``windows=False``: each sample's 
 own record) from the same HDF5 file: the same samples byte for byte (lossless and
 error-bounded), the same loader batches (crop, flips, resume; the GPU path's equal the
 CPU path's), fewer bytes on disk; with a
-cache each step is read once per epoch; arrays of the same variables and mode are stored
-once; the command line writes the new layout; bad windows are refused."""
+cache each step is read once per epoch; ranks split the samples by what they cache; arrays
+of the same variables and mode are stored once; the command line writes the new layout; bad
+windows are refused."""
 
 import json
 
@@ -150,6 +151,30 @@ def test_a_cached_step_is_read_once_per_epoch(sim, tmp_path):
         b["bytes_read"] for b in batches(old_dir, seed=2, end_epoch=1, cache_mb=16)
     )
     assert twice > 1.8 * stored, (twice, stored)
+
+
+def test_ranks_with_a_cache_load_a_windowed_dataset(sim, tmp_path):
+    """Several ranks with a cache and the default ``locality=True`` (a windowed dataset was
+    refused with it before): every sample once per epoch across the ranks. The cache (1 MiB)
+    holds the whole dataset, so the ranks take the slices, as with ``locality=False``; the
+    split itself is tested in Rust (tests/loader_windows.rs) with a cache of a fifth."""
+    new, old, new_dir, old_dir = pack_both(sim, tmp_path, "same", "lossless")
+
+    def run(locality):
+        read, seen = {}, {}
+        for rank in range(2):
+            options = dict(seed=4, end_epoch=3, world_size=2, rank=rank, cache_mb=1)
+            with l3.Loader(new_dir, 3, locality=locality, **options) as loader:
+                for b in loader:
+                    read[b["epoch"]] = read.get(b["epoch"], 0) + b["bytes_read"]
+                    seen.setdefault(b["epoch"], []).extend(int(s) for s in b["samples"])
+        for epoch, samples in seen.items():
+            assert sorted(samples) == list(range(T - 1)), epoch
+        return read
+
+    local, slices = run(True), run(False)
+    assert local == slices, (local, slices)
+    assert local[2] < local[0], local
 
 
 def test_a_rerun_keeps_the_shards(sim, tmp_path):

@@ -52,8 +52,10 @@ pub struct LoaderOptions {
     pub cache_policy: Policy,
     /// Split each global batch among the ranks by what their caches hold (SOLAR's partition,
     /// [`super::ranks`]) where the loader has a RAM cache (`cache_bytes > 0`) and more than
-    /// one rank (default true): the global batches and each epoch's coverage are the same as
-    /// without it, only which rank takes which sample changes. Every rank of a run must have
+    /// one rank (default true), unless that cache holds the whole dataset (then the slices,
+    /// which end with every rank holding everything): the global batches and each epoch's
+    /// coverage are the same as without it, only which rank takes which sample changes.
+    /// Every rank of a run must have
     /// the same cache size, policy, workers and `max_imbalance`. False: rank `r` takes the
     /// `r`-th slice of each global batch.
     pub locality: bool,

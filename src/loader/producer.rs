@@ -123,19 +123,23 @@ impl Producer {
         // current one does either, and the run ends after it.
         let later_epochs = worker_share(steps_per_epoch(n, &p), workers.0, workers.1) > 0;
         let cached = self.options.cache_bytes > 0 || self.disk.is_some();
-        // With the locality split, every rank's cache simulated from this run's start.
+        // With the locality split, every rank's cache simulated from this run's start; where
+        // one rank's cache holds the whole dataset the slices read less (every rank ends up
+        // holding everything; the split keeps the caches disjoint), and every rank sees so.
+        let sizes = self.record_sizes();
+        let whole = self.options.cache_bytes >= sizes.iter().sum::<u64>();
         let mut ranks = match self.options.split() {
-            Split::Locality { max_imbalance } => Some(
+            Split::Locality { max_imbalance } if !whole => Some(
                 RankCaches::new(
                     p.world_size,
                     self.options.cache_policy,
                     self.options.cache_bytes,
-                    self.record_sizes(),
+                    sizes,
                     max_imbalance,
                 )
                 .over(window.clone()),
             ),
-            Split::Slices => None,
+            _ => None,
         };
         // Each epoch's order ([`super::reuse`]; the plain permutation where `reuse_front` is
         // 0).
