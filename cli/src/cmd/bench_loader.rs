@@ -232,9 +232,10 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
         human(o.cache_bytes),
         if a.lru { "LRU" } else { "planned eviction" },
         match o.split() {
-            Split::Locality { max_imbalance } =>
+            // A cache holding the whole dataset takes the slices (`LoaderOptions::locality`).
+            Split::Locality { max_imbalance } if o.cache_bytes < epoch_bytes =>
                 format!(", locality split, batches within {max_imbalance} of --batch-size"),
-            Split::Slices => String::new(),
+            _ => String::new(),
         } + &if a.reuse_front > 0 {
             format!(", reuse order (front {})", a.reuse_front)
         } else {
