@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use l3::field::Bound;
 use l3::loader::{
-    simulate_reads_windowed, Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState,
+    simulate_reads_over, Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState,
     Partition, Policy, RecordWindow, Split, TensorAugment,
 };
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
@@ -296,7 +296,7 @@ fn a_cached_step_is_read_once_per_epoch() {
 /// The locality split over a windowed dataset: 3 ranks, each caching a fifth of the
 /// records, 4 epochs. Every sample once per epoch across the ranks, batches within the
 /// imbalance bound, each rank's bytes from storage exactly what the plan
-/// (`simulate_reads_windowed`) says, and after the first epoch fewer than the slices read.
+/// (`simulate_reads_over`) says, and after the first epoch fewer than the slices read.
 #[test]
 fn the_locality_split_over_a_windowed_dataset() {
     let b = tempfile::tempdir().unwrap();
@@ -348,7 +348,7 @@ fn the_locality_split_over_a_windowed_dataset() {
         drop_last: DropLast::Partial,
     };
     let plan = |split| {
-        simulate_reads_windowed(
+        simulate_reads_over(
             &sizes,
             SEED,
             epochs,
@@ -356,7 +356,8 @@ fn the_locality_split_over_a_windowed_dataset() {
             budget,
             Policy::Planned,
             split,
-            &window,
+            0,
+            Some(&window),
         )
         .0
     };

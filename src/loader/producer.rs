@@ -126,20 +126,22 @@ impl Producer {
         // With the locality split, every rank's cache simulated from this run's start; where
         // one rank's cache holds the whole dataset the slices read less (every rank ends up
         // holding everything; the split keeps the caches disjoint), and every rank sees so.
-        let sizes = self.record_sizes();
-        let whole = self.options.cache_bytes >= sizes.iter().sum::<u64>();
         let mut ranks = match self.options.split() {
-            Split::Locality { max_imbalance } if !whole => Some(
-                RankCaches::new(
-                    p.world_size,
-                    self.options.cache_policy,
-                    self.options.cache_bytes,
-                    sizes,
-                    max_imbalance,
-                )
-                .over(window.clone()),
-            ),
-            _ => None,
+            Split::Locality { max_imbalance } => {
+                let sizes = self.record_sizes();
+                let whole = self.options.cache_bytes >= sizes.iter().sum::<u64>();
+                (!whole).then(|| {
+                    RankCaches::new(
+                        p.world_size,
+                        self.options.cache_policy,
+                        self.options.cache_bytes,
+                        sizes,
+                        max_imbalance,
+                    )
+                    .over(window.clone())
+                })
+            }
+            Split::Slices => None,
         };
         // Each epoch's order ([`super::reuse`]; the plain permutation where `reuse_front` is
         // 0).

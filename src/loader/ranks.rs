@@ -175,6 +175,15 @@ struct GlobalStep {
     consumed_after: u64,
 }
 
+/// The accesses of samples `ids` in order: the samples, or over `window` the records they
+/// read (each once).
+fn accesses_of(window: Option<&RecordWindow>, ids: Vec<u32>) -> Vec<u32> {
+    match window {
+        Some(w) => w.records_of(&ids),
+        None => ids,
+    }
+}
+
 /// One rank's steps of an epoch split in slices (as [`rank_steps`] gives them), the cache's
 /// horizon being this rank's own accesses (this epoch's, then the next epoch's).
 pub fn slices_epoch(input: EpochInput, partition: &Partition, workers: (u32, u32)) -> EpochPlan {
@@ -208,10 +217,7 @@ pub fn slices_epoch_over(
     if let Some(next_perm) = input.next_perm {
         for s in mine(0) {
             let ids: Vec<u32> = s.positions(n).map(|pos| next_perm[pos as usize]).collect();
-            match window {
-                Some(w) => sequence.extend(w.records_of(&ids)),
-                None => sequence.extend(ids),
-            }
+            sequence.extend(accesses_of(window, ids));
         }
     }
     let records = window.map_or(n as usize, |w| w.records as usize);
@@ -276,11 +282,7 @@ impl RankCaches {
         assert_eq!(world, self.caches.len(), "one simulated cache per rank");
         let this = global_steps(n, input.consumed, partition, workers);
         let window = self.window.clone();
-        // A global batch's accesses: its samples, or the records they read (each once).
-        let accesses = |ids: Vec<u32>| match &window {
-            Some(w) => w.records_of(&ids),
-            None => ids,
-        };
+        let accesses = |ids: Vec<u32>| accesses_of(window.as_ref(), ids);
         let ids_of = |g: &GlobalStep, perm: &[u32]| -> Vec<u32> {
             g.slices
                 .iter()
@@ -312,13 +314,17 @@ impl RankCaches {
             let ids = ids_of(g, input.perm);
             let owner = self.assign(&ids, &base);
             // Each access's time: its place in the global batch's accesses (a sample's own
-            // place where samples are records; padding may repeat one).
-            let global = accesses(ids.clone());
-            let at: std::collections::HashMap<u32, usize> = global
-                .iter()
-                .enumerate()
-                .map(|(k, &r)| (r, t0 + k))
-                .collect();
+            // place where samples are records, as padding may repeat one; over windows a
+            // record's place among the records the batch reads).
+            let mut at = std::collections::HashMap::new();
+            let len = match &window {
+                Some(w) => {
+                    let global = w.records_of(&ids);
+                    at.extend(global.iter().enumerate().map(|(k, &r)| (r, t0 + k)));
+                    global.len()
+                }
+                None => ids.len(),
+            };
             for (rank, plan) in plans.iter_mut().enumerate() {
                 let ks: Vec<usize> = (0..ids.len()).filter(|&k| owner[k] == rank).collect();
                 let mine: Vec<u32> = ks.iter().map(|&k| ids[k]).collect();
@@ -341,7 +347,7 @@ impl RankCaches {
                     });
                 }
             }
-            t0 += global.len();
+            t0 += len;
         }
         debug_assert_eq!(t0, this_len);
         match keep {
@@ -498,30 +504,15 @@ pub fn simulate_reads_reuse(
     split: Split,
     front: u32,
 ) -> (Vec<Vec<u64>>, Vec<u64>) {
-    simulate(
+    simulate_reads_over(
         sizes, seed, epochs, partition, budget, policy, split, front, None,
     )
 }
 
-/// [`simulate_reads`] over samples that are windows over records (`window`; `sizes` are
-/// the records'): what a windowed tensor dataset's loader reads.
+/// [`simulate_reads_reuse`] over samples that are windows over records (`window`; `sizes`
+/// are then the records'): what a windowed tensor dataset's loader reads.
 #[allow(clippy::too_many_arguments)]
-pub fn simulate_reads_windowed(
-    sizes: &[u64],
-    seed: u64,
-    epochs: u64,
-    partition: &Partition,
-    budget: u64,
-    policy: Policy,
-    split: Split,
-    window: &RecordWindow,
-) -> (Vec<Vec<u64>>, Vec<u64>) {
-    let w = Some(window);
-    simulate(sizes, seed, epochs, partition, budget, policy, split, 0, w)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn simulate(
+pub fn simulate_reads_over(
     sizes: &[u64],
     seed: u64,
     epochs: u64,

@@ -214,7 +214,17 @@ fn locality_over_windows_reads_about_the_ideal() {
         let budget = (c * total as f64) as u64;
         let ideal = 1.0 - (world as f64 * c).min(1.0);
         let run = |split| {
-            simulate_reads_windowed(&sizes, 5, 4, &p, budget, Policy::Planned, split, &window)
+            simulate_reads_over(
+                &sizes,
+                5,
+                4,
+                &p,
+                budget,
+                Policy::Planned,
+                split,
+                0,
+                Some(&window),
+            )
         };
         let (reads, imbalance) = run(Split::Locality { max_imbalance: 4 });
         // The first epoch reads every record, some twice (no cache between two uses).

@@ -413,35 +413,16 @@ pub struct TensorRecord {
     pub arrays: Vec<(String, NdArray)>,
 }
 
-/// The little-endian bytes of `values` (one copy on a little-endian host).
-pub(crate) fn le_bytes<T: bytemuck::Pod + LeBytes>(values: &[T]) -> Vec<u8> {
-    if cfg!(target_endian = "little") {
-        bytemuck::cast_slice(values).to_vec()
-    } else {
-        let mut out = Vec::with_capacity(std::mem::size_of_val(values));
-        for v in values {
-            v.extend_le(&mut out);
+/// The little-endian bytes of `values`, a slice of a primitive number type (one copy; on a
+/// big-endian host each element's bytes reversed).
+pub(crate) fn le_bytes<T: bytemuck::Pod>(values: &[T]) -> Vec<u8> {
+    let mut out = bytemuck::cast_slice::<T, u8>(values).to_vec();
+    if cfg!(target_endian = "big") {
+        for element in out.chunks_exact_mut(std::mem::size_of::<T>()) {
+            element.reverse();
         }
-        out
     }
-}
-
-/// Element types written as little-endian bytes by [`le_bytes`].
-pub(crate) trait LeBytes {
-    /// Appends the element's little-endian bytes.
-    fn extend_le(&self, out: &mut Vec<u8>);
-}
-
-impl LeBytes for f32 {
-    fn extend_le(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-}
-
-impl LeBytes for u16 {
-    fn extend_le(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
+    out
 }
 
 #[cfg(test)]
