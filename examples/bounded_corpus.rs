@@ -5,7 +5,8 @@
 //! `cargo run --release --example bounded_corpus -- DIR [NAME_SUBSTRING]`
 //! (DIR holds `NAME.f32` raw little-endian float32, C order, and `NAME.json` with "shape" and
 //! optional "fill_value"). BOUNDS (comma-separated, default `1e-2,1e-3,1e-4`) sets the
-//! relative bounds.
+//! relative bounds; `FORMAT=v1` encodes version 1 files instead (2 or 3 axes only: the
+//! others are skipped), for the two formats side by side.
 
 #[path = "common/sidecar.rs"]
 mod sidecar;
@@ -15,7 +16,8 @@ use std::time::Instant;
 
 use l3::decode::DecodeOptions;
 use l3::field::{
-    decode_float_array, encode_bounded, parse_bounded, Bound, BoundedOptions, FloatVec,
+    decode_float_array, encode_bounded, encode_field, parse_bounded, Bound, BoundedOptions,
+    FieldOptions, FloatVec,
 };
 
 fn main() {
@@ -31,6 +33,7 @@ fn main() {
         .split(',')
         .map(|b| b.trim().parse().expect("a bound"))
         .collect();
+    let v1 = std::env::var("FORMAT").is_ok_and(|f| f == "v1");
     let names = sidecar::array_names(dir, &filter);
     println!(
         "{:30} {:>7} {:>12} {:>8} {:>8} {:>8}",
@@ -43,6 +46,9 @@ fn main() {
         let meta = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
         let shape = sidecar::parse_shape(&meta);
         let fill = sidecar::parse_fill(&meta);
+        if v1 && !matches!(shape.len(), 2 | 3) {
+            continue;
+        }
         let v: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
@@ -57,7 +63,15 @@ fn main() {
             let (mut enc, mut te) = (Vec::new(), f64::INFINITY);
             for _ in 0..reps {
                 let t = Instant::now();
-                enc = encode_bounded(&v, &shape, &options).unwrap();
+                enc = if v1 {
+                    let options = FieldOptions {
+                        fill_value: fill,
+                        ..FieldOptions::new(Bound::Relative(rel))
+                    };
+                    encode_field(&v, &shape, &options).unwrap()
+                } else {
+                    encode_bounded(&v, &shape, &options).unwrap()
+                };
                 te = te.min(t.elapsed().as_secs_f64());
             }
             let dopt = DecodeOptions {
@@ -76,6 +90,7 @@ fn main() {
             check(name, rel, limit, fill, &v, &out);
             let predictor = match parse_bounded(&enc) {
                 Ok(h) => format!("{:.1}{:?}", format!("{:?}", h.predictor), h.axes),
+                Err(_) if v1 => "v1".into(),
                 Err(_) => "exact".into(),
             };
             let ratio = bytes.len() as f64 / enc.len() as f64;

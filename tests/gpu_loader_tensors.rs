@@ -29,7 +29,9 @@ use l3::loader::{
 };
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
 use l3::shard::TensorDataset;
-use l3::tensor::{check_payload, decode_array, ArrayMode, ArrayOptions, DType, NdArray};
+use l3::tensor::{
+    check_payload, decode_array, ArrayMode, ArrayOptions, BoundedFormat, DType, NdArray,
+};
 use l3::Error;
 
 const RECORDS: u32 = 19;
@@ -63,6 +65,7 @@ fn sample(i: u32) -> TensorSample {
         .collect();
     let eb = plane(&|k| (k as f32 * 0.11 + i as f32 * 0.5).cos() * 3.0);
     let mask: Vec<u8> = (0..256).map(|k| ((k * 7 + i as usize) % 5) as u8).collect();
+    let eb3 = plane(&|k| ((k % 16) as f32 * 0.3 + (k / 16) as f32 * 0.2 + i as f32).sin() * 4.0);
     TensorSample {
         key: Some(format!("r{i:03}")),
         class: Some(i % 4),
@@ -89,6 +92,11 @@ fn sample(i: u32) -> TensorSample {
                 "mask".into(),
                 NdArray::new(DType::UInt8, vec![16, 16], mask).unwrap(),
             ),
+            // Error-bounded, 2 axes, in the smaller format (`.l3f` version 3).
+            (
+                "eb3".into(),
+                NdArray::from_f32(vec![16, 16], &eb3).unwrap(),
+            ),
         ],
     }
 }
@@ -99,12 +107,20 @@ fn pack(dir: &Path) -> Arc<TensorDataset> {
     let mode = |mode| ArrayOptions {
         mode,
         fill_value: None,
+        format: Default::default(),
     };
     for raw in ["target", "half", "mask"] {
         o.modes.insert(raw.into(), mode(ArrayMode::Raw));
     }
     o.modes
         .insert("eb".into(), mode(ArrayMode::Bounded(Bound::Absolute(1e-3))));
+    o.modes.insert(
+        "eb3".into(),
+        ArrayOptions {
+            format: BoundedFormat::V3,
+            ..mode(ArrayMode::Bounded(Bound::Absolute(1e-3)))
+        },
+    );
     let mut p = TensorPacker::new(dir, o).unwrap();
     for i in 0..RECORDS {
         p.push(sample(i)).unwrap();
@@ -112,7 +128,7 @@ fn pack(dir: &Path) -> Arc<TensorDataset> {
     p.finish().unwrap();
     let ds = TensorDataset::open(dir).unwrap();
     let modes: Vec<_> = ds.arrays_of(0).unwrap().iter().map(|a| a.0.mode).collect();
-    assert_eq!(modes.len(), 6);
+    assert_eq!(modes.len(), 7);
     Arc::new(ds)
 }
 
@@ -237,7 +253,7 @@ fn gpu_batches_equal_the_cpu_batches_bit_for_bit() {
         let on_gpu = ok(run(&ds, g, start()));
         let samples: usize = on_gpu.iter().map(|b| b.samples.len()).sum();
         assert_eq!(samples, 2 * RECORDS as usize, "{what}");
-        assert!(on_gpu.iter().all(|b| b.arrays.len() == 6), "{what}");
+        assert!(on_gpu.iter().all(|b| b.arrays.len() == 7), "{what}");
         assert_same(&cpu, &on_gpu, what);
     }
 }
@@ -511,11 +527,17 @@ fn each_gpu_batch_is_one_decode_per_kind_and_one_window_dispatch() {
         let c = b.gpu_counts.expect("a GPU batch's counts");
         let n = b.samples.len();
         assert_eq!(c.window_dispatches, 1);
-        assert_eq!((c.lossless, c.error_bounded, c.raw), (2 * n, n, 3 * n));
+        assert_eq!(
+            (c.lossless, c.error_bounded, c.bounded, c.raw),
+            (2 * n, n, n, 3 * n)
+        );
         // Raw arrays: target 2 x 16 x 16 f32, half 16 x 16 f16, mask 16 x 16 u8.
         assert_eq!(c.raw_upload_bytes, n as u64 * (2048 + 512 + 256));
-        // Every array: input and target 2048, bf and half 512, eb 1024, mask 256.
-        assert_eq!(c.array_bytes, n as u64 * (2 * 2048 + 2 * 512 + 1024 + 256));
+        // Every array: input and target 2048, bf and half 512, eb and eb3 1024, mask 256.
+        assert_eq!(
+            c.array_bytes,
+            n as u64 * (2 * 2048 + 2 * 512 + 2 * 1024 + 256)
+        );
         assert!(c.compressed_bytes > 0);
         raw += c.array_bytes;
         upload += c.raw_upload_bytes;

@@ -116,6 +116,7 @@ fn records(
                     let options = ArrayOptions {
                         mode,
                         fill_value: None,
+                        format: Default::default(),
                     };
                     encode_array(name, &array, &options).unwrap()
                 })
@@ -359,6 +360,7 @@ fn small_bindings_split_the_batch() {
     let options = ArrayOptions {
         mode: ArrayMode::Lossless,
         fill_value: None,
+        format: Default::default(),
     };
     let big = encode_array("big", &big, &options).unwrap();
     let e = l3::field::gpu::decode_lossless_fields(&gpu, &[&big.payload]).unwrap_err();

@@ -61,6 +61,7 @@ fn pack(dir: &Path) -> Arc<TensorDataset> {
     let mode = |mode| ArrayOptions {
         mode,
         fill_value: None,
+        format: Default::default(),
     };
     o.modes.insert("target".into(), mode(ArrayMode::Raw));
     o.modes
@@ -476,6 +477,7 @@ fn three_spatial_axes_equal_the_reference() {
         ArrayOptions {
             mode: ArrayMode::Raw,
             fill_value: None,
+            format: Default::default(),
         },
     );
     let mut p = TensorPacker::new(tmp.path(), o).unwrap();

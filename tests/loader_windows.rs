@@ -48,6 +48,7 @@ fn mode(mode: ArrayMode) -> ArrayOptions {
     ArrayOptions {
         mode,
         fill_value: None,
+        format: Default::default(),
     }
 }
 

@@ -15,7 +15,8 @@ use l3::shard::{
     TensorShardWriter,
 };
 use l3::tensor::{
-    decode_array, encode_array, ArrayMode, ArrayOptions, DType, NdArray, StorageMode, DTYPES,
+    check_payload, decode_array, decode_array_window, encode_array, ArrayMode, ArrayOptions,
+    BoundedFormat, DType, NdArray, StorageMode, DTYPES,
 };
 use l3::Error;
 
@@ -46,6 +47,7 @@ fn raw() -> ArrayOptions {
     ArrayOptions {
         mode: ArrayMode::Raw,
         fill_value: None,
+        format: Default::default(),
     }
 }
 
@@ -121,6 +123,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
             let opts = ArrayOptions {
                 mode,
                 fill_value: Some(-9999.0),
+                format: Default::default(),
             };
             let e = encode_array("field", &src, &opts).unwrap();
             assert_eq!(e.spec.mode, StorageMode::ErrorBounded);
@@ -163,6 +166,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     let abs = ArrayOptions {
         mode: ArrayMode::Bounded(Bound::Absolute(0.1)),
         fill_value: None,
+        format: Default::default(),
     };
     assert!(matches!(
         encode_array("x", &f64s, &abs),
@@ -173,6 +177,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
     let rel = ArrayOptions {
         mode: ArrayMode::Bounded(Bound::Relative(1e-3)),
         fill_value: None,
+        format: Default::default(),
     };
     let e = encode_array("c", &flat, &rel).unwrap();
     let d = decode_array(&e.spec, &e.payload, &DecodeOptions::default()).unwrap();
@@ -204,6 +209,7 @@ fn a_bound_too_fine_for_the_bins_is_stored_exactly_and_indexed_lossless() {
         let opts = ArrayOptions {
             mode: ArrayMode::Bounded(Bound::Absolute(1e-4)),
             fill_value: Some(-9999.0),
+            format: Default::default(),
         };
         let e = encode_array("field", &src, &opts).unwrap();
         assert_eq!(e.spec.mode, StorageMode::Lossless, "{shape:?}");
@@ -229,6 +235,7 @@ fn lossless_floats_round_trip_bit_exact_and_other_types_stay_raw() {
     let lossless = ArrayOptions {
         mode: ArrayMode::Lossless,
         fill_value: None,
+        format: Default::default(),
     };
     for dtype in [DType::Float32, DType::Float16, DType::BFloat16] {
         for shape in [&[300][..], &[12, 10], &[3, 12, 10], &[2, 3, 4, 5]] {
@@ -301,6 +308,7 @@ fn options(per_shard: usize) -> TensorPackOptions {
         ArrayOptions {
             mode: ArrayMode::Bounded(Bound::Absolute(1e-4)),
             fill_value: Some(-1.0),
+            format: Default::default(),
         },
     );
     o
@@ -640,6 +648,7 @@ fn a_field_payload_that_disagrees_with_its_entry_is_a_format_error() {
     let opts = ArrayOptions {
         mode: ArrayMode::Bounded(Bound::Absolute(1e-2)),
         fill_value: None,
+        format: Default::default(),
     };
     let good = encode_array("v", &src, &opts).unwrap();
     // The same element count, another shape; another bound; a fill the field lacks.
@@ -698,4 +707,81 @@ fn a_field_payload_that_disagrees_with_its_entry_is_a_format_error() {
         },
     );
     assert!(r.is_err() || r.unwrap().read_payload(0, 0).is_err());
+}
+
+/// `BoundedFormat::V3` stores an error-bounded array of 2 or 3 axes as a `.l3f` version 3
+/// field (the default, version 1, as before): both read back from a shard within the bound,
+/// a window decode equals the whole decode inside the window, and a version 1 payload is
+/// still refused for 1 or 4 axes.
+#[test]
+fn error_bounded_arrays_of_2_or_3_axes_take_either_field_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bound = 1e-2;
+    for shape in [vec![40u32, 33], vec![3, 20, 17]] {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let mut values: Vec<f32> = (0..n)
+            .map(|i| ((i % 33) as f32 * 0.2).sin() * 5.0 + (i / 33) as f32 * 0.01)
+            .collect();
+        values[3] = f32::NAN;
+        values[11] = -9999.0;
+        let src = NdArray::from_f32(shape.clone(), &values).unwrap();
+        let mut sizes = Vec::new();
+        for (format, version) in [(BoundedFormat::V1, 1), (BoundedFormat::V3, 3)] {
+            let opts = ArrayOptions {
+                mode: ArrayMode::Bounded(Bound::Absolute(bound)),
+                fill_value: Some(-9999.0),
+                format,
+            };
+            let e = encode_array("field", &src, &opts).unwrap();
+            assert_eq!(e.spec.mode, StorageMode::ErrorBounded, "{shape:?}");
+            assert_eq!(l3::field::field_version(&e.payload), Some(version));
+            sizes.push(e.payload.len());
+            let path = tmp.path().join(format!("f{version}.l3s"));
+            write_shard(
+                &path,
+                vec![TensorRecordInput {
+                    key: "f".into(),
+                    class: None,
+                    meta: vec![],
+                    arrays: vec![e.clone()],
+                }],
+            );
+            let shard = TensorShardReader::open(&path, 1 << 20).unwrap();
+            let (_, got) = &shard.read_record(0, &DecodeOptions::default()).unwrap()[0];
+            let got = got.to_f32().unwrap();
+            for (i, (&a, &b)) in values.iter().zip(&got).enumerate() {
+                if a.is_nan() || a == -9999.0 {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{shape:?} v{version} at {i}");
+                } else {
+                    assert!((a - b).abs() as f64 <= bound, "{shape:?} v{version} at {i}");
+                }
+            }
+            let window = Some((5..17, 3..20));
+            let part = decode_array_window(&e.spec, &e.payload, &DecodeOptions::default(), window)
+                .unwrap()
+                .to_f32()
+                .unwrap();
+            let (rows, cols) = (shape[shape.len() - 2] as usize, shape[shape.len() - 1] as usize);
+            for (i, (&w, &g)) in part.iter().zip(&got).enumerate() {
+                let (y, x) = ((i / cols) % rows, i % cols);
+                if (5..17).contains(&y) && (3..20).contains(&x) {
+                    assert_eq!(w.to_bits(), g.to_bits(), "{shape:?} v{version} window at {i}");
+                }
+            }
+        }
+        // The smooth field is smaller in version 3.
+        assert!(sizes[1] < sizes[0], "{shape:?}: {sizes:?}");
+    }
+    // A version 1 payload under a 1-axis entry: refused, naming the version.
+    let flat = NdArray::from_f32(vec![40, 33], &vec![1.5f32; 40 * 33]).unwrap();
+    let opts = ArrayOptions {
+        mode: ArrayMode::Bounded(Bound::Absolute(1e-2)),
+        fill_value: None,
+        format: BoundedFormat::V1,
+    };
+    let mut e = encode_array("f", &flat, &opts).unwrap();
+    assert_eq!(l3::field::field_version(&e.payload), Some(1));
+    e.spec.shape = vec![40 * 33];
+    let err = check_payload(&e.spec, &e.payload).unwrap_err();
+    assert!(err.to_string().contains("field version"), "{err}");
 }

@@ -47,6 +47,7 @@ fn pack(dir: &Path, n: u32) {
         ArrayOptions {
             mode: ArrayMode::Bounded(Bound::Absolute(1e-3)),
             fill_value: None,
+            format: Default::default(),
         },
     );
     let mut p = TensorPacker::new(dir, o).unwrap();

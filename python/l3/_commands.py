@@ -21,16 +21,23 @@ def parse_mode(text: str) -> Any:
     if text in ("lossless", "raw"):
         return text
     kind, sep, value = text.partition(":")
+    value, sep_format, fmt = value.partition(":")
     names = {"abs": "absolute", "absolute": "absolute", "rel": "relative", "relative": "relative"}
-    if not sep or kind not in names:
-        raise ParameterError(f"mode {text!r}: expected lossless, raw, abs:X or rel:X")
+    if not sep or kind not in names or (sep_format and fmt not in ("v1", "v3")):
+        raise ParameterError(
+            f"mode {text!r}: expected lossless, raw, abs:X or rel:X (then :v3 for the smaller"
+            " field format)"
+        )
     try:
         bound = float(value)
     except ValueError:
         raise ParameterError(f"mode {text!r}: {value!r} is not a number") from None
     if not (math.isfinite(bound) and bound > 0):
         raise ParameterError(f"mode {text!r}: the bound must be a positive finite number")
-    return {names[kind]: bound}
+    mode: Dict[str, Any] = {names[kind]: bound}
+    if fmt:
+        mode["format"] = fmt
+    return mode
 
 
 def parse_modes(items: List[str], arrays: List[str]) -> Any:
@@ -171,7 +178,9 @@ def add_parsers(sub: Any) -> None:
         action="append",
         default=[],
         metavar="[NAME=]MODE",
-        help="lossless (default), raw, abs:X or rel:X; per array with NAME=MODE (repeatable)",
+        help="lossless (default), raw, abs:X or rel:X (rel:X:v3: .l3f version 3 for 2- and"
+        " 3-axis arrays, smaller and slower to decode than the default version 1); per array"
+        " with NAME=MODE (repeatable)",
     )
     p.add_argument(
         "--samples-per-shard", type=int, default=256, help="records per shard (default 256)"

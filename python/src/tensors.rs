@@ -14,7 +14,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList};
 use l3::field::Bound as FieldBound;
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
 use l3::shard::{RecordKind, TensorDataset};
-use l3::tensor::{ArrayMode, ArrayOptions, DType, NdArray};
+use l3::tensor::{ArrayMode, ArrayOptions, BoundedFormat, DType, NdArray};
 
 use crate::{limits_of, parameter_error, OrPyErr, PyLimits};
 
@@ -218,9 +218,10 @@ impl PyTensorDataset {
     }
 }
 
-/// A mode as `l3.pack_arrays` passes it: `(kind, value, fill_value)` with kind `"raw"`,
-/// `"lossless"`, `"absolute"` or `"relative"`.
-type ModeArg = (String, f64, Option<f64>);
+/// A mode as `l3.pack_arrays` passes it: `(kind, value, fill_value, format)` with kind
+/// `"raw"`, `"lossless"`, `"absolute"` or `"relative"` and format `"v1"` or `"v3"` (of an
+/// error-bounded array of 2 or 3 axes).
+type ModeArg = (String, f64, Option<f64>, String);
 
 fn mode_of(name: &str, m: &ModeArg) -> PyResult<ArrayOptions> {
     let mode = match m.0.as_str() {
@@ -240,9 +241,19 @@ fn mode_of(name: &str, m: &ModeArg) -> PyResult<ArrayOptions> {
             m.1
         )));
     }
+    let format = match m.3.as_str() {
+        "v1" => BoundedFormat::V1,
+        "v3" => BoundedFormat::V3,
+        other => {
+            return Err(parameter_error(format!(
+                "mode of {name}: format {other:?} is not \"v1\" or \"v3\""
+            )))
+        }
+    };
     Ok(ArrayOptions {
         mode,
         fill_value: m.2,
+        format,
     })
 }
 

@@ -413,7 +413,9 @@ def test_mode_parsing():
     assert parse_mode("abs:1e-3") == {"absolute": 1e-3} and parse_mode("rel:0.01") == {
         "relative": 0.01
     }
-    for bad in ("abs:", "abs:-1", "rel:nan", "lossy", "abs:x"):
+    assert parse_mode("rel:1e-3:v3") == {"relative": 1e-3, "format": "v3"}
+    assert parse_mode("abs:0.5:v1") == {"absolute": 0.5, "format": "v1"}
+    for bad in ("abs:", "abs:-1", "rel:nan", "lossy", "abs:x", "rel:1e-3:v2", "rel:1e-3:"):
         with pytest.raises(l3.ParameterError):
             parse_mode(bad)
     assert parse_modes([], ["input", "target"]) == "lossless"

@@ -142,6 +142,7 @@ fn records(
                     let options = ArrayOptions {
                         mode: k.mode,
                         fill_value: None,
+                        format: Default::default(),
                     };
                     encode_array(k.name, &array, &options).unwrap()
                 })
@@ -418,6 +419,7 @@ fn hostile_records_are_refused() {
         &ArrayOptions {
             mode: ArrayMode::Raw,
             fill_value: None,
+            format: Default::default(),
         },
     )
     .unwrap();

@@ -33,7 +33,8 @@ use super::{
 use crate::error::invalid_option;
 use crate::error::{Error, ParameterError, Result};
 use crate::tensor::{
-    encode_array, verify_array, ArrayMode, ArrayOptions, Moments, NdArray, StorageMode,
+    encode_array, verify_array, ArrayMode, ArrayOptions, BoundedFormat, Moments, NdArray,
+    StorageMode,
 };
 
 /// One sample to pack.
@@ -74,6 +75,7 @@ impl TensorPackOptions {
             default_mode: ArrayOptions {
                 mode,
                 fill_value: None,
+                format: Default::default(),
             },
             modes: BTreeMap::new(),
             window: Vec::new(),
@@ -480,8 +482,14 @@ impl TensorPacker {
             .layout
             .iter()
             .map(|(d, o)| {
+                // The format only where it is not the default, so sidecars written before
+                // the option existed still match.
+                let format = match (o.mode, o.format) {
+                    (ArrayMode::Bounded(_), BoundedFormat::V3) => " format v3",
+                    _ => "",
+                };
                 format!(
-                    "{}: {:?} fill {:?} -> {} {:?} {:?}",
+                    "{}: {:?}{format} fill {:?} -> {} {:?} {:?}",
                     d.name, o.mode, d.fill_bits, d.mode, d.dtype, d.shape
                 )
             })

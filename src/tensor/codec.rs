@@ -1,5 +1,6 @@
 //! One array to its payload and back: raw (the bytes), error-bounded (a float32 `.l3f`
-//! field: version 1 for 2 or 3 axes, which the GPU decodes too, version 3 for 1 or 4) and
+//! field: for 2 or 3 axes version 1 by default or version 3 ([`BoundedFormat`]), version 3
+//! for 1 or 4; both decode on the CPU and the GPU) and
 //! lossless (a `.l3f` version 2 field of a float32, float16 or bfloat16
 //! array; other types are stored raw). A payload whose header disagrees
 //! with its index entry is a [`FormatError`], never a wrong array.
@@ -29,6 +30,20 @@ pub enum ArrayMode {
     Bounded(Bound),
 }
 
+/// The `.l3f` format of an error-bounded array of 2 or 3 axes (arrays of 1 or 4 axes are
+/// always version 3). Both decode on the CPU and the GPU, bit for bit alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BoundedFormat {
+    /// Version 1 (the bins as an L3 image; the default): decodes about 3x faster on the CPU
+    /// than version 3, and a window decodes only the bin-image patches it needs.
+    #[default]
+    V1,
+    /// Version 3 (lattice interpolation or differences): the smaller file, 1.2-5x smaller
+    /// than version 1 on smooth fields at relative bounds of 1e-3 to 1e-2; encodes and
+    /// decodes slower (BENCHMARKS.md, "Tensor records").
+    V3,
+}
+
 /// What [`encode_array`] does with one array.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ArrayOptions {
@@ -37,6 +52,8 @@ pub struct ArrayOptions {
     /// A fill value (missing data): it must be exact in the array's type; excluded from the
     /// statistics and, error-bounded, stored exactly.
     pub fill_value: Option<f64>,
+    /// The format of an error-bounded array of 2 or 3 axes (ignored by the other modes).
+    pub format: BoundedFormat,
 }
 
 impl ArrayOptions {
@@ -118,7 +135,7 @@ pub fn encode_array(name: &str, array: &NdArray, options: &ArrayOptions) -> Resu
                 }
                 _ => unreachable!("the error-bounded modes"),
             };
-            if matches!(array.shape().len(), 2 | 3) {
+            if matches!(array.shape().len(), 2 | 3) && options.format == BoundedFormat::V1 {
                 let field = crate::field::encode_field(
                     &values,
                     array.shape(),
@@ -179,17 +196,15 @@ pub fn check_payload(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
         }
         StorageMode::Lossless => check_lossless(spec, payload)?,
         StorageMode::ErrorBounded => {
-            let want = if matches!(spec.shape.len(), 2 | 3) {
-                FIELD_VERSION
-            } else {
-                BOUNDED_VERSION
-            };
-            if field_version(payload) != Some(want) {
+            let version = field_version(payload);
+            let allowed = version == Some(BOUNDED_VERSION)
+                || (version == Some(FIELD_VERSION) && matches!(spec.shape.len(), 2 | 3));
+            if !allowed {
                 return Err(disagree(
                     "field version",
-                    field_version(payload).unwrap_or(0) as u64,
-                    "an error-bounded array of 2 or 3 axes is a .l3f version 1 file, of 1 or 4 \
-                     axes version 3",
+                    version.unwrap_or(0) as u64,
+                    "an error-bounded array of 2 or 3 axes is a .l3f version 1 or 3 file, of 1 \
+                     or 4 axes version 3",
                 ));
             }
             let (dims, bound, fill) = match field_version(payload) {

@@ -14,7 +14,7 @@ mod stats;
 
 pub use codec::{
     check_payload, decode_array, decode_array_window, encode_array, verify_array, ArrayMode,
-    ArrayOptions, EncodedArray,
+    ArrayOptions, BoundedFormat, EncodedArray,
 };
 pub use model::{
     check_name, check_shape, f16_to_f32, ArraySpec, DType, NdArray, StorageMode, TensorRecord,
