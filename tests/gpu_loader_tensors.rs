@@ -93,10 +93,7 @@ fn sample(i: u32) -> TensorSample {
                 NdArray::new(DType::UInt8, vec![16, 16], mask).unwrap(),
             ),
             // Error-bounded, 2 axes, in the smaller format (`.l3f` version 3).
-            (
-                "eb3".into(),
-                NdArray::from_f32(vec![16, 16], &eb3).unwrap(),
-            ),
+            ("eb3".into(), NdArray::from_f32(vec![16, 16], &eb3).unwrap()),
         ],
     }
 }

@@ -761,11 +761,18 @@ fn error_bounded_arrays_of_2_or_3_axes_take_either_field_version() {
                 .unwrap()
                 .to_f32()
                 .unwrap();
-            let (rows, cols) = (shape[shape.len() - 2] as usize, shape[shape.len() - 1] as usize);
+            let (rows, cols) = (
+                shape[shape.len() - 2] as usize,
+                shape[shape.len() - 1] as usize,
+            );
             for (i, (&w, &g)) in part.iter().zip(&got).enumerate() {
                 let (y, x) = ((i / cols) % rows, i % cols);
                 if (5..17).contains(&y) && (3..20).contains(&x) {
-                    assert_eq!(w.to_bits(), g.to_bits(), "{shape:?} v{version} window at {i}");
+                    assert_eq!(
+                        w.to_bits(),
+                        g.to_bits(),
+                        "{shape:?} v{version} window at {i}"
+                    );
                 }
             }
         }
@@ -784,4 +791,57 @@ fn error_bounded_arrays_of_2_or_3_axes_take_either_field_version() {
     e.spec.shape = vec![40 * 33];
     let err = check_payload(&e.spec, &e.payload).unwrap_err();
     assert!(err.to_string().contains("field version"), "{err}");
+}
+
+/// A dataset where one record's error-bounded array fell back to lossless (its bound too
+/// fine for the bins there) opens and reads back: before, opening it failed with "its arrays
+/// are not the manifest's".
+#[test]
+fn a_dataset_with_an_array_stored_exactly_for_a_too_fine_bound_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ds");
+    let mut p = TensorPacker::new(
+        &out,
+        TensorPackOptions::new(2, ArrayMode::Bounded(Bound::Absolute(1e-3))),
+    )
+    .unwrap();
+    let mut wanted = Vec::new();
+    for i in 0..3u32 {
+        // Sample 1 spans 2e4 (2e7 bins at 1e-3): stored exactly.
+        let scale = if i == 1 { 1e4 } else { 1.0 };
+        let v: Vec<f32> = (0..24 * 31)
+            .map(|k| (k as f32 * 0.05 + i as f32).sin() * scale)
+            .collect();
+        let a = NdArray::from_f32(vec![24, 31], &v).unwrap();
+        wanted.push(v);
+        p.push(TensorSample {
+            key: None,
+            class: None,
+            meta: vec![],
+            arrays: vec![("x".into(), a)],
+        })
+        .unwrap();
+    }
+    p.finish().unwrap();
+    let ds = TensorDataset::open(&out).unwrap();
+    let modes: Vec<StorageMode> = (0..3).map(|i| ds.arrays_of(i).unwrap()[0].0.mode).collect();
+    assert_eq!(
+        modes,
+        [
+            StorageMode::ErrorBounded,
+            StorageMode::Lossless,
+            StorageMode::ErrorBounded
+        ]
+    );
+    for (i, v) in wanted.iter().enumerate() {
+        let got = ds.read_sample(i as u64).unwrap();
+        let got = got[0].1.to_f32().unwrap();
+        for (&a, &b) in v.iter().zip(&got) {
+            if i == 1 {
+                assert_eq!(a.to_bits(), b.to_bits());
+            } else {
+                assert!((a - b).abs() <= 1e-3);
+            }
+        }
+    }
 }

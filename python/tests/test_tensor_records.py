@@ -240,3 +240,38 @@ def test_error_bounded_arrays_of_one_and_four_axes(tmp_path):
     assert sorted(got) == list(range(5))
     for n, grid in got.items():
         assert np.abs(grid - samples[n]["grid"]).max() <= 1e-3
+
+
+def test_the_smaller_field_format_for_2_and_3_axes(tmp_path):
+    """``"format": "v3"``: error-bounded arrays of 2 or 3 axes as .l3f version 3 (smaller on a
+    smooth field), read back within the bound with NaN and the fill value exact; a rerun with
+    the other format is other options; an unknown format or one without a bound is refused."""
+    y, x = np.mgrid[0:64, 0:80]
+    samples = []
+    for i in range(4):
+        f = (np.sin(0.11 * x + i) * np.cos(0.07 * y) * 3.0).astype(np.float32)
+        f[5, 7] = -9999.0
+        f[9, 2] = np.nan
+        # g's plane 1 holds -19998 (not the fill value): a range too wide for 1e-3 in the
+        # bins, so g is stored exactly, and the dataset must still open.
+        samples.append({"f": f, "g": np.stack([f, 2 * f])})
+    sizes = {}
+    for fmt in ("v1", "v3"):
+        out = tmp_path / fmt
+        mode = {"absolute": 1e-3, "fill_value": -9999.0, "format": fmt}
+        summary = l3.pack_arrays(samples, out, modes=mode, samples_per_shard=2)
+        sizes[fmt] = summary["bytes"]
+        ds = l3.open_dataset(out)
+        for i, s in enumerate(samples):
+            for name in ("f", "g"):
+                got, want = ds[i][name], s[name]
+                regular = np.isfinite(want) & (want != -9999.0)
+                assert np.abs(got[regular] - want[regular]).max() <= 1e-3
+                assert np.array_equal(got[~regular], want[~regular], equal_nan=True)
+        with pytest.raises(l3.L3IOError, match="other options"):
+            other = {**mode, "format": "v3" if fmt == "v1" else "v1"}
+            l3.pack_arrays(samples, out, modes=other, samples_per_shard=2)
+    assert sizes["v3"] < sizes["v1"], sizes
+    for bad in ({"absolute": 1e-3, "format": "v2"}, {"mode": "raw", "format": "v3"}):
+        with pytest.raises(l3.ParameterError, match="format"):
+            l3.pack_arrays(samples, tmp_path / "bad", modes=bad)

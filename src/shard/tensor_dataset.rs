@@ -48,12 +48,17 @@ impl ArrayDecl {
         DType::from_name(&self.dtype)
     }
 
-    /// Whether the array `spec` of a record is this one (name, type, shape, mode, fill).
+    /// Whether the array `spec` of a record is this one (name, type, shape, mode, fill). An
+    /// error-bounded array may be stored lossless in a record: its bound was too fine for the
+    /// bins there, and the packer stores such an array exactly (SPEC "Tensor records").
     pub fn describes(&self, spec: &ArraySpec) -> bool {
+        let mode = self.mode == spec.mode.name()
+            || (self.mode == StorageMode::ErrorBounded.name()
+                && spec.mode == StorageMode::Lossless);
         self.name == spec.name
             && self.dtype == spec.dtype.name()
             && self.shape == spec.shape
-            && self.mode == spec.mode.name()
+            && mode
             && self.fill_bits == spec.fill
     }
 }
