@@ -172,8 +172,8 @@ class TensorPacker:
     def __init__(
         self,
         out: _Path,
-        default_mode: Tuple[str, float, Optional[float]],
-        modes: Dict[str, Tuple[str, float, Optional[float]]],
+        default_mode: Tuple[str, float, Optional[float], str],
+        modes: Dict[str, Tuple[str, float, Optional[float], str]],
         samples_per_shard: int,
         force: bool,
         limits: Optional[Limits] = None,
