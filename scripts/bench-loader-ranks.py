@@ -9,6 +9,7 @@ mean of the epochs after the first).
 
     python scripts/bench-loader-ranks.py DATASET [--l3 target/release/l3] [--ranks 2 4]
         [--fractions 0.1 0.2 0.3] [--epochs 4] [--batch-size 16] [--splits default exact slices]
+        [--manifest LOCAL_COPY/manifest.json]
 
 Splits: "default" (the locality split, --max-imbalance left at batch_size / 8), "exact"
 (--max-imbalance 0), "slices" (--no-locality). Extra arguments after -- go to every
@@ -58,11 +59,12 @@ def run(args, split, ranks, fraction, extra):
     return read, wall, off
 
 
-def dataset_bytes(path):
+def dataset_bytes(path, manifest=None):
     """The bytes of a local dataset's records (image levels, or tensor payloads), from its
-    manifest; None for a remote one (the first epoch's reads stand in)."""
+    manifest (or `manifest`, a local copy's, for a remote dataset); None for a remote one
+    without it (the first epoch's reads stand in)."""
     try:
-        with open(f"{path}/manifest.json") as f:
+        with open(manifest or f"{path}/manifest.json") as f:
             m = json.load(f)
     except OSError:
         return None
@@ -80,6 +82,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--manifest", help="a local copy's manifest.json (remote datasets: the"
+                    " dataset's bytes come from it, else from the first epoch's reads)")
     ap.add_argument("--splits", nargs="+", default=["default", "exact", "slices"],
                     choices=sorted(SPLITS))
     args, extra = ap.parse_known_args()
@@ -91,7 +95,7 @@ def main():
         for ranks in args.ranks:
             for c in args.fractions:
                 read, wall, off = run(args, split, ranks, c, extra)
-                total = dataset_bytes(args.dataset) or read[0]
+                total = dataset_bytes(args.dataset, args.manifest) or read[0]
                 fractions = " / ".join(f"{r / total:.3f}" for r in read)
                 ideal = 1 - min(1.0, ranks * c)
                 later = wall[1:] or wall
