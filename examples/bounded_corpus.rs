@@ -88,10 +88,10 @@ fn main() {
                 td = td.min(t.elapsed().as_secs_f64());
             }
             check(name, rel, limit, fill, &v, &out);
-            let predictor = match parse_bounded(&enc) {
-                Ok(h) => format!("{:.1}{:?}", format!("{:?}", h.predictor), h.axes),
-                Err(_) if v1 => "v1".into(),
-                Err(_) => "exact".into(),
+            let predictor = match (l3::field::field_version(&enc), parse_bounded(&enc)) {
+                (_, Ok(h)) => format!("{:.1}{:?}", format!("{:?}", h.predictor), h.axes),
+                (Some(1), _) => "v1".into(),
+                _ => "exact".into(),
             };
             let ratio = bytes.len() as f64 / enc.len() as f64;
             let t = &mut totals[k];

@@ -651,19 +651,27 @@ fn a_field_payload_that_disagrees_with_its_entry_is_a_format_error() {
         format: Default::default(),
     };
     let good = encode_array("v", &src, &opts).unwrap();
-    // The same element count, another shape; another bound; a fill the field lacks.
-    let mut shape = good.clone();
-    shape.spec.shape = vec![8, 4];
-    let mut bound = good.clone();
-    bound.spec.bound *= 2.0;
-    let mut fill = good.clone();
-    fill.spec.fill = Some(0);
-    // A version 1 payload under a 1-axis entry (1 and 4 axes are version 3), and the reverse.
+    let mut bads = Vec::new();
+    // Both field versions a 2-axis array may have: the same element count, another shape;
+    // another bound; a fill the field lacks.
+    for format in [BoundedFormat::V1, BoundedFormat::V3] {
+        let e = encode_array("v", &src, &ArrayOptions { format, ..opts }).unwrap();
+        let mut shape = e.clone();
+        shape.spec.shape = vec![8, 4];
+        let mut bound = e.clone();
+        bound.spec.bound *= 2.0;
+        let mut fill = e.clone();
+        fill.spec.fill = Some(0);
+        bads.extend([shape, bound, fill]);
+    }
+    // A version 1 payload under a 1-axis entry (1 and 4 axes are version 3), and a 1-axis
+    // version 3 payload under a 2-axis entry (refused by its shape).
     let mut version = good.clone();
     version.spec.shape = vec![32];
     let mut v3 = encode_array("v", &array(DType::Float32, &[32], 3), &opts).unwrap();
     v3.spec.shape = vec![4, 8];
-    for bad in [shape, bound, fill, version, v3] {
+    bads.extend([version, v3]);
+    for bad in bads {
         let mut w = TensorShardWriter::new();
         let rec = TensorRecordInput {
             key: "k".into(),
@@ -756,6 +764,7 @@ fn error_bounded_arrays_of_2_or_3_axes_take_either_field_version() {
                     assert!((a - b).abs() as f64 <= bound, "{shape:?} v{version} at {i}");
                 }
             }
+            // (Version 3 decodes whole: its window check is the whole decode's.)
             let window = Some((5..17, 3..20));
             let part = decode_array_window(&e.spec, &e.payload, &DecodeOptions::default(), window)
                 .unwrap()

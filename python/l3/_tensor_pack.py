@@ -80,14 +80,17 @@ def pack_arrays(
     the bytes for integer ones), ``{"absolute": e}`` or ``{"relative": r}`` (error-bounded
     float32; relative to each array's value range), each with an optional
     ``"fill_value"`` (``{"mode": "raw", "fill_value": -9999}``), left out of the statistics
-    and stored exactly. An error-bounded array of 2 or 3 axes is a ``.l3f`` version 1 field
-    unless its mode says ``"format": "v3"`` (``{"relative": 1e-3, "format": "v3"}``):
-    version 3 files are 1.2-5x smaller on smooth fields and decode about 3x slower on the
-    CPU (arrays of 1 or 4 axes are always version 3; both versions decode on the GPU). ``keys`` and ``labels`` give each sample's key (default its index,
-    8 digits) and class. Shards are written as they fill (at most one shard's samples in
-    memory), encoded and verified on Rust threads without the GIL; ``ds.stats`` then holds
-    each float array's count, mean and std. Arrays larger than ``limits.max_output_bytes``
-    are refused. bfloat16 arrays (e.g. ``ml_dtypes.bfloat16``) are stored as bfloat16.
+    and stored exactly. An error-bounded array of 2 or 3 axes is a ``.l3f`` version 1
+    field unless its mode says ``"format": "v3"`` (``{"relative": 1e-3, "format":
+    "v3"}``): version 3 files are 1.2-5x smaller on smooth fields and decode about 3x
+    slower on the CPU (arrays of 1 or 4 axes are always version 3; both versions decode
+    on the GPU). A dict whose keys are all mode keys (absolute, relative, fill_value,
+    mode, format) is one mode for every array, not a mode per array name. ``keys`` and
+    ``labels`` give each sample's key (default its index, 8 digits) and class. Shards are
+    written as they fill (at most one shard's samples in memory), encoded and verified on
+    Rust threads without the GIL; ``ds.stats`` then holds each float array's count, mean and
+    std. Arrays larger than ``limits.max_output_bytes`` are refused. bfloat16 arrays (e.g.
+    ``ml_dtypes.bfloat16``) are stored as bfloat16.
 
     Resume: a rerun with the same samples and options keeps the finished shards (the samples
     are read again, not encoded again); other samples or options raise ``L3IOError`` naming

@@ -594,7 +594,7 @@ def _finite(value: Any) -> Any:
 
 
 def _is_mode_dict(d: Mapping) -> bool:
-    return any(k in d for k in ("mode", "absolute", "relative", "fill_value"))
+    return any(k in d for k in ("mode", "absolute", "relative", "fill_value", "format"))
 
 
 def _parse_variables(variables: Variables) -> List[tuple]:

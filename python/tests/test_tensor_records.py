@@ -253,7 +253,8 @@ def test_the_smaller_field_format_for_2_and_3_axes(tmp_path):
         f[5, 7] = -9999.0
         f[9, 2] = np.nan
         # g's plane 1 holds -19998 (not the fill value): a range too wide for 1e-3 in the
-        # bins, so g is stored exactly, and the dataset must still open.
+        # bins may store g exactly (a lossless record under an error-bounded declaration),
+        # and the dataset must still open (Rust: a_dataset_with_an_array_stored_exactly...).
         samples.append({"f": f, "g": np.stack([f, 2 * f])})
     sizes = {}
     for fmt in ("v1", "v3"):

@@ -63,10 +63,10 @@ pub struct TensorGpuCounts {
     pub raw_upload_bytes: u64,
     /// Bytes of compressed payloads handed to the field decoders.
     pub compressed_bytes: u64,
-    /// Error-bounded arrays of 2 or 3 axes decoded (`.l3f` version 1, one `decode_fields`
-    /// batch).
+    /// Error-bounded arrays decoded from `.l3f` version 1 payloads (2 or 3 axes; one
+    /// `decode_fields` batch).
     pub error_bounded: usize,
-    /// Error-bounded arrays of 1 or 4 axes decoded (`.l3f` version 3, one
+    /// Error-bounded arrays decoded from `.l3f` version 3 payloads (1 to 4 axes; one
     /// `decode_bounded_fields` batch).
     pub bounded: usize,
     /// Lossless arrays decoded (one `decode_lossless_fields` batch).
@@ -190,9 +190,9 @@ pub struct TensorBatchPlan<'a> {
     pub raw: Vec<(u64, &'a [u8])>,
     /// Bytes of the raw upload.
     pub raw_bytes: u64,
-    /// The error-bounded payloads of 2 or 3 axes (`.l3f` version 1), in job order.
+    /// The error-bounded `.l3f` version 1 payloads (2 or 3 axes), in job order.
     pub error_bounded: Vec<&'a [u8]>,
-    /// The error-bounded payloads of 1 or 4 axes (`.l3f` version 3), in job order. They
+    /// The error-bounded `.l3f` version 3 payloads (1 to 4 axes), in job order. They
     /// share the window kernel's source binding with version 1's, after them.
     pub bounded: Vec<&'a [u8]>,
     /// The lossless payloads (`.l3f` version 2), in job order.

@@ -54,6 +54,7 @@ impl ArrayDecl {
     pub fn describes(&self, spec: &ArraySpec) -> bool {
         let mode = self.mode == spec.mode.name()
             || (self.mode == StorageMode::ErrorBounded.name()
+                && self.dtype == DType::Float32.name()
                 && spec.mode == StorageMode::Lossless);
         self.name == spec.name
             && self.dtype == spec.dtype.name()

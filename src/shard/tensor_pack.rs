@@ -72,11 +72,7 @@ impl TensorPackOptions {
         TensorPackOptions {
             samples_per_shard,
             force: false,
-            default_mode: ArrayOptions {
-                mode,
-                fill_value: None,
-                format: Default::default(),
-            },
+            default_mode: ArrayOptions::new(mode),
             modes: BTreeMap::new(),
             window: Vec::new(),
         }

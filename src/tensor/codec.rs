@@ -57,6 +57,15 @@ pub struct ArrayOptions {
 }
 
 impl ArrayOptions {
+    /// `mode`, no fill value, error-bounded arrays of 2 or 3 axes in the default format.
+    pub fn new(mode: ArrayMode) -> Self {
+        ArrayOptions {
+            mode,
+            fill_value: None,
+            format: BoundedFormat::default(),
+        }
+    }
+
     /// The storage mode this gives an array of `dtype`.
     pub fn storage(&self, dtype: DType) -> StorageMode {
         match self.mode {

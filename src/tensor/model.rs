@@ -220,7 +220,7 @@ pub enum StorageMode {
     Raw = 0,
     /// A lossless float field (`.l3f` version 2).
     Lossless = 1,
-    /// An error-bounded float field (`.l3f` version 1).
+    /// An error-bounded float32 field (`.l3f` version 1 or 3: SPEC "Tensor records").
     ErrorBounded = 2,
 }
 
