@@ -101,8 +101,8 @@ pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
 
 /// Encodes a float array. Error-bounded (a float32 array within an absolute `max_error` or
 /// value-range-relative `relative` bound; NaN, infinities and `fill_value` kept exactly):
-/// version 1 (default, 2 or 3 dimensions, decodes on the GPU too) or `version=3` (1 to 4
-/// axes, CPU decoder for now). With `lossless=True` bit for bit: float32, float16, or
+/// version 1 (default, 2 or 3 dimensions) or `version=3` (1 to 4 axes, smaller on smooth
+/// fields; both decode on the GPU too). With `lossless=True` bit for bit: float32, float16, or
 /// bfloat16 given as a uint16 array of bit patterns with `dtype="bfloat16"` (or an array
 /// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes. Version 3 also takes
 /// `predictor` ("lattice" or "differences"; default: the smaller file) and `axes` (the
