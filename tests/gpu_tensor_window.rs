@@ -23,14 +23,15 @@ use l3::loader::tensor::f32_to_f16_bits;
 use l3::loader::tensor_gpu::{window_batch, GpuTensorBatch, TensorArrayInput, TensorSampleInput};
 use l3::loader::{TensorAugment, TensorType};
 use l3::tensor::{
-    decode_array, encode_array, ArrayMode, ArrayOptions, DType, EncodedArray, NdArray,
+    decode_array, encode_array, ArrayMode, ArrayOptions, BoundedFormat, DType, EncodedArray,
+    NdArray,
 };
 
 /// One array name of a test batch: its type, mode and leading axes.
 type Kind = (&'static str, DType, ArrayMode, &'static [u32]);
 
 /// Every kind the kernel reads, for records of 2 spatial axes.
-const KINDS_2D: [Kind; 14] = [
+const KINDS_2D: [Kind; 15] = [
     ("f32", DType::Float32, ArrayMode::Raw, &[3]),
     ("f16", DType::Float16, ArrayMode::Raw, &[]),
     ("bf16", DType::BFloat16, ArrayMode::Raw, &[2]),
@@ -49,16 +50,29 @@ const KINDS_2D: [Kind; 14] = [
         ArrayMode::Bounded(Bound::Absolute(1e-3)),
         &[],
     ),
+    // A name ending in "-v3": `.l3f` version 3 (here 3 axes).
+    (
+        "bounded-v3",
+        DType::Float32,
+        ArrayMode::Bounded(Bound::Absolute(1e-3)),
+        &[2],
+    ),
     ("tiny", DType::Float32, ArrayMode::Raw, &[]),
 ];
 
 /// Kinds for records of 3 spatial axes (error-bounded fields take 3 axes at most).
-const KINDS_3D: [Kind; 4] = [
+const KINDS_3D: [Kind; 5] = [
     ("f32", DType::Float32, ArrayMode::Raw, &[2]),
     ("i16", DType::Int16, ArrayMode::Raw, &[]),
     ("lossless-bf16", DType::BFloat16, ArrayMode::Lossless, &[]),
     (
         "bounded",
+        DType::Float32,
+        ArrayMode::Bounded(Bound::Absolute(1e-2)),
+        &[],
+    ),
+    (
+        "bounded-v3",
         DType::Float32,
         ArrayMode::Bounded(Bound::Absolute(1e-2)),
         &[],
@@ -116,9 +130,17 @@ fn records(
                     let options = ArrayOptions {
                         mode,
                         fill_value: None,
-                        format: Default::default(),
+                        format: if name.ends_with("-v3") {
+                            BoundedFormat::V3
+                        } else {
+                            BoundedFormat::V1
+                        },
                     };
-                    encode_array(name, &array, &options).unwrap()
+                    let e = encode_array(name, &array, &options).unwrap();
+                    if name.ends_with("-v3") {
+                        assert_eq!(l3::field::field_version(&e.payload), Some(3), "{name}");
+                    }
+                    e
                 })
                 .collect()
         })
