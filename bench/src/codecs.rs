@@ -19,6 +19,9 @@ pub enum Codec {
     /// The compact profile with 128-px patches, one thread: what the larger patches buy on
     /// the CPU (the default stays 64 px for the GPU's sake and the loader's crops).
     L3Compact128,
+    /// The fast profile with 128-px patches, one thread: half the rows of 64-px patches, so
+    /// less per-row work (the default stays 64 px, as for compact).
+    L3Fast128,
     PngDefault,
     PngBest,
     ZunePng,
@@ -27,7 +30,7 @@ pub enum Codec {
 }
 
 impl Codec {
-    pub const ALL: [Codec; 10] = [
+    pub const ALL: [Codec; 11] = [
         Codec::L3_FAST_1,
         Codec::L3 {
             profile: Profile::Fast,
@@ -39,6 +42,7 @@ impl Codec {
             parallel: true,
         },
         Codec::L3Compact128,
+        Codec::L3Fast128,
         Codec::PngDefault,
         Codec::PngBest,
         Codec::ZunePng,
@@ -67,6 +71,7 @@ impl Codec {
                 ..
             } => "l3 compact",
             Codec::L3Compact128 => "l3 compact 128px",
+            Codec::L3Fast128 => "l3 fast 128px",
             Codec::PngDefault => "png (default)",
             Codec::PngBest => "png (best)",
             Codec::ZunePng => "zune-png",
@@ -85,6 +90,12 @@ impl Codec {
             }),
             Codec::L3Compact128 => Some(EncodeOptions {
                 profile: l3::ProfileOptions::default_for(Profile::Compact),
+                patch_log2: 7,
+                parallel: false,
+                ..EncodeOptions::default()
+            }),
+            Codec::L3Fast128 => Some(EncodeOptions {
+                profile: l3::ProfileOptions::default_for(Profile::Fast),
                 patch_log2: 7,
                 parallel: false,
                 ..EncodeOptions::default()
@@ -130,6 +141,7 @@ impl Codec {
                  subtract-green and pair tokens tried per patch)"
             }
             Codec::L3Compact128 => "format version 2, default compact options, 128x128 patches",
+            Codec::L3Fast128 => "format version 1, default fast options, 128x128 patches",
             Codec::PngDefault => "png crate, Compression::Balanced (its default)",
             Codec::PngBest => "png crate, Compression::High",
             Codec::ZunePng => "zune-png decoder on the png (default) file; encode column = none",
@@ -155,7 +167,7 @@ impl Codec {
 
     pub fn encode(self, p: &Pixels) -> Result<Vec<u8>> {
         match self {
-            Codec::L3 { .. } | Codec::L3Compact128 => {
+            Codec::L3 { .. } | Codec::L3Compact128 | Codec::L3Fast128 => {
                 let options = self.l3_options().expect("an l3 codec");
                 Ok(l3::encode::encode(&p.raw(), &options)?)
             }
@@ -184,7 +196,7 @@ impl Codec {
     pub fn decode(self, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
         match self {
             // The file's header says which profile it is.
-            Codec::L3 { .. } | Codec::L3Compact128 => {
+            Codec::L3 { .. } | Codec::L3Compact128 | Codec::L3Fast128 => {
                 let parallel = self.parallel();
                 let h = l3::read_header(data)?;
                 out.resize(h.output_bytes() as usize, 0);

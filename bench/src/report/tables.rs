@@ -213,6 +213,8 @@ fn class_table(report: &Report) -> Table {
         "qoi dec of memcpy",
         "compact 128px size / png",
         "compact 128px dec / png",
+        "fast 128px size / png",
+        "fast 128px dec / qoi",
     ]);
     let find = |c: Codec| results.iter().find(|r| r.codec == c);
     let (Some(fast), Some(compact)) = (find(Codec::L3_FAST_1), find(Codec::L3_COMPACT_1)) else {
@@ -276,6 +278,8 @@ fn class_table(report: &Report) -> Table {
             find(Codec::Qoi).map_or("-".into(), of_memcpy),
             find(Codec::L3Compact128).map_or("-".into(), |c| ratio(pair(c, png, size))),
             find(Codec::L3Compact128).map_or("-".into(), |c| speed(pair(c, png, time))),
+            find(Codec::L3Fast128).map_or("-".into(), |c| ratio(pair(c, png, size))),
+            find(Codec::L3Fast128).map_or("-".into(), |c| speed(pair(c, find(Codec::Qoi), time))),
         ]);
     }
     table
