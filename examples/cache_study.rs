@@ -32,8 +32,8 @@ use std::path::PathBuf;
 
 use l3::loader::{
     first_and_next_uses, front_for, permutation, position_correlation, reuse_order, simulate,
-    simulate_reads, simulate_reads_reuse, DropLast, Partition, PlannedCache, Policy, RankCaches,
-    Split, SplitMix64,
+    simulate_reads, DropLast, Partition, PlannedCache, Policy, RankCaches, Simulation, Split,
+    SplitMix64,
 };
 
 struct Args {
@@ -117,7 +117,14 @@ fn ranks(a: &Args, sizes: &[u64]) {
     for c in [0.1, 0.2, 0.3] {
         let budget = (c * total as f64) as u64;
         let share = |split| {
-            let (reads, _) = simulate_reads(sizes, 7, a.epochs, &p, budget, Policy::Planned, split);
+            let (reads, _) = simulate_reads(
+                sizes,
+                7,
+                a.epochs,
+                &p,
+                budget,
+                &Simulation::new(Policy::Planned, split),
+            );
             let f: Vec<f64> = reads[1..]
                 .iter()
                 .map(|r| r.iter().sum::<u64>() as f64 / total as f64)
@@ -220,15 +227,16 @@ fn reuse(a: &Args, sizes: &[u64]) {
             let budget = (c * total as f64) as u64;
             let front = front_for(n, total, budget, world);
             let reads = |front| {
-                simulate_reads_reuse(
+                simulate_reads(
                     sizes,
                     7,
                     a.epochs,
                     &p,
                     budget,
-                    Policy::Planned,
-                    split,
-                    front,
+                    &Simulation {
+                        front,
+                        ..Simulation::new(Policy::Planned, split)
+                    },
                 )
                 .0
             };

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use l3::loader::{
     simulate_reads, Augment, DropLast, Loader, LoaderOptions, LoaderState, OnError, Partition,
-    Policy, Split,
+    Policy, Simulation, Split,
 };
 use l3::shard::Dataset;
 
@@ -231,7 +231,17 @@ fn ranks_read_what_the_plan_says() {
         rank: 0,
         drop_last: DropLast::Partial,
     };
-    let plan = |split| simulate_reads(&sizes, 11, 3, &p, budget, Policy::Planned, split).0;
+    let plan = |split| {
+        simulate_reads(
+            &sizes,
+            11,
+            3,
+            &p,
+            budget,
+            &Simulation::new(Policy::Planned, split),
+        )
+        .0
+    };
     let local = run(true);
     assert_eq!(local, plan(Split::Locality { max_imbalance: 1 }));
     let slices = run(false);

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use l3::loader::{
-    reuse_order, simulate_reads_reuse, Augment, DropLast, Loader, LoaderOptions, LoaderState,
-    Partition, Policy, Split,
+    reuse_order, simulate_reads, Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition,
+    Policy, Simulation, Split,
 };
 use l3::shard::Dataset;
 
@@ -146,7 +146,7 @@ fn reuse_order_keeps_coverage_and_resumes_across_world_sizes() {
 }
 
 /// 1 and 3 ranks with caches of a fifth of the dataset each: the loaders read exactly what
-/// `simulate_reads_reuse` says for the reuse order (and the plain permutation). With one rank,
+/// `simulate_reads` says for the reuse order (and the plain permutation). With one rank,
 /// each epoch's first step after the first reads nothing from storage with either order: with the
 /// reuse order the previous epoch's last samples are still cached; with the plain one the
 /// planned cache (its horizon runs into the next epoch) already holds the next epoch's
@@ -197,7 +197,18 @@ fn reuse_order_reads_what_the_plan_says() {
             Split::Slices
         };
         let plan = |front| {
-            simulate_reads_reuse(&sizes, 11, 3, &p, budget, Policy::Planned, split, front).0
+            simulate_reads(
+                &sizes,
+                11,
+                3,
+                &p,
+                budget,
+                &Simulation {
+                    front,
+                    ..Simulation::new(Policy::Planned, split)
+                },
+            )
+            .0
         };
         let ((plain, plain_first), (reuse, reuse_first)) = (reads(0), reads(front));
         assert_eq!(plain, plan(0), "world {world}");

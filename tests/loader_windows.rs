@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use l3::field::Bound;
 use l3::loader::{
-    simulate_reads_over, Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState,
-    Partition, Policy, RecordWindow, Split, TensorAugment,
+    simulate_reads, Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState, Partition,
+    Policy, RecordWindow, Simulation, Split, TensorAugment,
 };
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
 use l3::shard::{TensorDataset, TENSOR_WINDOW_VERSION};
@@ -297,7 +297,7 @@ fn a_cached_step_is_read_once_per_epoch() {
 /// The locality split over a windowed dataset: 3 ranks, each caching a fifth of the
 /// records, 4 epochs. Every sample once per epoch across the ranks, batches within the
 /// imbalance bound, each rank's bytes from storage exactly what the plan
-/// (`simulate_reads_over`) says, and after the first epoch fewer than the slices read.
+/// (`simulate_reads`) says, and after the first epoch fewer than the slices read.
 #[test]
 fn the_locality_split_over_a_windowed_dataset() {
     let b = tempfile::tempdir().unwrap();
@@ -349,16 +349,16 @@ fn the_locality_split_over_a_windowed_dataset() {
         drop_last: DropLast::Partial,
     };
     let plan = |split| {
-        simulate_reads_over(
+        simulate_reads(
             &sizes,
             SEED,
             epochs,
             &p,
             budget,
-            Policy::Planned,
-            split,
-            0,
-            Some(&window),
+            &Simulation {
+                window: Some(&window),
+                ..Simulation::new(Policy::Planned, split)
+            },
         )
         .0
     };

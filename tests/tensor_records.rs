@@ -16,7 +16,7 @@ use l3::shard::{
 };
 use l3::tensor::{
     check_payload, decode_array, decode_array_window, encode_array, ArrayMode, ArrayOptions,
-    BoundedFormat, DType, NdArray, StorageMode, DTYPES,
+    BoundedFormat, DType, EncodedArray, NdArray, StorageMode, DTYPES,
 };
 use l3::Error;
 
@@ -58,6 +58,23 @@ fn write_shard(path: &Path, records: Vec<TensorRecordInput>) -> Vec<u8> {
     }
     w.write_to(path).unwrap();
     std::fs::read(path).unwrap()
+}
+
+/// `e` written as the one array of a one-record shard at `path` and read back from it.
+fn through_a_shard(path: &Path, e: &EncodedArray) -> NdArray {
+    write_shard(
+        path,
+        vec![TensorRecordInput {
+            key: "f".into(),
+            class: None,
+            meta: vec![],
+            arrays: vec![e.clone()],
+        }],
+    );
+    let shard = TensorShardReader::open(path, 1 << 20).unwrap();
+    shard.read_record(0, &DecodeOptions::default()).unwrap()[0]
+        .1
+        .clone()
 }
 
 #[test]
@@ -140,17 +157,7 @@ fn error_bounded_arrays_are_within_their_bound_and_exact_where_they_must_be() {
                 e.spec.bound
             );
             let path = tmp.path().join("f.l3s");
-            write_shard(
-                &path,
-                vec![TensorRecordInput {
-                    key: "f".into(),
-                    class: None,
-                    meta: vec![],
-                    arrays: vec![e.clone()],
-                }],
-            );
-            let shard = TensorShardReader::open(&path, 1 << 20).unwrap();
-            let (_, got) = &shard.read_record(0, &DecodeOptions::default()).unwrap()[0];
+            let got = &through_a_shard(&path, &e);
             let got = got.to_f32().unwrap();
             for (i, (&s, &d)) in values.iter().zip(&got).enumerate() {
                 if !s.is_finite() || s == -9999.0 {
@@ -215,17 +222,7 @@ fn a_bound_too_fine_for_the_bins_is_stored_exactly_and_indexed_lossless() {
         assert_eq!(e.spec.mode, StorageMode::Lossless, "{shape:?}");
         assert_eq!(l3::field::field_version(&e.payload), Some(2));
         let path = tmp.path().join("f.l3s");
-        write_shard(
-            &path,
-            vec![TensorRecordInput {
-                key: "f".into(),
-                class: None,
-                meta: vec![],
-                arrays: vec![e.clone()],
-            }],
-        );
-        let shard = TensorShardReader::open(&path, 1 << 20).unwrap();
-        let (_, got) = &shard.read_record(0, &DecodeOptions::default()).unwrap()[0];
+        let got = &through_a_shard(&path, &e);
         assert_eq!(got.bytes(), src.bytes(), "{shape:?}");
     }
 }
@@ -745,17 +742,7 @@ fn error_bounded_arrays_of_2_or_3_axes_take_either_field_version() {
             assert_eq!(l3::field::field_version(&e.payload), Some(version));
             sizes.push(e.payload.len());
             let path = tmp.path().join(format!("f{version}.l3s"));
-            write_shard(
-                &path,
-                vec![TensorRecordInput {
-                    key: "f".into(),
-                    class: None,
-                    meta: vec![],
-                    arrays: vec![e.clone()],
-                }],
-            );
-            let shard = TensorShardReader::open(&path, 1 << 20).unwrap();
-            let (_, got) = &shard.read_record(0, &DecodeOptions::default()).unwrap()[0];
+            let got = &through_a_shard(&path, &e);
             let got = got.to_f32().unwrap();
             for (i, (&a, &b)) in values.iter().zip(&got).enumerate() {
                 if a.is_nan() || a == -9999.0 {

@@ -65,8 +65,7 @@ pub use plan::{
     SplitMix64, StepSlice,
 };
 pub use ranks::{
-    simulate_reads, simulate_reads_over, simulate_reads_reuse, EpochPlan, PlannedStep, RankCaches,
-    RecordWindow, Split,
+    simulate_reads, EpochPlan, PlannedStep, RankCaches, RecordWindow, Simulation, Split,
 };
 pub use reuse::{front_for, position_correlation, reuse_order, ReuseOrders};
 pub use tensor::{Tensor, TensorType};

@@ -474,9 +474,36 @@ impl RankCaches {
     }
 }
 
+/// What [`simulate_reads`] runs: the cache policy, the split across ranks, the reuse order's
+/// front (0: the plain permutations; [`super::reuse`]) and, for a windowed tensor dataset,
+/// the window that makes each sample read several records (`sizes` are then the records').
+#[derive(Debug, Clone, Copy)]
+pub struct Simulation<'a> {
+    /// The caches' policy.
+    pub policy: Policy,
+    /// The locality split or the slices.
+    pub split: Split,
+    /// The reuse order's front.
+    pub front: u32,
+    /// Samples as windows over records.
+    pub window: Option<&'a RecordWindow>,
+}
+
+impl Simulation<'static> {
+    /// `policy` and `split`, the plain permutations, samples that are records.
+    pub fn new(policy: Policy, split: Split) -> Self {
+        Simulation {
+            policy,
+            split,
+            front: 0,
+            window: None,
+        }
+    }
+}
+
 /// Bytes each rank reads from storage in each of `epochs` epochs from `start` (a fresh run),
 /// one worker per rank, by the plan alone (the loader's counters when no record fails): what
-/// the locality split (`split`) or the slices would make the loader read with caches of
+/// the locality split or the slices (`sim`) would make the loader read with caches of
 /// `budget` bytes. `result[epoch][rank]`; also each epoch's largest batch imbalance (samples
 /// off a slice's length).
 pub fn simulate_reads(
@@ -485,44 +512,14 @@ pub fn simulate_reads(
     epochs: u64,
     partition: &Partition,
     budget: u64,
-    policy: Policy,
-    split: Split,
+    sim: &Simulation,
 ) -> (Vec<Vec<u64>>, Vec<u64>) {
-    simulate_reads_reuse(sizes, seed, epochs, partition, budget, policy, split, 0)
-}
-
-/// [`simulate_reads`] with the epochs in the reuse order of `front` samples
-/// ([`super::reuse`]; 0: the plain permutations).
-#[allow(clippy::too_many_arguments)]
-pub fn simulate_reads_reuse(
-    sizes: &[u64],
-    seed: u64,
-    epochs: u64,
-    partition: &Partition,
-    budget: u64,
-    policy: Policy,
-    split: Split,
-    front: u32,
-) -> (Vec<Vec<u64>>, Vec<u64>) {
-    simulate_reads_over(
-        sizes, seed, epochs, partition, budget, policy, split, front, None,
-    )
-}
-
-/// [`simulate_reads_reuse`] over samples that are windows over records (`window`; `sizes`
-/// are then the records'): what a windowed tensor dataset's loader reads.
-#[allow(clippy::too_many_arguments)]
-pub fn simulate_reads_over(
-    sizes: &[u64],
-    seed: u64,
-    epochs: u64,
-    partition: &Partition,
-    budget: u64,
-    policy: Policy,
-    split: Split,
-    front: u32,
-    window: Option<&RecordWindow>,
-) -> (Vec<Vec<u64>>, Vec<u64>) {
+    let Simulation {
+        policy,
+        split,
+        front,
+        window,
+    } = *sim;
     let span = window.map_or(0, |w| w.offsets.last().copied().unwrap_or(0));
     let n = (sizes.len() as u32).saturating_sub(span);
     let mut orders = super::reuse::ReuseOrders::new(seed, n, front);

@@ -170,10 +170,12 @@ fn locality_reads_about_the_ideal() {
                 4,
                 &p,
                 budget,
-                Policy::Planned,
-                Split::Locality {
-                    max_imbalance: slack,
-                },
+                &Simulation::new(
+                    Policy::Planned,
+                    Split::Locality {
+                        max_imbalance: slack,
+                    },
+                ),
             );
             assert_eq!(
                 reads[0].iter().sum::<u64>(),
@@ -189,7 +191,14 @@ fn locality_reads_about_the_ideal() {
                 assert!(imbalance[e] <= slack as u64);
             }
         }
-        let (slices, _) = simulate_reads(&sizes, 5, 4, &p, budget, Policy::Planned, Split::Slices);
+        let (slices, _) = simulate_reads(
+            &sizes,
+            5,
+            4,
+            &p,
+            budget,
+            &Simulation::new(Policy::Planned, Split::Slices),
+        );
         let f = slices[2].iter().sum::<u64>() as f64 / total as f64;
         assert!(f > ideal + 0.09, "world {world} c {c}: slices read {f:.3}");
     }
@@ -214,16 +223,16 @@ fn locality_over_windows_reads_about_the_ideal() {
         let budget = (c * total as f64) as u64;
         let ideal = 1.0 - (world as f64 * c).min(1.0);
         let run = |split| {
-            simulate_reads_over(
+            simulate_reads(
                 &sizes,
                 5,
                 4,
                 &p,
                 budget,
-                Policy::Planned,
-                split,
-                0,
-                Some(&window),
+                &Simulation {
+                    window: Some(&window),
+                    ..Simulation::new(Policy::Planned, split)
+                },
             )
         };
         let (reads, imbalance) = run(Split::Locality { max_imbalance: 4 });
