@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release --example cache_study -- [--records N] [--epochs E] [--dataset DIR]
 //!     [--out docs/cache-study]
-//! cargo run --release --example cache_study -- --world-size R [--batch-size B] [--records N]
+//! cargo run --release --example cache_study -- --world-size R [--batch-size B] [--records N] [--window K]
 //! cargo run --release --example cache_study -- --reuse 1 [--batch-size B] [--records N]
 //! ```
 //!
@@ -19,8 +19,10 @@
 //!
 //! With `--world-size R` it prints instead, for R ranks each caching c = 0.1, 0.2, 0.3, the
 //! share of the dataset all ranks read per epoch (`l3::loader::simulate_reads`: slices, the
-//! locality split at its default bound B/8, and exact batches) and the time one rank takes to
+//! locality split at its default bound B/8, exact batches, and no bound: what the bound
+//! costs) and the time one rank takes to
 //! plan an epoch of the locality split (`RankCaches::epoch`, every rank's cache simulated).
+//! With `--window K` too, sample `s` reads records `s .. s + K` (a windowed tensor dataset).
 //!
 //! Record sizes: those of a packed dataset (`--dataset`, cycled to N records), else a
 //! log-normal spread (median 100 kB, sigma 0.8) from a fixed seed. Writes `OUT.md` (tables)
@@ -32,8 +34,8 @@ use std::path::PathBuf;
 
 use l3::loader::{
     first_and_next_uses, front_for, permutation, position_correlation, reuse_order, simulate,
-    simulate_reads, DropLast, Partition, PlannedCache, Policy, RankCaches, Simulation, Split,
-    SplitMix64,
+    simulate_reads, DropLast, Partition, PlannedCache, Policy, RankCaches, RecordWindow,
+    Simulation, Split, SplitMix64,
 };
 
 struct Args {
@@ -44,6 +46,7 @@ struct Args {
     world_size: u32,
     batch_size: u32,
     reuse: bool,
+    window: u32,
 }
 
 fn args() -> Args {
@@ -55,6 +58,7 @@ fn args() -> Args {
         world_size: 1,
         batch_size: 32,
         reuse: false,
+        window: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -67,6 +71,7 @@ fn args() -> Args {
             "--world-size" => a.world_size = v.parse().expect("--world-size R"),
             "--batch-size" => a.batch_size = v.parse().expect("--batch-size B"),
             "--reuse" => a.reuse = v == "1",
+            "--window" => a.window = v.parse().expect("--window K"),
             _ => panic!("unknown option {k}"),
         }
     }
@@ -105,6 +110,12 @@ fn sizes(a: &Args) -> (Vec<u64>, String) {
 /// `--world-size R`: the ranks' reads per epoch and the locality split's plan time.
 fn ranks(a: &Args, sizes: &[u64]) {
     let total: u64 = sizes.iter().sum();
+    // `--window K`: sample `s` reads records `s .. s + K` (a windowed tensor dataset).
+    let window = (a.window > 1).then(|| RecordWindow {
+        offsets: (0..a.window).collect(),
+        records: a.records,
+    });
+    let samples = a.records - (a.window.max(1) - 1);
     let p = Partition {
         batch_size: a.batch_size,
         world_size: a.world_size,
@@ -112,7 +123,7 @@ fn ranks(a: &Args, sizes: &[u64]) {
         drop_last: DropLast::Partial,
     };
     println!(
-        "| c | ideal | slices | locality (B/8) | exact | plan one epoch, one rank (s) |\n|---:|---:|---|---|---|---:|"
+        "| c | ideal | slices | locality (B/8) | exact | locality, no bound (B) | plan one epoch, one rank (s) |\n|---:|---:|---|---|---|---|---:|"
     );
     for c in [0.1, 0.2, 0.3] {
         let budget = (c * total as f64) as u64;
@@ -123,7 +134,10 @@ fn ranks(a: &Args, sizes: &[u64]) {
                 a.epochs,
                 &p,
                 budget,
-                &Simulation::new(Policy::Planned, split),
+                &Simulation {
+                    window: window.as_ref(),
+                    ..Simulation::new(Policy::Planned, split)
+                },
             );
             let f: Vec<f64> = reads[1..]
                 .iter()
@@ -140,13 +154,11 @@ fn ranks(a: &Args, sizes: &[u64]) {
             budget,
             sizes.to_vec(),
             a.batch_size / 8,
-        );
+        )
+        .over(window.clone());
         let mut planned = std::time::Duration::ZERO;
         for e in 0..a.epochs {
-            let (perm, next) = (
-                permutation(7, e, a.records),
-                permutation(7, e + 1, a.records),
-            );
+            let (perm, next) = (permutation(7, e, samples), permutation(7, e + 1, samples));
             let input = l3::loader::ranks::EpochInput {
                 perm: &perm,
                 next_perm: Some(&next),
@@ -157,13 +169,16 @@ fn ranks(a: &Args, sizes: &[u64]) {
             planned += t.elapsed();
         }
         println!(
-            "| {c} | {:.2} | {} | {} | {} | {:.3} |",
+            "| {c} | {:.2} | {} | {} | {} | {} | {:.3} |",
             1.0 - (a.world_size as f64 * c).min(1.0),
             share(Split::Slices),
             share(Split::Locality {
                 max_imbalance: a.batch_size / 8
             }),
             share(Split::Locality { max_imbalance: 0 }),
+            share(Split::Locality {
+                max_imbalance: a.batch_size
+            }),
             planned.as_secs_f64() / a.epochs as f64
         );
     }

@@ -12,15 +12,17 @@
 //! [`PlannedCache`] the loader runs, holding nothing) step by step, so all ranks agree
 //! without communication. At each global step:
 //!
-//! 1. each sample a rank holds goes to that rank (the rank holding most of its records,
-//!    the lowest of those), up to `base + max_imbalance` samples, where `base` is the
-//!    rank's slice length;
-//! 2. the others go one by one, in permutation order, to the rank furthest below its
-//!    `base` (ties: the lowest rank), or over windows to their *home* rank while it is below
-//!    its `base` (the records cut into `world_size` contiguous ranges, one per rank);
+//! 1. each sample prefers the rank holding most of its records (the lowest of those), else,
+//!    over windows, its *home* rank (the records cut into `world_size` contiguous ranges, one
+//!    per rank); each rank takes the samples preferring it, those of which it holds most
+//!    records first (then in permutation order), up to `base + max_imbalance` samples, where
+//!    `base` is the rank's slice length;
+//! 2. the others go one by one, in permutation order, to the rank furthest below its `base`
+//!    (ties: the lowest rank);
 //! 3. while a rank has fewer than `base - max_imbalance` samples (at least 1 where `base` is),
-//!    the most loaded rank gives it its last sample: the exchange that keeps batches within
-//!    the bound (with `max_imbalance = 0`, every rank's batch is exactly `base`).
+//!    the rank furthest above its `base` gives it the sample of which it holds fewest records
+//!    (the last such): the exchange that keeps batches within the bound (with
+//!    `max_imbalance = 0`, every rank's batch is exactly `base`).
 //!
 //! Each rank's batch lists its samples in permutation order. The caches' plan horizon is
 //! the global sequence (this epoch's remaining global steps, then the next epoch's), so a
@@ -425,46 +427,55 @@ impl RankCaches {
             .collect();
         let mut load = vec![0u64; world];
         let mut owner = vec![usize::MAX; ids.len()];
-        // 1. Held samples to their holders (the rank holding most of the sample's records,
-        // the lowest of those), within the cap.
-        for (k, &id) in ids.iter().enumerate() {
-            let holder = (0..world)
-                .filter(|&r| load[r] < cap[r])
-                .map(|r| (self.held(r, id), std::cmp::Reverse(r)))
-                .filter(|&(held, _)| held > 0)
-                .max();
-            if let Some((_, std::cmp::Reverse(r))) = holder {
+        // Each sample's preferred rank and how many of its records that rank holds: the
+        // rank holding most of them (the lowest of those), else over windows its home rank.
+        let prefer: Vec<Option<(usize, usize)>> = ids
+            .iter()
+            .map(|&id| {
+                let holder = (0..world)
+                    .map(|r| (self.held(r, id), std::cmp::Reverse(r)))
+                    .filter(|&(held, _)| held > 0)
+                    .max()
+                    .map(|(held, std::cmp::Reverse(r))| (r, held));
+                holder.or_else(|| self.window.is_some().then(|| (self.home(id), 0)))
+            })
+            .collect();
+        // 1. Each rank takes the samples preferring it, most held records first (then in
+        // permutation order), up to its cap.
+        let mut order: Vec<usize> = (0..ids.len()).filter(|&k| prefer[k].is_some()).collect();
+        order.sort_by_key(|&k| (std::cmp::Reverse(prefer[k].map_or(0, |p| p.1)), k));
+        for &k in &order {
+            let (r, _) = prefer[k].expect("filtered");
+            if load[r] < cap[r] {
                 owner[k] = r;
                 load[r] += 1;
             }
         }
-        // 2. The rest to its home rank while that is below its base, else to the rank
-        // furthest below its base.
+        // 2. The rest, in permutation order, to the rank furthest below its base (ties: the
+        // lowest rank).
         let below = |load: &[u64], r: usize| load[r] as i64 - base[r] as i64;
-        for (k, o) in owner
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, o)| **o == usize::MAX)
-        {
-            let home = self.window.is_some().then(|| self.home(ids[k]));
-            let r = match home {
-                Some(h) if load[h] < base[h] => h,
-                _ => (0..world)
-                    .filter(|&r| load[r] < cap[r])
-                    .min_by_key(|&r| (below(&load, r), r))
-                    .expect("the caps hold the global batch"),
-            };
+        for o in owner.iter_mut().filter(|o| **o == usize::MAX) {
+            let r = (0..world)
+                .filter(|&r| load[r] < cap[r])
+                .min_by_key(|&r| (below(&load, r), r))
+                .expect("the caps hold the global batch");
             *o = r;
             load[r] += 1;
         }
-        // 3. The exchange: a rank under its floor takes the most loaded rank's last sample.
+        // 3. The exchange: a rank under its floor takes, from the rank furthest above its
+        // base, the sample that rank holds fewest records of (the last such).
+        let kept = |k: usize, q: usize| match prefer[k] {
+            Some((r, held)) if r == q => held + 1,
+            _ => 0,
+        };
         while let Some(r) = (0..world).find(|&r| load[r] < floor[r]) {
             let q = (0..world)
                 .max_by_key(|&q| (below(&load, q), std::cmp::Reverse(q)))
                 .expect("ranks");
             let k = (0..ids.len())
                 .rev()
-                .find(|&k| owner[k] == q)
+                .filter(|&k| owner[k] == q)
+                .min_by_key(|&k| kept(k, q))
                 .expect("the most loaded rank is above its floor");
             owner[k] = r;
             load[q] -= 1;
