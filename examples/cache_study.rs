@@ -146,6 +146,9 @@ fn ranks(a: &Args, sizes: &[u64]) {
             let (lo, hi) = f
                 .iter()
                 .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            if std::env::var_os("CACHE_STUDY_EPOCHS").is_some() {
+                eprintln!("{split:?} c {c}: {f:.3?}");
+            }
             format!("{lo:.3}-{hi:.3}")
         };
         let mut caches = RankCaches::new(

@@ -17,6 +17,11 @@ pub type NextUse = u64;
 /// Next use of a record not used again within the plan's horizon.
 pub const NEVER: NextUse = u64::MAX;
 
+/// The key of a record worth keeping only in room nothing else needs (a copy another rank
+/// holds): after every real next use, so under [`Policy::Planned`] it is cached only where it
+/// fits without evicting, and it is the first evicted.
+pub const SPARE: NextUse = NEVER - 1;
+
 /// Eviction policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Policy {
@@ -131,6 +136,16 @@ impl<V> PlannedCache<V> {
     /// Whether record `id` is held.
     pub fn contains(&self, id: u32) -> bool {
         self.entries.contains_key(&id)
+    }
+
+    /// Record `id`'s key (its next use under [`Policy::Planned`]), if it is held.
+    pub fn key_of(&self, id: u32) -> Option<NextUse> {
+        self.entries.get(&id).map(|e| e.key)
+    }
+
+    /// The records held, in no order.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entries.keys().copied()
     }
 
     /// The counters so far.
@@ -348,5 +363,22 @@ mod tests {
         assert_eq!(c.get(2, 3, NEVER), Some(&"b"));
         assert_eq!(c.get(1, 5, NEVER), None);
         assert!(!c.insert(5, "e", 11, 6, 7), "larger than the budget");
+    }
+
+    /// A spare copy takes only free room, never displaces a record, and goes first.
+    #[test]
+    fn spares_fill_free_room_only_and_go_first() {
+        let mut c = PlannedCache::new(Policy::Planned, 10);
+        assert!(c.insert(1, (), 4, 0, 50));
+        assert!(c.insert(2, (), 4, 1, SPARE), "room for it");
+        assert_eq!(c.key_of(2), Some(SPARE));
+        assert!(!c.insert(3, (), 4, 2, SPARE), "no room: nothing displaced");
+        assert!(c.contains(1) && c.contains(2));
+        // A record needed later than record 1 still displaces the spare.
+        assert!(c.insert(4, (), 4, 3, 90));
+        assert!(c.contains(1) && c.contains(4) && !c.contains(2));
+        let mut ids: Vec<u32> = c.ids().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 4]);
     }
 }

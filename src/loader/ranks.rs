@@ -26,11 +26,15 @@
 //!
 //! Each rank's batch lists its samples in permutation order. The caches' plan horizon is
 //! the global sequence (this epoch's remaining global steps, then the next epoch's), so a
-//! sample's next use is the same for every rank; a rank that reads a record another rank
-//! holds does not cache it, so the caches stay disjoint and hold together up to
-//! `world_size` times one cache. Where samples are windows over records
-//! ([`RankCaches::over`]), a rank caches only records of its home range: a sample reads
-//! neighbouring records, which are then held by one rank. The state stays `(seed, epoch, consumed)`: the caches
+//! sample's next use is the same for every rank. A rank that reads a record another rank
+//! holds keeps it only as a *spare* (key [`SPARE`]: in room no other record needs, evicted
+//! first), so the caches hold together up to `world_size` times one cache without a copy
+//! displacing a record; where they have room beyond the dataset, spare copies give a
+//! sample a second rank to go to when the first is full (of a record held by several ranks,
+//! the lowest keeps its next use at an epoch's start, the others' copies are spare). Where
+//! samples are windows over records ([`RankCaches::over`]), a rank keeps records outside its
+//! home range only as spares: a sample reads neighbouring records, which are then held by
+//! one rank. The state stays `(seed, epoch, consumed)`: the caches
 //! start empty where a run starts (as the loader's own do), so resuming, with any world
 //! size, plans from there; every rank of a run must have the same cache size, policy,
 //! workers and `max_imbalance` (each rank simulates the others with its own).
@@ -39,7 +43,7 @@
 //! steps `w, w + count, ...` and has a cache of its own: the workers `w` of all ranks form
 //! one group, planned as above over their steps.
 
-use super::cache::{first_and_next_uses, NextUse, PlannedCache, Policy, NEVER};
+use super::cache::{first_and_next_uses, NextUse, PlannedCache, Policy, SPARE};
 use super::plan::{rank_steps, Partition};
 
 /// How a global batch's samples are split among the ranks (module documentation).
@@ -65,8 +69,8 @@ pub struct PlannedStep {
     pub records: Vec<u32>,
     /// Each access's time in the plan's horizon (the cache's clock).
     pub times: Vec<u64>,
-    /// Each access's key for the cache: its next use, or [`NEVER`] where a miss is not to be
-    /// kept (another rank holds the sample).
+    /// Each access's key for the cache: its next use, or [`SPARE`] where another rank holds
+    /// the record (or, over windows, it is outside this rank's home range).
     pub keys: Vec<NextUse>,
     /// `consumed` after this global step completes.
     pub consumed_after: u64,
@@ -118,7 +122,8 @@ impl RecordWindow {
 pub struct EpochPlan {
     /// The steps.
     pub steps: Vec<PlannedStep>,
-    /// Per record, its first access in the horizon, or [`NEVER`].
+    /// Per record, its first access in the horizon, or [`NEVER`](super::cache::NEVER), or
+    /// [`SPARE`] where a lower rank holds it too.
     pub first: Vec<NextUse>,
 }
 
@@ -305,8 +310,25 @@ impl RankCaches {
         }
         let records = window.as_ref().map_or(n as usize, |w| w.records as usize);
         let (first, next) = first_and_next_uses(&sequence, records);
-        for c in &mut self.caches {
-            c.rekey(|id| first[id as usize]);
+        // A record several ranks hold keeps its next use at the lowest of them; the others'
+        // copies are spare.
+        let mut seen = std::collections::HashSet::new();
+        let spare: Vec<std::collections::HashSet<u32>> = self
+            .caches
+            .iter()
+            .map(|c| {
+                let ids: Vec<u32> = c.ids().collect();
+                let dup = ids.iter().copied().filter(|id| seen.contains(id)).collect();
+                seen.extend(ids);
+                dup
+            })
+            .collect();
+        let first_of = |r: usize, id: u32| match spare[r].contains(&id) {
+            true => SPARE,
+            false => first[id as usize],
+        };
+        for (r, c) in self.caches.iter_mut().enumerate() {
+            c.rekey(|id| first_of(r, id));
         }
         let next_of = |t: usize| next[t];
         let mut plans: Vec<EpochPlan> = (0..world).map(|_| EpochPlan::default()).collect();
@@ -352,16 +374,19 @@ impl RankCaches {
             t0 += len;
         }
         debug_assert_eq!(t0, this_len);
-        match keep {
-            Some(r) => plans[r as usize].first = first,
-            None => plans.iter_mut().for_each(|plan| plan.first = first.clone()),
+        for (r, plan) in plans.iter_mut().enumerate() {
+            if keep.is_none_or(|k| k as usize == r) {
+                plan.first = (0..records as u32).map(|id| first_of(r, id)).collect();
+            }
         }
         plans
     }
 
     /// Rank `rank`'s accesses of a global step (`(id, time)` each) through its cache, as the
-    /// loader makes them: every lookup in order, then every miss offered (kept only if no
-    /// other rank holds it). The step's `ids` are the accesses' ids.
+    /// loader makes them: every lookup in order, then every miss offered. A record another
+    /// rank holds (with a next use, not as a spare), or over windows one outside this rank's
+    /// home range, is keyed [`SPARE`]: kept only in free room. The step's `ids` are the
+    /// accesses' ids.
     fn advance(
         &mut self,
         rank: usize,
@@ -371,24 +396,22 @@ impl RankCaches {
         let mut step = PlannedStep::default();
         let mut missed = Vec::new();
         for &(id, t) in accesses {
+            let elsewhere = (0..self.caches.len())
+                .any(|q| q != rank && self.caches[q].key_of(id).is_some_and(|k| k != SPARE));
+            // Over windows a rank keeps records of its own range only (a sample reads
+            // neighbouring records: they are then held together).
+            let away = self.window.is_some() && self.home(id) != rank;
+            let key = if elsewhere || away { SPARE } else { next_of(t) };
             step.ids.push(id);
             step.times.push(t as u64);
-            step.keys.push(next_of(t));
-            if self.caches[rank].get(id, t as u64, next_of(t)).is_none() {
+            step.keys.push(key);
+            if self.caches[rank].get(id, t as u64, key).is_none() {
                 missed.push(step.ids.len() - 1);
             }
         }
         for j in missed {
             let id = step.ids[j];
-            let elsewhere =
-                (0..self.caches.len()).any(|q| q != rank && self.caches[q].contains(id));
             let size = self.sizes.get(id as usize).copied().unwrap_or(0);
-            // Over windows a rank keeps records of its own range only (a sample reads
-            // neighbouring records: they are then held together).
-            let away = self.window.is_some() && self.home(id) != rank;
-            if elsewhere || away {
-                step.keys[j] = NEVER;
-            }
             self.caches[rank].insert(id, (), size, step.times[j], step.keys[j]);
         }
         step
@@ -427,26 +450,34 @@ impl RankCaches {
             .collect();
         let mut load = vec![0u64; world];
         let mut owner = vec![usize::MAX; ids.len()];
-        // Each sample's preferred rank and how many of its records that rank holds: the
-        // rank holding most of them (the lowest of those), else over windows its home rank.
-        let prefer: Vec<Option<(usize, usize)>> = ids
+        // Each sample's ranks in order of preference: those holding any of its records, most
+        // first (then the lowest), then, over windows, its home rank.
+        let prefer: Vec<Vec<(usize, usize)>> = ids
             .iter()
             .map(|&id| {
-                let holder = (0..world)
-                    .map(|r| (self.held(r, id), std::cmp::Reverse(r)))
-                    .filter(|&(held, _)| held > 0)
-                    .max()
-                    .map(|(held, std::cmp::Reverse(r))| (r, held));
-                holder.or_else(|| self.window.is_some().then(|| (self.home(id), 0)))
+                let mut p: Vec<(usize, usize)> = (0..world)
+                    .map(|r| (r, self.held(r, id)))
+                    .filter(|&(_, held)| held > 0)
+                    .collect();
+                p.sort_by_key(|&(r, held)| (std::cmp::Reverse(held), r));
+                if let Some(home) = self.window.as_ref().map(|_| self.home(id)) {
+                    if p.iter().all(|&(r, _)| r != home) {
+                        p.push((home, 0));
+                    }
+                }
+                p
             })
             .collect();
-        // 1. Each rank takes the samples preferring it, most held records first (then in
-        // permutation order), up to its cap.
-        let mut order: Vec<usize> = (0..ids.len()).filter(|&k| prefer[k].is_some()).collect();
-        order.sort_by_key(|&k| (std::cmp::Reverse(prefer[k].map_or(0, |p| p.1)), k));
+        // 1. Samples take their preferred ranks, those with most records held first (then
+        // those with fewest choices, then in permutation order), each its first rank below
+        // its cap.
+        let mut order: Vec<usize> = (0..ids.len()).filter(|&k| !prefer[k].is_empty()).collect();
+        order.sort_by_key(|&k| {
+            let p = &prefer[k];
+            (std::cmp::Reverse(p[0].1), p.len(), k)
+        });
         for &k in &order {
-            let (r, _) = prefer[k].expect("filtered");
-            if load[r] < cap[r] {
+            if let Some(&(r, _)) = prefer[k].iter().find(|&&(r, _)| load[r] < cap[r]) {
                 owner[k] = r;
                 load[r] += 1;
             }
@@ -464,9 +495,12 @@ impl RankCaches {
         }
         // 3. The exchange: a rank under its floor takes, from the rank furthest above its
         // base, the sample that rank holds fewest records of (the last such).
-        let kept = |k: usize, q: usize| match prefer[k] {
-            Some((r, held)) if r == q => held + 1,
-            _ => 0,
+        // What sample `k` gains at rank `q`: 2 per record held there, 1 for its home.
+        let pull = |k: usize, q: usize| {
+            prefer[k]
+                .iter()
+                .find(|&&(r, _)| r == q)
+                .map_or(0, |&(_, held)| 2 * held as i64 + (held == 0) as i64)
         };
         while let Some(r) = (0..world).find(|&r| load[r] < floor[r]) {
             let q = (0..world)
@@ -475,7 +509,7 @@ impl RankCaches {
             let k = (0..ids.len())
                 .rev()
                 .filter(|&k| owner[k] == q)
-                .min_by_key(|&k| kept(k, q))
+                .min_by_key(|&k| pull(k, q) - pull(k, r))
                 .expect("the most loaded rank is above its floor");
             owner[k] = r;
             load[q] -= 1;
