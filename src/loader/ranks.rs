@@ -17,8 +17,11 @@
 //!    per rank); each rank takes the samples preferring it, those of which it holds most
 //!    records first (then in permutation order), up to `base + max_imbalance` samples, where
 //!    `base` is the rank's slice length;
-//! 2. the others go one by one, in permutation order, to the rank furthest below its `base`
-//!    (ties: the lowest rank);
+//! 2. the others go one by one, in permutation order, to the rank below its `base` that took
+//!    fewest samples this epoch which come in the same global step of the next epoch as this
+//!    one (ties: the furthest below its `base`, then the lowest), so what the caches keep
+//!    for the next epoch is spread evenly over its batches; where no rank is below its `base`
+//!    (or no next epoch is planned), to the rank furthest below its `base`;
 //! 3. while a rank has fewer than `base - max_imbalance` samples (at least 1 where `base` is),
 //!    the rank furthest above its `base` gives it the sample of which it holds fewest records
 //!    (the last such): the exchange that keeps batches within the bound (with
@@ -145,6 +148,15 @@ pub struct RankCaches {
     sizes: Vec<u64>,
     max_imbalance: u32,
     window: Option<RecordWindow>,
+}
+
+/// Where the samples of an epoch come in the next one, and how many each rank took per next
+/// global step.
+struct Spread {
+    /// Per sample, its global step in the next epoch.
+    step: Vec<u32>,
+    /// Per rank, per next global step, the samples it took this epoch.
+    count: Vec<Vec<u32>>,
 }
 
 /// The steps of a worker among `steps`: `w, w + count, ...`.
@@ -330,13 +342,29 @@ impl RankCaches {
         for (r, c) in self.caches.iter_mut().enumerate() {
             c.rekey(|id| first_of(r, id));
         }
+        // Each sample's global step in the next epoch, and per rank how many samples it
+        // took this epoch that come in each of them (step 2 spreads them).
+        let mut spread = input.next_perm.map(|next_perm| {
+            let global = (partition.batch_size as usize * world).max(1);
+            let mut step = vec![0u32; n as usize];
+            for (p, &id) in next_perm.iter().enumerate() {
+                if let Some(s) = step.get_mut(id as usize) {
+                    *s = (p / global) as u32;
+                }
+            }
+            let steps = next_perm.len().div_ceil(global);
+            Spread {
+                step,
+                count: vec![vec![0u32; steps]; world],
+            }
+        });
         let next_of = |t: usize| next[t];
         let mut plans: Vec<EpochPlan> = (0..world).map(|_| EpochPlan::default()).collect();
         let mut t0 = 0usize;
         for g in &this {
             let base: Vec<u64> = g.slices.iter().map(|s| s.len() as u64).collect();
             let ids = ids_of(g, input.perm);
-            let owner = self.assign(&ids, &base);
+            let owner = self.assign(&ids, &base, spread.as_mut());
             // Each access's time: its place in the global batch's accesses (a sample's own
             // place where samples are records, as padding may repeat one; over windows a
             // record's place among the records the batch reads).
@@ -440,7 +468,7 @@ impl RankCaches {
 
     /// The rank of each sample of a global batch `ids` whose ranks' slices have `base`
     /// samples (module documentation, steps 1 to 3).
-    fn assign(&self, ids: &[u32], base: &[u64]) -> Vec<usize> {
+    fn assign(&self, ids: &[u32], base: &[u64], mut spread: Option<&mut Spread>) -> Vec<usize> {
         let slack = self.max_imbalance as u64;
         let world = base.len();
         let cap: Vec<u64> = base.iter().map(|b| b + slack).collect();
@@ -485,11 +513,24 @@ impl RankCaches {
         // 2. The rest, in permutation order, to the rank furthest below its base (ties: the
         // lowest rank).
         let below = |load: &[u64], r: usize| load[r] as i64 - base[r] as i64;
-        for o in owner.iter_mut().filter(|o| **o == usize::MAX) {
-            let r = (0..world)
-                .filter(|&r| load[r] < cap[r])
-                .min_by_key(|&r| (below(&load, r), r))
-                .expect("the caps hold the global batch");
+        for (k, o) in owner
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, o)| **o == usize::MAX)
+        {
+            let under = |r: usize| load[r] < base[r];
+            let r = match &spread {
+                Some(sp) if (0..world).any(under) => {
+                    let g = sp.step[ids[k] as usize] as usize;
+                    (0..world)
+                        .filter(|&r| under(r))
+                        .min_by_key(|&r| (sp.count[r][g], below(&load, r), r))
+                }
+                _ => (0..world)
+                    .filter(|&r| load[r] < cap[r])
+                    .min_by_key(|&r| (below(&load, r), r)),
+            }
+            .expect("the caps hold the global batch");
             *o = r;
             load[r] += 1;
         }
@@ -514,6 +555,12 @@ impl RankCaches {
             owner[k] = r;
             load[q] -= 1;
             load[r] += 1;
+        }
+        if let Some(sp) = spread.as_mut() {
+            for (k, &r) in owner.iter().enumerate() {
+                let g = sp.step[ids[k] as usize] as usize;
+                sp.count[r][g] += 1;
+            }
         }
         owner
     }

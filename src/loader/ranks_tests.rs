@@ -176,10 +176,10 @@ fn locality_reads_about_the_ideal() {
         let p = partition(32, world, DropLast::Partial);
         let budget = (c * total as f64) as u64;
         let ideal = 1.0 - (world as f64 * c).min(1.0);
-        // 4 = batch_size / 8, the loader's default bound; 0 (exactly equal batches)
-        // pays for its exchanges: up to 7 % of the dataset over the ideal here (R 4,
-        // c 0.3: 0.034-0.062 against 0; R 4, c 0.2: 0.248-0.251 against 0.2).
-        for (slack, over) in [(4u32, 0.05), (0, 0.07)] {
+        // 4 = batch_size / 8, the loader's default bound (R 4, c 0.2: 0.201; R 4, c 0.3:
+        // 0.000-0.028); 0 (exactly equal batches) pays for its exchanges: up to 7 % of the
+        // dataset over the ideal here (R 4, c 0.3: 0.016-0.061; R 4, c 0.2: 0.213-0.219).
+        for (slack, over) in [(4u32, 0.03), (0, 0.07)] {
             let (reads, imbalance) = simulate_reads(
                 &sizes,
                 5,
@@ -275,9 +275,10 @@ fn locality_over_windows_reads_about_the_ideal() {
 
 /// Where the ranks' caches have room for more than the dataset (R c > 1), a rank that takes
 /// a sample another holds keeps a spare copy in its free room, so a sample has a second rank
-/// to go to when the first is full: at B 16 (a bound of 2 samples) the ranks read at most 5 %
-/// of the dataset per epoch after the second (measured 0.016-0.041, 0.024 on average from
-/// the fourth; with one holder per record 0.035-0.052, 0.044).
+/// to go to when the first is full. At B 16 (a bound of 2 samples): the second epoch reads
+/// nothing (the first spread its samples over the next epoch's batches), the third 0.050
+/// (each record has one holder, random to that epoch's batches), then 0.016-0.037 as copies
+/// are made (0.046-0.058 with one holder per record).
 #[test]
 fn spare_copies_balance_the_split_where_the_caches_hold_more_than_the_dataset() {
     let n = 4000u32;
@@ -297,11 +298,12 @@ fn spare_copies_balance_the_split_where_the_caches_hold_more_than_the_dataset() 
         .iter()
         .map(|r| r.iter().sum::<u64>() as f64 / total as f64)
         .collect();
-    for e in 2..8 {
-        assert!(f[e] <= 0.05, "epoch {e}: {f:.3?}");
+    for e in 1..8 {
+        let over = if e < 3 { 0.06 } else { 0.05 };
+        assert!(f[e] <= over, "epoch {e}: {f:.3?}");
         assert!(imbalance[e] <= 2);
     }
-    // Without copies: 0.035-0.052, 0.044 on average.
+    // With one holder per record: 0.050 on average over these.
     let late = f[3..].iter().sum::<f64>() / 5.0;
     assert!(late <= 0.035, "{f:.3?}");
     // The copies exist: some record is held by two ranks.
@@ -318,5 +320,9 @@ fn spare_copies_balance_the_split_where_the_caches_hold_more_than_the_dataset() 
     let held: usize = (0..4).map(|r| caches.cache(r).len()).sum();
     let distinct: std::collections::HashSet<u32> =
         (0..4).flat_map(|r| caches.cache(r).ids()).collect();
-    assert!(held > distinct.len(), "{held} held, {} distinct", distinct.len());
+    assert!(
+        held > distinct.len(),
+        "{held} held, {} distinct",
+        distinct.len()
+    );
 }
