@@ -125,7 +125,8 @@ impl Producer {
         let cached = self.options.cache_bytes > 0 || self.disk.is_some();
         // With the locality split, every rank's cache simulated from this run's start; where
         // one rank's cache holds the whole dataset the slices read less (every rank ends up
-        // holding everything; the split keeps the caches disjoint), and every rank sees so.
+        // holding everything; the split keeps a record's copies past the first as spares, in
+        // free room only), and every rank sees so.
         let mut ranks = match self.options.split() {
             Split::Locality { max_imbalance } => {
                 let sizes = self.record_sizes();
