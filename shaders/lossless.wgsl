@@ -10,7 +10,8 @@
 //    runs); a stream error ORs a flag into the file's slot.
 // 2. `undiff`, one dispatch per (padded) axis some array is differenced along and stage of
 //    shared/line_sum.wgsl's blocked prefix sums (stages 1 and 2 only where a line has more
-//    than one block). Workgroup y is the array.
+//    than one block), then as many again along the axes of second differences. Workgroup y
+//    is the array.
 // 3. `finish`: one invocation per output word (one float32, or two 16-bit values with the
 //    first in the low half): ordered bits, float-mult or the value table to float bits,
 //    then the runs.
@@ -34,7 +35,8 @@ const ARRAY_WG: u32 = LOSSLESS_WG;
 // No pair tokens.
 const PAIR_TOKENS: u32 = 0u;
 
-// `undiff` sums array `a` along the padded axes it is differenced along.
+// `undiff` sums array `a` along the padded axes it is differenced along (`axis` 4 to 7: the
+// second sums of second differences along axis `axis - 4`).
 fn differenced(a: LosslessArray, axis: u32) -> bool {
     return ((a.axes >> axis) & 1u) != 0u;
 }

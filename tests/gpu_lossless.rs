@@ -2,7 +2,7 @@
 //! CI): bit for bit the CPU decoder's bytes for every shared float32 array
 //! (`../shared/data/float32` or `$L3_TEST_DATA/float32`), 1-D to 4-D float32, float16 and
 //! bfloat16 arrays with NaN payloads, -0.0, infinities, subnormals and fill runs, float-mult
-//! and value-table arrays, several files in one batch; a corrupt segment or an index past
+//! and value-table arrays, second differences, several files in one batch; a corrupt segment or an index past
 //! the value table comes back as the file's error.
 #![cfg(all(feature = "gpu", feature = "dataset"))]
 
@@ -13,7 +13,7 @@ mod gpu_support;
 
 use l3::decode::DecodeOptions;
 use l3::field::gpu::decode_lossless_fields;
-use l3::field::{decode_lossless, encode_lossless, FloatSlice, LosslessOptions};
+use l3::field::{decode_lossless, encode_lossless, parse_lossless, FloatSlice, LosslessOptions};
 
 /// The shared float32 arrays, losslessly encoded (their fill value declared), by name.
 fn shared_files() -> Vec<(String, Vec<u8>)> {
@@ -104,6 +104,16 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
             format!("table {name}"),
             encode_lossless(FloatSlice::F32(&unpacked), shape, &opts).unwrap(),
         ));
+        // Second differences along every axis, with the special values.
+        let twice = LosslessOptions {
+            axes: Some((1u8 << shape.len()) - 1),
+            axes2: Some((1u8 << shape.len()) - 1),
+            ..opts.clone()
+        };
+        out.push((
+            format!("f32 second differences {name}"),
+            encode_lossless(FloatSlice::F32(&v), shape, &twice).unwrap(),
+        ));
         let pick = [0x3f80u16, 0xc2c8, 0x4700, 0x0001, 0x7f80, 0x8000, 0x7fc3];
         let scattered: Vec<u16> = (0..n).map(|i| pick[(i * i / 7) % 7]).collect();
         out.push((
@@ -111,6 +121,24 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
             encode_lossless(FloatSlice::F16(&scattered), shape, &o16).unwrap(),
         ));
     }
+    // A smooth 1-D signal of integers (a seismogram's counts): the encoder chooses second
+    // differences along it.
+    let (mut x, mut slope) = (0i64, 0i64);
+    let signal: Vec<f32> = (0..30_000u64)
+        .map(|i| {
+            slope += (i * 7919 % 9) as i64 - 4 - slope / 64;
+            x += slope;
+            x as f32
+        })
+        .collect();
+    let file = encode_lossless(
+        FloatSlice::F32(&signal),
+        &[30_000],
+        &LosslessOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(parse_lossless(&file).unwrap().axes2, 1, "second differences chosen");
+    out.push(("f32 seismogram".into(), file));
     out
 }
 
@@ -282,6 +310,17 @@ fn long_lines_and_segments_decode_bit_for_bit() {
         "f32 [1048576], one segment".into(),
         encode_lossless(FloatSlice::F32(&v), &[1 << 20], &one_segment).unwrap(),
     ));
+    // Second differences along both axes of 70,000-value rows (several blocks a line).
+    let v = long_values(3 * 70_000);
+    let twice = LosslessOptions {
+        axes: Some(0b11),
+        axes2: Some(0b11),
+        ..Default::default()
+    };
+    files.push((
+        "f32 [3, 70000], second differences".into(),
+        encode_lossless(FloatSlice::F32(&v), &[3, 70_000], &twice).unwrap(),
+    ));
     // Dispatches: the token rounds (2^20 / 2^15 for the long segment), one prefix-sum
     // stage per axis of one-block lines, three where a line has several blocks, the finish.
     let dispatches = |k: usize| {
@@ -291,6 +330,7 @@ fn long_lines_and_segments_decode_bit_for_bit() {
     assert_eq!(dispatches(0), 1 + 3 + 1, "1-D of 65,600");
     assert_eq!(dispatches(6), 1 + 1 + 3 + 1, "[3, 70000]");
     assert_eq!(dispatches(9), 32 + 3 + 1, "one segment of 2^20");
+    assert_eq!(dispatches(10), 1 + 2 * (1 + 3) + 1, "second differences, twice the sums");
     for f in &files {
         check(std::slice::from_ref(f));
     }

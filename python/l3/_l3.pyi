@@ -312,8 +312,8 @@ def field_info(data: _Bytes) -> Dict[str, Any]:
     or "differences"), unit, axes (axis order, or bits of the differenced axes), chunks,
     chunk_values, segments. mode "lossless": shape, dtype, fill_value (bit pattern or None),
     float_mult_base, value_table (entries of the value table, 0 without), axes (bit a = axis a
-    differenced), chunks, chunk_values, segments,
-    exception_runs."""
+    differenced), axes2 (bit a = axis a differenced a second time), chunks, chunk_values,
+    segments, exception_runs."""
 
 def gpu_encode_field(
     array: npt.NDArray[np.float32], *, max_error: float, axes: Optional[int] = None

@@ -364,6 +364,7 @@ fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<
         d.set_item("float_mult_base", h.mult_base)?;
         d.set_item("value_table", h.table.len())?;
         d.set_item("axes", h.axes)?;
+        d.set_item("axes2", h.axes2)?;
         d.set_item("chunks", h.chunks())?;
         d.set_item("chunk_values", 1u64 << h.chunk_log2)?;
         d.set_item("segments", h.segments)?;

@@ -37,8 +37,8 @@ fn decode_segments(@builtin(global_invocation_id) gid: vec3<u32>,
 }
 
 // One stage (`current.stage`) of the wrapping prefix sums along padded axis `current.axis`
-// of array `gid.y`, if it is `differenced` along it: `sum_lines` (shared/line_sum.wgsl) over
-// the array's shape padded to 4 axes.
+// (4 to 7: axis `current.axis - 4` a second time) of array `gid.y`, if it is `differenced`
+// along it: `sum_lines` (shared/line_sum.wgsl) over the array's shape padded to 4 axes.
 @compute @workgroup_size(ARRAY_WG)
 fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -51,7 +51,7 @@ fn undiff(@builtin(global_invocation_id) gid: vec3<u32>,
         return;
     }
     let shape = array<u32, 4>(a.shape0, a.shape1, a.shape2, a.shape3);
-    sum_lines(shape, axis, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
+    sum_lines(shape, axis & 3u, a.words, a.carry, current.stage, gid.x, grid_width(nwg));
 }
 
 // Value `i`'s bits `v`, or those of the exception run that covers it: the last of the

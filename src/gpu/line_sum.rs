@@ -15,12 +15,13 @@ fn lines_and_blocks(shape: [u32; 4], axis: usize) -> (u64, u64) {
 }
 
 /// Words of block carries an array of padded `shape` differenced along the padded axes in
-/// `axes` (bit `a`: axis `a`) needs: one per block of each line, for the axis with the most
-/// (the axes are summed one after another); 0 where no line has more than one block.
+/// `axes` (bit `a`: axis `a`; bit `4 + a`: axis `a` a second time) needs: one per block of
+/// each line, for the axis with the most (the axes are summed one after another); 0 where no
+/// line has more than one block.
 pub(crate) fn carry_words(shape: [u32; 4], axes: u32) -> u64 {
-    (0..4)
+    (0..8)
         .filter(|&a| axes >> a & 1 == 1)
-        .map(|a| lines_and_blocks(shape, a))
+        .map(|a| lines_and_blocks(shape, a % 4))
         .filter(|&(_, nb)| nb > 1)
         .map(|(lines, nb)| lines * nb)
         .max()
@@ -31,7 +32,7 @@ pub(crate) fn carry_words(shape: [u32; 4], axes: u32) -> u64 {
 /// array in it (the invocations it needs along x).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LineStep {
-    /// The padded axis summed along.
+    /// The padded axis summed along, plus 4 for a second sum along it (second differences).
     pub axis: u32,
     /// 0 sums within blocks, 1 the carries, 2 adds them.
     pub stage: u32,
@@ -39,17 +40,17 @@ pub(crate) struct LineStep {
     pub items: u64,
 }
 
-/// Each `undiff` dispatch of a batch of arrays given as (padded shape, differenced axes), in
-/// order.
+/// Each `undiff` dispatch of a batch of arrays given as (padded shape, differenced axes as
+/// [`carry_words`] takes them), in order: the first sums along each axis, then the second.
 pub(crate) fn line_sum_steps(
     arrays: impl Iterator<Item = ([u32; 4], u32)> + Clone,
 ) -> Vec<LineStep> {
     let mut out = Vec::new();
-    for axis in 0..4u32 {
+    for axis in 0..8u32 {
         let along = arrays
             .clone()
             .filter(|&(_, axes)| axes >> axis & 1 == 1)
-            .map(|(shape, _)| lines_and_blocks(shape, axis as usize));
+            .map(|(shape, _)| lines_and_blocks(shape, axis as usize % 4));
         let Some(nb) = along.clone().map(|(_, nb)| nb).max() else {
             continue;
         };

@@ -40,6 +40,8 @@ pub(in crate::field) trait Word:
     fn sub(self, o: Self) -> Self;
     /// Inverse zigzag.
     fn unzig(self) -> Self;
+    /// Zigzag (the inverse of [`Word::unzig`]).
+    fn zig(self) -> Self;
     /// The words as u32 when they are (float32), for the AVX2 row sums.
     fn as_u32s(s: &mut [Self]) -> Option<&mut [u32]>;
     /// The words as u32 when they are.
@@ -68,6 +70,10 @@ macro_rules! word {
             #[inline(always)]
             fn unzig(self) -> Self {
                 (self >> 1) ^ (0 as $t).wrapping_sub(self & 1)
+            }
+            #[inline(always)]
+            fn zig(self) -> Self {
+                (self << 1) ^ (0 as $t).wrapping_sub(self >> (<$t>::BITS - 1))
             }
             #[inline(always)]
             fn as_u32s(s: &mut [Self]) -> Option<&mut [u32]> {
@@ -248,21 +254,35 @@ fn decode_words<W: Word>(
             (Some(_), None) => unreachable!("the adjustment buffer exists when a chunk has one"),
         }
     };
-    if parallel && layout.chunks.len() > 1 {
+    // Second differences invert in two whole passes (the second reads the first's output).
+    if (parallel && layout.chunks.len() > 1) || h.axes2 != 0 {
         let adj_chunks: Vec<Option<&mut [u32]>> = if any_adjust {
             adjust.chunks_mut(chunk).map(Some).collect()
         } else {
             (0..layout.chunks.len()).map(|_| None).collect()
         };
-        out.par_chunks_mut(chunk)
-            .zip(adj_chunks)
-            .enumerate()
-            .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        if parallel {
+            out.par_chunks_mut(chunk)
+                .zip(adj_chunks)
+                .enumerate()
+                .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        } else {
+            out.chunks_mut(chunk)
+                .zip(adj_chunks)
+                .enumerate()
+                .try_for_each(|(c, (w, a))| tokens(c, w, a))?;
+        }
         // SAFETY: every chunk returned Ok, so wrote all its words, and the chunks cover `out`
         // (checked above; `zip` gives every chunk, the adjustment chunks being as many).
         let out = unsafe { assume_init(out) };
         reconstruct(out, 0, out.len(), &h.shape, &st, h.axes);
-        finish(out, h, any_adjust.then_some(&adjust[..]), true)?;
+        if h.axes2 != 0 {
+            // The first inverse gives the values differenced once more along `axes2`: as
+            // zigzag values again, the same inverse along `axes2` gives the values.
+            out.iter_mut().for_each(|v| *v = v.zig());
+            reconstruct(out, 0, out.len(), &h.shape, &st, h.axes2);
+        }
+        finish(out, h, any_adjust.then_some(&adjust[..]), parallel)?;
     } else {
         // Values at least `reach` before the reconstructed end are read by no later value
         // (the row's previous value and the upper axes' terms), so they map to float bits

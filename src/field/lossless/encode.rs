@@ -31,6 +31,10 @@ pub struct LosslessOptions {
     /// Difference along exactly these axes (bit `a` = axis `a`, 0 the slowest), or let the
     /// encoder choose the set that codes smallest (default `None`).
     pub axes: Option<u8>,
+    /// Difference a second time along exactly these axes (a subset of `axes`, which must then
+    /// be given), or let the encoder choose (default `None`: second differences along the
+    /// last axis where they code smaller, as smooth 1-D signals do).
+    pub axes2: Option<u8>,
     /// log2 of the values per chunk, 8 to 20 (default 16).
     pub chunk_log2: u8,
     /// Segments per chunk, 1 to 32 (default 8).
@@ -46,6 +50,7 @@ impl Default for LosslessOptions {
             float_mult: true,
             value_table: true,
             axes: None,
+            axes2: None,
             chunk_log2: 16,
             segments: 8,
             parallel: true,
@@ -102,6 +107,15 @@ pub fn encode_lossless(
             ));
         }
     }
+    if let Some(a2) = options.axes2 {
+        if options.axes.is_none_or(|a| a2 & !a != 0) {
+            return Err(invalid_option(
+                "axes2",
+                a2 as u64,
+                "second differences need the axes given and must be a subset of them",
+            ));
+        }
+    }
     let bits: Vec<u32> = match values {
         FloatSlice::F32(v) => v.iter().map(|f| f.to_bits()).collect(),
         FloatSlice::F16(v) | FloatSlice::BF16(v) => v.iter().map(|&b| b as u32).collect(),
@@ -114,10 +128,11 @@ pub fn encode_lossless(
 
     // Candidate inputs, each with its best axes by the estimate; the smallest is kept.
     let sample = sample_windows(bits.len());
-    let mut best: Option<(f64, u8, Input)> = None;
+    let mut best: Option<(f64, (u8, u8), Input)> = None;
     let mut consider = |input: Input| {
         let runs_bytes = runs_section(&input.runs).map_or(f64::INFINITY, |s| s.len() as f64);
-        let (axes, est) = choose_axes(&input, shape, width, options.axes, &sample);
+        let forced = options.axes.map(|a| (a, options.axes2.unwrap_or(0)));
+        let (axes, est) = choose_axes(&input, shape, width, forced, &sample);
         let total = est + runs_bytes + table_bytes(&input.table, width) as f64;
         if best.as_ref().is_none_or(|b| total < b.0) {
             best = Some((total, axes, input));
@@ -140,12 +155,14 @@ pub fn encode_lossless(
             consider(float_mult(&bits, base, sp));
         }
     }
-    let (_, axes, input) = best.expect("the ordered input is always a candidate");
+    let (_, (axes, axes2), input) = best.expect("the ordered input is always a candidate");
     let runs = runs_section(&input.runs)
         .ok_or_else(|| invalid_option("exceptions", 0, "more than 65536 distinct NaN/fill"))?;
 
     // Residuals and adjustments as zigzag values.
-    let residuals = differences(input.x, shape, axes, width);
+    let mut x = input.x;
+    difference_along(&mut x, shape, axes2);
+    let residuals = differences(x, shape, axes, width);
     let adjust: Option<Vec<u32>> = input
         .adjust
         .map(|a| a.into_iter().map(|v| zigzag(v, 32)).collect());
@@ -172,6 +189,7 @@ pub fn encode_lossless(
         mult_base: input.base,
         table: input.table,
         axes,
+        axes2,
         segments: options.segments,
         chunk_log2: options.chunk_log2,
         runs: input.runs.len() as u32,
@@ -434,15 +452,16 @@ fn mult_bases(bits: &[u32], special: &[bool]) -> Vec<f32> {
     out
 }
 
-/// The axis set (forced or every subset, none included) with the smallest estimated bytes
-/// of residuals (and adjustments) on the sample, scaled to the whole array.
+/// The axis sets `(axes, axes2)` (forced, or every subset of the axes differenced once,
+/// and second differences along the last axis) with the smallest estimated bytes of
+/// residuals (and adjustments) on the sample, scaled to the whole array.
 fn choose_axes(
     input: &Input,
     shape: &[u32],
     width: u32,
-    forced: Option<u8>,
+    forced: Option<(u8, u8)>,
     sample: &[(usize, usize)],
-) -> (u8, f64) {
+) -> ((u8, u8), f64) {
     let nd = shape.len();
     let sampled: usize = sample.iter().map(|w| w.1).sum();
     let scale = input.x.len() as f64 / sampled as f64 / 8.0;
@@ -459,19 +478,99 @@ fn choose_axes(
         }
         adj_bits = entropy_bits(&hist, raw);
     }
+    let est = |(hist, raw): &([u64; MAX_TOKENS], u64)| (entropy_bits(hist, *raw) + adj_bits) * scale;
+    if let Some((axes, axes2)) = forced.filter(|f| f.1 != 0) {
+        return ((axes, axes2), est(&second_tokens(&input.x, shape, width, axes, axes2, sample)));
+    }
     let sets: Vec<u8> = match forced {
-        Some(a) => vec![a],
+        Some((a, _)) => vec![a],
         None => (0..1u8 << nd).collect(),
     };
-    let mut best = (0u8, f64::INFINITY);
+    let mut best = ((0u8, 0u8), f64::INFINITY);
     let tokens = difference_tokens(&input.x, shape, width, &sets, sample);
-    for (&set, (hist, raw)) in sets.iter().zip(&tokens) {
-        let est = (entropy_bits(hist, *raw) + adj_bits) * scale;
-        if est < best.1 {
-            best = (set, est);
+    for (&set, t) in sets.iter().zip(&tokens) {
+        let e = est(t);
+        if e < best.1 {
+            best = ((set, 0), e);
+        }
+    }
+    // Second differences along the last axis, over the best set and the last axis alone.
+    let last = 1u8 << (nd - 1);
+    if forced.is_none() {
+        let mut bases = vec![best.0 .0 | last, last];
+        bases.dedup();
+        for set in bases {
+            let e = est(&second_tokens(&input.x, shape, width, set, last, sample));
+            if e < best.1 {
+                best = ((set, last), e);
+            }
         }
     }
     best
+}
+
+/// The token histogram and raw bits on the sample of `x` differenced along `axes`, then
+/// again along `axes2` (a subset), as [`difference_along`] and [`differences`] give them.
+fn second_tokens(
+    x: &[u32],
+    shape: &[u32],
+    width: u32,
+    axes: u8,
+    axes2: u8,
+    sample: &[(usize, usize)],
+) -> ([u64; MAX_TOKENS], u64) {
+    let nd = shape.len();
+    let st = strides(shape);
+    let mut hist = [0u64; MAX_TOKENS];
+    let mut raw = 0u64;
+    // Value `j` (coordinates `coord`) differenced m times along each axis (m: how many of
+    // the two sets hold it): per axis the stencil of binomial coefficients (1, -1) or (1, -2,
+    // 1), cut where it would reach before the first value along the axis (taken as 0).
+    let value = |j: usize, coord: &[usize; 4]| -> u32 {
+        let mut terms: Vec<(usize, i64)> = vec![(0, 1)];
+        for a in 0..nd {
+            let m = (axes >> a & 1) as usize + (axes2 >> a & 1) as usize;
+            if m == 0 {
+                continue;
+            }
+            let stencil: &[i64] = if m == 1 { &[1, -1] } else { &[1, -2, 1] };
+            let reach = m.min(coord[a]);
+            terms = terms
+                .iter()
+                .flat_map(|&(off, w)| {
+                    stencil[..=reach]
+                        .iter()
+                        .enumerate()
+                        .map(move |(k, &c)| (off + k * st[a], w * c))
+                })
+                .collect();
+        }
+        terms.iter().fold(0u32, |acc, &(off, w)| {
+            acc.wrapping_add(x[j - off].wrapping_mul(w as u32))
+        })
+    };
+    for &(s, l) in sample {
+        let mut coord = [0usize; 4];
+        let mut rest = s;
+        for a in (0..nd).rev() {
+            coord[a] = rest % shape[a] as usize;
+            rest /= shape[a] as usize;
+        }
+        for j in s..s + l {
+            let r = value(j, &coord);
+            let (t, nraw, _) = token_of(zigzag(r & mask(width), width));
+            hist[t as usize] += 1;
+            raw += nraw as u64;
+            for a in (0..nd).rev() {
+                coord[a] += 1;
+                if coord[a] < shape[a] as usize {
+                    break;
+                }
+                coord[a] = 0;
+            }
+        }
+    }
+    (hist, raw)
 }
 
 /// The zigzag residuals: `x` differenced along each axis in `axes` (wrapping, the value
@@ -482,6 +581,16 @@ pub(in crate::field) fn differences(
     axes: u8,
     width: u32,
 ) -> Vec<u32> {
+    difference_along(&mut x, shape, axes);
+    for v in &mut x {
+        *v = zigzag(*v & mask(width), width);
+    }
+    x
+}
+
+/// `x` differenced in place along each axis in `axes` (wrapping, the value before the first
+/// along an axis being 0).
+fn difference_along(x: &mut [u32], shape: &[u32], axes: u8) {
     let st = strides(shape);
     for (a, &s) in st.iter().enumerate() {
         if axes >> a & 1 == 0 {
@@ -494,10 +603,6 @@ pub(in crate::field) fn differences(
             }
         }
     }
-    for v in &mut x {
-        *v = zigzag(*v & mask(width), width);
-    }
-    x
 }
 
 /// One symbol: token, raw bit count, raw bits.

@@ -75,6 +75,9 @@ pub struct LosslessHeader {
     pub table: Vec<u32>,
     /// Axes the values are differenced along (bit `a` = axis `a`, 0 the slowest).
     pub axes: u8,
+    /// Axes of `axes` the values are differenced along a second time (second differences,
+    /// for smooth signals); 0 in files written before it existed.
+    pub axes2: u8,
     /// Segments per chunk.
     pub segments: u8,
     /// log2 of the values per chunk.
@@ -119,7 +122,7 @@ impl LosslessHeader {
             None => self.table.len() as u32,
         };
         b.extend_from_slice(&base_or_k.to_le_bytes());
-        b.extend_from_slice(&[self.axes, self.segments, self.chunk_log2, 0]);
+        b.extend_from_slice(&[self.axes, self.segments, self.chunk_log2, self.axes2]);
         b.extend_from_slice(&self.runs.to_le_bytes());
         b.extend_from_slice(&self.runs_len.to_le_bytes());
         let width = self.dtype.bits();
@@ -195,7 +198,7 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
         )
         .into());
     }
-    let (axes, segments, chunk_log2, reserved) =
+    let (axes, segments, chunk_log2, axes2) =
         (data[p + 8], data[p + 9], data[p + 10], data[p + 11]);
     if axes >> ndim != 0 {
         return Err(invalid("axes", p + 8, axes as u64, "a bit set past the last axis").into());
@@ -206,8 +209,14 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
     if !(CHUNK_LOG2_MIN..=CHUNK_LOG2_MAX).contains(&chunk_log2) {
         return Err(invalid("chunk_log2", p + 10, chunk_log2 as u64, "must be 8 to 20").into());
     }
-    if reserved != 0 {
-        return Err(invalid("reserved", p + 11, reserved as u64, "must be zero").into());
+    if axes2 & !axes != 0 {
+        return Err(invalid(
+            "axes2",
+            p + 11,
+            axes2 as u64,
+            "a bit set for an axis not differenced once (not in axes)",
+        )
+        .into());
     }
     Ok(LosslessHeader {
         dtype,
@@ -216,6 +225,7 @@ pub fn parse_lossless(data: &[u8]) -> Result<LosslessHeader> {
         mult_base: mult.then_some(base),
         table,
         axes,
+        axes2,
         segments,
         chunk_log2,
         runs: u32_at(data, p + 12),

@@ -148,7 +148,8 @@ fn plan_file(
         )?;
     }
     let (shape, pad) = padded_shape(&h.shape);
-    let axes = (h.axes as u32) << pad;
+    // Bits 0-3 the padded axes differenced once, bits 4-7 those differenced again.
+    let axes = (h.axes as u32) << pad | ((h.axes2 as u32) << pad) << 4;
     let carry = u32_of(words, "lossless scratch words")?;
     words = align(words + carry_words(shape, axes));
     let per = 32 / width as u64;
@@ -266,10 +267,18 @@ mod tests {
             let n = shape.iter().product::<u32>() as usize;
             for decimal in [false, true] {
                 let v = values(n, decimal);
-                for axes in [None, Some(0), Some((1u8 << shape.len()) - 1)] {
+                let (all, last) = ((1u8 << shape.len()) - 1, 1u8 << (shape.len() - 1));
+                for (axes, axes2) in [
+                    (None, None),
+                    (Some(0), None),
+                    (Some(all), None),
+                    (Some(all), Some(last)),
+                    (Some(all), Some(all)),
+                ] {
                     let opts = LosslessOptions {
                         fill_value: Some((-9999.0f32).to_bits()),
                         axes,
+                        axes2,
                         chunk_log2: 10,
                         segments: 5,
                         ..Default::default()
@@ -295,6 +304,10 @@ mod tests {
         assert!(plan.arrays.iter().any(|a| a.run_count > 0), "some runs");
         assert!(plan.segments.len() > 5 * 2 * files.len(), "several chunks");
         assert!(plan.arrays.iter().any(|a| a.axes == 0b1111), "4-D Lorenzo");
+        assert!(
+            plan.arrays.iter().any(|a| a.axes == 0b1111_1111),
+            "4-D second differences"
+        );
         // Every file alone, then all of them in one batch.
         for f in &files {
             check(std::slice::from_ref(f));

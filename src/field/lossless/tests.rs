@@ -418,3 +418,123 @@ fn bad_value_tables_are_errors() {
     loose.extend_from_slice(&[1; 40]);
     assert!(parse_lossless(&loose).is_err());
 }
+
+/// A smooth 1-D signal of integers stored as float (a seismogram's counts): its first
+/// differences still trend, its second differences are small. `n` values.
+fn seismogram(n: usize) -> Vec<f32> {
+    let mut rng = crate::field::test_rng::Rng(7);
+    let (mut v, mut slope) = (0i64, 0i64);
+    (0..n)
+        .map(|i| {
+            // A slowly turning slope plus a little noise in the acceleration.
+            slope += rng.below(9) as i64 - 4 - slope / 64;
+            v += slope + ((i as f64 * 0.002).sin() * 40.0) as i64;
+            v as f32
+        })
+        .collect()
+}
+
+/// Second differences: chosen for a smooth 1-D signal (and smaller than first differences
+/// alone), decoded bit for bit on every path; forced on arrays of 1 to 4 axes over every
+/// axis set and every subset of it, in all three types; refused where not a subset.
+#[test]
+fn second_differences_round_trip_and_are_chosen_where_smaller() {
+    let v = seismogram(50_000);
+    let o = LosslessOptions {
+        chunk_log2: 12,
+        ..Default::default()
+    };
+    let file = round_trip(FloatSlice::F32(&v), &[v.len() as u32], &o);
+    let h = parse_lossless(&file).unwrap();
+    assert_eq!((h.axes, h.axes2), (1, 1), "second differences chosen");
+    let once = round_trip(
+        FloatSlice::F32(&v),
+        &[v.len() as u32],
+        &LosslessOptions {
+            axes: Some(1),
+            axes2: Some(0),
+            ..o.clone()
+        },
+    );
+    assert!(
+        file.len() * 10 < once.len() * 9,
+        "{} vs {} bytes",
+        file.len(),
+        once.len()
+    );
+    // Forced, every set and subset, on arrays of 1 to 4 axes; chunks of 256 values so the
+    // arrays span several.
+    let shapes: [&[u32]; 4] = [&[1000], &[31, 47], &[5, 13, 17], &[3, 4, 5, 6]];
+    for shape in shapes {
+        let n: u32 = shape.iter().product();
+        let f: Vec<f32> = (0..n)
+            .map(|i| ((i as f32) * 0.37).sin() * 100.0 + (i * i) as f32 * 0.001)
+            .collect();
+        // Smooth 16-bit patterns: positive finite float16s growing with the value, and
+        // bfloat16 as float32's top half.
+        let h16: Vec<u16> = f.iter().map(|x| ((x + 200.0) * 8.0) as u16 & 0x7bff).collect();
+        let b16: Vec<u16> = f.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+        for axes in 0..1u8 << shape.len() {
+            let mut axes2 = axes;
+            loop {
+                let o = LosslessOptions {
+                    axes: Some(axes),
+                    axes2: Some(axes2),
+                    chunk_log2: 8,
+                    segments: 3,
+                    ..Default::default()
+                };
+                for values in [
+                    FloatSlice::F32(&f),
+                    FloatSlice::F16(&h16),
+                    FloatSlice::BF16(&b16),
+                ] {
+                    let file = round_trip(values, shape, &o);
+                    let h = parse_lossless(&file).unwrap();
+                    assert_eq!((h.axes, h.axes2), (axes, axes2));
+                }
+                if axes2 == 0 {
+                    break;
+                }
+                axes2 = (axes2 - 1) & axes;
+            }
+        }
+    }
+    let e = |axes, axes2| {
+        encode_lossless(
+            FloatSlice::F32(&v[..64]),
+            &[8, 8],
+            &LosslessOptions {
+                axes,
+                axes2,
+                ..Default::default()
+            },
+        )
+    };
+    assert!(e(Some(0b01), Some(0b10)).is_err(), "not a subset");
+    assert!(e(None, Some(0b01)).is_err(), "axes not given");
+    assert!(e(Some(0b11), Some(0b10)).is_ok());
+}
+
+/// A header whose second-difference axes are not among its axes is refused, naming the
+/// field; one whose axes2 is cleared decodes (to other values: the field is read).
+#[test]
+fn second_difference_axes_outside_the_axes_are_refused() {
+    let v = seismogram(4096);
+    let file = encode_lossless(
+        FloatSlice::F32(&v),
+        &[64, 64],
+        &LosslessOptions {
+            axes: Some(0b01),
+            axes2: Some(0b01),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let bad = with_header(&file, |h| h.axes2 = 0b10);
+    let err = decode_lossless(&bad, &DecodeOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("axes2"), "{err}");
+    let cleared = with_header(&file, |h| h.axes2 = 0);
+    let (_, back) = decode_lossless(&cleared, &DecodeOptions::default()).unwrap();
+    assert_ne!(back.as_bytes(), bytemuck::cast_slice::<f32, u8>(&v));
+}

@@ -48,7 +48,8 @@ wgsl_struct! {
         pub(crate) shape2: u32,
         /// Axis 3 (the fastest) of the padded shape.
         pub(crate) shape3: u32,
-        /// Bit `a`: the values are differenced along padded axis `a`.
+        /// Bit `a`: the values are differenced along padded axis `a`; bit `4 + a`: along it
+        /// a second time.
         pub(crate) axes: u32,
         /// First value of the array in the `words` binding.
         pub(crate) words: u32,

@@ -27,7 +27,7 @@ pub(crate) fn undiff<A: ArrayEntry>(arrays: &[A], words: &mut [u32], axis: u32, 
             continue;
         }
         let (shape, at, carry) = a.lines();
-        sum_lines(words, shape, axis, at, carry, stage);
+        sum_lines(words, shape, axis % 4, at, carry, stage);
     }
 }
 

@@ -10,7 +10,8 @@ use crate::gpu::abi::{flags, LosslessArray};
 pub(crate) const PAIR_TOKENS: u32 = 0;
 
 impl ArrayEntry for LosslessArray {
-    /// Twin of `differenced` in `lossless.wgsl`: every array along its axes.
+    /// Twin of `differenced` in `lossless.wgsl`: every array along its axes (4 to 7: a second
+    /// time along axis `axis - 4`).
     fn differenced(&self, axis: u32) -> bool {
         self.axes >> axis & 1 != 0
     }
