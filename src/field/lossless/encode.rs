@@ -32,8 +32,9 @@ pub struct LosslessOptions {
     /// encoder choose the set that codes smallest (default `None`).
     pub axes: Option<u8>,
     /// Difference a second time along exactly these axes (a subset of `axes`, which must then
-    /// be given), or let the encoder choose (default `None`: second differences along the
-    /// last axis where they code smaller, as smooth 1-D signals do).
+    /// be given), or (default `None`) let the encoder choose where it chooses `axes`: second
+    /// differences along the last axis where they code smaller, as smooth 1-D signals do
+    /// (with `axes` given and this `None`, none).
     pub axes2: Option<u8>,
     /// log2 of the values per chunk, 8 to 20 (default 16).
     pub chunk_log2: u8,
@@ -523,30 +524,42 @@ fn second_tokens(
     let st = strides(shape);
     let mut hist = [0u64; MAX_TOKENS];
     let mut raw = 0u64;
-    // Value `j` (coordinates `coord`) differenced m times along each axis (m: how many of
-    // the two sets hold it): per axis the stencil of binomial coefficients (1, -1) or (1, -2,
-    // 1), cut where it would reach before the first value along the axis (taken as 0).
-    let value = |j: usize, coord: &[usize; 4]| -> u32 {
-        let mut terms: Vec<(usize, i64)> = vec![(0, 1)];
-        for a in 0..nd {
-            let m = (axes >> a & 1) as usize + (axes2 >> a & 1) as usize;
-            if m == 0 {
-                continue;
+    // Value `j` differenced m times along each axis (m: how many of the two sets hold it):
+    // per axis the stencil of binomial coefficients (1, -1) or (1, -2, 1), cut where it would
+    // reach before the first value along the axis (taken as 0). The terms depend on the
+    // coordinates only through each axis's reach, min(m, coordinate): one list per reach.
+    let m: Vec<usize> = (0..nd)
+        .map(|a| (axes >> a & 1) as usize + (axes2 >> a & 1) as usize)
+        .collect();
+    let patterns = 3usize.pow(nd as u32);
+    let terms: Vec<Vec<(usize, u32)>> = (0..patterns)
+        .map(|p| {
+            let mut t: Vec<(usize, i64)> = vec![(0, 1)];
+            for a in 0..nd {
+                let reach = p / 3usize.pow(a as u32) % 3;
+                if reach > m[a] {
+                    return Vec::new();
+                }
+                let stencil: &[i64] = [&[1i64][..], &[1, -1], &[1, -2, 1]][m[a]];
+                t = t
+                    .iter()
+                    .flat_map(|&(off, w)| {
+                        stencil[..=reach]
+                            .iter()
+                            .enumerate()
+                            .map(move |(k, &c)| (off + k * st[a], w * c))
+                    })
+                    .collect();
             }
-            let stencil: &[i64] = if m == 1 { &[1, -1] } else { &[1, -2, 1] };
-            let reach = m.min(coord[a]);
-            terms = terms
-                .iter()
-                .flat_map(|&(off, w)| {
-                    stencil[..=reach]
-                        .iter()
-                        .enumerate()
-                        .map(move |(k, &c)| (off + k * st[a], w * c))
-                })
-                .collect();
-        }
-        terms.iter().fold(0u32, |acc, &(off, w)| {
-            acc.wrapping_add(x[j - off].wrapping_mul(w as u32))
+            t.into_iter().map(|(off, w)| (off, w as u32)).collect()
+        })
+        .collect();
+    let value = |j: usize, coord: &[usize; 4]| -> u32 {
+        let p: usize = (0..nd)
+            .map(|a| m[a].min(coord[a]) * 3usize.pow(a as u32))
+            .sum();
+        terms[p].iter().fold(0u32, |acc, &(off, w)| {
+            acc.wrapping_add(x[j - off].wrapping_mul(w))
         })
     };
     for &(s, l) in sample {
