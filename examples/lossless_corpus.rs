@@ -1,4 +1,5 @@
-//! Lossless float arrays on a corpus folder: per array the encoder's choices (axes, float-mult
+//! Lossless float arrays on a corpus folder: per array the encoder's choices (axes, `+` the
+//! axes of second differences, float-mult
 //! base or value table `T<entries>`, exception runs), the bytes of residual and adjustment streams, the ratio and the
 //! one-thread decode speed, each round trip checked bit for bit.
 //!
@@ -125,7 +126,10 @@ fn main() {
             v.len(),
             ratio,
             enc.len() as f64 * 8.0 / v.len() as f64,
-            format!("{:b}", h.axes),
+            match h.axes2 {
+                0 => format!("{:b}", h.axes),
+                a2 => format!("{:b}+{:b}", h.axes, a2),
+            },
             match (h.mult_base, h.table.len()) {
                 (Some(b), _) => format!("{b:e}"),
                 (None, 0) => "-".into(),

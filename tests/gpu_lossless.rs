@@ -123,10 +123,13 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
     }
     // A smooth 1-D signal of integers (a seismogram's counts): the encoder chooses second
     // differences along it.
-    let (mut x, mut slope) = (0i64, 0i64);
-    let signal: Vec<f32> = (0..30_000u64)
-        .map(|i| {
-            slope += (i * 7919 % 9) as i64 - 4 - slope / 64;
+    let (mut x, mut slope, mut r) = (0i64, 0i64, 0x9e37_79b9_7f4a_7c15u64);
+    let signal: Vec<f32> = (0..30_000)
+        .map(|_| {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            slope += (r % 9) as i64 - 4 - slope / 64;
             x += slope;
             x as f32
         })
@@ -137,7 +140,11 @@ fn synthetic_files() -> Vec<(String, Vec<u8>)> {
         &LosslessOptions::default(),
     )
     .unwrap();
-    assert_eq!(parse_lossless(&file).unwrap().axes2, 1, "second differences chosen");
+    assert_eq!(
+        parse_lossless(&file).unwrap().axes2,
+        1,
+        "second differences chosen"
+    );
     out.push(("f32 seismogram".into(), file));
     out
 }
@@ -304,6 +311,8 @@ fn long_lines_and_segments_decode_bit_for_bit() {
     let one_segment = LosslessOptions {
         chunk_log2: 20,
         segments: 1,
+        axes: Some(1),
+        axes2: Some(0),
         ..Default::default()
     };
     files.push((
@@ -330,7 +339,11 @@ fn long_lines_and_segments_decode_bit_for_bit() {
     assert_eq!(dispatches(0), 1 + 3 + 1, "1-D of 65,600");
     assert_eq!(dispatches(6), 1 + 1 + 3 + 1, "[3, 70000]");
     assert_eq!(dispatches(9), 32 + 3 + 1, "one segment of 2^20");
-    assert_eq!(dispatches(10), 1 + 2 * (1 + 3) + 1, "second differences, twice the sums");
+    assert_eq!(
+        dispatches(10),
+        1 + 2 * (1 + 3) + 1,
+        "second differences, twice the sums"
+    );
     for f in &files {
         check(std::slice::from_ref(f));
     }

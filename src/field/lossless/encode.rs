@@ -479,9 +479,13 @@ fn choose_axes(
         }
         adj_bits = entropy_bits(&hist, raw);
     }
-    let est = |(hist, raw): &([u64; MAX_TOKENS], u64)| (entropy_bits(hist, *raw) + adj_bits) * scale;
+    let est =
+        |(hist, raw): &([u64; MAX_TOKENS], u64)| (entropy_bits(hist, *raw) + adj_bits) * scale;
     if let Some((axes, axes2)) = forced.filter(|f| f.1 != 0) {
-        return ((axes, axes2), est(&second_tokens(&input.x, shape, width, axes, axes2, sample)));
+        return (
+            (axes, axes2),
+            est(&second_tokens(&input.x, shape, width, axes, axes2, sample)),
+        );
     }
     let sets: Vec<u8> = match forced {
         Some((a, _)) => vec![a],
@@ -541,13 +545,14 @@ fn second_tokens(
                     return Vec::new();
                 }
                 let stencil: &[i64] = [&[1i64][..], &[1, -1], &[1, -2, 1]][m[a]];
+                let stride = st[a];
                 t = t
                     .iter()
                     .flat_map(|&(off, w)| {
                         stencil[..=reach]
                             .iter()
                             .enumerate()
-                            .map(move |(k, &c)| (off + k * st[a], w * c))
+                            .map(move |(k, &c)| (off + k * stride, w * c))
                     })
                     .collect();
             }

@@ -472,7 +472,10 @@ fn second_differences_round_trip_and_are_chosen_where_smaller() {
             .collect();
         // Smooth 16-bit patterns: positive finite float16s growing with the value, and
         // bfloat16 as float32's top half.
-        let h16: Vec<u16> = f.iter().map(|x| ((x + 200.0) * 8.0) as u16 & 0x7bff).collect();
+        let h16: Vec<u16> = f
+            .iter()
+            .map(|x| ((x + 200.0) * 8.0) as u16 & 0x7bff)
+            .collect();
         let b16: Vec<u16> = f.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
         for axes in 0..1u8 << shape.len() {
             let mut axes2 = axes;
@@ -517,7 +520,7 @@ fn second_differences_round_trip_and_are_chosen_where_smaller() {
 }
 
 /// A header whose second-difference axes are not among its axes is refused, naming the
-/// field; one whose axes2 is cleared decodes (to other values: the field is read).
+/// field.
 #[test]
 fn second_difference_axes_outside_the_axes_are_refused() {
     let v = seismogram(4096);
@@ -534,7 +537,4 @@ fn second_difference_axes_outside_the_axes_are_refused() {
     let bad = with_header(&file, |h| h.axes2 = 0b10);
     let err = decode_lossless(&bad, &DecodeOptions::default()).unwrap_err();
     assert!(err.to_string().contains("axes2"), "{err}");
-    let cleared = with_header(&file, |h| h.axes2 = 0);
-    let (_, back) = decode_lossless(&cleared, &DecodeOptions::default()).unwrap();
-    assert_ne!(back.as_bytes(), bytemuck::cast_slice::<f32, u8>(&v));
 }

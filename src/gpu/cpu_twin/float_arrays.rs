@@ -72,7 +72,8 @@ pub(crate) fn decode_and_undiff<A: ArrayEntry>(
         decode_rounds(input_words, segments, tables, w, e, round, pairs);
     }
     let differenced = arrays.iter().map(|a| {
-        let axes = (0..4)
+        // Axes 4 to 7: a second time along axis `x - 4` (second differences).
+        let axes = (0..8)
             .filter(|&x| a.differenced(x))
             .fold(0, |s, x| s | 1 << x);
         (a.lines().0, axes)
