@@ -402,7 +402,11 @@ fn lying_headers_are_errors() {
         ("chunk 7", with_field(&file, p + 10, &[7])),
         ("chunk 21", with_field(&file, p + 10, &[21])),
         ("chunk 9", with_field(&file, p + 10, &[9])),
-        ("reserved", with_field(&file, p + 11, &[1])),
+        ("axes2 past the axes", with_field(&file, p + 11, &[0x80])),
+        (
+            "axes2 not among the axes",
+            with_field(&with_field(&file, p + 8, &[0b01]), p + 11, &[0b10]),
+        ),
         ("runs", with_field(&file, p + 12, &u32::MAX.to_le_bytes())),
         (
             "runs_len",

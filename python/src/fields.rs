@@ -349,8 +349,8 @@ fn decode_field<'py>(
 /// axes (lattice: the axis order; differences: bit a = axis a differenced), chunks,
 /// chunk_values, segments. Lossless: mode "lossless", shape, dtype,
 /// fill_value (the dtype's bit pattern, or None), float_mult_base, value_table (entries of
-/// the value table, 0 without), axes (differenced, bit a = axis a), chunks, chunk_values,
-/// segments, exception_runs.
+/// the value table, 0 without), axes (differenced, bit a = axis a), axes2 (differenced a
+/// second time), chunks, chunk_values, segments, exception_runs.
 #[pyfunction]
 fn field_info<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let bytes = bytes_of(data)?;

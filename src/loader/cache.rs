@@ -18,8 +18,8 @@ pub type NextUse = u64;
 pub const NEVER: NextUse = u64::MAX;
 
 /// The key of a record worth keeping only in room nothing else needs (a copy another rank
-/// holds): after every real next use, so under [`Policy::Planned`] it is cached only where it
-/// fits without evicting, and it is the first evicted.
+/// holds): after every real next use, so under [`Policy::Planned`] it displaces only records
+/// not needed again ([`NEVER`]) and is evicted before any record with a next use.
 pub const SPARE: NextUse = NEVER - 1;
 
 /// Eviction policy.

@@ -12,19 +12,20 @@
 //! [`PlannedCache`] the loader runs, holding nothing) step by step, so all ranks agree
 //! without communication. At each global step:
 //!
-//! 1. each sample prefers the rank holding most of its records (the lowest of those), else,
-//!    over windows, its *home* rank (the records cut into `world_size` contiguous ranges, one
-//!    per rank); each rank takes the samples preferring it, those of which it holds most
-//!    records first (then in permutation order), up to `base + max_imbalance` samples, where
-//!    `base` is the rank's slice length;
+//! 1. each sample lists the ranks holding any of its records, most first (then the lowest),
+//!    then, over windows, its *home* rank (the records cut into `world_size` contiguous
+//!    ranges, one per rank); the samples with most records held go first (then those with
+//!    fewest ranks listed, then in permutation order), each to the first rank of its list
+//!    below `base + max_imbalance` samples, where `base` is the rank's slice length;
 //! 2. the others go one by one, in permutation order, to the rank below its `base` that took
 //!    fewest samples this epoch which come in the same global step of the next epoch as this
 //!    one (ties: the furthest below its `base`, then the lowest), so what the caches keep
 //!    for the next epoch is spread evenly over its batches; where no rank is below its `base`
 //!    (or no next epoch is planned), to the rank furthest below its `base`;
 //! 3. while a rank has fewer than `base - max_imbalance` samples (at least 1 where `base` is),
-//!    the rank furthest above its `base` gives it the sample of which it holds fewest records
-//!    (the last such): the exchange that keeps batches within the bound (with
+//!    the rank furthest above its `base` gives it the sample that loses least by moving (2
+//!    per record the giver holds, 1 for the giver being its home rank, less the same counted
+//!    at the taker; the last such): the exchange that keeps batches within the bound (with
 //!    `max_imbalance = 0`, every rank's batch is exactly `base`).
 //!
 //! Each rank's batch lists its samples in permutation order. The caches' plan horizon is
@@ -36,8 +37,8 @@
 //! sample a second rank to go to when the first is full (of a record held by several ranks,
 //! the lowest keeps its next use at an epoch's start, the others' copies are spare). Where
 //! samples are windows over records ([`RankCaches::over`]), a rank keeps records outside its
-//! home range only as spares: a sample reads neighbouring records, which are then held by
-//! one rank. The state stays `(seed, epoch, consumed)`: the caches
+//! home range only as spares (at an epoch's start too): a sample reads neighbouring records,
+//! which are then held by one rank. The state stays `(seed, epoch, consumed)`: the caches
 //! start empty where a run starts (as the loader's own do), so resuming, with any world
 //! size, plans from there; every rank of a run must have the same cache size, policy,
 //! workers and `max_imbalance` (each rank simulates the others with its own).
@@ -157,6 +158,13 @@ struct Spread {
     step: Vec<u32>,
     /// Per rank, per next global step, the samples it took this epoch.
     count: Vec<Vec<u32>>,
+}
+
+/// Record `id`'s home rank among `world` over `records` records cut into `world` contiguous
+/// ranges ([`RankCaches`]' `home`).
+fn home_of(id: u32, records: usize, world: usize) -> usize {
+    let records = records.max(1) as u64;
+    ((id as u64).min(records - 1) * world as u64 / records) as usize
 }
 
 /// The steps of a worker among `steps`: `w, w + count, ...`.
@@ -335,9 +343,21 @@ impl RankCaches {
                 dup
             })
             .collect();
-        let first_of = |r: usize, id: u32| match spare[r].contains(&id) {
-            true => SPARE,
-            false => first[id as usize],
+        // Over windows, a record's copies outside its home rank are spare.
+        let windows = self.window.is_some();
+        let (n_records, n_ranks) = (self.sizes.len(), self.caches.len());
+        let homes = |id: u32| home_of(id, n_records, n_ranks);
+        let first_of = |r: usize, id: u32| {
+            let spare = if windows {
+                homes(id) != r
+            } else {
+                spare[r].contains(&id)
+            };
+            if spare {
+                SPARE
+            } else {
+                first[id as usize]
+            }
         };
         for (r, c) in self.caches.iter_mut().enumerate() {
             c.rekey(|id| first_of(r, id));
@@ -448,8 +468,7 @@ impl RankCaches {
     /// Sample `id`'s home rank: the records split in `world_size` contiguous ranges, the
     /// rank of the range its first record is in.
     fn home(&self, id: u32) -> usize {
-        let records = self.sizes.len().max(1) as u64;
-        ((id as u64).min(records - 1) * self.caches.len() as u64 / records) as usize
+        home_of(id, self.sizes.len(), self.caches.len())
     }
 
     /// How many of sample `id`'s records rank `rank` holds (its record itself where samples
@@ -510,8 +529,9 @@ impl RankCaches {
                 load[r] += 1;
             }
         }
-        // 2. The rest, in permutation order, to the rank furthest below its base (ties: the
-        // lowest rank).
+        // 2. The rest, in permutation order, to the rank below its base that took fewest
+        // samples of this one's next-epoch global step (`spread`; ties: the furthest below
+        // its base, then the lowest), else to the rank furthest below its base.
         let below = |load: &[u64], r: usize| load[r] as i64 - base[r] as i64;
         for (k, o) in owner
             .iter_mut()
@@ -535,8 +555,9 @@ impl RankCaches {
             load[r] += 1;
         }
         // 3. The exchange: a rank under its floor takes, from the rank furthest above its
-        // base, the sample that rank holds fewest records of (the last such).
-        // What sample `k` gains at rank `q`: 2 per record held there, 1 for its home.
+        // base, the sample that loses least by moving (the last such).
+        // What sample `k` gains at rank `q`: 2 per record held there, 1 for its home rank
+        // where that holds none of them.
         let pull = |k: usize, q: usize| {
             prefer[k]
                 .iter()
