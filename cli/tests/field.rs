@@ -520,3 +520,23 @@ fn a_bound_too_fine_for_the_bins_is_stored_exactly() {
         assert_eq!(&back[back.len() - data.len()..], &data[..], "{format}");
     }
 }
+
+/// A lossless file with second differences (the fixture `tests/fixtures/fields/v2_second.l3f`):
+/// `info` says so, and `decode-field` gives back its source's bytes.
+#[test]
+fn info_shows_second_differences_and_decode_field_reads_them() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/fields");
+    let file = format!("{dir}/v2_second.l3f");
+    let o = l3(&["info", &file]);
+    assert!(
+        o.status.success() && text(&o).contains("again along 0b1 (second differences)"),
+        "{}",
+        text(&o)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let back = tmp.path().join("back.raw");
+    let o = l3(&["decode-field", &file, "-o", s(&back)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let want = std::fs::read(format!("{dir}/second_src.f32")).unwrap();
+    assert!(std::fs::read(&back).unwrap() == want, "bytes differ");
+}

@@ -62,8 +62,12 @@ fn print_lossless_info(path: &Path, data: &[u8]) -> Result<()> {
         (None, k) => println!("  input      value table, {k} distinct values"),
     }
     println!(
-        "  axes       differenced along {:#b} (bit 0 = axis 0)",
-        h.axes
+        "  axes       differenced along {:#b} (bit 0 = axis 0){}",
+        h.axes,
+        match h.axes2 {
+            0 => String::new(),
+            a2 => format!(", again along {a2:#b} (second differences)"),
+        }
     );
     println!(
         "  chunks     {} of {} values, {} segments each; {} exception runs",
