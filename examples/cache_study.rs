@@ -20,9 +20,10 @@
 //! With `--world-size R` it prints instead, for R ranks each caching c = 0.1, 0.2, 0.3, the
 //! share of the dataset all ranks read per epoch (`l3::loader::simulate_reads`: slices, the
 //! locality split at its default bound B/8, exact batches, and no bound: what the bound
-//! costs) and the time one rank takes to
-//! plan an epoch of the locality split (`RankCaches::epoch`, every rank's cache simulated).
-//! With `--window K` too, sample `s` reads records `s .. s + K` (a windowed tensor dataset).
+//! costs) and the time one rank takes to plan an epoch of the locality split
+//! (`RankCaches::epoch`, every rank's cache simulated). With `--window K` too, sample `s`
+//! reads records `s .. s + K` (a windowed tensor dataset); with `CACHE_STUDY_EPOCHS` set in
+//! the environment, each epoch's share goes to stderr as well.
 //!
 //! Record sizes: those of a packed dataset (`--dataset`, cycled to N records), else a
 //! log-normal spread (median 100 kB, sigma 0.8) from a fixed seed. Writes `OUT.md` (tables)

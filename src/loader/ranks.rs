@@ -160,6 +160,20 @@ struct Spread {
     count: Vec<Vec<u32>>,
 }
 
+/// Per cache, the records it holds that a cache before it holds too.
+fn held_lower(caches: &[PlannedCache<()>]) -> Vec<std::collections::HashSet<u32>> {
+    let mut seen = std::collections::HashSet::new();
+    caches
+        .iter()
+        .map(|c| {
+            let ids: Vec<u32> = c.ids().collect();
+            let dup = ids.iter().copied().filter(|id| seen.contains(id)).collect();
+            seen.extend(ids);
+            dup
+        })
+        .collect()
+}
+
 /// Record `id`'s home rank among `world` over `records` records cut into `world` contiguous
 /// ranges ([`RankCaches`]' `home`).
 fn home_of(id: u32, records: usize, world: usize) -> usize {
@@ -330,28 +344,20 @@ impl RankCaches {
         }
         let records = window.as_ref().map_or(n as usize, |w| w.records as usize);
         let (first, next) = first_and_next_uses(&sequence, records);
-        // A record several ranks hold keeps its next use at the lowest of them; the others'
-        // copies are spare.
-        let mut seen = std::collections::HashSet::new();
-        let spare: Vec<std::collections::HashSet<u32>> = self
-            .caches
-            .iter()
-            .map(|c| {
-                let ids: Vec<u32> = c.ids().collect();
-                let dup = ids.iter().copied().filter(|id| seen.contains(id)).collect();
-                seen.extend(ids);
-                dup
-            })
-            .collect();
-        // Over windows, a record's copies outside its home rank are spare.
+        // Spare copies: over windows, those outside a record's home rank; otherwise, of a
+        // record several ranks hold, all but the lowest holder's.
         let windows = self.window.is_some();
+        let lower: Vec<std::collections::HashSet<u32>> = if windows {
+            Vec::new()
+        } else {
+            held_lower(&self.caches)
+        };
         let (n_records, n_ranks) = (self.sizes.len(), self.caches.len());
-        let homes = |id: u32| home_of(id, n_records, n_ranks);
         let first_of = |r: usize, id: u32| {
             let spare = if windows {
-                homes(id) != r
+                home_of(id, n_records, n_ranks) != r
             } else {
-                spare[r].contains(&id)
+                lower[r].contains(&id)
             };
             if spare {
                 SPARE

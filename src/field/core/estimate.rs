@@ -56,8 +56,99 @@ pub(in crate::field) fn difference_tokens(
         .collect();
     let mut out = vec![([0u64; MAX_TOKENS], 0u64); sets.len()];
     let mut g = [0u32; 16];
+    for_each_sampled(shape, sample, |j, coord| {
+        let mut active = 0usize;
+        for (a, &c) in coord[..nd].iter().enumerate() {
+            if c >= 1 {
+                active |= 1 << a;
+            }
+        }
+        for t in 0..corners {
+            g[t] = if t & !active == 0 { x[j - off[t]] } else { 0 };
+        }
+        mixed_differences(&mut g[..corners], nd, active);
+        for (k, &set) in sets.iter().enumerate() {
+            count(&mut out[k], g[set as usize], width);
+        }
+    });
+    out
+}
+
+/// The token histogram and raw bits of `x` (C order, `shape`) differenced along `axes`, then
+/// again along `axes2` (a subset: second differences), over the cells of the `sample`
+/// windows only, as differencing the whole array twice gives each cell's residual.
+pub(in crate::field) fn second_difference_tokens(
+    x: &[u32],
+    shape: &[u32],
+    width: u32,
+    axes: u8,
+    axes2: u8,
+    sample: &[(usize, usize)],
+) -> ([u64; MAX_TOKENS], u64) {
+    let nd = shape.len();
+    let st = strides(shape);
+    // A cell differenced m times along each axis (m: how many of the two sets hold it): per
+    // axis the stencil of binomial coefficients (1, -1) or (1, -2, 1), cut where it would
+    // reach before the first cell along the axis (taken as 0). The terms depend on the
+    // coordinates only through each axis's reach, min(m, coordinate): one list per reach.
+    let m: Vec<usize> = (0..nd)
+        .map(|a| (axes >> a & 1) as usize + (axes2 >> a & 1) as usize)
+        .collect();
+    let terms: Vec<Vec<(usize, u32)>> = (0..3usize.pow(nd as u32))
+        .map(|p| {
+            let mut t: Vec<(usize, i64)> = vec![(0, 1)];
+            for a in 0..nd {
+                let reach = p / 3usize.pow(a as u32) % 3;
+                if reach > m[a] {
+                    return Vec::new();
+                }
+                let stencil: &[i64] = [&[1i64][..], &[1, -1], &[1, -2, 1]][m[a]];
+                let stride = st[a];
+                t = t
+                    .iter()
+                    .flat_map(|&(off, w)| {
+                        stencil[..=reach]
+                            .iter()
+                            .enumerate()
+                            .map(move |(k, &c)| (off + k * stride, w * c))
+                    })
+                    .collect();
+            }
+            t.into_iter().map(|(off, w)| (off, w as u32)).collect()
+        })
+        .collect();
+    let mut out = ([0u64; MAX_TOKENS], 0u64);
+    for_each_sampled(shape, sample, |j, coord| {
+        let p: usize = (0..nd)
+            .map(|a| m[a].min(coord[a]) * 3usize.pow(a as u32))
+            .sum();
+        let r = terms[p].iter().fold(0u32, |acc, &(off, w)| {
+            acc.wrapping_add(x[j - off].wrapping_mul(w))
+        });
+        count(&mut out, r, width);
+    });
+    out
+}
+
+/// Counts residual `r` (`width` bits, before zigzag) in a token histogram and its raw bits.
+#[inline(always)]
+fn count(h: &mut ([u64; MAX_TOKENS], u64), r: u32, width: u32) {
+    let (t, nraw, _) = token_of(zigzag(r & mask(width), width));
+    h.0[t as usize] += 1;
+    h.1 += nraw as u64;
+}
+
+/// Calls `f(j, coordinates)` for every cell `j` of the `sample` windows of an array of
+/// `shape` (C order, at most 4 axes): each window's first coordinates, then carried cell by
+/// cell.
+#[inline(always)]
+fn for_each_sampled(
+    shape: &[u32],
+    sample: &[(usize, usize)],
+    mut f: impl FnMut(usize, &[usize; 4]),
+) {
+    let nd = shape.len();
     for &(s, l) in sample {
-        // The window's first coordinate, then carried cell by cell.
         let mut coord = [0usize; 4];
         let mut rest = s;
         for a in (0..nd).rev() {
@@ -65,21 +156,7 @@ pub(in crate::field) fn difference_tokens(
             rest /= shape[a] as usize;
         }
         for j in s..s + l {
-            let mut active = 0usize;
-            for (a, &c) in coord[..nd].iter().enumerate() {
-                if c >= 1 {
-                    active |= 1 << a;
-                }
-            }
-            for t in 0..corners {
-                g[t] = if t & !active == 0 { x[j - off[t]] } else { 0 };
-            }
-            mixed_differences(&mut g[..corners], nd, active);
-            for (k, &set) in sets.iter().enumerate() {
-                let (t, nraw, _) = token_of(zigzag(g[set as usize] & mask(width), width));
-                out[k].0[t as usize] += 1;
-                out[k].1 += nraw as u64;
-            }
+            f(j, &coord);
             for a in (0..nd).rev() {
                 coord[a] += 1;
                 if coord[a] < shape[a] as usize {
@@ -89,7 +166,6 @@ pub(in crate::field) fn difference_tokens(
             }
         }
     }
-    out
 }
 
 /// In place, from the values `g[T]` at the corners `cell - sum of strides of T` (for each

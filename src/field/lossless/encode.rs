@@ -13,7 +13,9 @@ use crate::field::core::code::{canonical, code_lengths, MAX_TOKENS};
 use crate::field::core::container::{
     check_chunking, check_encode_shape, segment_range, strides, CRC_LEN,
 };
-use crate::field::core::estimate::{difference_tokens, entropy_bits, sample_windows};
+use crate::field::core::estimate::{
+    difference_tokens, entropy_bits, sample_windows, second_difference_tokens,
+};
 use crate::field::core::runs::{write_runs, Run, MAX_RUN_VALUES};
 use crate::field::core::tokens::*;
 use crate::field::FIELD_MAGIC;
@@ -484,7 +486,9 @@ fn choose_axes(
     if let Some((axes, axes2)) = forced.filter(|f| f.1 != 0) {
         return (
             (axes, axes2),
-            est(&second_tokens(&input.x, shape, width, axes, axes2, sample)),
+            est(&second_difference_tokens(
+                &input.x, shape, width, axes, axes2, sample,
+            )),
         );
     }
     let sets: Vec<u8> = match forced {
@@ -505,90 +509,15 @@ fn choose_axes(
         let mut bases = vec![best.0 .0 | last, last];
         bases.dedup();
         for set in bases {
-            let e = est(&second_tokens(&input.x, shape, width, set, last, sample));
+            let e = est(&second_difference_tokens(
+                &input.x, shape, width, set, last, sample,
+            ));
             if e < best.1 {
                 best = ((set, last), e);
             }
         }
     }
     best
-}
-
-/// The token histogram and raw bits on the sample of `x` differenced along `axes`, then
-/// again along `axes2` (a subset), as [`difference_along`] and [`differences`] give them.
-fn second_tokens(
-    x: &[u32],
-    shape: &[u32],
-    width: u32,
-    axes: u8,
-    axes2: u8,
-    sample: &[(usize, usize)],
-) -> ([u64; MAX_TOKENS], u64) {
-    let nd = shape.len();
-    let st = strides(shape);
-    let mut hist = [0u64; MAX_TOKENS];
-    let mut raw = 0u64;
-    // Value `j` differenced m times along each axis (m: how many of the two sets hold it):
-    // per axis the stencil of binomial coefficients (1, -1) or (1, -2, 1), cut where it would
-    // reach before the first value along the axis (taken as 0). The terms depend on the
-    // coordinates only through each axis's reach, min(m, coordinate): one list per reach.
-    let m: Vec<usize> = (0..nd)
-        .map(|a| (axes >> a & 1) as usize + (axes2 >> a & 1) as usize)
-        .collect();
-    let patterns = 3usize.pow(nd as u32);
-    let terms: Vec<Vec<(usize, u32)>> = (0..patterns)
-        .map(|p| {
-            let mut t: Vec<(usize, i64)> = vec![(0, 1)];
-            for a in 0..nd {
-                let reach = p / 3usize.pow(a as u32) % 3;
-                if reach > m[a] {
-                    return Vec::new();
-                }
-                let stencil: &[i64] = [&[1i64][..], &[1, -1], &[1, -2, 1]][m[a]];
-                let stride = st[a];
-                t = t
-                    .iter()
-                    .flat_map(|&(off, w)| {
-                        stencil[..=reach]
-                            .iter()
-                            .enumerate()
-                            .map(move |(k, &c)| (off + k * stride, w * c))
-                    })
-                    .collect();
-            }
-            t.into_iter().map(|(off, w)| (off, w as u32)).collect()
-        })
-        .collect();
-    let value = |j: usize, coord: &[usize; 4]| -> u32 {
-        let p: usize = (0..nd)
-            .map(|a| m[a].min(coord[a]) * 3usize.pow(a as u32))
-            .sum();
-        terms[p].iter().fold(0u32, |acc, &(off, w)| {
-            acc.wrapping_add(x[j - off].wrapping_mul(w))
-        })
-    };
-    for &(s, l) in sample {
-        let mut coord = [0usize; 4];
-        let mut rest = s;
-        for a in (0..nd).rev() {
-            coord[a] = rest % shape[a] as usize;
-            rest /= shape[a] as usize;
-        }
-        for j in s..s + l {
-            let r = value(j, &coord);
-            let (t, nraw, _) = token_of(zigzag(r & mask(width), width));
-            hist[t as usize] += 1;
-            raw += nraw as u64;
-            for a in (0..nd).rev() {
-                coord[a] += 1;
-                if coord[a] < shape[a] as usize {
-                    break;
-                }
-                coord[a] = 0;
-            }
-        }
-    }
-    (hist, raw)
 }
 
 /// The zigzag residuals: `x` differenced along each axis in `axes` (wrapping, the value
