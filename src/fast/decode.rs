@@ -7,7 +7,7 @@ use crate::codec::bits::BitReader;
 use crate::codec::planes::check_padding;
 use crate::codec::sample::Sample;
 use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::codec::sink::{prefetch_next_patch, BandSink};
+use crate::codec::sink::{prefetch_band_start, BandSink};
 use crate::error::{FormatError, Result};
 use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
 use crate::format::{FileLayout, Header};
@@ -26,8 +26,8 @@ pub(crate) fn decode_band<S: BandSink>(
     let columns =
         columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
     let end = first + columns.end;
+    prefetch_band_start(sink, h, first + columns.start, end);
     for patch in first + columns.start..end {
-        prefetch_next_patch(sink, h, patch, end);
         decode_patch(layout, patch, sink, &mut scratch)?;
     }
     Ok(())

@@ -18,7 +18,7 @@ use super::predict_avx2;
 pub(crate) use super::scratch::Scratch;
 use super::scratch::{rows_mut, tables_of, ROW};
 use crate::codec::simd::{avx2_dispatch, Avx2};
-use crate::codec::sink::{prefetch_next_patch, BandSink};
+use crate::codec::sink::{prefetch_band_start, BandSink};
 use crate::format::compact::{alphabet_size, Transform, SEGMENTS_MAX};
 use crate::format::FileLayout;
 
@@ -36,8 +36,8 @@ pub(crate) fn decode_band<S: BandSink>(
         columns.start.min(h.patches_x() as usize)..columns.end.min(h.patches_x() as usize);
     let end = first + columns.end;
     Scratch::with(h, |scratch| {
+        prefetch_band_start(sink, h, first + columns.start, end);
         for patch in first + columns.start..end {
-            prefetch_next_patch(sink, h, patch, end);
             decode_patch(layout, patch, sink, scratch)?;
         }
         Ok(())
