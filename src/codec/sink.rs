@@ -266,7 +266,7 @@ impl BandSink for F32ChwBand<'_> {
         let start = y * self.width + x0;
         for c in 0..C {
             // As InterleavedBand::put_row does (see AHEAD), per plane.
-            let plane = bytemuck::cast_slice::<f32, u8>(&self.planes[c]);
+            let plane = bytemuck::cast_slice::<f32, u8>(self.planes[c]);
             prefetch_span(plane, (start + AHEAD * pw) * 4, pw * 4);
             let src = &rows[c * stride + offset..c * stride + offset + pw];
             let dst = &mut self.planes[c][start..start + pw];
