@@ -146,9 +146,12 @@ pub fn decode_layout(layout: &FileLayout, out: &mut [u8], parallel: bool) -> Res
 }
 
 /// Like [`decode_layout`], but decodes only the patches that hold pixels of the window
-/// `columns x rows` of the image: the other pixels of `out` are left as they are. For
-/// consumers that need only a window (a random crop): patches are independent, so the skipped
-/// ones cost nothing. The window is clamped to the image.
+/// `columns x rows` of the image, and of those only the rows down to the window's last
+/// (rows are predicted from the row above, so the rows above the window in its top patches
+/// are decoded too): the other pixels of `out` are left as they are. For consumers that need
+/// only a window (a random crop): patches are independent, so the skipped ones cost nothing.
+/// The window is clamped to the image. Where a patch is decoded only in part, the rest of its
+/// stream is not checked (the file's checksum, where verified, still covers it).
 pub fn decode_layout_window(
     layout: &FileLayout,
     out: &mut [u8],
@@ -162,6 +165,8 @@ pub fn decode_layout_window(
     let patch_range = |r: std::ops::Range<u32>, len: u32| {
         (r.start.min(len) / p) as usize..r.end.min(len).div_ceil(p) as usize
     };
+    // Rows of each band's patches down to the window's last row.
+    let last_row = rows.end.min(h.height);
     let (cols, bands) = (patch_range(columns, h.width), patch_range(rows, h.height));
     let band_bytes = p as usize * h.width as usize * h.channels() as usize * h.bytes_per_sample();
     let decode = |(band, chunk): (usize, &mut [u8])| {
@@ -169,6 +174,7 @@ pub fn decode_layout_window(
             layout,
             band,
             cols.clone(),
+            last_row.saturating_sub(band as u32 * p),
             &mut InterleavedBand::new(h, chunk),
         )?;
         // An error-bounded file decodes to bins: their values, in place, while the band is hot.
@@ -222,8 +228,9 @@ fn decode_f32_chw(
         })
         .collect();
     let all = 0..h.patches_x() as usize;
-    let decode =
-        |(band, mut sink): (usize, F32ChwBand)| decode_band(layout, band, all.clone(), &mut sink);
+    let decode = |(band, mut sink): (usize, F32ChwBand)| {
+        decode_band(layout, band, all.clone(), u32::MAX, &mut sink)
+    };
     if parallel {
         bands.into_par_iter().enumerate().try_for_each(decode)
     } else {
@@ -231,16 +238,109 @@ fn decode_f32_chw(
     }
 }
 
-/// Decodes the patches of band `band` (one patch row) in patch columns `columns` into
-/// `sink`: the one place the profile picks a codec.
+/// Decodes the patches of band `band` (one patch row) in patch columns `columns`, each
+/// patch's first `rows` rows, into `sink`: the one place the profile picks a codec.
 fn decode_band<S: BandSink>(
     layout: &FileLayout,
     band: usize,
     columns: std::ops::Range<usize>,
+    rows: u32,
     sink: &mut S,
 ) -> Result<()> {
     match layout.header.profile {
-        Profile::Fast => fast::decode::decode_band(layout, band, columns, sink),
-        Profile::Compact => compact::decode::decode_band(layout, band, columns, sink),
+        Profile::Fast => fast::decode::decode_band(layout, band, columns, rows, sink),
+        Profile::Compact => compact::decode::decode_band(layout, band, columns, rows, sink),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::{encode, EncodeOptions};
+    use crate::format::ColorType;
+    use crate::raw::{RawImage, Samples};
+    use crate::Profile;
+
+    /// A window decode gives the window's pixels exactly as the full decode has them, where it
+    /// decodes only the rows of the window's patches down to its last row: both profiles,
+    /// both depths, 1 to 4 channels, two patch sizes, smooth and flat content (runs, pairs)
+    /// beside noise, windows ending inside a patch, on a band's edge and past the image.
+    #[test]
+    fn window_decodes_give_the_full_decodes_pixels() {
+        let (w, h) = (150u32, 133u32);
+        let value = |x: u32, y: u32, c: u32| -> u16 {
+            if y < 40 {
+                (x / 9 * 40 + c * 7) as u16 // flat steps: runs
+            } else if x < 70 {
+                ((x * 3 + y * 2) * (c + 1)) as u16 // smooth
+            } else {
+                ((x * 7919) ^ (y * 104729) ^ (c * 31)) as u16 // noise
+            }
+        };
+        let windows = [
+            (0..150, 0..1),
+            (10..80, 5..70),
+            (64..128, 64..128),
+            (37..38, 100..133),
+            (0..150, 60..96),
+            (140..400, 90..200),
+        ];
+        for color in [ColorType::Gray, ColorType::Rgb, ColorType::Rgba] {
+            let ch = color.channels() as u32;
+            for depth in [8u8, 16] {
+                let px16: Vec<u16> = (0..h)
+                    .flat_map(|y| (0..w).flat_map(move |x| (0..ch).map(move |c| value(x, y, c))))
+                    .map(|v| if depth == 8 { v & 0xff } else { v })
+                    .collect();
+                let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
+                let raw = RawImage {
+                    width: w,
+                    height: h,
+                    color,
+                    samples: if depth == 8 {
+                        Samples::U8(&px8)
+                    } else {
+                        Samples::U16(&px16)
+                    },
+                };
+                for (profile, patch_log2) in [
+                    (Profile::Fast, 6),
+                    (Profile::Fast, 5),
+                    (Profile::Compact, 6),
+                    (Profile::Compact, 5),
+                ] {
+                    let mut options = EncodeOptions::for_profile(profile);
+                    options.patch_log2 = patch_log2;
+                    let file = encode(&raw, &options).unwrap();
+                    let layout = parse(&file, &DecodeOptions::default()).unwrap();
+                    let mut full = vec![0u8; layout.header.output_bytes() as usize];
+                    decode_layout(&layout, &mut full, false).unwrap();
+                    let pixel = (ch * depth as u32 / 8) as usize;
+                    for (columns, rows) in windows.clone() {
+                        for parallel in [false, true] {
+                            let mut part = vec![0u8; full.len()];
+                            decode_layout_window(
+                                &layout,
+                                &mut part,
+                                columns.clone(),
+                                rows.clone(),
+                                parallel,
+                            )
+                            .unwrap();
+                            for y in rows.start..rows.end.min(h) {
+                                let row = (y * w) as usize * pixel;
+                                let span = row + columns.start.min(w) as usize * pixel
+                                    ..row + columns.end.min(w) as usize * pixel;
+                                assert!(
+                                    part[span.clone()] == full[span],
+                                    "{color:?} {depth}-bit {profile:?} {patch_log2} \
+                                     {columns:?} x {rows:?}, row {y}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

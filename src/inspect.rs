@@ -130,7 +130,7 @@ fn inspect_compact(layout: &FileLayout, ins: &mut Inspection) -> Result<()> {
     let mut scratch = compact::decode::Scratch::new(&h);
     let mut sink = InterleavedBand::new(&h, &mut band);
     for patch in 0..h.patch_count() as usize {
-        compact::decode::decode_patch(layout, patch, &mut sink, &mut scratch)?;
+        compact::decode::decode_patch(layout, patch, u32::MAX, &mut sink, &mut scratch)?;
     }
     ins.coding = Coding::Compact {
         transform_counts,

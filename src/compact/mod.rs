@@ -159,10 +159,17 @@ mod tests {
                 let used = ph as usize * band_bytes / h.patch_size() as usize;
                 let p = patch as usize;
                 let mut sink_a = InterleavedBand::new(&h, &mut band_a[..used]).portable();
-                super::decode::decode_patch_portable(&layout, p, &mut sink_a, &mut dec_a, None)
-                    .unwrap();
+                super::decode::decode_patch_portable(
+                    &layout,
+                    p,
+                    u32::MAX,
+                    &mut sink_a,
+                    &mut dec_a,
+                    None,
+                )
+                .unwrap();
                 let mut sink_b = InterleavedBand::new(&h, &mut band_b[..used]);
-                super::decode::decode_patch(&layout, p, &mut sink_b, &mut dec_b).unwrap();
+                super::decode::decode_patch(&layout, p, u32::MAX, &mut sink_b, &mut dec_b).unwrap();
                 assert_eq!(band_a, band_b, "{color:?} {depth}-bit patch {patch}");
             }
             assert_eq!(

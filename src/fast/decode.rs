@@ -13,11 +13,13 @@ use crate::format::fast::{nbit_field_bits, FastPredictor, STREAM_PREFIX_LEN};
 use crate::format::{FileLayout, Header};
 
 /// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
-/// columns are in `columns` into `sink` (patches are independent: the others are skipped).
+/// columns are in `columns` into `sink` (patches are independent: the others are skipped),
+/// each patch's first `rows` rows (all where the patch has no more; see [`decode_patch`]).
 pub(crate) fn decode_band<S: BandSink>(
     layout: &FileLayout,
     band: usize,
     columns: std::ops::Range<usize>,
+    rows: u32,
     sink: &mut S,
 ) -> Result<()> {
     let h = &layout.header;
@@ -28,7 +30,7 @@ pub(crate) fn decode_band<S: BandSink>(
     let end = first + columns.end;
     prefetch_band_start(sink, h, first + columns.start, end);
     for patch in first + columns.start..end {
-        decode_patch(layout, patch, sink, &mut scratch)?;
+        decode_patch(layout, patch, rows, sink, &mut scratch)?;
     }
     Ok(())
 }
@@ -63,11 +65,14 @@ impl Scratch {
 }
 
 avx2_dispatch! {
-    /// Decodes one patch, all channels, into its band; with AVX2 code generation where the
-    /// CPU has it.
+    /// Decodes one patch, all channels, into its band: its first `rows` rows (rows are
+    /// predicted from the row above, so a window's rows need those above it, never those
+    /// below; where fewer than all are decoded, what follows them in the streams is not
+    /// checked). With AVX2 code generation where the CPU has it.
     fn decode_patch<S: BandSink>(
         layout: &FileLayout,
         patch: usize,
+        rows: u32,
         sink: &mut S,
         scratch: &mut Scratch,
     ) -> Result<()> => decode_patch_portable;
@@ -80,35 +85,38 @@ avx2_dispatch! {
 fn decode_patch_portable<S: BandSink>(
     layout: &FileLayout,
     patch: usize,
+    rows: u32,
     sink: &mut S,
     scratch: &mut Scratch,
     avx2: Option<Avx2>,
 ) -> Result<()> {
-    let (x0, _, pw, ph) = layout.header.patch_rect(patch as u64);
-    let (x0, pw, ph) = (x0 as usize, pw as usize, ph as usize);
-    let rows = (&mut scratch.deltas[..], &mut scratch.prediction[..]);
+    let (x0, _, pw, full) = layout.header.patch_rect(patch as u64);
+    let (x0, pw, ph) = (x0 as usize, pw as usize, full.min(rows) as usize);
+    // Whether the streams are decoded to their ends (and their ends checked).
+    let complete = rows >= full;
+    let buffers = (&mut scratch.deltas[..], &mut scratch.prediction[..]);
     // A whole patch of the default size is decoded by a copy of the code with its size a
     // constant: fixed-length loops without remainder paths, fewer live registers per row.
     const SIDE: usize = 1 << crate::format::PATCH_LOG2_DEFAULT;
-    let whole = (pw, ph) == (SIDE, SIDE);
+    let whole = (pw, ph) == (SIDE, SIDE) && complete;
     match (&mut scratch.planes, whole) {
         (Planes::Bytes(p), true) => {
-            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, SIDE, SIDE)
+            decode_patch_planes(layout, patch, sink, p, buffers, avx2, x0, SIDE, SIDE, true)
         }
         (Planes::Bytes(p), false) => {
-            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, pw, ph)
+            decode_patch_planes(layout, patch, sink, p, buffers, avx2, x0, pw, ph, complete)
         }
         (Planes::Words(p), true) => {
-            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, SIDE, SIDE)
+            decode_patch_planes(layout, patch, sink, p, buffers, avx2, x0, SIDE, SIDE, true)
         }
         (Planes::Words(p), false) => {
-            decode_patch_planes(layout, patch, sink, p, rows, avx2, x0, pw, ph)
+            decode_patch_planes(layout, patch, sink, p, buffers, avx2, x0, pw, ph, complete)
         }
     }
 }
 
-/// [`decode_patch_portable`] for the patch at column `x0`, `pw` x `ph` pixels, with planes
-/// of sample type `T`.
+/// [`decode_patch_portable`] for the patch at column `x0`, `pw` x `ph` pixels (its first
+/// `ph` rows; `complete`: all of them), with planes of sample type `T`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn decode_patch_planes<S: BandSink, T: Sample>(
@@ -121,6 +129,7 @@ fn decode_patch_planes<S: BandSink, T: Sample>(
     x0: usize,
     pw: usize,
     ph: usize,
+    complete: bool,
 ) -> Result<()> {
     let h = &layout.header;
     let channels = h.channels() as usize;
@@ -136,6 +145,7 @@ fn decode_patch_planes<S: BandSink, T: Sample>(
             &mut planes[c * plane_len..(c + 1) * plane_len],
             (&mut deltas[..pw], &mut prediction[..pw]),
             avx2,
+            complete,
         )
         .map_err(|e| {
             e.at(
@@ -183,7 +193,8 @@ impl StreamError {
 }
 
 /// Decodes one (patch, channel) stream, bytes `stream` of `file`, into `plane` (`pw` wide,
-/// `plane.len() / pw` rows; `T` is `u8` only for 8-bit files). The CPU twin of
+/// `plane.len() / pw` rows, the stream's first rows; its end is checked where `complete` says
+/// they are all of them; `T` is `u8` only for 8-bit files). The CPU twin of
 /// `shaders/decode.wgsl`: same field order, same checks. Bit fields are read with 8-byte loads
 /// that may extend past the stream into the rest of the file (never past the file: rows near
 /// its end take the slow path); only bits inside the stream are used, since each row's length
@@ -197,6 +208,7 @@ pub(crate) fn decode_stream<T: Sample>(
     plane: &mut [T],
     (deltas, prediction): (&mut [u16], &mut [u16]),
     avx2: Option<Avx2>,
+    complete: bool,
 ) -> Result<(), StreamError> {
     let depth = h.depth as u32;
     let mask = ((1u32 << depth) - 1) as u16;
@@ -266,6 +278,9 @@ pub(crate) fn decode_stream<T: Sample>(
                 *o = T::wrap(p.wrapping_add(base).wrapping_add(d), mask);
             }
         }
+    }
+    if !complete {
+        return Ok(());
     }
     check_stream_end(&bytes[..(payload_bits / 8) as usize], r.position())
 }
@@ -416,9 +431,10 @@ mod tests {
                 for px in 0..hd.patches_x() as usize {
                     let patch = band * hd.patches_x() as usize + px;
                     let mut sink_a = InterleavedBand::new(&hd, ca).portable();
-                    decode_patch_portable(&layout, patch, &mut sink_a, &mut sa, None).unwrap();
+                    decode_patch_portable(&layout, patch, u32::MAX, &mut sink_a, &mut sa, None)
+                        .unwrap();
                     let mut sink_b = InterleavedBand::new(&hd, cb);
-                    decode_patch(&layout, patch, &mut sink_b, &mut sb).unwrap();
+                    decode_patch(&layout, patch, u32::MAX, &mut sink_b, &mut sb).unwrap();
                 }
             }
             assert_eq!(a, b, "{color:?} {depth}-bit");

@@ -33,8 +33,9 @@ pub fn decode_levels(
 
 /// Like [`decode_levels`], but record `i` is decoded only where `windows[i]` (if given; pixels
 /// of the level) needs it, where the level allows: a flat record read at full resolution
-/// decodes only the patches holding the window's pixels (the rest of its image is zero), as
-/// [`super::decode_level_window`] does on the CPU, byte for byte. Other records decode whole.
+/// decodes only the patches holding the window's pixels (the rest of its image is zero), the
+/// window's pixels those [`super::decode_level_window`] gives on the CPU. Other records decode
+/// whole.
 pub fn decode_levels_windows(
     decoder: &GpuDecoder,
     records: &[StoredLevels],

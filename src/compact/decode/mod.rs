@@ -23,11 +23,13 @@ use crate::format::compact::{alphabet_size, Transform, SEGMENTS_MAX};
 use crate::format::FileLayout;
 
 /// Decodes the patches of band `band` (one patch row) of a validated layout whose patch
-/// columns are in `columns` into `sink` (patches are independent: the others are skipped).
+/// columns are in `columns` into `sink` (patches are independent: the others are skipped),
+/// each patch's first `rows` rows (all where the patch has no more; see [`decode_patch`]).
 pub(crate) fn decode_band<S: BandSink>(
     layout: &FileLayout,
     band: usize,
     columns: std::ops::Range<usize>,
+    rows: u32,
     sink: &mut S,
 ) -> crate::error::Result<()> {
     let h = &layout.header;
@@ -38,18 +40,21 @@ pub(crate) fn decode_band<S: BandSink>(
     Scratch::with(h, |scratch| {
         prefetch_band_start(sink, h, first + columns.start, end);
         for patch in first + columns.start..end {
-            decode_patch(layout, patch, sink, scratch)?;
+            decode_patch(layout, patch, rows, sink, scratch)?;
         }
         Ok(())
     })
 }
 
 avx2_dispatch! {
-    /// Decodes one patch into its band's sink; with AVX2 code generation where the CPU has
-    /// it.
+    /// Decodes one patch into its band's sink: its first `rows` rows (rows are predicted
+    /// from the row above, so a window's rows need those above it, never those below; where
+    /// fewer than all are decoded, the segments' ends are not checked). With AVX2 code
+    /// generation where the CPU has it.
     pub(crate) fn decode_patch<S: BandSink>(
         layout: &FileLayout,
         patch: usize,
+        rows: u32,
         sink: &mut S,
         scratch: &mut Scratch,
     ) -> crate::error::Result<()> => decode_patch_portable;
@@ -59,6 +64,7 @@ avx2_dispatch! {
 pub(crate) fn decode_patch_portable<S: BandSink>(
     layout: &FileLayout,
     patch: usize,
+    rows: u32,
     sink: &mut S,
     scratch: &mut Scratch,
     avx2: Option<Avx2>,
@@ -70,7 +76,7 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     let fail = |e: CompactError| e.at(h, patch as u64, start, size);
     let stream = layout.stream(patch);
     let header = parse_patch_header(h, stream, ph).map_err(fail)?;
-    let rect = (x0, pw, ph);
+    let rect = (x0, pw, ph, ph.min(rows));
     let palette = header.palette > 0;
     if palette {
         let (start, count) = (header.palette_start, header.palette);
@@ -101,9 +107,9 @@ pub(crate) fn decode_patch_portable<S: BandSink>(
     .map_err(|e| fail(e).into())
 }
 
-/// Decodes the `C` coded planes of a patch row by row into `sink` as `OUT` channels: the
-/// channels themselves (`C == OUT`), or with a palette one index plane (`C == 1`) looked up
-/// in `scratch.palette`.
+/// Decodes the `C` coded planes of a patch (`ph` rows) row by row into `sink` as `OUT`
+/// channels, its first `rows` rows: the channels themselves (`C == OUT`), or with a palette
+/// one index plane (`C == 1`) looked up in `scratch.palette`.
 #[inline(always)]
 fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     layout: &FileLayout,
@@ -111,7 +117,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     header: &PatchHeader,
     sink: &mut S,
     scratch: &mut Scratch,
-    (x0, pw, ph): (u32, u32, u32),
+    (x0, pw, ph, rows): (u32, u32, u32, u32),
     avx2: Option<Avx2>,
 ) -> Result<(), CompactError> {
     let h = &layout.header;
@@ -154,7 +160,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     }
     scratch.previous.fill(0);
     let left_type: [bool; C] = std::array::from_fn(|c| header.channels[c].predictor.is_left_type());
-    let ph = ph as usize;
+    let (ph, rows) = (ph as usize, rows as usize);
     // Some channel has run tokens: every channel decodes symbol by symbol (a patch is flat
     // in all its channels or in none, mostly; one path keeps the loop simple).
     let runs = header.channels.iter().any(|c| c.runs);
@@ -166,7 +172,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
     let buffered = whole_share >= BUFFERED_SHARE_MIN * C as u32;
     // Whether `scratch.pending` holds the residuals of row y (decoded with row y - 1).
     let mut pending = false;
-    for y in 0..ph {
+    for y in 0..rows {
         let s = y % segs;
         if C < 3 {
             above_row::<C>(header, scratch, pw);
@@ -175,7 +181,7 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         // the next row exists and is in another segment; for 1 and 2 channels only: with
         // 3 or 4, the channels already give the CPU enough independent chains, and twice as
         // many measured slower (gray 16-bit: +23 %; RGB photos: -14 %).
-        let with_next = C <= 2 && !pending && y + 1 < ph && segs > 1;
+        let with_next = C <= 2 && !pending && y + 1 < rows && segs > 1;
         let bad = if pending {
             // The residuals are there (decoded with the row above).
             std::mem::swap(&mut scratch.residuals, &mut scratch.pending);
@@ -329,6 +335,10 @@ fn decode_patch_rows<const C: usize, const OUT: usize, S: BandSink>(
         };
         sink.put_row::<OUT, u16>(rows, stride, 0, y, x0, pw);
         std::mem::swap(&mut scratch.previous, &mut scratch.current);
+    }
+    if rows < ph {
+        // A window's rows: the segments' rest is not read.
+        return Ok(());
     }
     for (s, p) in pos.iter().enumerate().take(segs) {
         for (c, (&p, ch)) in p.iter().zip(&header.channels).enumerate() {
