@@ -200,6 +200,7 @@ impl StreamError {
 /// its end take the slow path); only bits inside the stream are used, since each row's length
 /// is checked against it first.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_stream<T: Sample>(
     h: &Header,
     file: &[u8],
