@@ -58,9 +58,9 @@ pub use format::{
     FIELD_MAGIC, FIELD_VERSION, MAX_BINS,
 };
 pub use lossless::{
-    decode_lossless, decode_lossless_into, encode_lossless, parse_lossless, FloatSlice, FloatType,
-    FloatVec, LosslessHeader, LosslessOptions, LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT,
-    LOSSLESS_FLAG_TABLE, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION,
+    decode_lossless, decode_lossless_into, decode_lossless_window, encode_lossless, parse_lossless,
+    FloatSlice, FloatType, FloatVec, LosslessHeader, LosslessOptions, LOSSLESS_FLAG_FILL,
+    LOSSLESS_FLAG_MULT, LOSSLESS_FLAG_TABLE, LOSSLESS_MAX_NDIM, LOSSLESS_VERSION,
 };
 
 /// The version byte of a field file (1 error-bounded, 2 lossless, 3 error-bounded of 1 to 4

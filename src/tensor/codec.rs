@@ -276,8 +276,10 @@ pub fn decode_array(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -
 /// Like [`decode_array`], but with `window = Some((rows, columns))` only the elements in those
 /// rows and columns of the last two axes (every index of the others) are sure to be decoded:
 /// the others are unspecified. An error-bounded version 1 field decodes only the patches of
-/// its bin image that hold the window ([`crate::field::decode_field_window`]); the other
-/// payloads decode whole. Checks and errors are [`decode_array`]'s.
+/// its bin image that hold the window ([`crate::field::decode_field_window`]), a lossless
+/// array of one chunk per plane only each plane's rows down to the window's last
+/// ([`crate::field::decode_lossless_window`]); the other payloads decode whole. Checks and
+/// errors are [`decode_array`]'s.
 pub fn decode_array_window(
     spec: &ArraySpec,
     payload: &[u8],
@@ -295,7 +297,7 @@ pub fn decode_array_window(
     check_payload(spec, payload)?;
     match spec.mode {
         StorageMode::Raw => NdArray::new(spec.dtype, spec.shape.clone(), payload.to_vec()),
-        StorageMode::Lossless => decode_lossless(spec, payload, options),
+        StorageMode::Lossless => decode_lossless(spec, payload, options, window),
         StorageMode::ErrorBounded => {
             if field_version(payload) == Some(BOUNDED_VERSION) {
                 NdArray::from_f32(spec.shape.clone(), &decode_bounded(payload, options)?.1)
@@ -436,8 +438,13 @@ fn check_lossless(spec: &ArraySpec, payload: &[u8]) -> Result<()> {
 }
 
 /// The lossless codec's arm of [`decode_array`]: the header was checked against `spec`.
-fn decode_lossless(spec: &ArraySpec, payload: &[u8], options: &DecodeOptions) -> Result<NdArray> {
-    let (_, values) = crate::field::decode_lossless(payload, options)?;
+fn decode_lossless(
+    spec: &ArraySpec,
+    payload: &[u8],
+    options: &DecodeOptions,
+    window: Option<(std::ops::Range<u32>, std::ops::Range<u32>)>,
+) -> Result<NdArray> {
+    let (_, values) = crate::field::decode_lossless_window(payload, options, window)?;
     let bytes: Vec<u8> = match &values {
         FloatVec::F32(v) => super::model::le_bytes(v),
         FloatVec::F16(v) | FloatVec::BF16(v) => super::model::le_bytes(v),

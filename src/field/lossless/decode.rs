@@ -99,7 +99,24 @@ word!(u16);
 
 /// Decodes a lossless float array on the CPU.
 pub fn decode_lossless(data: &[u8], options: &DecodeOptions) -> Result<(LosslessHeader, FloatVec)> {
+    decode_lossless_window(data, options, None)
+}
+
+/// Like [`decode_lossless`], but with `window = Some((rows, columns))` only the values in
+/// those rows and columns of the last two axes (every index of the others) are sure to be
+/// decoded: the others are unspecified. Where each chunk is one plane of the last two axes
+/// (the default chunk of a 256 x 256 plane) and the array has no second differences and no
+/// float-mult adjustments, each plane's segments past the window's last row are not decoded
+/// (the rows above it are: the differences run from the plane's start); elsewhere the array
+/// decodes whole. Checks and errors are [`decode_lossless`]'s for the part decoded (the CRC,
+/// where verified, covers the whole file).
+pub fn decode_lossless_window(
+    data: &[u8],
+    options: &DecodeOptions,
+    window: Option<(std::ops::Range<u32>, std::ops::Range<u32>)>,
+) -> Result<(LosslessHeader, FloatVec)> {
     let layout = parse_layout(data, options)?;
+    let rows_end = window.map(|(rows, _)| rows.end);
     let n = layout.header.len() as usize;
     let out = match layout.header.dtype {
         FloatType::F32 => {
@@ -110,14 +127,14 @@ pub fn decode_lossless(data: &[u8], options: &DecodeOptions) -> Result<(Lossless
             // and any bits are a valid MaybeUninit; the slice is `v`'s spare capacity, not
             // otherwise borrowed while `words` lives.
             let words = unsafe { &mut *(spare as *mut [MaybeUninit<u32>]) };
-            decode_words::<u32>(&layout, data, options, words)?;
+            decode_words::<u32>(&layout, data, options, rows_end, words)?;
             // SAFETY: the capacity is at least `n`, and `decode_words` returned Ok, so it
             // wrote all `n` words (as u32 bits, which are valid f32s).
             unsafe { v.set_len(n) };
             FloatVec::F32(v)
         }
-        FloatType::F16 => FloatVec::F16(decode_vec(&layout, data, options, n)?),
-        FloatType::BF16 => FloatVec::BF16(decode_vec(&layout, data, options, n)?),
+        FloatType::F16 => FloatVec::F16(decode_vec(&layout, data, options, rows_end, n)?),
+        FloatType::BF16 => FloatVec::BF16(decode_vec(&layout, data, options, rows_end, n)?),
     };
     Ok((layout.header, out))
 }
@@ -127,10 +144,17 @@ fn decode_vec<W: Word>(
     layout: &Layout<'_>,
     data: &[u8],
     options: &DecodeOptions,
+    rows_end: Option<u32>,
     n: usize,
 ) -> Result<Vec<W>> {
     let mut v: Vec<W> = Vec::with_capacity(n);
-    decode_words::<W>(layout, data, options, &mut v.spare_capacity_mut()[..n])?;
+    decode_words::<W>(
+        layout,
+        data,
+        options,
+        rows_end,
+        &mut v.spare_capacity_mut()[..n],
+    )?;
     // SAFETY: the capacity is at least `n`, and `decode_words` returned Ok, so it wrote all
     // `n` words.
     unsafe { v.set_len(n) };
@@ -181,9 +205,9 @@ pub fn decode_lossless_into(
     ) -> Result<()> {
         match bytemuck::try_cast_slice_mut::<u8, W>(out) {
             // SAFETY: the decoder stores only initialised words.
-            Ok(words) => decode_words::<W>(layout, data, o, unsafe { as_uninit(words) }),
+            Ok(words) => decode_words::<W>(layout, data, o, None, unsafe { as_uninit(words) }),
             Err(_) => {
-                let v = decode_vec::<W>(layout, data, o, layout.header.len() as usize)?;
+                let v = decode_vec::<W>(layout, data, o, None, layout.header.len() as usize)?;
                 out.copy_from_slice(bytemuck::cast_slice(&v));
                 Ok(())
             }
@@ -205,12 +229,14 @@ fn segment_error(data: &[u8], seg: &[u8], value: u64, reason: &'static str) -> F
     }
 }
 
-/// Decodes every chunk of a checked layout into `out` (the float bits as words); on Ok
-/// every word of `out` was written.
+/// Decodes every chunk of a checked layout into `out` (the float bits as words), or with
+/// `rows_end` where [`prefix_segments`] allows only each plane's rows above it (the rest
+/// zero); on Ok every word of `out` was written.
 fn decode_words<W: Word>(
     layout: &Layout<'_>,
     data: &[u8],
     options: &DecodeOptions,
+    rows_end: Option<u32>,
     out: &mut [MaybeUninit<W>],
 ) -> Result<()> {
     let h = &layout.header;
@@ -238,6 +264,8 @@ fn decode_words<W: Word>(
         .any(|c| c.first() == Some(&CHUNK_FLAG_ADJUST));
     if any_adjust {
         adjust = vec![0u32; out.len()];
+    } else if let Some(k) = rows_end.and_then(|r| prefix_segments(h, r)) {
+        return decode_prefixes(layout, data, k, out);
     }
     // Chunk `c`'s words; on Ok all of `words` written.
     let tokens = |c: usize, words: &mut [MaybeUninit<W>], adj: Option<&mut [u32]>| -> Result<()> {
@@ -317,6 +345,88 @@ fn decode_words<W: Word>(
     for r in &layout.runs {
         out[r.start as usize..(r.start + r.len) as usize]
             .fill(MaybeUninit::new(W::from_u32(r.bits)));
+    }
+    Ok(())
+}
+
+/// How many of each chunk's segments hold the values above row `rows_end` of its plane (the
+/// last two axes), where decoding only those is what [`decode_prefixes`] does: each chunk
+/// is exactly one plane, no second differences (their inverse runs over the whole array),
+/// and fewer segments than all. `None`: decode whole. (The caller has checked that no chunk
+/// has adjustments.)
+pub(super) fn prefix_segments(h: &LosslessHeader, rows_end: u32) -> Option<usize> {
+    let nd = h.shape.len();
+    if nd < 2 || h.axes2 != 0 {
+        return None;
+    }
+    let (ny, nx) = (h.shape[nd - 2] as usize, h.shape[nd - 1] as usize);
+    let plane = ny * nx;
+    if plane != 1usize << h.chunk_log2 {
+        return None;
+    }
+    let segments = h.segments as usize;
+    let q = plane.div_ceil(segments);
+    let need = (rows_end as usize).min(ny) * nx;
+    let k = need.div_ceil(q).max(1);
+    // Then the first k segments are exactly values 0..k q (segment_range's split of k q into
+    // k segments is the first k of the plane's into all of them).
+    (k < segments && k * q <= plane).then_some(k)
+}
+
+/// Decodes the first `k` segments of every chunk of a checked layout whose chunks are one
+/// plane each ([`prefix_segments`]): the values of each plane's first rows, reconstructed and
+/// finished, the rest of `out` zero. Every value reconstructed reads only values of the same
+/// or earlier planes at the same or earlier positions, all decoded. On Ok every word of
+/// `out` was written.
+fn decode_prefixes<W: Word>(
+    layout: &Layout<'_>,
+    data: &[u8],
+    k: usize,
+    out: &mut [MaybeUninit<W>],
+) -> Result<()> {
+    let h = &layout.header;
+    let plane = 1usize << h.chunk_log2;
+    let decoded = k * plane.div_ceil(h.segments as usize);
+    let width = h.dtype.bits();
+    let st = strides(&h.shape);
+    let base = |c: &[u8]| (c.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+    if layout.chunks.len() != out.len().div_ceil(plane) || !out.len().is_multiple_of(plane) {
+        return Err(FormatError::InvalidHeader {
+            field: "chunk table",
+            offset: 0,
+            value: layout.chunks.len() as u64,
+            reason: "not the number of chunks the shape needs",
+        }
+        .into());
+    }
+    for (c, words) in out.chunks_mut(plane).enumerate() {
+        let bytes = layout.chunks[c];
+        let mut residuals = parse_chunk(bytes, base(bytes), h)?.residuals;
+        if residuals.segments.len() != h.segments as usize {
+            return Err(FormatError::InvalidHeader {
+                field: "segments",
+                offset: 0,
+                value: residuals.segments.len() as u64,
+                reason: "not the header's number of segments",
+            }
+            .into());
+        }
+        residuals.segments.truncate(k);
+        let (head, tail) = words.split_at_mut(decoded);
+        decode_stream(data, &residuals, k, width, head)?;
+        tail.fill(MaybeUninit::new(W::from_u32(0)));
+    }
+    // SAFETY: every chunk's head was written by decode_stream (Ok) and its tail above, and
+    // the chunks cover `out` (checked above).
+    let out = unsafe { assume_init(out) };
+    for c in 0..layout.chunks.len() {
+        reconstruct(out, c * plane, c * plane + decoded, &h.shape, &st, h.axes);
+    }
+    for words in out.chunks_mut(plane) {
+        finish(&mut words[..decoded], h, None, false)?;
+    }
+    for r in &layout.runs {
+        out[r.start as usize..(r.start + r.len) as usize].fill(W::from_u32(r.bits));
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ pub(crate) mod gpu;
 #[cfg(test)]
 mod tests;
 
-pub use decode::{decode_lossless, decode_lossless_into};
+pub use decode::{decode_lossless, decode_lossless_into, decode_lossless_window};
 pub use encode::{encode_lossless, LosslessOptions};
 pub use format::{
     parse_lossless, LosslessHeader, LOSSLESS_FLAG_FILL, LOSSLESS_FLAG_MULT, LOSSLESS_FLAG_TABLE,

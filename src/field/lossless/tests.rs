@@ -538,3 +538,131 @@ fn second_difference_axes_outside_the_axes_are_refused() {
     let err = decode_lossless(&bad, &DecodeOptions::default()).unwrap_err();
     assert!(err.to_string().contains("axes2"), "{err}");
 }
+
+/// A window decode gives the whole decode's values in the window's rows and columns, where it
+/// decodes only each plane's segments down to the window's last row (one chunk a plane) and
+/// where it falls back to the whole array (chunks across planes, second differences, float-mult
+/// adjustments): float32 and bfloat16, differences along any axes, value tables, NaN runs.
+#[test]
+fn window_decodes_give_the_whole_decodes_values() {
+    let smooth = |shape: &[u32], nan: bool| -> Vec<f32> {
+        let (ny, nx) = (
+            shape[shape.len() - 2] as usize,
+            shape[shape.len() - 1] as usize,
+        );
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        (0..n)
+            .map(|i| {
+                let (p, y, x) = (i / (ny * nx), i / nx % ny, i % nx);
+                if nan && (i * 7919) % 97 == 0 {
+                    f32::NAN
+                } else {
+                    (p as f32 * 0.3 + (y as f32 * 0.05).sin() * 3.0 + (x as f32 * 0.07).cos())
+                        .mul_add(1.0 + (i % 5) as f32 * 1e-6, 0.0)
+                }
+            })
+            .collect()
+    };
+    let default = LosslessOptions::default();
+    let cases: Vec<(Vec<u32>, Vec<f32>, LosslessOptions, bool)> = vec![
+        // One chunk a plane (2^16 values): the prefix path.
+        (
+            vec![3, 256, 256],
+            smooth(&[3, 256, 256], false),
+            default.clone(),
+            true,
+        ),
+        (
+            vec![256, 256],
+            smooth(&[256, 256], true),
+            default.clone(),
+            true,
+        ),
+        (
+            vec![2, 2, 16, 16],
+            smooth(&[2, 2, 16, 16], false),
+            LosslessOptions {
+                chunk_log2: 8,
+                segments: 5,
+                ..default.clone()
+            },
+            true,
+        ),
+        (
+            vec![3, 256, 256],
+            smooth(&[3, 256, 256], false),
+            LosslessOptions {
+                axes: Some(0b011),
+                ..default.clone()
+            },
+            true,
+        ),
+        (
+            vec![2, 256, 256],
+            unpacked(2 * 65536, 1.0),
+            LosslessOptions {
+                axes: Some(0b101),
+                axes2: Some(0),
+                ..default.clone()
+            },
+            true,
+        ),
+        // Whole-array fallbacks: chunks across planes, second differences.
+        (
+            vec![3, 100, 100],
+            smooth(&[3, 100, 100], false),
+            default.clone(),
+            false,
+        ),
+        (
+            vec![2, 256, 256],
+            smooth(&[2, 256, 256], false),
+            LosslessOptions {
+                axes: Some(0b110),
+                axes2: Some(0b100),
+                ..default.clone()
+            },
+            false,
+        ),
+    ];
+    let windows = [
+        (0..1, 0..256),
+        (10..75, 3..130),
+        (128..256, 128..256),
+        (200..300, 0..9),
+    ];
+    for (shape, values, options, prefix) in cases {
+        let bf16: Vec<u16> = values.iter().map(|&v| (v.to_bits() >> 16) as u16).collect();
+        for input in [FloatSlice::F32(&values), FloatSlice::BF16(&bf16)] {
+            let file = encode_lossless(input, &shape, &options).expect("encode");
+            let o = DecodeOptions::default();
+            let (h, whole) = decode_lossless(&file, &o).expect("decode");
+            let (whole, size) = (whole.as_bytes().to_vec(), input.dtype().size());
+            let (ny, nx) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+            for (rows, columns) in windows.clone() {
+                assert_eq!(
+                    decode::prefix_segments(&h, rows.end).is_some(),
+                    prefix && rows.end < ny * 7 / 8,
+                    "{shape:?} {rows:?}: the path taken"
+                );
+                let (_, part) =
+                    decode_lossless_window(&file, &o, Some((rows.clone(), columns.clone())))
+                        .expect("window decode");
+                let part = part.as_bytes();
+                assert_eq!(part.len(), whole.len());
+                let planes = whole.len() / size / (ny * nx) as usize;
+                for p in 0..planes {
+                    for y in rows.start..rows.end.min(ny) {
+                        let row = (p * ny as usize + y as usize) * nx as usize;
+                        let span = (row + columns.start.min(nx) as usize) * size
+                            ..(row + columns.end.min(nx) as usize) * size;
+                        assert!(
+                            part[span.clone()] == whole[span],
+                            "{shape:?} {rows:?} x {columns:?}, plane {p} row {y}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
