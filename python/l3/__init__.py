@@ -195,7 +195,7 @@ class Loader:
     ``device`` ("cpu"), ``end_epoch`` (None: run until closed), ``worker`` / ``num_workers``
     (0 / 1: this loader takes every num_workers-th step of the rank, for data-loading
     workers), ``on_error`` ("skip" | "fail"), ``crop_window`` (True: decode only the patches a
-    crop needs), ``limits`` (`Limits`: the batch tensor and each decode).
+    crop needs, down to its last row), ``limits`` (`Limits`: the batch tensor and each decode).
 
     Over a tensor dataset (``pack_arrays``; a path or a `TensorDataset`) a batch holds one
     ``(N, ...)`` array per declared array by name instead of ``images`` (float32, or float16

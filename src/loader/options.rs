@@ -100,8 +100,9 @@ pub struct LoaderOptions {
     /// k-th batch the rank's consumer gets is the rank's k-th step, and its `state_after` is
     /// exact for resuming.
     pub workers: (u32, u32),
-    /// Decode only the patches each random crop reads, where the level is stored as is
-    /// (default true; the output is the same either way, this is for measuring the saving).
+    /// Decode only the patches each random crop reads, down to its last row, where the level
+    /// is stored as is (default true; the output is the same either way, this is for
+    /// measuring the saving).
     pub crop_window_decode: bool,
     /// Decode and augment on this GPU instead of the CPU pool (default `None`): each batch's
     /// payloads as one GPU batch (`progressive::gpu::decode_levels_windows`), then
