@@ -258,7 +258,7 @@ mod tests {
     use super::*;
     use crate::encode::{encode, EncodeOptions};
     use crate::format::ColorType;
-    use crate::raw::{RawImage, Samples};
+    use crate::raw::TestImage;
     use crate::Profile;
 
     /// A window decode gives the window's pixels exactly as the full decode has them, where it
@@ -288,21 +288,8 @@ mod tests {
         for color in [ColorType::Gray, ColorType::Rgb, ColorType::Rgba] {
             let ch = color.channels() as u32;
             for depth in [8u8, 16] {
-                let px16: Vec<u16> = (0..h)
-                    .flat_map(|y| (0..w).flat_map(move |x| (0..ch).map(move |c| value(x, y, c))))
-                    .map(|v| if depth == 8 { v & 0xff } else { v })
-                    .collect();
-                let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
-                let raw = RawImage {
-                    width: w,
-                    height: h,
-                    color,
-                    samples: if depth == 8 {
-                        Samples::U8(&px8)
-                    } else {
-                        Samples::U16(&px16)
-                    },
-                };
+                let image = TestImage::from_fn(w, h, color, depth, value);
+                let raw = image.raw();
                 for (profile, patch_log2) in [
                     (Profile::Fast, 6),
                     (Profile::Fast, 5),

@@ -68,6 +68,32 @@ impl TestImage {
         }
     }
 
+    /// An image whose sample `c` of pixel (`x`, `y`) is `value(x, y, c)` (kept to the low
+    /// byte at 8 bits).
+    pub(crate) fn from_fn(
+        width: u32,
+        height: u32,
+        color: ColorType,
+        depth: u8,
+        value: impl Fn(u32, u32, u32) -> u16,
+    ) -> Self {
+        let ch = color.channels() as u32;
+        let px16: Vec<u16> = (0..height)
+            .flat_map(|y| (0..width).flat_map(move |x| (0..ch).map(move |c| (x, y, c))))
+            .map(|(x, y, c)| value(x, y, c))
+            .map(|v| if depth == 8 { v & 0xff } else { v })
+            .collect();
+        let px8 = px16.iter().map(|&v| v as u8).collect();
+        TestImage {
+            width,
+            height,
+            color,
+            depth,
+            px16,
+            px8,
+        }
+    }
+
     pub(crate) fn raw(&self) -> RawImage<'_> {
         RawImage {
             width: self.width,

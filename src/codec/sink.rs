@@ -66,6 +66,7 @@ pub(crate) trait BandSink {
     /// sink whose writes go to memory the caches may not hold starts loading it. Called for
     /// a band's first [`AHEAD`] patches; the sink's `put_row` hints the later ones, row by
     /// row. The default does nothing.
+    #[inline(always)]
     fn prefetch_patch(&self, _x0: usize, _pw: usize, _rows: usize) {}
 }
 

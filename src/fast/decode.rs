@@ -512,8 +512,7 @@ mod tests {
         use crate::fast::{FastOptions, PredictorChoice};
         use crate::layout::{Normalize, OutputLayout};
         use crate::{
-            encode::EncodeOptions, encode::ProfileOptions, format::ColorType, raw::RawImage,
-            raw::Samples,
+            encode::EncodeOptions, encode::ProfileOptions, format::ColorType, raw::TestImage,
         };
         let (w, h) = (70u32, 70u32);
         for depth in [8u8, 16] {
@@ -534,33 +533,13 @@ mod tests {
                     };
                     (if depth == 8 { v & 0xff } else { v * 257 }) as u16
                 };
-                let px16: Vec<u16> = (0..h)
-                    .flat_map(|y| (0..w).flat_map(move |x| (0..channels).map(move |c| (x, y, c))))
-                    .map(|(x, y, c)| value(x, y, c))
-                    .collect();
-                let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
-                let raw = RawImage {
-                    width: w,
-                    height: h,
-                    color,
-                    samples: if depth == 8 {
-                        Samples::U8(&px8)
-                    } else {
-                        Samples::U16(&px16)
-                    },
-                };
-                let expected: Vec<u8> = if depth == 8 {
-                    px8.clone()
-                } else {
-                    px16.iter().flat_map(|v| v.to_ne_bytes()).collect()
-                };
+                let image = TestImage::from_fn(w, h, color, depth, value);
+                let raw = image.raw();
+                let expected = image.bytes();
                 let norm = Normalize::IMAGENET;
                 let expected_f32: Vec<f32> = (0..channels)
                     .flat_map(|c| (0..h * w).map(move |i| (c, i)))
-                    .map(|(c, i)| {
-                        let v = px16[(i * channels + c) as usize] as u32;
-                        norm.apply(v, depth, c as usize)
-                    })
+                    .map(|(c, i)| norm.apply(value(i % w, i / w, c) as u32, depth, c as usize))
                     .collect();
                 for predictor in FastPredictor::ALL {
                     let what = format!("{color:?} {depth}-bit under {predictor:?}");
