@@ -1,14 +1,14 @@
 """Lossless float32 arrays: the compressors scientists use, on the same bytes, one thread.
 
-    pip install numpy zstandard blosc2 pcodec imagecodecs   (and the l3 package, if built)
+    pip install numpy zstandard blosc2 pcodec fpzip imagecodecs   (and the l3 package, if built)
     python scripts/peers_lossless.py [../shared/data/float32] [--reps 3] [--out FILE]
 
 Reads every `NAME.f32` (raw little-endian float32, C order) with its `NAME.json` sidecar
 (shape) in the folder. Codecs, each given the same array and run on one thread:
 zstd -3 and -19 (zstandard), Blosc2 (bitshuffle + zstd, typesize 4, clevel 9, one block
 size chosen by Blosc2), pcodec (default level 8 and level 12, the whole array as one 1-D
-chunk set), ZFP reversible mode and fpzip (through imagecodecs, when the installed build has
-them), and bitshuffle (imagecodecs, its default block) followed by zstd -19 as a reference; and l3's
+chunk set), fpzip lossless (its own package, else imagecodecs'), ZFP reversible mode
+(through imagecodecs, when the installed build has it), and bitshuffle (imagecodecs, its default block) followed by zstd -19 as a reference; and l3's
 lossless float arrays (`l3.encode_field(a, lossless=True, fill_value=<sidecar's>)`, decoded
 by `l3.decode_field` with RAYON_NUM_THREADS=1) when the `l3` package imports.
 
@@ -57,6 +57,10 @@ try:
     import imagecodecs as ic
 except ImportError:  # pragma: no cover
     ic = None
+try:
+    import fpzip
+except ImportError:  # pragma: no cover
+    fpzip = None
 try:
     import l3
 except ImportError:  # pragma: no cover
@@ -118,10 +122,14 @@ def codecs(a: np.ndarray, fill=None) -> dict:
                                  lambda d: ic.zfp_decode(d, numthreads=1))
     else:
         out["ZFP reversible"] = "not in this imagecodecs build"
-    if available("fpzip"):
+    if fpzip is not None and a.ndim <= 4:
+        # fpzip's own package; it gives back 4 axes, leading ones of length 1.
+        out["fpzip"] = (lambda: fpzip.compress(a, precision=0, order="C"),
+                        lambda d: fpzip.decompress(d, order="C").reshape(-1))
+    elif available("fpzip"):
         out["fpzip"] = (lambda: ic.fpzip_encode(a), lambda d: ic.fpzip_decode(d))
     else:
-        out["fpzip"] = "not in this imagecodecs build"
+        out["fpzip"] = "neither the fpzip package nor an imagecodecs build with it"
     if available("bitshuffle"):
         out["bitshuffle + zstd -19"] = (
             lambda: z19.compress(ic.bitshuffle_encode(raw, itemsize=4)),
