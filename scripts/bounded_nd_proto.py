@@ -769,7 +769,7 @@ def peers(a, fill, e, q_runs_bytes, l3mod, ic):
         out["SZ3"] = len(d) + (q_runs_bytes if sp.any() else 0)
     if l3mod is not None:
         b = a.reshape(1, -1) if a.ndim == 1 else a.reshape(-1, *a.shape[-2:]) if a.ndim == 4 else a
-        d = l3mod.encode_field(b, max_error=e, fill_value=fill)
+        d = l3mod.encode_field(b, max_error=e, fill_value=fill, version=1)
         back = np.asarray(l3mod.decode_field(d)).reshape(a.shape)
         sp = ~np.isfinite(a) | ((a == np.float32(fill)) if fill is not None else False)
         worst = float(np.abs(back.astype(np.float64) - a.astype(np.float64))[~sp].max())

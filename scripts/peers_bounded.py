@@ -12,7 +12,7 @@ value is checked against it in float64 (NaN and fill values must come back exact
 
 - **l3 v3**: `l3.encode_field(a, max_error=e, fill_value=..., version=3)` in the array's own
   shape (1 to 4 axes).
-- **l3 v1**: `l3.encode_field(a, max_error=e, ...)` (version 1: 1-D as 1 x n, 4-D with its
+- **l3 v1**: `l3.encode_field(a, max_error=e, ..., version=1)` (1-D as 1 x n, 4-D with its
   first two axes merged, as the study did).
 - **SZ3**: imagecodecs' `sz3_encode(a, mode="abs", abs=e)`; NaN/fill cells are first replaced
   by the previous regular value and SZ3 is charged the runs section the prototype costs.
@@ -85,7 +85,7 @@ def l3_v3(l3, name, a, fill, e, sp, repeats):
 
 def l3_v1(l3, name, a, fill, e, sp):
     b = a.reshape(1, -1) if a.ndim == 1 else a.reshape(-1, *a.shape[-2:]) if a.ndim == 4 else a
-    d = l3.encode_field(b, max_error=e, fill_value=fill)
+    d = l3.encode_field(b, max_error=e, fill_value=fill, version=1)
     check(name, "l3 v1", a, l3.decode_field(d), sp, e)
     return len(d)
 

@@ -1,5 +1,6 @@
 """Error-bounded float32 fields: l3 against SZ3, ZFP, SPERR (error-bounded) and pcodec
-(lossless), through imagecodecs, on the same arrays, in one run.
+(lossless), through imagecodecs, on the same arrays, in one run. l3 here is version 1 (the
+bins as an L3 image, `version=1`); scripts/peers_bounded.py compares version 3, the default.
 
     pip install . imagecodecs
     python scripts/peers_fields.py [../shared/data/float32] [--bounds 1e-2 1e-3 1e-4] [--reps 3]
@@ -47,7 +48,8 @@ def timed(fn, reps):
 def codecs(a, e, fill):
     shape, dtype = a.shape, a.dtype
     return {
-        "l3": (lambda: l3.encode_field(a, max_error=e, fill_value=fill), l3.decode_field),
+        "l3": (lambda: l3.encode_field(a, max_error=e, fill_value=fill, version=1),
+               l3.decode_field),
         "SZ3": (lambda: ic.sz3_encode(a, mode="abs", abs=e),
                 lambda d: ic.sz3_decode(d, shape=shape, dtype=dtype)),
         "ZFP": (lambda: ic.zfp_encode(a, level=e, mode="a"), ic.zfp_decode),

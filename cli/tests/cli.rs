@@ -417,7 +417,8 @@ fn fields_encode_and_decode() {
     assert!(o.status.success(), "{}", text(&o));
     let info = String::from_utf8_lossy(&o.stdout);
     assert!(
-        info.contains("float field") && info.contains("within 1.000000e-2"),
+        info.contains("error-bounded array (field version 3)")
+            && info.contains("within 1.000000e-2"),
         "{info}"
     );
     let mut bad = std::fs::read(&field).unwrap();

@@ -355,18 +355,20 @@ fn field_bounds_must_be_finite_and_positive() {
     }
 }
 
-/// Error-bounded arrays: 1 and 4 axes are written as version 3 by default, 2 and 3 axes as
-/// version 1 unless `--format v3`; `decode-field` gives every value within the bound (NaN
-/// exactly), `info` names the version, and version 1 refuses 1 axis clearly.
+/// Error-bounded arrays are written as version 3 by default, of any axis count, and as
+/// version 1 (2 or 3 axes) with `--format v1`; `decode-field` gives every value within the
+/// bound (NaN exactly), `info` names the version, version 1 refuses 1 axis clearly, and
+/// `--profile` (version 1's bin image) is refused without `--format v1`.
 #[test]
-fn error_bounded_versions_follow_the_axes() {
+fn error_bounded_versions_by_format() {
     let tmp = tempfile::tempdir().unwrap();
     let c = |shape: &str| format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
     for (name, shape, format, version) in [
         ("d1", "(600,)", None, "version 3"),
         ("d4", "(2, 3, 10, 10)", None, "version 3"),
-        ("d2", "(20, 30)", None, "version 1"),
-        ("d2v3", "(20, 30)", Some("v3"), "version 3"),
+        ("d2", "(20, 30)", None, "version 3"),
+        ("d3", "(2, 30, 10)", None, "version 3"),
+        ("d2v1", "(20, 30)", Some("v1"), "version 1"),
         ("d3v1", "(2, 30, 10)", Some("v1"), "version 1"),
     ] {
         let input = tmp.path().join(format!("{name}.npy"));
@@ -426,6 +428,32 @@ fn error_bounded_versions_follow_the_axes() {
         "--force",
     ]);
     assert_fails_with(&o, "2 or 3 dimensions");
+    let input = tmp.path().join("d2.npy");
+    let o = l3(&[
+        "encode-field",
+        s(&input),
+        "--max-error",
+        "0.01",
+        "--profile",
+        "fast",
+        "--force",
+    ]);
+    assert_fails_with(&o, "--profile is for --format v1");
+    let file = tmp.path().join("d2-fast.l3f");
+    let o = l3(&[
+        "encode-field",
+        s(&input),
+        "--max-error",
+        "0.01",
+        "--format",
+        "v1",
+        "--profile",
+        "fast",
+        "-o",
+        s(&file),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("version 1"), "{}", text(&o));
 }
 
 /// `encode-field --lossless` stores float32 (1-D and 4-D) and bfloat16 raw arrays bit for bit:

@@ -277,7 +277,7 @@ def encode_field(
     max_error: Optional[float] = None,
     relative: Optional[float] = None,
     fill_value: Optional[float] = None,
-    profile: str = "compact",
+    profile: Optional[str] = None,
     lossless: bool = False,
     dtype: Optional[str] = None,
     version: Optional[int] = None,
@@ -286,9 +286,11 @@ def encode_field(
 ) -> bytes:
     """Encodes a float32 array within ``bound``: ``{"absolute": e}`` or ``{"relative": r}`` (a
     fraction of the values' range; ``max_error=e`` and ``relative=r`` are aliases); NaN,
-    infinities and fill_value are kept exactly. version 1 (default): 2 or 3 axes; version=3:
-    1 to 4 axes, lattice interpolation or differences. Both decode on the GPU too, bit for bit
-    (version 3 also encodes there: gpu_encode_field). A bound too fine for the bins (more
+    infinities and fill_value are kept exactly. version 3 (default): 1 to 4 axes, lattice
+    interpolation or differences (``predictor``, ``axes``), the smaller file; version=1: 2 or
+    3 axes, the bins as an L3 image of ``profile`` (default "compact"), which decodes faster
+    on the CPU. Both decode on the GPU too, bit for bit (version 3 also encodes there:
+    gpu_encode_field). A bound too fine for the bins (more
     than 65536 over the range, below the smallest normal bin width, or relative over an
     array without range) stores the array exactly instead, as a lossless file (field_info's
     mode "lossless"), never an error.

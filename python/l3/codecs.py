@@ -25,8 +25,10 @@ Modes (the same for both classes): ``bound`` in l3's one spelling, ``{"absolute"
 
 - ``"lossless"`` (default): float32 and float16 chunks, bit for bit (NaN payloads and -0.0
   included), with l3's lossless float arrays (SPEC.md, "Lossless float arrays").
-- ``"absolute"``: float32 chunks, every value within ``bound`` of the original (SPEC.md,
-  "Float fields"); NaN, infinities and ``fill_value`` stay exact.
+- ``"absolute"``: float32 chunks, every value within ``bound`` of the original, as
+  error-bounded arrays of version 3 (SPEC.md, "Error-bounded float arrays"; chunks
+  written before 2026-12-07 are version 1 and still decode); NaN, infinities and
+  ``fill_value`` stay exact.
 - ``"relative"``: as ``"absolute"`` with ``bound`` a fraction of each *chunk's* value range
   (chunks with different ranges get different absolute bounds, and an edge chunk's range
   includes the fill value Zarr pads it with; use ``"absolute"`` for one bound over the
@@ -35,9 +37,9 @@ Modes (the same for both classes): ``bound`` in l3's one spelling, ``{"absolute"
   of a constant chunk) is honoured, never refused: that chunk is stored exactly, as a lossless
   float array (``l3.field_info(chunk)["mode"] == "lossless"``), and decodes like any other.
 
-A chunk has the array's axes; l3 files have 1 to 4 (lossless) or 2 to 3 (error-bounded), so
-leading axes are merged (and a 1-D chunk is one row) before encoding; decoding restores the
-chunk's shape, which the file's own shape must match in size.
+A chunk has the array's axes; l3 files have 1 to 4, so a chunk of more has its leading axes
+merged before encoding; decoding restores the chunk's shape, which the file's own shape must
+match in size.
 """
 
 from __future__ import annotations
@@ -80,19 +82,13 @@ def _check_dtype(mode: str, dtype: np.dtype) -> None:
         raise _InputTypeError(f"l3 codec: mode {mode!r} stores {names} arrays, not {np.dtype(dtype)}")
 
 
-def _file_shape(shape: Tuple[int, ...], mode: str) -> Tuple[int, ...]:
-    """The shape the chunk is stored with: leading axes merged to fit the file's axes."""
+def _file_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """The shape the chunk is stored with: its own, leading axes merged past 4."""
     if len(shape) == 0:
-        return (1,) if mode == "lossless" else (1, 1)
-    if mode == "lossless":
-        if len(shape) <= 4:
-            return tuple(shape)
-        return (math.prod(shape[:-3]),) + tuple(shape[-3:])
-    if len(shape) == 1:
-        return (1, shape[0])
-    if len(shape) <= 3:
+        return (1,)
+    if len(shape) <= 4:
         return tuple(shape)
-    return (math.prod(shape[:-2]),) + tuple(shape[-2:])
+    return (math.prod(shape[:-3]),) + tuple(shape[-3:])
 
 
 def _mode_and_bound(mode: str, bound: Any) -> Tuple[str, Optional[float]]:
@@ -118,7 +114,7 @@ def encode_chunk(
     a = np.asarray(chunk)
     _check_dtype(mode, a.dtype)
     a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
-    a = a.reshape(_file_shape(a.shape, mode))
+    a = a.reshape(_file_shape(a.shape))
     if mode == "lossless":
         fill = None if fill_value is None else a.dtype.type(fill_value)
         return _l3.encode_field(a, lossless=True, fill_value=fill)

@@ -1,5 +1,5 @@
-//! Float fields: `encode_field` (error-bounded: version 1 of 2 or 3 axes, or `version=3` of
-//! 1 to 4 axes; or `lossless=True` for float32, float16 and bfloat16 arrays of 1 to 4 axes),
+//! Float fields: `encode_field` (error-bounded: version 3 of 1 to 4 axes by default, or
+//! `version=1` of 2 or 3 axes; or `lossless=True` for float32, float16 and bfloat16 arrays of 1 to 4 axes),
 //! `decode_field` (any version, the stored dtype back; bfloat16 as uint16 bit patterns) and
 //! `field_info` (the header, with its "mode").
 
@@ -101,8 +101,9 @@ pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
 
 /// Encodes a float array. Error-bounded (a float32 array within an absolute `max_error` or
 /// value-range-relative `relative` bound; NaN, infinities and `fill_value` kept exactly):
-/// version 1 (default, 2 or 3 dimensions) or `version=3` (1 to 4 axes, smaller on smooth
-/// fields; both decode on the GPU too). With `lossless=True` bit for bit: float32, float16, or
+/// version 3 (default: 1 to 4 axes, the smaller file) or `version=1` (2 or 3 axes, the bins
+/// as an L3 image of `profile`, default "compact"; decodes faster on the CPU); both decode on
+/// the GPU too. With `lossless=True` bit for bit: float32, float16, or
 /// bfloat16 given as a uint16 array of bit patterns with `dtype="bfloat16"` (or an array
 /// whose dtype is named "bfloat16", e.g. ml_dtypes'), 1 to 4 axes. Version 3 also takes
 /// `predictor` ("lattice" or "differences"; default: the smaller file) and `axes` (the
@@ -111,7 +112,7 @@ pub(crate) fn shape_of(shape: &[usize]) -> PyResult<Vec<u32>> {
 /// bin width, or relative over an array without range) is honoured by storing the array
 /// exactly: a lossless file (`field_info(...)["mode"] == "lossless"`), never an error.
 #[pyfunction]
-#[pyo3(signature = (array, *, bound = None, max_error = None, relative = None, fill_value = None, profile = "compact", lossless = false, dtype = None, version = None, predictor = None, axes = None))]
+#[pyo3(signature = (array, *, bound = None, max_error = None, relative = None, fill_value = None, profile = None, lossless = false, dtype = None, version = None, predictor = None, axes = None))]
 #[allow(clippy::too_many_arguments)]
 fn encode_field<'py>(
     py: Python<'py>,
@@ -120,27 +121,40 @@ fn encode_field<'py>(
     max_error: Option<f64>,
     relative: Option<f64>,
     fill_value: Option<f64>,
-    profile: &str,
+    profile: Option<&str>,
     lossless: bool,
     dtype: Option<&str>,
     version: Option<u8>,
     predictor: Option<&str>,
     axes: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    if (predictor.is_some() || axes.is_some()) && version != Some(3) {
-        return Err(parameter_error("predictor and axes are for version=3"));
-    }
     if lossless {
-        if bound.is_some() || max_error.is_some() || relative.is_some() || version.is_some() {
+        if bound.is_some()
+            || max_error.is_some()
+            || relative.is_some()
+            || version.is_some()
+            || profile.is_some()
+            || predictor.is_some()
+            || axes.is_some()
+        {
             return Err(parameter_error(
-                "lossless=True takes no bound, max_error, relative or version",
+                "lossless=True takes no bound, max_error, relative, version, profile, \
+                 predictor or axes",
             ));
         }
         return encode_lossless(py, array, fill_value, dtype);
     }
+    if (predictor.is_some() || axes.is_some()) && version == Some(1) {
+        return Err(parameter_error("predictor and axes are for version 3"));
+    }
+    if profile.is_some() && version != Some(1) {
+        return Err(parameter_error(
+            "profile is for version=1 (the bins as an L3 image); the default is version 3",
+        ));
+    }
     match version {
-        None | Some(1) => {}
-        Some(3) => {
+        Some(1) => {}
+        None | Some(3) => {
             if dtype.is_some() {
                 return Err(parameter_error("dtype is for lossless=True"));
             }
@@ -178,6 +192,7 @@ fn encode_field<'py>(
     let mut options = FieldOptions::new(bound);
     options.fill_value = fill_value.map(|f| f as f32);
     // The profile chosen, with the field default's patch size.
+    let profile = profile.unwrap_or("compact");
     options.image = encode_options(profile, 1 << options.image.patch_log2, 0)?;
     let file = py
         .detach(|| l3::field::encode_field(&values, &shape, &options))
@@ -185,7 +200,7 @@ fn encode_field<'py>(
     Ok(PyBytes::new(py, &file))
 }
 
-/// `encode_field(version=3)`: a float32 array of 1 to 4 axes; a relative bound is that
+/// `encode_field` error-bounded, version 3 (the default): a float32 array of 1 to 4 axes; a relative bound is that
 /// fraction of the regular values' range (max - min of the finite, non-fill values).
 fn encode_bounded<'py>(
     py: Python<'py>,

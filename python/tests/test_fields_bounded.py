@@ -1,6 +1,6 @@
-"""Error-bounded float arrays of 1 to 4 axes through Python (`encode_field(version=3)`): the
+"""Error-bounded float arrays of 1 to 4 axes through Python (`encode_field`, version 3): the
 bound holds (checked in float64) for absolute and relative bounds, NaN and fill values come
-back exactly, field_info reports version 3, version 1 stays the default, and hostile bytes
+back exactly, field_info reports version 3, the default (version 1 on request), and hostile bytes
 raise, never crash."""
 
 import math
@@ -46,9 +46,20 @@ def test_round_trip_shapes(shape, rel):
 
 def test_absolute_bound_and_default_version():
     a = np.sin(np.arange(4096, dtype=np.float32) / 30).reshape(64, 64)
-    v3 = l3.encode_field(a, max_error=1e-3, version=3)
-    v1 = l3.encode_field(a, max_error=1e-3)
+    v3 = l3.encode_field(a, max_error=1e-3)
+    assert v3 == l3.encode_field(a, max_error=1e-3, version=3)
+    v1 = l3.encode_field(a, max_error=1e-3, version=1)
     assert l3.field_info(v3)["version"] == 3 and l3.field_info(v1)["version"] == 1
+    # Version 1's bin image takes a profile; the default (version 3) has none.
+    fast = l3.encode_field(a, max_error=1e-3, version=1, profile="fast")
+    assert l3.field_info(fast)["version"] == 1 and fast != v1
+    check_bound(a, l3.decode_field(fast), 1e-3)
+    with pytest.raises(ValueError, match="profile is for version=1"):
+        l3.encode_field(a, max_error=1e-3, profile="fast")
+    with pytest.raises(ValueError, match="predictor and axes are for version 3"):
+        l3.encode_field(a, max_error=1e-3, version=1, predictor="lattice")
+    with pytest.raises(ValueError, match="lossless=True takes no"):
+        l3.encode_field(a, lossless=True, profile="fast")
     assert l3.field_info(v3)["max_error"] == 1e-3
     check_bound(a, l3.decode_field(v3), 1e-3)
     check_bound(a, l3.decode_field(v1), 1e-3)

@@ -186,7 +186,7 @@ def test_a_bound_too_fine_for_the_bins_is_honoured_not_refused(bound):
     back = codec.decode(data).reshape(a.shape)
     assert back.dtype == np.float32
     np.testing.assert_array_equal(bits(back), bits(a))
-    # A bound the bins do fit stays error-bounded (version 1) on the same array.
+    # A bound the bins do fit stays error-bounded (version 3) on the same array.
     loose = L3Numcodecs(bound={"absolute": 100.0}).encode(a)
     assert l3.field_info(loose)["mode"] == "error_bounded"
     finite = np.isfinite(a)

@@ -42,7 +42,7 @@ pub(crate) struct EncodeArgs {
     /// Error bound: 0 (default) is lossless; with E > 0 every decoded sample is within E of
     /// the original, and the file says so. Images: an integer, at most 127 for 8-bit and 32767
     /// for 16-bit images. Float32 arrays (`.f32` with a `.json` sidecar, or `.npy`; each
-    /// becomes a `.l3f` field file, see `l3 encode-field`): any positive number.
+    /// becomes a `.l3f` field file of version 3, see `l3 encode-field`): any positive number.
     #[arg(long, default_value_t = 0.0)]
     max_error: f64,
     /// Float32 arrays only: the bound as a fraction of each array's value range, instead of
@@ -114,11 +114,12 @@ pub(crate) fn cmd_encode(a: EncodeArgs) -> Result<u64> {
                 max_error: (a.max_error > 0.0).then_some(a.max_error),
                 relative: a.relative,
                 fill_value: None,
-                profile: a.profile,
+                // Arrays take the default format (version 3), which has no bin image.
+                profile: None,
                 force: a.force,
                 lossless: false,
                 dtype: None,
-                format: None,
+                format: field::FieldFormatArg::V3,
             };
             if args.max_error.is_none() && args.relative.is_none() {
                 bail!("float32 arrays are stored within a bound: give --max-error or --relative");

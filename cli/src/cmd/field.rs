@@ -42,14 +42,14 @@ pub struct EncodeFieldArgs {
     /// Fill value kept exactly (default: the sidecar's `fill_value`, if any).
     #[arg(long)]
     pub fill_value: Option<f32>,
-    /// Error-bounded format: v1 (2 or 3 axes, the bins as an L3 image) or v3 (1 to 4 axes,
-    /// lattice interpolation or differences along the array's own axes); both decode on the
-    /// CPU and the GPU. Default: v3 for 1 or 4 axes, v1 for 2 or 3 axes.
-    #[arg(long, value_enum, conflicts_with = "lossless")]
-    pub format: Option<FieldFormatArg>,
-    /// Profile of the bin image (version 1).
-    #[arg(long, value_enum, default_value_t = ProfileArg::Compact)]
-    pub profile: ProfileArg,
+    /// Error-bounded format: v3 (1 to 4 axes, lattice interpolation or differences along the
+    /// array's own axes; the smaller file) or v1 (2 or 3 axes, the bins as an L3 image;
+    /// decodes faster on the CPU); both decode on the CPU and the GPU.
+    #[arg(long, value_enum, conflicts_with = "lossless", default_value_t = FieldFormatArg::V3)]
+    pub format: FieldFormatArg,
+    /// Profile of the bin image (version 1 only; default: compact).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileArg>,
     /// Encode even if the output is up to date, and replace an existing output that is not a
     /// field file. Without it an output is skipped when its resume record (a hidden
     /// `.NAME.l3f.l3-resume` beside it) shows the same l3 version, options and input files
@@ -148,6 +148,10 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     {
         bail!("the bound (--max-error or --relative) must be a finite number above 0, got {e}");
     }
+    if a.profile.is_some() && a.format != FieldFormatArg::V1 {
+        bail!("--profile is for --format v1 (the bins as an L3 image); the default is v3");
+    }
+    let profile = a.profile.unwrap_or(ProfileArg::Compact);
     let ext = a.input.extension().and_then(|e| e.to_str()).unwrap_or("");
     let sources: Vec<PathBuf> = match ext {
         "npy" => vec![a.input.clone()],
@@ -158,7 +162,7 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     let key = format!(
         "field bound={bound:?} fill={:?} profile={} format={:?}",
         a.fill_value.map(f32::to_bits),
-        a.profile.name(),
+        profile.name(),
         a.format
     );
     let stamps = sources
@@ -175,11 +179,7 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
         _ => read_raw(&a.input, array_limit()),
     }?;
     let fill = a.fill_value.or(array.fill);
-    let v3 = match a.format {
-        Some(f) => f == FieldFormatArg::V3,
-        None => !(2..=3).contains(&array.shape.len()),
-    };
-    let file = if v3 {
+    let file = if a.format == FieldFormatArg::V3 {
         let options = l3::field::BoundedOptions {
             fill_value: fill,
             ..l3::field::BoundedOptions::new(bound)
@@ -188,7 +188,7 @@ fn encode_field(a: EncodeFieldArgs) -> Result<u64> {
     } else {
         let mut options = l3::field::FieldOptions::new(bound);
         options.fill_value = fill;
-        options.image = l3::EncodeOptions::for_profile(a.profile.profile());
+        options.image = l3::EncodeOptions::for_profile(profile.profile());
         l3::field::encode_field(&array.values, &array.shape, &options)?
     };
     // A bound too fine for the bins: the encoders store the array exactly (version 2).
