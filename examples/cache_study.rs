@@ -7,6 +7,7 @@
 //! cargo run --release --example cache_study -- [--records N] [--epochs E] [--dataset DIR]
 //!     [--out docs/cache-study]
 //! cargo run --release --example cache_study -- --world-size R [--batch-size B] [--records N] [--window K]
+//!     [--strata S]
 //! cargo run --release --example cache_study -- --reuse 1 [--batch-size B] [--records N]
 //! ```
 //!
@@ -22,7 +23,8 @@
 //! locality split at its default bound B/8, exact batches, and no bound: what the bound
 //! costs) and the time one rank takes to plan an epoch of the locality split
 //! (`RankCaches::epoch`, every rank's cache simulated). With `--window K` too, sample `s`
-//! reads records `s .. s + K` (a windowed tensor dataset); with `CACHE_STUDY_EPOCHS` set in
+//! reads records `s .. s + K` (a windowed tensor dataset), and each epoch's order is stratified
+//! as the loader's is (`--strata S`, default 64 with a window, else 0); with `CACHE_STUDY_EPOCHS` set in
 //! the environment, each epoch's share goes to stderr as well.
 //!
 //! Record sizes: those of a packed dataset (`--dataset`, cycled to N records), else a
@@ -36,7 +38,7 @@ use std::path::PathBuf;
 use l3::loader::{
     first_and_next_uses, front_for, permutation, position_correlation, reuse_order, simulate,
     simulate_reads, DropLast, Partition, PlannedCache, Policy, RankCaches, RecordWindow,
-    Simulation, Split, SplitMix64,
+    Simulation, Split, SplitMix64, WINDOW_STRATA,
 };
 
 struct Args {
@@ -48,6 +50,7 @@ struct Args {
     batch_size: u32,
     reuse: bool,
     window: u32,
+    strata: Option<u32>,
 }
 
 fn args() -> Args {
@@ -60,6 +63,7 @@ fn args() -> Args {
         batch_size: 32,
         reuse: false,
         window: 1,
+        strata: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -73,6 +77,7 @@ fn args() -> Args {
             "--batch-size" => a.batch_size = v.parse().expect("--batch-size B"),
             "--reuse" => a.reuse = v == "1",
             "--window" => a.window = v.parse().expect("--window K"),
+            "--strata" => a.strata = Some(v.parse().expect("--strata S")),
             _ => panic!("unknown option {k}"),
         }
     }
@@ -117,12 +122,17 @@ fn ranks(a: &Args, sizes: &[u64]) {
         records: a.records,
     });
     let samples = a.records - (a.window.max(1) - 1);
+    // The loader's order: stratified by default over windows.
+    let strata = a
+        .strata
+        .unwrap_or(if window.is_some() { WINDOW_STRATA } else { 0 });
     let p = Partition {
         batch_size: a.batch_size,
         world_size: a.world_size,
         rank: 0,
         drop_last: DropLast::Partial,
     };
+    println!("strata: {strata}\n");
     println!(
         "| c | ideal | slices | locality (B/8) | exact | locality, no bound (B) | plan one epoch, one rank (s) |\n|---:|---:|---|---|---|---|---:|"
     );
@@ -137,6 +147,7 @@ fn ranks(a: &Args, sizes: &[u64]) {
                 budget,
                 &Simulation {
                     window: window.as_ref(),
+                    strata,
                     ..Simulation::new(Policy::Planned, split)
                 },
             );

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use l3::field::Bound;
 use l3::loader::{
     simulate_reads, Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState, Partition,
-    Policy, RecordWindow, Simulation, Split, TensorAugment,
+    Policy, RecordWindow, Simulation, Split, TensorAugment, WINDOW_STRATA,
 };
 use l3::shard::tensor_pack::{TensorPackOptions, TensorPacker, TensorSample};
 use l3::shard::{TensorDataset, TENSOR_WINDOW_VERSION};
@@ -357,6 +357,8 @@ fn the_locality_split_over_a_windowed_dataset() {
             budget,
             &Simulation {
                 window: Some(&window),
+                // The loader's default order for windows.
+                strata: WINDOW_STRATA,
                 ..Simulation::new(Policy::Planned, split)
             },
         )

@@ -188,7 +188,10 @@ class Loader:
     differ from ``batch_size``; 0 keeps batches equal), ``reuse_front`` (0: the plain
     permutation; k: the k samples the previous epoch read last come first in each epoch, the
     reuse order of docs/cache-study.md, for a page cache or LRU below the loader; resume with
-    the same k), ``disk_cache`` (None: a folder for a disk
+    the same k), ``strata`` (None: 64 for a windowed tensor dataset, else 0, the plain
+    permutation; S: each epoch's permutation spreads each of S contiguous ranges of sample ids
+    evenly over the epoch, which keeps the locality split's batches even over windows; resume
+    with the same S), ``disk_cache`` (None: a folder for a disk
     tier below the RAM cache, for remote datasets: a folder of the loader's own is made in it
     and removed with it) and ``disk_cache_mb`` (its size), ``index_cache`` (None: see
     `open_dataset`), ``threads`` (0: one per core), ``prefetch`` (2),

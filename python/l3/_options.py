@@ -33,6 +33,7 @@ INT_OPTIONS: Dict[str, Tuple[int, int, bool]] = {
     "disk_cache_mb": (0, U64 >> 20, False),
     "max_imbalance": (0, U32, True),
     "reuse_front": (0, U32, False),
+    "strata": (0, U32, True),
     "threads": (0, 1024, False),
     "prefetch": (1, 1024, False),
     "end_epoch": (0, U64, True),

@@ -31,8 +31,10 @@ another world size re-partitions the rest of the epoch (nothing repeated, nothin
 With ``cache_mb`` and several ranks, which rank takes which sample of a global batch follows
 what each rank's cache holds (``locality=True``, the default: each rank computes every rank's
 cache from the plan, no communication), so the ranks together re-read about ``1 - world_size
-x cache`` of the dataset per epoch (more on a windowed tensor dataset, whose samples share
-records: each rank keeps records of its own range; BENCHMARKS.md); a rank's batch may then differ from ``batch_size`` by up
+x cache`` of the dataset per epoch (a windowed tensor dataset, whose samples share records,
+keeps each rank's records to a range of its own and stratifies each epoch's order over 64
+ranges, ``strata``, so every global batch holds each range's share; BENCHMARKS.md); a rank's
+batch may then differ from ``batch_size`` by up
 to ``max_imbalance`` samples (default ``batch_size // 8``; ``max_imbalance=0`` keeps batches
 equal at a few more reads, ``locality=False`` restores the slices). Caches last across epochs
 with `L3DataLoader` (its loader is kept); a plain ``DataLoader``'s workers start a new loader,

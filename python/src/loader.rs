@@ -70,7 +70,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// (default None: `batch_size // 8`; 0 keeps batches exactly equal). Every rank must pass the
 /// same cache and split options. `reuse_front` (default 0: the plain permutation) puts the
 /// samples the previous epoch read last at the front of each epoch (the reuse order,
-/// docs/cache-study.md); resume with the same value.
+/// docs/cache-study.md); resume with the same value. `strata` (default None: 64 for a windowed
+/// tensor dataset, else 0) stratifies each epoch's permutation over that many contiguous
+/// ranges of sample ids, so that the locality split's batches stay even over windows; resume
+/// with the same value.
 ///
 /// With the GPU path, `gpu_output` says how batches come: `"array"` (default) read back into
 /// a new array; `"staged"` or `"device"` as an `l3._l3.GpuImages` (staged in host-visible
@@ -150,7 +153,7 @@ impl Loader {
         mean = vec![0.485, 0.456, 0.406], std = vec![0.229, 0.224, 0.225], channels = 3,
         rotate90 = false, max_angle = 0.0, padding = 0, fill = 0.0, noise_std = 0.0,
         dtype = "float32", cache_mb = 0, cache_policy = "planned", locality = true,
-        max_imbalance = None, reuse_front = 0, threads = 0, prefetch = 2,
+        max_imbalance = None, reuse_front = 0, strata = None, threads = 0, prefetch = 2,
         device = "cpu", end_epoch = None, worker = 0, num_workers = 1, on_error = "skip",
         crop_window = true, limits = None, gpu_output = "array", flips = None, rot90 = None,
         normalize = None, spatial = None, disk_cache = None, disk_cache_mb = 0,
@@ -187,6 +190,7 @@ impl Loader {
         locality: bool,
         max_imbalance: Option<u32>,
         reuse_front: u32,
+        strata: Option<u32>,
         threads: usize,
         prefetch: usize,
         device: &str,
@@ -321,6 +325,7 @@ impl Loader {
         o.locality = locality;
         o.max_imbalance = max_imbalance;
         o.reuse_front = reuse_front;
+        o.strata = strata;
         o.disk_cache = match (disk_cache, disk_cache_mb) {
             (Some(dir), mb) if mb > 0 => Some((
                 dir,

@@ -67,6 +67,8 @@ pub use plan::{
 pub use ranks::{
     simulate_reads, EpochPlan, PlannedStep, RankCaches, RecordWindow, Simulation, Split,
 };
-pub use reuse::{front_for, position_correlation, reuse_order, ReuseOrders};
+pub use reuse::{
+    epoch_order, front_for, position_correlation, reuse_order, stratify, ReuseOrders, WINDOW_STRATA,
+};
 pub use tensor::{Tensor, TensorType};
 pub use tensor_augment::{TensorAugment, TensorNorm, TensorWindow};

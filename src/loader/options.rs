@@ -75,6 +75,15 @@ pub struct LoaderOptions {
     /// caches' union holds a share `f` of the dataset, `front_for` gives `f x n`; the cost is
     /// a correlation of about `-3 f (1 - f)` between consecutive epochs' positions.
     pub reuse_front: u32,
+    /// The stratified order ([`super::reuse`]): each epoch's permutation reordered so that
+    /// each of `strata` contiguous ranges of sample ids is spread evenly over the epoch, so
+    /// that with the locality split every global batch holds about each rank's share of the
+    /// samples whose records it keeps. Default `None`: [`super::WINDOW_STRATA`] (64) for a
+    /// windowed tensor dataset (its samples' home ranks make a plain permutation's batches
+    /// uneven: BENCHMARKS.md, "Ranks"), 0 (the plain permutation) otherwise. Part of the
+    /// run's identity, like the seed: resume with the same value (any world size, batch size
+    /// or cache).
+    pub strata: Option<u32>,
     /// A disk tier below the RAM cache, for datasets in object stores: `(folder, bytes)`
     /// (default `None`). Records go to files in a new folder of this loader's own under
     /// `folder`, at most `bytes` of them, kept by the same plan; the folder is removed when
@@ -134,6 +143,7 @@ impl LoaderOptions {
             locality: true,
             max_imbalance: None,
             reuse_front: 0,
+            strata: None,
             disk_cache: None,
             prefetch_batches: 2,
             threads: 0,

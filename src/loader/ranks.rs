@@ -604,6 +604,9 @@ pub struct Simulation<'a> {
     pub split: Split,
     /// The reuse order's front.
     pub front: u32,
+    /// The stratified order's strata (0: the plain permutation; the loader's default for
+    /// windows is [`super::WINDOW_STRATA`]).
+    pub strata: u32,
     /// Samples as windows over records.
     pub window: Option<&'a RecordWindow>,
 }
@@ -615,6 +618,7 @@ impl Simulation<'static> {
             policy,
             split,
             front: 0,
+            strata: 0,
             window: None,
         }
     }
@@ -637,11 +641,12 @@ pub fn simulate_reads(
         policy,
         split,
         front,
+        strata,
         window,
     } = *sim;
     let span = window.map_or(0, |w| w.offsets.last().copied().unwrap_or(0));
     let n = (sizes.len() as u32).saturating_sub(span);
-    let mut orders = super::reuse::ReuseOrders::new(seed, n, front);
+    let mut orders = super::reuse::ReuseOrders::new(seed, n, front).stratified(strata);
     let world = partition.world_size;
     let mut reads = vec![vec![0u64; world as usize]; epochs as usize];
     let mut imbalance = vec![0u64; epochs as usize];

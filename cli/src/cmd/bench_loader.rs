@@ -64,6 +64,11 @@ pub struct BenchLoaderArgs {
     /// same N.
     #[arg(long, default_value_t = 0)]
     pub reuse_front: u32,
+    /// The stratified order: each epoch's permutation spreads each of N contiguous ranges of
+    /// sample ids evenly over the epoch (default: 64 for a windowed tensor dataset, else 0,
+    /// the plain permutation). Resume with the same N.
+    #[arg(long)]
+    pub strata: Option<u32>,
     /// Evict least recently used records instead of by the plan (both tiers).
     #[arg(long)]
     pub lru: bool,
@@ -173,6 +178,7 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
     o.locality = !a.no_locality;
     o.max_imbalance = a.max_imbalance;
     o.reuse_front = a.reuse_front;
+    o.strata = a.strata;
     o.disk_cache = a.disk_cache.clone().map(|d| (d, a.disk_cache_mb << 20));
     o.threads = a.threads;
     o.end_epoch = a.epochs;
@@ -240,6 +246,9 @@ pub fn cmd_bench_loader(a: BenchLoaderArgs) -> Result<u64> {
             format!(", reuse order (front {})", a.reuse_front)
         } else {
             String::new()
+        } + &match a.strata {
+            Some(s) if s > 1 => format!(", {s} strata"),
+            _ => String::new(),
         }
     );
     let start = LoaderState {
