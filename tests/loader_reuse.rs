@@ -2,7 +2,7 @@
 //! follow `reuse_order` (each epoch's front is the previous epoch's tail); killed and resumed
 //! with other world sizes (and caches, and the locality split), every sample is seen exactly
 //! once per epoch; the loaders read what the plan says, and less than with the plain
-//! permutation.
+//! permutation. The stratified order (`LoaderOptions::strata`) resumes the same way.
 
 mod common;
 
@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use l3::loader::{
-    reuse_order, simulate_reads, Augment, DropLast, Loader, LoaderOptions, LoaderState, Partition,
-    Policy, Simulation, Split,
+    epoch_order, reuse_order, simulate_reads, Augment, DropLast, Loader, LoaderOptions,
+    LoaderState, Partition, Policy, Simulation, Split,
 };
 use l3::shard::Dataset;
 
@@ -43,7 +43,7 @@ fn sizes(ds: &Dataset) -> Vec<u64> {
 /// global step, the union of the ranks' samples; returns the state they agree on.
 fn run(
     ds: &Arc<Dataset>,
-    (world, batch, front, cache): (u32, u32, u32, u64),
+    (world, batch, front, cache, strata): (u32, u32, u32, u64, Option<u32>),
     state: LoaderState,
     steps: Option<usize>,
     seen: &mut Vec<Vec<BTreeSet<u64>>>,
@@ -53,6 +53,7 @@ fn run(
             let mut o = options(batch, world, r, front);
             o.cache_bytes = cache;
             o.max_imbalance = Some(1);
+            o.strata = strata;
             Loader::new(ds.clone(), o, state).unwrap()
         })
         .collect();
@@ -106,7 +107,7 @@ fn reuse_order_keeps_coverage_and_resumes_across_world_sizes() {
         ..Default::default()
     };
     let mut one = Vec::new();
-    run(&ds, (1, 4, front, 0), start, None, &mut one);
+    run(&ds, (1, 4, front, 0, None), start, None, &mut one);
     let orders: Vec<Vec<u32>> = (0..3).map(|e| reuse_order(11, e, n, front)).collect();
     for e in 0..3 {
         assert_eq!(one[e], steps_of(&orders[e], 4), "epoch {e}");
@@ -124,17 +125,68 @@ fn reuse_order_keeps_coverage_and_resumes_across_world_sizes() {
     }
     let mut seen = Vec::new();
     let cache = total / 5;
-    let s1 = run(&ds, (3, 4, front, cache), start, Some(7), &mut seen);
+    let s1 = run(&ds, (3, 4, front, cache, None), start, Some(7), &mut seen);
     assert_eq!((s1.epoch, s1.consumed), (1, 24), "{s1:?}");
-    let s2 = run(&ds, (2, 8, front, 0), s1, Some(2), &mut seen);
+    let s2 = run(&ds, (2, 8, front, 0, None), s1, Some(2), &mut seen);
     assert_eq!((s2.epoch, s2.consumed), (1, 56), "{s2:?}");
-    let s3 = run(&ds, (4, 3, front, cache), s2, None, &mut seen);
+    let s3 = run(&ds, (4, 3, front, cache, None), s2, None, &mut seen);
     assert_eq!(s3.epoch, 3);
     for (e, steps) in seen.iter().enumerate() {
         let mut all: Vec<u64> = steps.iter().flatten().copied().collect();
         all.sort();
         assert_eq!(all, (0..n as u64).collect::<Vec<_>>(), "epoch {e}");
         // In the order's own sequence, step by step (positions, whatever the world size).
+        let order = &orders[e];
+        let mut at = 0usize;
+        for s in steps {
+            let want: BTreeSet<u64> = order[at..at + s.len()].iter().map(|&x| x as u64).collect();
+            assert_eq!(s, &want, "epoch {e} at {at}");
+            at += s.len();
+        }
+    }
+}
+
+/// The stratified order (`LoaderOptions::strata`, here with the reuse order too): one
+/// uninterrupted rank follows `epoch_order`, which differs from the reuse order alone; 3 ranks
+/// with caches (the locality split), killed, 2 ranks without, killed, 4 ranks with caches to
+/// the end: each global step holds the samples of `epoch_order`'s step, so each epoch sees
+/// every sample exactly once.
+#[test]
+fn stratified_order_keeps_coverage_and_resumes_across_world_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = pack(dir.path(), 10, 1) as u32;
+    let ds = Arc::new(Dataset::open(dir.path()).unwrap());
+    let total: u64 = sizes(&ds).iter().sum();
+    let (front, strata) = (n / 4, 5);
+    let start = LoaderState {
+        seed: 11,
+        ..Default::default()
+    };
+    let mut one = Vec::new();
+    run(&ds, (1, 4, front, 0, Some(strata)), start, None, &mut one);
+    let orders: Vec<Vec<u32>> = (0..3)
+        .map(|e| epoch_order(11, e, n, strata, front))
+        .collect();
+    for e in 0..3 {
+        assert_eq!(one[e], steps_of(&orders[e], 4), "epoch {e}");
+        assert_ne!(orders[e], reuse_order(11, e as u64, n, front), "epoch {e}");
+    }
+    let mut seen = Vec::new();
+    let cache = total / 5;
+    let s1 = run(
+        &ds,
+        (3, 4, front, cache, Some(strata)),
+        start,
+        Some(7),
+        &mut seen,
+    );
+    let s2 = run(&ds, (2, 8, front, 0, Some(strata)), s1, Some(2), &mut seen);
+    let s3 = run(&ds, (4, 3, front, cache, Some(strata)), s2, None, &mut seen);
+    assert_eq!(s3.epoch, 3);
+    for (e, steps) in seen.iter().enumerate() {
+        let mut all: Vec<u64> = steps.iter().flatten().copied().collect();
+        all.sort();
+        assert_eq!(all, (0..n as u64).collect::<Vec<_>>(), "epoch {e}");
         let order = &orders[e];
         let mut at = 0usize;
         for s in steps {

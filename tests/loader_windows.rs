@@ -311,68 +311,77 @@ fn the_locality_split_over_a_windowed_dataset() {
         .collect();
     let budget = sizes.iter().sum::<u64>() / 5;
     let (world, batch, epochs) = (3u32, 3u32, 4u64);
-    let run_ranks = |locality: bool| {
-        let mut read = vec![vec![0u64; world as usize]; epochs as usize];
-        let mut seen = vec![Vec::new(); epochs as usize];
-        for rank in 0..world {
-            let mut o = options(batch, Some(crops()));
-            o.partition.world_size = world;
-            o.partition.rank = rank;
-            o.cache_bytes = budget;
-            o.locality = locality;
-            o.max_imbalance = Some(1);
-            o.end_epoch = epochs;
-            for b in run(&steps, o, start()) {
-                assert!(b.skipped.is_empty());
-                // Within 1 of the batch size (each epoch's last, short step aside).
-                let last = b.state_after.epoch != b.epoch;
-                assert!(last || b.samples.len().abs_diff(batch as usize) <= 1);
-                read[b.epoch as usize][rank as usize] += b.bytes_read;
-                seen[b.epoch as usize].extend(b.samples.iter().copied());
+    // The default order (64 strata: with 29 samples the plain permutation) and 3 strata.
+    for strata in [None, Some(3u32)] {
+        let run_ranks = |locality: bool| {
+            let mut read = vec![vec![0u64; world as usize]; epochs as usize];
+            let mut seen = vec![Vec::new(); epochs as usize];
+            for rank in 0..world {
+                let mut o = options(batch, Some(crops()));
+                o.partition.world_size = world;
+                o.partition.rank = rank;
+                o.cache_bytes = budget;
+                o.locality = locality;
+                o.max_imbalance = Some(1);
+                o.end_epoch = epochs;
+                o.strata = strata;
+                for b in run(&steps, o, start()) {
+                    assert!(b.skipped.is_empty());
+                    // Within 1 of the batch size (each epoch's last, short step aside).
+                    let last = b.state_after.epoch != b.epoch;
+                    assert!(last || b.samples.len().abs_diff(batch as usize) <= 1);
+                    read[b.epoch as usize][rank as usize] += b.bytes_read;
+                    seen[b.epoch as usize].extend(b.samples.iter().copied());
+                }
             }
+            for (e, s) in seen.iter_mut().enumerate() {
+                s.sort_unstable();
+                let all: Vec<u64> = (0..(STEPS - 1) as u64).collect();
+                assert_eq!(*s, all, "epoch {e}: every sample once across the ranks");
+            }
+            read
+        };
+        let window = RecordWindow {
+            offsets: vec![0, 1],
+            records: records as u32,
+        };
+        let p = Partition {
+            batch_size: batch,
+            world_size: world,
+            rank: 0,
+            drop_last: DropLast::Partial,
+        };
+        let plan = |split, strata| {
+            simulate_reads(
+                &sizes,
+                SEED,
+                epochs,
+                &p,
+                budget,
+                &Simulation {
+                    window: Some(&window),
+                    strata,
+                    ..Simulation::new(Policy::Planned, split)
+                },
+            )
+            .0
+        };
+        let local_split = Split::Locality { max_imbalance: 1 };
+        let s = strata.unwrap_or(WINDOW_STRATA);
+        let local = run_ranks(true);
+        assert_eq!(local, plan(local_split, s), "strata {s}");
+        let slices = run_ranks(false);
+        assert_eq!(slices, plan(Split::Slices, s), "strata {s}");
+        let after_first = |r: &[Vec<u64>]| r[1..].iter().flatten().sum::<u64>();
+        assert!(
+            after_first(&local) < after_first(&slices),
+            "locality {local:?} slices {slices:?}"
+        );
+        if s == 3 {
+            // The strata change the order, so the plan's reads: the loader followed them.
+            assert_ne!(local, plan(local_split, 0));
         }
-        for (e, s) in seen.iter_mut().enumerate() {
-            s.sort_unstable();
-            let all: Vec<u64> = (0..(STEPS - 1) as u64).collect();
-            assert_eq!(*s, all, "epoch {e}: every sample once across the ranks");
-        }
-        read
-    };
-    let window = RecordWindow {
-        offsets: vec![0, 1],
-        records: records as u32,
-    };
-    let p = Partition {
-        batch_size: batch,
-        world_size: world,
-        rank: 0,
-        drop_last: DropLast::Partial,
-    };
-    let plan = |split| {
-        simulate_reads(
-            &sizes,
-            SEED,
-            epochs,
-            &p,
-            budget,
-            &Simulation {
-                window: Some(&window),
-                // The loader's default order for windows.
-                strata: WINDOW_STRATA,
-                ..Simulation::new(Policy::Planned, split)
-            },
-        )
-        .0
-    };
-    let local = run_ranks(true);
-    assert_eq!(local, plan(Split::Locality { max_imbalance: 1 }));
-    let slices = run_ranks(false);
-    assert_eq!(slices, plan(Split::Slices));
-    let after_first = |r: &[Vec<u64>]| r[1..].iter().flatten().sum::<u64>();
-    assert!(
-        after_first(&local) < after_first(&slices),
-        "locality {local:?} slices {slices:?}"
-    );
+    }
 }
 
 /// The GPU path assembles a windowed dataset's samples from their records too: its batches

@@ -2,11 +2,11 @@
 //! `load_state_dict` or `Loader(...)` call passes in): the partition, state and augmentation
 //! checks return `Ok` or an error, never panic; what they accept plans as documented (the
 //! step counts equal the steps built, every position lies in the epoch, `consumed` only
-//! grows), and the augmentation's random crops lie inside the padded image and apply to a
+//! grows, the plain and stratified orders are permutations), and the augmentation's random crops lie inside the padded image and apply to a
 //! small image without a panic.
 #![no_main]
 use l3::loader::{
-    permutation, rank_steps, steps_per_epoch, worker_share, Augment, DropLast, LoaderState,
+    epoch_order, permutation, rank_steps, steps_per_epoch, worker_share, Augment, DropLast, LoaderState,
     Partition, RandomResizedCrop,
 };
 use libfuzzer_sys::fuzz_target;
@@ -60,6 +60,7 @@ fuzz_target!(|input: &[u8]| {
         consumed: b.u64(),
     };
     let (worker, workers) = (b.u32(), b.u32());
+    let strata = b.u32();
     if partition.validate().is_ok() {
         let per_epoch = steps_per_epoch(n, &partition);
         if per_epoch <= MAX_STEPS {
@@ -92,6 +93,10 @@ fuzz_target!(|input: &[u8]| {
                 let mut p = permutation(state.seed, state.epoch, n as u32);
                 p.sort_unstable();
                 assert!(p.iter().enumerate().all(|(i, &v)| i as u32 == v));
+                // The stratified order (any strata count) is a permutation too.
+                let mut s = epoch_order(state.seed, state.epoch, n as u32, strata, 0);
+                s.sort_unstable();
+                assert!(s.iter().enumerate().all(|(i, &v)| i as u32 == v));
             }
         }
     }
