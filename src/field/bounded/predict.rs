@@ -172,6 +172,37 @@ impl Geometry {
         }
     }
 
+    /// Calls `f(base, c)` for each row of `pass`'s targets along the last axis, in C order:
+    /// the row's targets are `base + i` for `i` in `(start..len).step_by(step)` of
+    /// [`Geometry::row_targets`]; `c` is their coordinate along the pass's axis where that is
+    /// not the last (else 0).
+    #[inline(always)]
+    fn for_rows(&self, pass: &Pass, mut f: impl FnMut(usize, usize)) {
+        let pad = 4 - self.ndim;
+        let mut start = [0usize; 4];
+        let mut step = [1usize; 4];
+        step[pad..].copy_from_slice(&pass.steps[..self.ndim]);
+        let d = pad + pass.axis;
+        start[d] = pass.stride;
+        let [n0, n1, n2, _] = self.dims;
+        let [s0, s1, s2, _] = self.strides;
+        for i0 in (start[0]..n0).step_by(step[0]) {
+            for i1 in (start[1]..n1).step_by(step[1]) {
+                for i2 in (start[2]..n2).step_by(step[2]) {
+                    f(i0 * s0 + i1 * s1 + i2 * s2, [i0, i1, i2, 0][d]);
+                }
+            }
+        }
+    }
+
+    /// The targets of a row of `pass` along the last axis (see [`Geometry::for_rows`]):
+    /// `(start, step, len)`, `len` the last axis's length, and whether the pass is along it.
+    fn row_targets(&self, pass: &Pass) -> (usize, usize, usize, bool) {
+        let along = pass.axis == self.ndim - 1;
+        let start = if along { pass.stride } else { 0 };
+        (start, pass.steps[self.ndim - 1], self.dims[3], along)
+    }
+
     /// Along the pass's axis: its length, and the index distance of a neighbour at `stride`.
     #[inline(always)]
     pub fn along(&self, pass: &Pass) -> (usize, usize) {
@@ -309,38 +340,156 @@ pub(super) fn lattice_inverse(
     limit: i64,
     x: &mut [i32],
 ) -> Result<(), LatticeError> {
+    const PAST: &str = "a lattice value past the exact-product limit";
     let s0 = steps[steps.len() - 1] as i64;
-    let check = |v: i64, i: usize| -> Result<i32, LatticeError> {
-        if v.abs() < limit {
-            Ok(v as i32)
-        } else {
-            Err((i, "a lattice value past the exact-product limit"))
-        }
-    };
-    x[0] = check(unzig(z[0]) as i64 * s0, 0)?;
+    let v = unzig(z[0]) as i64 * s0;
+    if v.abs() >= limit {
+        return Err((0, PAST));
+    }
+    x[0] = v as i32;
     let mut pos = 1;
     for (j, p) in passes.iter().enumerate() {
-        let step = steps[p.level as usize] as i64;
-        let (len, sd) = geo.along(p);
-        let s = p.stride;
-        let kind = cubic[j];
-        let mut err = None;
-        geo.for_targets(p, |i, c| {
-            let pred = predict(x, i, c, len, s, sd, kind);
-            let v = pred + step * unzig(z[pos]) as i64;
-            pos += 1;
-            if v.abs() < limit {
-                x[i] = v as i32;
-            } else if err.is_none() {
-                err = Some(i);
-                x[i] = 0;
+        let row = Row {
+            step: steps[p.level as usize] as i64,
+            s: p.stride,
+            cubic: cubic[j],
+            limit,
+        };
+        let (n, sd) = geo.along(p);
+        let (start, every, len, along) = geo.row_targets(p);
+        let count = len.saturating_sub(start).div_ceil(every);
+        let mut err = Ok(());
+        geo.for_rows(p, |base, c| {
+            if err.is_err() {
+                return;
+            }
+            let Some(zs) = z.get(pos..pos + count) else {
+                err = Err((base, "fewer residuals than the lattice's targets"));
+                return;
+            };
+            pos += count;
+            let bad = if along {
+                row.along(&mut x[base..base + len], zs)
+            } else {
+                row.across(x, base, (start, every, len), (c, n, sd), zs)
+            };
+            if let Some(i) = bad {
+                err = Err((base + i, PAST));
             }
         });
-        if let Some(i) = err {
-            return Err((i, "a lattice value past the exact-product limit"));
-        }
+        err?;
     }
     Ok(())
+}
+
+/// One pass's constants for [`lattice_inverse`]'s rows: the quantisation step, the stride,
+/// whether cubic prediction is asked, and the exact-product limit.
+struct Row {
+    step: i64,
+    s: usize,
+    cubic: bool,
+    limit: i64,
+}
+
+impl Row {
+    /// Targets along the row itself (the pass is along the last axis): odd multiples of `s`,
+    /// predicted from their own row as [`predict`] does. The first failing target's place.
+    #[inline(always)]
+    fn along(&self, row: &mut [i32], zs: &[u32]) -> Option<usize> {
+        let (s, n) = (self.s, row.len());
+        let mut bad = false;
+        for (c, &zz) in (s..n).step_by(2 * s).zip(zs) {
+            let b = row[c - s] as i64;
+            let pred = if c + s >= n {
+                b
+            } else if self.cubic && c >= 3 * s && c + 3 * s < n {
+                (-(row[c - 3 * s] as i64) + 9 * b + 9 * row[c + s] as i64 - row[c + 3 * s] as i64
+                    + 8)
+                    >> 4
+            } else {
+                (b + row[c + s] as i64 + 1) >> 1
+            };
+            let v = pred + self.step * unzig(zz) as i64;
+            bad |= v.abs() >= self.limit;
+            row[c] = v as i32;
+        }
+        if !bad {
+            return None;
+        }
+        // The first failure, computed again (the inputs are not targets: unchanged).
+        let row = &*row;
+        (s..n).step_by(2 * s).zip(zs).find_map(|(c, &zz)| {
+            let v = predict(row, c, c, n, s, s, self.cubic) + self.step * unzig(zz) as i64;
+            (v.abs() >= self.limit).then_some(c)
+        })
+    }
+
+    /// Targets of a row across the pass's axis (`c` its coordinate there, `n` the axis's
+    /// length, `sd` the index distance of a neighbour): the whole row takes one kind of
+    /// prediction, from the rows `sd` (and `3 sd`) before and after. The first failing
+    /// target's place in the row.
+    #[inline(always)]
+    fn across(
+        &self,
+        x: &mut [i32],
+        base: usize,
+        (start, every, len): (usize, usize, usize),
+        (c, n, sd): (usize, usize, usize),
+        zs: &[u32],
+    ) -> Option<usize> {
+        let s = self.s;
+        // Neighbour rows lie whole rows away (sd is at least a row's length).
+        let (lo, hi) = x.split_at_mut(base);
+        let (cur, rest) = hi.split_at_mut(len);
+        let b = &lo[base - sd..base - sd + len];
+        let (step, limit) = (self.step, self.limit);
+        let mut bad = false;
+        let targets = cur[start..].iter_mut().step_by(every).zip(zs);
+        if c + s >= n {
+            for ((o, &zz), &b) in targets.zip(b[start..].iter().step_by(every)) {
+                let v = b as i64 + step * unzig(zz) as i64;
+                bad |= v.abs() >= limit;
+                *o = v as i32;
+            }
+        } else if self.cubic && c >= 3 * s && c + 3 * s < n {
+            let a = &lo[base - 3 * sd..base - 3 * sd + len];
+            let cc = &rest[sd - len..sd];
+            let d = &rest[3 * sd - len..3 * sd];
+            let inputs = a[start..]
+                .iter()
+                .step_by(every)
+                .zip(b[start..].iter().step_by(every))
+                .zip(cc[start..].iter().step_by(every))
+                .zip(d[start..].iter().step_by(every));
+            for ((o, &zz), (((&a, &b), &cc), &d)) in targets.zip(inputs) {
+                let pred = (-(a as i64) + 9 * b as i64 + 9 * cc as i64 - d as i64 + 8) >> 4;
+                let v = pred + step * unzig(zz) as i64;
+                bad |= v.abs() >= limit;
+                *o = v as i32;
+            }
+        } else {
+            let cc = &rest[sd - len..sd];
+            let inputs = b[start..]
+                .iter()
+                .step_by(every)
+                .zip(cc[start..].iter().step_by(every));
+            for ((o, &zz), (&b, &cc)) in targets.zip(inputs) {
+                let v = ((b as i64 + cc as i64 + 1) >> 1) + step * unzig(zz) as i64;
+                bad |= v.abs() >= limit;
+                *o = v as i32;
+            }
+        }
+        if !bad {
+            return None;
+        }
+        // The first failure, computed again from the unchanged neighbour rows.
+        let x = &*x;
+        (start..len).step_by(every).zip(zs).find_map(|(i3, &zz)| {
+            let pred = predict(x, base + i3, c, n, s, sd, self.cubic);
+            let v = pred + step * unzig(zz) as i64;
+            (v.abs() >= limit).then_some(i3)
+        })
+    }
 }
 
 /// The differences predictor's forward pass: zigzag residuals of the bins `q` differenced
