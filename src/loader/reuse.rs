@@ -14,7 +14,8 @@
 //! window's neighbouring records on one rank by giving a windowed sample a *home* rank (the
 //! records cut into contiguous ranges, [`super::ranks`]); with a plain permutation the count
 //! of a global batch's samples per home rank is binomial (at batch 16 x 4 ranks a standard
-//! deviation of 3.5 against a bound of 2), and each sample past a rank's bound is read twice.
+//! deviation of 3.5 against a bound of 2), and each sample past a rank's bound reads both its
+//! records on another rank.
 //! Strata that the home ranges are unions of (`S` a multiple of the world size) make every
 //! global batch hold each home rank's share to within a few samples. What it costs the
 //! shuffle: a global batch is a stratified sample of the dataset (its share of each range of
@@ -22,8 +23,9 @@
 //! function of `(seed, epoch, n, S)`, independent of world size, batch size and cache, so a
 //! run resumes with any of them changed, provided `S` is the same.
 //!
-//! **Algorithm.** With `front = k` samples: `order(0) = permutation(seed, 0, n)`; for `e >= 1`,
-//! `order(e)` is `permutation(seed, e, n)` stably partitioned: first the samples at the last
+//! **Reuse order.** With `front = k` samples: `order(0) = permutation(seed, 0, n)`; for `e >= 1`,
+//! `order(e)` is `permutation(seed, e, n)` stably partitioned (with strata, `permutation`
+//! stands for the stratified permutation throughout): first the samples at the last
 //! `k` positions of `order(e - 1)`, then the others, each group in the permutation's own
 //! relative order. `k = 0` (or `k >= n`) is the plain permutation. A pure function of
 //! `(seed, epoch, n, k)`: nothing of it is stored, and a run resumes from `(seed, epoch,
@@ -51,8 +53,8 @@
 
 use super::plan::permutation;
 
-/// The strata of a windowed tensor dataset's order by default (module documentation): a
-/// multiple of every world size that divides 64.
+/// The strata of a windowed tensor dataset's order by default (module documentation): the
+/// home ranges of any world size that divides 64 are unions of strata.
 pub const WINDOW_STRATA: u32 = 64;
 
 /// `perm`, an order of the sample ids `0..perm.len()`, stratified into `strata` contiguous

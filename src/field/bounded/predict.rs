@@ -138,38 +138,24 @@ impl Geometry {
         target_every: usize,
         mut f: impl FnMut(usize, usize),
     ) {
-        let pad = 4 - self.ndim;
-        let mut start = [0usize; 4];
-        let mut step = [1usize; 4];
-        step[pad..].copy_from_slice(&pass.steps[..self.ndim]);
-        let d = pad + pass.axis;
-        start[d] = pass.stride;
-        let [n0, n1, n2, n3] = self.dims;
-        let [s0, s1, s2, _] = self.strides;
+        let (start, step, len, along) = self.row_targets(pass);
         // Countdowns to the next row and target taken (no division per target).
         let (mut r, mut t) = (1usize, target_every);
-        for i0 in (start[0]..n0).step_by(step[0]) {
-            for i1 in (start[1]..n1).step_by(step[1]) {
-                for i2 in (start[2]..n2).step_by(step[2]) {
-                    r -= 1;
-                    if r != 0 {
-                        continue;
-                    }
-                    r = row_every;
-                    let base = i0 * s0 + i1 * s1 + i2 * s2;
-                    let outer = [i0, i1, i2];
-                    for i3 in (start[3]..n3).step_by(step[3]) {
-                        t -= 1;
-                        if t != 0 {
-                            continue;
-                        }
-                        t = target_every;
-                        let c = if d == 3 { i3 } else { outer[d] };
-                        f(base + i3, c);
-                    }
-                }
+        self.for_rows(pass, |base, c| {
+            r -= 1;
+            if r != 0 {
+                return;
             }
-        }
+            r = row_every;
+            for i3 in (start..len).step_by(step) {
+                t -= 1;
+                if t != 0 {
+                    continue;
+                }
+                t = target_every;
+                f(base + i3, if along { i3 } else { c });
+            }
+        });
     }
 
     /// Calls `f(base, c)` for each row of `pass`'s targets along the last axis, in C order:
@@ -196,7 +182,8 @@ impl Geometry {
     }
 
     /// The targets of a row of `pass` along the last axis (see [`Geometry::for_rows`]):
-    /// `(start, step, len)`, `len` the last axis's length, and whether the pass is along it.
+    /// `(start, step, len, along)`, `len` the last axis's length, `along` whether the pass
+    /// is along it.
     fn row_targets(&self, pass: &Pass) -> (usize, usize, usize, bool) {
         let along = pass.axis == self.ndim - 1;
         let start = if along { pass.stride } else { 0 };
