@@ -6,7 +6,7 @@ error-bounded), the same loader batches (crop, flips, resume; the GPU path's equ
 CPU path's), fewer bytes on disk; with a
 cache each step is read once per epoch; ranks split the samples by what they cache; arrays
 of the same variables and mode are stored once; the command line writes the new layout; bad
-windows are refused."""
+windows are refused; epochs are stratified over ranges of sample ids (``strata``)."""
 
 import json
 
@@ -243,3 +243,32 @@ def test_bad_windows_are_refused(tmp_path):
     (ok / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(l3.FormatError, match="past the end"):
         l3.open_dataset(ok)
+
+
+def test_windowed_epochs_are_stratified(sim, tmp_path):
+    """``strata``: each epoch's permutation spreads each of S ranges of sample ids evenly.
+    With 20 samples and 4 strata of 5 every batch of 4 holds one sample of each range (the
+    plain permutation, ``strata=0``, does not); every sample once per epoch; a resume from
+    the middle of an epoch continues the same order. (The default, 64, is one sample per
+    range here: the plain permutation.)"""
+    new, old, new_dir, old_dir = pack_both(sim, tmp_path, "same", "lossless")
+    options = dict(seed=6, end_epoch=2, cache_mb=4)
+    got = batches(new_dir, strata=4, **options)
+    assert len(got) == 10
+    for b in got:
+        assert sorted(int(s) // 5 for s in b["samples"]) == [0, 1, 2, 3], list(b["samples"])
+    for e in range(2):
+        seen = sorted(int(s) for b in got if b["epoch"] == e for s in b["samples"])
+        assert seen == list(range(T - 1)), e
+    plain = batches(new_dir, strata=0, **options)
+    assert any(sorted(int(s) // 5 for s in b["samples"]) != [0, 1, 2, 3] for b in plain)
+    assert [list(b["samples"]) for b in batches(new_dir, **options)] == [
+        list(b["samples"]) for b in plain
+    ]
+    with l3.Loader(new_dir, 4, strata=4, **options) as loader:
+        head = [next(loader) for _ in range(2)]
+        seed, epoch, consumed = loader.state()
+    rest = batches(new_dir, strata=4, **dict(options, epoch=epoch, consumed=consumed))
+    assert [list(b["samples"]) for b in head + rest] == [list(b["samples"]) for b in got]
+    with pytest.raises(TypeError):
+        batches(new_dir, strata=1.5, **options)
