@@ -52,24 +52,17 @@ pub(crate) struct TestImage {
 
 #[cfg(test)]
 impl TestImage {
+    /// An image of hashed samples (sample `i` in interleaved order from `i`).
     pub(crate) fn new(width: u32, height: u32, color: ColorType, depth: u8) -> Self {
-        let n = (width * height) as usize * color.channels() as usize;
-        let px16: Vec<u16> = (0..n)
-            .map(|i| ((i * 7919) ^ (i / 13 * 31)) as u16)
-            .collect();
-        let px8 = px16.iter().map(|&v| v as u8).collect();
-        TestImage {
-            width,
-            height,
-            color,
-            depth,
-            px16,
-            px8,
-        }
+        let ch = color.channels() as u32;
+        Self::from_fn(width, height, color, depth, |x, y, c| {
+            let i = ((y * width + x) * ch + c) as usize;
+            ((i * 7919) ^ (i / 13 * 31)) as u16
+        })
     }
 
-    /// An image whose sample `c` of pixel (`x`, `y`) is `value(x, y, c)` (kept to the low
-    /// byte at 8 bits).
+    /// An image whose sample `c` of pixel (`x`, `y`) is `value(x, y, c)` (its low byte at 8
+    /// bits).
     pub(crate) fn from_fn(
         width: u32,
         height: u32,
@@ -81,7 +74,6 @@ impl TestImage {
         let px16: Vec<u16> = (0..height)
             .flat_map(|y| (0..width).flat_map(move |x| (0..ch).map(move |c| (x, y, c))))
             .map(|(x, y, c)| value(x, y, c))
-            .map(|v| if depth == 8 { v & 0xff } else { v })
             .collect();
         let px8 = px16.iter().map(|&v| v as u8).collect();
         TestImage {

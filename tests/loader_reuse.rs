@@ -83,6 +83,23 @@ fn run(
     states[0]
 }
 
+/// Each epoch of `seen` (its global steps, whatever the world sizes that took them) holds
+/// every sample once, step by step in `orders`' sequence.
+fn check_epochs(seen: &[Vec<BTreeSet<u64>>], orders: &[Vec<u32>], n: u32) {
+    for (e, steps) in seen.iter().enumerate() {
+        let mut all: Vec<u64> = steps.iter().flatten().copied().collect();
+        all.sort();
+        assert_eq!(all, (0..n as u64).collect::<Vec<_>>(), "epoch {e}");
+        let order = &orders[e];
+        let mut at = 0usize;
+        for s in steps {
+            let want: BTreeSet<u64> = order[at..at + s.len()].iter().map(|&x| x as u64).collect();
+            assert_eq!(s, &want, "epoch {e} at {at}");
+            at += s.len();
+        }
+    }
+}
+
 /// The global steps of `order` in batches of `g` (sets).
 fn steps_of(order: &[u32], g: usize) -> Vec<BTreeSet<u64>> {
     order
@@ -131,19 +148,7 @@ fn reuse_order_keeps_coverage_and_resumes_across_world_sizes() {
     assert_eq!((s2.epoch, s2.consumed), (1, 56), "{s2:?}");
     let s3 = run(&ds, (4, 3, front, cache, None), s2, None, &mut seen);
     assert_eq!(s3.epoch, 3);
-    for (e, steps) in seen.iter().enumerate() {
-        let mut all: Vec<u64> = steps.iter().flatten().copied().collect();
-        all.sort();
-        assert_eq!(all, (0..n as u64).collect::<Vec<_>>(), "epoch {e}");
-        // In the order's own sequence, step by step (positions, whatever the world size).
-        let order = &orders[e];
-        let mut at = 0usize;
-        for s in steps {
-            let want: BTreeSet<u64> = order[at..at + s.len()].iter().map(|&x| x as u64).collect();
-            assert_eq!(s, &want, "epoch {e} at {at}");
-            at += s.len();
-        }
-    }
+    check_epochs(&seen, &orders, n);
 }
 
 /// The stratified order (`LoaderOptions::strata`, here with the reuse order too): one
@@ -183,18 +188,7 @@ fn stratified_order_keeps_coverage_and_resumes_across_world_sizes() {
     let s2 = run(&ds, (2, 8, front, 0, Some(strata)), s1, Some(2), &mut seen);
     let s3 = run(&ds, (4, 3, front, cache, Some(strata)), s2, None, &mut seen);
     assert_eq!(s3.epoch, 3);
-    for (e, steps) in seen.iter().enumerate() {
-        let mut all: Vec<u64> = steps.iter().flatten().copied().collect();
-        all.sort();
-        assert_eq!(all, (0..n as u64).collect::<Vec<_>>(), "epoch {e}");
-        let order = &orders[e];
-        let mut at = 0usize;
-        for s in steps {
-            let want: BTreeSet<u64> = order[at..at + s.len()].iter().map(|&x| x as u64).collect();
-            assert_eq!(s, &want, "epoch {e} at {at}");
-            at += s.len();
-        }
-    }
+    check_epochs(&seen, &orders, n);
 }
 
 /// 1 and 3 ranks with caches of a fifth of the dataset each: the loaders read exactly what

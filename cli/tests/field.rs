@@ -363,6 +363,11 @@ fn field_bounds_must_be_finite_and_positive() {
 fn error_bounded_versions_by_format() {
     let tmp = tempfile::tempdir().unwrap();
     let c = |shape: &str| format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    // `encode-field NAME.npy --max-error 0.01` with more arguments.
+    let encode = |name: &str, more: &[&str]| {
+        let input = tmp.path().join(format!("{name}.npy"));
+        l3(&[&["encode-field", s(&input), "--max-error", "0.01"], more].concat())
+    };
     for (name, shape, format, version) in [
         ("d1", "(600,)", None, "version 3"),
         ("d4", "(2, 3, 10, 10)", None, "version 3"),
@@ -374,18 +379,11 @@ fn error_bounded_versions_by_format() {
         let input = tmp.path().join(format!("{name}.npy"));
         std::fs::write(&input, npy(&c(shape), &values(600))).unwrap();
         let file = tmp.path().join(format!("{name}.l3f"));
-        let mut args = vec![
-            "encode-field",
-            s(&input),
-            "--max-error",
-            "0.01",
-            "-o",
-            s(&file),
-        ];
+        let mut more = vec!["-o", s(&file)];
         if let Some(f) = format {
-            args.extend(["--format", f]);
+            more.extend(["--format", f]);
         }
-        let o = l3(&args);
+        let o = encode(name, &more);
         assert!(o.status.success(), "{}", text(&o));
         assert!(text(&o).contains(version), "{name}: {}", text(&o));
         let o = l3(&["info", s(&file)]);
@@ -417,41 +415,15 @@ fn error_bounded_versions_by_format() {
             }
         }
     }
-    let input = tmp.path().join("d1.npy");
-    let o = l3(&[
-        "encode-field",
-        s(&input),
-        "--max-error",
-        "0.01",
-        "--format",
-        "v1",
-        "--force",
-    ]);
+    let o = encode("d1", &["--format", "v1", "--force"]);
     assert_fails_with(&o, "2 or 3 dimensions");
-    let input = tmp.path().join("d2.npy");
-    let o = l3(&[
-        "encode-field",
-        s(&input),
-        "--max-error",
-        "0.01",
-        "--profile",
-        "fast",
-        "--force",
-    ]);
+    let o = encode("d2", &["--profile", "fast", "--force"]);
     assert_fails_with(&o, "--profile is for --format v1");
     let file = tmp.path().join("d2-fast.l3f");
-    let o = l3(&[
-        "encode-field",
-        s(&input),
-        "--max-error",
-        "0.01",
-        "--format",
-        "v1",
-        "--profile",
-        "fast",
-        "-o",
-        s(&file),
-    ]);
+    let o = encode(
+        "d2",
+        &["--format", "v1", "--profile", "fast", "-o", s(&file)],
+    );
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("version 1"), "{}", text(&o));
 }

@@ -449,8 +449,7 @@ mod tests {
     fn flat_rows_decode_under_every_predictor() {
         use crate::fast::{FastOptions, PredictorChoice};
         use crate::{
-            encode::EncodeOptions, encode::ProfileOptions, format::ColorType, raw::RawImage,
-            raw::Samples,
+            encode::EncodeOptions, encode::ProfileOptions, format::ColorType, raw::TestImage,
         };
         let (w, h) = (70u32, 70u32);
         // Constant rows stepping by 3 per row (flat under Up, and under None only the first
@@ -463,22 +462,10 @@ mod tests {
             }
         };
         for depth in [8u8, 16] {
-            let px16: Vec<u16> = (0..h)
-                .flat_map(|y| (0..w).flat_map(move |x| [value(x, y), value(x, y) ^ 5]))
-                .map(|v| if depth == 8 { v & 0xff } else { v })
-                .collect();
-            let px8: Vec<u8> = px16.iter().map(|&v| v as u8).collect();
-            let samples = if depth == 8 {
-                Samples::U8(&px8)
-            } else {
-                Samples::U16(&px16)
-            };
-            let raw = RawImage {
-                width: w,
-                height: h,
-                color: ColorType::GrayAlpha,
-                samples,
-            };
+            let image = TestImage::from_fn(w, h, ColorType::GrayAlpha, depth, |x, y, c| {
+                value(x, y) ^ if c == 0 { 0 } else { 5 }
+            });
+            let (raw, expected) = (image.raw(), image.bytes());
             for predictor in FastPredictor::ALL {
                 let options = EncodeOptions {
                     profile: ProfileOptions::Fast(FastOptions {
@@ -493,11 +480,6 @@ mod tests {
                 };
                 assert!(nbit_counts[0] > 0, "{predictor:?}: no flat row");
                 let (_, decoded) = crate::decode::decode(&file, &DecodeOptions::default()).unwrap();
-                let expected: Vec<u8> = if depth == 8 {
-                    px8.clone()
-                } else {
-                    px16.iter().flat_map(|v| v.to_ne_bytes()).collect()
-                };
                 assert!(decoded == expected, "{predictor:?} at {depth} bits");
             }
         }

@@ -267,8 +267,9 @@ impl Context {
     /// (if given) needs it: only the patches that hold pixels of the window are uploaded and
     /// decoded (whole), and the rest of the image's output is zero. What a random crop needs
     /// (see [`crate::decode::decode_layout_window`], the CPU equivalent, which gives the
-    /// same window and also skips the patches' rows below it). `windows` may be shorter than `files` (the rest decode whole). An image too
-    /// large for one binding (split into bands of patch rows) is decoded whole.
+    /// same window and also skips the patches' rows below it). `windows` may be shorter than
+    /// `files` (the rest decode whole). An image too large for one binding (split into bands
+    /// of patch rows) is decoded whole.
     pub fn decode_batch_windows(
         &self,
         files: &[&[u8]],

@@ -218,6 +218,13 @@ impl LoaderOptions {
         }
     }
 
+    /// The strata of each epoch's order: `strata`, or by default [`super::WINDOW_STRATA`]
+    /// over a windowed dataset and 0 (the plain permutation) otherwise.
+    pub fn strata_for(&self, windowed: bool) -> u32 {
+        self.strata
+            .unwrap_or(if windowed { super::WINDOW_STRATA } else { 0 })
+    }
+
     /// A batch's tensors of `bytes` in all must fit `decode.limits.max_output_bytes`.
     pub(super) fn check_batch_bytes(&self, bytes: u64) -> Result<()> {
         let max = self.decode.limits.max_output_bytes;

@@ -18,10 +18,10 @@ use super::cache::PlannedCache;
 use super::decode::Decode;
 use super::disk_cache::DiskCache;
 use super::options::LoaderOptions;
-use super::plan::{permutation, steps_per_epoch, worker_share, LoaderState};
+use super::plan::{steps_per_epoch, worker_share, LoaderState};
 use super::ranks::{slices_epoch_over, EpochInput, PlannedStep, RankCaches, RecordWindow, Split};
 use super::read::{read_coalesced, record_bytes, Payloads};
-use super::reuse::{stratify, ReuseOrders, WINDOW_STRATA};
+use super::reuse::ReuseOrders;
 use super::tensor::Tensor;
 use super::tensor_batch::{read_records, sample_inputs, tensor_record_bytes, TensorPlan};
 use crate::error::{Error, Result};
@@ -146,14 +146,8 @@ impl Producer {
         };
         // Each epoch's order ([`super::reuse`]: the permutation, stratified where `strata` is
         // not 0; the reuse order where `reuse_front` is not 0).
-        let strata =
-            self.options
-                .strata
-                .unwrap_or(if window.is_some() { WINDOW_STRATA } else { 0 });
-        let mut orders =
-            ReuseOrders::new(state.seed, n as u32, self.options.reuse_front).stratified(strata);
-        let seed = state.seed;
-        let base = move |e: u64| stratify(permutation(seed, e, n as u32), strata);
+        let mut orders = ReuseOrders::new(state.seed, n as u32, self.options.reuse_front)
+            .stratified(self.options.strata_for(window.is_some()));
         // The next epoch's permutation, made for the cache's horizon: kept for that epoch.
         let mut ahead: Option<(u64, Vec<u32>)> = None;
         while state.epoch < self.options.end_epoch {
@@ -172,12 +166,18 @@ impl Producer {
                     (perm, with_next.then(|| orders.order(epoch + 1)))
                 }
                 Some((e, perm)) if e == epoch => {
-                    let next = with_next.then(|| base(epoch + 1));
+                    let next = with_next.then(|| orders.base(epoch + 1));
                     (perm, next)
                 }
-                _ => self
-                    .pool
-                    .install(|| rayon::join(|| base(epoch), || with_next.then(|| base(epoch + 1)))),
+                _ => {
+                    let orders = &orders;
+                    self.pool.install(|| {
+                        rayon::join(
+                            || orders.base(epoch),
+                            || with_next.then(|| orders.base(epoch + 1)),
+                        )
+                    })
+                }
             };
             // This rank's steps and the cache's horizon: this epoch's remaining accesses,
             // then the next epoch's.

@@ -136,8 +136,9 @@ impl ReuseOrders {
         self.front == 0 || self.front >= self.n
     }
 
-    /// Epoch `e`'s permutation, stratified.
-    fn base(&self, e: u64) -> Vec<u32> {
+    /// Epoch `e`'s permutation, stratified: its order before the reuse front (the whole order
+    /// where [`ReuseOrders::is_plain`]).
+    pub fn base(&self, e: u64) -> Vec<u32> {
         stratify(permutation(self.seed, e, self.n), self.strata)
     }
 

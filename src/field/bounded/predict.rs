@@ -218,11 +218,21 @@ pub(super) fn predict(
     }
     let cc = x[i + sd] as i64;
     if cubic && c >= 3 * s && c + 3 * s < n {
-        let a = x[i - 3 * sd] as i64;
-        let d = x[i + 3 * sd] as i64;
-        return (-a + 9 * b + 9 * cc - d + 8) >> 4;
+        return cubic_between(x[i - 3 * sd] as i64, b, cc, x[i + 3 * sd] as i64);
     }
-    (b + cc + 1) >> 1
+    linear_between(b, cc)
+}
+
+/// The cubic prediction between `b` and `c` from the neighbours `a b . c d`.
+#[inline(always)]
+fn cubic_between(a: i64, b: i64, c: i64, d: i64) -> i64 {
+    (-a + 9 * b + 9 * c - d + 8) >> 4
+}
+
+/// The linear prediction between `b` and `c`.
+#[inline(always)]
+fn linear_between(b: i64, c: i64) -> i64 {
+    (b + c + 1) >> 1
 }
 
 /// `k` of the closed loop: `floor((target - prediction + floor(step / 2)) / step)`, a shift
@@ -386,17 +396,7 @@ impl Row {
         let (s, n) = (self.s, row.len());
         let mut bad = false;
         for (c, &zz) in (s..n).step_by(2 * s).zip(zs) {
-            let b = row[c - s] as i64;
-            let pred = if c + s >= n {
-                b
-            } else if self.cubic && c >= 3 * s && c + 3 * s < n {
-                (-(row[c - 3 * s] as i64) + 9 * b + 9 * row[c + s] as i64 - row[c + 3 * s] as i64
-                    + 8)
-                    >> 4
-            } else {
-                (b + row[c + s] as i64 + 1) >> 1
-            };
-            let v = pred + self.step * unzig(zz) as i64;
+            let v = predict(row, c, c, n, s, s, self.cubic) + self.step * unzig(zz) as i64;
             bad |= v.abs() >= self.limit;
             row[c] = v as i32;
         }
@@ -431,12 +431,16 @@ impl Row {
         let b = &lo[base - sd..base - sd + len];
         let (step, limit) = (self.step, self.limit);
         let mut bad = false;
+        // A target's value from its prediction and residual, checked against the limit.
+        let mut put = |o: &mut i32, pred: i64, zz: u32| {
+            let v = pred + step * unzig(zz) as i64;
+            bad |= v.abs() >= limit;
+            *o = v as i32;
+        };
         let targets = cur[start..].iter_mut().step_by(every).zip(zs);
         if c + s >= n {
             for ((o, &zz), &b) in targets.zip(b[start..].iter().step_by(every)) {
-                let v = b as i64 + step * unzig(zz) as i64;
-                bad |= v.abs() >= limit;
-                *o = v as i32;
+                put(o, b as i64, zz);
             }
         } else if self.cubic && c >= 3 * s && c + 3 * s < n {
             let a = &lo[base - 3 * sd..base - 3 * sd + len];
@@ -449,10 +453,11 @@ impl Row {
                 .zip(cc[start..].iter().step_by(every))
                 .zip(d[start..].iter().step_by(every));
             for ((o, &zz), (((&a, &b), &cc), &d)) in targets.zip(inputs) {
-                let pred = (-(a as i64) + 9 * b as i64 + 9 * cc as i64 - d as i64 + 8) >> 4;
-                let v = pred + step * unzig(zz) as i64;
-                bad |= v.abs() >= limit;
-                *o = v as i32;
+                put(
+                    o,
+                    cubic_between(a as i64, b as i64, cc as i64, d as i64),
+                    zz,
+                );
             }
         } else {
             let cc = &rest[sd - len..sd];
@@ -461,9 +466,7 @@ impl Row {
                 .step_by(every)
                 .zip(cc[start..].iter().step_by(every));
             for ((o, &zz), (&b, &cc)) in targets.zip(inputs) {
-                let v = ((b as i64 + cc as i64 + 1) >> 1) + step * unzig(zz) as i64;
-                bad |= v.abs() >= limit;
-                *o = v as i32;
+                put(o, linear_between(b as i64, cc as i64), zz);
             }
         }
         if !bad {
