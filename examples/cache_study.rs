@@ -7,7 +7,7 @@
 //! cargo run --release --example cache_study -- [--records N] [--epochs E] [--dataset DIR]
 //!     [--out docs/cache-study]
 //! cargo run --release --example cache_study -- --world-size R [--batch-size B] [--records N] [--window K]
-//!     [--strata S]
+//!     [--strata S] [--equal-sizes 1]
 //! cargo run --release --example cache_study -- --reuse 1 [--batch-size B] [--records N]
 //! ```
 //!
@@ -22,13 +22,16 @@
 //! share of the dataset all ranks read per epoch (`l3::loader::simulate_reads`: slices, the
 //! locality split at its default bound B/8, exact batches, and no bound: what the bound
 //! costs) and the time one rank takes to plan an epoch of the locality split
-//! (`RankCaches::epoch`, every rank's cache simulated). With `--window K` too, sample `s`
+//! (`RankCaches::epoch`, every rank's cache simulated); and what no R caches of c can beat
+//! in the same global order: `l3::loader::read_floor` for a cache of R c (any sizes, any
+//! policy), and one planned cache of R c (their union; the optimum where records are equal
+//! in size: `--equal-sizes 1`). With `--window K` too, sample `s`
 //! reads records `s .. s + K` (a windowed tensor dataset), and each epoch's order is stratified
 //! as the loader's is (`--strata S`, default 64 with a window, else 0); with `CACHE_STUDY_EPOCHS` set in
 //! the environment, each epoch's share goes to stderr as well.
 //!
-//! Record sizes: those of a packed dataset (`--dataset`, cycled to N records), else a
-//! log-normal spread (median 100 kB, sigma 0.8) from a fixed seed. Writes `OUT.md` (tables)
+//! Record sizes: those of a packed dataset (`--dataset`, cycled to N records), all 100 kB
+//! (`--equal-sizes 1`), else a log-normal spread (median 100 kB, sigma 0.8) from a fixed seed. Writes `OUT.md` (tables)
 //! and `OUT.png` (hit rate after the first epoch vs budget: planned blue, LRU red, no cache
 //! grey, the line y = budget fraction black).
 
@@ -36,9 +39,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use l3::loader::{
-    first_and_next_uses, front_for, permutation, position_correlation, reuse_order, simulate,
-    simulate_reads, DropLast, Partition, PlannedCache, Policy, RankCaches, RecordWindow,
-    Simulation, Split, SplitMix64, WINDOW_STRATA,
+    epoch_order, first_and_next_uses, front_for, next_uses, permutation, position_correlation,
+    read_floor, reuse_order, simulate, simulate_reads, DropLast, Partition, PlannedCache, Policy,
+    RankCaches, RecordWindow, Simulation, Split, SplitMix64, WINDOW_STRATA,
 };
 
 struct Args {
@@ -51,6 +54,7 @@ struct Args {
     reuse: bool,
     window: u32,
     strata: Option<u32>,
+    equal_sizes: bool,
 }
 
 fn args() -> Args {
@@ -64,6 +68,7 @@ fn args() -> Args {
         reuse: false,
         window: 1,
         strata: None,
+        equal_sizes: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -78,6 +83,7 @@ fn args() -> Args {
             "--reuse" => a.reuse = v == "1",
             "--window" => a.window = v.parse().expect("--window K"),
             "--strata" => a.strata = Some(v.parse().expect("--strata S")),
+            "--equal-sizes" => a.equal_sizes = v == "1",
             _ => panic!("unknown option {k}"),
         }
     }
@@ -85,6 +91,9 @@ fn args() -> Args {
 }
 
 fn sizes(a: &Args) -> (Vec<u64>, String) {
+    if a.equal_sizes {
+        return (vec![100_000; a.records as usize], "equal (100 kB)".into());
+    }
     if let Some(dir) = &a.dataset {
         let ds = l3::shard::Dataset::open(dir).expect("opening the dataset");
         let real: Vec<u64> = ds
@@ -134,10 +143,40 @@ fn ranks(a: &Args, sizes: &[u64]) {
     };
     println!("strata: {strata}\n");
     println!(
-        "| c | ideal | slices | locality (B/8) | exact | locality, no bound (B) | plan one epoch, one rank (s) |\n|---:|---:|---|---|---|---|---:|"
+        "| c | ideal | floor, any cache | one cache of R c | slices | locality (B/8) | exact | locality, no bound (B) | plan one epoch, one rank (s) |\n|---:|---:|---:|---:|---|---|---|---|---:|"
     );
+    // The records the run reads, in the global order (`first`: where its second epoch starts).
+    let k = a.window.max(1);
+    let sequence: Vec<u32> = (0..a.epochs)
+        .flat_map(|e| epoch_order(7, e, samples, strata, 0))
+        .flat_map(|s| (0..k).map(move |o| s + o))
+        .collect();
+    let first = (samples * k) as usize;
+    let step = (a.batch_size * a.world_size * k) as usize;
     for c in [0.1, 0.2, 0.3] {
         let budget = (c * total as f64) as u64;
+        // The least any R caches of `budget` bytes could read in this order (their union is
+        // one cache of R budgets: `read_floor`), per epoch after the first.
+        let union = budget * a.world_size as u64;
+        let per_epoch = |bytes: u64| bytes as f64 / total as f64 / (a.epochs - 1) as f64;
+        let floor = per_epoch(read_floor(&sequence[first..], step, sizes, union));
+        // One planned cache of the ranks' R budgets over the global order, its reads after the
+        // first epoch: no R caches of `budget` read less where records are equal in size (their
+        // union is such a cache, and farthest-next-use eviction is then the optimum).
+        let one = {
+            let next = next_uses(&sequence, sizes.len());
+            let mut cache = PlannedCache::<()>::new(Policy::Planned, union);
+            let mut read = 0u64;
+            for (t, &id) in sequence.iter().enumerate() {
+                if cache.get(id, t as u64, next[t]).is_none() {
+                    cache.insert(id, (), sizes[id as usize], t as u64, next[t]);
+                    if t >= first {
+                        read += sizes[id as usize];
+                    }
+                }
+            }
+            per_epoch(read)
+        };
         let share = |split| {
             let (reads, _) = simulate_reads(
                 sizes,
@@ -184,7 +223,7 @@ fn ranks(a: &Args, sizes: &[u64]) {
             planned += t.elapsed();
         }
         println!(
-            "| {c} | {:.2} | {} | {} | {} | {} | {:.3} |",
+            "| {c} | {:.2} | {floor:.3} | {one:.3} | {} | {} | {} | {} | {:.3} |",
             1.0 - (a.world_size as f64 * c).min(1.0),
             share(Split::Slices),
             share(Split::Locality {

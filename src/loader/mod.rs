@@ -55,7 +55,9 @@ pub mod tensor_gpu;
 pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
 pub use batch::{Batch, NamedTensor, SkippedRecord, StageTimes};
-pub use cache::{first_and_next_uses, next_uses, simulate, CacheStats, PlannedCache, Policy};
+pub use cache::{
+    first_and_next_uses, next_uses, read_floor, simulate, CacheStats, PlannedCache, Policy,
+};
 #[cfg(feature = "dataset")]
 pub use consumer::{Loader, LoaderDataset, Received};
 #[cfg(feature = "dataset")]
