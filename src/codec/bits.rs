@@ -54,6 +54,51 @@ impl BitWriter {
     }
 }
 
+/// Bit fields into a slice sized beforehand, LSB first as [`BitWriter`] writes them, for a hot
+/// loop: the state is locals the compiler keeps in registers ([`BitWriter`]'s growth path
+/// kept its accumulator in memory, a load and a store on every field's dependency chain).
+/// Writing past the slice's end panics: size it from the bits the fields take.
+pub(crate) struct SliceBits<'a> {
+    out: &'a mut [u8],
+    pos: usize,
+    acc: u64,
+    acc_bits: u32,
+}
+
+impl<'a> SliceBits<'a> {
+    /// A writer at the start of `out`.
+    pub(crate) fn new(out: &'a mut [u8]) -> Self {
+        SliceBits {
+            out,
+            pos: 0,
+            acc: 0,
+            acc_bits: 0,
+        }
+    }
+
+    /// As [`BitWriter::write`].
+    #[inline(always)]
+    pub(crate) fn write(&mut self, value: u32, nbits: u32) {
+        debug_assert!(nbits <= 32);
+        debug_assert!(nbits == 32 || value >> nbits == 0);
+        self.acc |= (value as u64) << self.acc_bits;
+        self.acc_bits += nbits;
+        if self.acc_bits >= 32 {
+            self.out[self.pos..self.pos + 4].copy_from_slice(&(self.acc as u32).to_le_bytes());
+            self.pos += 4;
+            self.acc >>= 32;
+            self.acc_bits -= 32;
+        }
+    }
+
+    /// Flushes the last partial bytes, zero-padded; returns the bytes written.
+    pub(crate) fn finish(self) -> usize {
+        let tail = self.acc_bits.div_ceil(8) as usize;
+        self.out[self.pos..self.pos + tail].copy_from_slice(&self.acc.to_le_bytes()[..tail]);
+        self.pos + tail
+    }
+}
+
 /// The bits of `bytes` from bit `pos` on, bit `pos` at bit 0: at least 57 valid bits (zeros
 /// past the end of `bytes`). An unaligned 8-byte load; the tail of the slice takes the slow
 /// path.
@@ -179,5 +224,37 @@ mod tests {
         assert_eq!(word & 1, 1);
         assert_eq!((word >> 1) & 3, 2);
         assert_eq!((word >> 3) & 0xFFF, 0xABC);
+    }
+
+    /// A slice writer writes the bytes the vector writer does, for fields of every width
+    /// 0..=32, into a slice of exactly the bytes they take.
+    #[test]
+    fn slice_writer_writes_what_the_vector_writer_does() {
+        let fields: Vec<(u32, u32)> = (0..2000u32)
+            .map(|i| {
+                let nbits = i.wrapping_mul(7919) % 33;
+                let v = i.wrapping_mul(2654435761);
+                (
+                    if nbits == 32 {
+                        v
+                    } else {
+                        v & ((1u32 << nbits) - 1)
+                    },
+                    nbits,
+                )
+            })
+            .collect();
+        let mut w = BitWriter::default();
+        for &(v, n) in &fields {
+            w.write(v, n);
+        }
+        let expect = w.finish();
+        let mut out = vec![0xffu8; expect.len()];
+        let mut s = SliceBits::new(&mut out);
+        for &(v, n) in &fields {
+            s.write(v, n);
+        }
+        assert_eq!(s.finish(), expect.len());
+        assert_eq!(out, expect);
     }
 }

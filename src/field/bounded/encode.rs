@@ -283,7 +283,9 @@ impl BinRule {
     #[inline(always)]
     pub fn bin(&self, v: f32) -> Option<u32> {
         let off = self.offset;
-        let c0 = ((v - off) * self.inv).round_ties_even() as i64;
+        // round_ties_even without a library call (x86-64's baseline has no f32 rounding
+        // instruction); out of the i32 range the bin is out of range either way.
+        let c0 = super::lattice_encode::round_to_i32(((v - off) * self.inv) as f64) as i64;
         for c in [c0, c0 - 1, c0 + 1] {
             if !(0..BOUNDED_MAX_BINS as i64).contains(&c) {
                 continue;

@@ -8,14 +8,14 @@
 use rayon::prelude::*;
 
 use super::format::*;
-use crate::codec::bits::BitWriter;
+use crate::codec::bits::{BitWriter, SliceBits};
 use crate::compact::huffman::{for_each_length_field, table_bits};
 use crate::error::{FormatError, Result};
 use crate::field::core::code::{
     canonical, code_lengths, fill_lut_by, Entry, ENTRY_PAIR, ENTRY_RUN, LUT_SIZE,
 };
 use crate::field::core::container::segment_range;
-use crate::field::core::tokens::token_of;
+use crate::field::core::tokens::token_of_masked;
 
 /// Zero runs shorter than this are coded as pairs or singles by the encoder.
 const RUN_MIN_ENCODE: usize = 4;
@@ -43,12 +43,19 @@ fn tokenize(z: &[u32], pairs: bool, runs: bool, mut emit: impl FnMut(u32, u32, u
                 continue;
             }
         }
-        if pairs && i + 1 < z.len() && z[i] < PAIR_LIMIT && z[i + 1] < PAIR_LIMIT {
-            emit(PAIR0 + PAIR_LIMIT * z[i] + z[i + 1], 0, 0);
-            i += 2;
+        if pairs && i + 1 < z.len() {
+            // Pair or single chosen by masks, not a branch: which one comes next is as
+            // random as the data (mispredicted about as often as not on noisy residuals).
+            let (a, b) = (z[i], z[i + 1]);
+            let pair = (a < PAIR_LIMIT) & (b < PAIR_LIMIT);
+            let m = 0u32.wrapping_sub(pair as u32);
+            let (t, r, v) = token_of_masked(a);
+            let p = PAIR0 + PAIR_LIMIT * (a & (PAIR_LIMIT - 1)) + (b & (PAIR_LIMIT - 1));
+            emit((p & m) | (t & !m), r & !m, v & !m);
+            i += 1 + pair as usize;
             continue;
         }
-        let (t, r, v) = token_of(z[i]);
+        let (t, r, v) = token_of_masked(z[i]);
         emit(t, r, v);
         i += 1;
     }
@@ -63,10 +70,21 @@ pub(super) type Histogram = ([u64; BOUNDED_ALPHABET as usize], u64);
 
 /// The histogram of one segment's symbols under a token set.
 pub(super) fn histogram(z: &[u32], (pairs, runs): (bool, bool), into: &mut Histogram) {
+    let mut raw = 0u64;
+    let (mut h0, mut h1) = (
+        [0u32; BOUNDED_ALPHABET as usize],
+        [0u32; BOUNDED_ALPHABET as usize],
+    );
+    let (mut a, mut b) = (&mut h0, &mut h1);
     tokenize(z, pairs, runs, |t, r, _| {
-        into.0[t as usize] += 1;
-        into.1 += r as u64;
+        a[t as usize] += 1;
+        std::mem::swap(&mut a, &mut b);
+        raw += r as u64;
     });
+    for ((h, &x), &y) in into.0.iter_mut().zip(&h0).zip(&h1) {
+        *h += x as u64 + y as u64;
+    }
+    into.1 += raw;
 }
 
 /// A chunk's code: the token set (index in [`TOKEN_SETS`]), the code lengths and the bits
@@ -157,22 +175,38 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
     let code = choose_code(&hists, segments);
     let (pairs, runs) = TOKEN_SETS[code.set];
     let codes = canonical(&code.lengths);
-    let bytes: Vec<Vec<u8>> = (0..segments)
-        .map(|s| {
-            let seg = &z[segment_range(z.len(), segments, s)];
-            let mut w = BitWriter::with_prefix(&[], seg.len() / 2 + 16);
-            tokenize(seg, pairs, runs, |t, r, v| {
-                let (code, l) = codes[t as usize];
-                w.write(code, l);
-                w.write(v, r);
-            });
-            w.finish()
-        })
-        .collect();
-    let mut out = chunk_head(&code.lengths, bytes.iter().map(Vec::len));
-    for s in bytes {
-        out.extend_from_slice(&s);
+    // The segments one after another in one buffer of the bits the chosen set's histogram
+    // counts (each segment padded to a byte, and room for the last 4-byte store).
+    let (hist, raw) = hists[code.set]
+        .as_ref()
+        .expect("the chosen set was counted");
+    let bits: u64 = raw
+        + hist
+            .iter()
+            .zip(&code.lengths)
+            .map(|(&c, &l)| c * l as u64)
+            .sum::<u64>();
+    let mut body = vec![0u8; (bits / 8) as usize + segments + 8];
+    let mut ends = Vec::with_capacity(segments);
+    let mut at = 0;
+    for s in 0..segments {
+        let seg = &z[segment_range(z.len(), segments, s)];
+        let mut w = SliceBits::new(&mut body[at..]);
+        tokenize(seg, pairs, runs, |t, r, v| {
+            let (code, l) = codes[t as usize];
+            w.write(code, l);
+            w.write(v, r);
+        });
+        at += w.finish();
+        ends.push(at);
     }
+    let lens = ends.iter().scan(0, |start, &end| {
+        let len = end - *start;
+        *start = end;
+        Some(len)
+    });
+    let mut out = chunk_head(&code.lengths, lens);
+    out.extend_from_slice(&body[..at]);
     out
 }
 

@@ -19,6 +19,18 @@ pub fn token_of(z: u32) -> (u32, u32, u32) {
     (TOKEN_DIRECT + 2 * (n - 4) + m, nraw, z & ((1 << nraw) - 1))
 }
 
+/// [`token_of`] by masks instead of a branch on the value's size (for loops where small and
+/// large values alternate as randomly as the data).
+#[inline(always)]
+pub fn token_of_masked(z: u32) -> (u32, u32, u32) {
+    let n = 31 - (z | 1).leading_zeros();
+    let nraw = n.saturating_sub(1);
+    let m = (z >> nraw) & 1;
+    let k = 0u32.wrapping_sub((z >= TOKEN_DIRECT) as u32);
+    let t = ((TOKEN_DIRECT + 2 * n.wrapping_sub(4) + m) & k) | (z & !k);
+    (t, nraw & k, z & ((1u32 << nraw) - 1) & k)
+}
+
 /// Token of a run of `n` zeros (2 ..= RUN_MAX) for `width`-bit values:
 /// `(token, raw bit count, raw bits)`.
 #[inline(always)]
@@ -92,5 +104,23 @@ pub(in crate::field) fn check_lengths(lengths: &[u8]) -> Result<(), &'static str
         std::cmp::Ordering::Less => Err("the code is incomplete"),
         std::cmp::Ordering::Greater => Err("the code is over-subscribed"),
         std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The masked token equals the branchy one: every value below 2^16, the powers of two
+    /// and their neighbours, and the top of the range.
+    #[test]
+    fn masked_tokens_are_the_tokens() {
+        let edges = (0..32).flat_map(|k| {
+            let p = 1u32 << k;
+            [p - 1, p, p + 1]
+        });
+        for z in (0..1u32 << 16).chain(edges).chain([u32::MAX - 1, u32::MAX]) {
+            assert_eq!(token_of_masked(z), token_of(z), "{z}");
+        }
     }
 }
