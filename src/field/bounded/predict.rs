@@ -100,8 +100,8 @@ impl Geometry {
     }
 
     /// Calls `f(index, coordinate along the pass's axis)` for each target of `pass`, in C
-    /// order.
-    #[inline(always)]
+    /// order (the tests' reference walk; the passes run row by row).
+    #[cfg(test)]
     pub fn for_targets(&self, pass: &Pass, f: impl FnMut(usize, usize)) {
         self.walk(pass, 1, 1, f)
     }
@@ -239,11 +239,42 @@ fn linear_between(b: i64, c: i64) -> i64 {
 /// for steps that are powers of two.
 #[inline(always)]
 fn quantise(diff: i64, step: i64) -> i64 {
-    let d = diff + step / 2;
-    if step & (step - 1) == 0 {
-        d >> step.trailing_zeros()
-    } else {
-        d.div_euclid(step)
+    Quantiser::new(step).k(diff)
+}
+
+/// [`quantise`] for one step: a shift for a power of two, else a multiplication by the
+/// step's reciprocal in f64 corrected to the exact floor (an integer division was most of a
+/// target's time in the encoder's walk).
+#[derive(Clone, Copy)]
+struct Quantiser {
+    step: i64,
+    half: i64,
+    shift: Option<u32>,
+    inv: f64,
+}
+
+impl Quantiser {
+    #[inline(always)]
+    fn new(step: i64) -> Self {
+        Quantiser {
+            step,
+            half: step / 2,
+            shift: (step & (step - 1) == 0).then(|| step.trailing_zeros()),
+            inv: 1.0 / step as f64,
+        }
+    }
+
+    /// `k` for the difference `diff` (a target less its prediction: two i32 values apart, so
+    /// well inside f64's exact integers, and the product's error far below one step).
+    #[inline(always)]
+    fn k(&self, diff: i64) -> i64 {
+        let d = diff + self.half;
+        if let Some(shift) = self.shift {
+            return d >> shift;
+        }
+        let q = (d as f64 * self.inv).floor() as i64;
+        let r = d - q * self.step;
+        q + (r >= self.step) as i64 - (r < 0) as i64
     }
 }
 
@@ -272,11 +303,15 @@ pub(super) fn lattice_forward(
 ) -> Forward {
     let n = u.len();
     let mut x = u;
+    // Every cell is a target once, after value 0: `n` entries, written by index (a push kept
+    // the length in memory, a load and a store on every target).
     let mut stream = super::scratch::take(n);
+    stream.resize(n, 0);
+    let mut pos = 1;
     let s0 = steps[steps.len() - 1] as i64;
     let k0 = if exc[0] { 0 } else { quantise(x[0] as i64, s0) };
     x[0] = (k0 * s0) as i32;
-    stream.push(zig(k0 as i32));
+    stream[0] = zig(k0 as i32);
     let mut kinds = Vec::with_capacity(passes.len());
     for (j, p) in passes.iter().enumerate() {
         let step = steps[p.level as usize] as i64;
@@ -304,18 +339,28 @@ pub(super) fn lattice_forward(
                 cub < lin
             }
         };
-        geo.for_targets(p, |i, c| {
-            let pred = predict(&x, i, c, len, s, sd, kind);
-            let k = if exc[i] {
-                0
-            } else {
-                quantise(x[i] as i64 - pred, step)
+        // Row by row as the inverse decodes (one kind of prediction per row, neighbour rows
+        // whole): each target's `k` from its lattice value, which it then takes decoded.
+        let row = Row { s, cubic: kind };
+        let q = Quantiser::new(step);
+        let (start, every, n_last, along) = geo.row_targets(p);
+        geo.for_rows(p, |base, c| {
+            let exc = &exc[base..base + n_last];
+            let op = |o: &mut i32, pred: i64, place: usize| {
+                let k = if exc[place] { 0 } else { q.k(*o as i64 - pred) };
+                *o = (pred + step * k) as i32;
+                stream[pos] = zig(k as i32);
+                pos += 1;
             };
-            x[i] = (pred + step * k) as i32;
-            stream.push(zig(k as i32));
+            if along {
+                row.along(&mut x[base..base + n_last], op);
+            } else {
+                row.across(&mut x, base, (start, every, n_last), (c, len, sd), op);
+            }
         });
         kinds.push(kind);
     }
+    debug_assert_eq!(pos, n);
     (stream, x, kinds)
 }
 
@@ -347,11 +392,10 @@ pub(super) fn lattice_inverse(
     let mut pos = 1;
     for (j, p) in passes.iter().enumerate() {
         let row = Row {
-            step: steps[p.level as usize] as i64,
             s: p.stride,
             cubic: cubic[j],
-            limit,
         };
+        let step = steps[p.level as usize] as i64;
         let (n, sd) = geo.along(p);
         let (start, every, len, along) = geo.row_targets(p);
         let count = len.saturating_sub(start).div_ceil(every);
@@ -365,11 +409,22 @@ pub(super) fn lattice_inverse(
                 return;
             };
             pos += count;
-            let bad = if along {
-                row.along(&mut x[base..base + len], zs)
-            } else {
-                row.across(x, base, (start, every, len), (c, n, sd), zs)
+            // A target's value from its prediction and residual, checked against the limit
+            // (the first failing target's place kept).
+            let mut zs = zs.iter();
+            let mut bad = None;
+            let op = |o: &mut i32, pred: i64, place: usize| {
+                let v = pred + step * unzig(zs.next().copied().unwrap_or(0)) as i64;
+                if v.abs() >= limit {
+                    bad = bad.or(Some(place));
+                }
+                *o = v as i32;
             };
+            if along {
+                row.along(&mut x[base..base + len], op);
+            } else {
+                row.across(x, base, (start, every, len), (c, n, sd), op);
+            }
             if let Some(i) = bad {
                 err = Err((base + i, PAST));
             }
@@ -379,42 +434,30 @@ pub(super) fn lattice_inverse(
     Ok(())
 }
 
-/// One pass's constants for [`lattice_inverse`]'s rows: the quantisation step, the stride,
-/// whether cubic prediction is asked, and the exact-product limit.
+/// One pass's rows for [`lattice_forward`] and [`lattice_inverse`]: the stride and whether
+/// cubic prediction is asked. Each row calls `op(target, prediction, place in the row)` for
+/// its targets in order, the prediction [`predict`]'s, from values no target of the pass
+/// changes; `op` sets the target's decoded value.
 struct Row {
-    step: i64,
     s: usize,
     cubic: bool,
-    limit: i64,
 }
 
 impl Row {
     /// Targets along the row itself (the pass is along the last axis): odd multiples of `s`,
-    /// predicted from their own row as [`predict`] does. The first failing target's place.
+    /// predicted from their own row as [`predict`] does.
     #[inline(always)]
-    fn along(&self, row: &mut [i32], zs: &[u32]) -> Option<usize> {
+    fn along(&self, row: &mut [i32], mut op: impl FnMut(&mut i32, i64, usize)) {
         let (s, n) = (self.s, row.len());
-        let mut bad = false;
-        for (c, &zz) in (s..n).step_by(2 * s).zip(zs) {
-            let v = predict(row, c, c, n, s, s, self.cubic) + self.step * unzig(zz) as i64;
-            bad |= v.abs() >= self.limit;
-            row[c] = v as i32;
+        for c in (s..n).step_by(2 * s) {
+            let pred = predict(row, c, c, n, s, s, self.cubic);
+            op(&mut row[c], pred, c);
         }
-        if !bad {
-            return None;
-        }
-        // The first failure, computed again (the inputs are not targets: unchanged).
-        let row = &*row;
-        (s..n).step_by(2 * s).zip(zs).find_map(|(c, &zz)| {
-            let v = predict(row, c, c, n, s, s, self.cubic) + self.step * unzig(zz) as i64;
-            (v.abs() >= self.limit).then_some(c)
-        })
     }
 
     /// Targets of a row across the pass's axis (`c` its coordinate there, `n` the axis's
     /// length, `sd` the index distance of a neighbour): the whole row takes one kind of
-    /// prediction, from the rows `sd` (and `3 sd`) before and after. The first failing
-    /// target's place in the row.
+    /// prediction, from the rows `sd` (and `3 sd`) before and after.
     #[inline(always)]
     fn across(
         &self,
@@ -422,25 +465,18 @@ impl Row {
         base: usize,
         (start, every, len): (usize, usize, usize),
         (c, n, sd): (usize, usize, usize),
-        zs: &[u32],
-    ) -> Option<usize> {
+        mut op: impl FnMut(&mut i32, i64, usize),
+    ) {
         let s = self.s;
         // Neighbour rows lie whole rows away (sd is at least a row's length).
         let (lo, hi) = x.split_at_mut(base);
         let (cur, rest) = hi.split_at_mut(len);
         let b = &lo[base - sd..base - sd + len];
-        let (step, limit) = (self.step, self.limit);
-        let mut bad = false;
-        // A target's value from its prediction and residual, checked against the limit.
-        let mut put = |o: &mut i32, pred: i64, zz: u32| {
-            let v = pred + step * unzig(zz) as i64;
-            bad |= v.abs() >= limit;
-            *o = v as i32;
-        };
-        let targets = cur[start..].iter_mut().step_by(every).zip(zs);
+        let places = (start..len).step_by(every);
+        let targets = cur[start..].iter_mut().step_by(every).zip(places);
         if c + s >= n {
-            for ((o, &zz), &b) in targets.zip(b[start..].iter().step_by(every)) {
-                put(o, b as i64, zz);
+            for ((o, place), &b) in targets.zip(b[start..].iter().step_by(every)) {
+                op(o, b as i64, place);
             }
         } else if self.cubic && c >= 3 * s && c + 3 * s < n {
             let a = &lo[base - 3 * sd..base - 3 * sd + len];
@@ -452,11 +488,11 @@ impl Row {
                 .zip(b[start..].iter().step_by(every))
                 .zip(cc[start..].iter().step_by(every))
                 .zip(d[start..].iter().step_by(every));
-            for ((o, &zz), (((&a, &b), &cc), &d)) in targets.zip(inputs) {
-                put(
+            for ((o, place), (((&a, &b), &cc), &d)) in targets.zip(inputs) {
+                op(
                     o,
                     cubic_between(a as i64, b as i64, cc as i64, d as i64),
-                    zz,
+                    place,
                 );
             }
         } else {
@@ -465,20 +501,10 @@ impl Row {
                 .iter()
                 .step_by(every)
                 .zip(cc[start..].iter().step_by(every));
-            for ((o, &zz), (&b, &cc)) in targets.zip(inputs) {
-                put(o, linear_between(b as i64, cc as i64), zz);
+            for ((o, place), (&b, &cc)) in targets.zip(inputs) {
+                op(o, linear_between(b as i64, cc as i64), place);
             }
         }
-        if !bad {
-            return None;
-        }
-        // The first failure, computed again from the unchanged neighbour rows.
-        let x = &*x;
-        (start..len).step_by(every).zip(zs).find_map(|(i3, &zz)| {
-            let pred = predict(x, base + i3, c, n, s, sd, self.cubic);
-            let v = pred + step * unzig(zz) as i64;
-            (v.abs() >= limit).then_some(i3)
-        })
     }
 }
 
