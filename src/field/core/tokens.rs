@@ -27,7 +27,9 @@ pub fn token_of_masked(z: u32) -> (u32, u32, u32) {
     let nraw = n.saturating_sub(1);
     let m = (z >> nraw) & 1;
     let k = 0u32.wrapping_sub((z >= TOKEN_DIRECT) as u32);
-    let t = ((TOKEN_DIRECT + 2 * n.wrapping_sub(4) + m) & k) | (z & !k);
+    // Wrapping: below TOKEN_DIRECT (n < 4) this is masked out.
+    let big = TOKEN_DIRECT.wrapping_add(n.wrapping_sub(4).wrapping_mul(2)) + m;
+    let t = (big & k) | (z & !k);
     (t, nraw & k, z & ((1u32 << nraw) - 1) & k)
 }
 
