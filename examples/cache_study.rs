@@ -22,10 +22,11 @@
 //! share of the dataset all ranks read per epoch (`l3::loader::simulate_reads`: slices, the
 //! locality split at its default bound B/8, exact batches, and no bound: what the bound
 //! costs) and the time one rank takes to plan an epoch of the locality split
-//! (`RankCaches::epoch`, every rank's cache simulated); and what no R caches of c can beat
-//! in the same global order: `l3::loader::read_floor` for a cache of R c (any sizes, any
-//! policy), and one planned cache of R c (their union; the optimum where records are equal
-//! in size: `--equal-sizes 1`). With `--window K` too, sample `s`
+//! (`RankCaches::epoch`, every rank's cache simulated); the floor no R caches of c can go
+//! below in the same global order (`l3::loader::read_floor` for a cache of R c: any sizes,
+//! any policy, any starting content, the run's steps), and for reference what one planned
+//! cache of R c (all the ranks' memory in one) reads over the global order, one access at a
+//! time (`--equal-sizes 1` for records of one size). With `--window K` too, sample `s`
 //! reads records `s .. s + K` (a windowed tensor dataset), and each epoch's order is stratified
 //! as the loader's is (`--strata S`, default 64 with a window, else 0); with `CACHE_STUDY_EPOCHS` set in
 //! the environment, each epoch's share goes to stderr as well.
@@ -39,9 +40,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use l3::loader::{
-    epoch_order, first_and_next_uses, front_for, next_uses, permutation, position_correlation,
-    read_floor, reuse_order, simulate, simulate_reads, DropLast, Partition, PlannedCache, Policy,
-    RankCaches, RecordWindow, Simulation, Split, SplitMix64, WINDOW_STRATA,
+    epoch_order, epoch_step_ends, first_and_next_uses, front_for, next_uses, permutation,
+    position_correlation, read_floor, reuse_order, simulate, simulate_reads, DropLast, Partition,
+    PlannedCache, Policy, RankCaches, RecordWindow, Simulation, Split, SplitMix64, WINDOW_STRATA,
 };
 
 struct Args {
@@ -143,7 +144,7 @@ fn ranks(a: &Args, sizes: &[u64]) {
     };
     println!("strata: {strata}\n");
     println!(
-        "| c | ideal | floor, any cache | one cache of R c | slices | locality (B/8) | exact | locality, no bound (B) | plan one epoch, one rank (s) |\n|---:|---:|---:|---:|---|---|---|---|---:|"
+        "| c | ideal | floor, any cache | one planned cache of R c | slices | locality (B/8) | exact | locality, no bound (B) | plan one epoch, one rank (s) |\n|---:|---:|---:|---:|---|---|---|---|---:|"
     );
     // The records the run reads, in the global order (`first`: where its second epoch starts).
     let k = a.window.max(1);
@@ -152,17 +153,29 @@ fn ranks(a: &Args, sizes: &[u64]) {
         .flat_map(|s| (0..k).map(move |o| s + o))
         .collect();
     let first = (samples * k) as usize;
-    let step = (a.batch_size * a.world_size * k) as usize;
+    // The run's steps after the first epoch: global batches of B R samples, the last of an
+    // epoch short.
+    let ends = epoch_step_ends(
+        a.epochs.saturating_sub(1) as usize,
+        samples as usize,
+        (a.batch_size * a.world_size) as usize,
+        k as usize,
+    );
     for c in [0.1, 0.2, 0.3] {
         let budget = (c * total as f64) as u64;
-        // The least any R caches of `budget` bytes could read in this order (their union is
-        // one cache of R budgets: `read_floor`), per epoch after the first.
         let union = budget * a.world_size as u64;
-        let per_epoch = |bytes: u64| bytes as f64 / total as f64 / (a.epochs - 1) as f64;
-        let floor = per_epoch(read_floor(&sequence[first..], step, sizes, union));
-        // One planned cache of the ranks' R budgets over the global order, its reads after the
-        // first epoch: no R caches of `budget` read less where records are equal in size (their
-        // union is such a cache, and farthest-next-use eviction is then the optimum).
+        let per_epoch = |bytes: u64| {
+            if a.epochs < 2 {
+                f64::NAN
+            } else {
+                bytes as f64 / total as f64 / (a.epochs - 1) as f64
+            }
+        };
+        // The least any R caches of `budget` bytes could read after the first epoch (at each
+        // step start their union is one cache of R budgets).
+        let floor = per_epoch(read_floor(&sequence[first..], &ends, sizes, union));
+        // For reference, not a bound: one planned cache of the R budgets over the global order,
+        // one access at a time, its reads after the first epoch.
         let one = {
             let next = next_uses(&sequence, sizes.len());
             let mut cache = PlannedCache::<()>::new(Policy::Planned, union);

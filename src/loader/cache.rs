@@ -287,27 +287,31 @@ pub fn simulate(sequence: &[u32], sizes: &[u64], budget: u64, policy: Policy) ->
 }
 
 /// A lower bound on the bytes any cache of `budget` bytes must read to serve `sequence`
-/// (record ids, sizes in `sizes`), whatever its policy, and whatever it holds when the
-/// sequence starts: the fractional relaxation of offline caching. Time is counted in steps of
-/// `step_len` accesses (accesses of one step read a record once, as the loader's steps do).
-/// What a step reads is what the cache holds as it starts: keeping a record from one use to
-/// its next, `g` steps later, occupies its bytes at `g` step starts and saves its bytes once;
-/// held from the very start, its first use at step `g` costs `g + 1`. A cache holds at most
-/// `budget` bytes at each step start, so over the sequence it spends at most `budget` times
-/// the number of steps: the bound takes the shortest holds first (the
-/// saving per byte-step is `1 / g` whatever the size), the last one in part, until that is
-/// spent. Where records are read in windows (sample `s` reads records `s .. s + K`), each
-/// record has two or more uses an epoch at independent times, and this floor lies above
-/// `1 - c` of the dataset for small cache fractions `c`: no split or eviction rule reaches
-/// that ideal there under a uniformly random order (`examples/cache_study`).
-pub fn read_floor(sequence: &[u32], step_len: usize, sizes: &[u64], budget: u64) -> u64 {
-    let step_len = step_len.max(1);
+/// (record ids below `sizes.len()`, sizes in `sizes`), whatever its policy, and whatever it
+/// holds when the sequence starts: the fractional relaxation of offline caching. The
+/// accesses come in steps, step `k` ending before index `step_ends[k]` (increasing, the last
+/// at least `sequence.len()`; a step reads a record once, as the loader's steps do, so a
+/// repeat within a step is free). What a step reads is what the cache holds as it starts:
+/// keeping a record from one use to its next, `g` steps later, occupies its bytes at `g`
+/// step starts and saves its bytes once; held from the very start, its first use at step `g`
+/// costs `g + 1`. A cache holds at most `budget` bytes at each step start, so over the
+/// sequence it spends at most `budget` times the number of steps: the bound takes the
+/// shortest holds first (the saving per byte-step is `1 / g` whatever the size), the last one
+/// in part, until that is spent (in integers: exact). Where records are read in windows
+/// (sample `s` reads records `s .. s + K`), each record has two or more uses an epoch at
+/// independent times, and this floor lies above `1 - c` of the dataset for small cache
+/// fractions `c`: no split or eviction rule reaches that ideal there under a uniformly random
+/// order (`examples/cache_study`).
+pub fn read_floor(sequence: &[u32], step_ends: &[usize], sizes: &[u64], budget: u64) -> u64 {
     let mut last = vec![None::<usize>; sizes.len()];
     let mut total = 0u64;
     // (steps held, bytes) for each hold that would turn an access into a hit.
     let mut holds: Vec<(u64, u64)> = Vec::new();
+    let mut step = 0;
     for (i, &id) in sequence.iter().enumerate() {
-        let step = i / step_len;
+        while step_ends.get(step).is_some_and(|&end| end <= i) {
+            step += 1;
+        }
         let bytes = sizes[id as usize];
         match last[id as usize] {
             // Read already in this step: free.
@@ -320,23 +324,42 @@ pub fn read_floor(sequence: &[u32], step_len: usize, sizes: &[u64], budget: u64)
         total += bytes;
     }
     holds.sort_unstable_by_key(|&(steps, _)| steps);
-    let steps = sequence.len().div_ceil(step_len) as u64;
-    let mut room = budget as f64 * steps as f64;
-    let mut saved = 0f64;
+    let steps = if sequence.is_empty() { 0 } else { step + 1 };
+    let mut room = budget as u128 * steps as u128;
+    let mut saved = 0u128;
     for (held, bytes) in holds {
         if bytes > budget {
             continue;
         }
-        let cost = held as f64 * bytes as f64;
+        let cost = held as u128 * bytes as u128;
         if cost <= room {
             room -= cost;
-            saved += bytes as f64;
+            saved += bytes as u128;
         } else {
-            saved += bytes as f64 * room / cost;
+            // The part of the hold the room pays for, rounded in the cache's favour.
+            saved += (bytes as u128 * room).div_ceil(cost);
             break;
         }
     }
-    total.saturating_sub(saved.ceil() as u64)
+    (total as u128).saturating_sub(saved) as u64
+}
+
+/// The step ends for [`read_floor`] of `epochs` epochs of `samples` samples each, `batch`
+/// samples a step (the last step of an epoch short where `batch` does not divide it), each
+/// sample `per_sample` accesses.
+pub fn epoch_step_ends(
+    epochs: usize,
+    samples: usize,
+    batch: usize,
+    per_sample: usize,
+) -> Vec<usize> {
+    let batch = batch.max(1);
+    (0..epochs)
+        .flat_map(|e| {
+            (1..=samples.div_ceil(batch))
+                .map(move |k| (e * samples + (k * batch).min(samples)) * per_sample)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -441,14 +464,24 @@ mod tests {
     /// rounded in the cache's favour.
     #[test]
     fn read_floor_by_hand() {
-        assert_eq!(read_floor(&[0, 1, 0, 1], 1, &[1, 1], 1), 1);
+        assert_eq!(read_floor(&[0, 1, 0, 1], &[1, 2, 3, 4], &[1, 1], 1), 1);
         // No room: every read, a record read twice in one step once.
-        assert_eq!(read_floor(&[0, 1, 0, 1], 1, &[3, 5], 0), 16);
-        assert_eq!(read_floor(&[0, 0, 1, 1], 2, &[3, 5], 0), 8);
+        assert_eq!(read_floor(&[0, 1, 0, 1], &[1, 2, 3, 4], &[3, 5], 0), 16);
+        assert_eq!(read_floor(&[0, 0, 1, 1], &[2, 4], &[3, 5], 0), 8);
         // Room for everything: nothing needs reading.
-        assert_eq!(read_floor(&[0, 1, 2, 0, 2, 1], 1, &[3, 5, 7], 15), 0);
+        assert_eq!(
+            read_floor(&[0, 1, 2, 0, 2, 1], &[1, 2, 3, 4, 5, 6], &[3, 5, 7], 15),
+            0
+        );
         // A record larger than the room is always read.
-        assert_eq!(read_floor(&[0, 1, 0, 1], 1, &[1, 9], 4), 18);
+        assert_eq!(read_floor(&[0, 1, 0, 1], &[1, 2, 3, 4], &[1, 9], 4), 18);
+        // Epochs of 3 windowed samples in steps of 2 (the last one short): samples 1, 0, 2
+        // read records (1, 2), (0, 1), (2, 3), twice; a cache of one record that keeps
+        // record 2 throughout reads 6, so the floor may not say more.
+        let seq = [1, 2, 0, 1, 2, 3, 1, 2, 0, 1, 2, 3];
+        let ends = epoch_step_ends(2, 3, 2, 2);
+        assert_eq!(ends, [4, 6, 10, 12]);
+        assert!(read_floor(&seq, &ends, &[1; 4], 1) <= 6);
     }
 
     proptest::proptest! {
@@ -460,7 +493,8 @@ mod tests {
             sizes in proptest::collection::vec(1u64..50, 12),
             budget in 0u64..300,
         ) {
-            let floor = read_floor(&seq, 1, &sizes, budget);
+            let ends: Vec<usize> = (1..=seq.len()).collect();
+            let floor = read_floor(&seq, &ends, &sizes, budget);
             for policy in [Policy::Planned, Policy::Lru] {
                 let stats = simulate(&seq, &sizes, budget, policy);
                 proptest::prop_assert!(floor <= stats.miss_bytes, "{policy:?}: {floor} > {stats:?}");
@@ -485,7 +519,8 @@ mod tests {
         for (window, lo, hi) in [(true, 1.0, 1.1), (false, 0.5, 0.8)] {
             let k = if window { 2 } else { 1 };
             let seq: Vec<u32> = (1..8).flat_map(|e| per_epoch(window, e)).collect();
-            let floor = read_floor(&seq, 16 * k, &sizes, n as u64 / 5);
+            let ends = epoch_step_ends(7, n as usize, 16, k);
+            let floor = read_floor(&seq, &ends, &sizes, n as u64 / 5);
             let share = floor as f64 / 7.0 / n as f64;
             assert!((lo..hi).contains(&share), "window {window}: {share}");
         }
