@@ -40,9 +40,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use l3::loader::{
-    epoch_order, epoch_step_ends, first_and_next_uses, front_for, next_uses, permutation,
-    position_correlation, read_floor, reuse_order, simulate, simulate_reads, DropLast, Partition,
-    PlannedCache, Policy, RankCaches, RecordWindow, Simulation, Split, SplitMix64, WINDOW_STRATA,
+    epoch_order, epoch_step_ends, first_and_next_uses, front_for, permutation,
+    position_correlation, read_floor, reuse_order, simulate, simulate_after, simulate_reads,
+    DropLast, Partition, PlannedCache, Policy, RankCaches, RecordWindow, Simulation, Split,
+    SplitMix64, WINDOW_STRATA,
 };
 
 struct Args {
@@ -176,20 +177,8 @@ fn ranks(a: &Args, sizes: &[u64]) {
         let floor = per_epoch(read_floor(&sequence[first..], &ends, sizes, union));
         // For reference, not a bound: one planned cache of the R budgets over the global order,
         // one access at a time, its reads after the first epoch.
-        let one = {
-            let next = next_uses(&sequence, sizes.len());
-            let mut cache = PlannedCache::<()>::new(Policy::Planned, union);
-            let mut read = 0u64;
-            for (t, &id) in sequence.iter().enumerate() {
-                if cache.get(id, t as u64, next[t]).is_none() {
-                    cache.insert(id, (), sizes[id as usize], t as u64, next[t]);
-                    if t >= first {
-                        read += sizes[id as usize];
-                    }
-                }
-            }
-            per_epoch(read)
-        };
+        let one =
+            per_epoch(simulate_after(&sequence, sizes, union, Policy::Planned, first).miss_bytes);
         let share = |split| {
             let (reads, _) = simulate_reads(
                 sizes,

@@ -275,15 +275,41 @@ impl<V> PlannedCache<V> {
 /// Runs `sequence` (record ids, sizes in `sizes`) through a cache of `budget` bytes holding no
 /// payloads: the counters the loader's cache would have.
 pub fn simulate(sequence: &[u32], sizes: &[u64], budget: u64, policy: Policy) -> CacheStats {
+    simulate_after(sequence, sizes, budget, policy, 0)
+}
+
+/// As [`simulate`], the counters of the accesses from index `from` on only (the cache runs,
+/// and plans, over the whole sequence).
+pub fn simulate_after(
+    sequence: &[u32],
+    sizes: &[u64],
+    budget: u64,
+    policy: Policy,
+    from: usize,
+) -> CacheStats {
     let next = next_uses(sequence, sizes.len());
     let mut cache = PlannedCache::<()>::new(policy, budget);
+    let mut before = CacheStats::default();
     for (t, &id) in sequence.iter().enumerate() {
+        if t == from {
+            before = cache.stats();
+        }
         let t64 = t as u64;
         if cache.get(id, t64, next[t]).is_none() {
             cache.insert(id, (), sizes[id as usize], t64, next[t]);
         }
     }
-    cache.stats()
+    let after = cache.stats();
+    if from >= sequence.len() {
+        before = after;
+    }
+    CacheStats {
+        accesses: after.accesses - before.accesses,
+        hits: after.hits - before.hits,
+        hit_bytes: after.hit_bytes - before.hit_bytes,
+        miss_bytes: after.miss_bytes - before.miss_bytes,
+        evictions: after.evictions - before.evictions,
+    }
 }
 
 /// A lower bound on the bytes any cache of `budget` bytes must read to serve `sequence`
@@ -439,6 +465,23 @@ mod tests {
         assert_eq!(c.get(2, 3, NEVER), Some(&"b"));
         assert_eq!(c.get(1, 5, NEVER), None);
         assert!(!c.insert(5, "e", 11, 6, 7), "larger than the budget");
+    }
+
+    /// `simulate_after` counts the accesses from its index on of the same run as `simulate`:
+    /// two records that both fit miss once each, then hit.
+    #[test]
+    fn simulate_after_counts_the_tail_of_one_run() {
+        let (seq, sizes) = ([0, 1, 0, 1], [1u64, 1]);
+        let whole = simulate(&seq, &sizes, 2, Policy::Planned);
+        assert_eq!(simulate_after(&seq, &sizes, 2, Policy::Planned, 0), whole);
+        let tail = simulate_after(&seq, &sizes, 2, Policy::Planned, 1);
+        assert_eq!((tail.accesses, tail.hits, tail.miss_bytes), (3, 2, 1));
+        let tail = simulate_after(&seq, &sizes, 2, Policy::Planned, 2);
+        assert_eq!((tail.accesses, tail.hits, tail.miss_bytes), (2, 2, 0));
+        assert_eq!(
+            simulate_after(&seq, &sizes, 2, Policy::Planned, 4).accesses,
+            0
+        );
     }
 
     /// A spare copy takes only free room, never displaces a record, and goes first.

@@ -56,8 +56,8 @@ pub use augment::{Augment, AugmentParams, RandomResizedCrop};
 #[cfg(feature = "dataset")]
 pub use batch::{Batch, NamedTensor, SkippedRecord, StageTimes};
 pub use cache::{
-    epoch_step_ends, first_and_next_uses, next_uses, read_floor, simulate, CacheStats,
-    PlannedCache, Policy,
+    epoch_step_ends, first_and_next_uses, next_uses, read_floor, simulate, simulate_after,
+    CacheStats, PlannedCache, Policy,
 };
 #[cfg(feature = "dataset")]
 pub use consumer::{Loader, LoaderDataset, Received};

@@ -7,7 +7,7 @@
 
 use super::candidate::*;
 use super::format::*;
-use super::lattice_encode::{lattice, lattice_pending, lattice_plan, lattice_unit};
+use super::lattice_encode::{lattice, lattice_pending, lattice_plan, lattice_unit, round_to_i32};
 use super::predict::differences_forward;
 use super::predict::zig;
 use super::sample;
@@ -285,7 +285,7 @@ impl BinRule {
         let off = self.offset;
         // round_ties_even without a library call (x86-64's baseline has no f32 rounding
         // instruction); out of the i32 range the bin is out of range either way.
-        let c0 = super::lattice_encode::round_to_i32(((v - off) * self.inv) as f64) as i64;
+        let c0 = round_to_i32(((v - off) * self.inv) as f64) as i64;
         for c in [c0, c0 - 1, c0 + 1] {
             if !(0..BOUNDED_MAX_BINS as i64).contains(&c) {
                 continue;

@@ -235,16 +235,10 @@ fn linear_between(b: i64, c: i64) -> i64 {
     (b + c + 1) >> 1
 }
 
-/// `k` of the closed loop: `floor((target - prediction + floor(step / 2)) / step)`, a shift
-/// for steps that are powers of two.
-#[inline(always)]
-fn quantise(diff: i64, step: i64) -> i64 {
-    Quantiser::new(step).k(diff)
-}
-
-/// [`quantise`] for one step: a shift for a power of two, else a multiplication by the
-/// step's reciprocal in f64 corrected to the exact floor (an integer division was most of a
-/// target's time in the encoder's walk).
+/// `k` of the closed loop for one step: `floor((target - prediction + floor(step / 2)) /
+/// step)`, a shift for a power of two, else a multiplication by the step's reciprocal in f64
+/// corrected to the exact floor (an integer division was most of a target's time in the
+/// encoder's walk).
 #[derive(Clone, Copy)]
 struct Quantiser {
     step: i64,
@@ -309,12 +303,17 @@ pub(super) fn lattice_forward(
     stream.resize(n, 0);
     let mut pos = 1;
     let s0 = steps[steps.len() - 1] as i64;
-    let k0 = if exc[0] { 0 } else { quantise(x[0] as i64, s0) };
+    let k0 = if exc[0] {
+        0
+    } else {
+        Quantiser::new(s0).k(x[0] as i64)
+    };
     x[0] = (k0 * s0) as i32;
     stream[0] = zig(k0 as i32);
     let mut kinds = Vec::with_capacity(passes.len());
     for (j, p) in passes.iter().enumerate() {
         let step = steps[p.level as usize] as i64;
+        let q = Quantiser::new(step);
         let (len, sd) = geo.along(p);
         let s = p.stride;
         let kind = match cubic {
@@ -333,8 +332,8 @@ pub(super) fn lattice_forward(
                     }
                     let t = x[i] as i64;
                     let cost = |k: i64| 64 - (zig(k as i32) as u64).leading_zeros() as u64;
-                    lin += cost(quantise(t - predict(&x, i, c, len, s, sd, false), step));
-                    cub += cost(quantise(t - predict(&x, i, c, len, s, sd, true), step));
+                    lin += cost(q.k(t - predict(&x, i, c, len, s, sd, false)));
+                    cub += cost(q.k(t - predict(&x, i, c, len, s, sd, true)));
                 });
                 cub < lin
             }
@@ -342,7 +341,6 @@ pub(super) fn lattice_forward(
         // Row by row as the inverse decodes (one kind of prediction per row, neighbour rows
         // whole): each target's `k` from its lattice value, which it then takes decoded.
         let row = Row { s, cubic: kind };
-        let q = Quantiser::new(step);
         let (start, every, n_last, along) = geo.row_targets(p);
         geo.for_rows(p, |base, c| {
             let exc = &exc[base..base + n_last];
@@ -411,6 +409,7 @@ pub(super) fn lattice_inverse(
             pos += count;
             // A target's value from its prediction and residual, checked against the limit
             // (the first failing target's place kept).
+            // (`zs` holds exactly the row's targets: the fallback 0 is never taken.)
             let mut zs = zs.iter();
             let mut bad = None;
             let op = |o: &mut i32, pred: i64, place: usize| {

@@ -20,6 +20,9 @@ use crate::field::core::tokens::token_of_masked;
 /// Zero runs shorter than this are coded as pairs or singles by the encoder.
 const RUN_MIN_ENCODE: usize = 4;
 
+// `tokenize` forms a pair's token from values masked below PAIR_LIMIT.
+const _: () = assert!(PAIR_LIMIT.is_power_of_two());
+
 /// Calls `emit(token, raw bit count, raw bits)` for each symbol of one segment, with pair
 /// tokens and zero runs when asked.
 #[inline(always)]
@@ -68,7 +71,10 @@ pub(super) const TOKEN_SETS: [(bool, bool); 3] = [(false, false), (true, false),
 /// A token histogram and its raw bits.
 pub(super) type Histogram = ([u64; BOUNDED_ALPHABET as usize], u64);
 
-/// The histogram of one segment's symbols under a token set.
+/// The histogram of one segment's symbols under a token set. The counts go to two tables in
+/// turn, so that a run of one token (zeros) does not wait on its own count's store; the raw
+/// bits are summed in a local (with `into`: a load and a store a symbol). Encode -4 % (whole
+/// process, 10 runs paired, ResNet-18's saved tensors).
 pub(super) fn histogram(z: &[u32], (pairs, runs): (bool, bool), into: &mut Histogram) {
     let mut raw = 0u64;
     let (mut h0, mut h1) = (
@@ -176,7 +182,8 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
     let (pairs, runs) = TOKEN_SETS[code.set];
     let codes = canonical(&code.lengths);
     // The segments one after another in one buffer of the bits the chosen set's histogram
-    // counts (each segment padded to a byte, and room for the last 4-byte store).
+    // counts (a code's length there is at least the bits it writes), each segment padded to
+    // a byte.
     let (hist, raw) = hists[code.set]
         .as_ref()
         .expect("the chosen set was counted");
@@ -186,8 +193,8 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
             .zip(&code.lengths)
             .map(|(&c, &l)| c * l as u64)
             .sum::<u64>();
-    let mut body = vec![0u8; (bits / 8) as usize + segments + 8];
-    let mut ends = Vec::with_capacity(segments);
+    let mut body = vec![0u8; (bits / 8) as usize + segments];
+    let mut lens = Vec::with_capacity(segments);
     let mut at = 0;
     for s in 0..segments {
         let seg = &z[segment_range(z.len(), segments, s)];
@@ -197,15 +204,11 @@ pub(super) fn encode_chunk(z: &[u32], segments: usize) -> Vec<u8> {
             w.write(code, l);
             w.write(v, r);
         });
-        at += w.finish();
-        ends.push(at);
+        let len = w.finish();
+        lens.push(len);
+        at += len;
     }
-    let lens = ends.iter().scan(0, |start, &end| {
-        let len = end - *start;
-        *start = end;
-        Some(len)
-    });
-    let mut out = chunk_head(&code.lengths, lens);
+    let mut out = chunk_head(&code.lengths, lens.iter().copied());
     out.extend_from_slice(&body[..at]);
     out
 }
