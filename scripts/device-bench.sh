@@ -8,14 +8,15 @@
 #      PIL with one worker per core: RandomResizedCrop(224) + flip + normalise, batch 64, on
 #      the corpus of scripts/make-loader-corpus.py (l3 compact and fast profiles);
 #   3. the loader's GPU path to CUDA tensors (output="cuda", no host round trip), and to
-#      pinned host tensors then .cuda() (output="host"), in images/s;
+#      pinned host tensors then .cuda() (output="host"), in images/s; the tensor loader's
+#      CPU path, its GPU path read back, and handed to host and CUDA tensors, in samples/s;
 #   4. the CUDA interop tests (pytest python/tests/test_cuda.py, failing instead of skipping
 #      where CUDA is required).
 #
 # and prints one summary table (adapter, GPU, CPU, every figure, every step's status), also
 # written to $OUT/summary.md ($OUT when set, else target/device-bench/). Every step runs under
-# `timeout`: the caps add up to about 12 minutes (installs 60 s, steady state 90, corpus 60,
-# pack 45, CPU loaders 100, GPU loaders 75, tensors 150, exact 120, tests 60); a run on an
+# `timeout`: the caps add up to about 13 minutes (installs 60 s, steady state 90, corpus 60,
+# pack 45, CPU loaders 100, GPU loaders 75, tensors 180, exact 120, tests 60); a run on an
 # H200 takes about 2 (a call limited to 10 stops late steps). A failed step is a FAILED row
 # and a non-zero exit status; a step that needs CUDA where there is none prints "no CUDA"
 # and is skipped, unless CUDA is required (L3_REQUIRE_CUDA=1, the default where nvidia-smi
@@ -423,11 +424,50 @@ def rate(label, path, **options):
         f.write(line + "\n")
 
 
+def rate_torch(label, path, output):
+    """The same windows through l3.torch (L3DataLoader, in process), the GPU path handing
+    every batch's arrays over by `output`: "cuda" (CUDA tensors over exported memory, no
+    host round trip) or "host" (one pooled pinned buffer per batch)."""
+    import torch
+    from l3.torch import L3DataLoader, L3IterableDataset
+
+    ds = L3IterableDataset(path, 32, crop=(128, 128), flips=True, rot90=True, normalize=True,
+                           seed=1, threads=CORES, device="gpu", output=output)
+    loader = L3DataLoader(ds)
+    n = 0
+    t_start = time.perf_counter()
+    for epoch in range(EPOCHS + 1):
+        ds.set_epoch(epoch)
+        for b in loader:
+            assert b["input"].shape[1:] == (3, 128, 128)
+            assert b["input"].device.type == ("cuda" if output == "cuda" else "cpu")
+            if epoch > 0:
+                n += len(b["samples"])
+        if epoch == 0:
+            torch.cuda.synchronize()
+            first = time.perf_counter()
+            warm = first - t_start
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - first
+    ds.close()
+    line = f"{label}\t{n / dt:.0f} samples/s\t{n} samples in {dt:.2f} s (warm-up epoch {warm:.2f} s)"
+    print(line.replace("\t", "  "))
+    with open(figures, "a") as f:
+        f.write(line + "\n")
+
+
 for name in ("lossless", "rel-1e-3"):
-    rate(f"l3 tensors {name}, CPU path, {CORES} threads", f"{work}/tensors-{name}")
-    rate(f"l3 tensors {name}, GPU path (host tensors)", f"{work}/tensors-{name}", device="gpu")
+    path = f"{work}/tensors-{name}"
+    rate(f"l3 tensors {name}, CPU path, {CORES} threads", path)
+    rate(f"l3 tensors {name}, GPU path (read back into arrays)", path, device="gpu")
+    for output in ("host", "cuda"):
+        try:
+            rate_torch(f"l3 tensors {name}, GPU path to {output} tensors (output={output})",
+                       path, output)
+        except Exception as e:  # no CUDA import on this machine: say so, go on
+            print(f"l3 tensors {name}, output={output}: {type(e).__name__}: {e}")
 EOF2
-step tensors 150 "$PYTHON" "$WORK/tensors.py" "$WORK" "$FIGURES"
+step tensors 180 "$PYTHON" "$WORK/tensors.py" "$WORK" "$FIGURES"
 
 # --- 3c. the GPU decoders against the CPU's, bit for bit, through the tensor loader
 cat >"$WORK/exact.py" <<'EOF2'

@@ -12,7 +12,7 @@ mod gpu_support;
 use std::path::Path;
 use std::sync::Arc;
 
-use l3::loader::gpu::{GpuHandOff, GpuOutput};
+use l3::loader::gpu::{GpuOutput, HandOffValues};
 use l3::loader::{
     Augment, Batch, DropLast, Loader, LoaderOptions, LoaderState, Partition, TensorType,
 };
@@ -137,16 +137,15 @@ fn staged_batches_equal_the_read_back_batches() {
                 (g.epoch, &g.samples, g.shape)
             );
             assert!(w.gpu.is_none() && g.data.is_empty());
-            let Some(GpuHandOff::Staged {
-                staged,
-                shape,
-                element: e,
-            }) = g.gpu.as_deref()
-            else {
-                panic!("a staged batch without its staged tensor");
+            let h = g
+                .gpu
+                .as_deref()
+                .expect("a staged batch without its hand-off");
+            let HandOffValues::Staged(staged) = &h.values else {
+                panic!("a staged batch left on the GPU");
             };
-            assert_eq!((*shape, *e), (w.shape, element));
-            let h = g.gpu.as_deref().unwrap();
+            assert_eq!((h.image_shape(), h.element), (Some(w.shape), element));
+            assert_eq!(h.views.len(), 1);
             assert_eq!(h.bytes(), w.data.as_bytes().len() as u64);
             let mut bytes = vec![0u8; h.bytes() as usize];
             staged.copy_to(&mut bytes).unwrap();
@@ -221,16 +220,24 @@ fn batches_left_on_the_gpu_export_into_reused_buffers_with_equal_bytes() {
                 (g.epoch, &g.samples, g.shape)
             );
             assert!(g.data.is_empty());
-            let Some(GpuHandOff::Device(t)) = g.gpu.as_deref() else {
-                panic!("a device batch without its tensor");
+            let h = g
+                .gpu
+                .as_deref()
+                .expect("a device batch without its hand-off");
+            let HandOffValues::Device {
+                buffer,
+                device,
+                queue,
+            } = &h.values
+            else {
+                panic!("a device batch staged");
             };
-            let len = t.bytes();
+            assert_eq!(h.image_shape(), Some(w.shape));
+            let len = h.bytes();
             assert_eq!(len, w.data.as_bytes().len() as u64);
             let (exported, imported) = &pool[k % pool.len()];
             let size = len.next_multiple_of(4);
-            exported
-                .copy_from(t.device(), t.queue(), &t.buffer, size)
-                .unwrap();
+            exported.copy_from(device, queue, buffer, size).unwrap();
             let bytes = read(&gpu, imported, size);
             assert!(
                 bytes[..len as usize] == *w.data.as_bytes(),
@@ -239,7 +246,7 @@ fn batches_left_on_the_gpu_export_into_reused_buffers_with_equal_bytes() {
             );
             // A copy larger than the exported buffer is refused.
             assert!(exported
-                .copy_from(t.device(), t.queue(), &t.buffer, capacity + 4)
+                .copy_from(device, queue, buffer, capacity + 4)
                 .is_err());
         }
     }

@@ -14,7 +14,7 @@ pooled buffer is held, a batch gets a buffer of its own (not pooled) rather than
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -23,22 +23,23 @@ from . import _l3
 from ._errors import ParameterError
 # The pool machinery lives in _pool (shared with l3.cuda); its names stay importable from
 # here as before.
-from ._pool import POOL_SLOTS, Slot, SlotPool, release_event
+from ._pool import POOL_SLOTS, Slot, SlotPool, release_event, views_of
 
 OUTPUTS = ("cuda", "host")
 
 
 class _HostLease:
-    """A numpy view (``__array_interface__``) of a host slot's first bytes; gives the slot
-    back when collected, which is when the last array or tensor viewing it is."""
+    """A flat numpy uint8 view (``__array_interface__``) of a host slot's first ``nbytes``;
+    gives the slot back when collected, which is when the last array or tensor viewing it
+    is."""
 
-    def __init__(self, pool: "HostBatchPool", slot: Slot, shape, typestr: str) -> None:
+    def __init__(self, pool: "HostBatchPool", slot: Slot, nbytes: int) -> None:
         self._pool = pool
         self._slot = slot
         host: torch.Tensor = slot.memory
         self.__array_interface__ = {
-            "shape": tuple(shape),
-            "typestr": typestr,
+            "shape": (nbytes,),
+            "typestr": "|u1",
             "data": (host.data_ptr(), False),
             "version": 3,
         }
@@ -64,19 +65,32 @@ class HostBatchPool:
         host = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=self.pin)
         return Slot(nbytes, pooled, host)
 
-    def tensor_of(self, images: Any) -> torch.Tensor:
-        """The batch ``images`` (an `l3._l3.GpuImages`, or a numpy array for a batch without
-        samples) as a host tensor in a pooled buffer."""
-        if isinstance(images, np.ndarray):
-            return torch.from_numpy(images)
-        slot = self.pool.take(images.nbytes, self._make)
+    def tensors_of(self, batch: Any) -> Dict[str, torch.Tensor]:
+        """The tensors of ``batch`` (an `l3._l3.GpuBatch`) by name, as host tensors viewing
+        one pooled buffer (given back when every one of them is collected)."""
+        views = views_of(batch)
+        slot = self.pool.take(batch.nbytes, self._make)
         try:
-            images.copy_into(slot.memory.numpy())
+            batch.copy_into(slot.memory.numpy())
         except BaseException:
             self.pool.release(slot, None)
             raise
-        typestr = "<f4" if images.dtype == "float32" else "<f2"
-        return torch.from_numpy(np.asarray(_HostLease(self, slot, images.shape, typestr)))
+        flat = np.asarray(_HostLease(self, slot, batch.nbytes))
+        dtype = np.float32 if batch.dtype == "float32" else np.float16
+        item = np.dtype(dtype).itemsize
+        out = {}
+        for name, (shape, offset) in views.items():
+            count = int(np.prod(shape, dtype=np.int64))
+            values = flat[offset:offset + count * item].view(dtype).reshape(shape)
+            out[name] = torch.from_numpy(values)
+        return out
+
+    def tensor_of(self, images: Any) -> torch.Tensor:
+        """The batch ``images`` (an image `l3._l3.GpuBatch`, or a numpy array for a batch
+        without samples) as a host tensor in a pooled buffer."""
+        if isinstance(images, np.ndarray):
+            return torch.from_numpy(images)
+        return self.tensors_of(images)["images"]
 
 
 _POOLS: dict = {}

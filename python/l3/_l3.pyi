@@ -198,8 +198,9 @@ class Loader:
     ``flips``, ``rot90``, ``normalize`` (bools, default False), ``spatial`` (axes without a
     crop, default 2) and ``dtype``. Every batch also has ``read_calls`` and ``cache``
     (cumulative ``accesses``, ``hits``, ``hit_bytes``, ``miss_bytes``, ``evictions``).
-    ``device="gpu"`` cuts a tensor dataset's windows on the GPU, bit for bit the CPU path's,
-    read back into arrays (``gpu_output="array"`` only; no 64-bit arrays)."""
+    ``device="gpu"`` cuts a tensor dataset's windows on the GPU, bit for bit the CPU path's
+    (no 64-bit arrays); with ``gpu_output="staged"`` or ``"device"`` they come as a
+    `GpuBatch` under ``"gpu"``, one view per array."""
 
     def __init__(
         self, dataset: Union[_Path, Dataset, TensorDataset], batch_size: int, **options: Any
@@ -209,11 +210,15 @@ class Loader:
     def state(self) -> Tuple[int, int, int]: ...
     def close(self) -> None: ...
 
-class GpuImages:
-    """A GPU loader batch not read back into an array (gpu_output="staged" or "device")."""
+class GpuBatch:
+    """A GPU loader batch not read back into arrays (gpu_output="staged" or "device")."""
 
     @property
-    def shape(self) -> Tuple[int, int, int, int]: ...
+    def shape(self) -> Tuple[int, int, int, int]:
+        """(N, C, H, W) of an image batch; ParameterError for a tensor dataset's."""
+    @property
+    def views(self) -> List[Tuple[str, List[int], int]]:
+        """(name, shape, byte offset) of each tensor: "images", or one per array."""
     @property
     def dtype(self) -> str:
         """"float32" or "float16"."""

@@ -1,7 +1,8 @@
 """The buffer pool both GPU-loader hand-offs share (`l3._handoff.HostBatchPool`,
 `l3.cuda.CudaBatchPool`): slots of pooled memory, each reused only after the CUDA event
 recorded at its release, and the event itself. Its own module so that `l3.cuda` and
-`l3._handoff` both import it and not each other (`_handoff` makes a `cuda.CudaBatchPool`).
+`l3._handoff` both import it and not each other (`_handoff` makes a `cuda.CudaBatchPool`),
+and `views_of`, the checked views of a batch both pools cut.
 The lifetime rule is `l3._handoff`'s.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Deque, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Tuple
 
 import torch
 
@@ -92,3 +93,19 @@ class SlotPool:
         """Gives ``slot`` back (reusable after ``event``); an unpooled slot is dropped."""
         if slot.pooled:
             self.free.append((slot, event))
+
+
+def views_of(batch: Any) -> Dict[str, Tuple[Tuple[int, ...], int]]:
+    """``{name: (shape, byte offset)}`` of a `l3._l3.GpuBatch`'s tensors, each checked to lie
+    inside its ``nbytes``."""
+    item = 4 if batch.dtype == "float32" else 2
+    out = {}
+    for name, shape, offset in batch.views:
+        size = item
+        for d in shape:
+            size *= d
+        if offset % item or offset + size > batch.nbytes:
+            raise ParameterError(f"view {name!r} of {size} bytes at {offset} lies outside the "
+                                 f"batch's {batch.nbytes}")
+        out[name] = (tuple(shape), offset)
+    return out

@@ -32,7 +32,7 @@ import uuid
 from typing import Any, Sequence, Tuple
 
 from . import _l3
-from ._pool import POOL_SLOTS, Slot, SlotPool, release_event
+from ._pool import POOL_SLOTS, Slot, SlotPool, release_event, views_of
 
 
 def _check(result: Tuple[Any, ...], what: str) -> Any:
@@ -179,10 +179,11 @@ def decode_batch_cuda(files: Sequence[bytes]):
 
 
 class CudaBatchPool:
-    """CUDA tensors for the GPU loader's batches (`l3._l3.GpuImages` left on the GPU): each
+    """CUDA tensors for the GPU loader's batches (`l3._l3.GpuBatch` left on the GPU): each
     batch is copied device to device into one of a few exported buffers, each imported into
-    CUDA once, and handed to torch as a C-contiguous ``(N, C, H, W)`` float32 or float16
-    CUDA tensor. The lifetime rule is the module's (and `l3._handoff`'s)."""
+    CUDA once, and handed to torch as C-contiguous float32 or float16 CUDA tensors (an image
+    batch's ``(N, C, H, W)``, or a tensor dataset's arrays by name). The lifetime rule is the
+    module's (and `l3._handoff`'s)."""
 
     def __init__(self, slots: int = POOL_SLOTS) -> None:
         self.pool = SlotPool(slots)
@@ -192,29 +193,56 @@ class CudaBatchPool:
         exported = images.new_export_slot(nbytes)
         return Slot(nbytes, pooled, _CudaImport(exported, self.device))
 
+    def tensors_of(self, batch: Any) -> dict:
+        """The tensors of ``batch`` (an `l3._l3.GpuBatch` of kind ``"device"``) by name, as
+        CUDA tensors viewing one pooled exported buffer (given back when every one of them
+        is collected)."""
+        import torch
+
+        views = views_of(batch)
+        slot = self.pool.take(batch.nbytes,
+                              lambda n, pooled: self._make(batch, n, pooled))
+        try:
+            batch.export_into(slot.memory.exported)
+        except BaseException:
+            self.pool.release(slot, None)
+            raise
+        item = 4 if batch.dtype == "float32" else 2
+        device = self.device
+        # One release for the slot, when the last mapping (so the last tensor) is collected.
+        lease = _Lease(slot.memory, lambda: self.pool.release(slot, release_event(device)))
+        out = {}
+        for name, (shape, offset) in views.items():
+            strides, step = [], item
+            for d in reversed(shape):
+                strides.append(step)
+                step *= d
+            mapping = _CudaMapping(lease, slot.memory.ptr + offset, shape,
+                                   tuple(reversed(strides)), "<f4" if item == 4 else "<f2")
+            out[name] = torch.as_tensor(mapping, device=f"cuda:{device}")
+        return out
+
     def tensor_of(self, images: Any):
-        """The batch ``images`` (an `l3._l3.GpuImages` of kind ``"device"``, or a numpy array
-        for a batch without samples) as a CUDA tensor."""
+        """The batch ``images`` (an image `l3._l3.GpuBatch` of kind ``"device"``, or a numpy
+        array for a batch without samples) as a CUDA tensor."""
         import numpy as np
         import torch
 
         if isinstance(images, np.ndarray):
             return torch.from_numpy(images).to(f"cuda:{self.device}")
-        slot = self.pool.take(images.nbytes,
-                              lambda n, pooled: self._make(images, n, pooled))
+        return self.tensors_of(images)["images"]
+
+
+class _Lease:
+    """Keeps ``owner`` (an imported slot) alive and calls ``on_release`` once when collected:
+    shared by every mapping of one batch."""
+
+    def __init__(self, owner: Any, on_release) -> None:
+        self._owner = owner
+        self._on_release = on_release
+
+    def __del__(self) -> None:
         try:
-            images.export_into(slot.memory.exported)
-        except BaseException:
-            self.pool.release(slot, None)
-            raise
-        n, c, h, w = images.shape
-        item = 4 if images.dtype == "float32" else 2
-        strides = (c * h * w * item, h * w * item, w * item, item)
-        device = self.device
-
-        def release() -> None:
-            self.pool.release(slot, release_event(device))
-
-        mapping = _CudaMapping(slot.memory, slot.memory.ptr, (n, c, h, w), strides,
-                               "<f4" if item == 4 else "<f2", release)
-        return torch.as_tensor(mapping, device=f"cuda:{device}")
+            self._on_release()
+        except Exception:
+            pass

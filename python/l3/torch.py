@@ -73,8 +73,9 @@ with ``samples``, ``labels``, ``epoch``, ``state``, ``skipped`` and ``windows`` 
 sample's window: ``origin``, ``size``, ``flip``, ``rot90`` tensors; None without windows)
 as for images. The plan, the cache, resume, ranks and workers are the image loader's. With
 ``device="gpu"`` the arrays are decoded and cut on the GPU (bit for bit the CPU path's) and
-come back as host tensors: the CUDA and pooled hand-offs (``output``) are for images only,
-and ``output`` must be None over a tensor dataset.
+go where ``output`` says, as images do: every array of a batch in one pooled buffer
+(CUDA tensors with ``"cuda"``, no host round trip). ``device="auto"`` loads tensor datasets
+on the CPU path (it takes every dtype), so ``output`` needs ``device="gpu"`` there.
 """
 
 from __future__ import annotations
@@ -241,14 +242,15 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         return max(share, min(self._min_threads, cores))
 
     def _open(self, info: Any, output: Optional[str]) -> Tuple[Loader, Any]:
-        """A loader from the current state and its images' tensor conversion: one epoch in a
-        data-loading worker, open-ended in-process (kept across epochs by `__iter__`)."""
+        """A loader from the current state and the pool its GPU batches are copied into
+        (None without a hand-off): one epoch in a data-loading worker, open-ended in-process
+        (kept across epochs by `__iter__`)."""
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         seed, epoch, consumed = self.start
-        to_tensor = torch.from_numpy
+        pool = None
         gpu_options = {}
         if output is not None:
-            to_tensor = handoff_pool(output).tensor_of
+            pool = handoff_pool(output)
             gpu_options["gpu_output"] = "device" if output == "cuda" else "staged"
         options = dict(self.options)
         if "prefetch" not in options and self._prefetch is not None:
@@ -259,9 +261,9 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
             end_epoch=epoch + 1 if info is not None else None, worker=worker,
             num_workers=workers, threads=self._threads(workers), **options, **gpu_options,
         )
-        return loader, to_tensor
+        return loader, pool
 
-    def _item(self, b: Dict[str, Any], to_tensor: Any) -> Dict[str, Any]:
+    def _item(self, b: Dict[str, Any], pool: Any) -> Dict[str, Any]:
         skipped = b["skipped"]
         if skipped and not self._warned_skip:
             self._warned_skip = True
@@ -275,8 +277,14 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                 stacklevel=3,
             )
         if "arrays" in b:
-            # A tensor dataset: its arrays by name, and each sample's window.
-            item: Dict[str, Any] = {name: torch.from_numpy(b[name]) for name in b["arrays"]}
+            # A tensor dataset: its arrays by name (handed off in one pooled buffer, or
+            # arrays: on the CPU path, and for a batch without samples), and each sample's
+            # window.
+            if "gpu" in b:
+                item: Dict[str, Any] = pool.tensors_of(b["gpu"])
+            else:
+                convert = torch.from_numpy if pool is None else pool.tensor_of
+                item = {name: convert(b[name]) for name in b["arrays"]}
             windows = b["windows"]
             item.update(
                 labels=torch.from_numpy(b["labels"]),
@@ -289,7 +297,8 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
             )
             return item
         return {
-            "images": to_tensor(b["images"]),
+            "images": torch.from_numpy(b["images"]) if pool is None
+            else pool.tensor_of(b["images"]),
             "labels": torch.from_numpy(b["labels"]),
             "samples": torch.from_numpy(b["samples"]),
             "epoch": b["epoch"],
@@ -321,15 +330,15 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         # The GPU path's hand-off: CUDA tensors or pooled pinned host tensors. In a worker
         # process the batch goes through shared memory anyway: plain arrays there. A tensor
-        # dataset's GPU batches are read back into arrays: no hand-off.
-        if self._tensors():
+        # dataset takes the GPU path only with device="gpu" ("auto" loads tensors on the CPU).
+        device = self.options.get("device", "cpu")
+        if self._tensors() and device != "gpu":
             if self.output is not None:
-                raise ParameterError(f"output={self.output!r} is for image datasets: a tensor "
-                                     "dataset's GPU batches come back as host tensors "
-                                     "(leave output None)")
+                raise ParameterError(f"output={self.output!r} over a tensor dataset needs "
+                                     "device=\"gpu\" (\"auto\" loads tensors on the CPU)")
             output = None
         elif info is None:
-            output = choose_output(self.options.get("device", "cpu"), self.output)
+            output = choose_output(device, self.output)
         elif self.output == "cuda":
             raise ParameterError("output='cuda' needs the loader in this process (L3DataLoader, "
                                  "not DataLoader worker processes: CUDA tensors cannot come "
@@ -338,10 +347,10 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
             output = None
         if info is not None:
             # A data-loading worker: this worker's steps of one epoch.
-            loader, to_tensor = self._open(info, output)
+            loader, pool = self._open(info, output)
             try:
                 for b in loader:
-                    yield self._item(b, to_tensor)
+                    yield self._item(b, pool)
             finally:
                 loader.close()
             return
@@ -359,8 +368,8 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
             self.close()
             live = None
         if live is None:
-            loader, to_tensor = self._open(None, output)
-            live = self._live = _Live(loader, to_tensor, self.start, key)
+            loader, pool = self._open(None, output)
+            live = self._live = _Live(loader, pool, self.start, key)
         while True:
             b, live.pending = live.pending, None
             if b is None:
@@ -378,7 +387,7 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
                 live.pending = b
                 live.next = (seed, epoch + 1, 0)
                 break
-            item = self._item(b, live.to_tensor)
+            item = self._item(b, live.pool)
             live.next = item["state"]
             yield item
             if item["state"][1] != epoch:
@@ -388,13 +397,14 @@ class L3IterableDataset(torch.utils.data.IterableDataset):
 
 
 class _Live:
-    """The loader kept between in-process iterations: the loader, its images' tensor
-    conversion, the state it stands at (after the last batch handed out), a batch of the next
-    epoch already taken from it, and the options it was opened with."""
+    """The loader kept between in-process iterations: the loader, the pool its GPU batches
+    are copied into (None without a hand-off), the state it stands at (after the last batch
+    handed out), a batch of the next epoch already taken from it, and the options it was
+    opened with."""
 
-    def __init__(self, loader: Loader, to_tensor: Any, at: Tuple[int, int, int], key: Any):
+    def __init__(self, loader: Loader, pool: Any, at: Tuple[int, int, int], key: Any):
         self.loader = loader
-        self.to_tensor = to_tensor
+        self.pool = pool
         self.next: Tuple[int, int, int] = at
         self.pending: Optional[Dict[str, Any]] = None
         self.key = key

@@ -1,5 +1,5 @@
 //! The GPU loader's batches that are not read back into a fresh array (`Loader(...,
-//! gpu_output="staged" | "device")`): [`GpuImages`], copied by the consumer into memory it
+//! gpu_output="staged" | "device")`): [`GpuBatch`], copied by the consumer into memory it
 //! reuses (a pinned host tensor, `copy_into`) or device to device into an exported buffer
 //! ([`ExportSlot`], `export_into`) that `l3.cuda` imports into CUDA once and reuses. The
 //! pools and their lifetime rules are Python's (`l3/_handoff.py`, `l3/cuda.py`).
@@ -10,13 +10,13 @@ use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use l3::loader::gpu::GpuHandOff;
+use l3::loader::gpu::{GpuHandOff, HandOffValues};
 use l3::loader::TensorType;
 
 use crate::{parameter_error, to_py_err, OrPyErr};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<GpuImages>()?;
+    m.add_class::<GpuBatch>()?;
     #[cfg(unix)]
     {
         m.add_class::<ExportSlot>()?;
@@ -35,27 +35,42 @@ fn gpu_device_uuid<'py>(py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
     Some(PyBytes::new(py, &uuid))
 }
 
-/// One augmented batch of the GPU loader, staged in host-visible memory (`kind == "staged"`)
-/// or still on the GPU (`kind == "device"`): `(N, C, H, W)` float32 or float16 values, C
-/// order, `nbytes` bytes. Copy it out with `copy_into` (staged) or `export_into` (device).
+/// One batch of the GPU loader, staged in host-visible memory (`kind == "staged"`) or still
+/// on the GPU (`kind == "device"`): its tensors (`views`: an image batch's one `"images"`
+/// `(N, C, H, W)`, or one per array of a tensor dataset), float32 or float16 values, C
+/// order, in `nbytes` bytes. Copy them out with `copy_into` (staged) or `export_into`
+/// (device).
 #[pyclass(module = "l3._l3", frozen)]
-pub(crate) struct GpuImages {
+pub(crate) struct GpuBatch {
     inner: Arc<GpuHandOff>,
 }
 
-impl GpuImages {
+impl GpuBatch {
     pub(crate) fn new(inner: Arc<GpuHandOff>) -> Self {
-        GpuImages { inner }
+        GpuBatch { inner }
     }
 }
 
 #[pymethods]
-impl GpuImages {
-    /// `(N, C, H, W)`.
+impl GpuBatch {
+    /// `(N, C, H, W)` of an image batch; a ParameterError for a tensor dataset's (see
+    /// `views`).
     #[getter]
-    fn shape(&self) -> (usize, usize, usize, usize) {
-        let [n, c, h, w] = self.inner.shape();
-        (n, c, h, w)
+    fn shape(&self) -> PyResult<(usize, usize, usize, usize)> {
+        let [n, c, h, w] = self.inner.image_shape().ok_or_else(|| {
+            parameter_error("a tensor dataset's batch has one shape per array: see views")
+        })?;
+        Ok((n, c, h, w))
+    }
+
+    /// The tensors: `(name, shape, byte offset)` each, in the batch's order.
+    #[getter]
+    fn views(&self) -> Vec<(String, Vec<usize>, u64)> {
+        self.inner
+            .views
+            .iter()
+            .map(|v| (v.name.clone(), v.shape.clone(), v.offset))
+            .collect()
     }
 
     /// `"float32"` or `"float16"`.
@@ -67,7 +82,7 @@ impl GpuImages {
         }
     }
 
-    /// Bytes of the values.
+    /// Bytes of the values (from the first tensor's start to the last one's end).
     #[getter]
     fn nbytes(&self) -> u64 {
         self.inner.bytes()
@@ -77,9 +92,9 @@ impl GpuImages {
     /// `export_into`).
     #[getter]
     fn kind(&self) -> &'static str {
-        match &*self.inner {
-            GpuHandOff::Staged { .. } => "staged",
-            GpuHandOff::Device(_) => "device",
+        match &self.inner.values {
+            HandOffValues::Staged(_) => "staged",
+            HandOffValues::Device { .. } => "device",
         }
     }
 
@@ -103,15 +118,7 @@ impl GpuImages {
                 slice.len()
             )));
         }
-        let dst = &mut slice[..n as usize];
-        py.detach(|| match &*self.inner {
-            GpuHandOff::Staged { staged, .. } => staged.copy_to(dst),
-            GpuHandOff::Device(t) => match t.stage()? {
-                Some(staged) => staged.copy_to(dst),
-                None => Ok(()),
-            },
-        })
-        .py_err()
+        py.detach(|| self.inner.copy_to(slice)).py_err()
     }
 
     /// Copies the values device to device into the start of `slot` (made by
@@ -119,30 +126,27 @@ impl GpuImages {
     /// may read them at once. The importer must be done reading the slot's previous values.
     #[cfg(unix)]
     fn export_into(&self, py: Python<'_>, slot: &ExportSlot) -> PyResult<()> {
-        let t = self.device_tensor("export_into")?;
-        let size = t.bytes().next_multiple_of(4);
+        let (buffer, device, queue) = self.on_device("export_into")?;
+        let size = self.inner.bytes().next_multiple_of(4);
         if size > slot.exported.size() {
             return Err(parameter_error(format!(
                 "the batch's {size} bytes do not fit the slot's {}",
                 slot.exported.size()
             )));
         }
-        py.detach(|| {
-            slot.exported
-                .copy_from(t.device(), t.queue(), &t.buffer, size)
-        })
-        .py_err()
+        py.detach(|| slot.exported.copy_from(device, queue, buffer, size))
+            .py_err()
     }
 
     /// A new buffer of `size` bytes over exportable memory of the batch's GPU (Vulkan with
     /// `VK_KHR_external_memory_fd`; else a GpuError), for `export_into`.
     #[cfg(unix)]
     fn new_export_slot(&self, py: Python<'_>, size: u64) -> PyResult<ExportSlot> {
-        let t = self.device_tensor("new_export_slot")?;
+        let (_, device, queue) = self.on_device("new_export_slot")?;
         if size == 0 {
             return Err(parameter_error("an export slot needs at least one byte"));
         }
-        let (device, queue) = (t.device().clone(), t.queue().clone());
+        let (device, queue) = (device.clone(), queue.clone());
         let exported = py
             .detach(|| l3::gpu::interop::exportable_buffer(&device, size.next_multiple_of(4)))
             .py_err()?;
@@ -154,11 +158,15 @@ impl GpuImages {
     }
 }
 
-impl GpuImages {
-    fn device_tensor(&self, what: &str) -> PyResult<&l3::loader::gpu::GpuTensor> {
-        match &*self.inner {
-            GpuHandOff::Device(t) => Ok(t),
-            GpuHandOff::Staged { .. } => Err(parameter_error(format!(
+impl GpuBatch {
+    fn on_device(&self, what: &str) -> PyResult<(&wgpu::Buffer, &wgpu::Device, &wgpu::Queue)> {
+        match &self.inner.values {
+            HandOffValues::Device {
+                buffer,
+                device,
+                queue,
+            } => Ok((buffer, device, queue)),
+            HandOffValues::Staged(_) => Err(parameter_error(format!(
                 "{what} needs a batch on the GPU (gpu_output=\"device\")"
             ))),
         }
@@ -166,7 +174,7 @@ impl GpuImages {
 }
 
 /// A buffer over exportable device memory (Vulkan external memory, opaque fd) that batches
-/// are copied into (`GpuImages.export_into`): `l3.cuda` imports its fd into CUDA once and
+/// are copied into (`GpuBatch.export_into`): `l3.cuda` imports its fd into CUDA once and
 /// reuses it batch after batch. The memory lives as long as this object: an importer must
 /// release its import first.
 #[cfg(unix)]

@@ -19,7 +19,7 @@ use l3::Normalize;
 
 use crate::codec::device_gpu;
 use crate::dataset::Dataset;
-use crate::handoff::GpuImages;
+use crate::handoff::GpuBatch;
 use crate::tensors::PyTensorDataset;
 use crate::{choose, limits_of, parameter_error, OrPyErr, PyLimits};
 
@@ -76,14 +76,15 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// with the same value.
 ///
 /// With the GPU path, `gpu_output` says how batches come: `"array"` (default) read back into
-/// a new array; `"staged"` or `"device"` as an `l3._l3.GpuImages` (staged in host-visible
+/// a new array; `"staged"` or `"device"` as an `l3._l3.GpuBatch` (staged in host-visible
 /// memory, or left on the GPU) that the consumer copies into memory it reuses (`l3.torch`'s
-/// pinned and CUDA pools). A batch without samples is an empty array in every mode.
+/// pinned and CUDA pools): under `"images"`, or for a tensor dataset under `"gpu"` with one
+/// view per array (whose own keys then hold empty arrays). A batch without samples is
+/// arrays in every mode.
 ///
 /// Over a tensor dataset `device="gpu"` decodes and cuts the batch's arrays on the GPU, bit
-/// for bit the CPU path's, and reads them back into arrays (`gpu_output="array"` only: the
-/// staged and CUDA hand-offs carry images; 64-bit arrays load on the CPU only); `"auto"`
-/// takes the CPU path for tensors.
+/// for bit the CPU path's (64-bit arrays load on the CPU only); `"auto"` takes the CPU path
+/// for tensors.
 #[pyclass(module = "l3._l3", frozen)]
 struct Loader {
     inner: Mutex<Option<l3::loader::Loader>>,
@@ -423,7 +424,7 @@ impl Loader {
                     // Staged or on the GPU (`gpu_output`): the consumer copies it where it
                     // wants.
                     Some(handed) => {
-                        d.set_item("images", GpuImages::new(handed))?;
+                        d.set_item("images", GpuBatch::new(handed))?;
                         d.set_item("f16_bits", false)?;
                     }
                     None => {
@@ -439,6 +440,11 @@ impl Loader {
                 }
             }
             Kind::Tensors(names) => {
+                if let Some(handed) = b.gpu.take() {
+                    // Staged or on the GPU (`gpu_output`): one view per array name; the
+                    // consumer copies them where it wants.
+                    d.set_item("gpu", GpuBatch::new(handed))?;
+                }
                 tensors_into(py, &d, &mut b)?;
                 d.set_item("arrays", names.clone())?;
                 // float16 arrays are numpy.float16 already.

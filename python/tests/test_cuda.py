@@ -125,3 +125,48 @@ def test_loader_batches_reach_cuda_without_the_host_and_equal_it(dataset3):
     assert len({p for _, _, p in released}) <= pool.pool.slots
     for (key, t, _), (_, h, _) in zip(released, host):
         assert torch.equal(t.view(torch.uint8), h.view(torch.uint8)), key
+
+
+def test_tensor_batches_reach_cuda_without_the_host_and_equal_it(tmp_path):
+    """A tensor dataset's GPU batches with ``output="cuda"``: every array a CUDA tensor over
+    one exported buffer, equal byte for byte to ``output="host"``'s over two epochs, the
+    arrays of live batches never aliasing."""
+    need_cuda()
+    import torch
+
+    from l3.torch import L3IterableDataset
+
+    rng = np.random.default_rng(5)
+
+    def sample(i):
+        x = rng.standard_normal((2, 24, 20)).astype(np.float32)
+        return {"input": x, "target": x[:1] * np.float32(3),
+                "eb": np.sin(x[0] + np.float32(i))}
+
+    l3.pack_arrays((sample(i) for i in range(11)), tmp_path / "t",
+                   modes={"input": "lossless", "target": "raw", "eb": {"absolute": 1e-3}},
+                   samples_per_shard=4)
+    options = dict(seed=2, crop=(16, 16), flips=True, rot90=True, normalize=True,
+                   device="gpu")
+
+    def run(output):
+        ds = L3IterableDataset(tmp_path / "t", 4, output=output, **options)
+        out = []
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            out.extend(ds)
+        return out
+
+    host, cuda = run("host"), run("cuda")
+    assert len(host) == len(cuda)
+    ptrs = set()
+    for h, c in zip(host, cuda):
+        assert torch.equal(h["samples"], c["samples"])
+        for name in ("input", "target", "eb"):
+            t = c[name]
+            assert t.is_cuda and t.is_contiguous() and t.shape == h[name].shape
+            ptrs.add(t.data_ptr())
+            assert torch.equal((t * 1).cpu().view(torch.int32), h[name].view(torch.int32)), name
+    assert len(ptrs) == 3 * len(cuda), "live batches alias"
+    del cuda
+    torch.cuda.synchronize()

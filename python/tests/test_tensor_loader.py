@@ -4,7 +4,10 @@ loader reports, input and target share each window, normalisation by the manifes
 statistics, float16, the cache, resume from the state, refused options, and PyTorch: two
 DataLoader workers give each sample once per epoch, state_dict resumes exactly. On a GPU
 adapter (lavapipe in CI; with ``CI=true`` a missing adapter fails) ``device="gpu"`` gives the
-CPU path's batches byte for byte, through ``l3.Loader`` and ``L3IterableDataset``."""
+CPU path's batches byte for byte, through ``l3.Loader`` and ``L3IterableDataset``, read
+back or handed off (``GpuBatch`` views, pooled host tensors)."""
+
+import os
 
 import numpy as np
 import pytest
@@ -273,8 +276,55 @@ def test_torch_gpu_batches_equal_the_cpu_batches(tensors, gpu_available):
             assert torch.equal(c[name].view(torch.int32), g[name].view(torch.int32)), name
         for key in c["windows"]:
             assert torch.equal(c["windows"][key], g["windows"][key])
-    # The CUDA and pooled hand-offs are for images.
-    with pytest.raises(l3.ParameterError, match="image"):
-        list(L3DataLoader(L3IterableDataset(tensors, 3, device="gpu", output="host", **options)))
-    with pytest.raises(l3.ParameterError, match="read back"):
-        l3.Loader(tensors, 3, device="gpu", gpu_output="staged", **options)
+    # The pooled hand-off: every array of a batch in one pooled host buffer, each array's
+    # tensor equal to the CPU path's; a batch's tensors outlive the next batches.
+    pooled = list(L3DataLoader(L3IterableDataset(tensors, 3, device="gpu", output="host",
+                                                 **options)))
+    assert len(pooled) == len(cpu)
+    for c, g in zip(cpu, pooled):
+        assert torch.equal(c["samples"], g["samples"])
+        for name in NAMES:
+            assert g[name].device.type == "cpu" and g[name].is_contiguous()
+            assert torch.equal(c[name].view(torch.int32), g[name].view(torch.int32)), name
+    # "auto" loads tensors on the CPU: a hand-off needs device="gpu".
+    with pytest.raises(l3.ParameterError, match="tensor dataset"):
+        list(L3DataLoader(L3IterableDataset(tensors, 3, device="auto", output="host",
+                                            **options)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gpu_batches_handed_off_hold_the_read_back_arrays(tensors, gpu_available, dtype):
+    """`gpu_output="staged"` and `"device"`: a `GpuBatch` under "gpu" whose views (one per
+    array, in order) hold the read-back arrays' bytes, copied out and (where the adapter can
+    export memory) copied into an export slot."""
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    options = dict(seed=6, crop=(6, 6), flips=True, rot90=True, dtype=dtype, end_epoch=2)
+    want = list(l3.Loader(tensors, 4, device="gpu", **options))
+    for mode in ("staged", "device"):
+        got = list(l3.Loader(tensors, 4, device="gpu", gpu_output=mode, **options))
+        assert len(got) == len(want)
+        slot = None
+        for w, g in zip(want, got):
+            batch = g["gpu"]
+            assert batch.kind == mode and batch.dtype == dtype
+            assert [v[0] for v in batch.views] == NAMES == g["arrays"]
+            with pytest.raises(l3.ParameterError, match="views"):
+                batch.shape
+            host = np.zeros(batch.nbytes, np.uint8)
+            batch.copy_into(host)
+            for name, shape, offset in batch.views:
+                data = w[name].tobytes()
+                assert tuple(shape) == w[name].shape and offset % 256 == 0
+                assert host[offset:offset + len(data)].tobytes() == data, name
+            if mode == "device":
+                if slot is None:
+                    try:
+                        slot = batch.new_export_slot(batch.nbytes)
+                    except l3.GpuError as e:
+                        if os.environ.get("CI") == "true":
+                            raise
+                        pytest.skip(f"this adapter cannot export memory: {e}")
+                batch.export_into(slot)
+                size = batch.nbytes + (-batch.nbytes) % 4
+                assert slot.read_back(size)[:batch.nbytes] == host.tobytes()

@@ -98,8 +98,9 @@ pub struct Batch {
     pub bytes_read: u64,
     /// Positional reads made for them (nearby payloads are read together).
     pub read_calls: usize,
-    /// The GPU path's tensor when [`super::LoaderOptions::gpu_output`] leaves it staged or
-    /// on the GPU (`data` is then empty); `None` otherwise, and for a batch without samples.
+    /// The GPU path's tensors when [`super::LoaderOptions::gpu_output`] leaves them staged
+    /// or on the GPU (`data` and `arrays` are then empty); `None` otherwise, and for a batch
+    /// without samples (a tensor dataset's then has empty `arrays`).
     #[cfg(feature = "gpu")]
     pub gpu: Option<std::sync::Arc<super::gpu::GpuHandOff>>,
     /// What a tensor dataset's GPU batch moved and ran (uploads, decodes, dispatches);

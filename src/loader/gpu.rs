@@ -29,44 +29,133 @@ pub enum GpuOutput {
     Device,
 }
 
-/// An augmented batch that was not read back into [`super::Batch::data`] (see [`GpuOutput`]).
+/// One tensor of a [`GpuHandOff`]: its name, shape and where its values start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandOffView {
+    /// `"images"` for an image batch; an array's name for a tensor dataset's.
+    pub name: String,
+    /// `[samples, ...]` (images: `[images, channels, height, width]`).
+    pub shape: Vec<usize>,
+    /// Byte offset of its first value in the hand-off's values (a multiple of 256).
+    pub offset: u64,
+}
+
+/// Where a [`GpuHandOff`]'s values are.
 #[derive(Debug)]
-pub enum GpuHandOff {
-    /// The tensor's bytes in a mapped host-visible buffer.
-    Staged {
-        /// The bytes (at least [`GpuTensor::bytes`]; the rest is padding).
-        staged: StagedBuffer,
-        /// `[images, channels, height, width]`.
-        shape: [usize; 4],
-        /// The element type.
-        element: TensorType,
+pub enum HandOffValues {
+    /// In a mapped host-visible buffer ([`GpuOutput::Staged`]).
+    Staged(StagedBuffer),
+    /// On the GPU ([`GpuOutput::Device`]), for the consumer to copy device to device.
+    Device {
+        /// The values (usage `STORAGE | COPY_SRC`).
+        buffer: wgpu::Buffer,
+        /// The device it lives on.
+        device: wgpu::Device,
+        /// That device's queue.
+        queue: wgpu::Queue,
     },
-    /// The tensor, on the GPU.
-    Device(GpuTensor),
+}
+
+/// A batch that was not read back into [`super::Batch::data`] or
+/// [`super::Batch::arrays`] (see [`GpuOutput`]): its tensors (one for images, one per array
+/// name for a tensor dataset), C order, in one span of values staged or left on the GPU.
+#[derive(Debug)]
+pub struct GpuHandOff {
+    /// The values.
+    pub values: HandOffValues,
+    /// The tensors in them, in the batch's order, at increasing offsets.
+    pub views: Vec<HandOffView>,
+    /// The element type of every tensor.
+    pub element: TensorType,
 }
 
 impl GpuHandOff {
-    /// `[images, channels, height, width]`.
-    pub fn shape(&self) -> [usize; 4] {
-        match self {
-            GpuHandOff::Staged { shape, .. } => *shape,
-            GpuHandOff::Device(t) => t.shape,
+    /// Bytes of the values, from the first tensor's start to the last one's end (the buffer
+    /// may be longer).
+    pub fn bytes(&self) -> u64 {
+        self.views
+            .iter()
+            .map(|v| {
+                v.offset + v.shape.iter().map(|&d| d as u64).product::<u64>() * self.element.size()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// `[images, channels, height, width]` of an image batch (its one tensor); `None` for a
+    /// tensor dataset's batch.
+    pub fn image_shape(&self) -> Option<[usize; 4]> {
+        match self.views.as_slice() {
+            [v] if v.name == IMAGES && v.offset == 0 => v.shape.as_slice().try_into().ok(),
+            _ => None,
         }
     }
 
     /// The element type.
     pub fn element(&self) -> TensorType {
-        match self {
-            GpuHandOff::Staged { element, .. } => *element,
-            GpuHandOff::Device(t) => t.element,
+        self.element
+    }
+
+    /// Copies the first [`GpuHandOff::bytes`] into `dst` (at least that long); a batch on
+    /// the GPU is staged first (blocking).
+    pub fn copy_to(&self, dst: &mut [u8]) -> Result<()> {
+        let n = self.bytes();
+        let Some(dst) = dst.get_mut(..n as usize) else {
+            return Err(crate::error::Error::Gpu(format!(
+                "{n} bytes of a hand-off asked into {} bytes",
+                dst.len()
+            )));
+        };
+        match &self.values {
+            HandOffValues::Staged(staged) => staged.copy_to(dst),
+            HandOffValues::Device {
+                buffer,
+                device,
+                queue,
+            } => {
+                if n == 0 {
+                    return Ok(());
+                }
+                let len = n.next_multiple_of(4);
+                stage_buffer(device, queue, buffer, 0, len)?.copy_to(dst)
+            }
         }
     }
 
-    /// Bytes of the tensor's values.
-    pub fn bytes(&self) -> u64 {
-        tensor_bytes(self.shape(), self.element())
+    /// `values` handed off by `mode` (`Staged` or `Device`; `None` for `ReadBack`, and for
+    /// a batch without values), with its `views`.
+    fn new(
+        mode: GpuOutput,
+        (buffer, device, queue): (wgpu::Buffer, &wgpu::Device, &wgpu::Queue),
+        views: Vec<HandOffView>,
+        element: TensorType,
+    ) -> Result<Option<Self>> {
+        let mut h = GpuHandOff {
+            values: HandOffValues::Device {
+                buffer,
+                device: device.clone(),
+                queue: queue.clone(),
+            },
+            views,
+            element,
+        };
+        let n = h.bytes();
+        if n == 0 || mode == GpuOutput::ReadBack {
+            return Ok(None);
+        }
+        if mode == GpuOutput::Staged {
+            let HandOffValues::Device { buffer, .. } = &h.values else {
+                unreachable!("made on the device above")
+            };
+            let staged = stage_buffer(device, queue, buffer, 0, n.next_multiple_of(4))?;
+            h.values = HandOffValues::Staged(staged);
+        }
+        Ok(Some(h))
     }
 }
+
+/// The name of an image batch's one tensor in a [`GpuHandOff`].
+pub const IMAGES: &str = "images";
 
 /// Bytes of the values of a tensor of `shape` and `element`.
 fn tensor_bytes(shape: [usize; 4], element: TensorType) -> u64 {
@@ -165,23 +254,30 @@ impl GpuTensor {
 
 /// Hands `tensor` over into `out` by `mode` (see [`GpuOutput`]).
 pub(super) fn hand_off(tensor: GpuTensor, mode: GpuOutput, out: &mut super::Batch) -> Result<()> {
-    match mode {
-        GpuOutput::ReadBack => out.data = tensor.read_back()?,
-        GpuOutput::Staged => {
-            if let Some(staged) = tensor.stage()? {
-                out.gpu = Some(std::sync::Arc::new(GpuHandOff::Staged {
-                    staged,
-                    shape: tensor.shape,
-                    element: tensor.element,
-                }));
-            }
-        }
-        GpuOutput::Device => {
-            if tensor.bytes() > 0 {
-                out.gpu = Some(std::sync::Arc::new(GpuHandOff::Device(tensor)));
-            }
-        }
+    if mode == GpuOutput::ReadBack {
+        out.data = tensor.read_back()?;
+        return Ok(());
     }
+    let view = HandOffView {
+        name: IMAGES.to_string(),
+        shape: tensor.shape.to_vec(),
+        offset: 0,
+    };
+    let gpu = (tensor.buffer, &tensor.device, &tensor.queue);
+    out.gpu = GpuHandOff::new(mode, gpu, vec![view], tensor.element)?.map(std::sync::Arc::new);
+    Ok(())
+}
+
+/// Hands a tensor dataset's batch (`buffer` holding `views`) over into `out` by `mode`,
+/// which is not [`GpuOutput::ReadBack`].
+pub(super) fn hand_off_views(
+    gpu: (wgpu::Buffer, &wgpu::Device, &wgpu::Queue),
+    views: Vec<HandOffView>,
+    element: TensorType,
+    mode: GpuOutput,
+    out: &mut super::Batch,
+) -> Result<()> {
+    out.gpu = GpuHandOff::new(mode, gpu, views, element)?.map(std::sync::Arc::new);
     Ok(())
 }
 

@@ -118,13 +118,13 @@ pub struct LoaderOptions {
     /// `augment.wgsl` (`loader::gpu`); the tensor is handed off by `gpu_output`. Equal to the
     /// CPU path within float tolerance (the GPU tests state it). A tensor dataset's batches
     /// are decoded and windowed as one GPU batch (`loader::tensor_gpu::window_batch`), bit
-    /// for bit the CPU path's, and read back; it refuses 64-bit arrays and a `gpu_output`
-    /// other than `ReadBack`.
+    /// for bit the CPU path's, and handed off by `gpu_output` too; it refuses 64-bit
+    /// arrays.
     #[cfg(feature = "gpu")]
     pub gpu: Option<Arc<crate::gpu::GpuDecoder>>,
-    /// With `gpu`: read the tensor back into [`super::Batch::data`] (default), or leave it
-    /// staged or on the GPU in [`super::Batch::gpu`] for the consumer to copy where it wants
-    /// (images only: a tensor dataset's arrays are read back).
+    /// With `gpu`: read the batch back into [`super::Batch::data`] (images) or
+    /// [`super::Batch::arrays`] (tensors) (default), or leave it staged or on the GPU in
+    /// [`super::Batch::gpu`] for the consumer to copy where it wants.
     #[cfg(feature = "gpu")]
     pub gpu_output: super::gpu::GpuOutput,
 }

@@ -229,7 +229,7 @@ impl TensorPlan {
         let gpu = options
             .gpu
             .is_some()
-            .then(|| GpuWindows::new(options, manifest, &augment, &extent))
+            .then(|| GpuWindows::new(manifest, &augment, &extent))
             .transpose()?;
         Ok(TensorPlan {
             arrays,
@@ -390,25 +390,14 @@ pub(super) struct GpuWindows {
 
 #[cfg(feature = "gpu")]
 impl GpuWindows {
-    /// The GPU path's windows of a dataset of `manifest` under `options` (with `augment` and
-    /// its `extent` checked by the caller). Refused: a hand-off other than
-    /// [`super::gpu::GpuOutput::ReadBack`] (staged and device hand-offs carry one image
-    /// tensor), 64-bit arrays (the window kernel reads 32 bits at most), and whole arrays
-    /// that do not share their last two axes.
+    /// The GPU path's windows of a dataset of `manifest` (with `augment` and
+    /// its `extent` checked by the caller). Refused: 64-bit arrays (the window kernel reads
+    /// 32 bits at most), and whole arrays that do not share their last two axes.
     fn new(
-        options: &LoaderOptions,
         manifest: &TensorManifest,
         augment: &Option<TensorAugment>,
         extent: &[u32],
     ) -> Result<Self> {
-        if options.gpu_output != super::gpu::GpuOutput::ReadBack {
-            return Err(invalid_option(
-                "gpu_output",
-                options.gpu_output as u64,
-                "a tensor dataset's GPU batches are read back (GpuOutput::ReadBack); staged \
-                 and device hand-offs are for images",
-            ));
-        }
         for d in &manifest.arrays {
             let wide = matches!(
                 d.dtype(),
@@ -458,7 +447,8 @@ impl TensorPlan {
     /// The GPU path of a batch: samples `ids[k]` with `payloads[k]` (or the error in
     /// `errors[k]`, rejected first by `options.on_error`), each checked against the plan
     /// and given its window (the CPU path's draw), then cut as one batch by
-    /// [`super::tensor_gpu::window_batch`] and read back into `out.arrays`. A sample the
+    /// [`super::tensor_gpu::window_batch`] and read back into `out.arrays`, or handed off
+    /// by `options.gpu_output` into `out.gpu` (staged, or left on the GPU). A sample the
     /// batch refuses ([`Error::InBatch`]: a payload that does not decode) is rejected by
     /// `on_error` and the batch is redone without it, as the image path does. Returns the
     /// batch time and the read-back time.
@@ -552,16 +542,21 @@ impl TensorPlan {
         };
         let t1 = Instant::now();
         out.gpu_counts = Some(batch.counts);
-        let read = batch.read_back()?;
-        out.arrays = read
-            .into_iter()
-            .zip(&batch.arrays)
-            .map(|((name, tensor), a)| NamedTensor {
-                name,
-                shape: a.shape.clone(),
-                tensor,
-            })
-            .collect();
+        if options.gpu_output == super::gpu::GpuOutput::ReadBack {
+            let read = batch.read_back()?;
+            out.arrays = read
+                .into_iter()
+                .zip(&batch.arrays)
+                .map(|((name, tensor), a)| NamedTensor {
+                    name,
+                    shape: a.shape.clone(),
+                    tensor,
+                })
+                .collect();
+        } else {
+            // Staged, or left on the GPU: the consumer takes the arrays from `out.gpu`.
+            batch.hand_off(options.gpu_output, out)?;
+        }
         for (k, input) in live {
             let sample = ids[k] as u64;
             out.samples.push(sample);

@@ -132,6 +132,26 @@ impl GpuTensorBatch {
             .map(|i| Ok((self.arrays[i].name.clone(), self.read_back_array(i)?)))
             .collect()
     }
+
+    /// The batch handed over into `out` by `mode` (staged, or left on the GPU): one view
+    /// per tensor, at its offset ([`super::gpu::GpuHandOff`]).
+    pub(super) fn hand_off(
+        self,
+        mode: super::gpu::GpuOutput,
+        out: &mut super::batch::Batch,
+    ) -> Result<()> {
+        let views = self
+            .arrays
+            .into_iter()
+            .map(|a| super::gpu::HandOffView {
+                name: a.name,
+                shape: a.shape,
+                offset: a.offset,
+            })
+            .collect();
+        let gpu = (self.buffer, &self.device, &self.queue);
+        super::gpu::hand_off_views(gpu, views, self.element, mode, out)
+    }
 }
 
 /// Where a job's array comes from.
