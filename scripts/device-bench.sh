@@ -434,6 +434,7 @@ def rate_torch(label, path, output):
     ds = L3IterableDataset(path, 32, crop=(128, 128), flips=True, rot90=True, normalize=True,
                            seed=1, threads=CORES, device="gpu", output=output)
     loader = L3DataLoader(ds)
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     n = 0
     t_start = time.perf_counter()
     for epoch in range(EPOCHS + 1):
@@ -444,10 +445,10 @@ def rate_torch(label, path, output):
             if epoch > 0:
                 n += len(b["samples"])
         if epoch == 0:
-            torch.cuda.synchronize()
+            sync()
             first = time.perf_counter()
             warm = first - t_start
-    torch.cuda.synchronize()
+    sync()
     dt = time.perf_counter() - first
     ds.close()
     line = f"{label}\t{n / dt:.0f} samples/s\t{n} samples in {dt:.2f} s (warm-up epoch {warm:.2f} s)"
