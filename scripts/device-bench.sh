@@ -181,7 +181,8 @@ ADAPTER=$("$PYTHON" -c 'import l3; print(l3.gpu_adapter() or "none")' 2>/dev/nul
         true
 } 2>&1 | tee "$OUTDIR/machine.txt"
 
-# --- 1. GPU decode steady state (l3-bench's GPU section only)
+# --- 1. GPU decode steady state (l3-bench's GPU section only): images (fast, compact) and
+# float arrays (lossless, error-bounded v3), each against a copy kernel of its output size
 BIN=${L3_BENCH_BIN:-}
 [ -z "$BIN" ] && [ -x .bench-bin/l3-bench ] && BIN=.bench-bin/l3-bench
 [ -z "$BIN" ] && [ -x target/release/l3-bench ] && BIN=target/release/l3-bench
@@ -199,11 +200,13 @@ rows = [r for r in gpu["rows"] if r["name"].startswith("steady state:")]
 if not rows:
     sys.exit("no steady-state rows in l3-bench's report")
 gbs = {r["name"]: r["bytes"] / r["time"]["median_s"] / 1e9 for r in rows}
-copy = [v for k, v in gbs.items() if "copy kernel" in k]
+# Each row against the copy kernel of its own output size (images and floats differ).
+copy = {r["bytes"]: gbs[r["name"]] for r in rows if "copy kernel" in r["name"]}
 with open(sys.argv[2], "a") as f:
     for name, v in gbs.items():
-        vs = f"{v / copy[0]:.1%} of the copy kernel" if copy and "copy kernel" not in name else ""
         r = next(r for r in rows if r["name"] == name)
+        c = copy.get(r["bytes"])
+        vs = f"{v / c:.1%} of the copy kernel" if c and "copy kernel" not in name else ""
         t = r["time"]
         # The spread of the repeats: the slowest and fastest against the median.
         spread = f"{t['reps']} repeats, {t['min_s'] / t['median_s'] - 1:+.0%}/{t['max_s'] / t['median_s'] - 1:+.0%} in time"

@@ -232,6 +232,18 @@ pub fn bench_gpu(
                 note: format!("failed: {}", one_line(&format!("{e:#}"))),
             }),
         }
+        eprintln!("  gpu float steady state ({steady_mb} MB batches)...");
+        let (device, queue) = (decoder.device(), decoder.queue());
+        match guard(|| steady::float_steady_rows(device, queue, steady_mb << 20, args.reps)) {
+            Ok(mut r) => rows.append(&mut r),
+            Err(e) => rows.push(GpuRow {
+                name: "float steady state".into(),
+                bytes: 0,
+                pixels: 0,
+                stats: None,
+                note: format!("failed: {}", one_line(&format!("{e:#}"))),
+            }),
+        }
     }
     Ok(GpuReport {
         adapter,

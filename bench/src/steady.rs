@@ -239,3 +239,139 @@ pub fn steady_rows(
     });
     Ok(rows)
 }
+
+/// Side of the synthetic float fields of [`float_steady_rows`].
+const FIELD_SIDE: usize = 1024;
+
+/// A smooth float32 field, `FIELD_SIDE` squared, from `seed`: 24 sinusoids whose amplitude
+/// falls as the cube of their wavenumber (as the spectra of the device run's tensor fields),
+/// plus noise at 1e-4 of the amplitude, so the low bits are not all predictable.
+fn smooth_field(seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let waves: Vec<(f64, f64, f64, f64)> = (0..24)
+        .map(|_| {
+            let (kx, ky) = (1.0 + 15.0 * next(), 1.0 + 15.0 * next());
+            let amp = (kx * kx + ky * ky).sqrt().powi(-3);
+            (kx, ky, amp, std::f64::consts::TAU * next())
+        })
+        .collect();
+    let n = FIELD_SIDE as f64;
+    let mut out = Vec::with_capacity(FIELD_SIDE * FIELD_SIDE);
+    for y in 0..FIELD_SIDE {
+        for x in 0..FIELD_SIDE {
+            let (u, v) = (x as f64 / n, y as f64 / n);
+            let s: f64 = waves
+                .iter()
+                .map(|&(kx, ky, a, p)| a * (std::f64::consts::TAU * (kx * u + ky * v) + p).sin())
+                .sum();
+            out.push((s * 1e3 + 0.1 * (next() - 0.5)) as f32);
+        }
+    }
+    out
+}
+
+/// The float kernels' steady state: lossless (`.l3f` version 2) and error-bounded (version 3,
+/// 1e-3 of the range) arrays of [`smooth_field`]s, repeated until the decoded output
+/// reaches `target_bytes` (or the device's largest storage binding, which the copy kernel
+/// binds whole), decoded `reps` times (after a warm-up) with the decoder's timing
+/// on (GPU timestamps around each submission's pass), next to the copy kernel of the same
+/// output size.
+pub fn float_steady_rows(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    target_bytes: u64,
+    reps: usize,
+) -> Result<Vec<GpuRow>> {
+    use l3::field::{encode_bounded, encode_lossless, BoundedOptions, FloatSlice, LosslessOptions};
+    let mut decoder = l3::gpu::GpuDecoder::new(device, queue)?;
+    if !decoder.set_timing(true) {
+        return Ok(vec![GpuRow {
+            name: "float steady state".into(),
+            bytes: 0,
+            pixels: 0,
+            stats: None,
+            note: "skipped: the device has no TIMESTAMP_QUERY".into(),
+        }]);
+    }
+    let fields: Vec<Vec<f32>> = (0..4).map(smooth_field).collect();
+    let shape = [FIELD_SIDE as u32, FIELD_SIDE as u32];
+    let mut lossless = Vec::new();
+    let mut bounded = Vec::new();
+    for f in &fields {
+        lossless.push(encode_lossless(
+            FloatSlice::F32(f),
+            &shape,
+            &LosslessOptions::default(),
+        )?);
+        let (lo, hi) = f
+            .iter()
+            .fold((f32::MAX, f32::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+        let bound = 1e-3 * (hi - lo) as f64;
+        bounded.push(encode_bounded(f, &shape, &BoundedOptions::new(bound))?);
+    }
+    let one_pass = (fields.len() * FIELD_SIDE * FIELD_SIDE * 4) as u64;
+    // The copy kernel binds the whole output: at most the device's largest storage binding.
+    let max_binding = device.limits().max_storage_buffer_binding_size as u64;
+    let copies = target_bytes
+        .div_ceil(one_pass)
+        .min(max_binding / one_pass)
+        .max(1) as usize;
+    let output = copies as u64 * one_pass;
+    let (copy_ns, _) = copy_and_clear_ns(device, queue, output, reps)?;
+    let copy = stats_of(copy_ns.into_iter().map(|ns| ns * 1e-9).collect());
+    let mut rows = Vec::new();
+    for (label, files, is_lossless) in [
+        ("lossless float32 (v2)", &lossless, true),
+        ("error-bounded 1e-3 (v3)", &bounded, false),
+    ] {
+        let compressed: usize = files.iter().map(Vec::len).sum();
+        let refs: Vec<&[u8]> = (0..copies)
+            .flat_map(|_| files.iter().map(Vec::as_slice))
+            .collect();
+        let mut kernels = Vec::new();
+        let mut submissions = 0;
+        for rep in 0..=reps {
+            let (ns, subs) = if is_lossless {
+                let b = l3::field::gpu::decode_lossless_fields(&decoder, &refs)?;
+                (b.kernel_ns, b.submissions)
+            } else {
+                let o = l3::DecodeOptions::default();
+                let b = l3::field::gpu::decode_bounded_fields(&decoder, &refs, &o)?;
+                (b.kernel_ns, b.submissions)
+            };
+            submissions = subs;
+            if rep > 0 {
+                kernels.push(ns.ok_or_else(|| anyhow!("no float timings"))? as f64 * 1e-9);
+            }
+        }
+        let k = stats_of(kernels);
+        rows.push(GpuRow {
+            name: format!(
+                "steady state: l3 {label}, {} arrays of {FIELD_SIDE}x{FIELD_SIDE} ({copies}x 4 fields), kernels",
+                refs.len()
+            ),
+            bytes: output,
+            pixels: 0,
+            stats: Some(k),
+            note: format!(
+                "GPU timestamps, every pass of {submissions} submission(s); ratio {:.2}; {:.1}% of the copy kernel's GB/s",
+                one_pass as f64 / compressed as f64,
+                100.0 * copy.median / k.median
+            ),
+        });
+    }
+    rows.push(GpuRow {
+        name: "steady state: copy kernel, the float rows' output size".into(),
+        bytes: output,
+        pixels: 0,
+        stats: Some(copy),
+        note: "reads and writes every byte once (vec4<u32>, grid-stride); GPU timestamps".into(),
+    });
+    Ok(rows)
+}

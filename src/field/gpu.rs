@@ -223,6 +223,12 @@ pub struct GpuArrayBatch<H> {
     /// Bytes written to the GPU for the batch: the files, the segment, decode, run, array
     /// and pass tables, and the step uniforms.
     pub uploaded_bytes: u64,
+    /// GPU nanoseconds of the decode's compute passes (timestamps at each submission's pass
+    /// beginning and end, summed) where the decoder's timing is on
+    /// ([`GpuDecoder::set_timing`]) on a device with `TIMESTAMP_QUERY`; `None` otherwise and
+    /// for an empty batch. Uploads, the flags' read-back and gaps between submissions are
+    /// outside it.
+    pub kernel_ns: Option<u64>,
     /// Bytes of each array's values.
     lens: Vec<u64>,
     device: wgpu::Device,
@@ -327,12 +333,13 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
     let buffer = output_buffer(decoder, "l3 lossless output", total);
     let mut offsets = Vec::with_capacity(files.len());
     let mut headers = Vec::with_capacity(files.len());
-    let (mut dispatches, mut uploaded) = (0, 0);
+    let (mut dispatches, mut uploaded, mut kernel_ns) = (0, 0, Some(0));
     for ((first, plan), &at) in batches.into_iter().zip(&base) {
-        let (flags, d, u) = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
-        dispatches += d;
-        uploaded += u;
-        flagged(first, &flags)?;
+        let ran = lossless::dispatch(decoder, &tables(&plan), &buffer, at, &limits)?;
+        dispatches += ran.dispatches;
+        uploaded += ran.uploaded;
+        kernel_ns = kernel_ns.zip(ran.kernel_ns).map(|(a, b)| a + b);
+        flagged(first, &ran.flags)?;
         offsets.extend(plan.arrays.iter().map(|a| at + a.out_word as u64 * 4));
         headers.extend(plan.headers);
     }
@@ -344,6 +351,7 @@ pub fn decode_lossless_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<G
         submissions: base.len(),
         dispatches,
         uploaded_bytes: uploaded,
+        kernel_ns: kernel_ns.filter(|_| decoder.timing && !files.is_empty()),
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
     })
@@ -379,6 +387,7 @@ pub fn decode_bounded_fields(
     let total: u64 = plans.iter().map(|p| p.output_words as u64 * 4).sum();
     let buffer = output_buffer(decoder, "l3 error-bounded output", total);
     let (mut dispatches, mut uploaded, mut offsets, mut headers) = (0, 0, Vec::new(), Vec::new());
+    let mut kernel_ns = Some(0);
     let submissions = if files.is_empty() { 0 } else { plans.len() };
     for plan in plans.into_iter().filter(|p| !p.arrays.is_empty()) {
         let tables = BoundedTables {
@@ -392,10 +401,11 @@ pub fn decode_bounded_fields(
                 (plan.output_words as u64 * 4).max(4),
             ),
         };
-        let (flags, d, u) = crate::gpu::bounded::dispatch(decoder, &tables, &limits)?;
-        flagged(plan.own.first_file, &flags)?;
-        dispatches += d;
-        uploaded += u;
+        let ran = crate::gpu::bounded::dispatch(decoder, &tables, &limits)?;
+        flagged(plan.own.first_file, &ran.flags)?;
+        dispatches += ran.dispatches;
+        uploaded += ran.uploaded;
+        kernel_ns = kernel_ns.zip(ran.kernel_ns).map(|(a, b)| a + b);
         offsets.extend(
             plan.arrays
                 .iter()
@@ -411,6 +421,7 @@ pub fn decode_bounded_fields(
         dispatches,
         submissions,
         uploaded_bytes: uploaded,
+        kernel_ns: kernel_ns.filter(|_| decoder.timing && submissions > 0),
         device: decoder.device().clone(),
         queue: decoder.queue().clone(),
     })

@@ -35,10 +35,6 @@ pub(crate) struct BoundedTables<'a> {
     pub output: (&'a wgpu::Buffer, u64, u64),
 }
 
-/// What one batch gave: each file's error flags, the dispatches and the bytes written to the
-/// GPU.
-pub(crate) type BoundedResult = (Vec<u32>, u32, u64);
-
 /// The (padded shape, differenced axes) of the differences arrays among `arrays`, for
 /// [`line_sum_steps`].
 fn differenced(arrays: &[BoundedArray]) -> impl Iterator<Item = ([u32; 4], u32)> + Clone + '_ {
@@ -54,12 +50,13 @@ fn table_words(len: usize, size: usize) -> usize {
     len.max(1) * size
 }
 
-/// Decodes the batch on the GPU (see the module head).
+/// Decodes the batch on the GPU (see the module head): each file's error flags, the
+/// dispatches, the bytes written to the GPU and the pass's GPU time where timing is on.
 pub(crate) fn dispatch(
     decoder: &GpuDecoder,
     t: &BoundedTables<'_>,
     limits: &BindLimits,
-) -> Result<BoundedResult> {
+) -> Result<chunked::Ran> {
     let files = t.arrays.len();
     let word = |s: usize| s / 4;
     let names = [
@@ -146,7 +143,7 @@ pub(crate) fn dispatch(
         slot: 0,
         groups: [g(max_count), files_y],
     });
-    let (flags, uploaded) = chunked::run(
+    chunked::run(
         decoder,
         &Run {
             label: "l3 bounded",
@@ -160,6 +157,5 @@ pub(crate) fn dispatch(
             files,
         },
         limits,
-    )?;
-    Ok((flags, dispatches.len() as u32, uploaded))
+    )
 }

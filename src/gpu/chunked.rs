@@ -237,15 +237,24 @@ pub(crate) struct Run<'a> {
     pub files: usize,
 }
 
+/// What a kernel run gave back.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    /// One error flag per file.
+    pub flags: Vec<u32>,
+    /// Bytes written to the GPU (tables and steps).
+    pub uploaded: u64,
+    /// Dispatches recorded.
+    pub dispatches: u32,
+    /// GPU nanoseconds of the compute pass (timestamps at its beginning and end), where the
+    /// decoder's timing is on ([`GpuDecoder::set_timing`]); else `None`.
+    pub kernel_ns: Option<u64>,
+}
+
 /// Checks every binding, fills the decoder's pooled buffers ([`FloatPool`]), records the
-/// dispatches in one compute pass and the error flags' copy to the host, submits them as one
-/// submission and reads the flags: the flags and the bytes written to the GPU (tables and
-/// steps).
-pub(crate) fn run(
-    decoder: &GpuDecoder,
-    r: &Run<'_>,
-    limits: &BindLimits,
-) -> Result<(Vec<u32>, u64)> {
+/// dispatches in one compute pass (timed where the decoder's timing is on) and the error
+/// flags' copy to the host, submits them as one submission and reads the flags back.
+pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Result<Ran> {
     if r.files as u64 > MAX_GROUPS as u64 {
         return Err(LimitsError::GpuBuffer {
             what: r.files_what,
@@ -273,6 +282,33 @@ pub(crate) fn run(
     // would otherwise clear them (queue order) before this one's copy.
     let mut pool = decoder.float_pool.lock().unwrap_or_else(|e| e.into_inner());
     let flag_bytes = bytes(r.files);
+    // Timing: the pass's two timestamps, resolved and copied to a mapped buffer in the same
+    // submission.
+    let timing = decoder.timing.then(|| {
+        let resolve = |label, usage| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: 16,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        (
+            d.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("l3 chunked-float timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve(
+                "l3 chunked-float timestamps",
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            ),
+            resolve(
+                "l3 chunked-float timestamps read-back",
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
+        )
+    });
     let flags = decoder.with_error_scopes(|| {
         let grown = pool.ensure(d, &r.tables, r.steps.len());
         decoder.count_allocations(grown);
@@ -322,7 +358,13 @@ pub(crate) fn run(
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(r.label),
-                timestamp_writes: None,
+                timestamp_writes: timing.as_ref().map(|(qs, _, _)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: qs,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }
+                }),
             });
             decoder.count_dispatches(r.dispatches.len() as u64);
             for x in r.dispatches {
@@ -334,6 +376,10 @@ pub(crate) fn run(
         // The flags' copy to the pooled staging buffer in the same submission.
         let staging = pool.flags.as_ref().expect("ensured");
         encoder.copy_buffer_to_buffer(bufs[ERRORS], 0, staging, 0, flag_bytes);
+        if let Some((qs, resolve, read)) = &timing {
+            encoder.resolve_query_set(qs, 0..2, resolve, 0);
+            encoder.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
+        }
         decoder.submit_commands(encoder.finish());
         Ok(())
     });
@@ -341,8 +387,25 @@ pub(crate) fn run(
     let staging = pool.flags.as_ref().expect("ensured");
     decoder.count_readbacks(1);
     let map = super::map::map_read(staging, 0..flag_bytes);
+    let ticks = timing
+        .as_ref()
+        .map(|(_, _, read)| (read, super::map::map_read(read, 0..16)));
     super::readback::wait_idle(d)?;
     pollster::block_on(map.wait())?;
+    let kernel_ns = match ticks {
+        Some((read, request)) => {
+            pollster::block_on(request.wait())?;
+            let t: Vec<u64> = {
+                let view = read
+                    .get_mapped_range(..)
+                    .map_err(|e| crate::error::Error::Gpu(format!("map failed: {e}")))?;
+                bytemuck::pod_collect_to_vec(&view[..])
+            };
+            let period = decoder.queue.get_timestamp_period() as f64;
+            Some((t[1].saturating_sub(t[0]) as f64 * period).round() as u64)
+        }
+        None => None,
+    };
     let flags = {
         let view = staging
             .get_mapped_range(0..flag_bytes)
@@ -358,5 +421,10 @@ pub(crate) fn run(
         .map(<[u8]>::len)
         .sum::<usize>() as u64
         + r.steps.len();
-    Ok((flags, uploaded))
+    Ok(Ran {
+        flags,
+        uploaded,
+        dispatches: r.dispatches.len() as u32,
+        kernel_ns,
+    })
 }

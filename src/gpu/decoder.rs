@@ -30,7 +30,7 @@ pub struct Context {
     pub(crate) scratch: Mutex<Option<Scratch>>,
     /// The float-array kernels' buffers kept between batches (`gpu::chunked`).
     pub(crate) float_pool: Mutex<super::chunked::FloatPool>,
-    timing: bool,
+    pub(crate) timing: bool,
     last_timings: Mutex<Option<StageTimings>>,
     /// GPU buffers (re)allocated for scratch so far (see [`GpuDecoder::count_allocation`]).
     allocations: AtomicU64,
@@ -180,7 +180,9 @@ impl Context {
 
     /// Turns per-stage GPU timing on or off for [`GpuDecoder::decode_batch`],
     /// [`GpuDecoder::decode_batch_with_flags`] and [`GpuDecoder::decode_batch_async`]; the
-    /// timings of the last such batch are then in [`GpuDecoder::last_stage_timings`]. Off by
+    /// timings of the last such batch are then in [`GpuDecoder::last_stage_timings`]. The
+    /// lossless and error-bounded float decodes (`field::gpu`) then carry their kernels' GPU
+    /// time in `GpuArrayBatch::kernel_ns`. Off by
     /// default: timing costs a query set, a resolve and a small read-back per batch. Returns
     /// whether timing is now on: `false` when the device lacks
     /// [`wgpu::Features::TIMESTAMP_QUERY`] (the request is then ignored and batches decode as

@@ -72,14 +72,14 @@ pub(crate) fn fits(t: &LosslessTables<'_>, limits: &BindLimits) -> bool {
 
 /// Decodes the batch on the GPU into `out` (a buffer with usage `STORAGE`) from byte
 /// `out_offset` (a multiple of the storage alignment): each file's error flags, the
-/// dispatches and the bytes written to the GPU.
+/// dispatches, the bytes written to the GPU and the pass's GPU time where timing is on.
 pub(crate) fn dispatch(
     decoder: &GpuDecoder,
     t: &LosslessTables<'_>,
     out: &wgpu::Buffer,
     out_offset: u64,
     limits: &BindLimits,
-) -> Result<(Vec<u32>, u32, u64)> {
+) -> Result<chunked::Ran> {
     // One uniform slot per round, then one per line-sum step.
     let rounds = t.streams.rounds.max(1);
     let sums = line_sum_steps(
@@ -123,7 +123,7 @@ pub(crate) fn dispatch(
             groups: [g(max_words), files_y],
         }])
         .collect();
-    let (flags, uploaded) = chunked::run(
+    chunked::run(
         decoder,
         &Run {
             label: "l3 lossless",
@@ -137,6 +137,5 @@ pub(crate) fn dispatch(
             files: t.arrays.len(),
         },
         limits,
-    )?;
-    Ok((flags, dispatches.len() as u32, uploaded))
+    )
 }
