@@ -2,8 +2,9 @@
 //! predictor on dual-quantised bins (axis set by an estimate), each with its exception runs.
 //! On a large array each predictor's settings are ranked on a sample (`sample`) and only the
 //! predictor the sample finds smaller is coded in full (both when the estimates are within
-//! [`CLOSE`]); a small array's candidates are estimated whole and both predictors coded (on
-//! two threads when asked). The smallest file is kept.
+//! [`CLOSE`]); an array a sample would not halve (up to about 2^15 values) has its
+//! candidates estimated whole and both predictors coded (on two threads when asked). The
+//! smallest file is kept.
 
 use super::candidate::*;
 use super::format::*;

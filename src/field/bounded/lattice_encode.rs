@@ -159,9 +159,10 @@ pub(super) fn lattice_plan(
     }
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
     let est = ranked[0].0;
-    // A sparse stream's estimate rests on few non-zero residuals in the sample: the runner-up
-    // is tried on the whole array too.
-    let runner_up = (est < SPARSE_BITS * sampled as f64 && ranked.len() > 1)
+    // A sparse stream's estimate rests on few non-zero residuals in the sample, and a small
+    // array's second setting costs little: the runner-up is tried on the whole array too.
+    let runner_up = ((est < SPARSE_BITS * sampled as f64 || input.values.len() <= RUNNER_UP_UP_TO)
+        && ranked.len() > 1)
         .then(|| level_steps(levels, ranked[1].1));
     let plan = LatticePlan {
         unit,
@@ -175,6 +176,12 @@ pub(super) fn lattice_plan(
 /// Below this many estimated bits a value on the sample, the runner-up setting is tried on
 /// the whole array too ([`lattice_pending`]).
 const SPARSE_BITS: f64 = 1.0;
+
+/// Arrays of at most this many values try the runner-up setting on the whole array too:
+/// their sample is a quarter or more of them, and the second forward pass costs little
+/// against the sample's estimates. (256 x 256 planes, against the first setting alone:
+/// ratios +0.8 / +1.9 / +1.3 % at 1e-2 / 1e-3 / 1e-4 of the range.)
+const RUNNER_UP_UP_TO: usize = 1 << 16;
 
 /// The lattice predictor's candidate at one setting before its entropy stage, or `None` when
 /// a lattice value reaches the exact-product limit.
