@@ -240,7 +240,7 @@ fn linear_between(b: i64, c: i64) -> i64 {
 /// corrected to the exact floor (an integer division was most of a target's time in the
 /// encoder's walk).
 #[derive(Clone, Copy)]
-struct Quantiser {
+pub(super) struct Quantiser {
     step: i64,
     half: i64,
     shift: Option<u32>,
@@ -249,7 +249,7 @@ struct Quantiser {
 
 impl Quantiser {
     #[inline(always)]
-    fn new(step: i64) -> Self {
+    pub(super) fn new(step: i64) -> Self {
         Quantiser {
             step,
             half: step / 2,
@@ -261,12 +261,15 @@ impl Quantiser {
     /// `k` for the difference `diff` (a target less its prediction: two i32 values apart, so
     /// well inside f64's exact integers, and the product's error far below one step).
     #[inline(always)]
-    fn k(&self, diff: i64) -> i64 {
+    pub(super) fn k(&self, diff: i64) -> i64 {
         let d = diff + self.half;
         if let Some(shift) = self.shift {
             return d >> shift;
         }
-        let q = (d as f64 * self.inv).floor() as i64;
+        // Truncated, not floored (`floor` is a library call without SSE4.1): below zero
+        // the quotient is then one too large at most, as the product's rounding can make
+        // it one off at an exact multiple; either way one correction step gives the floor.
+        let q = (d as f64 * self.inv) as i64;
         let r = d - q * self.step;
         q + (r >= self.step) as i64 - (r < 0) as i64
     }

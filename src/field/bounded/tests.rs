@@ -523,3 +523,27 @@ fn round_to_i32_is_round_ties_even_saturating() {
         assert_eq!(round_to_i32(t), t.round_ties_even() as i32, "{t}");
     }
 }
+
+/// The closed loop's `k` by the reciprocal (truncated, then corrected) is the exact floor of
+/// `(diff + floor(step / 2)) / step` for every step and for differences at, beside and
+/// between multiples of the step, up to two i32 values apart.
+#[test]
+fn the_quantiser_gives_the_exact_floor() {
+    let mut rng = crate::field::test_rng::Rng(11);
+    for step in 1..=300i64 {
+        let q = Quantiser::new(step);
+        let exact = |d: i64| (d + step / 2).div_euclid(step);
+        let mut diffs: Vec<i64> = vec![0, 1, -1, i32::MAX as i64 * 2, i32::MIN as i64 * 2];
+        for m in [1i64, 2, 7, 1000, 123_456_789, (1 << 32) / step] {
+            for e in -2..=2 {
+                for s in [1, -1] {
+                    diffs.push(s * m * step + e - step / 2);
+                }
+            }
+        }
+        diffs.extend((0..200).map(|_| rng.next() as i64 >> 30));
+        for d in diffs {
+            assert_eq!(q.k(d), exact(d), "step {step}, diff {d}");
+        }
+    }
+}
