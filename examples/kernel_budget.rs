@@ -103,5 +103,93 @@ fn per_batch() -> l3::Result<()> {
             Ok(w as u64 * h as u64 * 4)
         },
     )?;
+    let bounded =
+        l3::field::encode_bounded(&field, &[h, w], &l3::field::BoundedOptions::new(1e-3))?;
+    row(
+        "one 512x512 f32 field, error-bounded v3",
+        &[bounded],
+        &|files: &[&[u8]]| -> l3::Result<u64> {
+            let batch =
+                l3::field::gpu::decode_bounded_fields(&decoder, files, &Default::default())?;
+            drop(batch);
+            Ok(w as u64 * h as u64 * 4)
+        },
+    )?;
+    tensor_rows(&decoder)
+}
+
+/// The tensor loader's GPU batch (`loader::tensor_gpu::window_batch`): 8 records of a
+/// lossless (2, 256, 256) `input`, an error-bounded (version 1) (256, 256) `eb` and a raw
+/// (256, 256) `target`, cut to 128 x 128 windows, twice.
+fn tensor_rows(decoder: &GpuDecoder) -> l3::Result<()> {
+    use l3::loader::tensor_augment::TensorAugment;
+    use l3::loader::tensor_gpu::{window_batch, TensorArrayInput, TensorSampleInput};
+    use l3::tensor::{encode_array, ArrayMode, ArrayOptions, DType, NdArray};
+    let plane = |k: u32, n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i % 256) as f32 * 0.03 + k as f32).sin() * ((i / 256) as f32 * 0.02).cos())
+            .collect()
+    };
+    let array = |shape: Vec<u32>, v: Vec<f32>| {
+        NdArray::new(DType::Float32, shape, bytemuck::cast_slice(&v).to_vec())
+    };
+    let mut records = Vec::new();
+    for k in 0..8u32 {
+        records.push(vec![
+            encode_array(
+                "input",
+                &array(vec![2, 256, 256], plane(k, 2 * 65536))?,
+                &ArrayOptions::new(ArrayMode::Lossless),
+            )?,
+            encode_array(
+                "eb",
+                &array(vec![256, 256], plane(k + 50, 65536))?,
+                &ArrayOptions::new(ArrayMode::Bounded(l3::field::Bound::Absolute(1e-3))),
+            )?,
+            encode_array(
+                "target",
+                &array(vec![256, 256], plane(k + 90, 65536))?,
+                &ArrayOptions::new(ArrayMode::Raw),
+            )?,
+        ]);
+    }
+    let augment = TensorAugment {
+        crop: vec![128, 128],
+        flips: true,
+        ..Default::default()
+    };
+    let samples: Vec<TensorSampleInput<'_>> = records
+        .iter()
+        .enumerate()
+        .map(|(s, r)| -> l3::Result<_> {
+            Ok(TensorSampleInput {
+                arrays: r
+                    .iter()
+                    .map(|e| TensorArrayInput {
+                        spec: &e.spec,
+                        payload: &e.payload,
+                    })
+                    .collect(),
+                window: augment.window(1, 0, s as u64, &[256, 256])?,
+            })
+        })
+        .collect::<l3::Result<_>>()?;
+    for pass in ["first", "second"] {
+        let before: Counts = decoder.counts();
+        let t = Instant::now();
+        let batch = window_batch(decoder, &augment, &samples, &|_| None)?;
+        // Wait for the batch's work (a read-back of one value would add a read-back).
+        decoder
+            .device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| l3::Error::Gpu(format!("poll: {e}")))?;
+        let us = t.elapsed().as_micros();
+        let c = decoder.counts() - before;
+        println!(
+            "| tensor batch: 8 x (lossless 2x256x256, v1 256x256, raw 256x256), 128 crops | {pass} | {} | {} | {} | {} | {} | {} | {} | {us} |",
+            batch.counts.output_bytes,
+            c.submissions, c.dispatches, c.bind_groups, c.buffers, c.readbacks, c.upload_bytes
+        );
+    }
     Ok(())
 }

@@ -79,8 +79,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// a new array; `"staged"` or `"device"` as an `l3._l3.GpuBatch` (staged in host-visible
 /// memory, or left on the GPU) that the consumer copies into memory it reuses (`l3.torch`'s
 /// pinned and CUDA pools): under `"images"`, or for a tensor dataset under `"gpu"` with one
-/// view per array (whose own keys then hold empty arrays). A batch without samples is
-/// arrays in every mode.
+/// view per array (the arrays' own keys are then absent; `"arrays"` still names them). A
+/// batch without samples is arrays in every mode.
 ///
 /// Over a tensor dataset `device="gpu"` decodes and cuts the batch's arrays on the GPU, bit
 /// for bit the CPU path's (64-bit arrays load on the CPU only); `"auto"` takes the CPU path

@@ -392,6 +392,13 @@ pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Res
         .map(|(_, _, read)| (read, super::map::map_read(read, 0..16)));
     super::readback::wait_idle(d)?;
     pollster::block_on(map.wait())?;
+    // The pooled flags buffer is unmapped whatever follows (a later batch copies into it).
+    let flags = staging
+        .get_mapped_range(0..flag_bytes)
+        .map(|view| bytemuck::pod_collect_to_vec::<u8, u32>(&view[..r.files * 4]));
+    staging.unmap();
+    let flags = flags.map_err(|e| crate::error::Error::Gpu(format!("map failed: {e}")))?;
+    // The timestamps' buffers are this run's own.
     let kernel_ns = match ticks {
         Some((read, request)) => {
             pollster::block_on(request.wait())?;
@@ -406,13 +413,6 @@ pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Res
         }
         None => None,
     };
-    let flags = {
-        let view = staging
-            .get_mapped_range(0..flag_bytes)
-            .map_err(|e| crate::error::Error::Gpu(format!("map failed: {e}")))?;
-        bytemuck::pod_collect_to_vec::<u8, u32>(&view[..r.files * 4])
-    };
-    staging.unmap();
     drop(pool);
     let uploaded = r
         .tables

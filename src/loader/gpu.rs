@@ -124,7 +124,7 @@ impl GpuHandOff {
 
     /// `values` handed off by `mode` (`Staged` or `Device`; `None` for `ReadBack`, and for
     /// a batch without values), with its `views`.
-    fn new(
+    pub(super) fn new(
         mode: GpuOutput,
         (buffer, device, queue): (wgpu::Buffer, &wgpu::Device, &wgpu::Queue),
         views: Vec<HandOffView>,
@@ -265,19 +265,6 @@ pub(super) fn hand_off(tensor: GpuTensor, mode: GpuOutput, out: &mut super::Batc
     };
     let gpu = (tensor.buffer, &tensor.device, &tensor.queue);
     out.gpu = GpuHandOff::new(mode, gpu, vec![view], tensor.element)?.map(std::sync::Arc::new);
-    Ok(())
-}
-
-/// Hands a tensor dataset's batch (`buffer` holding `views`) over into `out` by `mode`,
-/// which is not [`GpuOutput::ReadBack`].
-pub(super) fn hand_off_views(
-    gpu: (wgpu::Buffer, &wgpu::Device, &wgpu::Queue),
-    views: Vec<HandOffView>,
-    element: TensorType,
-    mode: GpuOutput,
-    out: &mut super::Batch,
-) -> Result<()> {
-    out.gpu = GpuHandOff::new(mode, gpu, views, element)?.map(std::sync::Arc::new);
     Ok(())
 }
 

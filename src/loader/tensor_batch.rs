@@ -555,7 +555,9 @@ impl TensorPlan {
                 .collect();
         } else {
             // Staged, or left on the GPU: the consumer takes the arrays from `out.gpu`.
-            batch.hand_off(options.gpu_output, out)?;
+            out.gpu = batch
+                .into_hand_off(options.gpu_output)?
+                .map(std::sync::Arc::new);
         }
         for (k, input) in live {
             let sample = ids[k] as u64;

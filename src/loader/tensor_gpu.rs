@@ -133,13 +133,12 @@ impl GpuTensorBatch {
             .collect()
     }
 
-    /// The batch handed over into `out` by `mode` (staged, or left on the GPU): one view
-    /// per tensor, at its offset ([`super::gpu::GpuHandOff`]).
-    pub(super) fn hand_off(
+    /// The batch handed over by `mode` (staged, or left on the GPU), one view per tensor at
+    /// its offset; `None` for [`super::gpu::GpuOutput::ReadBack`] and a batch without values.
+    pub fn into_hand_off(
         self,
         mode: super::gpu::GpuOutput,
-        out: &mut super::batch::Batch,
-    ) -> Result<()> {
+    ) -> Result<Option<super::gpu::GpuHandOff>> {
         let views = self
             .arrays
             .into_iter()
@@ -150,7 +149,7 @@ impl GpuTensorBatch {
             })
             .collect();
         let gpu = (self.buffer, &self.device, &self.queue);
-        super::gpu::hand_off_views(gpu, views, self.element, mode, out)
+        super::gpu::GpuHandOff::new(mode, gpu, views, self.element)
     }
 }
 

@@ -6,7 +6,8 @@
 //! itself) on the blocks and codes only the best in full, as SZ3 and QoZ do.
 
 /// Arrays of at most this many values are estimated whole (the sample is the array), as is
-/// any array a sample of [`SAMPLE_MIN`] would not halve (up to about 2^15 values). At 2^16
+/// any array a sample of [`SAMPLE_MIN`] would not halve (up to about 2^15 values) or whose
+/// shape has room for fewer blocks than that (small cubes). At 2^16
 /// (until 2026-12-07) a 256 x 256 plane coded 10 lattice settings and both predictors whole:
 /// 13-14 MB/s against 50-78 with a sample, ratios within -1.5 % / +1.1 %.
 pub(super) const SAMPLE_FROM: usize = 1 << 14;
@@ -90,7 +91,9 @@ pub(super) fn blocks(shape: &[u32]) -> Option<Vec<Block>> {
     };
     let want = (n >> shift).max(SAMPLE_MIN);
     let count = want.div_ceil(per_block).min(total_slots);
-    if count * per_block * 2 > n {
+    // A sample of at least SAMPLE_MIN cells and at most half the array, else the whole (a
+    // small cube has room for one block only: too little to rank settings on).
+    if count * per_block * 2 > n || count * per_block < SAMPLE_MIN {
         return None;
     }
     let strides = strides_of(shape);
@@ -159,6 +162,9 @@ mod tests {
         assert!(blocks(&[128, 128]).is_none());
         // A sample of at least SAMPLE_MIN would not halve it.
         assert!(blocks(&[160, 200]).is_none());
+        // Cubes with room for one block or a few: too small a sample.
+        assert!(blocks(&[32, 32, 32]).is_none());
+        assert!(blocks(&[16, 16, 16, 16]).is_none());
         // A 256 x 256 plane (a tensor record's array) is sampled.
         let b = blocks(&[256, 256]).expect("a sample");
         let cells: usize = b.iter().map(|b| b.cells.len()).sum();
