@@ -657,3 +657,71 @@ fn each_gpu_batch_is_one_decode_per_kind_and_one_window_dispatch() {
         (upload + compressed) as f64 / raw as f64
     );
 }
+
+/// A one-plane error-bounded (version 1) array larger than a bin-image patch, cut by small
+/// windows: the GPU decodes only the patches each window reads (fewer bytes uploaded than
+/// for whole-extent windows of the same records), and the batches still equal the CPU
+/// path's bit for bit (flips and quarter turns too; a stacked 3-plane array beside it is
+/// decoded whole).
+#[test]
+fn one_plane_error_bounded_arrays_decode_only_the_window_s_patches() {
+    let Some(gpu) = decoder() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = TensorPacker::new(
+        dir.path(),
+        TensorPackOptions::new(3, ArrayMode::Bounded(Bound::Absolute(1e-3))),
+    )
+    .unwrap();
+    let field = |i: u32, n: usize, w: usize| -> Vec<f32> {
+        (0..n)
+            .map(|k| ((k % w) as f32 * 0.05 + i as f32).sin() * ((k / w) as f32 * 0.03).cos())
+            .collect()
+    };
+    for i in 0..5u32 {
+        p.push(TensorSample {
+            key: None,
+            class: None,
+            meta: Vec::new(),
+            arrays: vec![
+                (
+                    "plane".into(),
+                    NdArray::from_f32(vec![1, 300, 300], &field(i, 90_000, 300)).unwrap(),
+                ),
+                (
+                    "stack".into(),
+                    NdArray::from_f32(vec![3, 300, 300], &field(i + 7, 270_000, 300)).unwrap(),
+                ),
+            ],
+        })
+        .unwrap();
+    }
+    p.finish().unwrap();
+    let ds = Arc::new(TensorDataset::open(dir.path()).unwrap());
+    let crop = |size: u32| TensorAugment {
+        crop: vec![size, size],
+        flips: true,
+        rot90: true,
+        ..Default::default()
+    };
+    let mut uploads = Vec::new();
+    for size in [40, 300] {
+        let cpu = ok(run(&ds, options(5, Some(crop(size))), start()));
+        let mut o = options(5, Some(crop(size)));
+        o.gpu = Some(gpu.clone());
+        let before = gpu.counts();
+        let on_gpu = ok(run(&ds, o, start()));
+        uploads.push((gpu.counts() - before).upload_bytes);
+        assert_same(&cpu, &on_gpu, &format!("{size} x {size} windows"));
+        for b in &on_gpu {
+            let c = b.gpu_counts.expect("counts");
+            // "plane" windowed, "stack" whole.
+            assert_eq!(
+                (c.error_bounded, c.error_bounded_windowed),
+                (2 * b.samples.len(), b.samples.len())
+            );
+        }
+    }
+    eprintln!("bytes uploaded, 40 x 40 windows / 300 x 300: {uploads:?}");
+    // 40 x 40 windows read 1 to 4 of the plane's 9 patches of 128 px (300 x 300).
+    assert!(uploads[0] < uploads[1], "{uploads:?}");
+}

@@ -62,6 +62,18 @@ impl GpuFieldBatch {
 /// Every file is parsed and checked on the CPU first (an error names the field:
 /// [`Error::InBatch`]).
 pub fn decode_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuFieldBatch> {
+    decode_fields_windows(decoder, files, &[])
+}
+
+/// Like [`decode_fields`], but field `i`'s bin image is decoded only where `windows[i]` (if
+/// given: pixel rows and columns of the bin image, the planes stacked) needs it: only the
+/// patches holding the window are uploaded and decoded ([`GpuDecoder::decode_batch_windows`]);
+/// its values elsewhere are unspecified. `windows` may be shorter than `files`.
+pub fn decode_fields_windows(
+    decoder: &GpuDecoder,
+    files: &[&[u8]],
+    windows: &[Option<crate::layout::Window>],
+) -> Result<GpuFieldBatch> {
     let layouts = files
         .iter()
         .enumerate()
@@ -74,7 +86,7 @@ pub fn decode_fields(decoder: &GpuDecoder, files: &[&[u8]]) -> Result<GpuFieldBa
         .collect::<Result<Vec<_>>>()?;
     let plan = plan_fields(&layouts, &BindLimits::of(decoder.device()))?;
     let images: Vec<&[u8]> = layouts.iter().map(|l| l.image).collect();
-    let bins = decoder.decode_batch(&images, OutputLayout::Interleaved)?;
+    let bins = decoder.decode_batch_windows(&images, OutputLayout::Interleaved, windows)?;
     let dispatches: Vec<FieldDispatch> = plan.dispatches(&layouts).collect();
     let buffer = fields::dispatch(
         decoder,

@@ -1,7 +1,9 @@
 //! The loader's GPU path over tensor records (feature `gpu`): [`window_batch`] takes a
 //! batch's records (each array's index entry and payload) and their windows
 //! ([`TensorAugment::window`]), decodes the compressed arrays in one batch per kind
-//! (`field::gpu::decode_fields` for error-bounded, `decode_lossless_fields` for lossless),
+//! (`field::gpu::decode_fields_windows` for error-bounded version 1, only the bin-image
+//! patches a one-plane array's window reads; `decode_bounded_fields` for version 3;
+//! `decode_lossless_fields` for lossless),
 //! uploads the raw ones, and cuts every window with the engine's tensor-window kernel
 //! (`shaders/tensor_window.wgsl`), the twin of [`TensorAugment::apply`] bit for bit. The
 //! result is one f32 or f16 tensor `[N, ...]` per array name, left on the GPU
@@ -66,6 +68,9 @@ pub struct TensorGpuCounts {
     /// Error-bounded arrays decoded from `.l3f` version 1 payloads (2 or 3 axes; one
     /// `decode_fields` batch).
     pub error_bounded: usize,
+    /// Of those, the arrays of one plane whose bin image was decoded only within the
+    /// job's window (the patches it reads).
+    pub error_bounded_windowed: usize,
     /// Error-bounded arrays decoded from `.l3f` version 3 payloads (1 to 4 axes; one
     /// `decode_bounded_fields` batch).
     pub bounded: usize,
@@ -211,6 +216,10 @@ pub struct TensorBatchPlan<'a> {
     pub raw_bytes: u64,
     /// The error-bounded `.l3f` version 1 payloads (2 or 3 axes), in job order.
     pub error_bounded: Vec<&'a [u8]>,
+    /// Per version 1 payload: the window of its bin image the job reads, where the array
+    /// is one plane (its elements outside the last two axes number 1): only those patches
+    /// are decoded. `None`: decoded whole (several planes are stacked in the bin image).
+    pub error_bounded_windows: Vec<Option<crate::layout::Window>>,
     /// The error-bounded `.l3f` version 3 payloads (1 to 4 axes), in job order. They
     /// share the window kernel's source binding with version 1's, after them.
     pub bounded: Vec<&'a [u8]>,
@@ -391,6 +400,7 @@ pub fn plan_tensor_batch<'a>(
         raw: Vec::new(),
         raw_bytes: 0,
         error_bounded: Vec::new(),
+        error_bounded_windows: Vec::new(),
         bounded: Vec::new(),
         lossless: Vec::new(),
         decoded_jobs: [Vec::new(), Vec::new(), Vec::new()],
@@ -447,6 +457,17 @@ pub fn plan_tensor_batch<'a>(
                 }
                 StorageMode::ErrorBounded => {
                     plan.error_bounded.push(a.payload);
+                    let w = &samples[s].window;
+                    let planes: u64 = a.spec.shape[..a.spec.shape.len() - 2]
+                        .iter()
+                        .map(|&d| d as u64)
+                        .product();
+                    let window = (planes == 1 && n >= 2).then(|| crate::layout::Window {
+                        rows: w.origin[n - 2]..w.origin[n - 2] + w.size[n - 2],
+                        columns: w.origin[n - 1]..w.origin[n - 1] + w.size[n - 1],
+                    });
+                    plan.counts.error_bounded_windowed += window.is_some() as usize;
+                    plan.error_bounded_windows.push(window);
                     plan.decoded_jobs[0].push(plan.jobs.len());
                     plan.counts.compressed_bytes += a.payload.len() as u64;
                     ArraySource::ErrorBounded {
@@ -631,8 +652,12 @@ pub fn window_batch(
     let (fields, field_offsets) = if plan.error_bounded.is_empty() {
         (empty("l3 tensor fields (none)"), Vec::new())
     } else {
-        let b = crate::field::gpu::decode_fields(decoder, &plan.error_bounded)
-            .map_err(|e| named(0, e))?;
+        let b = crate::field::gpu::decode_fields_windows(
+            decoder,
+            &plan.error_bounded,
+            &plan.error_bounded_windows,
+        )
+        .map_err(|e| named(0, e))?;
         (b.buffer, b.offsets)
     };
     let (lossless, lossless_offsets) = if plan.lossless.is_empty() {
