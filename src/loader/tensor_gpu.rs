@@ -458,7 +458,7 @@ pub fn plan_tensor_batch<'a>(
                 StorageMode::ErrorBounded => {
                     plan.error_bounded.push(a.payload);
                     let w = &samples[s].window;
-                    let planes: u64 = a.spec.shape[..a.spec.shape.len() - 2]
+                    let planes: u64 = a.spec.shape[..a.spec.shape.len().saturating_sub(2)]
                         .iter()
                         .map(|&d| d as u64)
                         .product();
