@@ -30,7 +30,8 @@ fuzz_target!(|input: &[u8]| {
                 panic!("an f32 array re-encoded as another type");
             };
             for (&v, &b) in values.iter().zip(&back) {
-                let special = !v.is_finite() || h.fill_value.is_some_and(|f| f.to_bits() == v.to_bits());
+                let special =
+                    !v.is_finite() || h.fill_value.is_some_and(|f| f.to_bits() == v.to_bits());
                 if special {
                     assert!(v.to_bits() == b.to_bits() || (v.is_nan() && b.is_nan()));
                 } else {

@@ -92,7 +92,10 @@ fn fields(data: &[u8], limits: &BindLimits) {
         let [nz, ny, nx] = l.header.shape;
         (nx, ny.saturating_mul(nz), 1, 16)
     }));
-    checked(check_bindings(plan.bindings(&layouts, &images, batch_len), limits));
+    checked(check_bindings(
+        plan.bindings(&layouts, &images, batch_len),
+        limits,
+    ));
 }
 
 fn levels(data: &[u8], limits: &BindLimits) {
@@ -154,7 +157,12 @@ fn augment(data: &[u8], limits: &BindLimits) {
     let images: Vec<&[u8]> = data[8..].chunks_exact(14).take(16).collect();
     let (layouts, batch_len) = place(images.iter().map(|b| {
         let c = 1 + b[2] % 4;
-        (1 + b[0] as u32 * 8, 1 + b[1] as u32 * 8, c, if b[3] & 1 == 1 { 16 } else { 8 })
+        (
+            1 + b[0] as u32 * 8,
+            1 + b[1] as u32 * 8,
+            c,
+            if b[3] & 1 == 1 { 16 } else { 8 },
+        )
     }));
     let params: Vec<l3::loader::AugmentParams> = images
         .iter()

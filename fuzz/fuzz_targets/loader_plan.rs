@@ -6,8 +6,8 @@
 //! small image without a panic.
 #![no_main]
 use l3::loader::{
-    epoch_order, permutation, rank_steps, steps_per_epoch, worker_share, Augment, DropLast, LoaderState,
-    Partition, RandomResizedCrop,
+    epoch_order, permutation, rank_steps, steps_per_epoch, worker_share, Augment, DropLast,
+    LoaderState, Partition, RandomResizedCrop,
 };
 use libfuzzer_sys::fuzz_target;
 

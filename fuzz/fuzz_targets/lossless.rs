@@ -17,7 +17,8 @@ fuzz_target!(|input: &[u8]| {
     // input: values or an error, never a panic; of an input that decodes whole, the same
     // values in the window (rows from the input's first byte).
     let rows_end = input.first().map_or(1, |&b| b as u32 + 1);
-    let window = l3::field::decode_lossless_window(&data, &options, Some((0..rows_end, 0..u32::MAX)));
+    let window =
+        l3::field::decode_lossless_window(&data, &options, Some((0..rows_end, 0..u32::MAX)));
     if let Ok((h, values)) = l3::field::decode_lossless(&data, &options) {
         assert_eq!(values.as_bytes().len() as u64, h.output_bytes());
         let (_, part) = window.expect("the whole array decoded");

@@ -81,11 +81,17 @@ fuzz_target!(|data: &[u8]| {
             .map(|c| u16::from_ne_bytes([c[0], c[1]]))
             .collect();
         for (a, b) in samples16.iter().zip(&back) {
-            assert!((*a as u32).abs_diff(*b as u32) <= e, "{a} -> {b}, bound {e}");
+            assert!(
+                (*a as u32).abs_diff(*b as u32) <= e,
+                "{a} -> {b}, bound {e}"
+            );
         }
     } else {
         for (a, b) in pixels[..n].iter().zip(&decoded) {
-            assert!((*a as u32).abs_diff(*b as u32) <= e, "{a} -> {b}, bound {e}");
+            assert!(
+                (*a as u32).abs_diff(*b as u32) <= e,
+                "{a} -> {b}, bound {e}"
+            );
         }
     }
 });

@@ -27,8 +27,7 @@ fuzz_target!(|input: &[u8]| {
         max_input_bytes: 1 << 20,
         ..l3::Limits::default()
     };
-    let Ok(reader) = l3::shard::ShardReader::open_with_limits(file.path(), 1 << 20, &limits)
-    else {
+    let Ok(reader) = l3::shard::ShardReader::open_with_limits(file.path(), 1 << 20, &limits) else {
         return;
     };
     let (records, levels) = (reader.len(), reader.level_count());
@@ -37,16 +36,28 @@ fuzz_target!(|input: &[u8]| {
         // A payload asked twice, and one past the end, too.
         .chain([(0, 0), (records, 0)])
         .collect();
-    let alone: Vec<_> = wanted.iter().map(|&(i, l)| reader.read_level(i, l)).collect();
+    let alone: Vec<_> = wanted
+        .iter()
+        .map(|&(i, l)| reader.read_level(i, l))
+        .collect();
     let (coalesced, reads) = reader.read_levels_coalesced(&wanted, max_gap, max_read);
     assert_eq!(coalesced.len(), wanted.len());
     assert!(reads <= wanted.len());
     for (k, (a, c)) in alone.iter().zip(&coalesced).enumerate() {
         if let (Ok(a), Ok(c)) = (a, c) {
-            assert_eq!(a, c, "payload {:?} differs read alone and coalesced", wanted[k]);
+            assert_eq!(
+                a, c,
+                "payload {:?} differs read alone and coalesced",
+                wanted[k]
+            );
         }
         // An I/O-free shard: a payload readable alone is readable in a run, and back.
-        assert_eq!(a.is_ok(), c.is_ok(), "payload {:?}: {a:?} / {c:?}", wanted[k]);
+        assert_eq!(
+            a.is_ok(),
+            c.is_ok(),
+            "payload {:?}: {a:?} / {c:?}",
+            wanted[k]
+        );
     }
     for level in 0..levels {
         let Ok(prefix) = reader.read_prefix(level) else {
