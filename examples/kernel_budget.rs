@@ -14,6 +14,9 @@
 use std::time::Instant;
 
 use l3::gpu::{Counts, GpuDecoder, OutputLayout};
+use l3::loader::tensor_augment::TensorAugment;
+use l3::loader::tensor_gpu::{window_batch, TensorArrayInput, TensorSampleInput};
+use l3::tensor::{encode_array, ArrayMode, ArrayOptions, DType, EncodedArray, NdArray};
 
 fn main() {
     print!(
@@ -115,16 +118,36 @@ fn per_batch() -> l3::Result<()> {
             Ok(w as u64 * h as u64 * 4)
         },
     )?;
-    tensor_rows(&decoder)
+    // The tensor loader's GPU batch (`loader::tensor_gpu::window_batch`): its records come
+    // with their windows, not as files.
+    let records = tensor_records()?;
+    let samples = tensor_samples(&records)?;
+    row(
+        "tensor batch: 8 x (lossless 2x256x256, v1 256x256, raw 256x256), 128 crops",
+        &[],
+        &|_| -> l3::Result<u64> {
+            let batch = window_batch(&decoder, &TENSOR_CROP, &samples, &|_| None)?;
+            // Wait for the batch's work (a read-back of one value would add a read-back).
+            decoder
+                .device()
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| l3::Error::Gpu(format!("poll: {e}")))?;
+            Ok(batch.counts.output_bytes)
+        },
+    )
 }
 
-/// The tensor loader's GPU batch (`loader::tensor_gpu::window_batch`): 8 records of a
-/// lossless (2, 256, 256) `input`, an error-bounded (version 1) (256, 256) `eb` and a raw
-/// (256, 256) `target`, cut to 128 x 128 windows, twice.
-fn tensor_rows(decoder: &GpuDecoder) -> l3::Result<()> {
-    use l3::loader::tensor_augment::TensorAugment;
-    use l3::loader::tensor_gpu::{window_batch, TensorArrayInput, TensorSampleInput};
-    use l3::tensor::{encode_array, ArrayMode, ArrayOptions, DType, NdArray};
+/// 128 x 128 windows with flips.
+static TENSOR_CROP: std::sync::LazyLock<TensorAugment> =
+    std::sync::LazyLock::new(|| TensorAugment {
+        crop: vec![128, 128],
+        flips: true,
+        ..Default::default()
+    });
+
+/// 8 records of a lossless (2, 256, 256) `input`, an error-bounded (version 1) (256, 256)
+/// `eb` and a raw (256, 256) `target`.
+fn tensor_records() -> l3::Result<Vec<Vec<EncodedArray>>> {
     let plane = |k: u32, n: usize| -> Vec<f32> {
         (0..n)
             .map(|i| ((i % 256) as f32 * 0.03 + k as f32).sin() * ((i / 256) as f32 * 0.02).cos())
@@ -133,35 +156,35 @@ fn tensor_rows(decoder: &GpuDecoder) -> l3::Result<()> {
     let array = |shape: Vec<u32>, v: Vec<f32>| {
         NdArray::new(DType::Float32, shape, bytemuck::cast_slice(&v).to_vec())
     };
-    let mut records = Vec::new();
-    for k in 0..8u32 {
-        records.push(vec![
-            encode_array(
-                "input",
-                &array(vec![2, 256, 256], plane(k, 2 * 65536))?,
-                &ArrayOptions::new(ArrayMode::Lossless),
-            )?,
-            encode_array(
-                "eb",
-                &array(vec![256, 256], plane(k + 50, 65536))?,
-                &ArrayOptions::new(ArrayMode::Bounded(l3::field::Bound::Absolute(1e-3))),
-            )?,
-            encode_array(
-                "target",
-                &array(vec![256, 256], plane(k + 90, 65536))?,
-                &ArrayOptions::new(ArrayMode::Raw),
-            )?,
-        ]);
-    }
-    let augment = TensorAugment {
-        crop: vec![128, 128],
-        flips: true,
-        ..Default::default()
-    };
-    let samples: Vec<TensorSampleInput<'_>> = records
+    (0..8u32)
+        .map(|k| {
+            Ok(vec![
+                encode_array(
+                    "input",
+                    &array(vec![2, 256, 256], plane(k, 2 * 65536))?,
+                    &ArrayOptions::new(ArrayMode::Lossless),
+                )?,
+                encode_array(
+                    "eb",
+                    &array(vec![256, 256], plane(k + 50, 65536))?,
+                    &ArrayOptions::new(ArrayMode::Bounded(l3::field::Bound::Absolute(1e-3))),
+                )?,
+                encode_array(
+                    "target",
+                    &array(vec![256, 256], plane(k + 90, 65536))?,
+                    &ArrayOptions::new(ArrayMode::Raw),
+                )?,
+            ])
+        })
+        .collect()
+}
+
+/// The records as a batch's samples, each with its window.
+fn tensor_samples(records: &[Vec<EncodedArray>]) -> l3::Result<Vec<TensorSampleInput<'_>>> {
+    records
         .iter()
         .enumerate()
-        .map(|(s, r)| -> l3::Result<_> {
+        .map(|(s, r)| {
             Ok(TensorSampleInput {
                 arrays: r
                     .iter()
@@ -170,26 +193,8 @@ fn tensor_rows(decoder: &GpuDecoder) -> l3::Result<()> {
                         payload: &e.payload,
                     })
                     .collect(),
-                window: augment.window(1, 0, s as u64, &[256, 256])?,
+                window: TENSOR_CROP.window(1, 0, s as u64, &[256, 256])?,
             })
         })
-        .collect::<l3::Result<_>>()?;
-    for pass in ["first", "second"] {
-        let before: Counts = decoder.counts();
-        let t = Instant::now();
-        let batch = window_batch(decoder, &augment, &samples, &|_| None)?;
-        // Wait for the batch's work (a read-back of one value would add a read-back).
-        decoder
-            .device()
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| l3::Error::Gpu(format!("poll: {e}")))?;
-        let us = t.elapsed().as_micros();
-        let c = decoder.counts() - before;
-        println!(
-            "| tensor batch: 8 x (lossless 2x256x256, v1 256x256, raw 256x256), 128 crops | {pass} | {} | {} | {} | {} | {} | {} | {} | {us} |",
-            batch.counts.output_bytes,
-            c.submissions, c.dispatches, c.bind_groups, c.buffers, c.readbacks, c.upload_bytes
-        );
-    }
-    Ok(())
+        .collect()
 }

@@ -878,37 +878,8 @@ fn exported_batches_reimport_with_equal_contents() {
             "type {memory_type}, allocation {allocation}: {r:?}"
         );
     }
-    // SAFETY: the fd, size, type and dedication are the export's, on the same device; the
-    // batch is not written while the imported buffer is read.
-    let imported = unsafe {
-        import_buffer(
-            gpu.device(),
-            exported.fd.try_clone().unwrap(),
-            size,
-            exported.allocation_size,
-            exported.memory_type,
-            exported.dedicated,
-        )
-    }
-    .unwrap();
-    let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = gpu
-        .device()
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    encoder.copy_buffer_to_buffer(&imported, 0, &staging, 0, size);
-    gpu.queue().submit([encoder.finish()]);
-    staging
-        .slice(..)
-        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
-    gpu.device()
-        .poll(wgpu::PollType::wait_indefinitely())
-        .unwrap();
-    let got = staging.slice(..).get_mapped_range().unwrap().to_vec();
+    let imported = reimport(gpu, &exported, size);
+    let got = read_buffer(gpu, &imported, size);
     assert!(got == want, "the imported memory differs from the batch");
     // Every image is at its offset in the exported memory too.
     for (i, l) in batch.images.iter().enumerate() {

@@ -325,7 +325,7 @@ fn exported_equal(
     want: &[u8],
     at: &str,
 ) {
-    use l3::gpu::interop::{export_supported, exportable_buffer, import_buffer};
+    use l3::gpu::interop::{export_supported, exportable_buffer};
     if !export_supported(gpu.device()) {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -335,46 +335,10 @@ fn exported_equal(
     }
     let size = (want.len() as u64).next_multiple_of(4);
     let exported = exportable_buffer(device, size).unwrap();
-    // SAFETY: the fd, size, type and dedication are the export's, on the same device; the
-    // copy into the exported buffer is waited for before the imported one is read.
-    let imported = unsafe {
-        import_buffer(
-            device,
-            exported.fd.try_clone().unwrap(),
-            size,
-            exported.allocation_size,
-            exported.memory_type,
-            exported.dedicated,
-        )
-    }
-    .unwrap();
+    let imported = gpu_support::reimport(gpu, &exported, size);
     exported.copy_from(device, queue, buffer, size).unwrap();
-    let got = exported_read(gpu, &imported, size);
+    let got = gpu_support::read_buffer(gpu, &imported, size);
     assert!(got[..want.len()] == *want, "{at}: exported bytes differ");
-}
-
-/// `size` bytes of `buffer` through the test's own mapped staging buffer.
-#[cfg(all(feature = "interop", unix))]
-fn exported_read(gpu: &GpuDecoder, buffer: &wgpu::Buffer, size: u64) -> Vec<u8> {
-    let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = gpu
-        .device()
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
-    gpu.queue().submit([encoder.finish()]);
-    staging
-        .slice(..)
-        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
-    gpu.device()
-        .poll(wgpu::PollType::wait_indefinitely())
-        .unwrap();
-    let v = staging.slice(..).get_mapped_range().unwrap().to_vec();
-    v
 }
 
 #[test]

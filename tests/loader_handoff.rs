@@ -90,31 +90,6 @@ fn run(
         .collect()
 }
 
-/// Reads `size` bytes of `buffer` on `gpu` through a mapped staging buffer (the test's own
-/// read-back, independent of the library's).
-#[cfg(all(feature = "interop", unix))]
-fn read(gpu: &l3::gpu::GpuDecoder, buffer: &wgpu::Buffer, size: u64) -> Vec<u8> {
-    let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = gpu
-        .device()
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
-    gpu.queue().submit([encoder.finish()]);
-    staging
-        .slice(..)
-        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
-    gpu.device()
-        .poll(wgpu::PollType::wait_indefinitely())
-        .unwrap();
-    let v = staging.slice(..).get_mapped_range().unwrap().to_vec();
-    v
-}
-
 /// Staged batches, copied out, are the read-back batches byte for byte (same samples, same
 /// order), over three epochs, in f32 and f16; their `data` is empty.
 #[test]
@@ -168,7 +143,7 @@ fn staged_batches_equal_the_read_back_batches() {
 #[cfg(all(feature = "interop", unix))]
 #[test]
 fn batches_left_on_the_gpu_export_into_reused_buffers_with_equal_bytes() {
-    use l3::gpu::interop::{export_supported, exportable_buffer, import_buffer};
+    use l3::gpu::interop::{export_supported, exportable_buffer};
     if gpu_support::gpu().is_none() {
         return;
     }
@@ -198,20 +173,7 @@ fn batches_left_on_the_gpu_export_into_reused_buffers_with_equal_bytes() {
         let mut pool = Vec::new();
         for _ in 0..2 {
             let exported = exportable_buffer(gpu.device(), capacity).unwrap();
-            // SAFETY: the fd, size, type and dedication are the export's, on the same device;
-            // the exported buffer is written only before each read of the imported one,
-            // and both are waited for.
-            let imported = unsafe {
-                import_buffer(
-                    gpu.device(),
-                    exported.fd.try_clone().unwrap(),
-                    capacity,
-                    exported.allocation_size,
-                    exported.memory_type,
-                    exported.dedicated,
-                )
-            }
-            .unwrap();
+            let imported = gpu_support::reimport(&gpu, &exported, capacity);
             pool.push((exported, imported));
         }
         for (k, (w, g)) in want.iter().zip(&got).enumerate() {
@@ -238,7 +200,7 @@ fn batches_left_on_the_gpu_export_into_reused_buffers_with_equal_bytes() {
             let (exported, imported) = &pool[k % pool.len()];
             let size = len.next_multiple_of(4);
             exported.copy_from(device, queue, buffer, size).unwrap();
-            let bytes = read(&gpu, imported, size);
+            let bytes = gpu_support::read_buffer(&gpu, imported, size);
             assert!(
                 bytes[..len as usize] == *w.data.as_bytes(),
                 "epoch {}, batch {k}: exported bytes differ",

@@ -76,7 +76,7 @@ impl GpuBatch {
     /// `"float32"` or `"float16"`.
     #[getter]
     fn dtype(&self) -> &'static str {
-        match self.inner.element() {
+        match self.inner.element {
             TensorType::F32 => "float32",
             TensorType::F16 => "float16",
         }

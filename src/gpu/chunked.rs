@@ -9,6 +9,7 @@
 
 use super::abi::LosslessSegment;
 use super::bindings::{check_bindings, BindLimits, Binding};
+use super::timing::{ticks_ns, TimingBuffers};
 use super::upload::STORAGE_USAGE;
 use super::GpuDecoder;
 use crate::error::{LimitsError, Result};
@@ -282,32 +283,12 @@ pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Res
     // would otherwise clear them (queue order) before this one's copy.
     let mut pool = decoder.float_pool.lock().unwrap_or_else(|e| e.into_inner());
     let flag_bytes = bytes(r.files);
-    // Timing: the pass's two timestamps, resolved and copied to a mapped buffer in the same
-    // submission.
+    // Timing: the pass's timestamps (the first two queries of a chunk's set), resolved and
+    // copied to a mapped buffer in the same submission (the image decode's buffers, one
+    // chunk).
     let timing = decoder.timing.then(|| {
-        let resolve = |label, usage| {
-            d.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: 16,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
-        (
-            d.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("l3 chunked-float timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            }),
-            resolve(
-                "l3 chunked-float timestamps",
-                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            ),
-            resolve(
-                "l3 chunked-float timestamps read-back",
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
-        )
+        let b = TimingBuffers::new(d, 1).expect("one chunk");
+        (TimingBuffers::query_set(d), b.resolve, b.readback)
     });
     let flags = decoder.with_error_scopes(|| {
         let grown = pool.ensure(d, &r.tables, r.steps.len());
@@ -378,7 +359,7 @@ pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Res
         encoder.copy_buffer_to_buffer(bufs[ERRORS], 0, staging, 0, flag_bytes);
         if let Some((qs, resolve, read)) = &timing {
             encoder.resolve_query_set(qs, 0..2, resolve, 0);
-            encoder.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
+            encoder.copy_buffer_to_buffer(resolve, 0, read, 0, resolve.size());
         }
         decoder.submit_commands(encoder.finish());
         Ok(())
@@ -389,7 +370,7 @@ pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Res
     let map = super::map::map_read(staging, 0..flag_bytes);
     let ticks = timing
         .as_ref()
-        .map(|(_, _, read)| (read, super::map::map_read(read, 0..16)));
+        .map(|(_, _, read)| (read, super::map::map_read(read, 0..read.size())));
     super::readback::wait_idle(d)?;
     pollster::block_on(map.wait())?;
     // The pooled flags buffer is unmapped whatever follows (a later batch copies into it).
@@ -408,8 +389,7 @@ pub(crate) fn run(decoder: &GpuDecoder, r: &Run<'_>, limits: &BindLimits) -> Res
                     .map_err(|e| crate::error::Error::Gpu(format!("map failed: {e}")))?;
                 bytemuck::pod_collect_to_vec(&view[..])
             };
-            let period = decoder.queue.get_timestamp_period() as f64;
-            Some((t[1].saturating_sub(t[0]) as f64 * period).round() as u64)
+            Some(ticks_ns(t[0], t[1], decoder.queue.get_timestamp_period()))
         }
         None => None,
     };

@@ -112,9 +112,7 @@ impl TimingReadback {
         };
         staging.unmap();
         let stride = (wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT / 8) as usize;
-        let ns = |begin: u64, end: u64| {
-            (end.saturating_sub(begin) as f64 * self.period as f64).round() as u64
-        };
+        let ns = |begin: u64, end: u64| ticks_ns(begin, end, self.period);
         for k in 0..self.chunks {
             let q = &ticks[k * stride..k * stride + QUERIES_PER_CHUNK as usize];
             t.prefix_sum_ns += ns(q[0], q[1]);
@@ -122,4 +120,9 @@ impl TimingReadback {
         }
         Ok(t)
     }
+}
+
+/// Nanoseconds between two timestamps of `period` nanoseconds per tick.
+pub(crate) fn ticks_ns(begin: u64, end: u64, period: f32) -> u64 {
+    (end.saturating_sub(begin) as f64 * period as f64).round() as u64
 }

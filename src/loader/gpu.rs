@@ -73,13 +73,7 @@ impl GpuHandOff {
     /// Bytes of the values, from the first tensor's start to the last one's end (the buffer
     /// may be longer).
     pub fn bytes(&self) -> u64 {
-        self.views
-            .iter()
-            .map(|v| {
-                v.offset + v.shape.iter().map(|&d| d as u64).product::<u64>() * self.element.size()
-            })
-            .max()
-            .unwrap_or(0)
+        span_bytes(&self.views, self.element)
     }
 
     /// `[images, channels, height, width]` of an image batch (its one tensor); `None` for a
@@ -89,11 +83,6 @@ impl GpuHandOff {
             [v] if v.name == IMAGES && v.offset == 0 => v.shape.as_slice().try_into().ok(),
             _ => None,
         }
-    }
-
-    /// The element type.
-    pub fn element(&self) -> TensorType {
-        self.element
     }
 
     /// Copies the first [`GpuHandOff::bytes`] into `dst` (at least that long); a batch on
@@ -130,28 +119,38 @@ impl GpuHandOff {
         views: Vec<HandOffView>,
         element: TensorType,
     ) -> Result<Option<Self>> {
-        let mut h = GpuHandOff {
-            values: HandOffValues::Device {
+        let n = span_bytes(&views, element);
+        let values = match mode {
+            _ if n == 0 => return Ok(None),
+            GpuOutput::ReadBack => return Ok(None),
+            GpuOutput::Staged => HandOffValues::Staged(stage_buffer(
+                device,
+                queue,
+                &buffer,
+                0,
+                n.next_multiple_of(4),
+            )?),
+            GpuOutput::Device => HandOffValues::Device {
                 buffer,
                 device: device.clone(),
                 queue: queue.clone(),
             },
+        };
+        Ok(Some(GpuHandOff {
+            values,
             views,
             element,
-        };
-        let n = h.bytes();
-        if n == 0 || mode == GpuOutput::ReadBack {
-            return Ok(None);
-        }
-        if mode == GpuOutput::Staged {
-            let HandOffValues::Device { buffer, .. } = &h.values else {
-                unreachable!("made on the device above")
-            };
-            let staged = stage_buffer(device, queue, buffer, 0, n.next_multiple_of(4))?;
-            h.values = HandOffValues::Staged(staged);
-        }
-        Ok(Some(h))
+        }))
     }
+}
+
+/// Bytes of `views` of `element` values: from the first one's start to the last one's end.
+fn span_bytes(views: &[HandOffView], element: TensorType) -> u64 {
+    views
+        .iter()
+        .map(|v| v.offset + v.shape.iter().map(|&d| d as u64).product::<u64>() * element.size())
+        .max()
+        .unwrap_or(0)
 }
 
 /// The name of an image batch's one tensor in a [`GpuHandOff`].
@@ -226,17 +225,6 @@ impl GpuTensor {
     /// The queue of that device.
     pub fn queue(&self) -> &wgpu::Queue {
         &self.queue
-    }
-
-    /// Copies the tensor into a new mapped host-visible buffer (blocking until it is mapped);
-    /// `None` for a tensor without values.
-    pub fn stage(&self) -> Result<Option<StagedBuffer>> {
-        let n = self.shape.iter().product::<usize>();
-        if n == 0 {
-            return Ok(None);
-        }
-        let gpu = (&self.device, &self.queue);
-        stage_values(gpu, &self.buffer, 0, n, self.element).map(Some)
     }
 
     /// Copies the tensor back to the CPU (blocking).

@@ -406,3 +406,51 @@ pub fn corrupt_compact_files(seed: u64) -> Vec<(usize, usize, Vec<u8>)> {
     }
     files
 }
+
+/// The first `size` bytes of `buffer` on `gpu`'s device, through the test's own mapped
+/// staging buffer (independent of the library's read-backs).
+#[cfg(feature = "gpu")]
+pub fn read_buffer(gpu: &GpuDecoder, buffer: &wgpu::Buffer, size: u64) -> Vec<u8> {
+    let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = gpu
+        .device()
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+    gpu.queue().submit([encoder.finish()]);
+    staging
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    gpu.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+    let v = staging.slice(..).get_mapped_range().unwrap().to_vec();
+    v
+}
+
+/// `exported`'s memory imported again on `gpu`'s device from a duplicate of its fd, as a
+/// buffer of `size` bytes (what another API importing it sees).
+#[cfg(all(feature = "interop", unix))]
+pub fn reimport(
+    gpu: &GpuDecoder,
+    exported: &l3::gpu::interop::ExportedBuffer,
+    size: u64,
+) -> wgpu::Buffer {
+    // SAFETY: the fd, size, type and dedication are the export's, on the same device; the
+    // callers wait for every write of the exported buffer before reading the imported one.
+    unsafe {
+        l3::gpu::interop::import_buffer(
+            gpu.device(),
+            exported.fd.try_clone().unwrap(),
+            size,
+            exported.allocation_size,
+            exported.memory_type,
+            exported.dedicated,
+        )
+    }
+    .unwrap()
+}
