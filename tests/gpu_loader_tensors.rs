@@ -22,7 +22,7 @@ use gpu_support::fix_crc;
 use l3::decode::DecodeOptions;
 use l3::field::Bound;
 use l3::gpu::GpuDecoder;
-use l3::loader::gpu::{GpuOutput, HandOffValues};
+use l3::loader::handoff::{GpuOutput, HandOffValues};
 use l3::loader::tensor::f32_to_f16_bits;
 use l3::loader::{
     Batch, DropLast, Loader, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition, Tensor,

@@ -12,7 +12,7 @@ mod gpu_support;
 use std::path::Path;
 use std::sync::Arc;
 
-use l3::loader::gpu::{GpuOutput, HandOffValues};
+use l3::loader::handoff::{GpuOutput, HandOffValues};
 use l3::loader::{
     Augment, Batch, DropLast, Loader, LoaderOptions, LoaderState, Partition, TensorType,
 };

@@ -10,7 +10,7 @@ use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use l3::loader::gpu::{GpuHandOff, HandOffValues};
+use l3::loader::handoff::{GpuHandOff, HandOffValues};
 use l3::loader::TensorType;
 
 use crate::{parameter_error, to_py_err, OrPyErr};

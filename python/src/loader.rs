@@ -10,7 +10,7 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use l3::loader::gpu::GpuOutput;
+use l3::loader::handoff::GpuOutput;
 use l3::loader::{
     Augment, Batch, DropLast, LoaderDataset, LoaderOptions, LoaderState, OnError, Partition,
     Policy, RandomResizedCrop, Received, Tensor, TensorAugment, TensorType,

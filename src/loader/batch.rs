@@ -102,7 +102,7 @@ pub struct Batch {
     /// or on the GPU (`data` and `arrays` are then empty); `None` otherwise, and for a batch
     /// without samples (a tensor dataset's then has empty `arrays`).
     #[cfg(feature = "gpu")]
-    pub gpu: Option<std::sync::Arc<super::gpu::GpuHandOff>>,
+    pub gpu: Option<std::sync::Arc<super::handoff::GpuHandOff>>,
     /// What a tensor dataset's GPU batch moved and ran (uploads, decodes, dispatches);
     /// `None` on the CPU path, for images, and for a batch without samples.
     #[cfg(feature = "gpu")]

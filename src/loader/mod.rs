@@ -36,6 +36,8 @@ mod decode;
 mod disk_cache;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+#[cfg(feature = "gpu")]
+pub mod handoff;
 #[cfg(feature = "dataset")]
 mod options;
 pub mod plan;

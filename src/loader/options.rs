@@ -126,7 +126,7 @@ pub struct LoaderOptions {
     /// [`super::Batch::arrays`] (tensors) (default), or leave it staged or on the GPU in
     /// [`super::Batch::gpu`] for the consumer to copy where it wants.
     #[cfg(feature = "gpu")]
-    pub gpu_output: super::gpu::GpuOutput,
+    pub gpu_output: super::handoff::GpuOutput,
 }
 
 impl LoaderOptions {
@@ -159,7 +159,7 @@ impl LoaderOptions {
             #[cfg(feature = "gpu")]
             gpu: None,
             #[cfg(feature = "gpu")]
-            gpu_output: super::gpu::GpuOutput::ReadBack,
+            gpu_output: super::handoff::GpuOutput::ReadBack,
         }
     }
 

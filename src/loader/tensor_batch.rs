@@ -542,7 +542,7 @@ impl TensorPlan {
         };
         let t1 = Instant::now();
         out.gpu_counts = Some(batch.counts);
-        if options.gpu_output == super::gpu::GpuOutput::ReadBack {
+        if options.gpu_output == super::handoff::GpuOutput::ReadBack {
             let read = batch.read_back()?;
             out.arrays = read
                 .into_iter()

@@ -139,22 +139,22 @@ impl GpuTensorBatch {
     }
 
     /// The batch handed over by `mode` (staged, or left on the GPU), one view per tensor at
-    /// its offset; `None` for [`super::gpu::GpuOutput::ReadBack`] and a batch without values.
+    /// its offset; `None` for [`super::handoff::GpuOutput::ReadBack`] and a batch without values.
     pub fn into_hand_off(
         self,
-        mode: super::gpu::GpuOutput,
-    ) -> Result<Option<super::gpu::GpuHandOff>> {
+        mode: super::handoff::GpuOutput,
+    ) -> Result<Option<super::handoff::GpuHandOff>> {
         let views = self
             .arrays
             .into_iter()
-            .map(|a| super::gpu::HandOffView {
+            .map(|a| super::handoff::HandOffView {
                 name: a.name,
                 shape: a.shape,
                 offset: a.offset,
             })
             .collect();
         let gpu = (self.buffer, &self.device, &self.queue);
-        super::gpu::GpuHandOff::new(mode, gpu, views, self.element)
+        super::handoff::GpuHandOff::new(mode, gpu, views, self.element)
     }
 }
 
