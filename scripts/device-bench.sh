@@ -405,6 +405,14 @@ for name, mode in (("lossless", "lossless"), ("rel-1e-3", {"relative": 1e-3})):
 print(f"packed in {time.perf_counter() - t0:.1f} s")
 
 
+def record(label, n, dt, warm):
+    """One figure line: printed, and appended to the figures file."""
+    line = f"{label}\t{n / dt:.0f} samples/s\t{n} samples in {dt:.2f} s (warm-up epoch {warm:.2f} s)"
+    print(line.replace("\t", "  "))
+    with open(figures, "a") as f:
+        f.write(line + "\n")
+
+
 def rate(label, path, **options):
     loader = l3.Loader(path, 32, crop=(128, 128), flips=True, rot90=True, normalize=True,
                        seed=1, end_epoch=EPOCHS + 1, threads=CORES, **options)
@@ -414,17 +422,15 @@ def rate(label, path, **options):
     for b in loader:
         assert b["input"].shape[1:] == (3, 128, 128) and b["target"].shape[1:] == (1, 128, 128)
         if b["epoch"] == 0:
-            continue
-        if first is None:
+            # Timed from the warm-up epoch's last batch, as rate_torch is (the first timed
+            # batch's own wait counts).
             first = time.perf_counter()
             warm = first - t_start
+            continue
         n += len(b["samples"])
     dt = time.perf_counter() - first
     loader.close()
-    line = f"{label}\t{n / dt:.0f} samples/s\t{n} samples in {dt:.2f} s (warm-up epoch {warm:.2f} s)"
-    print(line.replace("\t", "  "))
-    with open(figures, "a") as f:
-        f.write(line + "\n")
+    record(label, n, dt, warm)
 
 
 def rate_torch(label, path, output):
@@ -454,10 +460,7 @@ def rate_torch(label, path, output):
     sync()
     dt = time.perf_counter() - first
     ds.close()
-    line = f"{label}\t{n / dt:.0f} samples/s\t{n} samples in {dt:.2f} s (warm-up epoch {warm:.2f} s)"
-    print(line.replace("\t", "  "))
-    with open(figures, "a") as f:
-        f.write(line + "\n")
+    record(label, n, dt, warm)
 
 
 for name in ("lossless", "rel-1e-3"):
