@@ -144,13 +144,10 @@ pub fn bench_gpu(
     let decoder = match decoder {
         Ok(d) => d,
         Err(e) => {
-            rows.push(GpuRow {
-                name: "l3 GPU decoder".into(),
-                bytes: 0,
-                pixels: 0,
-                stats: None,
-                note: format!("unavailable: {e}"),
-            });
+            rows.push(GpuRow::note_only(
+                "l3 GPU decoder",
+                format!("unavailable: {e}"),
+            ));
             return Ok(GpuReport {
                 adapter,
                 rows,
@@ -185,13 +182,10 @@ pub fn bench_gpu(
             // a row of the report (the fast profile's still fails the section, as before).
             (Err(e), Profile::Compact) => {
                 eprintln!("  gpu: {label} files: {e:#}");
-                rows.push(GpuRow {
-                    name: format!("{label}: decode_batch of {n} files"),
-                    bytes: 0,
-                    pixels: 0,
-                    stats: None,
-                    note: format!("unavailable: {}", one_line(&format!("{e:#}"))),
-                });
+                rows.push(GpuRow::note_only(
+                    format!("{label}: decode_batch of {n} files"),
+                    format!("unavailable: {}", one_line(&format!("{e:#}"))),
+                ));
                 lossless.push((*profile, None));
             }
             (Err(e), Profile::Fast) => return Err(e),
@@ -224,25 +218,19 @@ pub fn bench_gpu(
         let raw: Vec<u64> = images.iter().map(|p| p.bytes.len() as u64).collect();
         match guard(|| steady::steady_rows(decoder, &files, &raw, steady_mb << 20, args.reps)) {
             Ok(mut r) => rows.append(&mut r),
-            Err(e) => rows.push(GpuRow {
-                name: "steady state".into(),
-                bytes: 0,
-                pixels: 0,
-                stats: None,
-                note: format!("failed: {}", one_line(&format!("{e:#}"))),
-            }),
+            Err(e) => rows.push(GpuRow::note_only(
+                "steady state",
+                format!("failed: {}", one_line(&format!("{e:#}"))),
+            )),
         }
         eprintln!("  gpu float steady state ({steady_mb} MB batches)...");
         let (device, queue) = (decoder.device(), decoder.queue());
         match guard(|| steady::float_steady_rows(device, queue, steady_mb << 20, args.reps)) {
             Ok(mut r) => rows.append(&mut r),
-            Err(e) => rows.push(GpuRow {
-                name: "float steady state".into(),
-                bytes: 0,
-                pixels: 0,
-                stats: None,
-                note: format!("failed: {}", one_line(&format!("{e:#}"))),
-            }),
+            Err(e) => rows.push(GpuRow::note_only(
+                "float steady state",
+                format!("failed: {}", one_line(&format!("{e:#}"))),
+            )),
         }
     }
     Ok(GpuReport {

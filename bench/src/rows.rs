@@ -239,6 +239,19 @@ pub struct GpuRow {
     pub note: String,
 }
 
+impl GpuRow {
+    /// A row without a figure: what ran instead (skipped, unavailable, failed).
+    pub fn note_only(name: impl Into<String>, note: impl Into<String>) -> Self {
+        GpuRow {
+            name: name.into(),
+            bytes: 0,
+            pixels: 0,
+            stats: None,
+            note: note.into(),
+        }
+    }
+}
+
 /// The wgpu section's results.
 #[derive(Serialize)]
 pub struct GpuReport {

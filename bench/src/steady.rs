@@ -173,13 +173,10 @@ pub fn steady_rows(
 ) -> Result<Vec<GpuRow>> {
     let mut rows = Vec::new();
     if !decoder.timing_supported() {
-        rows.push(GpuRow {
-            name: "steady state".into(),
-            bytes: 0,
-            pixels: 0,
-            stats: None,
-            note: "skipped: the device has no TIMESTAMP_QUERY".into(),
-        });
+        rows.push(GpuRow::note_only(
+            "steady state",
+            "skipped: the device has no TIMESTAMP_QUERY",
+        ));
         return Ok(rows);
     }
     let one_pass: u64 = raw.iter().sum();
@@ -291,13 +288,10 @@ pub fn float_steady_rows(
     use l3::field::{encode_bounded, encode_lossless, BoundedOptions, FloatSlice, LosslessOptions};
     let mut decoder = l3::gpu::GpuDecoder::new(device, queue)?;
     if !decoder.set_timing(true) {
-        return Ok(vec![GpuRow {
-            name: "float steady state".into(),
-            bytes: 0,
-            pixels: 0,
-            stats: None,
-            note: "skipped: the device has no TIMESTAMP_QUERY".into(),
-        }]);
+        return Ok(vec![GpuRow::note_only(
+            "float steady state",
+            "skipped: the device has no TIMESTAMP_QUERY",
+        )]);
     }
     let fields: Vec<Vec<f32>> = (0..4).map(smooth_field).collect();
     let shape = [FIELD_SIDE as u32, FIELD_SIDE as u32];
