@@ -311,7 +311,7 @@ pub fn float_steady_rows(
     }
     let one_pass = (fields.len() * FIELD_SIDE * FIELD_SIDE * 4) as u64;
     // The copy kernel binds the whole output: at most the device's largest storage binding.
-    let max_binding = device.limits().max_storage_buffer_binding_size as u64;
+    let max_binding = device.limits().max_storage_buffer_binding_size;
     let copies = target_bytes
         .div_ceil(one_pass)
         .min(max_binding / one_pass)
