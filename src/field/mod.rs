@@ -24,6 +24,7 @@
 //! bound may give back an exact version 2 file.
 
 mod any;
+pub mod blocks;
 mod bounded;
 mod core;
 mod decode;

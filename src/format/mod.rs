@@ -20,6 +20,7 @@
 //! new module beside them, a [`Profile`] variant, and an arm in
 //! [`Header::stream_size_bounds`].
 
+pub mod blocks;
 pub mod compact;
 pub(crate) mod consts;
 pub mod container;

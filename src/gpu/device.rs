@@ -108,10 +108,12 @@ pub(crate) enum Kernel {
     /// (read), q, z, hist (read-write), segs, extent (read), fill, out (read-write), params
     /// (uniform).
     Encode,
+    /// `blocks.wgsl`: src (read), dst, flags (read-write), params (uniform).
+    Blocks,
 }
 
-/// Kernel families there are (`Encode` is the last variant).
-const KERNELS: usize = Kernel::Encode as usize + 1;
+/// Kernel families there are (`Blocks` is the last variant).
+const KERNELS: usize = Kernel::Blocks as usize + 1;
 
 impl Kernel {
     /// Its WGSL stages, each with its entry points.
@@ -141,6 +143,15 @@ impl Kernel {
                 (Stage::EncodeHistogram, &["histogram"]),
                 (Stage::EncodePack, &["pack"]),
             ],
+            Kernel::Blocks => &[(
+                Stage::Blocks,
+                &[
+                    "blocks_analyse",
+                    "blocks_scan",
+                    "blocks_pack",
+                    "blocks_unpack",
+                ],
+            )],
         }
     }
 
@@ -172,6 +183,11 @@ impl Kernel {
             Kernel::Encode => {
                 let mut b = storage(&[true, false, false, false, true, true, false, false]);
                 b.push(uniform_entry(8));
+                b
+            }
+            Kernel::Blocks => {
+                let mut b = storage(&[true, false, false]);
+                b.push(uniform_entry(3));
                 b
             }
         }
@@ -444,6 +460,7 @@ mod tests {
             TensorWindow,
             Bounded,
             Encode,
+            Blocks,
         ];
         assert_eq!(all.len(), KERNELS);
         for (i, k) in all.into_iter().enumerate() {

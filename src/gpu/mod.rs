@@ -108,6 +108,8 @@ mod batcher;
 #[cfg(feature = "gpu")]
 pub(crate) mod bindings;
 #[cfg(feature = "gpu")]
+mod blocks;
+#[cfg(feature = "gpu")]
 pub(crate) mod bounded;
 #[cfg(feature = "gpu")]
 pub(crate) mod chunked;
@@ -150,6 +152,10 @@ pub use abi::{
 
 #[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
+#[cfg(feature = "gpu")]
+pub(crate) use blocks::BlocksBuffer;
+#[cfg(feature = "gpu")]
+pub use blocks::GpuBlocks;
 #[cfg(feature = "gpu")]
 pub use counters::Counts;
 #[cfg(feature = "gpu")]

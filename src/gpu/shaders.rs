@@ -35,6 +35,7 @@ const ENCODE_QUANTISE: &str = include_str!("../../shaders/encode_quantise.wgsl")
 const ENCODE_DIFFERENCES: &str = include_str!("../../shaders/encode_differences.wgsl");
 const ENCODE_HISTOGRAM: &str = include_str!("../../shaders/encode_histogram.wgsl");
 const ENCODE_PACK: &str = include_str!("../../shaders/encode_pack.wgsl");
+const BLOCKS: &str = include_str!("../../shaders/blocks.wgsl");
 
 /// A pipeline stage: one shader module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,12 +79,15 @@ pub(crate) enum Stage {
     /// `encode_pack.wgsl` after `shared/tokenize.wgsl`: the segments' bits (entry point
     /// `pack`).
     EncodePack,
+    /// `blocks.wgsl`: block-coded arrays (entry points `blocks_analyse`, `blocks_scan`,
+    /// `blocks_pack`, `blocks_unpack`).
+    Blocks,
 }
 
 impl Stage {
     /// Every stage: the prefix sum and the decode for every output layout.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [Stage; 13] = [
+    pub const ALL: [Stage; 14] = [
         Stage::PrefixSum,
         Stage::Decode(LayoutKind::Interleaved),
         Stage::Decode(LayoutKind::F32Chw),
@@ -97,6 +101,7 @@ impl Stage {
         Stage::EncodeDifferences,
         Stage::EncodeHistogram,
         Stage::EncodePack,
+        Stage::Blocks,
     ];
 
     /// A label for the stage: its files under `shaders/`.
@@ -113,6 +118,7 @@ impl Stage {
             Stage::EncodeDifferences => "encode_differences.wgsl",
             Stage::EncodeHistogram => "encode_histogram.wgsl",
             Stage::EncodePack => "encode_pack.wgsl",
+            Stage::Blocks => "blocks.wgsl",
             Stage::Decode(LayoutKind::Interleaved) => "decode.wgsl + output/interleaved.wgsl",
             Stage::Decode(LayoutKind::F32Chw) => "decode.wgsl + output/f32_chw.wgsl",
         }
@@ -145,6 +151,7 @@ impl Stage {
                 &encode_abi::EncodeParams::WGSL_STRUCT,
                 &encode_abi::EncodeSegment::WGSL_STRUCT,
             ],
+            Stage::Blocks => &[&abi::BlocksParams::WGSL_STRUCT],
         }
     }
 }
@@ -253,6 +260,16 @@ pub(crate) fn prelude() -> String {
         ("EST_TOKENS", encode_abi::EST_TOKENS),
         ("EST_WORDS", encode_abi::EST_WORDS),
         ("EST_SETS_WORDS", encode_abi::EST_SETS_WORDS),
+        ("BLOCKS_WG", abi::BLOCKS_WORKGROUP_SIZE),
+        ("BLOCKS_K_LIMIT", crate::format::blocks::K_LIMIT),
+        ("BLOCKS_WIDTH_MAX", crate::format::blocks::WIDTH_MAX),
+        ("BLOCKS_HEAD_RAW", crate::format::blocks::HEAD_RAW),
+        ("BLOCKS_FLAG_MASKED", crate::format::blocks::FLAG_MASKED),
+        (
+            "BLOCKS_HEAD_WORDS",
+            crate::format::blocks::HEAD_WORDS as u32,
+        ),
+        ("BLOCKS_MAGIC", crate::format::blocks::BLOCKS_MAGIC),
     ];
     let mut out =
         String::from("// ---- generated from the Rust constants (gpu::shaders::prelude) ----\n");
@@ -276,7 +293,8 @@ pub(crate) fn source(stage: Stage) -> String {
         | Stage::EncodeQuantise
         | Stage::EncodeDifferences
         | Stage::EncodeHistogram
-        | Stage::EncodePack => None,
+        | Stage::EncodePack
+        | Stage::Blocks => None,
         Stage::Decode(LayoutKind::Interleaved) => {
             Some(("output/interleaved.wgsl", OUTPUT_INTERLEAVED))
         }
@@ -335,6 +353,7 @@ pub(crate) fn source(stage: Stage) -> String {
             ("shared/tokenize.wgsl", TOKENIZE),
             ("encode_pack.wgsl", ENCODE_PACK),
         ],
+        None if stage == Stage::Blocks => vec![("blocks.wgsl", BLOCKS)],
         None => vec![("prefix_sum.wgsl", PREFIX_SUM)],
         Some(output) => vec![
             ("shared/images.wgsl", IMAGES),

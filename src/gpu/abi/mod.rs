@@ -371,8 +371,10 @@ impl LayoutKind {
     }
 }
 
+mod blocks;
 mod floats;
 mod stages;
+pub(crate) use blocks::*;
 pub(crate) use floats::*;
 pub(crate) use stages::*;
 

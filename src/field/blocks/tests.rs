@@ -1,0 +1,183 @@
+use super::*;
+use crate::field::test_rng::Rng;
+
+/// Values like activations: ReLU zeros, Gaussian-ish magnitudes, a few outliers.
+pub(crate) fn activations(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|i| {
+            let u = rng.unit() + rng.unit() + rng.unit() - 1.5;
+            match rng.below(10) {
+                0..=3 => 0.0,
+                4 if i % 7 == 0 => -u * 3.0,
+                _ => u * 2.0 + (i % 97) as f32 * 1e-3,
+            }
+        })
+        .collect()
+}
+
+fn check_bound(values: &[f32], decoded: &[f32], e: f32) {
+    assert_eq!(values.len(), decoded.len());
+    for (i, (&x, &y)) in values.iter().zip(decoded).enumerate() {
+        if x.is_nan() {
+            assert!(y.is_nan(), "value {i}: NaN decoded as {y}");
+            continue;
+        }
+        if x.is_infinite() {
+            assert_eq!(x, y, "value {i}");
+            continue;
+        }
+        assert!(
+            ((x as f64) - (y as f64)).abs() <= e as f64 || x == y,
+            "value {i}: {x} -> {y} (bound {e})"
+        );
+        assert_eq!(x > 0.0, y > 0.0, "value {i}: sign of {x} -> {y}");
+        assert_eq!(x < 0.0, y < 0.0, "value {i}: sign of {x} -> {y}");
+    }
+}
+
+#[test]
+fn round_trips_within_the_stored_bound_keeping_signs_and_zeros() {
+    for (n, bound) in [
+        (0usize, 0.1),
+        (1, 0.1),
+        (31, 1e-3),
+        (32, 1e-2),
+        (33, 0.5),
+        (1000, 1e-3),
+        (5000, 3e-2),
+        (70_001, 1e-4),
+    ] {
+        let v = activations(n, 7 + n as u64);
+        let data = encode_blocks(&v, bound).unwrap();
+        let header = parse_blocks(&data, u64::MAX).unwrap();
+        assert_eq!(header.values as usize, n);
+        assert!(header.bound as f64 <= bound && header.bound as f64 > bound * (1.0 - 1.0 / 128.0));
+        let d = decode_blocks(&data, u64::MAX).unwrap();
+        check_bound(&v, &d, header.bound);
+    }
+}
+
+#[test]
+fn special_values_go_raw_and_come_back_bit_for_bit() {
+    let mut v = activations(200, 3);
+    v[5] = f32::NAN;
+    v[40] = f32::INFINITY;
+    v[70] = f32::NEG_INFINITY;
+    v[100] = 1e30; // beyond 2^15 steps of the bound
+    v[130] = f32::from_bits(1); // subnormal: kept positive
+    v[131] = -f32::from_bits(77);
+    let data = encode_blocks(&v, 1e-3).unwrap();
+    let d = decode_blocks(&data, u64::MAX).unwrap();
+    check_bound(&v, &d, 1e-3);
+    for i in [5, 40, 70, 100] {
+        assert_eq!(v[i].to_bits(), d[i].to_bits(), "value {i}");
+    }
+    assert!(d[130] > 0.0 && d[131] < 0.0);
+    // A raw block holds what was given, NaN payloads included.
+    let words: Vec<u32> = data
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let heads_at = HEAD_WORDS + 1;
+    assert_eq!(words[heads_at] & 0xffff, HEAD_RAW); // block 0 holds the NaN
+}
+
+#[test]
+fn zero_and_tiny_bounds_keep_every_value_exact() {
+    let v = activations(300, 11);
+    for bound in [0.0, 1e-39, 1e-45] {
+        let data = encode_blocks(&v, bound).unwrap();
+        assert_eq!(parse_blocks(&data, u64::MAX).unwrap().bound, 0.0);
+        let d = decode_blocks(&data, u64::MAX).unwrap();
+        for (x, y) in v.iter().zip(&d) {
+            assert!(x == y, "{x} -> {y}");
+        }
+    }
+    assert!(encode_blocks(&v, -1.0).is_err());
+    assert!(encode_blocks(&v, f64::NAN).is_err());
+    // A huge bound: every nonzero value is one step, its sign kept.
+    let data = encode_blocks(&v, f64::INFINITY).unwrap();
+    let d = decode_blocks(&data, u64::MAX).unwrap();
+    check_bound(&v, &d, parse_blocks(&data, u64::MAX).unwrap().bound);
+}
+
+#[test]
+fn the_quantiser_picks_the_one_fitting_step() {
+    let e = stored_bound(0.01).unwrap();
+    let inv = inverse_step(e);
+    let mut rng = Rng(99);
+    for _ in 0..200_000 {
+        let x = f32::from_bits(rng.next() as u32 & 0xbfff_ffff); // magnitudes below 2
+        let Some(z) = quantise(x.to_bits(), e, inv) else {
+            continue;
+        };
+        let y = reconstruct(z, e);
+        assert!(((x as f64) - (y as f64)).abs() <= e as f64, "{x} -> {y}");
+        // No other k fits: the code is unique, whatever the reciprocal's rounding.
+        let k = z.div_ceil(2);
+        for other in [k.saturating_sub(1), k + 1] {
+            if other >= 1 && other != k {
+                assert!(!fits(x.abs(), other, e) || x == 0.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn masked_blocks_pay_where_zeros_are_many() {
+    // Half zeros, the rest wide: masked; no zeros: plain.
+    let v: Vec<f32> = (0..64)
+        .map(|i| if i % 2 == 0 { 0.0 } else { 1.0 + i as f32 })
+        .collect();
+    let data = encode_blocks(&v, 1e-3).unwrap();
+    let words: Vec<u32> = data
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let h = words[HEAD_WORDS + 1];
+    assert_ne!(h & FLAG_MASKED, 0, "{h:#x}");
+    assert_eq!(h >> 8 & 0xff, 16);
+    let d = decode_blocks(&data, u64::MAX).unwrap();
+    check_bound(&v, &d, 1e-3);
+    let dense: Vec<f32> = (0..32).map(|i| 1.0 + i as f32).collect();
+    let data = encode_blocks(&dense, 1e-3).unwrap();
+    assert_eq!(data[4 * (HEAD_WORDS + 1)] & FLAG_MASKED as u8, 0);
+}
+
+#[test]
+fn every_malformed_stream_is_an_error() {
+    let v = activations(1000, 5);
+    let good = encode_blocks(&v, 1e-2).unwrap();
+    assert!(decode_blocks(&good, 999).is_err(), "the value limit");
+    for cut in [0, 3, 15, 16, good.len() - 4, good.len() - 1] {
+        assert!(
+            decode_blocks(&good[..cut], u64::MAX).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let mut longer = good.clone();
+    longer.extend_from_slice(&[0; 4]);
+    assert!(decode_blocks(&longer, u64::MAX).is_err());
+    // Every single-word change is either refused or decodes to as many values.
+    let mut rng = Rng(42);
+    let words = good.len() / 4;
+    for i in 0..words.min(400) {
+        for _ in 0..4 {
+            let mut bad = good.clone();
+            let flip = 1u32 << rng.below(32);
+            let at = 4 * i;
+            let w = u32::from_le_bytes(bad[at..at + 4].try_into().unwrap()) ^ flip;
+            bad[at..at + 4].copy_from_slice(&w.to_le_bytes());
+            if let Ok(d) = decode_blocks(&bad, u64::MAX) {
+                assert_eq!(
+                    d.len(),
+                    parse_blocks(&bad, u64::MAX).unwrap().values as usize
+                );
+                // The magic and the payload count admit no other value; a changed count of
+                // values within the same blocks, or another 8-bit-significand bound, parses.
+                assert!(i != 0 && i != 3, "head word {i} changed and still parsed");
+            }
+        }
+    }
+}

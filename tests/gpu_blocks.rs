@@ -1,0 +1,179 @@
+//! Block-coded arrays on the GPU (`l3::field::blocks::gpu`, lavapipe in CI): the GPU's
+//! stream is the CPU encoder's byte for byte and its decode the CPU decoder's bit for bit,
+//! for activation-like values, special values (raw blocks), bounds from 0 to huge, sizes that
+//! end mid-block and mid-group, more groups than one scan invocation takes, and streams at an
+//! offset inside larger buffers; a stream whose blocks the host did not check (a damaged
+//! payload in GPU memory) sets the kernel's flags instead of being read out of bounds.
+#![cfg(feature = "gpu")]
+
+#[path = "common/gpu_support.rs"]
+mod gpu_support;
+
+use l3::field::blocks::gpu::{
+    decode_blocks_buffer, decode_blocks_gpu, encode_blocks_buffer, encode_blocks_gpu,
+    stream_capacity_words,
+};
+use l3::field::blocks::{decode_blocks, encode_blocks, parse_blocks, BlocksHeader};
+use l3::gpu::GpuBlocks;
+
+fn blocks() -> Option<GpuBlocks> {
+    gpu_support::gpu().map(GpuBlocks::from_decoder)
+}
+
+/// Activation-like values: ReLU zeros, spread magnitudes, runs of small and large values.
+fn activations(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = gpu_support::Rng(seed);
+    (0..n)
+        .map(|i| {
+            let u = (rng.below(1 << 24) as f32 / (1 << 24) as f32 - 0.5) * 4.0;
+            match rng.below(10) {
+                0..=3 => 0.0,
+                4 => -u.abs() * 3.0,
+                5 if i % 13 == 0 => u * 1e3,
+                _ => u + (i % 101) as f32 * 1e-3,
+            }
+        })
+        .collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn gpu_streams_and_values_equal_the_cpu_codec() {
+    let Some(gpu) = blocks() else { return };
+    let mut cases: Vec<(Vec<f32>, f64)> = Vec::new();
+    for (n, bound) in [
+        (0usize, 1e-2),
+        (1, 1e-2),
+        (31, 1e-3),
+        (257, 5e-2),
+        (4096, 1e-3),
+        (70_001, 1e-2),
+        // 260 groups per scan invocation and more: the serial part of the scan.
+        (256 * 300 + 17, 3e-3),
+    ] {
+        cases.push((activations(n, n as u64 + 3), bound));
+    }
+    let mut special = activations(3000, 9);
+    special[3] = f32::NAN;
+    special[700] = f32::NEG_INFINITY;
+    special[1500] = 3e37;
+    special[2000] = f32::from_bits(5);
+    special[2001] = -f32::from_bits(0x7fffff);
+    special[2500] = -0.0;
+    for bound in [0.0, 1e-40, 1e-6, 1e-2, 1.0, 1e30, f64::INFINITY] {
+        cases.push((special.clone(), bound));
+    }
+    for (values, bound) in &cases {
+        let cpu = encode_blocks(values, *bound).unwrap();
+        let on_gpu = encode_blocks_gpu(&gpu, values, *bound).unwrap();
+        assert!(
+            cpu == on_gpu,
+            "{} values at {bound}: GPU stream {} bytes, CPU {} bytes, first difference at word {:?}",
+            values.len(),
+            on_gpu.len(),
+            cpu.len(),
+            cpu.chunks(4).zip(on_gpu.chunks(4)).position(|(a, b)| a != b)
+        );
+        let want = decode_blocks(&cpu, u64::MAX).unwrap();
+        let got = decode_blocks_gpu(&gpu, &cpu, u64::MAX).unwrap();
+        assert_eq!(
+            bits(&want),
+            bits(&got),
+            "{} values at {bound}",
+            values.len()
+        );
+    }
+}
+
+#[test]
+fn streams_at_offsets_inside_larger_buffers() {
+    let Some(gpu) = blocks() else { return };
+    let values = activations(5000, 77);
+    let usage =
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let make = |words: u64| {
+        gpu.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 4 * words,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let src = make(5000 + 123);
+    gpu.queue()
+        .write_buffer(&src, 4 * 123, bytemuck::cast_slice(&values));
+    let cap = stream_capacity_words(5000);
+    let stream = make(cap + 1000);
+    let words = encode_blocks_buffer(&gpu, &src, 123, 5000, 1e-2, &stream, 1000).unwrap();
+    let cpu = encode_blocks(&values, 1e-2).unwrap();
+    assert_eq!(words as usize * 4, cpu.len());
+    let header: BlocksHeader = parse_blocks(&cpu, u64::MAX).unwrap();
+    let out = make(5000 + 55);
+    decode_blocks_buffer(&gpu, &stream, 1000, &header, &out, 55).unwrap();
+    let got = l3_read(&gpu, &out, 55, 5000);
+    assert_eq!(bits(&decode_blocks(&cpu, u64::MAX).unwrap()), got);
+    // Too small a destination is refused before anything is dispatched.
+    let small = make(cap - 1);
+    assert!(encode_blocks_buffer(&gpu, &src, 123, 5000, 1e-2, &small, 0).is_err());
+    assert!(decode_blocks_buffer(&gpu, &stream, 1000, &header, &out, 56).is_err());
+}
+
+fn l3_read(gpu: &GpuBlocks, buffer: &wgpu::Buffer, at: u64, words: u64) -> Vec<u32> {
+    let staging = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4 * words,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = gpu.device().create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(buffer, 4 * at, &staging, 0, 4 * words);
+    gpu.queue().submit([enc.finish()]);
+    let slice = staging.slice(..);
+    slice.map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    gpu.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+    let v: Vec<u32> = bytemuck::pod_collect_to_vec(&slice.get_mapped_range().unwrap());
+    staging.unmap();
+    v
+}
+
+#[test]
+fn damaged_blocks_in_gpu_memory_set_the_flags() {
+    let Some(gpu) = blocks() else { return };
+    let values = activations(2048, 5);
+    let good = encode_blocks(&values, 1e-2).unwrap();
+    let header = parse_blocks(&good, u64::MAX).unwrap();
+    let heads_at = 4 + 8; // 64 blocks in 8 groups: words 4..12 are the group offsets
+    let mut seen = 0;
+    for (word, value) in [
+        (heads_at, 0x00ffu32),       // a width of 63
+        (heads_at + 1, 0x0000_00c0), // raw and masked at once
+        (4 + 3, 5),                  // a group offset that is not its blocks' words
+    ] {
+        let mut bad = good.clone();
+        bad[4 * word..4 * word + 4].copy_from_slice(&value.to_le_bytes());
+        assert!(decode_blocks(&bad, u64::MAX).is_err(), "word {word}");
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let src = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bad.len() as u64,
+            usage,
+            mapped_at_creation: false,
+        });
+        gpu.queue().write_buffer(&src, 0, &bad);
+        let out = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 4 * 2048,
+            usage,
+            mapped_at_creation: false,
+        });
+        let e = decode_blocks_buffer(&gpu, &src, 0, &header, &out, 0).unwrap_err();
+        assert!(e.to_string().contains("malformed blocks"), "{e}");
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
+}
