@@ -4,7 +4,8 @@ models (torchvision ResNet-18, ResNet-50, a small ViT), CPU.
 
     pip install . torchvision        # the l3 package, from the repository root
     python bench/activation_accuracy.py --model resnet18 --bounds auto,1e-2,1e-3 \
-        --checkpoint none,reentrant,non-reentrant [--batch 8 --size 64] [--json out.json]
+        --checkpoint none,reentrant,non-reentrant [--batch 8 --size 64] [--codec blocks]
+        [--json out.json]
 
 For each (bound, checkpointing) the model (training mode: BatchNorm uses batch statistics;
 the same weights and random batch every time, cross-entropy on random labels) runs a forward
@@ -170,7 +171,7 @@ def measure(args: argparse.Namespace, model_name: str, bound: str, ckpt: str) ->
     for i in range(args.warmup * (b == "auto") + args.repeat):
         # (No optimiser step: the weights stay; BatchNorm in training mode normalises by the
         # batch's statistics, so its running statistics change nothing here.)
-        ca = l3t.compress_activations(b, threads=args.threads)
+        ca = l3t.compress_activations(b, threads=args.threads, codec=args.codec)
         times.append(step(model, xin, y, ca))
         if i < args.warmup * (b == "auto") + args.repeat - 1:
             ca.close()
@@ -206,6 +207,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2, help="auto's measuring steps first")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--codec", default="auto", choices=("auto", "fields", "blocks"),
+                    help="compress_activations' codec (auto: fields on the CPU)")
     ap.add_argument("--json", help="rows written here too")
     args = ap.parse_args()
     if args.threads:

@@ -8,6 +8,14 @@ the same bytes. Every GPU file is checked byte for byte against the CPU's.
 
     python bench/gpu_encode_speed.py [--shape 64,64,128,128] [--rel 1e-2] [--repeats 5]
 
+Then the same for block-coded arrays (`l3.encode_blocks`, the format `compress_activations`
+keeps CUDA tensors in on l3's GPU): the CPU encoder and decoder (one thread), and on l3's GPU
+the encode of the staging buffer's values into a stream kept in GPU memory (one submission,
+its size read back, the stream copied to its own buffer) and the decode of that stream into a
+staging buffer; with CUDA, from a CUDA tensor (copy + sync + encode) and back into a tensor of
+torch's own (decode + clone). Every stream is checked against the CPU's bytes, every decode
+against the CPU's values.
+
 Prints one line per path: median seconds of --repeats, GB/s of input, the ratio.
 """
 
@@ -57,6 +65,28 @@ def main() -> int:
     print(f"GPU gpu_encode_field (host array): {t:.3f} s, {gb / t:.2f} GB/s, "
           f"{'same bytes' if gpu == cpu else 'DIFFERENT BYTES'}")
     ok = gpu == cpu
+    t, blocks = timed(lambda: l3.encode_blocks(x, max_error=eb), args.repeats)
+    print(f"CPU encode_blocks: {t:.3f} s, {gb / t:.2f} GB/s, ratio {x.nbytes / len(blocks):.1f}")
+    t, back = timed(lambda: l3.decode_blocks(blocks), args.repeats)
+    print(f"CPU decode_blocks: {t:.3f} s, {gb / t:.2f} GB/s")
+    try:
+        staging = l3._l3.GpuEncodeStaging(x.nbytes)
+        out = l3._l3.GpuEncodeStaging(x.nbytes)
+    except l3.GpuError as e:
+        print(f"GPU blocks: no exportable memory here ({e})")
+        staging = None
+    if staging is not None:
+        staging.write(x)
+        t, stream = timed(lambda: staging.encode_blocks(x.size, max_error=eb), args.repeats)
+        same = stream.to_bytes() == blocks
+        print(f"GPU encode_blocks (staging -> GPU memory): {t * 1e3:.2f} ms, {gb / t:.2f} GB/s, "
+              f"{'same bytes' if same else 'DIFFERENT BYTES'}")
+        t, _ = timed(lambda: out.decode_blocks_into(stream), args.repeats)
+        same_values = np.array_equal(np.frombuffer(out.read_back(x.nbytes), np.uint32),
+                                     back.view(np.uint32))
+        print(f"GPU decode_blocks (GPU memory -> staging): {t * 1e3:.2f} ms, {gb / t:.2f} GB/s, "
+              f"{'same values' if same_values else 'DIFFERENT VALUES'}")
+        ok = ok and same and same_values
     if torch.cuda.is_available():
         from l3._activations import _CudaStaging
 
@@ -72,6 +102,30 @@ def main() -> int:
         print(f"GPU from a CUDA tensor (copy + sync + encode): {t:.3f} s, {gb / t:.2f} GB/s, "
               f"{'same bytes' if dev == cpu else 'DIFFERENT BYTES'}")
         ok = ok and dev == cpu
+
+        def blocks_from_cuda():
+            staging.view[: xc.numel()].copy_(xc.reshape(-1))
+            torch.cuda.current_stream().synchronize()
+            return staging.staging.encode_blocks(xc.numel(), max_error=eb)
+
+        t, stream = timed(blocks_from_cuda, args.repeats)
+        print(f"GPU blocks from a CUDA tensor (copy + sync + encode): {t * 1e3:.2f} ms, "
+              f"{gb / t:.2f} GB/s, "
+              f"{'same bytes' if stream.to_bytes() == blocks else 'DIFFERENT BYTES'}")
+        ok = ok and stream.to_bytes() == blocks
+        back_staging = _CudaStaging(x.nbytes)
+
+        def blocks_to_cuda():
+            back_staging.staging.decode_blocks_into(stream)
+            y = back_staging.view[: xc.numel()].clone()
+            torch.cuda.synchronize()
+            return y
+
+        t, y = timed(blocks_to_cuda, args.repeats)
+        same_values = np.array_equal(y.cpu().numpy().view(np.uint32), back.view(np.uint32))
+        print(f"GPU blocks to a CUDA tensor (decode + clone): {t * 1e3:.2f} ms, "
+              f"{gb / t:.2f} GB/s, {'same values' if same_values else 'DIFFERENT VALUES'}")
+        ok = ok and same_values
         dst = torch.empty_like(xc)
 
         def copy():

@@ -567,7 +567,7 @@ gpu_encode() {
     "$PYTHON" bench/gpu_encode_speed.py --shape 64,64,128,128 --repeats 5 | tee "$OUTDIR/gpu_encode.txt"
     while IFS= read -r line; do
         case $line in
-            *" s, "*) printf '%s\t%s\t\n' "encode: ${line%%:*}" "${line#*: }" >>"$FIGURES" ;;
+            *" s, "* | *" ms, "*) printf '%s\t%s\t\n' "encode: ${line%%:*}" "${line#*: }" >>"$FIGURES" ;;
             *"copy: "*) printf '%s\t%s\t\n' "encode: ${line%%:*}" "${line#*: }" >>"$FIGURES" ;;
         esac
     done <"$OUTDIR/gpu_encode.txt"

@@ -107,10 +107,11 @@ fn streams_at_offsets_inside_larger_buffers() {
         .write_buffer(&src, 4 * 123, bytemuck::cast_slice(&values));
     let cap = stream_capacity_words(5000);
     let stream = make(cap + 1000);
-    let words = encode_blocks_buffer(&gpu, &src, 123, 5000, 1e-2, &stream, 1000).unwrap();
+    let header = encode_blocks_buffer(&gpu, &src, 123, 5000, 1e-2, &stream, 1000).unwrap();
     let cpu = encode_blocks(&values, 1e-2).unwrap();
-    assert_eq!(words as usize * 4, cpu.len());
-    let header: BlocksHeader = parse_blocks(&cpu, u64::MAX).unwrap();
+    assert_eq!(header.stream_words() * 4, cpu.len());
+    let parsed: BlocksHeader = parse_blocks(&cpu, u64::MAX).unwrap();
+    assert_eq!(header, parsed);
     let out = make(5000 + 55);
     decode_blocks_buffer(&gpu, &stream, 1000, &header, &out, 55).unwrap();
     let got = l3_read(&gpu, &out, 55, 5000);

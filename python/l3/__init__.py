@@ -61,8 +61,10 @@ from ._l3 import (
     copy_dataset,
     decode,
     decode_batch,
+    decode_blocks,
     decode_field,
     encode,
+    encode_blocks,
     encode_field,
     field_info,
     gpu_adapter,
@@ -256,8 +258,8 @@ class Loader:
 
 __all__ = [
     "Dataset", "TensorDataset", "copy_dataset", "FormatError", "GpuError", "IMAGE_EXTENSIONS", "L3Error", "L3IOError",
-    "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_field",
-    "encode", "encode_field", "field_info",
+    "Limits", "LimitsError", "Loader", "LoaderError", "ParameterError", "decode", "decode_batch", "decode_blocks",
+    "decode_field", "encode", "encode_blocks", "encode_field", "field_info",
     "gpu_adapter", "imread", "imwrite", "info", "open_dataset", "open_source", "pack", "pack_arrays",
     "pack_source", "plan_pack", "Source",
     "write_manifest", "write_shard",

@@ -6,7 +6,7 @@ from this process's own encoder (saved tensors never leave it)."""
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,22 +21,27 @@ INTEGERS = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.in
 
 
 class Coded:
-    """One saved tensor's coding: ``data`` (an l3 error-bounded array; for an exact integer
-    tensor, its packing), ``pos``/``neg`` (sign bits, or None), ``exact`` (None for a lossy
-    float payload; else how the exact packing reads: ``("bits",)``, ``("offset", lo,
-    numpy dtype)`` or ``("field", lo)``)."""
+    """One saved tensor's coding: ``data`` (an l3 error-bounded array, or with ``blocks`` a
+    block-coded stream: bytes, or an ``l3._l3.BlocksStream`` in l3's GPU memory; for an exact
+    integer tensor, its packing), ``pos``/``neg`` (sign bits, or None; a block-coded stream
+    keeps signs itself), ``exact`` (None for a lossy float payload; else how the exact
+    packing reads: ``("bits",)``, ``("offset", lo, numpy dtype)`` or ``("field", lo)``)."""
 
-    __slots__ = ("data", "pos", "neg", "exact", "affine")
+    __slots__ = ("data", "pos", "neg", "exact", "affine", "blocks")
 
-    def __init__(self, data: bytes, pos: Optional[bytes] = None, neg: Optional[bytes] = None,
-                 exact: Optional[tuple] = None, affine: Optional[tuple] = None) -> None:
+    def __init__(self, data: Any, pos: Optional[bytes] = None, neg: Optional[bytes] = None,
+                 exact: Optional[tuple] = None, affine: Optional[tuple] = None,
+                 blocks: bool = False) -> None:
         self.data, self.pos, self.neg, self.exact = data, pos, neg, exact
         # (mean, std, view): the payload holds (x - mean) / std of x.reshape(view).
         self.affine = affine
+        self.blocks = blocks
 
     @property
     def nbytes(self) -> int:
-        n = len(self.data) + len(self.pos or b"") + len(self.neg or b"")
+        stream = getattr(self.data, "nbytes", None)  # a BlocksStream (bytes have no nbytes)
+        n = (len(self.data) if stream is None else stream) + len(self.pos or b"") + len(
+            self.neg or b"")
         if self.affine is not None:
             n += 4 * (self.affine[0].numel() + self.affine[1].numel())
         return n
@@ -109,14 +114,14 @@ def restore_signs(y: torch.Tensor, pos: bytes, neg: Optional[bytes]) -> torch.Te
     return out.reshape(y.shape)
 
 
-def encode_normalised(x: torch.Tensor, groups: tuple,
-                      k: float) -> Optional[Tuple[Coded, float, float]]:
+def encode_normalised(x: torch.Tensor, groups: tuple, k: float,
+                      blocks: bool = False) -> Optional[Tuple[Coded, float, float]]:
     """``x`` (float32, finite) coded as its normalised values ``(x - mean) / std`` per group
     of a normalisation (`group_stats`), each within ``k`` less a margin for float32 rounding
     in the affine map, so that every value decodes within ``k`` times its own group's std (a
     float16 or bfloat16 tensor: plus the cast back's half unit, as "auto" allows). Returns
     the coding, the least bound (``k`` times the least std) and ``x``'s range; None if that
-    leaves no bound the codec can hold."""
+    leaves no bound the codec can hold. ``blocks``: as a block-coded stream."""
     mean, std, view = group_stats(x, groups)
     lo_hi = torch.aminmax(x)
     lo, hi = float(lo_hi[0]), float(lo_hi[1])
@@ -131,6 +136,9 @@ def encode_normalised(x: torch.Tensor, groups: tuple,
     if not (span > 0 and eb > span * 2.0 ** -15):
         return None
     arr = z.reshape(x.shape).contiguous().numpy()
+    if blocks:
+        data = _l3.encode_blocks(arr, max_error=eb)
+        return Coded(data, affine=(mean, std, view), blocks=True), k * least, hi - lo
     shape = codec_shape(arr.shape)
     data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,
                             predictor="differences", axes=cpu_axes(shape))

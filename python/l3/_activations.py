@@ -213,7 +213,11 @@ class compress_activations:
     True: on the GPU or an error; False: on the host), ``threads`` (encode/decode threads;
     default: the cores), ``prefetch`` (2: tensors
     decoded ahead in backward), ``pending_mb`` (16: the forward pass waits while more than
-    this many MiB of saved tensors await encoding; 0: each is encoded before it goes on).
+    this many MiB of saved tensors await encoding; 0: each is encoded before it goes on),
+    ``codec`` ("auto": block-coded streams kept in l3's GPU memory for tensors l3's GPU
+    encodes, error-bounded arrays with sign bits on the host; "blocks" or "fields": that
+    coding everywhere. Block-coded arrays (`l3.encode_blocks`) code in one GPU pass with no
+    host work and keep signs and zeros themselves, in 10-25 % more bytes than "fields").
 
     Under DistributedDataParallel each rank runs its own block (its ``stats`` its own); a
     ``torch.compile``'d graph (inductor, aot_eager) is refused (see the module documentation).
@@ -240,6 +244,7 @@ class compress_activations:
         prefetch: int = 2,
         pending_mb: int = 16,
         gpu_encode: Optional[bool] = None,
+        codec: str = "auto",
     ) -> None:
         if isinstance(bound, dict):
             kind, bound = _l3.parse_bound(bound)
@@ -268,6 +273,9 @@ class compress_activations:
         if gpu_encode not in (None, True, False):
             raise TypeError(f"gpu_encode must be None, True or False, got {gpu_encode!r}")
         self.gpu_encode = gpu_encode
+        if codec not in ("auto", "fields", "blocks"):
+            raise ParameterError(f"codec must be 'auto', 'fields' or 'blocks', got {codec!r}")
+        self.codec = codec
         # The GPU encoder's staging buffer imported into CUDA ("gpu_encode"), made on first use.
         self._staging: Optional[_CudaStaging] = None
         self._decode_staging: Optional[_CudaStaging] = None
@@ -516,7 +524,7 @@ class compress_activations:
         x = t.detach().float()
         # Signs newly asked for; or a bound beside a normalisation's (coded per group, within
         # more than its least std in the wider groups: coded again, by the tightest bound).
-        stricter = (need.signs and coded.pos is None) or (
+        stricter = (need.signs and coded.pos is None and not coded.blocks) or (
             coded.affine is not None and any(spec[0] != "norm" for spec in need.specs))
         for spec in need.specs:
             stricter = stricter or self._spec_bound(x, spec, p.span) < p.coded_eb
@@ -604,9 +612,14 @@ class compress_activations:
             torch.cuda.current_stream(t.device).synchronize()
             shape = _codec_shape(tuple(t.shape))
             try:
-                data = self._staging.staging.encode(list(shape), max_error=eb,
-                                                    axes=_axes_for(len(shape)))
-                coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
+                if self.codec == "fields":
+                    data = self._staging.staging.encode(list(shape), max_error=eb,
+                                                        axes=_axes_for(len(shape)))
+                    coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
+                else:
+                    # Kept in l3's GPU memory; signs and zeros kept by the coding itself.
+                    coded = _Coded(self._staging.staging.encode_blocks(n, max_error=eb),
+                                   blocks=True)
             except ParameterError:
                 coded = None
         done: Future = Future()
@@ -707,11 +720,15 @@ class compress_activations:
                 if norm is not None:
                     # Within k of each group's own std (the bound over the whole tensor, k
                     # times the least std, may be below what the codec holds: no matter).
-                    got = encode_normalised(x, norm[1], norm[0])
+                    got = encode_normalised(x, norm[1], norm[0],
+                                            blocks=self.codec == "blocks")
                     if got is not None:
                         coded, eb, p.span = got
                 if coded is None:
                     eb = self._bound(p, x, t.dtype)
+                if coded is None and eb is not None and self.codec == "blocks":
+                    coded = _Coded(_l3.encode_blocks(x.contiguous().numpy(), max_error=eb),
+                                   blocks=True)
                 if coded is None and eb is not None:
                     arr = x.contiguous().numpy()
                     shape = _codec_shape(arr.shape)
@@ -739,7 +756,9 @@ class compress_activations:
             y = unpack_exact(coded, p.shape, p.dtype)
         else:
             if p.on_gpu:
-                y = self._decode_on_gpu(coded.data, p)
+                y = self._decode_on_gpu(coded, p)
+            elif coded.blocks:
+                y = torch.from_numpy(_l3.decode_blocks(coded.data)).reshape(p.shape)
             else:
                 y = torch.from_numpy(np.asarray(_l3.decode_field(coded.data))).reshape(p.shape)
             if coded.affine is not None:
@@ -758,8 +777,8 @@ class compress_activations:
             self.stats.decode_seconds += time.perf_counter() - started
         return y
 
-    def _decode_on_gpu(self, data: bytes, p: _Packed) -> torch.Tensor:
-        """``data`` decoded by l3's GPU decoder into the decode staging buffer (exported to
+    def _decode_on_gpu(self, coded: _Coded, p: _Packed) -> torch.Tensor:
+        """``coded`` decoded by l3's GPU decoder into the decode staging buffer (exported to
         CUDA), then copied into a tensor of torch's own on the tensor's device."""
         n = math.prod(p.shape)
         if self._decode_staging is None or self._decode_staging.size < 4 * n:
@@ -767,7 +786,10 @@ class compress_activations:
             self._decode_staging = _CudaStaging(max(4 * n, 1 << 20))
         if self._decode_read is not None:
             self._decode_read.synchronize()  # CUDA's last read of it is done
-        self._decode_staging.staging.decode_into(data)  # waited for by l3
+        if coded.blocks:
+            self._decode_staging.staging.decode_blocks_into(coded.data)  # waited for by l3
+        else:
+            self._decode_staging.staging.decode_into(coded.data)  # waited for by l3
         y = self._decode_staging.view[:n].reshape(p.shape).clone()
         self._decode_read = torch.cuda.Event()
         self._decode_read.record()

@@ -328,6 +328,26 @@ def gpu_encode_field(
     """Encodes a float32 array of 1 to 4 axes on l3's GPU within the absolute bound: the bytes
     of encode_field(array, max_error=..., version=3, predictor="differences", axes=...)."""
 
+def encode_blocks(array: npt.NDArray[np.float32], *, max_error: float) -> bytes:
+    """Encodes a float32 array's values (C order) as a block-coded stream within the absolute
+    bound `max_error` (stored as the largest f32 at most it with an 8-bit significand): zeros
+    as +0.0, every other value with its sign, NaN and infinities exactly."""
+
+def decode_blocks(data: _Bytes, *, limits: Optional[Limits] = None) -> npt.NDArray[np.float32]:
+    """Decodes a block-coded stream into a 1-D float32 array (FormatError if malformed)."""
+
+class BlocksStream:
+    """A block-coded stream in l3's GPU memory (its own buffer, freed with the object)."""
+
+    @property
+    def values(self) -> int: ...
+    @property
+    def bound(self) -> float: ...
+    @property
+    def nbytes(self) -> int: ...
+    def to_bytes(self) -> bytes:
+        """The stream's bytes, read back (those `encode_blocks` gives for the same values)."""
+
 class GpuEncodeStaging(ExportSlot):
     """An ExportSlot on l3's GPU (exportable memory, imported by CUDA), whose float32 values
     are encoded in place or that a file is decoded into."""
@@ -339,3 +359,9 @@ class GpuEncodeStaging(ExportSlot):
         """Decodes an error-bounded (version 3) file on l3's GPU into the buffer's start."""
     def encode(self, shape: Sequence[int], *, max_error: float, axes: Optional[int] = None) -> bytes:
         """Encodes the float32 values of `shape` at the buffer's start (see gpu_encode_field)."""
+    def encode_blocks(self, count: int, *, max_error: float) -> BlocksStream:
+        """Encodes the `count` float32 values at the buffer's start as a block-coded stream
+        kept in l3's GPU memory (one submission; the stream's size read back)."""
+    def decode_blocks_into(self, stream: Union[BlocksStream, _Bytes]) -> int:
+        """Decodes a block-coded stream on l3's GPU into the buffer's start (waits); returns
+        the values."""

@@ -14,7 +14,13 @@ use l3::field::{BoundedOptions, Predictor};
 use l3::gpu::interop::exportable_buffer;
 use l3::gpu::GpuEncoder;
 
+use crate::blocks::{blocks_gpu, BlocksStream};
 use crate::fields::shape_of;
+use l3::field::blocks::gpu::{decode_blocks_buffer, encode_blocks_buffer, stream_capacity_words};
+
+const BLOCKS_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
 use crate::handoff::ExportSlot;
 use crate::{parameter_error, to_py_err, OrPyErr};
 
@@ -92,6 +98,9 @@ fn gpu_encode_field<'py>(
 #[pyclass(module = "l3._l3", frozen, extends = ExportSlot)]
 pub(crate) struct GpuEncodeStaging {
     encoder: Arc<GpuEncoder>,
+    /// Where `encode_blocks` writes a stream before it is copied to its own buffer (grown
+    /// to the largest stream's capacity so far).
+    blocks_scratch: Mutex<Option<wgpu::Buffer>>,
 }
 
 #[pymethods]
@@ -112,7 +121,12 @@ impl GpuEncodeStaging {
             device: encoder.device().clone(),
             queue: encoder.queue().clone(),
         };
-        Ok(PyClassInitializer::from(slot).add_subclass(GpuEncodeStaging { encoder }))
+        Ok(
+            PyClassInitializer::from(slot).add_subclass(GpuEncodeStaging {
+                encoder,
+                blocks_scratch: Mutex::new(None),
+            }),
+        )
     }
 
     /// Writes a float32 array at the buffer's start (from the host) and waits for it.
@@ -205,5 +219,99 @@ impl GpuEncodeStaging {
             })
             .py_err()?;
         Ok(PyBytes::new(py, &file))
+    }
+
+    /// Encodes the `count` float32 values at the buffer's start as a block-coded stream
+    /// within the absolute bound `max_error` (as `l3.encode_blocks`), kept in l3's GPU
+    /// memory: one submission, then the stream (its exact size read back) copied into a
+    /// buffer of its own. Whoever wrote the values (CUDA) must have finished.
+    #[pyo3(signature = (count, *, max_error))]
+    fn encode_blocks(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        count: u64,
+        max_error: f64,
+    ) -> PyResult<BlocksStream> {
+        let exported = &slf.as_super().exported;
+        if count.saturating_mul(4) > exported.size() {
+            return Err(parameter_error(format!(
+                "{count} values need {} bytes, the staging buffer has {}",
+                count.saturating_mul(4),
+                exported.size()
+            )));
+        }
+        let gpu = blocks_gpu()?;
+        let scratch = &slf.blocks_scratch;
+        py.detach(|| -> l3::Result<BlocksStream> {
+            let capacity = 4 * stream_capacity_words(count);
+            let mut slot = scratch.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref().is_none_or(|b| b.size() < capacity) {
+                *slot = None;
+                *slot = Some(gpu.device().create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("l3 blocks scratch"),
+                    size: capacity,
+                    usage: BLOCKS_USAGE,
+                    mapped_at_creation: false,
+                }));
+            }
+            let scratch = slot.as_ref().expect("made above");
+            let header =
+                encode_blocks_buffer(&gpu, &exported.buffer, 0, count, max_error, scratch, 0)?;
+            let bytes = 4 * header.stream_words() as u64;
+            let buffer = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3 blocks stream"),
+                size: bytes,
+                usage: BLOCKS_USAGE,
+                mapped_at_creation: false,
+            });
+            let mut enc = gpu
+                .device()
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            enc.copy_buffer_to_buffer(scratch, 0, &buffer, 0, bytes);
+            gpu.queue().submit([enc.finish()]);
+            Ok(BlocksStream {
+                buffer,
+                gpu: gpu.clone(),
+                header,
+            })
+        })
+        .py_err()
+    }
+
+    /// Decodes a block-coded stream (a `BlocksStream` in GPU memory, or bytes, checked
+    /// first) on l3's GPU into the buffer's start and waits for it; returns the values.
+    fn decode_blocks_into(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        stream: &Bound<'_, PyAny>,
+    ) -> PyResult<u32> {
+        let exported = &slf.as_super().exported;
+        let gpu = blocks_gpu()?;
+        if let Ok(s) = stream.cast::<BlocksStream>() {
+            let s = s.get();
+            if 4 * s.header.values as u64 > exported.size() {
+                return Err(parameter_error(
+                    "the stream's values do not fit the staging buffer",
+                ));
+            }
+            py.detach(|| decode_blocks_buffer(&gpu, &s.buffer, 0, &s.header, &exported.buffer, 0))
+                .py_err()?;
+            return Ok(s.header.values);
+        }
+        let bytes = crate::codec::bytes_of(stream)?;
+        py.detach(|| -> l3::Result<u32> {
+            let header = l3::field::blocks::parse_blocks(&bytes, exported.size() / 4)?;
+            let words = header.stream_words() as u64;
+            let src = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("l3 blocks stream"),
+                size: 4 * words.max(1),
+                usage: BLOCKS_USAGE,
+                mapped_at_creation: false,
+            });
+            gpu.queue().write_buffer(&src, 0, &bytes);
+            decode_blocks_buffer(&gpu, &src, 0, &header, &exported.buffer, 0)?;
+            Ok(header.values)
+        })
+        .py_err()
     }
 }

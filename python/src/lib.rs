@@ -9,6 +9,7 @@
 use pyo3::prelude::*;
 
 mod arrays;
+mod blocks;
 mod codec;
 mod dataset;
 mod fields;
@@ -190,6 +191,7 @@ fn _l3(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLimits>()?;
     codec::register(m)?;
     fields::register(m)?;
+    blocks::register(m)?;
     #[cfg(unix)]
     gpu_encode::register(m)?;
     dataset::register(m)?;

@@ -292,18 +292,27 @@ def test_a_staging_buffer_is_encoded_where_it_is(gpu_available):
 
 
 @cuda
-def test_cuda_activations_are_encoded_on_the_gpu_byte_for_byte():
+@pytest.mark.parametrize("codec", ["auto", "fields"])
+def test_cuda_activations_are_encoded_on_the_gpu_byte_for_byte(codec):
+    """The default keeps a block-coded stream in l3's GPU memory (the host encoder's bytes);
+    ``codec="fields"`` gives the host the CPU encoder's error-bounded file."""
     pytest.importorskip("cuda.bindings")
     dev = torch.device("cuda")
     x = nn.functional.avg_pool2d(torch.randn(8, 16, 64, 64, device=dev), 5, 1, 2)
-    ca = compress_activations(1e-2, gpu_encode=True, min_bytes=0)
+    ca = compress_activations(1e-2, gpu_encode=True, min_bytes=0, codec=codec)
     y, packed = round_trip(ca, x)
-    data = packed.future.result()
-    assert data is not None and ca.stats.gpu_encoded == 1
+    coded = packed.future.result()
+    assert coded is not None and ca.stats.gpu_encoded == 1
     host = x.cpu().numpy()
-    eb = l3.field_info(data)["max_error"]
-    assert data == l3.encode_field(host, max_error=eb, version=3, predictor="differences",
-                                   axes=0b1100)
+    if codec == "auto":
+        assert coded.blocks and coded.pos is None
+        eb = coded.data.bound
+        assert eb <= packed.coded_eb
+        assert coded.data.to_bytes() == l3.encode_blocks(host, max_error=packed.coded_eb)
+    else:
+        eb = l3.field_info(coded.data)["max_error"]
+        assert coded.data == l3.encode_field(host, max_error=eb, version=3,
+                                             predictor="differences", axes=0b1100)
     assert y.device == x.device
     assert float((y - x).abs().max()) <= eb
     ca.close()
@@ -658,3 +667,38 @@ def test_double_backward_through_compressed_activations():
     err = float((got - exact).norm() / exact.norm())
     assert 0 < err < 0.01, err
     ca.close()
+
+
+@pytest.mark.parametrize("bound", [1e-2, "auto"])
+def test_block_coding_on_the_host(bound):
+    """``codec="blocks"``: within the bound, ReLU's signs and zeros kept by the coding itself
+    (no sign bits), gradients close to exact ones on a small CNN with BatchNorm."""
+    x = torch.relu(smooth(4, 8, 48, 48) * 3)
+    ca = compress_activations(1e-2, min_bytes=0, codec="blocks")
+    y, packed = round_trip(ca, x)
+    coded = packed.future.result()
+    assert coded.blocks and coded.pos is None
+    assert float((y - x).abs().max()) <= 1e-2 * float(x.max() - x.min())
+    assert torch.equal(y > 0, x > 0) and torch.equal(y == 0, x == 0)
+    ca.close()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16 * 16, 10))
+    data = smooth(8, 3, 32, 32, seed=4)
+    model(data).square().mean().backward()
+    exact = torch.cat([p.grad.flatten() for p in model.parameters()])
+    for _ in range(2 if bound == "auto" else 1):
+        model.zero_grad()
+        ca = compress_activations(bound, min_bytes=0, codec="blocks")
+        with ca:
+            loss = model(data).square().mean()
+        loss.backward()
+    got = torch.cat([p.grad.flatten() for p in model.parameters()])
+    err = float((got - exact).norm() / exact.norm())
+    assert 0 < err < 0.05, err
+    s = ca.stats.as_dict()
+    assert s["compressed"] >= 4 and s["raw_bytes"] > 3 * s["stored_bytes"], s
+    ca.close()
+    with pytest.raises(l3.ParameterError):
+        compress_activations(1e-2, codec="png")

@@ -195,13 +195,8 @@ impl GpuBlocks {
         self.run(params, src, dst, flags, &[("blocks_unpack", true)])
     }
 
-    /// `words` words at word `at` of `buffer`, read back (blocking).
-    pub(crate) fn read_words(
-        &self,
-        buffer: &wgpu::Buffer,
-        at: u64,
-        words: u64,
-    ) -> Result<Vec<u32>> {
+    /// `words` words at word `at` of `buffer` (usage `COPY_SRC`), read back (blocking).
+    pub fn read_words(&self, buffer: &wgpu::Buffer, at: u64, words: u64) -> Result<Vec<u32>> {
         let b = read_buffer(&self.device, &self.queue, buffer, at * 4, words * 4)?;
         Ok(bytemuck::pod_collect_to_vec(&b))
     }

@@ -82,8 +82,9 @@ fn check_room(buffer: &wgpu::Buffer, at: u64, words: u64, what: &'static str) ->
 
 /// Encodes the `count` f32 values at word `src_at` of `src` within `max_error` (see
 /// [`stored_bound`]) into `dst` from word `dst_at` (room for
-/// [`stream_capacity_words`]`(count)` words), in one submission; returns the stream's words
-/// (reading back its head's payload count: the one wait).
+/// [`stream_capacity_words`]`(count)` words), in one submission; returns the stream's header
+/// (reading back its payload count: the one wait; the stream takes
+/// [`BlocksHeader::stream_words`] words).
 pub fn encode_blocks_buffer(
     gpu: &GpuBlocks,
     src: &wgpu::Buffer,
@@ -92,7 +93,7 @@ pub fn encode_blocks_buffer(
     max_error: f64,
     dst: &wgpu::Buffer,
     dst_at: u64,
-) -> Result<u64> {
+) -> Result<BlocksHeader> {
     if count > MAX_VALUES {
         return Err(LimitsError::OutputBytes {
             needed: count * 4,
@@ -118,9 +119,12 @@ pub fn encode_blocks_buffer(
         },
         &flags,
     )?;
-    let payload = gpu.read_words(dst, dst_at + 3, 1)?[0] as u64;
-    let blocks = count.div_ceil(BLOCK as u64);
-    Ok(HEAD_WORDS as u64 + blocks.div_ceil(GROUP_BLOCKS as u64) + blocks.div_ceil(2) + payload)
+    let payload_words = gpu.read_words(dst, dst_at + 3, 1)?[0];
+    Ok(BlocksHeader {
+        values: count as u32,
+        bound: e,
+        payload_words,
+    })
 }
 
 /// [`encode_blocks`](super::encode_blocks) on the GPU: the values uploaded, encoded, the
@@ -131,8 +135,8 @@ pub fn encode_blocks_gpu(gpu: &GpuBlocks, values: &[f32], max_error: f64) -> Res
     gpu.queue()
         .write_buffer(&src, 0, bytemuck::cast_slice(values));
     let dst = storage(gpu, "l3 blocks stream", stream_capacity_words(n));
-    let words = encode_blocks_buffer(gpu, &src, 0, n, max_error, &dst, 0)?;
-    let w = gpu.read_words(&dst, 0, words)?;
+    let header = encode_blocks_buffer(gpu, &src, 0, n, max_error, &dst, 0)?;
+    let w = gpu.read_words(&dst, 0, header.stream_words() as u64)?;
     Ok(bytemuck::cast_slice(&w).to_vec())
 }
 

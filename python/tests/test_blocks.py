@@ -1,0 +1,89 @@
+"""Block-coded arrays (`l3.encode_blocks` / `l3.decode_blocks`, the GPU's in-memory format of
+activations): within the stored bound, signs and zeros kept, special values exact; every
+malformed stream refused; a stream in l3's GPU memory (`GpuEncodeStaging.encode_blocks`) is
+the host encoder's bytes, and decodes on the GPU to the host decoder's values bit for bit."""
+
+import numpy as np
+import pytest
+
+import l3
+
+
+def activations(n, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[rng.random(n) < 0.4] = 0.0  # ReLU zeros
+    return x
+
+
+@pytest.mark.parametrize("bound", [1e-4, 1e-2, 0.3])
+def test_values_come_back_within_the_stored_bound(bound):
+    x = activations(7 * 14_300, 1)
+    x[5], x[77], x[900] = np.nan, np.inf, -1e30
+    data = l3.encode_blocks(x.reshape(7, -1)[:, :14_000], max_error=bound)  # any shape, C order
+    y = l3.decode_blocks(data)
+    xs = x.reshape(7, -1)[:, :14_000].reshape(-1)
+    assert y.shape == xs.shape and y.dtype == np.float32
+    ok = np.isfinite(xs)
+    assert np.abs(y[ok].astype(np.float64) - xs[ok]).max() <= bound
+    assert np.array_equal(np.sign(y[ok]), np.sign(xs[ok])), "signs and zeros kept"
+    assert np.array_equal(y[~ok].view(np.uint32), xs[~ok].view(np.uint32))
+    assert len(data) < xs.nbytes / 2
+
+
+def test_every_malformed_stream_is_refused():
+    x = activations(5000, 2)
+    data = l3.encode_blocks(x, max_error=1e-2)
+    for cut in (0, 8, 16, len(data) - 4):
+        with pytest.raises(l3.FormatError):
+            l3.decode_blocks(data[:cut])
+    with pytest.raises(l3.FormatError):
+        l3.decode_blocks(b"XXXX" + data[4:])
+    with pytest.raises(l3.LimitsError):
+        l3.decode_blocks(data, limits=l3.Limits(max_output_bytes=4 * 4999))
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        bad = bytearray(data)
+        i = int(rng.integers(len(bad)))
+        bad[i] ^= 1 << int(rng.integers(8))
+        try:
+            y = l3.decode_blocks(bytes(bad))
+        except l3.FormatError:
+            continue
+        assert y.dtype == np.float32
+    with pytest.raises(l3.ParameterError):
+        l3.encode_blocks(x, max_error=-1.0)
+
+
+def staging_or_skip(size, gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU adapter")
+    try:
+        return l3._l3.GpuEncodeStaging(size)
+    except l3.GpuError as e:
+        if "external_memory" in str(e) or "export" in str(e):
+            pytest.skip(f"this Vulkan device exports no memory: {e}")
+        raise
+
+
+def test_a_stream_in_gpu_memory_is_the_host_encoders(gpu_available):
+    x = activations(70_001, 4)
+    x[10] = np.nan
+    staging = staging_or_skip(x.nbytes + 4096, gpu_available)
+    staging.write(x)
+    stream = staging.encode_blocks(x.size, max_error=1e-3)
+    want = l3.encode_blocks(x, max_error=1e-3)
+    assert stream.values == x.size and stream.nbytes == len(want)
+    assert stream.bound <= 1e-3
+    assert stream.to_bytes() == want
+    out = staging_or_skip(x.nbytes, gpu_available)
+    assert out.decode_blocks_into(stream) == x.size
+    got = np.frombuffer(out.read_back(x.nbytes), dtype=np.uint32)
+    assert np.array_equal(got, l3.decode_blocks(want).view(np.uint32))
+    # Bytes decode the same way (checked on the host first).
+    assert out.decode_blocks_into(want) == x.size
+    assert np.array_equal(np.frombuffer(out.read_back(x.nbytes), dtype=np.uint32), got)
+    with pytest.raises(l3.FormatError):
+        out.decode_blocks_into(want[:-4])
+    with pytest.raises(l3.ParameterError):
+        staging.encode_blocks(x.size + 2000, max_error=1e-3)
