@@ -77,7 +77,8 @@ def main() -> int:
         staging = None
     if staging is not None:
         staging.write(x)
-        t, stream = timed(lambda: staging.encode_blocks(x.size, max_error=eb), args.repeats)
+        t, stream = timed(lambda: staging.encode_blocks(x.size, max_error=eb,
+                                                        stride=shape[-1]), args.repeats)
         same = stream.to_bytes() == blocks
         print(f"GPU encode_blocks (staging -> GPU memory): {t * 1e3:.2f} ms, {gb / t:.2f} GB/s, "
               f"{'same bytes' if same else 'DIFFERENT BYTES'}")
@@ -106,7 +107,7 @@ def main() -> int:
         def blocks_from_cuda():
             staging.view[: xc.numel()].copy_(xc.reshape(-1))
             torch.cuda.current_stream().synchronize()
-            return staging.staging.encode_blocks(xc.numel(), max_error=eb)
+            return staging.staging.encode_blocks(xc.numel(), max_error=eb, stride=shape[-1])
 
         t, stream = timed(blocks_from_cuda, args.repeats)
         print(f"GPU blocks from a CUDA tensor (copy + sync + encode): {t * 1e3:.2f} ms, "

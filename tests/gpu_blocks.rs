@@ -1,9 +1,11 @@
 //! Block-coded arrays on the GPU (`l3::field::blocks::gpu`, lavapipe in CI): the GPU's
-//! stream is the CPU encoder's byte for byte and its decode the CPU decoder's bit for bit,
-//! for activation-like values, special values (raw blocks), bounds from 0 to huge, sizes that
-//! end mid-block and mid-group, more groups than one scan invocation takes, and streams at an
-//! offset inside larger buffers; a stream whose blocks the host did not check (a damaged
-//! payload in GPU memory) sets the kernel's flags instead of being read out of bounds.
+//! stream is the CPU encoder's byte for byte (the same code built on the device, the same
+//! prediction picked) and its decode the CPU decoder's bit for bit, for activation-like
+//! values, special values (escapes), bounds from 0 to huge, no stride, stride 1 and column
+//! strides, sizes that end mid-block, mid-band and mid-group, more groups than one scan
+//! invocation takes, and streams at an offset inside larger buffers; a stream whose blocks
+//! the host did not check (damaged in GPU memory) sets the kernel's flags instead of being
+//! read out of bounds.
 #![cfg(feature = "gpu")]
 
 #[path = "common/gpu_support.rs"]
@@ -43,19 +45,26 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn gpu_streams_and_values_equal_the_cpu_codec() {
     let Some(gpu) = blocks() else { return };
-    let mut cases: Vec<(Vec<f32>, f64)> = Vec::new();
-    for (n, bound) in [
-        (0usize, 1e-2),
-        (1, 1e-2),
-        (31, 1e-3),
-        (257, 5e-2),
-        (4096, 1e-3),
-        (70_001, 1e-2),
-        // 260 groups per scan invocation and more: the serial part of the scan.
-        (256 * 300 + 17, 3e-3),
+    let mut cases: Vec<(Vec<f32>, f64, usize)> = Vec::new();
+    for (n, bound, stride) in [
+        (0usize, 1e-2, 0),
+        (1, 1e-2, 1),
+        (31, 1e-3, 0),
+        (257, 5e-2, 257),
+        (4096, 1e-3, 64),
+        (70_001, 1e-2, 1),
+        // 300 groups and more: the serial part of the scan.
+        (256 * 300 + 16, 3e-3, 0),
+        (256 * 300 + 16, 3e-3, 16),
     ] {
-        cases.push((activations(n, n as u64 + 3), bound));
+        cases.push((activations(n, n as u64 + 3), bound, stride));
     }
+    // Rows like the rows above them (column prediction wins), ending mid-band.
+    let smooth: Vec<f32> = (0..200 * 96)
+        .map(|i| ((i % 96) as f32 * 0.37).sin() * 3.0 + (i / 96) as f32 * 1e-3)
+        .collect();
+    cases.push((smooth.clone(), 1e-3, 96));
+    cases.push((smooth, 1e-3, 1));
     let mut special = activations(3000, 9);
     special[3] = f32::NAN;
     special[700] = f32::NEG_INFINITY;
@@ -64,14 +73,14 @@ fn gpu_streams_and_values_equal_the_cpu_codec() {
     special[2001] = -f32::from_bits(0x7fffff);
     special[2500] = -0.0;
     for bound in [0.0, 1e-40, 1e-6, 1e-2, 1.0, 1e30, f64::INFINITY] {
-        cases.push((special.clone(), bound));
+        cases.push((special.clone(), bound, 100));
     }
-    for (values, bound) in &cases {
-        let cpu = encode_blocks(values, *bound).unwrap();
-        let on_gpu = encode_blocks_gpu(&gpu, values, *bound).unwrap();
+    for (values, bound, stride) in &cases {
+        let cpu = encode_blocks(values, *bound, *stride).unwrap();
+        let on_gpu = encode_blocks_gpu(&gpu, values, *bound, *stride).unwrap();
         assert!(
             cpu == on_gpu,
-            "{} values at {bound}: GPU stream {} bytes, CPU {} bytes, first difference at word {:?}",
+            "{} values at {bound}, stride {stride}: GPU stream {} bytes, CPU {} bytes, first difference at word {:?}",
             values.len(),
             on_gpu.len(),
             cpu.len(),
@@ -105,10 +114,10 @@ fn streams_at_offsets_inside_larger_buffers() {
     let src = make(5000 + 123);
     gpu.queue()
         .write_buffer(&src, 4 * 123, bytemuck::cast_slice(&values));
-    let cap = stream_capacity_words(5000);
+    let cap = stream_capacity_words(5000, 50);
     let stream = make(cap + 1000);
-    let header = encode_blocks_buffer(&gpu, &src, 123, 5000, 1e-2, &stream, 1000).unwrap();
-    let cpu = encode_blocks(&values, 1e-2).unwrap();
+    let header = encode_blocks_buffer(&gpu, (&src, 123), 5000, 1e-2, 50, (&stream, 1000)).unwrap();
+    let cpu = encode_blocks(&values, 1e-2, 50).unwrap();
     assert_eq!(header.stream_words() * 4, cpu.len());
     let parsed: BlocksHeader = parse_blocks(&cpu, u64::MAX).unwrap();
     assert_eq!(header, parsed);
@@ -118,7 +127,8 @@ fn streams_at_offsets_inside_larger_buffers() {
     assert_eq!(bits(&decode_blocks(&cpu, u64::MAX).unwrap()), got);
     // Too small a destination is refused before anything is dispatched.
     let small = make(cap - 1);
-    assert!(encode_blocks_buffer(&gpu, &src, 123, 5000, 1e-2, &small, 0).is_err());
+    assert!(encode_blocks_buffer(&gpu, (&src, 123), 5000, 1e-2, 50, (&small, 0)).is_err());
+    assert!(encode_blocks_buffer(&gpu, (&src, 123), 5000, 1e-2, 51, (&stream, 0)).is_err());
     assert!(decode_blocks_buffer(&gpu, &stream, 1000, &header, &out, 56).is_err());
 }
 
@@ -146,14 +156,15 @@ fn l3_read(gpu: &GpuBlocks, buffer: &wgpu::Buffer, at: u64, words: u64) -> Vec<u
 fn damaged_blocks_in_gpu_memory_set_the_flags() {
     let Some(gpu) = blocks() else { return };
     let values = activations(2048, 5);
-    let good = encode_blocks(&values, 1e-2).unwrap();
+    let good = encode_blocks(&values, 1e-2, 0).unwrap();
     let header = parse_blocks(&good, u64::MAX).unwrap();
-    let heads_at = 4 + 8; // 64 blocks in 8 groups: words 4..12 are the group offsets
+    assert_eq!(header.stride, 0);
+    // 64 blocks in 8 groups: words 8..16 the group offsets, 16..32 the blocks' bytes.
     let mut seen = 0;
     for (word, value) in [
-        (heads_at, 0x00ffu32),       // a width of 63
-        (heads_at + 1, 0x0000_00c0), // raw and masked at once
-        (4 + 3, 5),                  // a group offset that is not its blocks' words
+        (16, 0x0000_00ffu32), // a block of 255 bytes
+        (17, 0x0101_0101),    // blocks of 1 byte: the group's words change
+        (8 + 3, 5),           // a group offset that is not its blocks' words
     ] {
         let mut bad = good.clone();
         bad[4 * word..4 * word + 4].copy_from_slice(&value.to_le_bytes());

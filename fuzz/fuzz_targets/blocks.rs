@@ -1,8 +1,9 @@
 //! Any bytes as a block-coded stream (`field::blocks`): the parser and the decoder return
-//! values or an error, never panic or over-allocate; a stream that parses decodes to as
-//! many values as its head says. Any bytes as values too (the first 8 bytes a bound): the
-//! encoder's stream parses, decodes within its stored bound with every sign kept, and NaN
-//! and infinities come back bit for bit.
+//! values or an error, never panic or over-allocate; a stream that decodes parses, to as
+//! many values as its head says. Any bytes as values too (the first 8 bytes a bound, the
+//! first byte a stride where it divides the count): the encoder's stream parses, decodes
+//! within its stored bound with every sign kept, and NaN and infinities come back bit for
+//! bit.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -22,7 +23,9 @@ fuzz_target!(|input: &[u8]| {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let Ok(data) = encode_blocks(&values, bound) else {
+    let s = input[0] as usize;
+    let stride = if s >= 2 && s <= values.len() && values.len() % s == 0 { s } else { s % 2 };
+    let Ok(data) = encode_blocks(&values, bound, stride) else {
         assert!(bound.is_nan());
         return;
     };

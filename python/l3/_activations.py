@@ -13,16 +13,19 @@ CUDA tensors are encoded on the GPU when l3's GPU (wgpu, Vulkan) is the tensor's
 (``gpu_encode``): the tensor is copied as float32 into a staging buffer that l3 allocated
 exportable and CUDA imported (`l3.cuda`'s hand-off, reversed), the tensor's stream is
 synchronised (the rule: CUDA's writes complete before l3's GPU reads; the copy and the encode
-are one after the other on the forward thread), and l3's WGSL encoder (`shaders/encode_*.wgsl`,
-byte for byte the CPU encoder's file) encodes it there; only the compressed bytes come back
-to the host. Otherwise CUDA tensors are copied to pinned host memory (on their stream; the
-encoding thread waits for the copy's event) and encoded there. Either way the device memory
-of every compressed activation is free between forward and backward, the host keeps the
-compressed bytes. Backward gets a GPU-encoded tensor decoded by l3's GPU decoder into a second
-exported buffer and copied from there into a tensor of torch's own (l3 waits for its decode
-before CUDA reads; CUDA's read is waited for, by an event, before l3 writes again), and a
-host-encoded one decoded on the host and copied back on the current stream of the thread that
-decodes.
+are one after the other on the forward thread), and l3's WGSL encoder codes it there. With
+``codec="auto"`` (or ``"blocks"``) it becomes a block-coded stream (`l3.encode_blocks`,
+`shaders/blocks.wgsl`: one submission, the code built on the device, signs and zeros kept by
+the coding) kept in l3's GPU memory, a buffer of its own freed with the saved tensor: only its
+size comes back to the host. With ``codec="fields"`` the WGSL error-bounded encoder
+(`shaders/encode_*.wgsl`, byte for byte the CPU encoder's file) gives the host the file.
+Otherwise CUDA tensors are copied to pinned host memory (on their stream; the encoding thread
+waits for the copy's event) and encoded there. Either way torch's device memory of every
+compressed activation is free between forward and backward. Backward gets a GPU-encoded
+tensor decoded by l3's GPU decoder into a second exported buffer and copied from there into a
+tensor of torch's own (l3 waits for its decode before CUDA reads; CUDA's read is waited for, by
+an event, before l3 writes again), and a host-encoded one decoded on the host and copied back
+on the current stream of the thread that decodes.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
 min of its finite values); ``absolute=True`` makes it absolute. Bounds are capped at
@@ -618,8 +621,9 @@ class compress_activations:
                     coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
                 else:
                     # Kept in l3's GPU memory; signs and zeros kept by the coding itself.
-                    coded = _Coded(self._staging.staging.encode_blocks(n, max_error=eb),
-                                   blocks=True)
+                    stride = t.shape[-1] if t.dim() >= 2 else 0
+                    coded = _Coded(self._staging.staging.encode_blocks(
+                        n, max_error=eb, stride=stride), blocks=True)
             except ParameterError:
                 coded = None
         done: Future = Future()

@@ -328,10 +328,12 @@ def gpu_encode_field(
     """Encodes a float32 array of 1 to 4 axes on l3's GPU within the absolute bound: the bytes
     of encode_field(array, max_error=..., version=3, predictor="differences", axes=...)."""
 
-def encode_blocks(array: npt.NDArray[np.float32], *, max_error: float) -> bytes:
+def encode_blocks(array: npt.NDArray[np.float32], *, max_error: float,
+                  stride: Optional[int] = None) -> bytes:
     """Encodes a float32 array's values (C order) as a block-coded stream within the absolute
     bound `max_error` (stored as the largest f32 at most it with an 8-bit significand): zeros
-    as +0.0, every other value with its sign, NaN and infinities exactly."""
+    as +0.0, every other value with its sign, NaN and infinities exactly. `stride`: the column
+    stride the encoder may predict along (default: the last axis for 2 axes or more)."""
 
 def decode_blocks(data: _Bytes, *, limits: Optional[Limits] = None) -> npt.NDArray[np.float32]:
     """Decodes a block-coded stream into a 1-D float32 array (FormatError if malformed)."""
@@ -359,7 +361,7 @@ class GpuEncodeStaging(ExportSlot):
         """Decodes an error-bounded (version 3) file on l3's GPU into the buffer's start."""
     def encode(self, shape: Sequence[int], *, max_error: float, axes: Optional[int] = None) -> bytes:
         """Encodes the float32 values of `shape` at the buffer's start (see gpu_encode_field)."""
-    def encode_blocks(self, count: int, *, max_error: float) -> BlocksStream:
+    def encode_blocks(self, count: int, *, max_error: float, stride: int = 0) -> BlocksStream:
         """Encodes the `count` float32 values at the buffer's start as a block-coded stream
         kept in l3's GPU memory (one submission; the stream's size read back)."""
     def decode_blocks_into(self, stream: Union[BlocksStream, _Bytes]) -> int:

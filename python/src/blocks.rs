@@ -24,23 +24,30 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Encodes a float32 array's values (any shape, read in C order) as a block-coded stream
 /// within the absolute bound `max_error`: each value decodes within the stored bound (the
 /// largest f32 at most `max_error` with an 8-bit significand), zeros as +0.0 and every
-/// other value with its sign; NaN and infinities exactly.
+/// other value with its sign; NaN and infinities exactly. `stride`: the column stride the
+/// encoder may predict along (default: the last axis's length for 2 axes or more; 0: none
+/// beyond the array's own order).
 #[pyfunction]
-#[pyo3(signature = (array, *, max_error))]
+#[pyo3(signature = (array, *, max_error, stride = None))]
 fn encode_blocks<'py>(
     py: Python<'py>,
     array: &Bound<'py, PyAny>,
     max_error: f64,
+    stride: Option<usize>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let a = py
         .import("numpy")?
         .call_method1("ascontiguousarray", (array,))?
         .cast_into::<numpy::PyArrayDyn<f32>>()
         .map_err(|_| crate::parameter_error("expected a float32 array (native byte order)"))?;
+    let stride = stride.unwrap_or_else(|| match a.shape() {
+        [.., last] if a.ndim() >= 2 => *last,
+        _ => 0,
+    });
     let ro = a.readonly();
     let values = ro.as_slice()?;
     let data = py
-        .detach(|| blocks::encode_blocks(values, max_error))
+        .detach(|| blocks::encode_blocks(values, max_error, stride))
         .py_err()?;
     Ok(PyBytes::new(py, &data))
 }

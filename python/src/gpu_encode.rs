@@ -222,15 +222,16 @@ impl GpuEncodeStaging {
     }
 
     /// Encodes the `count` float32 values at the buffer's start as a block-coded stream
-    /// within the absolute bound `max_error` (as `l3.encode_blocks`), kept in l3's GPU
-    /// memory: one submission, then the stream (its exact size read back) copied into a
-    /// buffer of its own. Whoever wrote the values (CUDA) must have finished.
-    #[pyo3(signature = (count, *, max_error))]
+    /// within the absolute bound `max_error`, offered `stride` (as `l3.encode_blocks`), kept
+    /// in l3's GPU memory: one submission, then the stream (its exact size read back) copied
+    /// into a buffer of its own. Whoever wrote the values (CUDA) must have finished.
+    #[pyo3(signature = (count, *, max_error, stride = 0))]
     fn encode_blocks(
         slf: PyRef<'_, Self>,
         py: Python<'_>,
         count: u64,
         max_error: f64,
+        stride: u64,
     ) -> PyResult<BlocksStream> {
         let exported = &slf.as_super().exported;
         if count.saturating_mul(4) > exported.size() {
@@ -243,7 +244,7 @@ impl GpuEncodeStaging {
         let gpu = blocks_gpu()?;
         let scratch = &slf.blocks_scratch;
         py.detach(|| -> l3::Result<BlocksStream> {
-            let capacity = 4 * stream_capacity_words(count);
+            let capacity = 4 * stream_capacity_words(count, stride);
             let mut slot = scratch.lock().unwrap_or_else(|p| p.into_inner());
             if slot.as_ref().is_none_or(|b| b.size() < capacity) {
                 *slot = None;
@@ -255,8 +256,14 @@ impl GpuEncodeStaging {
                 }));
             }
             let scratch = slot.as_ref().expect("made above");
-            let header =
-                encode_blocks_buffer(&gpu, &exported.buffer, 0, count, max_error, scratch, 0)?;
+            let header = encode_blocks_buffer(
+                &gpu,
+                (&exported.buffer, 0),
+                count,
+                max_error,
+                stride,
+                (scratch, 0),
+            )?;
             let bytes = 4 * header.stream_words() as u64;
             let buffer = gpu.device().create_buffer(&wgpu::BufferDescriptor {
                 label: Some("l3 blocks stream"),

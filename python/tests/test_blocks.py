@@ -87,3 +87,14 @@ def test_a_stream_in_gpu_memory_is_the_host_encoders(gpu_available):
         out.decode_blocks_into(want[:-4])
     with pytest.raises(l3.ParameterError):
         staging.encode_blocks(x.size + 2000, max_error=1e-3)
+    # Rows like the rows above them: the column stride is taken, on the GPU as on the host.
+    rows = np.repeat(np.sin(np.arange(96, dtype=np.float32) * 0.37)[None, :], 300, axis=0)
+    rows += np.arange(300, dtype=np.float32)[:, None] * 1e-3
+    staging.write(rows)
+    stream = staging.encode_blocks(rows.size, max_error=1e-3, stride=96)
+    want = l3.encode_blocks(rows, max_error=1e-3)
+    assert stream.to_bytes() == want
+    assert len(want) * 2 < len(l3.encode_blocks(rows, max_error=1e-3, stride=0))
+    assert out.decode_blocks_into(stream) == rows.size
+    got = np.frombuffer(out.read_back(rows.nbytes), dtype=np.uint32)
+    assert np.array_equal(got, l3.decode_blocks(want).view(np.uint32))

@@ -1,11 +1,12 @@
 //! [`GpuBlocks`]: the block-coded arrays' kernels (`shaders/blocks.wgsl`) on a device. An
-//! encode is one submission of three dispatches (`blocks_analyse`, `blocks_scan`,
-//! `blocks_pack`) from values in one buffer to the stream in another; a decode is one
-//! dispatch (`blocks_unpack`). No host work between the dispatches and nothing read back
-//! but what the caller asks for. The data side (`field::blocks::gpu`) computes the uniform and
-//! checks streams; this module knows buffers, bindings and dispatches.
+//! encode is one submission of five dispatches (`blocks_histogram`, `blocks_code`,
+//! `blocks_sizes`, `blocks_scan`, `blocks_pack`) from values in one buffer to the stream in
+//! another; a decode is one dispatch (`blocks_decode`). No host work between the dispatches
+//! and nothing read back but what the caller asks for. The data side (`field::blocks::gpu`)
+//! computes the uniform and checks streams; this module knows buffers, bindings and
+//! dispatches.
 
-use super::abi::{BlocksParams, BLOCKS_WORKGROUP_SIZE};
+use super::abi::{BlocksParams, BLOCKS_SCRATCH_WORDS};
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::{request_device, select_adapter, Family, Kernel, Kernels};
 use super::readback::read_buffer;
@@ -75,15 +76,15 @@ impl GpuBlocks {
         self.kernels.kernel(Kernel::Blocks)
     }
 
-    /// Records and submits `entries` (each over `params.groups` workgroups, or one) with
-    /// `src`, `dst` and `flags` bound whole, inside error scopes.
+    /// Records and submits `entries` (each over its count of workgroups) with `src`, `dst`
+    /// and `scratch` bound whole (`scratch` cleared first), inside error scopes.
     fn run(
         &self,
         params: &BlocksParams,
         src: BlocksBuffer<'_>,
         dst: BlocksBuffer<'_>,
-        flags: &wgpu::Buffer,
-        entries: &[(&str, bool)],
+        scratch: &wgpu::Buffer,
+        entries: &[(&str, u32)],
     ) -> Result<wgpu::SubmissionIndex> {
         let limits = BindLimits::of(&self.device);
         check_bindings(
@@ -117,7 +118,7 @@ impl GpuBlocks {
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: flags.as_entire_binding(),
+                    resource: scratch.as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 3,
@@ -130,21 +131,18 @@ impl GpuBlocks {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("l3 blocks"),
             });
+        encoder.clear_buffer(scratch, 0, None);
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("l3 blocks"),
                 timestamp_writes: None,
             });
             pass.set_bind_group(0, &group, &[]);
-            for &(entry, per_group) in entries {
-                if per_group && params.groups == 0 {
+            for &(entry, workgroups) in entries {
+                if workgroups == 0 {
                     continue;
                 }
-                let (x, y) = if per_group {
-                    grid(params.groups)
-                } else {
-                    (1, 1)
-                };
+                let (x, y) = grid(workgroups);
                 pass.set_pipeline(family.entry(entry));
                 pass.dispatch_workgroups(x, y, 1);
             }
@@ -158,41 +156,60 @@ impl GpuBlocks {
         Ok(index)
     }
 
+    /// A scratch buffer for [`encode`](Self::encode) and [`decode`](Self::decode) (their
+    /// histograms, code and error flags).
+    pub(crate) fn scratch(&self) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3 blocks scratch"),
+            size: 4 * BLOCKS_SCRATCH_WORDS as u64,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
     /// Submits the encode `params` describes: values from word `params.src_at` of `src`,
     /// the stream from word `params.dst_at` of `dst` (which must hold the stream's
-    /// capacity: the data side checks). `flags` is any storage buffer of a word or more.
+    /// capacity: the data side checks); `groups` workgroups for the group passes (the most
+    /// any stride the encoder may pick needs).
     pub(crate) fn encode(
         &self,
         params: &BlocksParams,
         src: BlocksBuffer<'_>,
         dst: BlocksBuffer<'_>,
-        flags: &wgpu::Buffer,
+        scratch: &wgpu::Buffer,
+        groups: u32,
     ) -> Result<wgpu::SubmissionIndex> {
+        let value_groups = params.count.div_ceil(crate::format::blocks::GROUP as u32);
         self.run(
             params,
             src,
             dst,
-            flags,
+            scratch,
             &[
-                ("blocks_analyse", true),
-                ("blocks_scan", false),
-                ("blocks_pack", true),
+                ("blocks_histogram", value_groups),
+                ("blocks_code", 1),
+                ("blocks_sizes", groups),
+                ("blocks_scan", 1),
+                ("blocks_pack", groups),
             ],
         )
     }
 
     /// Submits the decode `params` describes: the stream from word `params.src_at` of
-    /// `src` (its head checked by the data side), the values from word `params.dst_at` of
-    /// `dst`; what the kernel finds malformed sets bits of `flags`' first word (the caller
-    /// zeroes it first).
+    /// `src` (its head and code checked by the data side), the values from word
+    /// `params.dst_at` of `dst`; what the kernel finds malformed sets bits of `scratch`'s
+    /// first word.
     pub(crate) fn decode(
         &self,
         params: &BlocksParams,
         src: BlocksBuffer<'_>,
         dst: BlocksBuffer<'_>,
-        flags: &wgpu::Buffer,
+        scratch: &wgpu::Buffer,
     ) -> Result<wgpu::SubmissionIndex> {
-        self.run(params, src, dst, flags, &[("blocks_unpack", true)])
+        let workgroups = params.blocks.div_ceil(256);
+        self.run(params, src, dst, scratch, &[("blocks_decode", workgroups)])
     }
 
     /// `words` words at word `at` of `buffer` (usage `COPY_SRC`), read back (blocking).
@@ -202,5 +219,5 @@ impl GpuBlocks {
     }
 }
 
-/// Workgroup size check: one workgroup is one group of the format.
-const _: () = assert!(BLOCKS_WORKGROUP_SIZE as usize == crate::format::blocks::GROUP);
+/// Workgroup size check: one encode workgroup is one group of the format.
+const _: () = assert!(super::abi::BLOCKS_WORKGROUP_SIZE as usize == crate::format::blocks::GROUP);

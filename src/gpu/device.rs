@@ -108,7 +108,7 @@ pub(crate) enum Kernel {
     /// (read), q, z, hist (read-write), segs, extent (read), fill, out (read-write), params
     /// (uniform).
     Encode,
-    /// `blocks.wgsl`: src (read), dst, flags (read-write), params (uniform).
+    /// `blocks.wgsl`: src (read), dst, scratch (read-write), params (uniform).
     Blocks,
 }
 
@@ -146,10 +146,12 @@ impl Kernel {
             Kernel::Blocks => &[(
                 Stage::Blocks,
                 &[
-                    "blocks_analyse",
+                    "blocks_histogram",
+                    "blocks_code",
+                    "blocks_sizes",
                     "blocks_scan",
                     "blocks_pack",
-                    "blocks_unpack",
+                    "blocks_decode",
                 ],
             )],
         }

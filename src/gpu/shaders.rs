@@ -79,8 +79,8 @@ pub(crate) enum Stage {
     /// `encode_pack.wgsl` after `shared/tokenize.wgsl`: the segments' bits (entry point
     /// `pack`).
     EncodePack,
-    /// `blocks.wgsl`: block-coded arrays (entry points `blocks_analyse`, `blocks_scan`,
-    /// `blocks_pack`, `blocks_unpack`).
+    /// `blocks.wgsl`: block-coded arrays (entry points `blocks_histogram`, `blocks_code`,
+    /// `blocks_sizes`, `blocks_scan`, `blocks_pack`, `blocks_decode`).
     Blocks,
 }
 
@@ -262,9 +262,13 @@ pub(crate) fn prelude() -> String {
         ("EST_SETS_WORDS", encode_abi::EST_SETS_WORDS),
         ("BLOCKS_WG", abi::BLOCKS_WORKGROUP_SIZE),
         ("BLOCKS_K_LIMIT", crate::format::blocks::K_LIMIT),
-        ("BLOCKS_WIDTH_MAX", crate::format::blocks::WIDTH_MAX),
-        ("BLOCKS_HEAD_RAW", crate::format::blocks::HEAD_RAW),
-        ("BLOCKS_FLAG_MASKED", crate::format::blocks::FLAG_MASKED),
+        ("BLOCKS_SYMBOLS", crate::format::blocks::SYMBOLS as u32),
+        ("BLOCKS_ESCAPE", crate::format::blocks::ESCAPE),
+        ("BLOCKS_MAX_CODE", crate::format::blocks::MAX_CODE),
+        (
+            "BLOCKS_MAX_BLOCK_BYTES",
+            crate::format::blocks::MAX_BLOCK_BYTES,
+        ),
         (
             "BLOCKS_HEAD_WORDS",
             crate::format::blocks::HEAD_WORDS as u32,

@@ -8,11 +8,19 @@ use crate::error::Error;
 use crate::gpu::abi::BlocksParams;
 use crate::gpu::{BlocksBuffer, GpuBlocks};
 
-/// Words a stream of `count` values may take at most (every block raw): what a buffer the
-/// GPU encodes into must hold after the stream's first word.
-pub fn stream_capacity_words(count: u64) -> u64 {
-    let blocks = count.div_ceil(BLOCK as u64);
-    HEAD_WORDS as u64 + blocks.div_ceil(GROUP_BLOCKS as u64) + blocks.div_ceil(2) + 32 * blocks
+/// Words a stream of `count` values offered `stride` may take at most (every value escaped
+/// with the longest code, at whichever stride has the most blocks): what a buffer the GPU
+/// encodes into must hold from the stream's first word.
+pub fn stream_capacity_words(count: u64, stride: u64) -> u64 {
+    let n = count as usize;
+    let blocks = if stride_ok(n, stride as usize) {
+        block_count(n, stride as usize).max(block_count(n, 1))
+    } else {
+        block_count(n, 1)
+    } as u64;
+    let groups = blocks.div_ceil(GROUP_BLOCKS as u64);
+    let group_words = (GROUP_BLOCKS as u64 * MAX_BLOCK_BYTES as u64).div_ceil(4);
+    HEAD_WORDS as u64 + groups + blocks.div_ceil(4) + groups * group_words
 }
 
 const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -28,14 +36,7 @@ fn storage(blocks: &GpuBlocks, label: &str, words: u64) -> wgpu::Buffer {
     })
 }
 
-fn params(
-    count: u64,
-    e: f32,
-    src_at: u64,
-    dst_at: u64,
-    payload_words: u32,
-) -> Result<BlocksParams> {
-    let blocks = count.div_ceil(BLOCK as u64);
+fn params(count: u64, e: f32, src_at: u64, dst_at: u64) -> Result<BlocksParams> {
     let word = |v: u64, what: &'static str| -> Result<u32> {
         u32::try_from(v).map_err(|_| {
             Error::from(LimitsError::GpuBuffer {
@@ -47,13 +48,11 @@ fn params(
     };
     Ok(BlocksParams {
         count: word(count, "block-coded values")?,
-        blocks: blocks as u32,
-        groups: blocks.div_ceil(GROUP_BLOCKS as u64) as u32,
         e_bits: e.to_bits(),
         inv_bits: inverse_step(e).to_bits(),
         src_at: word(src_at, "block-coded source offset")?,
         dst_at: word(dst_at, "block-coded destination offset")?,
-        payload_words,
+        ..BlocksParams::default()
     })
 }
 
@@ -81,18 +80,17 @@ fn check_room(buffer: &wgpu::Buffer, at: u64, words: u64, what: &'static str) ->
 }
 
 /// Encodes the `count` f32 values at word `src_at` of `src` within `max_error` (see
-/// [`stored_bound`]) into `dst` from word `dst_at` (room for
-/// [`stream_capacity_words`]`(count)` words), in one submission; returns the stream's header
-/// (reading back its payload count: the one wait; the stream takes
+/// [`stored_bound`]), offered `stride` (see [`encode_blocks`](super::encode_blocks)), into
+/// `dst` from word `dst_at` (room for [`stream_capacity_words`]`(count, stride)` words), in
+/// one submission; returns the stream's header (reading back its payload count: the one wait; the stream takes
 /// [`BlocksHeader::stream_words`] words).
 pub fn encode_blocks_buffer(
     gpu: &GpuBlocks,
-    src: &wgpu::Buffer,
-    src_at: u64,
+    (src, src_at): (&wgpu::Buffer, u64),
     count: u64,
     max_error: f64,
-    dst: &wgpu::Buffer,
-    dst_at: u64,
+    stride: u64,
+    (dst, dst_at): (&wgpu::Buffer, u64),
 ) -> Result<BlocksHeader> {
     if count > MAX_VALUES {
         return Err(LimitsError::OutputBytes {
@@ -101,12 +99,24 @@ pub fn encode_blocks_buffer(
         }
         .into());
     }
+    if !stride_ok(count as usize, stride as usize) {
+        return Err(crate::error::invalid_option(
+            "stride",
+            stride,
+            "0, 1, or a divisor of the values' count",
+        ));
+    }
     let e = stored_bound(max_error)?;
     check_room(src, src_at, count, "block-coded values")?;
-    let capacity = stream_capacity_words(count);
+    let capacity = stream_capacity_words(count, stride);
     check_room(dst, dst_at, capacity, "block-coded stream")?;
-    let p = params(count, e, src_at, dst_at, 0)?;
-    let flags = storage(gpu, "l3 blocks flags", 1);
+    let mut p = params(count, e, src_at, dst_at)?;
+    p.offer = stride as u32;
+    let n = count as usize;
+    let groups = block_count(n, stride as usize)
+        .max(block_count(n, 1))
+        .div_ceil(GROUP_BLOCKS) as u32;
+    let scratch = gpu.scratch();
     gpu.encode(
         &p,
         BlocksBuffer {
@@ -117,25 +127,37 @@ pub fn encode_blocks_buffer(
             buffer: dst,
             what: "block-coded stream",
         },
-        &flags,
+        &scratch,
+        groups,
     )?;
-    let payload_words = gpu.read_words(dst, dst_at + 3, 1)?[0];
+    let head = gpu.read_words(dst, dst_at + 3, 5)?;
     Ok(BlocksHeader {
         values: count as u32,
         bound: e,
-        payload_words,
+        payload_words: head[0],
+        lengths: std::array::from_fn(|s| (head[1 + s / 8] >> (4 * (s % 8))) & 0xf),
+        stride: head[4],
     })
 }
 
 /// [`encode_blocks`](super::encode_blocks) on the GPU: the values uploaded, encoded, the
 /// stream read back.
-pub fn encode_blocks_gpu(gpu: &GpuBlocks, values: &[f32], max_error: f64) -> Result<Vec<u8>> {
+pub fn encode_blocks_gpu(
+    gpu: &GpuBlocks,
+    values: &[f32],
+    max_error: f64,
+    stride: usize,
+) -> Result<Vec<u8>> {
     let n = values.len() as u64;
     let src = storage(gpu, "l3 blocks values", n);
     gpu.queue()
         .write_buffer(&src, 0, bytemuck::cast_slice(values));
-    let dst = storage(gpu, "l3 blocks stream", stream_capacity_words(n));
-    let header = encode_blocks_buffer(gpu, &src, 0, n, max_error, &dst, 0)?;
+    let dst = storage(
+        gpu,
+        "l3 blocks stream",
+        stream_capacity_words(n, stride as u64),
+    );
+    let header = encode_blocks_buffer(gpu, (&src, 0), n, max_error, stride as u64, (&dst, 0))?;
     let w = gpu.read_words(&dst, 0, header.stream_words() as u64)?;
     Ok(bytemuck::cast_slice(&w).to_vec())
 }
@@ -159,8 +181,13 @@ pub fn decode_blocks_buffer(
     )?;
     let n = header.values as u64;
     check_room(dst, dst_at, n, "block-decoded values")?;
-    let p = params(n, header.bound, src_at, dst_at, header.payload_words)?;
-    let flags = storage(gpu, "l3 blocks flags", 1);
+    let mut p = params(n, header.bound, src_at, dst_at)?;
+    let blocks = block_count(n as usize, header.stride as usize);
+    p.stride = header.stride;
+    p.blocks = blocks as u32;
+    p.groups = blocks.div_ceil(GROUP_BLOCKS) as u32;
+    p.payload_words = header.payload_words;
+    let scratch = gpu.scratch();
     gpu.decode(
         &p,
         BlocksBuffer {
@@ -171,9 +198,9 @@ pub fn decode_blocks_buffer(
             buffer: dst,
             what: "block-decoded values",
         },
-        &flags,
+        &scratch,
     )?;
-    let f = gpu.read_words(&flags, 0, 1)?[0];
+    let f = gpu.read_words(&scratch, 0, 1)?[0];
     if f != 0 {
         return Err(FormatError::InvalidHeader {
             field: "block-coded stream",

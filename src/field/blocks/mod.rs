@@ -1,9 +1,16 @@
 //! Block-coded arrays (SPEC.md, "Block-coded arrays"): float32 values within an absolute
-//! bound in a format a GPU encodes and decodes in one pass each, with no host work between
-//! (no code tables, no per-array choices): the in-memory format of training activations kept
-//! on the device. Blocks of [`BLOCK`] values, each at one bit width; a block with zeros may
-//! store a bit mask and only its other values; a block the quantiser cannot hold (NaN,
-//! infinities, values too far from zero for the bound) is stored as its raw bits.
+//! bound in a format a GPU encodes and decodes with no host work between its kernels: the
+//! in-memory format of training activations kept on the device. Each value becomes a signed
+//! step count `q` (see [`quantise`]); blocks of up to [`BLOCK`] values run along the array
+//! (stride 0 or 1) or down its columns (a stride `S`: rows of `S` values, a block one column
+//! of 32 rows); with a stride, each value's `q` is predicted by the one before it in its
+//! block. The stream codes each residual's bit length `L` with one Huffman code for the whole
+//! stream (built from the stream's own histogram, on the device on a GPU), then the `L - 1`
+//! bits below its leading one. The encoder picks the cheapest of no prediction, stride 1
+//! and the caller's stride, by the exact size of each. A value the quantiser cannot hold (NaN,
+//! infinities, values too far from zero for the bound) is escaped: its 32 bits follow. Blocks
+//! start on a byte (their lengths in a byte each), groups of [`GROUP_BLOCKS`] blocks on a
+//! word (their offsets in a word each), so every block decodes on its own.
 //!
 //! The quantiser keeps signs and zeros: zero decodes to +0.0, a positive value to a positive
 //! one, a negative to a negative one (a ReLU mask survives coding). A value `a = |x| > 0`
@@ -16,21 +23,21 @@
 //! bits.
 //!
 //! This module is the format in code and the CPU twin of the kernels: [`quantise`] and
-//! [`analyse_block`] (kernel `blocks_analyse`), [`pack_block`] (`blocks_pack`), and
-//! [`reconstruct`] (`blocks_unpack`).
+//! [`symbol_of`] (kernels `blocks_histogram`, `blocks_sizes`), [`code_lengths`] and
+//! [`canonical_codes`] (`blocks_code`), [`value_bits`] (`blocks_pack`), [`decode_block`]
+//! (`blocks_decode`).
 
 use crate::error::{FormatError, LimitsError, ParameterError, Result};
+pub use crate::format::blocks::*;
 
 #[cfg(feature = "gpu")]
 pub mod gpu;
 #[cfg(test)]
 mod tests;
 
-pub use crate::format::blocks::*;
-
 /// The bound a stream stores for `max_error`: the largest f32 at most `max_error` with an
 /// 8-bit significand (within 2^-7 of it, relatively), or 0 for a bound below the smallest
-/// normal f32 (then every nonzero value is stored raw). Refused: a negative or NaN bound.
+/// normal f32 (then every nonzero value is escaped). Refused: a negative or NaN bound.
 pub fn stored_bound(max_error: f64) -> Result<f32> {
     if max_error.is_nan() || max_error < 0.0 {
         return Err(ParameterError::InvalidFloat {
@@ -64,10 +71,10 @@ fn fits(a: f32, k: u32, e: f32) -> bool {
     r.is_finite() && (a - r).abs() < e
 }
 
-/// The zigzag code of the value with f32 bits `bits` (0: zero; `2k`: positive; `2k - 1`:
-/// negative), or None where its block must be raw (NaN, infinity, no `k` below [`K_LIMIT`]
-/// that fits). `inv` is [`inverse_step`]`(e)`.
-pub fn quantise(bits: u32, e: f32, inv: f32) -> Option<u32> {
+/// The signed step count of the value with f32 bits `bits` (0: zero; `k`: positive; `-k`:
+/// negative; `|k|` below [`K_LIMIT`]), or None where it must be escaped (NaN, infinity, no
+/// `k` below [`K_LIMIT`] that fits). `inv` is [`inverse_step`]`(e)`.
+pub fn quantise(bits: u32, e: f32, inv: f32) -> Option<i32> {
     let mag = bits & 0x7fff_ffff;
     if mag == 0 {
         return Some(0);
@@ -94,21 +101,35 @@ pub fn quantise(bits: u32, e: f32, inv: f32) -> Option<u32> {
             .into_iter()
             .find(|&k| k >= 1 && fits(a, k, e))?
     };
-    Some(2 * k - (bits >> 31))
+    Some(if bits >> 31 == 1 {
+        -(k as i32)
+    } else {
+        k as i32
+    })
 }
 
-/// The value of zigzag code `z` (see [`quantise`]) at bound `e`.
-pub fn reconstruct(z: u32, e: f32) -> f32 {
-    if z == 0 {
+/// The value of step count `q` (see [`quantise`]) at bound `e`: `sign(q) (2|q| - 1) e`, +0.0
+/// for 0.
+pub fn reconstruct(q: i32, e: f32) -> f32 {
+    if q == 0 {
         return 0.0;
     }
-    let k = z.div_ceil(2);
-    let r = (2 * k - 1) as f32 * e;
-    if z & 1 == 1 {
+    let r = (2 * q.unsigned_abs() - 1) as f32 * e;
+    if q < 0 {
         -r
     } else {
         r
     }
+}
+
+/// Zigzag: 0, -1, 1, -2, 2, ... to 0, 1, 2, 3, 4, ...
+pub fn zigzag(d: i32) -> u32 {
+    ((d << 1) ^ (d >> 31)) as u32
+}
+
+/// The inverse of [`zigzag`].
+pub fn unzigzag(z: u32) -> i32 {
+    (z >> 1) as i32 ^ -((z & 1) as i32)
 }
 
 /// Bits needed for `v` (0 for 0).
@@ -116,113 +137,253 @@ fn bits_of(v: u32) -> u32 {
     32 - v.leading_zeros()
 }
 
-/// A block's 16-bit header from its values' codes (None: not quantisable): raw
-/// ([`HEAD_RAW`]); masked ([`FLAG_MASKED`] | width | nonzero count << 8) where that takes
-/// fewer words; else plain (the width).
-pub fn analyse_block(codes: &[Option<u32>; BLOCK]) -> u32 {
-    if codes.iter().any(|c| c.is_none()) {
-        return HEAD_RAW;
+/// The symbol of a residual's zigzag code (None: escaped): its bit length.
+pub fn symbol_of(z: Option<u32>) -> u32 {
+    z.map_or(ESCAPE, bits_of)
+}
+
+/// Bits a value takes besides its symbol's code: `L - 1` for `L >= 2`, 32 escaped.
+pub fn extra_bits(symbol: u32) -> u32 {
+    if symbol == ESCAPE {
+        32
+    } else {
+        symbol.saturating_sub(1)
     }
-    let zmax = codes.iter().map(|c| c.unwrap_or(0)).max().unwrap_or(0);
-    let m = codes.iter().filter(|c| **c != Some(0)).count() as u32;
-    let plain = bits_of(zmax);
-    if m > 0 && (m as usize) < BLOCK {
-        let w = bits_of(zmax - 1);
-        if 1 + (m * w).div_ceil(32) < plain {
-            return FLAG_MASKED | w | (m << 8);
+}
+
+/// The code lengths of a stream with symbol counts `counts` (0: symbol unused; at most
+/// [`MAX_CODE`]): Huffman's (the two least weights merged first, ties to the lower node
+/// index, new nodes numbered after the symbols), then limited to [`MAX_CODE`] as deflate
+/// encoders do (a code from the longest length moved up one level at a time) and handed out
+/// by weight (heaviest shortest, ties to the lower symbol). One used symbol: length 1.
+pub fn code_lengths(counts: &[u32; SYMBOLS]) -> [u32; SYMBOLS] {
+    let mut lengths = [0u32; SYMBOLS];
+    let used = counts.iter().filter(|&&c| c > 0).count();
+    if used == 0 {
+        return lengths;
+    }
+    if used == 1 {
+        let s = counts.iter().position(|&c| c > 0).unwrap_or(0);
+        lengths[s] = 1;
+        return lengths;
+    }
+    // Huffman: nodes 0..SYMBOLS are the symbols, then the merged ones.
+    const NODES: usize = 2 * SYMBOLS;
+    let mut weight = [0u64; NODES];
+    let mut parent = [usize::MAX; NODES];
+    let mut alive = [false; NODES];
+    for s in 0..SYMBOLS {
+        weight[s] = counts[s] as u64;
+        alive[s] = counts[s] > 0;
+    }
+    for next in SYMBOLS..SYMBOLS + used - 1 {
+        let mut pick = [usize::MAX; 2];
+        for p in &mut pick {
+            let mut best = usize::MAX;
+            for (i, (&a, &w)) in alive.iter().zip(&weight).enumerate().take(next) {
+                if a && (best == usize::MAX || w < weight[best]) {
+                    best = i;
+                }
+            }
+            alive[best] = false;
+            *p = best;
+        }
+        weight[next] = weight[pick[0]] + weight[pick[1]];
+        parent[pick[0]] = next;
+        parent[pick[1]] = next;
+        alive[next] = true;
+    }
+    // Lengths per level, the longest clamped, then the Kraft sum mended.
+    let max = MAX_CODE as usize;
+    let mut per_length = [0u32; MAX_CODE as usize + 1];
+    for (s, &c) in counts.iter().enumerate() {
+        if c > 0 {
+            let mut depth = 0;
+            let mut i = s;
+            while parent[i] != usize::MAX {
+                i = parent[i];
+                depth += 1;
+            }
+            per_length[depth.min(max)] += 1;
         }
     }
-    plain
-}
-
-/// Payload words of a block with header `h` (valid, see [`check_head`]).
-pub fn block_words(h: u32) -> u32 {
-    if h == HEAD_RAW {
-        32
-    } else if h & FLAG_MASKED != 0 {
-        1 + ((h >> 8) * (h & 0x3f)).div_ceil(32)
-    } else {
-        h & 0x3f
-    }
-}
-
-/// Whether `h` is a header the format allows: raw; masked with a width at most
-/// [`WIDTH_MAX`] and 1 to 31 nonzero values; plain with a width at most [`WIDTH_MAX`].
-pub fn check_head(h: u32) -> bool {
-    let w = h & 0x3f;
-    let m = h >> 8;
-    match h & 0xc0 {
-        0x80 => h == HEAD_RAW,
-        0x40 => w <= WIDTH_MAX && (1..BLOCK as u32).contains(&m) && h < 1 << 16,
-        0 => w <= WIDTH_MAX && m == 0,
-        _ => false,
-    }
-}
-
-/// Writes `v` (`w` bits) at bit `pos` of `words`.
-fn put_bits(words: &mut [u32], pos: u32, w: u32, v: u32) {
-    if w == 0 {
-        return;
-    }
-    let (i, s) = ((pos / 32) as usize, pos % 32);
-    words[i] |= v << s;
-    if s + w > 32 {
-        words[i + 1] |= v >> (32 - s);
-    }
-}
-
-/// `w` bits at bit `pos` of `words`.
-fn get_bits(words: &[u32], pos: u32, w: u32) -> u32 {
-    if w == 0 {
-        return 0;
-    }
-    let (i, s) = ((pos / 32) as usize, pos % 32);
-    let mut v = words[i] >> s;
-    if s + w > 32 {
-        v |= words[i + 1] << (32 - s);
-    }
-    if w < 32 {
-        v &= (1 << w) - 1;
-    }
-    v
-}
-
-/// The payload of one block with header `h` ([`block_words`] words): raw, its values' bits;
-/// masked, the mask (bit `j`: value `j` is not zero), then the nonzero codes less one, in
-/// order, `w` bits each from bit 0 of the next word; plain, every code at `w` bits.
-pub fn pack_block(h: u32, bits: &[u32; BLOCK], codes: &[Option<u32>; BLOCK], out: &mut [u32]) {
-    out.fill(0);
-    if h == HEAD_RAW {
-        out.copy_from_slice(bits);
-        return;
-    }
-    let w = h & 0x3f;
-    if h & FLAG_MASKED != 0 {
-        let mut rank = 0;
-        for (j, c) in codes.iter().enumerate() {
-            let z = c.unwrap_or(0);
-            if z != 0 {
-                out[0] |= 1 << j;
-                put_bits(&mut out[1..], rank * w, w, z - 1);
-                rank += 1;
+    let mut total: u32 = (1..=max).map(|l| per_length[l] << (max - l)).sum();
+    while total > 1 << max {
+        per_length[max] -= 1;
+        for l in (1..max).rev() {
+            if per_length[l] > 0 {
+                per_length[l] -= 1;
+                per_length[l + 1] += 2;
+                break;
             }
         }
+        total -= 1;
+    }
+    // Symbols by weight, heaviest first (ties: lower symbol), take the shortest lengths.
+    let mut order: Vec<usize> = (0..SYMBOLS).filter(|&s| counts[s] > 0).collect();
+    order.sort_by(|&a, &b| counts[b].cmp(&counts[a]).then(a.cmp(&b)));
+    let mut l = 1;
+    for s in order {
+        while per_length[l] == 0 {
+            l += 1;
+        }
+        lengths[s] = l as u32;
+        per_length[l] -= 1;
+    }
+    lengths
+}
+
+/// Canonical codes of `lengths` (shorter first, then by symbol), each bit-reversed to its
+/// length: the stream is read from bit 0 of each word up, so a code's first bit is its
+/// lowest. None where the lengths are no prefix code (Kraft sum above 1, or a length above
+/// [`MAX_CODE`]).
+pub fn canonical_codes(lengths: &[u32; SYMBOLS]) -> Option<[u32; SYMBOLS]> {
+    let mut per_length = [0u32; MAX_CODE as usize + 1];
+    for &l in lengths {
+        if l > MAX_CODE {
+            return None;
+        }
+        per_length[l as usize] += 1;
+    }
+    let kraft: u32 = (1..=MAX_CODE as usize)
+        .map(|l| per_length[l] << (MAX_CODE as usize - l))
+        .sum();
+    if kraft > 1 << MAX_CODE {
+        return None;
+    }
+    let mut first = [0u32; MAX_CODE as usize + 2];
+    let mut code = 0;
+    for l in 1..=MAX_CODE as usize {
+        code = (code + per_length[l - 1] * (l > 1) as u32) << 1;
+        first[l] = code;
+    }
+    // (first[l]: the first code of length l, counted after every shorter code.)
+    let mut codes = [0u32; SYMBOLS];
+    let mut seen = [0u32; MAX_CODE as usize + 1];
+    for s in 0..SYMBOLS {
+        let l = lengths[s] as usize;
+        if l > 0 {
+            let c = first[l] + seen[l];
+            seen[l] += 1;
+            codes[s] = c.reverse_bits() >> (32 - l);
+        }
+    }
+    Some(codes)
+}
+
+/// The head's words 4..7: code length of symbol `s` at bits `4 (s % 8)` of word `s / 8`.
+fn pack_lengths(lengths: &[u32; SYMBOLS]) -> [u32; 3] {
+    let mut w = [0u32; 3];
+    for (s, &l) in lengths.iter().enumerate() {
+        w[s / 8] |= l << (4 * (s % 8));
+    }
+    w
+}
+
+fn unpack_lengths(w: &[u32]) -> [u32; SYMBOLS] {
+    std::array::from_fn(|s| (w[s / 8] >> (4 * (s % 8))) & 0xf)
+}
+
+/// A bit writer from bit 0 of each word up.
+struct BitWriter {
+    words: Vec<u32>,
+    bits: u64,
+}
+
+impl BitWriter {
+    fn put(&mut self, v: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let at = (self.bits / 32) as usize;
+        let s = (self.bits % 32) as u32;
+        if self.words.len() < at + 2 {
+            self.words.resize(at + 2, 0);
+        }
+        self.words[at] |= v << s;
+        if s + n > 32 {
+            self.words[at + 1] |= v >> (32 - s);
+        }
+        self.bits += n as u64;
+    }
+}
+
+/// A value's bits after its symbol's code ([`extra_bits`] of them): the residual's zigzag
+/// code `z` less its leading one, or the escaped value's f32 bits.
+pub fn value_bits(bits: u32, z: Option<u32>) -> u32 {
+    match z {
+        None => bits,
+        Some(z) if z >= 2 => z & ((1 << (bits_of(z) - 1)) - 1),
+        Some(_) => 0,
+    }
+}
+
+/// Whether a stream of `n` values may have stride `stride`: 0, 1, or a divisor of `n`
+/// from 2 to `n`.
+pub fn stride_ok(n: usize, stride: usize) -> bool {
+    stride <= 1 || (stride <= n && n.is_multiple_of(stride))
+}
+
+/// Blocks of a stream of `n` values at stride `stride` ([`stride_ok`]): `ceil(n / 32)`
+/// without a column stride, else `ceil(rows / 32)` bands of `stride` blocks.
+pub fn block_count(n: usize, stride: usize) -> usize {
+    if stride <= 1 {
+        n.div_ceil(BLOCK)
     } else {
-        for (j, c) in codes.iter().enumerate() {
-            put_bits(out, j as u32 * w, w, c.unwrap_or(0));
+        (n / stride).div_ceil(BLOCK) * stride
+    }
+}
+
+/// Block `b`'s values: the first index, the step between them and how many.
+pub fn block_values(n: usize, stride: usize, b: usize) -> (usize, usize, usize) {
+    if stride <= 1 {
+        (b * BLOCK, 1, BLOCK.min(n - b * BLOCK))
+    } else {
+        let (band, c) = (b / stride, b % stride);
+        let rows = n / stride;
+        (
+            band * BLOCK * stride + c,
+            stride,
+            BLOCK.min(rows - band * BLOCK),
+        )
+    }
+}
+
+/// The sizes of a stream of `n` values at `stride`: blocks, groups, length words.
+fn counts_of(n: usize, stride: usize) -> (usize, usize, usize) {
+    let blocks = block_count(n, stride);
+    (blocks, blocks.div_ceil(GROUP_BLOCKS), blocks.div_ceil(4))
+}
+
+/// The residual codes of `q` (None: escaped) at `stride` in block order: each value's zigzag
+/// difference from the value before it in its block (none before it, an escaped one, or no
+/// stride: 0).
+fn residuals(q: &[Option<i32>], stride: usize, mut f: impl FnMut(usize, Option<u32>)) {
+    let n = q.len();
+    for b in 0..block_count(n, stride) {
+        let (first, step, count) = block_values(n, stride, b);
+        let mut prev = 0i32;
+        for j in 0..count {
+            let i = first + j * step;
+            let z = q[i].map(|v| zigzag(v - if stride == 0 { 0 } else { prev }));
+            prev = q[i].unwrap_or(0);
+            f(i, z);
         }
     }
 }
 
-/// The sizes of a stream of `n` values: blocks, groups, header words.
-fn counts(n: usize) -> (usize, usize, usize) {
-    let blocks = n.div_ceil(BLOCK);
-    (blocks, blocks.div_ceil(GROUP_BLOCKS), blocks.div_ceil(2))
+/// Bits of a stream's values under `lengths` from symbol `counts` (blocks' padding aside).
+fn coded_bits(counts: &[u32; SYMBOLS], lengths: &[u32; SYMBOLS]) -> u64 {
+    (0..SYMBOLS)
+        .map(|s| counts[s] as u64 * (lengths[s] + extra_bits(s as u32)) as u64)
+        .sum()
 }
 
 /// Encodes `values` within `max_error` (absolute; see [`stored_bound`]) as a block-coded
-/// stream: every value decodes within the stored bound, signs and zeros kept.
-pub fn encode_blocks(values: &[f32], max_error: f64) -> Result<Vec<u8>> {
+/// stream, predicting along `stride` where that is smaller (0 or 1: along the array only; a
+/// divisor of the values' count, e.g. a row's length: down its columns too): every value
+/// decodes within the stored bound, signs and zeros kept, NaN and infinities bit for bit.
+pub fn encode_blocks(values: &[f32], max_error: f64, stride: usize) -> Result<Vec<u8>> {
     if values.len() as u64 > MAX_VALUES {
         return Err(LimitsError::OutputBytes {
             needed: values.len() as u64 * 4,
@@ -230,41 +391,94 @@ pub fn encode_blocks(values: &[f32], max_error: f64) -> Result<Vec<u8>> {
         }
         .into());
     }
+    let n = values.len();
+    if !stride_ok(n, stride) {
+        return Err(ParameterError::InvalidOption {
+            name: "stride",
+            value: stride as u64,
+            reason: "0, 1, or a divisor of the values' count",
+        }
+        .into());
+    }
     let e = stored_bound(max_error)?;
     let inv = inverse_step(e);
-    let n = values.len();
-    let (blocks, groups, head_words) = counts(n);
-    let mut heads = vec![0u32; head_words];
+    let q: Vec<Option<i32>> = values
+        .iter()
+        .map(|v| quantise(v.to_bits(), e, inv))
+        .collect();
+    // The candidates: no prediction, along the array, down the columns; the smallest wins
+    // (ties: the first).
+    let mut best: Option<(u64, usize, [u32; SYMBOLS])> = None;
+    let candidates = [0, 1, stride];
+    for &t in &candidates[..if stride > 1 { 3 } else { 2 }] {
+        let mut counts = [0u32; SYMBOLS];
+        residuals(&q, t, |_, z| counts[symbol_of(z) as usize] += 1);
+        let lengths = code_lengths(&counts);
+        let bits = coded_bits(&counts, &lengths);
+        if best.as_ref().is_none_or(|b| bits < b.0) {
+            best = Some((bits, t, lengths));
+        }
+    }
+    let (_, t, lengths) = best.expect("three candidates");
+    let codes = canonical_codes(&lengths).expect("code_lengths gives a prefix code");
+    let mut z = vec![None; n];
+    residuals(&q, t, |i, r| z[i] = r);
+    let (blocks, groups, length_words) = counts_of(n, t);
     let mut offsets = vec![0u32; groups];
-    let mut payload: Vec<u32> = Vec::with_capacity(n / 4);
+    let mut block_bytes = vec![0u32; length_words];
+    let mut w = BitWriter {
+        words: Vec::with_capacity(n / 4),
+        bits: 0,
+    };
     for b in 0..blocks {
         if b % GROUP_BLOCKS == 0 {
-            offsets[b / GROUP_BLOCKS] = payload.len() as u32;
+            w.bits = w.bits.div_ceil(32) * 32;
+            offsets[b / GROUP_BLOCKS] = (w.bits / 32) as u32;
         }
-        let mut bits = [0u32; BLOCK];
-        for (j, v) in values[b * BLOCK..n.min((b + 1) * BLOCK)].iter().enumerate() {
-            bits[j] = v.to_bits();
+        let start = w.bits;
+        let (first, step, count) = block_values(n, t, b);
+        for j in 0..count {
+            let i = first + j * step;
+            let s = symbol_of(z[i]);
+            w.put(codes[s as usize], lengths[s as usize]);
+            let v = value_bits(values[i].to_bits(), z[i]);
+            if s == ESCAPE {
+                w.put(v & 0xffff, 16);
+                w.put(v >> 16, 16);
+            } else {
+                w.put(v, extra_bits(s));
+            }
         }
-        let codes = bits.map(|x| quantise(x, e, inv));
-        let h = analyse_block(&codes);
-        heads[b / 2] |= h << (16 * (b % 2));
-        let at = payload.len();
-        payload.resize(at + block_words(h) as usize, 0);
-        pack_block(h, &bits, &codes, &mut payload[at..]);
+        let bytes = (w.bits - start).div_ceil(8);
+        w.bits = start + 8 * bytes;
+        block_bytes[b / 4] |= (bytes as u32) << (8 * (b % 4));
     }
-    let mut out = Vec::with_capacity(4 * (HEAD_WORDS + groups + head_words + payload.len()));
-    for w in [BLOCKS_MAGIC, n as u32, e.to_bits(), payload.len() as u32]
+    let payload = w.bits.div_ceil(32) as usize;
+    w.words.resize(payload, 0);
+    let l = pack_lengths(&lengths);
+    let mut out = Vec::with_capacity(4 * (HEAD_WORDS + groups + length_words + payload));
+    let head = [
+        BLOCKS_MAGIC,
+        n as u32,
+        e.to_bits(),
+        payload as u32,
+        l[0],
+        l[1],
+        l[2],
+        t as u32,
+    ];
+    for word in head
         .into_iter()
         .chain(offsets)
-        .chain(heads)
-        .chain(payload)
+        .chain(block_bytes)
+        .chain(w.words)
     {
-        out.extend_from_slice(&w.to_le_bytes());
+        out.extend_from_slice(&word.to_le_bytes());
     }
     Ok(out)
 }
 
-/// A checked block-coded stream ([`parse_blocks`]).
+/// A checked block-coded stream's head ([`parse_blocks`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlocksHeader {
     /// Values.
@@ -273,13 +487,17 @@ pub struct BlocksHeader {
     pub bound: f32,
     /// Payload words.
     pub payload_words: u32,
+    /// Code length per symbol.
+    pub lengths: [u32; SYMBOLS],
+    /// The blocks' stride (0: no prediction; see [`encode_blocks`]).
+    pub stride: u32,
 }
 
 impl BlocksHeader {
     /// Words of the whole stream.
     pub fn stream_words(&self) -> usize {
-        let (_, groups, heads) = counts(self.values as usize);
-        HEAD_WORDS + groups + heads + self.payload_words as usize
+        let (_, groups, length_words) = counts_of(self.values as usize, self.stride as usize);
+        HEAD_WORDS + groups + length_words + self.payload_words as usize
     }
 }
 
@@ -296,9 +514,9 @@ fn bad(field: &'static str, word_index: usize, value: u64, reason: &'static str)
     }
 }
 
-/// Checks a whole stream without decoding a value: its head, its length, every block
-/// header, every group offset and every mask; `max_values` is checked before anything is
-/// allocated. What a GPU decode of the stream may rely on.
+/// Checks a stream's head, code, length and group offsets (what a GPU decode relies on;
+/// the blocks themselves are checked as they decode); `max_values` is checked before
+/// anything is allocated.
 pub fn parse_blocks(data: &[u8], max_values: u64) -> Result<BlocksHeader> {
     let len = data.len() as u64;
     if len < 4 * HEAD_WORDS as u64 {
@@ -311,7 +529,7 @@ pub fn parse_blocks(data: &[u8], max_values: u64) -> Result<BlocksHeader> {
         .into());
     }
     if word(data, 0) != BLOCKS_MAGIC {
-        return Err(bad("magic", 0, word(data, 0) as u64, "expected \"L3B1\"").into());
+        return Err(bad("magic", 0, word(data, 0) as u64, "expected \"L3B2\"").into());
     }
     let n = word(data, 1);
     if n as u64 > MAX_VALUES.min(max_values) {
@@ -332,10 +550,36 @@ pub fn parse_blocks(data: &[u8], max_values: u64) -> Result<BlocksHeader> {
         )
         .into());
     }
+    let stride = word(data, 7);
+    if !stride_ok(n as usize, stride as usize) {
+        return Err(bad(
+            "stride",
+            7,
+            stride as u64,
+            "0, 1, or a divisor of the values' count",
+        )
+        .into());
+    }
+    let lw = [word(data, 4), word(data, 5), word(data, 6)];
+    if lw[2] >> (4 * (SYMBOLS - 16)) != 0 {
+        return Err(bad("code lengths", 6, lw[2] as u64, "the unused nibbles zero").into());
+    }
+    let lengths = unpack_lengths(&lw);
+    if canonical_codes(&lengths).is_none() {
+        return Err(bad(
+            "code lengths",
+            4,
+            lw[0] as u64,
+            "a prefix code of lengths at most 11",
+        )
+        .into());
+    }
     let header = BlocksHeader {
         values: n,
         bound: e,
         payload_words: word(data, 3),
+        lengths,
+        stride,
     };
     let total = header.stream_words() as u64 * 4;
     if len != total {
@@ -347,63 +591,36 @@ pub fn parse_blocks(data: &[u8], max_values: u64) -> Result<BlocksHeader> {
         }
         .into());
     }
-    let (blocks, groups, _) = counts(n as usize);
-    let heads_at = HEAD_WORDS + groups;
-    let payload_at = heads_at + blocks.div_ceil(2);
+    let (blocks, groups, _) = counts_of(n as usize, stride as usize);
+    let bytes_at = HEAD_WORDS + groups;
     let mut at = 0u64;
-    for b in 0..blocks {
-        if b % GROUP_BLOCKS == 0 {
-            let g = b / GROUP_BLOCKS;
-            let o = word(data, HEAD_WORDS + g);
-            if o as u64 != at {
-                return Err(bad(
-                    "group offset",
-                    HEAD_WORDS + g,
-                    o as u64,
-                    "the words of the blocks before",
-                )
-                .into());
-            }
-        }
-        let h = (word(data, heads_at + b / 2) >> (16 * (b % 2))) & 0xffff;
-        if !check_head(h) {
+    for g in 0..groups {
+        let o = word(data, HEAD_WORDS + g);
+        if o as u64 != at {
             return Err(bad(
-                "block header",
-                heads_at + b / 2,
-                h as u64,
-                "raw (0x80), masked or plain, width at most 16",
+                "group offset",
+                HEAD_WORDS + g,
+                o as u64,
+                "the words of the groups before",
             )
             .into());
         }
-        if h & FLAG_MASKED != 0 && at < header.payload_words as u64 {
-            let mask = word(data, payload_at + at as usize);
-            if mask.count_ones() != h >> 8 {
-                return Err(bad(
-                    "block mask",
-                    payload_at + at as usize,
-                    mask as u64,
-                    "as many bits set as the header's count",
-                )
-                .into());
+        let mut bytes = 0u64;
+        for b in g * GROUP_BLOCKS..blocks.min((g + 1) * GROUP_BLOCKS) {
+            let nb = (word(data, bytes_at + b / 4) >> (8 * (b % 4))) & 0xff;
+            if nb > MAX_BLOCK_BYTES {
+                return Err(bad("block bytes", bytes_at + b / 4, nb as u64, "at most 172").into());
             }
+            bytes += nb as u64;
         }
-        at += block_words(h) as u64;
-        if at > header.payload_words as u64 {
-            return Err(bad(
-                "payload words",
-                3,
-                header.payload_words as u64,
-                "the blocks' words",
-            )
-            .into());
-        }
+        at += bytes.div_ceil(4);
     }
-    if blocks % 2 == 1 && word(data, payload_at - 1) >> 16 != 0 {
+    if blocks % 4 != 0 && word(data, bytes_at + blocks / 4) >> (8 * (blocks % 4)) != 0 {
         return Err(bad(
-            "block header",
-            payload_at - 1,
-            word(data, payload_at - 1) as u64,
-            "the unused half zero",
+            "block bytes",
+            bytes_at + blocks / 4,
+            word(data, bytes_at + blocks / 4) as u64,
+            "the unused bytes zero",
         )
         .into());
     }
@@ -412,55 +629,144 @@ pub fn parse_blocks(data: &[u8], max_values: u64) -> Result<BlocksHeader> {
             "payload words",
             3,
             header.payload_words as u64,
-            "the blocks' words",
+            "the groups' words",
         )
         .into());
     }
     Ok(header)
 }
 
-/// Decodes a block-coded stream ([`parse_blocks`] first: any malformed stream is an error).
+/// A decode table of a code: for every [`MAX_CODE`]-bit window (read from its bit 0), the
+/// symbol and the length of the code it starts with (length 0: no code starts so).
+pub fn decode_table(lengths: &[u32; SYMBOLS], codes: &[u32; SYMBOLS]) -> Vec<u32> {
+    let mut table = vec![0u32; 1 << MAX_CODE];
+    for (i, t) in table.iter_mut().enumerate() {
+        for s in 0..SYMBOLS {
+            let l = lengths[s];
+            if l > 0 && (i as u32) & ((1 << l) - 1) == codes[s] {
+                *t = s as u32 | (l << 8);
+            }
+        }
+    }
+    table
+}
+
+/// Reads `n <= 16` bits from bit `pos` of `words` (bits past the end read as 0).
+fn read(words: &[u32], pos: u64, n: u32) -> u32 {
+    let at = (pos / 32) as usize;
+    let s = (pos % 32) as u32;
+    let lo = words.get(at).copied().unwrap_or(0) >> s;
+    let hi = if s + n > 32 {
+        words.get(at + 1).copied().unwrap_or(0) << (32 - s)
+    } else {
+        0
+    };
+    (lo | hi) & ((1u32 << n) - 1)
+}
+
+/// Decodes a block's `count` values from bit `pos` of `payload`, each into `out[first + j
+/// step]` (predicted by the one before it where `predict`); None if a code is not in the
+/// table, a value is out of range or the block's bits are not `bytes` bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn decode_block(
+    payload: &[u32],
+    pos: u64,
+    bytes: u32,
+    (first, step, count): (usize, usize, usize),
+    predict: bool,
+    table: &[u32],
+    e: f32,
+    out: &mut [f32],
+) -> Option<()> {
+    let mut p = pos;
+    let mut prev = 0i32;
+    for j in 0..count {
+        let t = table[read(payload, p, MAX_CODE) as usize];
+        let l = t >> 8;
+        if l == 0 {
+            return None;
+        }
+        p += l as u64;
+        let s = t & 0xff;
+        out[first + j * step] = if s == ESCAPE {
+            let v = read(payload, p, 16) | (read(payload, p + 16, 16) << 16);
+            p += 32;
+            prev = 0;
+            f32::from_bits(v)
+        } else {
+            let extra = s.saturating_sub(1);
+            let z = if s == 0 {
+                0
+            } else {
+                (1 << extra) | read(payload, p, extra)
+            };
+            p += extra as u64;
+            let q = unzigzag(z).wrapping_add(if predict { prev } else { 0 });
+            prev = q;
+            if q.unsigned_abs() >= K_LIMIT {
+                return None;
+            }
+            reconstruct(q, e)
+        };
+    }
+    if (p - pos).div_ceil(8) != bytes as u64 {
+        return None;
+    }
+    Some(())
+}
+
+/// Decodes a block-coded stream ([`parse_blocks`] first); any malformed stream is an error.
 pub fn decode_blocks(data: &[u8], max_values: u64) -> Result<Vec<f32>> {
     let header = parse_blocks(data, max_values)?;
     let n = header.values as usize;
-    let (blocks, groups, head_words) = counts(n);
+    let stride = header.stride as usize;
+    let (blocks, groups, length_words) = counts_of(n, stride);
     let words: Vec<u32> = data
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let heads = &words[HEAD_WORDS + groups..HEAD_WORDS + groups + head_words];
-    let payload = &words[HEAD_WORDS + groups + head_words..];
-    let mut out = Vec::with_capacity(n);
-    let mut at = 0usize;
+    let offsets = &words[HEAD_WORDS..HEAD_WORDS + groups];
+    let block_bytes = &words[HEAD_WORDS + groups..HEAD_WORDS + groups + length_words];
+    let payload = &words[HEAD_WORDS + groups + length_words..];
+    let codes = canonical_codes(&header.lengths).expect("checked by parse_blocks");
+    let table = decode_table(&header.lengths, &codes);
+    let mut out = vec![0f32; n];
+    let mut pos = 0u64;
     for b in 0..blocks {
-        let h = (heads[b / 2] >> (16 * (b % 2))) & 0xffff;
-        let size = block_words(h) as usize;
-        let p = &payload[at..at + size];
-        let take = BLOCK.min(n - b * BLOCK);
-        for j in 0..take {
-            out.push(unpack_value(h, p, j as u32, header.bound));
+        if b % GROUP_BLOCKS == 0 {
+            pos = 32 * offsets[b / GROUP_BLOCKS] as u64;
         }
-        at += size;
+        let bytes = (block_bytes[b / 4] >> (8 * (b % 4))) & 0xff;
+        let end = pos + 8 * bytes as u64;
+        if end > 32 * payload.len() as u64 {
+            return Err(bad(
+                "block bytes",
+                HEAD_WORDS + groups + b / 4,
+                bytes as u64,
+                "within the payload",
+            )
+            .into());
+        }
+        let values = block_values(n, stride, b);
+        decode_block(
+            payload,
+            pos,
+            bytes,
+            values,
+            stride > 0,
+            &table,
+            header.bound,
+            &mut out,
+        )
+        .ok_or_else(|| {
+            bad(
+                "block",
+                HEAD_WORDS + groups + b / 4,
+                b as u64,
+                "its codes, in range, and their bits fill exactly its bytes",
+            )
+        })?;
+        pos = end;
     }
     Ok(out)
-}
-
-/// Value `j` of a block with header `h` and payload `p` (kernel `blocks_unpack`'s step).
-pub fn unpack_value(h: u32, p: &[u32], j: u32, e: f32) -> f32 {
-    if h == HEAD_RAW {
-        return f32::from_bits(p[j as usize]);
-    }
-    let w = h & 0x3f;
-    let z = if h & FLAG_MASKED != 0 {
-        let mask = p[0];
-        if mask >> j & 1 == 0 {
-            0
-        } else {
-            let rank = (mask & ((1u32 << j) - 1)).count_ones();
-            1 + get_bits(&p[1..], rank * w, w)
-        }
-    } else {
-        get_bits(p, j * w, w)
-    };
-    reconstruct(z, e)
 }
