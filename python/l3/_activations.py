@@ -219,8 +219,9 @@ class compress_activations:
     this many MiB of saved tensors await encoding; 0: each is encoded before it goes on),
     ``codec`` ("auto": block-coded streams kept in l3's GPU memory for tensors l3's GPU
     encodes, error-bounded arrays with sign bits on the host; "blocks" or "fields": that
-    coding everywhere. Block-coded arrays (`l3.encode_blocks`) code in one GPU pass with no
-    host work and keep signs and zeros themselves, in 10-25 % more bytes than "fields").
+    coding everywhere. Block-coded arrays (`l3.encode_blocks`) code on the GPU with no host
+    work and keep signs and zeros themselves, in 3-20 % more bytes than "fields" on
+    torchvision's ResNet-18/50 and a ViT at "auto").
 
     Under DistributedDataParallel each rank runs its own block (its ``stats`` its own); a
     ``torch.compile``'d graph (inductor, aot_eager) is refused (see the module documentation).

@@ -27,6 +27,8 @@
 //! [`canonical_codes`] (`blocks_code`), [`value_bits`] (`blocks_pack`), [`decode_block`]
 //! (`blocks_decode`).
 
+use rayon::prelude::*;
+
 use crate::error::{FormatError, LimitsError, ParameterError, Result};
 pub use crate::format::blocks::*;
 
@@ -355,22 +357,31 @@ fn counts_of(n: usize, stride: usize) -> (usize, usize, usize) {
     (blocks, blocks.div_ceil(GROUP_BLOCKS), blocks.div_ceil(4))
 }
 
-/// The residual codes of `q` (None: escaped) at `stride` in block order: each value's zigzag
-/// difference from the value before it in its block (none before it, an escaped one, or no
-/// stride: 0).
-fn residuals(q: &[Option<i32>], stride: usize, mut f: impl FnMut(usize, Option<u32>)) {
-    let n = q.len();
-    for b in 0..block_count(n, stride) {
-        let (first, step, count) = block_values(n, stride, b);
-        let mut prev = 0i32;
-        for j in 0..count {
-            let i = first + j * step;
-            let z = q[i].map(|v| zigzag(v - if stride == 0 { 0 } else { prev }));
-            prev = q[i].unwrap_or(0);
-            f(i, z);
-        }
+/// The residual codes of block `b` of `q` (None: escaped) at `stride`, in order: each
+/// value's zigzag difference from the value before it in its block (none before it, an
+/// escaped one, or no stride: 0).
+fn block_residuals(
+    q: &[Option<i32>],
+    stride: usize,
+    b: usize,
+    mut f: impl FnMut(usize, Option<u32>),
+) {
+    let (first, step, count) = block_values(q.len(), stride, b);
+    let mut prev = 0i32;
+    for j in 0..count {
+        let i = first + j * step;
+        let z = q[i].map(|v| zigzag(v - if stride == 0 { 0 } else { prev }));
+        prev = q[i].unwrap_or(0);
+        f(i, z);
     }
 }
+
+/// Groups one task of the encoder codes (on rayon's pool; groups start on words, so the
+/// tasks' words are joined as they are).
+const TASK_GROUPS: usize = 64;
+/// Values one task of the decoder decodes at least (whole bands with a column stride, so a
+/// task's values are one run of the array).
+const TASK_VALUES: usize = 1 << 14;
 
 /// Bits of a stream's values under `lengths` from symbol `counts` (blocks' padding aside).
 fn coded_bits(counts: &[u32; SYMBOLS], lengths: &[u32; SYMBOLS]) -> u64 {
@@ -403,7 +414,8 @@ pub fn encode_blocks(values: &[f32], max_error: f64, stride: usize) -> Result<Ve
     let e = stored_bound(max_error)?;
     let inv = inverse_step(e);
     let q: Vec<Option<i32>> = values
-        .iter()
+        .par_iter()
+        .with_min_len(1 << 14)
         .map(|v| quantise(v.to_bits(), e, inv))
         .collect();
     // The candidates: no prediction, along the array, down the columns; the smallest wins
@@ -411,50 +423,80 @@ pub fn encode_blocks(values: &[f32], max_error: f64, stride: usize) -> Result<Ve
     let mut best: Option<(u64, usize, [u32; SYMBOLS])> = None;
     let candidates = [0, 1, stride];
     for &t in &candidates[..if stride > 1 { 3 } else { 2 }] {
-        let mut counts = [0u32; SYMBOLS];
-        residuals(&q, t, |_, z| counts[symbol_of(z) as usize] += 1);
+        let counts = (0..block_count(n, t))
+            .into_par_iter()
+            .with_min_len(512)
+            .fold(
+                || [0u32; SYMBOLS],
+                |mut c, b| {
+                    block_residuals(&q, t, b, |_, z| c[symbol_of(z) as usize] += 1);
+                    c
+                },
+            )
+            .reduce(
+                || [0u32; SYMBOLS],
+                |a, b| std::array::from_fn(|s| a[s] + b[s]),
+            );
         let lengths = code_lengths(&counts);
         let bits = coded_bits(&counts, &lengths);
         if best.as_ref().is_none_or(|b| bits < b.0) {
             best = Some((bits, t, lengths));
         }
     }
-    let (_, t, lengths) = best.expect("three candidates");
+    let (_, t, lengths) = best.expect("two candidates at least");
     let codes = canonical_codes(&lengths).expect("code_lengths gives a prefix code");
-    let mut z = vec![None; n];
-    residuals(&q, t, |i, r| z[i] = r);
     let (blocks, groups, length_words) = counts_of(n, t);
-    let mut offsets = vec![0u32; groups];
-    let mut block_bytes = vec![0u32; length_words];
-    let mut w = BitWriter {
-        words: Vec::with_capacity(n / 4),
-        bits: 0,
-    };
-    for b in 0..blocks {
-        if b % GROUP_BLOCKS == 0 {
-            w.bits = w.bits.div_ceil(32) * 32;
-            offsets[b / GROUP_BLOCKS] = (w.bits / 32) as u32;
-        }
-        let start = w.bits;
-        let (first, step, count) = block_values(n, t, b);
-        for j in 0..count {
-            let i = first + j * step;
-            let s = symbol_of(z[i]);
-            w.put(codes[s as usize], lengths[s as usize]);
-            let v = value_bits(values[i].to_bits(), z[i]);
-            if s == ESCAPE {
-                w.put(v & 0xffff, 16);
-                w.put(v >> 16, 16);
-            } else {
-                w.put(v, extra_bits(s));
+    // Each task: its groups' words, each group's first word (from the task's), each block's
+    // bytes.
+    let tasks: Vec<(Vec<u32>, Vec<u32>, Vec<u8>)> = (0..groups.div_ceil(TASK_GROUPS))
+        .into_par_iter()
+        .map(|task| {
+            let mut w = BitWriter {
+                words: Vec::new(),
+                bits: 0,
+            };
+            let mut starts = Vec::with_capacity(TASK_GROUPS);
+            let mut bytes_of = Vec::with_capacity(TASK_GROUPS * GROUP_BLOCKS);
+            let first = task * TASK_GROUPS * GROUP_BLOCKS;
+            for b in first..blocks.min(first + TASK_GROUPS * GROUP_BLOCKS) {
+                if b % GROUP_BLOCKS == 0 {
+                    w.bits = w.bits.div_ceil(32) * 32;
+                    starts.push((w.bits / 32) as u32);
+                }
+                let start = w.bits;
+                block_residuals(&q, t, b, |i, z| {
+                    let s = symbol_of(z);
+                    w.put(codes[s as usize], lengths[s as usize]);
+                    let v = value_bits(values[i].to_bits(), z);
+                    if s == ESCAPE {
+                        w.put(v & 0xffff, 16);
+                        w.put(v >> 16, 16);
+                    } else {
+                        w.put(v, extra_bits(s));
+                    }
+                });
+                let bytes = (w.bits - start).div_ceil(8);
+                w.bits = start + 8 * bytes;
+                bytes_of.push(bytes as u8);
             }
+            w.words.resize(w.bits.div_ceil(32) as usize, 0);
+            (w.words, starts, bytes_of)
+        })
+        .collect();
+    let mut offsets = Vec::with_capacity(groups);
+    let mut block_bytes = vec![0u32; length_words];
+    let mut payload_words: Vec<u32> = Vec::new();
+    let mut b = 0;
+    for (words, starts, bytes_of) in tasks {
+        let base = payload_words.len() as u32;
+        offsets.extend(starts.iter().map(|s| base + s));
+        payload_words.extend_from_slice(&words);
+        for nb in bytes_of {
+            block_bytes[b / 4] |= (nb as u32) << (8 * (b % 4));
+            b += 1;
         }
-        let bytes = (w.bits - start).div_ceil(8);
-        w.bits = start + 8 * bytes;
-        block_bytes[b / 4] |= (bytes as u32) << (8 * (b % 4));
     }
-    let payload = w.bits.div_ceil(32) as usize;
-    w.words.resize(payload, 0);
+    let payload = payload_words.len();
     let l = pack_lengths(&lengths);
     let mut out = Vec::with_capacity(4 * (HEAD_WORDS + groups + length_words + payload));
     let head = [
@@ -471,7 +513,7 @@ pub fn encode_blocks(values: &[f32], max_error: f64, stride: usize) -> Result<Ve
         .into_iter()
         .chain(offsets)
         .chain(block_bytes)
-        .chain(w.words)
+        .chain(payload_words)
     {
         out.extend_from_slice(&word.to_le_bytes());
     }
@@ -730,7 +772,8 @@ pub fn decode_blocks(data: &[u8], max_values: u64) -> Result<Vec<f32>> {
     let payload = &words[HEAD_WORDS + groups + length_words..];
     let codes = canonical_codes(&header.lengths).expect("checked by parse_blocks");
     let table = decode_table(&header.lengths, &codes);
-    let mut out = vec![0f32; n];
+    // Each block's first bit and bytes, checked to lie in the payload.
+    let mut places = Vec::with_capacity(blocks);
     let mut pos = 0u64;
     for b in 0..blocks {
         if b % GROUP_BLOCKS == 0 {
@@ -747,26 +790,50 @@ pub fn decode_blocks(data: &[u8], max_values: u64) -> Result<Vec<f32>> {
             )
             .into());
         }
-        let values = block_values(n, stride, b);
-        decode_block(
-            payload,
-            pos,
-            bytes,
-            values,
-            stride > 0,
-            &table,
-            header.bound,
-            &mut out,
-        )
-        .ok_or_else(|| {
-            bad(
-                "block",
-                HEAD_WORDS + groups + b / 4,
-                b as u64,
-                "its codes, in range, and their bits fill exactly its bytes",
-            )
-        })?;
+        places.push((pos, bytes));
         pos = end;
+    }
+    // Tasks of whole blocks (with a column stride whole bands) whose values are one run of
+    // the array: `per` blocks hold `32 per` values.
+    let per = if stride <= 1 {
+        TASK_VALUES / BLOCK
+    } else {
+        stride * (TASK_VALUES / (BLOCK * stride)).max(1)
+    };
+    let mut out = vec![0f32; n];
+    let failed: Vec<usize> = out
+        .par_chunks_mut(per * BLOCK)
+        .enumerate()
+        .filter_map(|(task, chunk)| {
+            let base = task * per * BLOCK;
+            for b in task * per..blocks.min((task + 1) * per) {
+                let (first, step, count) = block_values(n, stride, b);
+                let (pos, bytes) = places[b];
+                let ok = decode_block(
+                    payload,
+                    pos,
+                    bytes,
+                    (first - base, step, count),
+                    stride > 0,
+                    &table,
+                    header.bound,
+                    chunk,
+                );
+                if ok.is_none() {
+                    return Some(b);
+                }
+            }
+            None
+        })
+        .collect();
+    if let Some(&b) = failed.iter().min() {
+        return Err(bad(
+            "block",
+            HEAD_WORDS + groups + b / 4,
+            b as u64,
+            "its codes, in range, and their bits fill exactly its bytes",
+        )
+        .into());
     }
     Ok(out)
 }
