@@ -1,6 +1,6 @@
 //! Any bytes as a block-coded stream (`field::blocks`): the parser and the decoder return
 //! values or an error, never panic or over-allocate; a stream that decodes parses, to as
-//! many values as its head says. Any bytes as values too (the first 8 bytes a bound, the
+//! many values as its head says (one that parses may still fail in its blocks). Any bytes as values too (the first 8 bytes a bound, the
 //! first byte a stride where it divides the count): the encoder's stream parses, decodes
 //! within its stored bound with every sign kept, and NaN and infinities come back bit for
 //! bit.
@@ -10,10 +10,10 @@ use libfuzzer_sys::fuzz_target;
 use l3::field::blocks::{decode_blocks, encode_blocks, parse_blocks};
 
 fuzz_target!(|input: &[u8]| {
+    // (A stream may parse and still fail to decode: the blocks are checked as they decode.)
     let parsed = parse_blocks(input, 1 << 22);
-    match decode_blocks(input, 1 << 22) {
-        Ok(values) => assert_eq!(values.len(), parsed.expect("decoded").values as usize),
-        Err(_) => assert!(parsed.is_err()),
+    if let Ok(values) = decode_blocks(input, 1 << 22) {
+        assert_eq!(values.len(), parsed.expect("decoded").values as usize);
     }
     if input.len() < 8 {
         return;

@@ -806,9 +806,9 @@ pub fn decode_blocks(data: &[u8], max_values: u64) -> Result<Vec<f32>> {
         .enumerate()
         .filter_map(|(task, chunk)| {
             let base = task * per * BLOCK;
-            for b in task * per..blocks.min((task + 1) * per) {
+            let end = blocks.min((task + 1) * per);
+            for (b, &(pos, bytes)) in places.iter().enumerate().take(end).skip(task * per) {
                 let (first, step, count) = block_values(n, stride, b);
-                let (pos, bytes) = places[b];
                 let ok = decode_block(
                     payload,
                     pos,
