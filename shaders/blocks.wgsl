@@ -325,6 +325,17 @@ fn canonical(lengths: ptr<function, array<u32, BLOCKS_SYMBOLS>>,
     }
 }
 
+// `acc + n per` in 64 bits (two words, low first), `per` at most 2^16.
+fn mul_add(acc: vec2<u32>, n: u32, per: u32) -> vec2<u32> {
+    let a = (n & 0xffffu) * per;
+    let b = (n >> 16u) * per;
+    let add = a + (b << 16u);
+    let c1 = select(0u, 1u, add < a);
+    let lo = acc.x + add;
+    let c2 = select(0u, 1u, lo < acc.x);
+    return vec2<u32>(lo, acc.y + (b >> 16u) + c1 + c2);
+}
+
 @compute @workgroup_size(1)
 fn blocks_code() {
     var best_bits = 0xffffffffu;
@@ -338,21 +349,20 @@ fn blocks_code() {
     for (var c = 0u; c < n_candidates; c++) {
         var lengths: array<u32, BLOCKS_SYMBOLS>;
         code_lengths(c, &lengths);
-        // The exact size in bits, as two words (it may pass 2^32).
-        var lo = 0u;
-        var hi = 0u;
+        // The size in bits, as two words (it may pass 2^32).
+        var acc = vec2<u32>(0u, 0u);
         for (var s = 0u; s < BLOCKS_SYMBOLS; s++) {
             let n = atomicLoad(&sc[SC_HIST + c * BLOCKS_SYMBOLS + s]);
-            let per = lengths[s] + extra_bits(s);
-            // n * per (per <= 43) as 64 bits: n split in 16-bit halves.
-            let a = (n & 0xffffu) * per;
-            let b = (n >> 16u) * per;
-            let add_lo = a + (b << 16u);
-            let carry = select(0u, 1u, add_lo < a);
-            let prev = lo;
-            lo += add_lo;
-            hi += (b >> 16u) + carry + select(0u, 1u, lo < prev);
+            acc = mul_add(acc, n, lengths[s] + extra_bits(s));
         }
+        // Each block's length byte and half a byte of padding (`BLOCK_COST`).
+        var stride_c = c;
+        if (c == 2u) {
+            stride_c = bp.offer;
+        }
+        acc = mul_add(acc, block_count(stride_c), BLOCKS_BLOCK_COST);
+        let lo = acc.x;
+        let hi = acc.y;
         if (hi < best_hi || (hi == best_hi && lo < best_bits)) {
             best_hi = hi;
             best_bits = lo;

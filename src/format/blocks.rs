@@ -19,6 +19,9 @@ pub const ESCAPE: u32 = 18;
 pub const MAX_CODE: u32 = 11;
 /// Longest block in bytes (every value escaped with the longest code).
 pub const MAX_BLOCK_BYTES: u32 = (BLOCK as u32 * (MAX_CODE + 32)).div_ceil(8);
+/// Bits a block costs beside its values' in the encoder's comparison of strides: its
+/// length byte and half a byte of padding.
+pub const BLOCK_COST: u32 = 12;
 /// The stream's first word: `"L3B2"` little-endian.
 pub const BLOCKS_MAGIC: u32 = u32::from_le_bytes(*b"L3B2");
 /// Words before the group offsets: magic, values, bound bits, payload words, the code

@@ -265,6 +265,7 @@ pub(crate) fn prelude() -> String {
         ("BLOCKS_SYMBOLS", crate::format::blocks::SYMBOLS as u32),
         ("BLOCKS_ESCAPE", crate::format::blocks::ESCAPE),
         ("BLOCKS_MAX_CODE", crate::format::blocks::MAX_CODE),
+        ("BLOCKS_BLOCK_COST", crate::format::blocks::BLOCK_COST),
         (
             "BLOCKS_MAX_BLOCK_BYTES",
             crate::format::blocks::MAX_BLOCK_BYTES,

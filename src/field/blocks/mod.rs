@@ -438,7 +438,8 @@ pub fn encode_blocks(values: &[f32], max_error: f64, stride: usize) -> Result<Ve
                 |a, b| std::array::from_fn(|s| a[s] + b[s]),
             );
         let lengths = code_lengths(&counts);
-        let bits = coded_bits(&counts, &lengths);
+        // Each block also costs its byte of length and half a byte of padding on average.
+        let bits = coded_bits(&counts, &lengths) + BLOCK_COST as u64 * block_count(n, t) as u64;
         if best.as_ref().is_none_or(|b| bits < b.0) {
             best = Some((bits, t, lengths));
         }

@@ -251,3 +251,16 @@ fn strides_predict_down_columns_and_along_rows() {
     assert!(encode_blocks(&v, 1e-3, 97).is_err());
     assert!(encode_blocks(&v, 1e-3, rows * cols + 1).is_err());
 }
+
+#[test]
+fn a_stride_of_short_columns_is_not_taken_for_its_blocks_cost() {
+    // Two equal rows of 4000: down the columns saves most of a row's bits, but every block
+    // holds 2 values and costs its length byte and padding.
+    let row = activations(4000, 21);
+    let v: Vec<f32> = row.iter().chain(&row).copied().collect();
+    let plain = encode_blocks(&v, 1e-3, 0).unwrap();
+    let offered = encode_blocks(&v, 1e-3, 4000).unwrap();
+    assert_ne!(parse_blocks(&offered, u64::MAX).unwrap().stride, 4000);
+    assert!(offered.len() <= plain.len());
+    check_bound(&v, &decode_blocks(&offered, u64::MAX).unwrap(), 1e-3);
+}
