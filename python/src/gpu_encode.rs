@@ -16,13 +16,11 @@ use l3::gpu::GpuEncoder;
 
 use crate::blocks::{blocks_gpu, BlocksStream};
 use crate::fields::shape_of;
-use l3::field::blocks::gpu::{decode_blocks_buffer, encode_blocks_buffer, stream_capacity_words};
-
-const BLOCKS_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
-    .union(wgpu::BufferUsages::COPY_SRC)
-    .union(wgpu::BufferUsages::COPY_DST);
 use crate::handoff::ExportSlot;
 use crate::{parameter_error, to_py_err, OrPyErr};
+use l3::field::blocks::gpu::{
+    blocks_buffer, decode_blocks_buffer, encode_blocks_buffer, stream_capacity_words,
+};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_encode_field, m)?)?;
@@ -244,16 +242,11 @@ impl GpuEncodeStaging {
         let gpu = blocks_gpu()?;
         let scratch = &slf.blocks_scratch;
         py.detach(|| -> l3::Result<BlocksStream> {
-            let capacity = 4 * stream_capacity_words(count, stride);
+            let capacity = stream_capacity_words(count, stride);
             let mut slot = scratch.lock().unwrap_or_else(|p| p.into_inner());
-            if slot.as_ref().is_none_or(|b| b.size() < capacity) {
+            if slot.as_ref().is_none_or(|b| b.size() < 4 * capacity) {
                 *slot = None;
-                *slot = Some(gpu.device().create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("l3 blocks scratch"),
-                    size: capacity,
-                    usage: BLOCKS_USAGE,
-                    mapped_at_creation: false,
-                }));
+                *slot = Some(blocks_buffer(&gpu, "l3 blocks scratch", capacity));
             }
             let scratch = slot.as_ref().expect("made above");
             let header = encode_blocks_buffer(
@@ -265,12 +258,7 @@ impl GpuEncodeStaging {
                 (scratch, 0),
             )?;
             let bytes = 4 * header.stream_words() as u64;
-            let buffer = gpu.device().create_buffer(&wgpu::BufferDescriptor {
-                label: Some("l3 blocks stream"),
-                size: bytes,
-                usage: BLOCKS_USAGE,
-                mapped_at_creation: false,
-            });
+            let buffer = blocks_buffer(&gpu, "l3 blocks stream", bytes / 4);
             let mut enc = gpu
                 .device()
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
@@ -308,13 +296,7 @@ impl GpuEncodeStaging {
         let bytes = crate::codec::bytes_of(stream)?;
         py.detach(|| -> l3::Result<u32> {
             let header = l3::field::blocks::parse_blocks(&bytes, exported.size() / 4)?;
-            let words = header.stream_words() as u64;
-            let src = gpu.device().create_buffer(&wgpu::BufferDescriptor {
-                label: Some("l3 blocks stream"),
-                size: 4 * words.max(1),
-                usage: BLOCKS_USAGE,
-                mapped_at_creation: false,
-            });
+            let src = blocks_buffer(&gpu, "l3 blocks stream", header.stream_words() as u64);
             gpu.queue().write_buffer(&src, 0, &bytes);
             decode_blocks_buffer(&gpu, &src, 0, &header, &exported.buffer, 0)?;
             Ok(header.values)

@@ -27,7 +27,9 @@ const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
     .union(wgpu::BufferUsages::COPY_DST);
 
-fn storage(blocks: &GpuBlocks, label: &str, words: u64) -> wgpu::Buffer {
+/// A buffer of `words` words (one at least) the block kernels read and write, and copies go
+/// to and from: for values, streams and their copies.
+pub fn blocks_buffer(blocks: &GpuBlocks, label: &str, words: u64) -> wgpu::Buffer {
     blocks.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size: 4 * words.max(1),
@@ -149,10 +151,10 @@ pub fn encode_blocks_gpu(
     stride: usize,
 ) -> Result<Vec<u8>> {
     let n = values.len() as u64;
-    let src = storage(gpu, "l3 blocks values", n);
+    let src = blocks_buffer(gpu, "l3 blocks values", n);
     gpu.queue()
         .write_buffer(&src, 0, bytemuck::cast_slice(values));
-    let dst = storage(
+    let dst = blocks_buffer(
         gpu,
         "l3 blocks stream",
         stream_capacity_words(n, stride as u64),
@@ -219,10 +221,10 @@ pub fn decode_blocks_buffer(
 pub fn decode_blocks_gpu(gpu: &GpuBlocks, data: &[u8], max_values: u64) -> Result<Vec<f32>> {
     let header = parse_blocks(data, max_values)?;
     let words = header.stream_words() as u64;
-    let src = storage(gpu, "l3 blocks stream", words);
+    let src = blocks_buffer(gpu, "l3 blocks stream", words);
     gpu.queue().write_buffer(&src, 0, data);
     let n = header.values as u64;
-    let dst = storage(gpu, "l3 blocks values", n);
+    let dst = blocks_buffer(gpu, "l3 blocks values", n);
     decode_blocks_buffer(gpu, &src, 0, &header, &dst, 0)?;
     let w = gpu.read_words(&dst, 0, n)?;
     Ok(bytemuck::cast_slice(&w).to_vec())
