@@ -606,4 +606,59 @@ mod tests {
             }
         }
     }
+
+    /// One-channel patches decode four rows at a time (four segments' bit positions in one
+    /// loop) where four rows remain, then two, then one: gray images of noise and of smooth
+    /// content (the buffered and the symbol-by-symbol loops), 8- and 16-bit, patches 1 to 67
+    /// rows high (fewer than four segments, rows left over after groups of four), decode to
+    /// their pixels, whole and through windows ending on every row of the first patch row.
+    #[test]
+    fn gray_patches_decode_four_rows_at_a_time_exactly() {
+        let value = |smooth: bool| {
+            move |x: u32, y: u32, _c: u32| -> u16 {
+                if smooth {
+                    (x * 3 + y * 5 + (x * y) % 7) as u16
+                } else {
+                    ((x * 7919) ^ (y * 104729) ^ (x * y * 31)) as u16
+                }
+            }
+        };
+        let one_thread = crate::decode::DecodeOptions {
+            parallel: false,
+            ..Default::default()
+        };
+        for depth in [8u8, 16] {
+            for smooth in [false, true] {
+                for h in [1u32, 2, 3, 4, 5, 7, 8, 9, 15, 17, 63, 64, 65, 67] {
+                    let image = TestImage::from_fn(70, h, ColorType::Gray, depth, value(smooth));
+                    let options = EncodeOptions {
+                        profile: ProfileOptions::Compact(CompactOptions::default()),
+                        patch_log2: 6,
+                        ..Default::default()
+                    };
+                    let file = crate::encode::encode(&image.raw(), &options).unwrap();
+                    let (_, pixels) = crate::decode::decode(&file, &one_thread).unwrap();
+                    let what = format!("{depth}-bit, smooth {smooth}, {h} rows");
+                    assert!(pixels == image.bytes(), "{what}");
+                    let layout = crate::decode::parse(&file, &one_thread).unwrap();
+                    let row = 70 * depth as usize / 8;
+                    for end in 1..=h.min(64) {
+                        let mut part = vec![0u8; pixels.len()];
+                        crate::decode::decode_layout_window(
+                            &layout,
+                            &mut part,
+                            0..70,
+                            0..end,
+                            false,
+                        )
+                        .unwrap();
+                        assert!(
+                            part[..end as usize * row] == pixels[..end as usize * row],
+                            "{what}, window of {end} rows"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

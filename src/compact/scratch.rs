@@ -45,6 +45,8 @@ pub(crate) struct Scratch {
     pub(super) residuals: Vec<Pairs>,
     /// Residuals of the next row, decoded with the current one.
     pub(super) pending: Vec<Pairs>,
+    /// Residuals of the next three rows of a one-channel patch, decoded with the current one.
+    pub(super) ahead: Box<[Pairs; 3]>,
     /// The patch's palette.
     pub(super) palette: PatchPalette,
 }
@@ -98,6 +100,7 @@ impl Scratch {
             above: vec![0; n],
             residuals: vec![[0; ROW / 2]; h.channels() as usize],
             pending: vec![[0; ROW / 2]; h.channels() as usize],
+            ahead: Box::new([[0; ROW / 2]; 3]),
             palette: PatchPalette::new(),
         }
     }

@@ -495,6 +495,50 @@ pub(super) unsafe fn decode_row_and_next<const C: usize>(
     bad
 }
 
+/// As [`decode_row_and_next`] for one channel and four rows (four segments, so four
+/// independent bit positions) in the same loop: a gray image's single chain per row leaves
+/// the CPU waiting on each lookup, and two rows did not hide all of it.
+///
+/// # Safety
+/// As [`decode_row`], for every state in `st` (each decodes one row).
+#[inline(always)]
+pub(super) unsafe fn decode_four_rows(
+    bytes: &[u8],
+    st: &mut [RowState<'_, 1>; 4],
+    pw: usize,
+    buffered: bool,
+) -> u32 {
+    // The calls below (unsafe) are these rows' positions: the contract above.
+    let mut bad = 0;
+    let n = (pw / 2).min(ROW / 2);
+    let mut x = 0;
+    if buffered {
+        while x + REFILL_POSITIONS <= n {
+            for s in st.iter_mut() {
+                s.refill(0, bytes);
+            }
+            for k in 0..REFILL_POSITIONS {
+                for s in st.iter_mut() {
+                    s.pair_buffered(0, bytes, x + k, &mut bad);
+                }
+            }
+            x += REFILL_POSITIONS;
+        }
+    }
+    while x < n {
+        for s in st.iter_mut() {
+            s.pair(0, bytes, x, &mut bad);
+        }
+        x += 1;
+    }
+    if pw % 2 == 1 {
+        for s in st.iter_mut() {
+            s.last(0, bytes, pw - 1, &mut bad);
+        }
+    }
+    bad
+}
+
 /// The check that makes a row's unchecked reads safe: every channel's bit position in
 /// segment `s` leaves [`ROW_READ_BYTES`] of `len` bytes after it. A valid stream always
 /// passes (positions never pass the segment's end, and the stream is padded); one that
