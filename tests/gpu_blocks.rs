@@ -5,15 +5,16 @@
 //! strides, sizes that end mid-block, mid-band and mid-group, more groups than one scan
 //! invocation takes, and streams at an offset inside larger buffers; a stream whose blocks
 //! the host did not check (damaged in GPU memory) sets the kernel's flags instead of being
-//! read out of bounds.
+//! read out of bounds. Batches (many streams, one submission and one wait) give each
+//! stream's bytes and values as if it were alone, and name the one stream that is damaged.
 #![cfg(feature = "gpu")]
 
 #[path = "common/gpu_support.rs"]
 mod gpu_support;
 
 use l3::field::blocks::gpu::{
-    decode_blocks_buffer, decode_blocks_gpu, encode_blocks_buffer, encode_blocks_gpu,
-    stream_capacity_words,
+    decode_blocks_batch, decode_blocks_buffer, decode_blocks_gpu, encode_blocks_batch,
+    encode_blocks_buffer, encode_blocks_gpu, stream_capacity_words, DecodeJob, EncodeJob,
 };
 use l3::field::blocks::{decode_blocks, encode_blocks, parse_blocks, BlocksHeader};
 use l3::gpu::GpuBlocks;
@@ -188,4 +189,119 @@ fn damaged_blocks_in_gpu_memory_set_the_flags() {
         seen += 1;
     }
     assert_eq!(seen, 3);
+}
+
+fn buffer(gpu: &GpuBlocks, words: u64) -> wgpu::Buffer {
+    gpu.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4 * words.max(1),
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+/// Many arrays of one source buffer encoded in one batch (each at its own offset, bound
+/// and stride, into rooms packed one after the other) give the CPU encoder's streams, and
+/// decoding them in one batch (streams in another order, to other offsets) the CPU
+/// decoder's values; destinations that overlap are refused before anything runs; a stream
+/// damaged in GPU memory is named by its place in the batch.
+#[test]
+fn batches_of_streams_equal_the_cpu_codec_one_by_one() {
+    let Some(gpu) = blocks() else { return };
+    let arrays: Vec<(Vec<f32>, f64, u64)> = [
+        (4096usize, 1e-2, 64u64),
+        (1, 1e-3, 0),
+        (70_001, 5e-3, 1),
+        (0, 1e-2, 0),
+        (31 * 96, 1e-3, 96),
+        (256 * 9 + 5, 0.0, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(k, (n, bound, stride))| (activations(n, 40 + k as u64), bound, stride))
+    .collect();
+    // Values one after the other, 7 words apart; rooms packed the same way.
+    let (mut values, mut jobs, mut room) = (Vec::new(), Vec::new(), 3u64);
+    for (v, bound, stride) in &arrays {
+        values.extend(std::iter::repeat_n(0f32, 7));
+        jobs.push(EncodeJob {
+            src_at: values.len() as u64,
+            count: v.len() as u64,
+            max_error: *bound,
+            stride: *stride,
+            dst_at: room,
+        });
+        values.extend_from_slice(v);
+        room += stream_capacity_words(v.len() as u64, *stride);
+    }
+    let src = buffer(&gpu, values.len() as u64);
+    gpu.queue()
+        .write_buffer(&src, 0, bytemuck::cast_slice(&values));
+    let dst = buffer(&gpu, room);
+    let headers = encode_blocks_batch(&gpu, &src, &dst, &jobs).unwrap();
+    let mut cpu_streams = Vec::new();
+    for ((job, header), (v, bound, stride)) in jobs.iter().zip(&headers).zip(&arrays) {
+        let cpu = encode_blocks(v, *bound, *stride as usize).unwrap();
+        let words = l3_read(&gpu, &dst, job.dst_at, header.stream_words() as u64);
+        assert!(
+            bytemuck::cast_slice::<u32, u8>(&words) == &cpu[..],
+            "{} values at {bound}, stride {stride}",
+            v.len()
+        );
+        assert_eq!(*header, parse_blocks(&cpu, u64::MAX).unwrap());
+        cpu_streams.push(cpu);
+    }
+    // Decoded in one batch, last stream first, each to its own place of one buffer.
+    let mut at = 0u64;
+    let mut decodes = Vec::new();
+    for (job, header) in jobs.iter().zip(&headers).rev() {
+        decodes.push(DecodeJob {
+            src: &dst,
+            src_at: job.dst_at,
+            header,
+            dst_at: at,
+        });
+        at += header.values as u64 + 1;
+    }
+    let out = buffer(&gpu, at);
+    decode_blocks_batch(&gpu, &decodes, &out).unwrap();
+    for (d, cpu) in decodes.iter().zip(cpu_streams.iter().rev()) {
+        let got = l3_read(&gpu, &out, d.dst_at, d.header.values as u64);
+        assert_eq!(bits(&decode_blocks(cpu, u64::MAX).unwrap()), got);
+    }
+    // Rooms that overlap: refused, naming the offset.
+    let mut overlapping = jobs.clone();
+    overlapping[1].dst_at = jobs[0].dst_at + 1;
+    let e = encode_blocks_batch(&gpu, &src, &dst, &overlapping).unwrap_err();
+    assert!(e.to_string().contains("must not overlap"), "{e}");
+    // A damaged stream in the middle of a batch: the error names its offset.
+    let good = &cpu_streams[0];
+    let mut bad = good.clone();
+    bad[4 * 16..4 * 16 + 4].copy_from_slice(&0x0000_00ffu32.to_le_bytes());
+    let damaged = buffer(&gpu, (bad.len() / 4) as u64 + 10);
+    gpu.queue().write_buffer(&damaged, 40, &bad);
+    let header = parse_blocks(good, u64::MAX).unwrap();
+    let batch = [
+        DecodeJob {
+            src: &dst,
+            src_at: jobs[0].dst_at,
+            header: &headers[0],
+            dst_at: 0,
+        },
+        DecodeJob {
+            src: &damaged,
+            src_at: 10,
+            header: &header,
+            dst_at: 5000,
+        },
+    ];
+    let out = buffer(&gpu, 10_000);
+    let e = decode_blocks_batch(&gpu, &batch, &out).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("malformed blocks") && text.contains("40"),
+        "{text}"
+    );
 }

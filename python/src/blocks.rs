@@ -71,12 +71,17 @@ fn decode_blocks<'py>(
     Ok(out)
 }
 
-/// A block-coded stream in l3's GPU memory (its own buffer, freed with the object):
-/// `values`, `bound`, `nbytes` (the stream's bytes, what it keeps on the device);
-/// `to_bytes()` reads it back (the bytes `encode_blocks` gives for the same values).
+/// A block-coded stream in l3's GPU memory: `values`, `bound`, `nbytes` (the stream's
+/// bytes, what it keeps on the device); `to_bytes()` reads it back (the bytes
+/// `encode_blocks` gives for the same values). The streams of one batch
+/// (`GpuEncodeStaging.encode_blocks_batch`) share one buffer of exactly their sizes, freed
+/// when the last of them goes.
 #[pyclass(module = "l3._l3", frozen)]
 pub(crate) struct BlocksStream {
+    /// The buffer (shared by a batch's streams: a handle, freed with its last one).
     pub(crate) buffer: wgpu::Buffer,
+    /// Word of `buffer` where the stream starts.
+    pub(crate) at: u64,
     pub(crate) gpu: Arc<GpuBlocks>,
     pub(crate) header: BlocksHeader,
 }
@@ -120,7 +125,7 @@ impl BlocksStream {
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let n = self.nbytes();
         let words = py
-            .detach(|| self.gpu.read_words(&self.buffer, 0, n / 4))
+            .detach(|| self.gpu.read_words(&self.buffer, self.at, n / 4))
             .py_err()?;
         Ok(PyBytes::new(py, bytemuck::cast_slice(&words)))
     }

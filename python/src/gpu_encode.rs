@@ -19,7 +19,8 @@ use crate::fields::shape_of;
 use crate::handoff::ExportSlot;
 use crate::{parameter_error, to_py_err, OrPyErr};
 use l3::field::blocks::gpu::{
-    blocks_buffer, decode_blocks_buffer, encode_blocks_buffer, stream_capacity_words,
+    blocks_buffer, decode_blocks_batch, decode_blocks_buffer, encode_blocks_batch,
+    stream_capacity_words, DecodeJob, EncodeJob,
 };
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -221,8 +222,7 @@ impl GpuEncodeStaging {
 
     /// Encodes the `count` float32 values at the buffer's start as a block-coded stream
     /// within the absolute bound `max_error`, offered `stride` (as `l3.encode_blocks`), kept
-    /// in l3's GPU memory: one submission, then the stream (its exact size read back) copied
-    /// into a buffer of its own. Whoever wrote the values (CUDA) must have finished.
+    /// in l3's GPU memory: `encode_blocks_batch` of one.
     #[pyo3(signature = (count, *, max_error, stride = 0))]
     fn encode_blocks(
         slf: PyRef<'_, Self>,
@@ -231,44 +231,76 @@ impl GpuEncodeStaging {
         max_error: f64,
         stride: u64,
     ) -> PyResult<BlocksStream> {
+        let mut streams = Self::encode_blocks_batch(slf, py, vec![(0, count, max_error, stride)])?;
+        Ok(streams.remove(0))
+    }
+
+    /// Encodes several arrays of the buffer as block-coded streams kept in l3's GPU memory:
+    /// `jobs` is a list of `(offset, count, max_error, stride)`, `count` float32 values from
+    /// byte `offset` (a multiple of 4) within the absolute bound `max_error`, offered
+    /// `stride` (as `l3.encode_blocks`). One submission and one wait for them all (their
+    /// sizes read back together), then one copy each into a buffer of exactly their sizes
+    /// (submitted, not waited for), which the returned streams share. Whoever wrote the
+    /// values (CUDA) must have finished.
+    fn encode_blocks_batch(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        jobs: Vec<(u64, u64, f64, u64)>,
+    ) -> PyResult<Vec<BlocksStream>> {
         let exported = &slf.as_super().exported;
-        if count.saturating_mul(4) > exported.size() {
-            return Err(parameter_error(format!(
-                "{count} values need {} bytes, the staging buffer has {}",
-                count.saturating_mul(4),
-                exported.size()
-            )));
-        }
-        let gpu = blocks_gpu()?;
-        let scratch = &slf.blocks_scratch;
-        py.detach(|| -> l3::Result<BlocksStream> {
-            let capacity = stream_capacity_words(count, stride);
-            let mut slot = scratch.lock().unwrap_or_else(|p| p.into_inner());
-            if slot.as_ref().is_none_or(|b| b.size() < 4 * capacity) {
-                *slot = None;
-                *slot = Some(blocks_buffer(&gpu, "l3 blocks scratch", capacity));
+        let mut planned = Vec::with_capacity(jobs.len());
+        let mut room = 0u64;
+        for &(offset, count, max_error, stride) in &jobs {
+            let end = count.saturating_mul(4).saturating_add(offset);
+            if !offset.is_multiple_of(4) || end > exported.size() {
+                return Err(parameter_error(format!(
+                    "{count} values at byte {offset} need bytes {offset}..{end} at offsets that \
+                     are multiples of 4; the staging buffer has {}",
+                    exported.size()
+                )));
             }
-            let scratch = slot.as_ref().expect("made above");
-            let header = encode_blocks_buffer(
-                &gpu,
-                (&exported.buffer, 0),
+            planned.push(EncodeJob {
+                src_at: offset / 4,
                 count,
                 max_error,
                 stride,
-                (scratch, 0),
-            )?;
-            let bytes = 4 * header.stream_words() as u64;
-            let buffer = blocks_buffer(&gpu, "l3 blocks stream", bytes / 4);
+                dst_at: room,
+            });
+            room = room.saturating_add(stream_capacity_words(count, stride));
+        }
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let gpu = blocks_gpu()?;
+        let scratch = &slf.blocks_scratch;
+        py.detach(|| -> l3::Result<Vec<BlocksStream>> {
+            let mut slot = scratch.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref().is_none_or(|b| b.size() < 4 * room) {
+                *slot = None;
+                *slot = Some(blocks_buffer(&gpu, "l3 blocks scratch", room));
+            }
+            let scratch = slot.as_ref().expect("made above");
+            let headers = encode_blocks_batch(&gpu, &exported.buffer, scratch, &planned)?;
+            let words: u64 = headers.iter().map(|h| h.stream_words() as u64).sum();
+            let buffer = blocks_buffer(&gpu, "l3 blocks streams", words);
             let mut enc = gpu
                 .device()
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            enc.copy_buffer_to_buffer(scratch, 0, &buffer, 0, bytes);
+            let mut at = 0u64;
+            let mut streams = Vec::with_capacity(headers.len());
+            for (job, header) in planned.iter().zip(headers) {
+                let n = header.stream_words() as u64;
+                enc.copy_buffer_to_buffer(scratch, 4 * job.dst_at, &buffer, 4 * at, 4 * n);
+                streams.push(BlocksStream {
+                    buffer: buffer.clone(),
+                    at,
+                    gpu: gpu.clone(),
+                    header,
+                });
+                at += n;
+            }
             gpu.queue().submit([enc.finish()]);
-            Ok(BlocksStream {
-                buffer,
-                gpu: gpu.clone(),
-                header,
-            })
+            Ok(streams)
         })
         .py_err()
     }
@@ -283,15 +315,9 @@ impl GpuEncodeStaging {
         let exported = &slf.as_super().exported;
         let gpu = blocks_gpu()?;
         if let Ok(s) = stream.cast::<BlocksStream>() {
-            let s = s.get();
-            if 4 * s.header.values as u64 > exported.size() {
-                return Err(parameter_error(
-                    "the stream's values do not fit the staging buffer",
-                ));
-            }
-            py.detach(|| decode_blocks_buffer(&gpu, &s.buffer, 0, &s.header, &exported.buffer, 0))
-                .py_err()?;
-            return Ok(s.header.values);
+            let values = s.get().header.values;
+            Self::decode_blocks_batch(slf, py, vec![(s.clone().unbind(), 0)])?;
+            return Ok(values);
         }
         let bytes = crate::codec::bytes_of(stream)?;
         py.detach(|| -> l3::Result<u32> {
@@ -300,6 +326,47 @@ impl GpuEncodeStaging {
             gpu.queue().write_buffer(&src, 0, &bytes);
             decode_blocks_buffer(&gpu, &src, 0, &header, &exported.buffer, 0)?;
             Ok(header.values)
+        })
+        .py_err()
+    }
+
+    /// Decodes several `BlocksStream`s into the buffer: `jobs` is a list of `(stream,
+    /// offset)`, each stream's float32 values to byte `offset` (a multiple of 4). One
+    /// submission and one wait for them all.
+    fn decode_blocks_batch(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        jobs: Vec<(Py<BlocksStream>, u64)>,
+    ) -> PyResult<()> {
+        let exported = &slf.as_super().exported;
+        for (s, offset) in &jobs {
+            let end = (s.get().header.values as u64 * 4).saturating_add(*offset);
+            if !offset.is_multiple_of(4) || end > exported.size() {
+                return Err(parameter_error(format!(
+                    "a stream's values at byte {offset} need bytes {offset}..{end} at offsets \
+                     that are multiples of 4; the staging buffer has {}",
+                    exported.size()
+                )));
+            }
+        }
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let gpu = blocks_gpu()?;
+        py.detach(|| {
+            let batch: Vec<DecodeJob<'_>> = jobs
+                .iter()
+                .map(|(s, offset)| {
+                    let s = s.get();
+                    DecodeJob {
+                        src: &s.buffer,
+                        src_at: s.at,
+                        header: &s.header,
+                        dst_at: offset / 4,
+                    }
+                })
+                .collect();
+            decode_blocks_batch(&gpu, &batch, &exported.buffer)
         })
         .py_err()
     }

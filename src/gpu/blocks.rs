@@ -9,7 +9,8 @@
 use super::abi::{BlocksParams, BLOCKS_SCRATCH_WORDS};
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::{request_device, select_adapter, Family, Kernel, Kernels};
-use super::readback::read_buffer;
+use super::map::map_read;
+use super::readback::{read_buffer, wait_idle};
 use super::GpuDecoder;
 use crate::error::{Error, Result};
 
@@ -33,6 +34,70 @@ pub(crate) struct BlocksBuffer<'a> {
     pub buffer: &'a wgpu::Buffer,
     /// Its name in errors.
     pub what: &'static str,
+}
+
+/// Bytes of one job's scratch slot (a multiple of every storage-binding offset alignment).
+const SCRATCH_BYTES: u64 = 4 * BLOCKS_SCRATCH_WORDS as u64;
+const _: () = assert!(SCRATCH_BYTES.is_multiple_of(256));
+
+/// One encode or decode of one stream in a [`GpuBlocks::submit`]: its uniform, its buffers,
+/// and the entries it runs (each over its count of workgroups; 0: skipped).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlocksJob<'a> {
+    params: BlocksParams,
+    src: BlocksBuffer<'a>,
+    dst: BlocksBuffer<'a>,
+    entries: [(&'static str, u32); 5],
+}
+
+impl<'a> BlocksJob<'a> {
+    /// The encode `params` describes: values from word `params.src_at` of `src`, the stream
+    /// from word `params.dst_at` of `dst` (which must hold the stream's capacity: the data
+    /// side checks); `groups` workgroups for the group passes (the most any stride the
+    /// encoder may pick needs).
+    pub(crate) fn encode(
+        params: BlocksParams,
+        src: BlocksBuffer<'a>,
+        dst: BlocksBuffer<'a>,
+        groups: u32,
+    ) -> Self {
+        let value_groups = params.count.div_ceil(crate::format::blocks::GROUP as u32);
+        BlocksJob {
+            params,
+            src,
+            dst,
+            entries: [
+                ("blocks_histogram", value_groups),
+                ("blocks_code", 1),
+                ("blocks_sizes", groups),
+                ("blocks_scan", 1),
+                ("blocks_pack", groups),
+            ],
+        }
+    }
+
+    /// The decode `params` describes: the stream from word `params.src_at` of `src` (its
+    /// head and code checked by the data side), the values from word `params.dst_at` of
+    /// `dst`.
+    pub(crate) fn decode(
+        params: BlocksParams,
+        src: BlocksBuffer<'a>,
+        dst: BlocksBuffer<'a>,
+    ) -> Self {
+        let workgroups = params.blocks.div_ceil(256);
+        BlocksJob {
+            params,
+            src,
+            dst,
+            entries: [
+                ("blocks_decode", workgroups),
+                ("", 0),
+                ("", 0),
+                ("", 0),
+                ("", 0),
+            ],
+        }
+    }
 }
 
 /// Workgroups (x, y) of `groups` groups.
@@ -76,77 +141,114 @@ impl GpuBlocks {
         self.kernels.kernel(Kernel::Blocks)
     }
 
-    /// Records and submits `entries` (each over its count of workgroups) with `src`, `dst`
-    /// and `scratch` bound whole (`scratch` cleared first), inside error scopes.
+    /// Records `jobs` in one command encoder, each its entries (each over its count of
+    /// workgroups) with its own `src`, `dst`, uniform and [`BLOCKS_SCRATCH_WORDS`] words of
+    /// `scratch` from word `BLOCKS_SCRATCH_WORDS * j` (cleared first), then `then` (copies
+    /// of results to read back), and submits it, inside error scopes. Jobs run in order.
     fn run(
         &self,
-        params: &BlocksParams,
-        src: BlocksBuffer<'_>,
-        dst: BlocksBuffer<'_>,
+        jobs: &[BlocksJob<'_>],
         scratch: &wgpu::Buffer,
-        entries: &[(&str, u32)],
+        then: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> Result<wgpu::SubmissionIndex> {
         let limits = BindLimits::of(&self.device);
         check_bindings(
-            [src, dst]
-                .into_iter()
+            jobs.iter()
+                .flat_map(|j| [j.src, j.dst])
                 .map(|b| Binding::whole(b.what, b.buffer.size())),
             &limits,
         )?;
+        let slot = SCRATCH_BYTES;
+        if scratch.size() < slot * jobs.len() as u64 {
+            return Err(Error::Gpu(format!(
+                "the block kernels' scratch holds {} bytes, {} jobs need {}",
+                scratch.size(),
+                jobs.len(),
+                slot * jobs.len() as u64
+            )));
+        }
         let family = self.family()?;
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        // One uniform slot per job, at offsets every binding may start at.
+        let uniform_slot = (size_of::<BlocksParams>() as u64)
+            .next_multiple_of(self.device.limits().min_uniform_buffer_offset_alignment as u64);
         let uniform = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("l3 blocks params"),
-            size: size_of::<BlocksParams>() as u64,
+            size: uniform_slot * jobs.len().max(1) as u64,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.queue
-            .write_buffer(&uniform, 0, bytemuck::bytes_of(params));
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("l3 blocks"),
-            layout: &family.bgl,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: src.buffer.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: dst.buffer.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: scratch.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: uniform.as_entire_binding(),
-                },
-            ],
-        });
+        let mut bytes = vec![0u8; uniform.size() as usize];
+        for (j, job) in jobs.iter().enumerate() {
+            let at = j * uniform_slot as usize;
+            bytes[at..at + size_of::<BlocksParams>()]
+                .copy_from_slice(bytemuck::bytes_of(&job.params));
+        }
+        self.queue.write_buffer(&uniform, 0, &bytes);
+        let groups: Vec<wgpu::BindGroup> = jobs
+            .iter()
+            .enumerate()
+            .map(|(j, job)| {
+                fn range(buffer: &wgpu::Buffer, at: u64, size: u64) -> wgpu::BindingResource<'_> {
+                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset: at,
+                        size: std::num::NonZeroU64::new(size),
+                    })
+                }
+                self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("l3 blocks"),
+                    layout: &family.bgl,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: job.src.buffer.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: job.dst.buffer.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: range(scratch, slot * j as u64, slot),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 3,
+                            resource: range(
+                                &uniform,
+                                uniform_slot * j as u64,
+                                size_of::<BlocksParams>() as u64,
+                            ),
+                        },
+                    ],
+                })
+            })
+            .collect();
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("l3 blocks"),
             });
-        encoder.clear_buffer(scratch, 0, None);
+        encoder.clear_buffer(scratch, 0, Some(slot * jobs.len() as u64));
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("l3 blocks"),
                 timestamp_writes: None,
             });
-            pass.set_bind_group(0, &group, &[]);
-            for &(entry, workgroups) in entries {
-                if workgroups == 0 {
-                    continue;
+            for (job, group) in jobs.iter().zip(&groups) {
+                pass.set_bind_group(0, group, &[]);
+                for &(entry, workgroups) in &job.entries {
+                    if workgroups == 0 {
+                        continue;
+                    }
+                    let (x, y) = grid(workgroups);
+                    pass.set_pipeline(family.entry(entry));
+                    pass.dispatch_workgroups(x, y, 1);
                 }
-                let (x, y) = grid(workgroups);
-                pass.set_pipeline(family.entry(entry));
-                pass.dispatch_workgroups(x, y, 1);
             }
         }
+        then(&mut encoder);
         let index = self.queue.submit([encoder.finish()]);
         for scope in [validation, oom] {
             if let Some(e) = pollster::block_on(scope.pop()) {
@@ -156,12 +258,13 @@ impl GpuBlocks {
         Ok(index)
     }
 
-    /// A scratch buffer for [`encode`](Self::encode) and [`decode`](Self::decode) (their
-    /// histograms, code and error flags).
-    pub(crate) fn scratch(&self) -> wgpu::Buffer {
+    /// A scratch buffer for `jobs` jobs of [`encode`](Self::encode) and
+    /// [`decode`](Self::decode) (their histograms, code and error flags:
+    /// [`BLOCKS_SCRATCH_WORDS`] words each).
+    pub(crate) fn scratch(&self, jobs: usize) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("l3 blocks scratch"),
-            size: 4 * BLOCKS_SCRATCH_WORDS as u64,
+            size: SCRATCH_BYTES * jobs.max(1) as u64,
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
                 | wgpu::BufferUsages::COPY_DST,
@@ -169,47 +272,42 @@ impl GpuBlocks {
         })
     }
 
-    /// Submits the encode `params` describes: values from word `params.src_at` of `src`,
-    /// the stream from word `params.dst_at` of `dst` (which must hold the stream's
-    /// capacity: the data side checks); `groups` workgroups for the group passes (the most
-    /// any stride the encoder may pick needs).
-    pub(crate) fn encode(
+    /// Submits `jobs` (see [`BlocksJob`]) in one submission, then `then`'s commands (copies
+    /// of what the caller reads back); `scratch` from [`scratch`](Self::scratch) for as many
+    /// jobs. What a decode finds malformed sets bits of its scratch slot's first word.
+    pub(crate) fn submit(
         &self,
-        params: &BlocksParams,
-        src: BlocksBuffer<'_>,
-        dst: BlocksBuffer<'_>,
+        jobs: &[BlocksJob<'_>],
         scratch: &wgpu::Buffer,
-        groups: u32,
+        then: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> Result<wgpu::SubmissionIndex> {
-        let value_groups = params.count.div_ceil(crate::format::blocks::GROUP as u32);
-        self.run(
-            params,
-            src,
-            dst,
-            scratch,
-            &[
-                ("blocks_histogram", value_groups),
-                ("blocks_code", 1),
-                ("blocks_sizes", groups),
-                ("blocks_scan", 1),
-                ("blocks_pack", groups),
-            ],
-        )
+        self.run(jobs, scratch, then)
     }
 
-    /// Submits the decode `params` describes: the stream from word `params.src_at` of
-    /// `src` (its head and code checked by the data side), the values from word
-    /// `params.dst_at` of `dst`; what the kernel finds malformed sets bits of `scratch`'s
-    /// first word.
-    pub(crate) fn decode(
-        &self,
-        params: &BlocksParams,
-        src: BlocksBuffer<'_>,
-        dst: BlocksBuffer<'_>,
-        scratch: &wgpu::Buffer,
-    ) -> Result<wgpu::SubmissionIndex> {
-        let workgroups = params.blocks.div_ceil(256);
-        self.run(params, src, dst, scratch, &[("blocks_decode", workgroups)])
+    /// A buffer of `words` words the host reads (`MAP_READ`) after copies into it.
+    pub(crate) fn read_back_buffer(&self, words: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("l3 blocks read-back"),
+            size: 4 * words.max(1),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// The words of `buffer` (from [`read_back_buffer`](Self::read_back_buffer), its copies
+    /// submitted): waits for the device (the one wait) and maps it.
+    pub(crate) fn read_mapped(&self, buffer: &wgpu::Buffer) -> Result<Vec<u32>> {
+        let request = map_read(buffer, 0..buffer.size());
+        wait_idle(&self.device)?;
+        pollster::block_on(request.wait())?;
+        let words = {
+            let view = buffer
+                .get_mapped_range(..)
+                .map_err(|e| Error::Gpu(format!("map failed: {e}")))?;
+            bytemuck::pod_collect_to_vec(&view[..])
+        };
+        buffer.unmap();
+        Ok(words)
     }
 
     /// `words` words at word `at` of `buffer` (usage `COPY_SRC`), read back (blocking).

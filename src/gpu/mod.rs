@@ -153,9 +153,9 @@ pub use abi::{
 #[cfg(feature = "gpu")]
 pub use batcher::{Batcher, BatcherStats, Decoded, FileError, FileResult, DEFAULT_BUDGET};
 #[cfg(feature = "gpu")]
-pub(crate) use blocks::BlocksBuffer;
-#[cfg(feature = "gpu")]
 pub use blocks::GpuBlocks;
+#[cfg(feature = "gpu")]
+pub(crate) use blocks::{BlocksBuffer, BlocksJob};
 #[cfg(feature = "gpu")]
 pub use counters::Counts;
 #[cfg(feature = "gpu")]
