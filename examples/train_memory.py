@@ -42,7 +42,8 @@ import torch.nn as nn
 import l3.torch as l3t
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("none", "l3 1e-3", "l3 1e-2", "l3 auto", "save_on_cpu", "checkpoint", "none, other init")
+ARMS = ("none", "l3 1e-3", "l3 1e-2", "l3 auto", "l3 auto unbatched", "save_on_cpu", "checkpoint",
+        "none, other init")
 
 
 class Deep(nn.Module):
@@ -117,8 +118,11 @@ def child(arm: str, args: argparse.Namespace) -> dict:
     ca = None
     if arm.startswith("l3 "):
         bound = arm.split()[1]
+        # "unbatched": l3's GPU codes and decodes one CUDA tensor per submission (the
+        # behaviour before batches), beside the default batches of 64 MiB.
         ca = l3t.compress_activations("auto" if bound == "auto" else float(bound), model=model,
-                                      threads=args.threads)
+                                      threads=args.threads,
+                                      gpu_batch_mb=0 if arm.endswith("unbatched") else 64)
     elif counting:
         ca = l3t.compress_activations(None)
     times, grad_errors, peak_cuda = [], [], 0

@@ -10,22 +10,24 @@ saved by a listed module, tensors whose bound would be below what the codec can 
 exact in fewer bytes (integer and bool tensors; see "What each tensor is for" below).
 
 CUDA tensors are encoded on the GPU when l3's GPU (wgpu, Vulkan) is the tensor's CUDA device
-(``gpu_encode``): the tensor is copied as float32 into a staging buffer that l3 allocated
-exportable and CUDA imported (`l3.cuda`'s hand-off, reversed), the tensor's stream is
-synchronised (the rule: CUDA's writes complete before l3's GPU reads; the copy and the encode
-are one after the other on the forward thread), and l3's WGSL encoder codes it there. With
-``codec="auto"`` (or ``"blocks"``) it becomes a block-coded stream (`l3.encode_blocks`,
-`shaders/blocks.wgsl`: one submission, the code built on the device, signs and zeros kept by
-the coding) kept in l3's GPU memory, a buffer of its own freed with the saved tensor: only its
-size comes back to the host. With ``codec="fields"`` the WGSL error-bounded encoder
-(`shaders/encode_*.wgsl`, byte for byte the CPU encoder's file) gives the host the file.
-Otherwise CUDA tensors are copied to pinned host memory (on their stream; the encoding thread
-waits for the copy's event) and encoded there. Either way torch's device memory of every
-compressed activation is free between forward and backward. Backward gets a GPU-encoded
-tensor decoded by l3's GPU decoder into a second exported buffer and copied from there into a
-tensor of torch's own (l3 waits for its decode before CUDA reads; CUDA's read is waited for, by
-an event, before l3 writes again), and a host-encoded one decoded on the host and copied back
-on the current stream of the thread that decodes.
+(``gpu_encode``), in staging buffers that l3 allocated exportable and CUDA imported (`l3.cuda`'s
+hand-off, reversed). With ``codec="auto"`` (or ``"blocks"``) each becomes a block-coded stream
+(`l3.encode_blocks`, `shaders/blocks.wgsl`: the code built on the device, signs and zeros kept
+by the coding) kept in l3's GPU memory, in batches (`_activation_gpu`): a tensor's values are
+copied into the encode staging buffer after those queued and the tensor is free; when the next
+does not fit (``gpu_batch_mb``), when backward starts or when the block ends, one
+synchronisation of the stream (the rule: CUDA's writes complete before l3's GPU reads), one
+submission and one wait encode the whole queue, and the batch's streams share one buffer of
+exactly their sizes, freed with the last of them. Backward decodes a stream together with the
+ones it needs next (as many as the decode staging buffer holds: one submission, one wait) and
+copies each into a tensor of torch's own (l3's decode is waited for before CUDA reads; CUDA's
+read is waited for, by an event, before l3 writes again). With ``codec="fields"`` each tensor
+is encoded on its own by the WGSL error-bounded encoder (`shaders/encode_*.wgsl`, byte for
+byte the CPU encoder's file) and the host gets the file. Otherwise CUDA tensors are copied to
+pinned host memory (on their stream; the encoding thread waits for the copy's event), encoded
+there, decoded on the host and copied back on the current stream of the thread that decodes.
+Either way torch's device memory of every compressed activation is free between forward and
+backward.
 
 The bound. A float ``bound`` is relative: that fraction of each tensor's value range (max -
 min of its finite values); ``absolute=True`` makes it absolute. Bounds are capped at
@@ -87,6 +89,7 @@ import torch
 from . import _l3
 from ._activation_coding import INTEGERS as _INTEGERS
 from ._activation_coding import Coded as _Coded
+from ._activation_gpu import CudaStaging as _CudaStaging, GpuBlocks as _GpuBlocks
 from ._activation_coding import axes_for as _axes_for
 from ._activation_coding import codec_shape as _codec_shape
 from ._activation_coding import cpu_axes, dense_layout
@@ -149,21 +152,6 @@ def _gpu_error(message: str) -> Exception:
     return GpuError(message)
 
 
-class _CudaStaging:
-    """l3's exported staging buffer (`l3._l3.GpuEncodeStaging`) imported into CUDA: ``view``
-    is a float32 CUDA tensor over it. The import is released before the buffer."""
-
-    def __init__(self, nbytes: int) -> None:
-        from .cuda import _CudaImport, _CudaMapping, cuda_device_of
-
-        self.size = nbytes
-        self.staging = _l3.GpuEncodeStaging(nbytes)
-        device = cuda_device_of(self.staging.device_uuid)
-        self._import = _CudaImport(self.staging, device)
-        mapping = _CudaMapping(self._import, self._import.ptr, (nbytes // 4,), (4,), "<f4")
-        self.view = torch.as_tensor(mapping, device=f"cuda:{device}")
-
-
 class _Packed:
     """One saved tensor as the hooks keep it: exact, or compressed (a future of the bytes)."""
 
@@ -221,7 +209,9 @@ class compress_activations:
     encodes, error-bounded arrays with sign bits on the host; "blocks" or "fields": that
     coding everywhere. Block-coded arrays (`l3.encode_blocks`) code on the GPU with no host
     work and keep signs and zeros themselves, in 3-20 % more bytes than "fields" on
-    torchvision's ResNet-18/50 and a ViT at "auto").
+    torchvision's ResNet-18/50 and a ViT at "auto"), ``gpu_batch_mb`` (64: the MiB of
+    CUDA tensors l3's GPU encodes in one batch, and of streams it decodes in one; also the
+    size of each of its two staging buffers; 0: one tensor at a time).
 
     Under DistributedDataParallel each rank runs its own block (its ``stats`` its own); a
     ``torch.compile``'d graph (inductor, aot_eager) is refused (see the module documentation).
@@ -249,6 +239,7 @@ class compress_activations:
         pending_mb: int = 16,
         gpu_encode: Optional[bool] = None,
         codec: str = "auto",
+        gpu_batch_mb: int = 64,
     ) -> None:
         if isinstance(bound, dict):
             kind, bound = _l3.parse_bound(bound)
@@ -274,6 +265,8 @@ class compress_activations:
         if not isinstance(pending_mb, int) or pending_mb < 0:
             raise ParameterError(f"pending_mb must be an int >= 0, got {pending_mb!r}")
         self.pending_bytes = pending_mb << 20
+        if not isinstance(gpu_batch_mb, int) or gpu_batch_mb < 0:
+            raise ParameterError(f"gpu_batch_mb must be an int >= 0, got {gpu_batch_mb!r}")
         if gpu_encode not in (None, True, False):
             raise TypeError(f"gpu_encode must be None, True or False, got {gpu_encode!r}")
         self.gpu_encode = gpu_encode
@@ -283,6 +276,9 @@ class compress_activations:
         # The GPU encoder's staging buffer imported into CUDA ("gpu_encode"), made on first use.
         self._staging: Optional[_CudaStaging] = None
         self._decode_staging: Optional[_CudaStaging] = None
+        # Block-coded CUDA tensors: the encode queue and the batched decode (see
+        # `_activation_gpu`).
+        self._gpu_blocks = _GpuBlocks(gpu_batch_mb << 20)
         # Recorded after CUDA last read the decode staging buffer: waited for before l3
         # writes it again.
         self._decode_read: Optional[Any] = None
@@ -345,6 +341,8 @@ class compress_activations:
         if ops is not None:
             ops.__exit__(*exc)
         self._flush_open()
+        if len(self._gpu_blocks):
+            self._gpu_blocks.flush()
         if hooks is not None:
             hooks.__exit__(*exc)
         # The forward hooks go with the block; the measurements of a backward after it are
@@ -522,6 +520,8 @@ class compress_activations:
         if not p.need.merge(need) or p is self._open:
             return
         assert p.future is not None
+        if not p.future.done():
+            self._gpu_blocks.flush()  # queued for l3's GPU: its batch goes now
         coded = p.future.result()
         if coded is None or p.coded_eb is None:
             return  # kept exact
@@ -541,6 +541,9 @@ class compress_activations:
         else the pool (a CUDA tensor copied to pinned host memory first)."""
         t = p.tensor
         assert t is not None and p.need is not None
+        if p not in self._position:
+            self._position[p] = len(self._order)
+            self._order.append(weakref.ref(p))
         if t.device.type == "cuda" and t.is_floating_point() and self._use_gpu(t):
             self._encode_on_gpu(p, t)
             return
@@ -553,9 +556,6 @@ class compress_activations:
             p.copied.record()
             p.tensor = host
         p.future = self._pool.submit(self._encode, p)
-        if p not in self._position:
-            self._position[p] = len(self._order)
-            self._order.append(weakref.ref(p))
         # The forward pass waits while more than pending_bytes of tensors await encoding:
         # what the hooks hold stays near the compressed size, not the raw one.
         self._pending.append((p.future, p.raw))
@@ -596,16 +596,40 @@ class compress_activations:
         return self._gpu_ok
 
     def _encode_on_gpu(self, p: _Packed, t: torch.Tensor) -> None:
-        """Encodes CUDA tensor ``t`` where it is: copied (as float32) into the staging buffer
-        l3 exported and CUDA imported, the stream synchronised (the rule: CUDA's writes are
-        complete before l3's GPU reads), then encoded by the WGSL encoder; the bytes (and the
-        sign bits, where asked) come back to the host. Done on this thread: the tensor is free
-        when it returns."""
+        """Encodes CUDA tensor ``t`` on l3's GPU. Block-coded (``codec`` "auto" or
+        "blocks"): queued (`_activation_gpu.GpuBlocks`: its values copied into the encode
+        staging buffer, the tensor free when this returns), the stream kept in l3's GPU
+        memory when its batch is encoded. ``codec="fields"``: copied into the staging buffer
+        l3 exported and CUDA imported, the stream synchronised (CUDA's writes complete before
+        l3's GPU reads), encoded as an error-bounded file whose bytes (and sign bits, where
+        asked) come back to the host."""
         assert p.need is not None
         started = time.perf_counter()
         x = t.float()
         coded = None
         eb = self._bound(p, x, t.dtype)
+        if eb is not None and self.codec != "fields":
+            # Signs and zeros kept by the coding itself; the last axis offered as the stride.
+            stride = t.shape[-1] if t.dim() >= 2 else 0
+            p.future, p.on_gpu, p.tensor = Future(), True, None
+            dtype = t.dtype
+
+            def done(stream: Optional[Any], exact: Optional[torch.Tensor], seconds: float,
+                     p: _Packed = p, eb: float = eb) -> None:
+                coded = _Coded(stream, blocks=True) if stream is not None else None
+                if coded is None:  # kept exact: the values from the staging buffer
+                    assert exact is not None
+                    y = exact.reshape(p.shape).to(dtype)
+                    if p.strides is not None and y.stride() != p.strides:
+                        y = torch.empty_strided(p.shape, p.strides, dtype=dtype,
+                                                device=y.device).copy_(y)
+                    p.on_gpu, p.tensor = False, y
+                assert p.future is not None
+                p.future.set_result(coded)
+                self._encoded(p, coded, eb, seconds, gpu=True)
+
+            self._gpu_blocks.put(x, eb, stride, done)
+            return
         if eb is not None:
             n = x.numel()
             if self._staging is None or self._staging.size < 4 * n:
@@ -616,20 +640,14 @@ class compress_activations:
             torch.cuda.current_stream(t.device).synchronize()
             shape = _codec_shape(tuple(t.shape))
             try:
-                if self.codec == "fields":
-                    data = self._staging.staging.encode(list(shape), max_error=eb,
-                                                        axes=_axes_for(len(shape)))
-                    coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
-                else:
-                    # Kept in l3's GPU memory; signs and zeros kept by the coding itself.
-                    stride = t.shape[-1] if t.dim() >= 2 else 0
-                    coded = _Coded(self._staging.staging.encode_blocks(
-                        n, max_error=eb, stride=stride), blocks=True)
+                data = self._staging.staging.encode(list(shape), max_error=eb,
+                                                    axes=_axes_for(len(shape)))
+                coded = _Coded(data, *(sign_bits(x) if p.need.signs else (None, None)))
             except ParameterError:
                 coded = None
-        done: Future = Future()
-        done.set_result(coded)
-        p.future = done
+        done_now: Future = Future()
+        done_now.set_result(coded)
+        p.future = done_now
         p.on_gpu = coded is not None
         p.tensor = None if coded is not None else t  # kept exact, on its device
         self._encoded(p, coded, eb, time.perf_counter() - started, gpu=True)
@@ -759,13 +777,20 @@ class compress_activations:
         started = time.perf_counter()
         if coded.exact is not None:
             y = unpack_exact(coded, p.shape, p.dtype)
+        elif p.on_gpu and coded.blocks:
+            y = self._decode_blocks_on_gpu(p, coded)
+        elif p.on_gpu:
+            y = self._decode_on_gpu(coded, p)
+        elif coded.blocks:
+            y = torch.from_numpy(_l3.decode_blocks(coded.data)).reshape(p.shape)
         else:
-            if p.on_gpu:
-                y = self._decode_on_gpu(coded, p)
-            elif coded.blocks:
-                y = torch.from_numpy(_l3.decode_blocks(coded.data)).reshape(p.shape)
-            else:
-                y = torch.from_numpy(np.asarray(_l3.decode_field(coded.data))).reshape(p.shape)
+            y = torch.from_numpy(np.asarray(_l3.decode_field(coded.data))).reshape(p.shape)
+        return self._finish(p, coded, y, started)
+
+    def _finish(self, p: _Packed, coded: _Coded, y: torch.Tensor, started: float) -> torch.Tensor:
+        """``p``'s decoded values ``y`` (float32, or its exact dtype) as the tensor saved:
+        denormalised, in its dtype, its signs restored, on its device, in its layout."""
+        if coded.exact is None:
             if coded.affine is not None:
                 y = denormalise(y, coded)
             if p.dtype != torch.float32:
@@ -781,6 +806,33 @@ class compress_activations:
         with self.stats._lock:
             self.stats.decode_seconds += time.perf_counter() - started
         return y
+
+    def _decode_blocks_on_gpu(self, p: _Packed, coded: _Coded) -> torch.Tensor:
+        """``p``'s stream decoded on l3's GPU together with those backward needs next (saved
+        before it, still coded on the GPU), as many as the decode staging buffer holds: one
+        submission; the others' tensors are kept for their unpacking. Returns ``p``'s."""
+        wanted, ps = [(coded.data, p.shape)], [p]
+        room = self._gpu_blocks.batch_bytes - 4 * coded.data.values
+        at = self._position.get(p)
+        for ref in reversed(self._order[:at] if at is not None else []):
+            q = ref()
+            if (q is None or not q.on_gpu or q.decoded is not None or q.future is None
+                    or not q.future.done()):
+                continue
+            c = q.future.result()
+            if c is None or not c.blocks:
+                continue
+            room -= 4 * c.data.values
+            if room < 0:
+                break
+            wanted.append((c.data, q.shape))
+            ps.append(q)
+        ys = self._gpu_blocks.decode(wanted)
+        for q, y in zip(ps[1:], ys[1:]):
+            done: Future = Future()
+            done.set_result(self._finish(q, q.future.result(), y, time.perf_counter()))
+            q.decoded = done
+        return ys[0]
 
     def _decode_on_gpu(self, coded: _Coded, p: _Packed) -> torch.Tensor:
         """``coded`` decoded by l3's GPU decoder into the decode staging buffer (exported to
@@ -805,6 +857,8 @@ class compress_activations:
             return p
         if p is self._open:
             self._flush_open()
+        if len(self._gpu_blocks):
+            self._gpu_blocks.flush()  # backward began: the queued encodes go now
         if p.future is None:
             assert p.tensor is not None
             return p.tensor

@@ -367,3 +367,9 @@ class GpuEncodeStaging(ExportSlot):
     def decode_blocks_into(self, stream: Union[BlocksStream, _Bytes]) -> int:
         """Decodes a block-coded stream on l3's GPU into the buffer's start (waits); returns
         the values."""
+    def encode_blocks_batch(self, jobs: Sequence[Tuple[int, int, float, int]]) -> List[BlocksStream]:
+        """Encodes several arrays of the buffer, `(byte offset, count, max_error, stride)`
+        each, in one submission and one wait; the streams share one buffer of their sizes."""
+    def decode_blocks_batch(self, jobs: Sequence[Tuple[BlocksStream, int]]) -> None:
+        """Decodes several streams, `(stream, byte offset)` each, into the buffer in one
+        submission and one wait."""

@@ -98,3 +98,50 @@ def test_a_stream_in_gpu_memory_is_the_host_encoders(gpu_available):
     assert out.decode_blocks_into(stream) == rows.size
     got = np.frombuffer(out.read_back(rows.nbytes), dtype=np.uint32)
     assert np.array_equal(got, l3.decode_blocks(want).view(np.uint32))
+
+
+def test_batches_of_streams_in_gpu_memory_are_the_host_encoders(gpu_available):
+    """Several arrays of one staging buffer encoded in one batch (each its own offset, bound
+    and stride) give the host encoder's streams; decoded in one batch (another order, other
+    offsets) the host decoder's values; the streams outlive each other in any order (they
+    share one buffer); offsets past the buffer or not on a word are refused."""
+    arrays = [(activations(5000, 1), 1e-2, 0), (activations(1, 2), 1e-3, 0),
+              (activations(96 * 40, 3), 1e-3, 96), (activations(70_001, 4), 5e-3, 1)]
+    flat, jobs = [], []
+    at = 0
+    for x, bound, stride in arrays:
+        at += 3  # a gap of 3 values before each
+        flat.append(np.zeros(3, dtype=np.float32))
+        flat.append(x)
+        jobs.append((4 * at, x.size, bound, stride))
+        at += x.size
+    values = np.concatenate(flat)
+    staging = staging_or_skip(values.nbytes, gpu_available)
+    staging.write(values)
+    streams = staging.encode_blocks_batch(jobs)
+    want = [l3.encode_blocks(x, max_error=bound, stride=stride) for x, bound, stride in arrays]
+    assert [s.to_bytes() for s in streams] == want
+    out = staging_or_skip(values.nbytes + 64, gpu_available)
+    order = [3, 0, 2, 1]
+    offsets, at = {}, 0
+    for k in order:
+        offsets[k] = 4 * at
+        at += arrays[k][0].size + 1
+    out.decode_blocks_batch([(streams[k], offsets[k]) for k in order])
+    for k in order:
+        n = arrays[k][0].size
+        got = np.frombuffer(out.read_back(offsets[k] + 4 * n), dtype=np.uint32)[offsets[k] // 4:]
+        assert np.array_equal(got, l3.decode_blocks(want[k]).view(np.uint32)), k
+    # The batch's buffer lives while any of its streams does.
+    last = streams[2]
+    del streams
+    assert last.to_bytes() == want[2]
+    assert staging.encode_blocks_batch([]) == []
+    with pytest.raises(l3.ParameterError):
+        staging.encode_blocks_batch([(2, 10, 1e-3, 0)])  # not on a word
+    with pytest.raises(l3.ParameterError):
+        staging.encode_blocks_batch([(values.nbytes - 8, 10, 1e-3, 0)])
+    with pytest.raises(l3.ParameterError):
+        staging.encode_blocks_batch([(0, 10, 1e-3, 3)])  # a stride that does not divide 10
+    with pytest.raises(l3.ParameterError):
+        out.decode_blocks_batch([(last, values.nbytes)])
