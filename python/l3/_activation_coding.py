@@ -114,6 +114,16 @@ def restore_signs(y: torch.Tensor, pos: bytes, neg: Optional[bytes]) -> torch.Te
     return out.reshape(y.shape)
 
 
+def blocks_stride(shape: tuple) -> int:
+    """The stride a block-coded tensor of ``shape`` is offered (`l3.encode_blocks`): its last
+    axis where that leaves at least 32 rows (a block's height: fewer rows make more, shorter
+    blocks, and a worst-case stream, what a GPU encode reserves, many times the values),
+    else 0."""
+    if len(shape) < 2 or shape[-1] <= 0:
+        return 0
+    return shape[-1] if math.prod(shape) // shape[-1] >= 32 else 0
+
+
 def encode_normalised(x: torch.Tensor, groups: tuple, k: float,
                       blocks: bool = False) -> Optional[Tuple[Coded, float, float]]:
     """``x`` (float32, finite) coded as its normalised values ``(x - mean) / std`` per group
@@ -137,7 +147,7 @@ def encode_normalised(x: torch.Tensor, groups: tuple, k: float,
         return None
     arr = z.reshape(x.shape).contiguous().numpy()
     if blocks:
-        data = _l3.encode_blocks(arr, max_error=eb)
+        data = _l3.encode_blocks(arr, max_error=eb, stride=blocks_stride(arr.shape))
         return Coded(data, affine=(mean, std, view), blocks=True), k * least, hi - lo
     shape = codec_shape(arr.shape)
     data = _l3.encode_field(arr.reshape(shape), max_error=eb, version=3,

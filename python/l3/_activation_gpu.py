@@ -13,8 +13,10 @@ one does not fit, or when backward starts (or the block ends), the queue is flus
 synchronisation, one submission encoding every queued array and one wait for their sizes
 (`GpuEncodeStaging.encode_blocks_batch`), then one copy each into one buffer of exactly
 their sizes, shared by the batch's streams and freed with the last of them. So the memory
-l3 holds for a step is the staging buffer (``batch_bytes``, or the largest tensor) plus the
-streams themselves.
+l3 holds for a step is the staging buffer (``batch_bytes``, or the largest tensor), the room
+the batch's streams may take at most while they are encoded (about 1.5 times the values:
+`blocks_stride` offers a row stride only where it leaves whole blocks), and the streams
+themselves (a batch's buffer lives while any of its streams does).
 
 Decode: backward asks for one tensor; it and the tensors backward needs next (saved before
 it, still coded) are decoded together, as many as fit the decode staging buffer (one
@@ -29,7 +31,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 
 from . import _l3
-from ._errors import ParameterError
+from ._errors import GpuError, LimitsError, ParameterError
 
 
 class CudaStaging:
@@ -51,13 +53,14 @@ class CudaStaging:
         self._read: Optional[Any] = None
 
     def written(self) -> None:
-        """CUDA's writes to ``view`` (on its current stream) are complete."""
-        torch.cuda.current_stream(self.view.device).synchronize()
+        """CUDA's writes to ``view`` are complete (on every stream of its device: the copies
+        may have been queued on other streams than the one current now)."""
+        torch.cuda.synchronize(self.view.device)
 
     def reads_done(self) -> None:
         """Marks CUDA's reads of ``view`` so far (an event on its current stream)."""
         self._read = torch.cuda.Event()
-        self._read.record()
+        self._read.record(torch.cuda.current_stream(self.view.device))
 
     def wait_reads(self) -> None:
         """Waits for the reads `reads_done` marked."""
@@ -69,8 +72,13 @@ class CudaStaging:
 
 
 # What a queued encode reports when its batch is done: the stream, or None and the values
-# kept exactly (float32, from the staging buffer), and the seconds its batch took.
-Done = Callable[[Optional[Any], Optional[torch.Tensor], float], None]
+# kept exactly (float32, from the staging buffer), and the seconds its batch took; or, when
+# the batch failed, None, None, 0 and the error.
+Done = Callable[..., None]
+
+# What keeps an array exact rather than failing the batch: a limit, an option the codec
+# refuses, or l3's GPU out of memory for the streams.
+_KEPT_EXACT = (ParameterError, LimitsError, GpuError)
 
 
 class GpuBlocks:
@@ -107,6 +115,9 @@ class GpuBlocks:
             self._enc = self._staging(size)
         at = self._used
         self._enc.view[at:at + n].copy_(x.reshape(-1))
+        if x.device.type == "cuda":
+            # The copy is queued on this stream: x's memory is not reused before it ran.
+            x.record_stream(torch.cuda.current_stream(x.device))
         self._queue.append((at, n, max_error, stride, done))
         self._used += n
         if self.batch_bytes == 0:
@@ -120,23 +131,41 @@ class GpuBlocks:
             return
         started = time.perf_counter()
         assert self._enc is not None
-        self._enc.written()  # CUDA's copies are done
-        jobs = [(4 * at, n, eb, stride) for at, n, eb, stride, _ in queue]
         try:
-            streams: List[Optional[Any]] = list(self._enc.staging.encode_blocks_batch(jobs))
-        except ParameterError:
-            # One of them cannot be coded (a limit): each on its own, those kept exactly.
-            streams = []
+            self._enc.written()  # CUDA's copies are done
+            streams = self._encode([(4 * at, n, eb, stride) for at, n, eb, stride, _ in queue])
+        except BaseException as e:
+            # Every queued tensor hears of it (their futures fail, none waits forever).
+            for *_, done in queue:
+                done(None, None, 0.0, e)
+            raise
+        self.submissions += 1
+        seconds = (time.perf_counter() - started) / len(queue)
+        failed: Optional[BaseException] = None
+        for (at, n, _, _, done), stream in zip(queue, streams):
+            try:
+                exact = None if stream is not None else self._enc.view[at:at + n].clone()
+                done(stream, exact, seconds)
+            except BaseException as e:  # the others are still told; the first error raised
+                failed = failed or e
+                done(None, None, 0.0, e)
+        if failed is not None:
+            raise failed
+
+    def _encode(self, jobs: List[Tuple[int, int, float, int]]) -> List[Optional[Any]]:
+        """The streams of ``jobs`` in one batch; if the batch fails for a reason that keeps
+        arrays exact (`_KEPT_EXACT`), each on its own, None for those that fail alone."""
+        assert self._enc is not None
+        try:
+            return list(self._enc.staging.encode_blocks_batch(jobs))
+        except _KEPT_EXACT:
+            streams: List[Optional[Any]] = []
             for job in jobs:
                 try:
                     streams.append(self._enc.staging.encode_blocks_batch([job])[0])
-                except ParameterError:
+                except _KEPT_EXACT:
                     streams.append(None)
-        self.submissions += 1
-        seconds = (time.perf_counter() - started) / len(queue)
-        for (at, n, _, _, done), stream in zip(queue, streams):
-            exact = None if stream is not None else self._enc.view[at:at + n].clone()
-            done(stream, exact, seconds)
+            return streams
 
     def decode(self, wanted: List[Tuple[Any, tuple]]) -> List[torch.Tensor]:
         """The streams of ``wanted`` (``(stream, shape)``, the first the one needed now)

@@ -92,7 +92,7 @@ from ._activation_coding import Coded as _Coded
 from ._activation_gpu import CudaStaging as _CudaStaging, GpuBlocks as _GpuBlocks
 from ._activation_coding import axes_for as _axes_for
 from ._activation_coding import codec_shape as _codec_shape
-from ._activation_coding import cpu_axes, dense_layout
+from ._activation_coding import blocks_stride, cpu_axes, dense_layout
 from ._activation_coding import MANTISSA as _MANTISSA
 from ._activation_coding import all_finite as _all_finite
 from ._activation_coding import half_ulp as _half_ulp
@@ -610,13 +610,19 @@ class compress_activations:
         eb = self._bound(p, x, t.dtype)
         if eb is not None and self.codec != "fields":
             # Signs and zeros kept by the coding itself; the last axis offered as the stride.
-            stride = t.shape[-1] if t.dim() >= 2 else 0
-            p.future, p.on_gpu, p.tensor = Future(), True, None
+            stride = blocks_stride(t.shape)
+            future: Future = Future()
             dtype = t.dtype
 
             def done(stream: Optional[Any], exact: Optional[torch.Tensor], seconds: float,
-                     p: _Packed = p, eb: float = eb) -> None:
+                     error: Optional[BaseException] = None, p: _Packed = p,
+                     eb: float = eb) -> None:
+                if error is not None:
+                    p.on_gpu = False
+                    future.set_exception(error)
+                    return
                 coded = _Coded(stream, blocks=True) if stream is not None else None
+                self._encoded(p, coded, eb, seconds, gpu=True)
                 if coded is None:  # kept exact: the values from the staging buffer
                     assert exact is not None
                     y = exact.reshape(p.shape).to(dtype)
@@ -624,11 +630,10 @@ class compress_activations:
                         y = torch.empty_strided(p.shape, p.strides, dtype=dtype,
                                                 device=y.device).copy_(y)
                     p.on_gpu, p.tensor = False, y
-                assert p.future is not None
-                p.future.set_result(coded)
-                self._encoded(p, coded, eb, seconds, gpu=True)
+                future.set_result(coded)
 
             self._gpu_blocks.put(x, eb, stride, done)
+            p.future, p.on_gpu, p.tensor = future, True, None
             return
         if eb is not None:
             n = x.numel()
@@ -750,7 +755,8 @@ class compress_activations:
                 if coded is None:
                     eb = self._bound(p, x, t.dtype)
                 if coded is None and eb is not None and self.codec == "blocks":
-                    coded = _Coded(_l3.encode_blocks(x.contiguous().numpy(), max_error=eb),
+                    coded = _Coded(_l3.encode_blocks(x.contiguous().numpy(), max_error=eb,
+                                                     stride=blocks_stride(t.shape)),
                                    blocks=True)
                 if coded is None and eb is not None:
                     arr = x.contiguous().numpy()
@@ -843,10 +849,7 @@ class compress_activations:
             self._decode_staging = _CudaStaging(max(4 * n, 1 << 20))
         if self._decode_read is not None:
             self._decode_read.synchronize()  # CUDA's last read of it is done
-        if coded.blocks:
-            self._decode_staging.staging.decode_blocks_into(coded.data)  # waited for by l3
-        else:
-            self._decode_staging.staging.decode_into(coded.data)  # waited for by l3
+        self._decode_staging.staging.decode_into(coded.data)  # waited for by l3
         y = self._decode_staging.view[:n].reshape(p.shape).clone()
         self._decode_read = torch.cuda.Event()
         self._decode_read.record()

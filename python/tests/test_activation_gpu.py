@@ -62,7 +62,8 @@ def activations(n, seed):
 def queue_all(coder, arrays):
     got = {}
     for k, (x, bound, stride) in enumerate(arrays):
-        coder.put(x, bound, stride, lambda s, exact, seconds, k=k: got.__setitem__(k, (s, exact)))
+        coder.put(x, bound, stride,
+                  lambda s, exact, seconds, error=None, k=k: got.__setitem__(k, (s, exact, error)))
     return got
 
 
@@ -77,8 +78,8 @@ def test_queued_arrays_are_coded_in_batches_as_the_host_encodes_them(gpu):
     coder.flush()
     assert sorted(got) == [0, 1, 2, 3, 4] and coder.submissions == 3 and len(coder) == 0
     for k, (x, bound, stride) in enumerate(arrays):
-        stream, exact = got[k]
-        assert exact is None
+        stream, exact, error = got[k]
+        assert exact is None and error is None
         assert stream.to_bytes() == l3.encode_blocks(x.numpy(), max_error=bound, stride=stride)
     assert HostStaging.made == [200_000]
     # Decoded together, as far as the decode buffer holds (50,000 values: two of them).
@@ -123,3 +124,31 @@ def test_an_array_the_codec_cannot_take_is_kept_exactly(gpu):
     assert got[1][0] is None and torch.equal(got[1][1], x)
     assert got[0][1] is None and got[2][1] is None
     assert got[2][0].to_bytes() == l3.encode_blocks(x.numpy(), max_error=1e-3, stride=40)
+
+
+def test_a_failed_batch_fails_every_queued_tensor(gpu):
+    """A batch that cannot run (here the copy to l3's buffer fails, as a CUDA error would)
+    tells every queued tensor, then raises: none waits for a result that never comes."""
+    class Failing(HostStaging):
+        def written(self):
+            raise RuntimeError("the device is gone")
+
+    coder = GpuBlocks(1 << 20, staging=Failing)
+    got = queue_all(coder, [(activations(1000, k), 1e-2, 0) for k in range(3)])
+    with pytest.raises(RuntimeError, match="device is gone"):
+        coder.flush()
+    assert sorted(got) == [0, 1, 2] and len(coder) == 0
+    assert all(s is None and e is None and isinstance(err, RuntimeError)
+               for s, e, err in got.values())
+
+
+def test_the_row_stride_is_offered_only_where_it_leaves_whole_blocks():
+    from l3._activation_coding import blocks_stride
+
+    assert blocks_stride((4096,)) == 0
+    assert blocks_stride((1, 4096)) == 0  # one row: blocks of one value each
+    assert blocks_stride((31, 96)) == 0
+    assert blocks_stride((32, 96)) == 96
+    assert blocks_stride((4, 64, 8, 8)) == 8
+    assert blocks_stride((2, 3, 4, 5)) == 0
+    assert blocks_stride((10, 0)) == 0

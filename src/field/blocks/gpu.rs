@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::error::Error;
+use crate::error::FormatError;
 use crate::gpu::abi::BlocksParams;
 use crate::gpu::{BlocksBuffer, BlocksJob, GpuBlocks};
 
@@ -60,7 +61,10 @@ fn params(count: u64, e: f32, src_at: u64, dst_at: u64) -> Result<BlocksParams> 
 
 /// Checks that `buffer` holds `words` words from word `at`.
 fn check_room(buffer: &wgpu::Buffer, at: u64, words: u64, what: &'static str) -> Result<()> {
-    let needed = 4 * (at + words);
+    let needed = at
+        .checked_add(words)
+        .and_then(|w| w.checked_mul(4))
+        .unwrap_or(u64::MAX);
     if needed > buffer.size() {
         return Err(LimitsError::GpuBuffer {
             what,
@@ -132,7 +136,7 @@ pub fn encode_blocks_batch(
         check_room(src, job.src_at, count, "block-coded values")?;
         let capacity = stream_capacity_words(count, stride);
         check_room(dst, job.dst_at, capacity, "block-coded stream")?;
-        ranges.push((job.dst_at, job.dst_at + capacity));
+        ranges.push((job.dst_at, job.dst_at.saturating_add(capacity)));
         let mut p = params(count, e, job.src_at, job.dst_at)?;
         p.offer = stride as u32;
         let n = count as usize;

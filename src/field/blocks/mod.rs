@@ -30,7 +30,7 @@
 
 use rayon::prelude::*;
 
-use crate::error::{FormatError, LimitsError, ParameterError, Result};
+use crate::error::{LimitsError, ParameterError, Result};
 pub use crate::format::blocks::*;
 
 mod code;

@@ -11,6 +11,7 @@ pub(crate) const BLOCKS_WORKGROUP_SIZE: u32 = 256;
 /// Words of the kernels' scratch buffer: the decode's error flags (word 0), the encode's
 /// histograms of the three predictions (words 1 to 57, 19 each), the chosen code (64 to
 /// 82), its lengths (84 to 102) and stride (104).
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 pub(crate) const BLOCKS_SCRATCH_WORDS: u32 = 128;
 
 wgsl_struct! {
