@@ -88,6 +88,27 @@ def main() -> int:
         print(f"GPU decode_blocks (GPU memory -> staging): {t * 1e3:.2f} ms, {gb / t:.2f} GB/s, "
               f"{'same values' if same_values else 'DIFFERENT VALUES'}")
         ok = ok and same and same_values
+        # The same values as many arrays (what one step of a network saves): one at a time
+        # (a submission and a wait each) against one batch (one of each), and decoded back.
+        parts = min(shape[0], 64)
+        n = x.size // parts
+        jobs = [(4 * k * n, n, eb, shape[-1]) for k in range(parts)]
+        t1, _ = timed(lambda: [staging.encode_blocks_batch([j]) for j in jobs], args.repeats)
+        tb, streams = timed(lambda: staging.encode_blocks_batch(jobs), args.repeats)
+        same = all(s.to_bytes() == l3.encode_blocks(x.reshape(-1)[k * n:(k + 1) * n],
+                                                   max_error=eb, stride=shape[-1])
+                   for k, s in enumerate(streams[:4]))
+        print(f"GPU encode_blocks, {parts} arrays: one at a time {t1 * 1e3:.2f} ms, one batch "
+              f"{tb * 1e3:.2f} ms ({gb / tb:.2f} GB/s), {'same bytes' if same else 'DIFFERENT BYTES'}")
+        back_jobs = [(s, 4 * k * n) for k, s in enumerate(streams)]
+        t1, _ = timed(lambda: [out.decode_blocks_batch([j]) for j in back_jobs], args.repeats)
+        tb, _ = timed(lambda: out.decode_blocks_batch(back_jobs), args.repeats)
+        same_values = np.array_equal(np.frombuffer(out.read_back(x.nbytes), np.uint32),
+                                     back.view(np.uint32))
+        print(f"GPU decode_blocks, {parts} arrays: one at a time {t1 * 1e3:.2f} ms, one batch "
+              f"{tb * 1e3:.2f} ms ({gb / tb:.2f} GB/s), "
+              f"{'same values' if same_values else 'DIFFERENT VALUES'}")
+        ok = ok and same and same_values
     if torch.cuda.is_available():
         from l3._activations import _CudaStaging
 
