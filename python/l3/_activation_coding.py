@@ -252,9 +252,10 @@ MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
 
 
 def value_range(x: torch.Tensor) -> tuple:
-    """``x``'s least and greatest values (NaN if it holds a NaN)."""
-    lo_hi = torch.aminmax(x)
-    return float(lo_hi[0]), float(lo_hi[1])
+    """``x``'s least and greatest values (NaN if it holds a NaN): one reduction and, for a
+    CUDA tensor, one copy to the host (one wait for the device, not one per value)."""
+    lo, hi = torch.stack(tuple(torch.aminmax(x))).tolist()
+    return float(lo), float(hi)
 
 
 def all_finite(x: torch.Tensor) -> bool:
