@@ -632,8 +632,15 @@ class compress_activations:
                     p.on_gpu, p.tensor = False, y
                 future.set_result(coded)
 
-            self._gpu_blocks.put(x, eb, stride, done)
+            # Set before the queue may run `done` (a batch of one runs it at once).
             p.future, p.on_gpu, p.tensor = future, True, None
+            try:
+                self._gpu_blocks.put(x, eb, stride, done)
+            except BaseException as e:
+                if not future.done():  # not queued: nothing will ever set it
+                    p.on_gpu = False
+                    future.set_exception(e)
+                raise
             return
         if eb is not None:
             n = x.numel()
