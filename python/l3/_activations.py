@@ -77,7 +77,6 @@ from __future__ import annotations
 import collections
 import math
 import os
-import threading
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -102,48 +101,9 @@ from ._activation_coding import (denormalise, encode_normalised, pack_exact, pac
                                  sign_bits, unpack_exact)
 from ._activation_sites import (COMPILED_REFUSED, Need, OpNames, is_parameter, need_for,
                                saved_by_compiled_graph, smallest_std)
+from ._activation_layers import LayerWatch
 from ._activation_stats import ActivationStats
 from ._errors import ParameterError
-
-
-# "auto"'s measurements, per layer and across contexts (a context per step keeps adapting):
-# the bound, and the last backward's mean(delta^2), N and tau, until the weight's gradient.
-_LAYER_BOUND: "weakref.WeakKeyDictionary[torch.nn.Module, float]" = weakref.WeakKeyDictionary()
-_DELTA: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
-_WATCHED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
-_WATCH_LOCK = threading.Lock()
-
-
-def _watch_weight(m: torch.nn.Module) -> None:
-    """Hooks layer ``m``'s weight once per process: each gradient it gets, with the delta of
-    the same backward, updates the layer's bound (halfway, geometrically). The hook holds the
-    layer weakly."""
-    with _WATCH_LOCK:
-        if m in _WATCHED:
-            return
-        _WATCHED.add(m)
-    module = weakref.ref(m)
-
-    def hook(g: torch.Tensor) -> None:
-        mod = module()
-        measured = _DELTA.pop(mod, None) if mod is not None else None
-        if measured is None:
-            return
-        mean_d2, n, tau = measured
-        rms_w = float(g.detach().float().square().mean().sqrt())
-        if mean_d2 <= 0 or n <= 0 or rms_w <= 0 or not math.isfinite(rms_w):
-            return
-        eb = tau * rms_w / math.sqrt(n * mean_d2 / 3.0)
-        old = _LAYER_BOUND.get(mod)
-        _LAYER_BOUND[mod] = eb if old is None else math.sqrt(old * eb)
-
-    m.weight.register_hook(hook)
-
-
-def _is_layer(m: torch.nn.Module) -> bool:
-    """Whether ``m`` is a layer "auto" measures: a weight of two or more axes that trains."""
-    w = getattr(m, "weight", None)
-    return isinstance(w, torch.nn.Parameter) and w.requires_grad and w.dim() >= 2
 
 
 def _gpu_error(message: str) -> Exception:
@@ -279,9 +239,6 @@ class compress_activations:
         # Block-coded CUDA tensors: the encode queue and the batched decode (see
         # `_activation_gpu`).
         self._gpu_blocks = _GpuBlocks(gpu_batch_mb << 20)
-        # Recorded after CUDA last read the decode staging buffer: waited for before l3
-        # writes it again.
-        self._decode_read: Optional[Any] = None
         self._gpu_ok: Optional[bool] = None
         # Encodes not yet finished, oldest first, and the raw bytes they hold.
         self._pending: "collections.deque[tuple]" = collections.deque()
@@ -304,8 +261,6 @@ class compress_activations:
         self._pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1,
                                         thread_name_prefix="l3-activations")
         self._hooks: Optional[torch.autograd.graph.saved_tensors_hooks] = None
-        # "auto": the forward hooks (on the model's modules, or global), while the block runs.
-        self._handles: List[Any] = []
         # Deduplication: a tensor saved twice (an activation's output and the next layer's
         # input) is kept once while both hold it.
         # Keyed by storage, offset, shape, strides, version and dtype; the tensor is checked
@@ -314,20 +269,15 @@ class compress_activations:
         # Packed tensors in pack order (weak), for decoding ahead in backward.
         self._order: List[weakref.ReferenceType] = []
         self._position: "weakref.WeakKeyDictionary[_Packed, int]" = weakref.WeakKeyDictionary()
-        # "auto": the module running now (a stack), the last layer that ran, and per layer
-        # (by id) its measured bound and the sums of its last backward.
-        self._stack: List[torch.nn.Module] = []
-        self._last_layer: Optional[weakref.ReferenceType] = None
-        # The layers this context has seen: names by id, and (name, module) in order.
-        self._names: Dict[int, str] = {}
-        self._layers: List[tuple] = []
+        # "auto"'s layers: the module running now, the layers seen, their forward hooks.
+        self._watch = LayerWatch(model, self.tau)
 
     # -- the context ---------------------------------------------------------------------
     def __enter__(self) -> "compress_activations":
         if self._hooks is not None:
             raise RuntimeError("compress_activations is already active")
         if self.bound == "auto" or self._excluded_modules:
-            self._hook_layers()  # (the module running: "auto"'s layers, excluded modules)
+            self._watch.hook()  # (the module running: "auto"'s layers, excluded modules)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
         if self.bound is not None:
@@ -346,11 +296,8 @@ class compress_activations:
         if hooks is not None:
             hooks.__exit__(*exc)
         # The forward hooks go with the block; the measurements of a backward after it are
-        # made by hooks on the layers' outputs and weights (see `_watch_weight`).
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-        self._stack.clear()
+        # made by hooks on the layers' outputs and weights (see `_activation_layers`).
+        self._watch.remove()
 
     def close(self) -> None:
         """Stops the thread pool (after pending work)."""
@@ -359,85 +306,7 @@ class compress_activations:
     def bounds(self) -> Dict[str, float]:
         """``"auto"``: each measured layer's absolute bound, by module name (``model``'s names,
         else the class and the order the block first ran it in)."""
-        out = {}
-        for name, ref in self._layers:
-            m = ref()
-            if m is not None and m in _LAYER_BOUND:
-                out[name] = _LAYER_BOUND[m]
-        return out
-
-    # -- "auto": measuring the layers ----------------------------------------------------
-    def _hook_layers(self) -> None:
-        if self.model is None:
-            # Every module that runs inside the block (global module hooks); layers are
-            # found as they run.
-            from torch.nn.modules import module as nn_module
-
-            self._handles = [nn_module.register_module_forward_pre_hook(self._enter_any),
-                             nn_module.register_module_forward_hook(self._leave_any)]
-            return
-        for name, m in self.model.named_modules():
-            layer = _is_layer(m)
-            self._handles.append(m.register_forward_pre_hook(self._enter_module))
-            self._handles.append(m.register_forward_hook(self._leave_module(layer)))
-            if layer:
-                self._know(m, name or type(m).__name__)
-
-    def _know(self, m: torch.nn.Module, name: str) -> None:
-        if id(m) not in self._names:
-            self._names[id(m)] = name
-            self._layers.append((name, weakref.ref(m)))
-            _watch_weight(m)
-
-    def _enter_any(self, m: torch.nn.Module, inputs: Any) -> None:
-        """The global forward pre-hook: a layer seen for the first time is named (its class
-        and the order it was first seen in) and watched before its forward saves anything, so
-        its input is coded at its own bound, as with ``model``. (Named in the forward hook,
-        after its forward, a layer's first forward in a block coded its input at the bound of
-        the layer before, the first layer's at ``start``: with a block per step, every
-        forward.)"""
-        if _is_layer(m):
-            self._know(m, f"{type(m).__name__}#{len(self._names)}")
-        self._enter_module(m, inputs)
-
-    def _leave_any(self, m: torch.nn.Module, inputs: Any, output: Any) -> None:
-        """The global forward hook."""
-        self._leave_module(_is_layer(m))(m, inputs, output)
-
-    def _enter_module(self, m: torch.nn.Module, _inputs: Any) -> None:
-        self._stack.append(m)
-
-    def _leave_module(self, layer: bool) -> Any:
-        def hook(m: torch.nn.Module, _inputs: Any, output: Any) -> None:
-            if self._stack and self._stack[-1] is m:
-                self._stack.pop()
-            if not layer:
-                return
-            self._last_layer = weakref.ref(m)
-            if isinstance(output, torch.Tensor) and output.requires_grad:
-                # Output features: the last axis of a linear layer's output, else axis 1.
-                dim = -1 if isinstance(m, torch.nn.Linear) or output.dim() < 2 else 1
-                out_ch = output.shape[dim]
-                module, tau = weakref.ref(m), self.tau
-
-                def on_grad(g: torch.Tensor) -> None:
-                    # N: the terms summed into each weight (batch x positions).
-                    n = g.numel() / max(1, out_ch)
-                    mod = module()
-                    if mod is not None:
-                        _DELTA[mod] = (float(g.detach().float().square().mean()), n, tau)
-                output.register_hook(on_grad)
-        return hook
-
-    def _site_bound(self) -> Optional[float]:
-        """The absolute bound of a tensor saved now ("auto"), or None for the start bound."""
-        for m in reversed(self._stack):
-            if id(m) in self._names:
-                return _LAYER_BOUND.get(m)
-        last = self._last_layer() if self._last_layer is not None else None
-        if last is not None:
-            return _LAYER_BOUND.get(last)
-        return None
+        return self._watch.bounds()
 
     # -- packing -------------------------------------------------------------------------
     def _keep_exact(self, t: torch.Tensor) -> bool:
@@ -450,7 +319,7 @@ class compress_activations:
             return True
         if t.numel() * t.element_size() < self.min_bytes:
             return True
-        if any(m for m in self._stack if id(m) in self._excluded_modules):
+        if any(m for m in self._watch.stack if id(m) in self._excluded_modules):
             return True
         return any(t is x for x in self._excluded_tensors)
 
@@ -458,7 +327,7 @@ class compress_activations:
         """What the site saving ``t`` now asks of its coding (`need_for`)."""
         current = self._ops.current() if self._ops is not None else None
         return need_for(t, current, self.bound, self.absolute, self.start, self.norm_tau,
-                        self._site_bound)
+                        self._watch.site_bound)
 
     def _pack(self, t: torch.Tensor) -> Any:
         if is_parameter(t):
@@ -647,9 +516,8 @@ class compress_activations:
             if self._staging is None or self._staging.size < 4 * n:
                 self._staging = None  # the old one goes first
                 self._staging = _CudaStaging(max(4 * n, 1 << 20))
-            view = self._staging.view[:n]
-            view.copy_(x.reshape(-1))
-            torch.cuda.current_stream(t.device).synchronize()
+            self._staging.view[:n].copy_(x.reshape(-1))
+            self._staging.written()
             shape = _codec_shape(tuple(t.shape))
             try:
                 data = self._staging.staging.encode(list(shape), max_error=eb,
@@ -854,12 +722,10 @@ class compress_activations:
         if self._decode_staging is None or self._decode_staging.size < 4 * n:
             self._decode_staging = None
             self._decode_staging = _CudaStaging(max(4 * n, 1 << 20))
-        if self._decode_read is not None:
-            self._decode_read.synchronize()  # CUDA's last read of it is done
+        self._decode_staging.wait_reads()  # CUDA's last read of it is done
         self._decode_staging.staging.decode_into(coded.data)  # waited for by l3
         y = self._decode_staging.view[:n].reshape(p.shape).clone()
-        self._decode_read = torch.cuda.Event()
-        self._decode_read.record()
+        self._decode_staging.reads_done()
         return y
 
     def _unpack(self, p: Any) -> torch.Tensor:

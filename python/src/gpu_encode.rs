@@ -23,6 +23,19 @@ use l3::field::blocks::gpu::{
     stream_capacity_words, DecodeJob, EncodeJob,
 };
 
+/// Checks that `count` float32 values at byte `offset` (a multiple of 4) lie inside a
+/// staging buffer of `size` bytes.
+fn check_values(count: u64, offset: u64, size: u64) -> PyResult<()> {
+    let end = count.saturating_mul(4).saturating_add(offset);
+    if !offset.is_multiple_of(4) || end > size {
+        return Err(parameter_error(format!(
+            "{count} values at byte {offset} need bytes {offset}..{end} at an offset that is \
+             a multiple of 4; the staging buffer has {size}"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_encode_field, m)?)?;
     m.add_class::<GpuEncodeStaging>()?;
@@ -251,14 +264,7 @@ impl GpuEncodeStaging {
         let mut planned = Vec::with_capacity(jobs.len());
         let mut room = 0u64;
         for &(offset, count, max_error, stride) in &jobs {
-            let end = count.saturating_mul(4).saturating_add(offset);
-            if !offset.is_multiple_of(4) || end > exported.size() {
-                return Err(parameter_error(format!(
-                    "{count} values at byte {offset} need bytes {offset}..{end} at offsets that \
-                     are multiples of 4; the staging buffer has {}",
-                    exported.size()
-                )));
-            }
+            check_values(count, offset, exported.size())?;
             planned.push(EncodeJob {
                 src_at: offset / 4,
                 count,
@@ -340,14 +346,7 @@ impl GpuEncodeStaging {
     ) -> PyResult<()> {
         let exported = &slf.as_super().exported;
         for (s, offset) in &jobs {
-            let end = (s.get().header.values as u64 * 4).saturating_add(*offset);
-            if !offset.is_multiple_of(4) || end > exported.size() {
-                return Err(parameter_error(format!(
-                    "a stream's values at byte {offset} need bytes {offset}..{end} at offsets \
-                     that are multiples of 4; the staging buffer has {}",
-                    exported.size()
-                )));
-            }
+            check_values(s.get().header.values as u64, *offset, exported.size())?;
         }
         if jobs.is_empty() {
             return Ok(());

@@ -601,7 +601,7 @@ def test_auto_codes_the_same_with_or_without_the_model():
                 loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             ca.close()
-        bounds = {names[id(ref())]: ca.bounds()[name] for name, ref in ca._layers}
+        bounds = {names[id(ref())]: ca.bounds()[name] for name, ref in ca._watch.layers}
         s = ca.stats
         runs.append((bounds, (s.saved, s.compressed, s.exact, s.raw_bytes, s.stored_bytes),
                      grads_of(model)))

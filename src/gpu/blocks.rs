@@ -10,7 +10,7 @@ use super::abi::{BlocksParams, BLOCKS_SCRATCH_WORDS};
 use super::bindings::{check_bindings, BindLimits, Binding};
 use super::device::{request_device, select_adapter, Family, Kernel, Kernels};
 use super::map::map_read;
-use super::readback::{read_buffer, wait_idle};
+use super::readback::{read_buffer, read_flags, wait_idle};
 use super::GpuDecoder;
 use crate::error::{Error, Result};
 
@@ -141,11 +141,13 @@ impl GpuBlocks {
         self.kernels.kernel(Kernel::Blocks)
     }
 
-    /// Records `jobs` in one command encoder, each its entries (each over its count of
-    /// workgroups) with its own `src`, `dst`, uniform and [`BLOCKS_SCRATCH_WORDS`] words of
-    /// `scratch` from word `BLOCKS_SCRATCH_WORDS * j` (cleared first), then `then` (copies
-    /// of results to read back), and submits it, inside error scopes. Jobs run in order.
-    fn run(
+    /// Submits `jobs` (see [`BlocksJob`]) in one submission, inside error scopes: each its
+    /// entries (each over its count of workgroups) with its own `src`, `dst`, uniform and
+    /// [`BLOCKS_SCRATCH_WORDS`] words of `scratch` from word `BLOCKS_SCRATCH_WORDS * j`
+    /// (cleared first; `scratch` from [`scratch`](Self::scratch) for as many jobs), in order,
+    /// then `then`'s commands (copies of what the caller reads back). What a decode finds
+    /// malformed sets bits of its scratch slot's first word.
+    pub(crate) fn submit(
         &self,
         jobs: &[BlocksJob<'_>],
         scratch: &wgpu::Buffer,
@@ -272,18 +274,6 @@ impl GpuBlocks {
         })
     }
 
-    /// Submits `jobs` (see [`BlocksJob`]) in one submission, then `then`'s commands (copies
-    /// of what the caller reads back); `scratch` from [`scratch`](Self::scratch) for as many
-    /// jobs. What a decode finds malformed sets bits of its scratch slot's first word.
-    pub(crate) fn submit(
-        &self,
-        jobs: &[BlocksJob<'_>],
-        scratch: &wgpu::Buffer,
-        then: impl FnOnce(&mut wgpu::CommandEncoder),
-    ) -> Result<wgpu::SubmissionIndex> {
-        self.run(jobs, scratch, then)
-    }
-
     /// A buffer of `words` words the host reads (`MAP_READ`) after copies into it.
     pub(crate) fn read_back_buffer(&self, words: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -300,14 +290,7 @@ impl GpuBlocks {
         let request = map_read(buffer, 0..buffer.size());
         wait_idle(&self.device)?;
         pollster::block_on(request.wait())?;
-        let words = {
-            let view = buffer
-                .get_mapped_range(..)
-                .map_err(|e| Error::Gpu(format!("map failed: {e}")))?;
-            bytemuck::pod_collect_to_vec(&view[..])
-        };
-        buffer.unmap();
-        Ok(words)
+        read_flags(buffer, (buffer.size() / 4) as usize)
     }
 
     /// `words` words at word `at` of `buffer` (usage `COPY_SRC`), read back (blocking).
